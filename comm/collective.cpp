@@ -1,0 +1,44 @@
+#include "comm/collective.h"
+
+#include <fmt/format.h>
+
+namespace fsdp::comm {
+
+std::string describe(const Collective& c) {
+  switch (c.kind) {
+    case CollectiveKind::Barrier: return "barrier()";
+    case CollectiveKind::Broadcast:
+      return fmt::format("broadcast(count={}, dtype={}, root={}, device={})", c.count,
+                         dtype_name(c.dtype), c.root, c.device.str());
+    case CollectiveKind::AllGather:
+      return fmt::format("all_gather(count={} per rank, dtype={}, device={})", c.count,
+                         dtype_name(c.dtype), c.device.str());
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::AllReduce:
+      return fmt::format("{}(count={}, dtype={}, op={}, device={})", collective_name(c.kind),
+                         c.count, dtype_name(c.dtype), reduce_op_name(c.op), c.device.str());
+  }
+  return "?";
+}
+
+CollectiveSignature CollectiveSignature::of(const Collective& c) {
+  CollectiveSignature s;
+  s.count = c.count;
+  s.kind = static_cast<std::uint8_t>(c.kind);
+  s.dtype = static_cast<std::uint8_t>(c.dtype);
+  s.op = c.has_op() ? static_cast<std::uint8_t>(c.op) : 0;
+  s.root = c.kind == CollectiveKind::Broadcast ? c.root : 0;
+  return s;
+}
+
+std::string CollectiveSignature::str() const {
+  Collective c;
+  c.kind = static_cast<CollectiveKind>(kind);
+  c.count = count;
+  c.dtype = static_cast<DType>(dtype);
+  c.op = static_cast<ReduceOp>(op);
+  c.root = root;
+  return describe(c);
+}
+
+}  // namespace fsdp::comm

@@ -1,0 +1,61 @@
+// One collective call described as a value: what every backend receives, what errors describe,
+// and what ranks compare to detect mismatched calls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "comm/reduce_op.h"
+#include "core/device.h"
+#include "core/dtype.h"
+
+namespace fsdp::comm {
+
+enum class CollectiveKind : std::uint8_t { AllGather, ReduceScatter, AllReduce, Broadcast, Barrier };
+
+constexpr std::string_view collective_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case CollectiveKind::AllReduce: return "all_reduce";
+    case CollectiveKind::Broadcast: return "broadcast";
+    case CollectiveKind::Barrier: return "barrier";
+  }
+  return "?";
+}
+
+struct Collective {
+  CollectiveKind kind = CollectiveKind::Barrier;
+  const void* input = nullptr;  // all_gather, reduce_scatter
+  void* output = nullptr;       // every collective but barrier (all_reduce, broadcast: in place)
+  std::size_t count = 0;        // per-rank element count (all_gather input, reduce_scatter output)
+  DType dtype = DType::Float32;
+  ReduceOp op = ReduceOp::Sum;  // reduce_scatter, all_reduce
+  int root = 0;                 // broadcast
+  Device device = kCPU;
+
+  std::size_t bytes() const { return count * dtype_size(dtype); }
+  bool has_op() const {
+    return kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllReduce;
+  }
+};
+
+// "reduce_scatter(count=10, dtype=float32, op=sum)": used in every error message.
+std::string describe(const Collective& c);
+
+// The fields that must agree between ranks (pointers excluded), packed for cheap comparison.
+struct CollectiveSignature {
+  std::uint64_t count = 0;
+  std::uint8_t kind = 0;
+  std::uint8_t dtype = 0;
+  std::uint8_t op = 0;
+  std::int32_t root = 0;
+
+  static CollectiveSignature of(const Collective& c);
+  friend bool operator==(const CollectiveSignature&, const CollectiveSignature&) = default;
+  std::string str() const;
+};
+
+}  // namespace fsdp::comm

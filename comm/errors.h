@@ -1,0 +1,46 @@
+// Exceptions thrown by the communication layer. Every message names the backend, the collective,
+// the rank and the world size, so that a log line from one rank of many is self-explanatory.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace fsdp::comm {
+
+// Any failure of a collective or of a backend (I/O, library error, peer failure).
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A peer did not arrive (or did not finish) within the configured timeout.
+class CommTimeoutError : public CommError {
+ public:
+  using CommError::CommError;
+};
+
+// Ranks called the same collective with different counts, dtypes, ops or roots.
+class CommMismatchError : public CommError {
+ public:
+  using CommError::CommError;
+};
+
+// Another rank of the group failed, so this group can no longer make progress.
+class CommAbortedError : public CommError {
+ public:
+  using CommError::CommError;
+};
+
+// The requested backend was not compiled in (the message names the Meson option to enable it).
+class BackendNotBuiltError : public CommError {
+ public:
+  using CommError::CommError;
+};
+
+// A collective was asked of a group that cannot run it (FakeProcessGroup with size > 1).
+class UnsupportedCollectiveError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+}  // namespace fsdp::comm

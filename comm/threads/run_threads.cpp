@@ -1,0 +1,62 @@
+#include "comm/threads/run_threads.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/threads/threads_process_group.h"
+
+namespace fsdp::comm {
+
+RankFailedError::RankFailedError(int rank, int world_size, std::exception_ptr cause,
+                                 const std::string& what)
+    : CommError(fmt::format("rank {} of {} failed: {}", rank, world_size, what)),
+      rank_(rank),
+      cause_(std::move(cause)) {}
+
+void run_threads(int world_size, const std::function<void(ProcessGroup&)>& body,
+                 ThreadsOptions options) {
+  if (world_size < 1)
+    throw std::invalid_argument(fmt::format("run_threads: world size {} < 1", world_size));
+  auto world = std::make_shared<ThreadsWorld>(world_size, options.timeout);
+  std::mutex failure_mutex;
+  int failed_rank = -1;
+  std::exception_ptr failure;
+  std::string failure_what;
+
+  auto rank_main = [&](int rank) {
+    try {
+      ThreadsProcessGroup group(rank, world);
+      body(group);
+    } catch (...) {
+      std::string what = "unknown exception";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      {
+        std::lock_guard lock(failure_mutex);
+        if (!failure) {
+          failure = std::current_exception();
+          failed_rank = rank;
+          failure_what = what;
+        }
+      }
+      world->abort(rank, what);
+    }
+    world->mark_exited(rank);
+  };
+
+  std::vector<std::thread> threads;
+  threads.reserve(std::size_t(world_size));
+  for (int r = 0; r < world_size; ++r) threads.emplace_back(rank_main, r);
+  for (auto& t : threads) t.join();
+  if (failure) throw RankFailedError(failed_rank, world_size, failure, failure_what);
+}
+
+}  // namespace fsdp::comm

@@ -1,0 +1,123 @@
+#include "comm/threads/threads_process_group.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/builtin_backends.h"
+#include "comm/errors.h"
+#include "comm/reduce_kernels.h"
+#include "comm/registry.h"
+
+namespace fsdp::comm {
+
+namespace {
+
+// Rank r's share [begin, end) of `count` elements split as evenly as possible.
+std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r) {
+  std::size_t base = count / std::size_t(parts), extra = count % std::size_t(parts);
+  std::size_t begin = std::size_t(r) * base + std::min<std::size_t>(std::size_t(r), extra);
+  return {begin, begin + base + (std::size_t(r) < extra ? 1 : 0)};
+}
+
+const char* at(const void* p, std::size_t bytes) { return static_cast<const char*>(p) + bytes; }
+char* at(void* p, std::size_t bytes) { return static_cast<char*>(p) + bytes; }
+
+}  // namespace
+
+ThreadsProcessGroup::ThreadsProcessGroup(int rank, std::shared_ptr<ThreadsWorld> world)
+    : ProcessGroup(rank, world->size()), world_(std::move(world)) {}
+
+ThreadsProcessGroup::~ThreadsProcessGroup() { shutdown_executor(); }
+
+void ThreadsProcessGroup::sync(const Collective& c) {
+  world_->arrive_and_wait(rank(), where(), describe(c));
+}
+
+void ThreadsProcessGroup::check_signatures(const Collective& c) {
+  const CollectiveSignature mine = world_->slot(rank()).signature;
+  for (int r = 0; r < size(); ++r) {
+    const CollectiveSignature theirs = world_->slot(r).signature;
+    if (theirs == mine) continue;
+    // Every rank sees the same slots, so every rank takes this branch; the extra barrier keeps
+    // the slots stable until all have read them.
+    sync(c);
+    throw CommMismatchError(fmt::format(
+        "{}: mismatched collectives: this rank called {}, rank {} called {}", where(),
+        mine.str(), r, theirs.str()));
+  }
+}
+
+void ThreadsProcessGroup::execute(const Collective& c) {
+  const int n = size(), me = rank();
+  ThreadsWorld& w = *world_;
+  auto& slot = w.slot(me);
+  slot.input = c.input;
+  slot.output = c.output;
+  slot.signature = CollectiveSignature::of(c);
+  sync(c);  // every rank's slot is published
+  check_signatures(c);
+
+  const std::size_t elem = dtype_size(c.dtype);
+  const std::size_t bytes = c.count * elem;
+  switch (c.kind) {
+    case CollectiveKind::Barrier: return;  // the one barrier above is the whole collective
+    case CollectiveKind::AllGather:
+      // Pull every rank's input into our output, starting with our right neighbour so that the
+      // ranks do not all read the same source at once.
+      for (int k = 0; k < n && bytes > 0; ++k) {
+        int src = (me + k) % n;
+        const void* from = w.slot(src).input;
+        void* to = at(c.output, std::size_t(src) * bytes);
+        if (from != to) std::memcpy(to, from, bytes);
+      }
+      break;
+    case CollectiveKind::ReduceScatter: {
+      std::vector<const void*> inputs(static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r) inputs[std::size_t(r)] = at(w.slot(r).input, std::size_t(me) * bytes);
+      reduce_buffers(c.op, c.dtype, c.output, inputs.data(), n, c.count, n);
+      break;
+    }
+    case CollectiveKind::AllReduce: {
+      // Reduce our share of every rank's buffer and write the result into all of them: nobody
+      // else reads or writes this share.
+      auto [begin, end] = share_of(c.count, n, me);
+      std::vector<const void*> inputs(static_cast<std::size_t>(n));
+      const std::size_t block = std::max<std::size_t>(1, (64u << 10) / elem);
+      for (std::size_t b = begin; b < end; b += block) {
+        std::size_t len = std::min(block, end - b);
+        for (int r = 0; r < n; ++r) inputs[std::size_t(r)] = at(w.slot(r).output, b * elem);
+        reduce_buffers(c.op, c.dtype, at(c.output, b * elem), inputs.data(), n, len, n);
+        for (int r = 0; r < n; ++r)
+          if (r != me) std::memcpy(at(w.slot(r).output, b * elem), at(c.output, b * elem), len * elem);
+      }
+      break;
+    }
+    case CollectiveKind::Broadcast:
+      if (me != c.root && bytes > 0) std::memcpy(c.output, w.slot(c.root).output, bytes);
+      break;
+  }
+  sync(c);  // nobody returns (and reuses its buffers) while another rank still reads them
+}
+
+std::shared_ptr<ProcessGroup> ThreadsProcessGroup::make_subgroup(const std::vector<int>& ranks,
+                                                                 int new_rank, int call_index) {
+  if (new_rank < 0) return nullptr;
+  return std::make_shared<ThreadsProcessGroup>(new_rank, world_->subworld(call_index, ranks));
+}
+
+void register_threads_backend() {
+  register_backend("threads", [](const InitOptions& o) -> std::shared_ptr<ProcessGroup> {
+    int size = o.world_size < 0 ? 1 : o.world_size;
+    int rank = o.rank < 0 ? 0 : o.rank;
+    if (size == 1) return std::make_shared<ThreadsProcessGroup>(0, std::make_shared<ThreadsWorld>(1, o.timeout));
+    if (rank >= size)
+      throw std::invalid_argument(
+          fmt::format("threads backend: rank {} is not below world size {}", rank, size));
+    return std::make_shared<ThreadsProcessGroup>(
+        rank, join_named_world(o.group_name, rank, size, o.timeout));
+  });
+}
+
+}  // namespace fsdp::comm
