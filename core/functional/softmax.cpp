@@ -1,0 +1,141 @@
+// softmax and log_softmax along any dim, numerically stable (the row maximum is subtracted
+// before exponentiating). The tensor is read as (outer, n, inner) around `dim`: with inner == 1
+// each row is contiguous; otherwise a whole (n, inner) slab is processed with the inner index
+// innermost, so every pass walks memory in order.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/functional/functional_common.h"
+#include "core/ops.h"
+
+namespace fsdp {
+namespace {
+
+using functional::RowLayout;
+
+template <typename T, bool kLog>
+void softmax_forward(const T* x, T* y, const RowLayout& l) {
+  const std::int64_t n = l.n, inner = l.inner;
+  if (inner == 1) {
+    for (std::int64_t o = 0; o < l.outer; ++o) {
+      const T* xr = x + o * n;
+      T* yr = y + o * n;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (std::int64_t k = 0; k < n; ++k) mx = xr[k] > mx ? xr[k] : mx;
+      if (std::isinf(mx) && mx < 0) mx = 0;  // a row of -inf: keep exp finite (gives nan like torch)
+      double s = 0;
+      if constexpr (kLog) {
+        for (std::int64_t k = 0; k < n; ++k) s += std::exp(xr[k] - mx);
+        const T lse = static_cast<T>(std::log(s)) + mx;
+        for (std::int64_t k = 0; k < n; ++k) yr[k] = xr[k] - lse;
+      } else {
+        for (std::int64_t k = 0; k < n; ++k) {
+          T e = std::exp(xr[k] - mx);
+          yr[k] = e;
+          s += e;
+        }
+        const T inv = static_cast<T>(1.0 / s);
+        for (std::int64_t k = 0; k < n; ++k) yr[k] *= inv;
+      }
+    }
+    return;
+  }
+  std::vector<T> mx(static_cast<std::size_t>(inner));
+  std::vector<double> s(static_cast<std::size_t>(inner));
+  for (std::int64_t o = 0; o < l.outer; ++o) {
+    const T* xs = x + o * n * inner;
+    T* ys = y + o * n * inner;
+    std::fill(mx.begin(), mx.end(), -std::numeric_limits<T>::infinity());
+    std::fill(s.begin(), s.end(), 0.0);
+    for (std::int64_t k = 0; k < n; ++k)
+      for (std::int64_t i = 0; i < inner; ++i) mx[i] = std::max(mx[i], xs[k * inner + i]);
+    for (auto& m : mx)
+      if (std::isinf(m) && m < 0) m = 0;
+    for (std::int64_t k = 0; k < n; ++k)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        T e = std::exp(xs[k * inner + i] - mx[i]);
+        if constexpr (!kLog) ys[k * inner + i] = e;
+        s[i] += e;
+      }
+    for (std::int64_t i = 0; i < inner; ++i) {
+      if constexpr (kLog) {
+        mx[i] += static_cast<T>(std::log(s[i]));  // now the log-sum-exp
+      } else {
+        s[i] = 1.0 / s[i];
+      }
+    }
+    for (std::int64_t k = 0; k < n; ++k)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        if constexpr (kLog) ys[k * inner + i] = xs[k * inner + i] - mx[i];
+        else ys[k * inner + i] *= static_cast<T>(s[i]);
+      }
+  }
+}
+
+// softmax:     dx = y * (g - sum(g * y))
+// log_softmax: dx = g - exp(y) * sum(g)
+template <typename T, bool kLog>
+void softmax_backward(const T* y, const T* g, T* dx, const RowLayout& l) {
+  const std::int64_t n = l.n, inner = l.inner;
+  std::vector<double> s(static_cast<std::size_t>(inner));
+  for (std::int64_t o = 0; o < l.outer; ++o) {
+    const std::int64_t base = o * n * inner;
+    const T* yr = y + base;
+    const T* gr = g + base;
+    T* dr = dx + base;
+    std::fill(s.begin(), s.end(), 0.0);
+    for (std::int64_t k = 0; k < n; ++k)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        const std::int64_t j = k * inner + i;
+        if constexpr (kLog) s[i] += gr[j];
+        else s[i] += static_cast<double>(gr[j]) * yr[j];
+      }
+    for (std::int64_t k = 0; k < n; ++k)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        const std::int64_t j = k * inner + i;
+        if constexpr (kLog) dr[j] = gr[j] - std::exp(yr[j]) * static_cast<T>(s[i]);
+        else dr[j] = yr[j] * (gr[j] - static_cast<T>(s[i]));
+      }
+  }
+}
+
+template <bool kLog>
+Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
+  functional::check_floating(a, op, "input");
+  const std::int64_t d = functional::wrap_dim(dim, a.dim(), op);
+  if (functional::any_meta({&a}, op)) return functional::meta_empty(a.shape(), a.dtype());
+  const DType out_dtype = a.dtype();
+  const DType cd = functional::compute_dtype(out_dtype);
+  const RowLayout layout = functional::row_layout(a.shape(), d);
+  Tensor x = functional::compute_input(a);
+  Tensor y = empty(a.shape(), TensorOptions(cd));
+  dispatch_float(cd, op, [&]<typename T>() {
+    softmax_forward<T, kLog>(x.data<T>(), y.data<T>(), layout);
+  });
+  Tensor out = functional::to_result_dtype(y, out_dtype);
+  autograd::record(kLog ? "LogSoftmaxBackward" : "SoftmaxBackward", {a}, {out}, {out},
+                   [layout, out_dtype, op](const autograd::variable_list& saved,
+                                           const autograd::variable_list& grads) {
+                     if (!grads[0].defined()) return autograd::variable_list{Tensor()};
+                     Tensor yc = functional::compute_input(saved[0]);
+                     const DType c = yc.dtype();
+                     Tensor g = functional::contiguous_as(grads[0], c);
+                     Tensor dx = empty(yc.shape(), TensorOptions(c));
+                     dispatch_float(c, op, [&]<typename T>() {
+                       softmax_backward<T, kLog>(yc.data<T>(), g.data<T>(), dx.data<T>(), layout);
+                     });
+                     return autograd::variable_list{functional::to_result_dtype(dx, out_dtype)};
+                   });
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& a, std::int64_t dim) { return softmax_impl<false>(a, dim, "softmax"); }
+
+Tensor log_softmax(const Tensor& a, std::int64_t dim) {
+  return softmax_impl<true>(a, dim, "log_softmax");
+}
+
+}  // namespace fsdp

@@ -1,0 +1,567 @@
+#include "core/module.h"
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_set>
+
+#include "core/autograd.h"
+#include "core/error.h"
+
+namespace fsdp::nn {
+
+// --- classes
+namespace {
+std::mutex g_class_mutex;
+std::map<std::vector<std::string>, std::unique_ptr<ModuleClass>>& class_registry() {
+  static std::map<std::vector<std::string>, std::unique_ptr<ModuleClass>> r;
+  return r;
+}
+
+// C3 linearisation of the bases' MROs (Python's method resolution order).
+std::vector<std::string> c3_merge(const std::string& name,
+                                  std::initializer_list<const ModuleClass*> bases) {
+  std::vector<std::vector<std::string>> seqs;
+  for (const auto* b : bases) seqs.push_back(b->mro());
+  std::vector<std::string> direct;
+  for (const auto* b : bases) direct.push_back(b->name());
+  seqs.push_back(direct);
+  std::vector<std::string> out{name};
+  while (true) {
+    seqs.erase(std::remove_if(seqs.begin(), seqs.end(), [](auto& s) { return s.empty(); }), seqs.end());
+    if (seqs.empty()) return out;
+    std::string pick;
+    for (const auto& s : seqs) {
+      const std::string& cand = s.front();
+      bool in_tail = false;
+      for (const auto& o : seqs)
+        if (std::find(o.begin() + 1, o.end(), cand) != o.end()) in_tail = true;
+      if (!in_tail) {
+        pick = cand;
+        break;
+      }
+    }
+    FSDP_CHECK(!pick.empty(), TypeError,
+               "Cannot create a consistent method resolution order (MRO) for class {}", name);
+    out.push_back(pick);
+    for (auto& s : seqs)
+      if (!s.empty() && s.front() == pick) s.erase(s.begin());
+  }
+}
+}  // namespace
+
+const ModuleClass& ModuleClass::from_names(const std::string& name,
+                                           const std::vector<std::string>& mro_tail) {
+  std::vector<std::string> mro{name};
+  for (const auto& b : mro_tail)
+    if (b != name) mro.push_back(b);
+  std::lock_guard<std::mutex> lock(g_class_mutex);
+  auto& slot = class_registry()[mro];
+  if (!slot) slot = std::make_unique<ModuleClass>(mro);
+  return *slot;
+}
+
+const ModuleClass& ModuleClass::get(const std::string& name,
+                                    std::initializer_list<const ModuleClass*> bases) {
+  std::vector<std::string> mro = bases.size() == 0 ? std::vector<std::string>{name}
+                                                   : c3_merge(name, bases);
+  std::lock_guard<std::mutex> lock(g_class_mutex);
+  auto& slot = class_registry()[mro];
+  if (!slot) slot = std::make_unique<ModuleClass>(mro);
+  return *slot;
+}
+
+const ModuleClass& ModuleClass::module() {
+  static const ModuleClass& m = get("Module", {});
+  return m;
+}
+
+const ModuleClass& named_class(const std::string& name,
+                               std::initializer_list<const ModuleClass*> bases) {
+  return ModuleClass::get(name, bases);
+}
+
+bool ModuleClass::is_subclass_of(std::string_view cls) const {
+  for (const auto& n : mro_)
+    if (n == cls) return true;
+  return false;
+}
+
+ClassSet ClassSet::united(const ClassSet& other) const {
+  ClassSet out = *this;
+  out.names_.insert(other.names_.begin(), other.names_.end());
+  return out;
+}
+
+bool ClassSet::matches(const ModuleClass& cls) const {
+  for (const auto& n : cls.mro())
+    if (names_.count(n)) return true;
+  return false;
+}
+
+std::string ClassSet::str() const {
+  std::string s = "{";
+  bool first = true;
+  for (const auto& n : names_) {
+    if (!first) s += ", ";
+    s += n;
+    first = false;
+  }
+  return s + "}";
+}
+
+// --- lifetime
+Module::Module(const ModuleClass& cls) : class_(&cls) {}
+
+Module::~Module() {
+  thread_local bool t_deleting = false;
+  thread_local std::vector<ModulePtr> t_pending;
+  for (auto& [name, c] : children_)
+    if (c) t_pending.push_back(std::move(c));
+  if (t_deleting) return;
+  t_deleting = true;
+  while (!t_pending.empty()) {
+    ModulePtr m = std::move(t_pending.back());
+    t_pending.pop_back();
+  }
+  t_deleting = false;
+}
+
+// --- children
+void Module::check_new_name(const std::string& name, const char* what) const {
+  FSDP_CHECK(!name.empty(), KeyError, "{} name can't be empty string \"\" (in {})", what, type_name());
+  FSDP_CHECK(name.find('.') == std::string::npos, KeyError,
+             "{} name can't contain \".\", got: {} (in {})", what, name, type_name());
+  auto clash = [&](const char* kind) {
+    throw KeyError(fmt::format("attribute '{}' already exists as a {} of {}: cannot register a {} "
+                               "with the same name",
+                               name, kind, type_name(), what));
+  };
+  for (const auto& [n, c] : children_)
+    if (n == name) clash("child module");
+  for (const auto& [n, p] : params_)
+    if (n == name) clash("parameter");
+  for (const auto& [n, b] : buffers_)
+    if (n == name) clash("buffer");
+}
+
+ModulePtr Module::register_module(const std::string& name, ModulePtr child) {
+  check_new_name(name, "module");
+  children_.emplace_back(name, child);
+  return child;
+}
+
+void Module::replace_child(const std::string& name, ModulePtr child) {
+  for (auto& [n, c] : children_)
+    if (n == name) {
+      c = std::move(child);
+      return;
+    }
+  (void)this->child(name);  // throws KeyError listing the children
+}
+
+bool Module::has_child(const std::string& name) const {
+  for (const auto& [n, c] : children_)
+    if (n == name) return true;
+  return false;
+}
+
+namespace {
+template <typename Slots>
+std::string list_names(const Slots& slots) {
+  std::string s;
+  for (const auto& [n, v] : slots) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? "none" : s;
+}
+}  // namespace
+
+const ModulePtr& Module::child(const std::string& name) const {
+  for (const auto& [n, c] : children_)
+    if (n == name) return c;
+  throw KeyError(fmt::format("{} has no child module '{}' (children: {})", type_name(), name,
+                             list_names(children_)));
+}
+
+std::vector<std::pair<std::string, ModulePtr>> Module::named_children() const {
+  std::vector<std::pair<std::string, ModulePtr>> out;
+  std::unordered_set<const Module*> memo;
+  for (const auto& [n, c] : children_)
+    if (c && memo.insert(c.get()).second) out.emplace_back(n, c);
+  return out;
+}
+
+std::vector<ModulePtr> Module::children() const {
+  std::vector<ModulePtr> out;
+  for (auto& [n, c] : named_children()) out.push_back(c);
+  return out;
+}
+
+std::vector<std::pair<std::string, ModulePtr>> Module::named_modules(const std::string& prefix,
+                                                                     bool remove_duplicate) {
+  std::vector<std::pair<std::string, ModulePtr>> out;
+  std::unordered_set<const Module*> memo;
+  // Explicit stack; children pushed in reverse so they pop in registration order, which gives
+  // exactly the recursive pre-order (the memo is checked when a module is reached, as upstream).
+  std::vector<std::pair<std::string, ModulePtr>> stack{{prefix, shared_from_this()}};
+  while (!stack.empty()) {
+    auto [name, m] = std::move(stack.back());
+    stack.pop_back();
+    if (remove_duplicate && !memo.insert(m.get()).second) continue;
+    const auto& slots = m->children_;
+    for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
+      if (!it->second) continue;
+      stack.emplace_back(name.empty() ? it->first : name + "." + it->first, it->second);
+    }
+    out.emplace_back(std::move(name), std::move(m));
+  }
+  return out;
+}
+
+std::vector<ModulePtr> Module::modules() {
+  std::vector<ModulePtr> out;
+  for (auto& [n, m] : named_modules()) out.push_back(m);
+  return out;
+}
+
+ModulePtr Module::get_submodule(const std::string& path) {
+  ModulePtr m = shared_from_this();
+  if (path.empty()) return m;
+  std::size_t start = 0;
+  std::string walked;
+  while (start <= path.size()) {
+    std::size_t dot = path.find('.', start);
+    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!m->has_child(part) || !m->child(part))
+      throw KeyError(fmt::format("{} has no attribute `{}` (while resolving '{}')",
+                                 walked.empty() ? m->type_name() : walked, part, path));
+    m = m->child(part);
+    walked += (walked.empty() ? "" : ".") + part;
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return m;
+}
+
+// --- parameters and buffers
+Tensor Module::register_parameter(const std::string& name, Tensor param, bool requires_grad) {
+  check_new_name(name, "parameter");
+  if (param.defined() && param.is_leaf() && param.is_floating_point())
+    param.requires_grad_(requires_grad);
+  params_.emplace_back(name, param);
+  return param;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor buffer, bool persistent) {
+  check_new_name(name, "buffer");
+  buffers_.emplace_back(name, buffer);
+  if (!persistent) non_persistent_.insert(name);
+  return buffer;
+}
+
+bool Module::has_parameter(const std::string& name) const {
+  for (const auto& [n, p] : params_)
+    if (n == name) return true;
+  return false;
+}
+bool Module::has_buffer(const std::string& name) const {
+  for (const auto& [n, b] : buffers_)
+    if (n == name) return true;
+  return false;
+}
+
+const Tensor& Module::param(const std::string& name) const {
+  for (const auto& [n, p] : params_)
+    if (n == name) return p;
+  throw KeyError(fmt::format("{} has no parameter '{}' (parameters: {})", type_name(), name,
+                             list_names(params_)));
+}
+const Tensor& Module::buffer(const std::string& name) const {
+  for (const auto& [n, b] : buffers_)
+    if (n == name) return b;
+  throw KeyError(fmt::format("{} has no buffer '{}' (buffers: {})", type_name(), name,
+                             list_names(buffers_)));
+}
+
+void Module::set_parameter(const std::string& name, Tensor p) {
+  for (auto& [n, slot] : params_)
+    if (n == name) {
+      slot = std::move(p);
+      return;
+    }
+  (void)param(name);
+}
+void Module::set_buffer(const std::string& name, Tensor b) {
+  for (auto& [n, slot] : buffers_)
+    if (n == name) {
+      slot = std::move(b);
+      return;
+    }
+  (void)buffer(name);
+}
+
+Tensor Module::remove_parameter(const std::string& name) {
+  for (auto it = params_.begin(); it != params_.end(); ++it)
+    if (it->first == name) {
+      Tensor t = it->second;
+      params_.erase(it);
+      return t;
+    }
+  (void)param(name);
+  return {};
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(const std::string& prefix,
+                                                                     bool recurse,
+                                                                     bool remove_duplicate) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::unordered_set<const TensorImpl*> memo;
+  auto visit = [&](const std::string& mprefix, const Module& m) {
+    for (const auto& [n, p] : m.params_) {
+      if (!p.defined()) continue;
+      if (remove_duplicate && !memo.insert(p.impl()).second) continue;
+      out.emplace_back(mprefix.empty() ? n : mprefix + "." + n, p);
+    }
+  };
+  if (!recurse) {
+    visit(prefix, *this);
+    return out;
+  }
+  for (auto& [name, m] : named_modules(prefix, remove_duplicate)) visit(name, *m);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) {
+  std::vector<Tensor> out;
+  for (auto& [n, p] : named_parameters("", recurse)) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(const std::string& prefix,
+                                                                  bool recurse,
+                                                                  bool remove_duplicate) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::unordered_set<const TensorImpl*> memo;
+  auto visit = [&](const std::string& mprefix, const Module& m) {
+    for (const auto& [n, b] : m.buffers_) {
+      if (!b.defined()) continue;
+      if (remove_duplicate && !memo.insert(b.impl()).second) continue;
+      out.emplace_back(mprefix.empty() ? n : mprefix + "." + n, b);
+    }
+  };
+  if (!recurse) {
+    visit(prefix, *this);
+    return out;
+  }
+  for (auto& [name, m] : named_modules(prefix, remove_duplicate)) visit(name, *m);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) {
+  std::vector<Tensor> out;
+  for (auto& [n, b] : named_buffers("", recurse)) out.push_back(b);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::state_dict(const std::string& prefix) {
+  // PyTorch recurses through _modules without a memo: shared modules appear under each name.
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::vector<std::pair<std::string, Module*>> stack{{prefix, this}};
+  while (!stack.empty()) {
+    auto [p, m] = stack.back();
+    stack.pop_back();
+    auto join = [&](const std::string& n) { return p.empty() ? n : p + "." + n; };
+    for (const auto& [n, t] : m->params_)
+      if (t.defined()) out.emplace_back(join(n), t);
+    for (const auto& [n, t] : m->buffers_)
+      if (t.defined() && !m->non_persistent_.count(n)) out.emplace_back(join(n), t);
+    for (auto it = m->children_.rbegin(); it != m->children_.rend(); ++it)
+      if (it->second) stack.emplace_back(join(it->first), it->second.get());
+  }
+  return out;
+}
+
+void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state, bool strict) {
+  auto own = state_dict();
+  std::map<std::string, Tensor> given(state.begin(), state.end());
+  std::vector<std::string> missing, unexpected;
+  std::set<std::string> own_keys;
+  for (auto& [k, t] : own) {
+    own_keys.insert(k);
+    auto it = given.find(k);
+    if (it == given.end()) {
+      missing.push_back(k);
+      continue;
+    }
+    FSDP_CHECK(it->second.shape() == t.shape(), RuntimeError,
+               "Error(s) in loading state_dict for {}: size mismatch for {}: copying a param with "
+               "shape {} from checkpoint, the shape in current model is {}.",
+               type_name(), k, shape_str(it->second.shape()), shape_str(t.shape()));
+    autograd::NoGradGuard no_grad;
+    Tensor dst = t;
+    dst.copy_(it->second);
+  }
+  for (auto& [k, t] : state)
+    if (!own_keys.count(k)) unexpected.push_back(k);
+  if (strict && (!missing.empty() || !unexpected.empty())) {
+    std::string msg = fmt::format("Error(s) in loading state_dict for {}:", type_name());
+    auto quote = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& k : v) s += (s.empty() ? "\"" : ", \"") + k + "\"";
+      return s;
+    };
+    if (!missing.empty()) msg += " Missing key(s) in state_dict: " + quote(missing) + ".";
+    if (!unexpected.empty()) msg += " Unexpected key(s) in state_dict: " + quote(unexpected) + ".";
+    throw RuntimeError(msg);
+  }
+}
+
+std::int64_t Module::num_parameters() {
+  std::int64_t n = 0;
+  for (auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+// --- calling
+Value Module::forward(const Args&) {
+  throw NotImplementedError(
+      fmt::format("Module [{}] is missing the required \"forward\" function", type_name()));
+}
+
+Value Module::operator()(const Args& args_in) {
+  const Args* args = &args_in;
+  std::optional<Args> replaced;
+  for (std::size_t i = 0; i < pre_hooks_.size(); ++i) {
+    auto hook = pre_hooks_[i];  // copy: a hook may register hooks
+    if (!*hook.first) continue;
+    if (auto r = hook.second(*this, *args)) {
+      replaced = std::move(*r);
+      args = &*replaced;
+    }
+  }
+  Value out = forward(*args);
+  for (std::size_t i = 0; i < hooks_.size(); ++i) {
+    auto hook = hooks_[i];
+    if (!*hook.first) continue;
+    if (auto r = hook.second(*this, *args, out)) out = std::move(*r);
+  }
+  return out;
+}
+
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook, bool prepend) {
+  auto alive = std::make_shared<bool>(true);
+  if (prepend) pre_hooks_.insert(pre_hooks_.begin(), {alive, std::move(hook)});
+  else pre_hooks_.emplace_back(alive, std::move(hook));
+  return HookHandle(alive);
+}
+
+HookHandle Module::register_forward_hook(ForwardHook hook, bool prepend) {
+  auto alive = std::make_shared<bool>(true);
+  if (prepend) hooks_.insert(hooks_.begin(), {alive, std::move(hook)});
+  else hooks_.emplace_back(alive, std::move(hook));
+  return HookHandle(alive);
+}
+
+// --- modes and conversions
+Module& Module::train(bool mode) {
+  for (auto& m : modules()) m->training_ = mode;
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  autograd::NoGradGuard no_grad;
+  for (auto& m : modules()) {
+    for (auto& [n, p] : m->params_)
+      if (p.defined() && p.is_floating_point() && p.dtype() != dtype) p.set_data(p.detach().to(dtype));
+    for (auto& [n, b] : m->buffers_)
+      if (b.defined() && b.is_floating_point() && b.dtype() != dtype) b.set_data(b.detach().to(dtype));
+  }
+  return *this;
+}
+
+Module& Module::to(Device device) {
+  autograd::NoGradGuard no_grad;
+  for (auto& m : modules()) {
+    for (auto& [n, p] : m->params_)
+      if (p.defined() && p.device() != device) p.set_data(p.detach().to(device));
+    for (auto& [n, b] : m->buffers_)
+      if (b.defined() && b.device() != device) b.set_data(b.detach().to(device));
+  }
+  return *this;
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (auto& p : parameters()) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (set_to_none) p.set_grad(Tensor());
+    else g.zero_();
+  }
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  // Post-order (children first), iteratively.
+  std::vector<Module*> order;
+  std::unordered_set<const Module*> done;
+  std::vector<std::pair<Module*, bool>> stack{{this, false}};
+  while (!stack.empty()) {
+    auto [m, expanded] = stack.back();
+    stack.pop_back();
+    if (expanded) {
+      order.push_back(m);
+      continue;
+    }
+    if (!done.insert(m).second) continue;
+    stack.emplace_back(m, true);
+    const auto& slots = m->children_;
+    for (auto it = slots.rbegin(); it != slots.rend(); ++it)
+      if (it->second) stack.emplace_back(it->second.get(), false);
+  }
+  for (Module* m : order) fn(*m);
+  return *this;
+}
+
+std::any& Module::attr(const std::string& name) {
+  auto it = attrs_.find(name);
+  FSDP_CHECK(it != attrs_.end(), KeyError, "'{}' object has no attribute '{}'", type_name(), name);
+  return it->second;
+}
+const std::any& Module::attr(const std::string& name) const {
+  auto it = attrs_.find(name);
+  FSDP_CHECK(it != attrs_.end(), KeyError, "'{}' object has no attribute '{}'", type_name(), name);
+  return it->second;
+}
+
+// --- printing
+namespace {
+void repr_into(const Module& m, std::string& out, int indent, int depth) {
+  std::string extra = m.extra_repr();
+  out += m.type_name() + "(";
+  std::vector<std::pair<std::string, ModulePtr>> kids;
+  for (const auto& [n, c] : m.child_slots())
+    if (c) kids.emplace_back(n, c);
+  if (kids.empty()) {
+    out += extra + ")";
+    return;
+  }
+  std::string pad(static_cast<std::size_t>(indent + 2), ' ');
+  out += "\n";
+  if (!extra.empty()) out += pad + extra + "\n";
+  if (depth > 200) {
+    out += pad + "...\n" + std::string(static_cast<std::size_t>(indent), ' ') + ")";
+    return;
+  }
+  for (const auto& [n, c] : kids) {
+    out += pad + "(" + n + "): ";
+    repr_into(*c, out, indent + 2, depth + 1);
+    out += "\n";
+  }
+  out += std::string(static_cast<std::size_t>(indent), ' ') + ")";
+}
+}  // namespace
+
+std::string Module::repr() const {
+  std::string out;
+  repr_into(*this, out, 0, 0);
+  return out;
+}
+
+}  // namespace fsdp::nn

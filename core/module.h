@@ -1,0 +1,226 @@
+// The module tree: ordered named children, parameters and buffers; PyTorch's traversal
+// semantics (named_modules, named_parameters, ...); class identity with isinstance semantics;
+// child slots that wrapping can replace; forward hooks; train/eval.
+#pragma once
+
+#include <any>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/value.h"
+
+namespace fsdp::nn {
+
+// A module class: its name and its ancestors, nearest first (Python's MRO without `object`),
+// e.g. BatchNorm1d: {"BatchNorm1d", "_BatchNorm", "_NormBase", "Module"}.
+class ModuleClass {
+ public:
+  // Interned: one object per (name, ancestry). `bases` are the direct bases' classes.
+  static const ModuleClass& get(const std::string& name,
+                                std::initializer_list<const ModuleClass*> bases);
+  // For classes described by data (model files): the full ancestor list, nearest first.
+  static const ModuleClass& from_names(const std::string& name, const std::vector<std::string>& mro);
+  static const ModuleClass& module();  // "Module"
+
+  const std::string& name() const { return mro_.front(); }
+  const std::vector<std::string>& mro() const { return mro_; }  // name first
+  bool is_subclass_of(std::string_view cls) const;
+
+  explicit ModuleClass(std::vector<std::string> mro) : mro_(std::move(mro)) {}
+
+ private:
+  std::vector<std::string> mro_;
+};
+
+// A set of classes, matched with isinstance semantics (a module matches when its class or one
+// of its ancestors is in the set).
+class ClassSet {
+ public:
+  ClassSet() = default;
+  ClassSet(std::initializer_list<std::string> names) : names_(names) {}
+  explicit ClassSet(std::set<std::string> names) : names_(std::move(names)) {}
+  template <typename... M>
+  static ClassSet of() {
+    return ClassSet({M::static_class().name()...});
+  }
+  void insert(const std::string& name) { names_.insert(name); }
+  ClassSet united(const ClassSet& other) const;  // union, like Python's set.union
+  bool contains(const std::string& name) const { return names_.count(name) > 0; }
+  bool matches(const ModuleClass& cls) const;
+  const std::set<std::string>& names() const { return names_; }
+  bool empty() const { return names_.empty(); }
+  std::string str() const;  // "{BatchNorm1d, Linear}"
+  friend bool operator==(const ClassSet&, const ClassSet&) = default;
+
+ private:
+  std::set<std::string> names_;
+};
+
+class Module;
+using ModulePtr = std::shared_ptr<Module>;
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  static const ModuleClass& static_class() { return ModuleClass::module(); }
+
+  explicit Module(const ModuleClass& cls = ModuleClass::module());
+  virtual ~Module();  // iterative: a chain 100 000 modules deep is freed without deep recursion
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // --- class identity
+  const ModuleClass& module_class() const { return *class_; }
+  const std::string& type_name() const { return class_->name(); }
+  bool isinstance(const ClassSet& classes) const { return classes.matches(*class_); }
+  bool isinstance(std::string_view cls) const { return class_->is_subclass_of(cls); }
+
+  // --- children: ordered slots; parents call children through their slot, so a child replaced
+  // in its slot (wrapping) is called through its replacement.
+  ModulePtr register_module(const std::string& name, ModulePtr child);  // child may be null
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
+    register_module(name, ModulePtr(child));
+    return child;
+  }
+  // Python's setattr(parent, name, child) for an existing child slot.
+  void replace_child(const std::string& name, ModulePtr child);
+  bool has_child(const std::string& name) const;
+  // The module in slot `name`; throws KeyError listing the children when absent.
+  const ModulePtr& child(const std::string& name) const;
+  // Typed access to the current occupant (null if it is not an M, e.g. after wrapping).
+  template <typename M>
+  std::shared_ptr<M> child_as(const std::string& name) const {
+    return std::dynamic_pointer_cast<M>(child(name));
+  }
+  // All slots in registration order, including empty ones and repeated objects.
+  const std::vector<std::pair<std::string, ModulePtr>>& child_slots() const { return children_; }
+
+  // PyTorch traversals. named_children skips empty slots and repeats of one object.
+  std::vector<std::pair<std::string, ModulePtr>> named_children() const;
+  std::vector<ModulePtr> children() const;
+  // Pre-order; shared modules once (unless remove_duplicate is false); names joined with '.'.
+  std::vector<std::pair<std::string, ModulePtr>> named_modules(const std::string& prefix = "",
+                                                               bool remove_duplicate = true);
+  std::vector<ModulePtr> modules();
+  // The module at a dotted path ("layers.0.attn"); "" is this module. KeyError when absent.
+  ModulePtr get_submodule(const std::string& path);
+
+  // --- parameters and buffers (slots may hold an undefined tensor, like bias=None)
+  Tensor register_parameter(const std::string& name, Tensor param, bool requires_grad = true);
+  Tensor register_buffer(const std::string& name, Tensor buffer, bool persistent = true);
+  bool has_parameter(const std::string& name) const;
+  bool has_buffer(const std::string& name) const;
+  // The tensor in a slot (KeyError listing the names when absent).
+  const Tensor& param(const std::string& name) const;
+  const Tensor& buffer(const std::string& name) const;
+  // Replace a slot's tensor (tied weights: child->set_parameter("weight", other->param("weight"))).
+  void set_parameter(const std::string& name, Tensor param);
+  void set_buffer(const std::string& name, Tensor buffer);
+  // Remove a parameter slot, returning its tensor (FSDP moves parameters into flat parameters).
+  Tensor remove_parameter(const std::string& name);
+  const std::vector<std::pair<std::string, Tensor>>& parameter_slots() const { return params_; }
+  const std::vector<std::pair<std::string, Tensor>>& buffer_slots() const { return buffers_; }
+
+  // Tied parameters once (unless remove_duplicate is false), first name wins; undefined skipped.
+  std::vector<std::pair<std::string, Tensor>> named_parameters(const std::string& prefix = "",
+                                                               bool recurse = true,
+                                                               bool remove_duplicate = true);
+  std::vector<Tensor> parameters(bool recurse = true);
+  std::vector<std::pair<std::string, Tensor>> named_buffers(const std::string& prefix = "",
+                                                            bool recurse = true,
+                                                            bool remove_duplicate = true);
+  std::vector<Tensor> buffers(bool recurse = true);
+  // Parameters and persistent buffers by FQN, PyTorch's state_dict order (no de-duplication).
+  std::vector<std::pair<std::string, Tensor>> state_dict(const std::string& prefix = "");
+  // Copies values into parameters/buffers by FQN. strict: missing or unexpected keys throw.
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state, bool strict = true);
+  std::int64_t num_parameters();  // unique parameter elements
+
+  // --- calling
+  // Runs forward pre-hooks, forward(), then forward hooks.
+  Value operator()(const Args& args);
+  Value operator()(const Tensor& x) { return (*this)(Args{Value(x)}); }
+  template <typename A, typename B, typename... Rest>
+  Value operator()(const A& a, const B& b, const Rest&... rest) {
+    return (*this)(Args{Value(a), Value(b), Value(rest)...});
+  }
+  // Override in subclasses. The default throws as PyTorch does for containers without forward.
+  virtual Value forward(const Args& args);
+  // Calls the module currently in slot `name`.
+  Value call_child(const std::string& name, const Args& args) { return (*child(name))(args); }
+  Tensor call_child(const std::string& name, const Tensor& x) {
+    return (*child(name))(Args{Value(x)}).tensor();
+  }
+
+  // Forward hooks. A pre-hook may return replacement args; a hook may return a replacement
+  // output. prepend=true runs before the already registered hooks.
+  using ForwardPreHook = std::function<std::optional<Args>(Module&, const Args&)>;
+  using ForwardHook = std::function<std::optional<Value>(Module&, const Args&, const Value&)>;
+  HookHandle register_forward_pre_hook(ForwardPreHook hook, bool prepend = false);
+  HookHandle register_forward_hook(ForwardHook hook, bool prepend = false);
+
+  // --- modes and conversions
+  Module& train(bool mode = true);  // recursive
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+  Module& to(DType dtype);    // floating parameters and buffers, in place (identity kept)
+  Module& to(Device device);  // parameters and buffers, in place (identity kept)
+  void zero_grad(bool set_to_none = true);
+  // Applies fn to every module (children first, like PyTorch's Module.apply).
+  Module& apply(const std::function<void(Module&)>& fn);
+
+  // --- attributes: named values that code above core attaches to modules (e.g. policies'
+  // wrap overrides). Python code does this with setattr.
+  bool has_attr(const std::string& name) const { return attrs_.count(name) > 0; }
+  std::any& attr(const std::string& name);  // KeyError when absent
+  const std::any& attr(const std::string& name) const;
+  void set_attr(const std::string& name, std::any value) { attrs_[name] = std::move(value); }
+  void erase_attr(const std::string& name) { attrs_.erase(name); }
+
+  // --- printing, like PyTorch's repr: "Linear(in_features=5, out_features=5, bias=True)" and
+  // containers with "(name): child" lines.
+  std::string repr() const;
+  virtual std::string extra_repr() const { return ""; }
+
+ protected:
+  bool training_ = true;
+
+ private:
+  void check_new_name(const std::string& name, const char* what) const;
+  const ModuleClass* class_;
+  std::vector<std::pair<std::string, ModulePtr>> children_;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::set<std::string> non_persistent_;
+  std::vector<std::pair<std::shared_ptr<bool>, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<std::shared_ptr<bool>, ForwardHook>> hooks_;
+  std::map<std::string, std::any> attrs_;
+};
+
+// Defines static_class() for a module class with the given direct bases, e.g.
+//   class Linear : public Module { public: FSDP_MODULE_CLASS(Linear, Module) ... };
+#define FSDP_MODULE_CLASS(NAME, ...)                                                     \
+  static const ::fsdp::nn::ModuleClass& static_class() {                                  \
+    static const ::fsdp::nn::ModuleClass& cls =                                           \
+        ::fsdp::nn::ModuleClass::get(#NAME, {FSDP_MODULE_BASES_(__VA_ARGS__)});           \
+    return cls;                                                                           \
+  }
+#define FSDP_MODULE_BASES_(...) FSDP_MODULE_BASES_N_(__VA_ARGS__, 3, 2, 1)(__VA_ARGS__)
+#define FSDP_MODULE_BASES_N_(a, b, c, N, ...) FSDP_MODULE_BASES_##N
+#define FSDP_MODULE_BASES_1(A) &A::static_class()
+#define FSDP_MODULE_BASES_2(A, B) &A::static_class(), &B::static_class()
+#define FSDP_MODULE_BASES_3(A, B, C) &A::static_class(), &B::static_class(), &C::static_class()
+
+// A module class known only by name (e.g. a Python base like "_BatchNorm"), for use as a base.
+const ModuleClass& named_class(const std::string& name, std::initializer_list<const ModuleClass*> bases);
+
+}  // namespace fsdp::nn

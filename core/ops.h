@@ -1,0 +1,137 @@
+// Differentiable tensor ops. Shapes broadcast as in PyTorch. float32 and float64 compute
+// natively; float16/bfloat16 inputs compute in float32 and return their own dtype. Ops on meta
+// tensors compute only the result's shape and dtype. Every op checks its inputs and throws an
+// error naming the op, the shapes/dtypes involved and what was expected.
+#pragma once
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace fsdp {
+
+// --- elementwise, broadcasting
+Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a + alpha * b
+Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor relu(const Tensor& a);
+Tensor gelu(const Tensor& a, const std::string& approximate = "none");  // "none" | "tanh"
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);  // mask: bool/uint8
+// Comparisons (not differentiable) return bool tensors.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor logical_not(const Tensor& a);
+
+// --- reductions (dims may be negative; empty dims = all)
+Tensor sum(const Tensor& a, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& a);  // all elements
+std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim = false);  // values, indices
+Tensor amax(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim = false);
+Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim = false);
+// Sums `a` down to `shape` (the reverse of broadcasting); used by broadcasting backwards.
+Tensor sum_to(const Tensor& a, const Shape& shape);
+
+// --- linear algebra (OpenBLAS)
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul semantics incl. broadcasting
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
+
+// --- shape and indexing
+Tensor view(const Tensor& a, const Shape& shape);  // -1 allowed once
+Tensor reshape(const Tensor& a, const Shape& shape);
+Tensor transpose(const Tensor& a, std::int64_t d0, std::int64_t d1);
+Tensor permute(const Tensor& a, const Shape& dims);
+Tensor unsqueeze(const Tensor& a, std::int64_t dim);
+Tensor squeeze(const Tensor& a, std::int64_t dim);
+Tensor expand(const Tensor& a, const Shape& shape);  // -1 keeps a size
+Tensor flatten(const Tensor& a, std::int64_t start_dim = 0, std::int64_t end_dim = -1);
+Tensor narrow(const Tensor& a, std::int64_t dim, std::int64_t start, std::int64_t length);
+Tensor select(const Tensor& a, std::int64_t dim, std::int64_t index);
+Tensor contiguous(const Tensor& a);
+Tensor clone(const Tensor& a);
+Tensor to_dtype(const Tensor& a, DType dtype);    // differentiable between float dtypes
+Tensor to_device(const Tensor& a, Device device);
+Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& a, std::int64_t split_size, std::int64_t dim = 0);
+std::vector<Tensor> split_with_sizes(const Tensor& a, const std::vector<std::int64_t>& sizes,
+                                     std::int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& a, std::int64_t chunks, std::int64_t dim = 0);
+Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index);  // index: int64/int32
+
+// --- neural-network functions (torch.nn.functional)
+Tensor softmax(const Tensor& a, std::int64_t dim);
+Tensor log_softmax(const Tensor& a, std::int64_t dim);
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// Updates running stats in place when training (momentum as torch; nullopt = cumulative average,
+// which needs num_batches_tracked).
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps);
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx = -1);
+Tensor dropout(const Tensor& a, double p, bool training, Generator* generator = nullptr);
+// reduction: "mean" | "sum" | "none". input (N, C) or (N, C, d1...) or (C); target class indices.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, std::int64_t ignore_index = -100,
+                     const std::string& reduction = "mean", double label_smoothing = 0.0);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, std::int64_t ignore_index = -100,
+                const std::string& reduction = "mean");
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+
+// --- random (default generator of this thread unless one is given); not differentiable
+Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);
+Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape,
+               TensorOptions options = DType::Int64, Generator* generator = nullptr);
+Tensor& uniform_(Tensor& t, double low, double high, Generator* generator = nullptr);
+Tensor& normal_(Tensor& t, double mean, double std, Generator* generator = nullptr);
+
+// --- in-place updates (optimizers, FSDP); not recorded by autograd; require no-grad or leaves
+Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor& mul_(Tensor& a, double b);
+
+// --- operators
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+
+// Are a and b close elementwise (|a-b| <= atol + rtol*|b|)? Shapes must match.
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+
+// Broadcast shape of two shapes, or throws naming `op` and both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace fsdp

@@ -1,0 +1,118 @@
+// Internal helpers shared by the op kernels in core/ops/: dim wrapping, dtype promotion, device
+// checks, compute types for 16-bit floats and a coalescing strided iterator over N operands.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/kernel_utils.h"
+#include "core/ops.h"
+
+namespace fsdp::ops_detail {
+
+using autograd::variable_list;
+
+// Wraps a possibly negative dim into [0, ndim); IndexError naming `op` otherwise. A 0-d tensor
+// accepts dims -1 and 0 as in PyTorch.
+std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op);
+// Same, for insertion positions (unsqueeze/stack): range [-(ndim+1), ndim].
+std::int64_t wrap_insert_dim(std::int64_t dim, std::int64_t ndim, const char* op);
+
+// Throws NotImplementedError naming `op` if a tensor is on CUDA; returns true if any is meta.
+// Undefined tensors are skipped.
+bool check_devices(const char* op, std::initializer_list<const Tensor*> tensors);
+inline bool check_devices(const char* op, const Tensor& a) { return check_devices(op, {&a}); }
+inline Device result_device(bool meta) { return meta ? kMeta : kCPU; }
+
+// PyTorch's result_type for two tensors; a 0-d tensor does not raise the dtype of a
+// higher-dimensional one within the same category (bool < integer < floating).
+DType promote_types(DType a, DType b);
+DType result_type(const Tensor& a, const Tensor& b);
+int dtype_category(DType t);  // 0 bool, 1 integer, 2 floating
+
+// The arithmetic type a storage type computes in: 16-bit floats compute in float.
+template <typename T>
+using compute_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>,
+                                     float, T>;
+template <typename T>
+inline compute_t<T> load(T v) {
+  if constexpr (std::is_same_v<T, Half>) return half_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>) return bf16_to_float(v.bits);
+  else return v;
+}
+template <typename T, typename C>
+inline T store(C v) {
+  if constexpr (std::is_same_v<T, Half>) return Half{float_to_half(static_cast<float>(v))};
+  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{float_to_bf16(static_cast<float>(v))};
+  else if constexpr (std::is_same_v<T, bool>) return v != C(0);
+  else return static_cast<T>(v);
+}
+
+// Iterates N strided operands of the same (broadcast) sizes. Dims are coalesced first, so
+// contiguous operands become one flat run. f(offsets, n, inner_strides) handles one inner run.
+template <std::size_t N, typename F>
+void for_each_run(const Shape& sizes, const std::array<const Shape*, N>& strides, F&& f) {
+  for (auto s : sizes)
+    if (s == 0) return;
+  // Coalesce from the innermost dim outwards; drop size-1 dims.
+  std::vector<std::int64_t> sz;
+  std::array<std::vector<std::int64_t>, N> st;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] == 1) continue;
+    bool merge = !sz.empty();
+    if (merge)
+      for (std::size_t k = 0; k < N; ++k)
+        if ((*strides[k])[d] != st[k].back() * sz.back()) merge = false;
+    if (merge) {
+      sz.back() *= sizes[d];
+    } else {
+      sz.push_back(sizes[d]);
+      for (std::size_t k = 0; k < N; ++k) st[k].push_back((*strides[k])[d]);
+    }
+  }
+  std::array<std::int64_t, N> off{};
+  std::array<std::int64_t, N> inner{};
+  if (sz.empty()) {
+    f(off, std::int64_t{1}, inner);
+    return;
+  }
+  // sz[0] is now the innermost dim.
+  const std::size_t nd = sz.size();
+  for (std::size_t k = 0; k < N; ++k) inner[k] = st[k][0];
+  std::vector<std::int64_t> counter(nd, 0);
+  while (true) {
+    f(off, sz[0], inner);
+    std::size_t d = 1;
+    while (true) {
+      if (d >= nd) return;
+      ++counter[d];
+      for (std::size_t k = 0; k < N; ++k) off[k] += st[k][d];
+      if (counter[d] < sz[d]) break;
+      for (std::size_t k = 0; k < N; ++k) off[k] -= st[k][d] * sz[d];
+      counter[d] = 0;
+      ++d;
+    }
+  }
+}
+
+// Sums a gradient down to an input's shape and converts it to the input's dtype.
+Tensor reduce_grad(const Tensor& grad, const Shape& shape, DType dtype);
+
+// A fresh contiguous tensor on cpu or meta.
+inline Tensor new_tensor(const Shape& shape, DType dtype, bool meta) {
+  return empty(shape, TensorOptions(dtype, result_device(meta)));
+}
+
+// `t` converted to `dtype` (no copy if it already has it), without autograd.
+Tensor as_dtype(const Tensor& t, DType dtype);
+
+// Normalised, deduplicated reduction dims (empty input = all dims).
+std::vector<bool> reduction_mask(const std::vector<std::int64_t>& dims, std::int64_t ndim,
+                                 const char* op);
+Shape reduced_shape(const Shape& shape, const std::vector<bool>& mask, bool keepdim);
+
+}  // namespace fsdp::ops_detail
