@@ -1,0 +1,378 @@
+// MPI backend (Open MPI, launched by mpirun).
+//
+// Collectives are built from non-blocking point-to-point messages that this backend progresses
+// itself (MPI_Testall in a loop), for two reasons measured on the target machine
+// (bench/comm, comm/README.md): Open MPI's reduction collectives allocate temporaries on every
+// call and lose 20-60x to page faults, while pairwise Isend/Irecv into persistent buffers runs
+// near memory bandwidth; and a progress loop we own can give up after the configured timeout,
+// naming the ranks that never answered, where a blocking MPI call would hang forever.
+//
+//   all_gather:     every rank sends its input to every peer, straight into their outputs
+//   reduce_scatter: chunk p goes to rank p (pairwise exchange) into a persistent staging buffer,
+//                   then one local reduction over ranks in rank order (bit-identical to threads)
+//   all_reduce:     reduce_scatter of near-equal shares in place, then all_gather of the shares
+//   broadcast:      MPI_Ibcast, barrier: MPI_Ibarrier (progressed the same way)
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/builtin_backends.h"
+#include "comm/errors.h"
+#include "comm/join.h"
+#include "comm/process_group.h"
+#include "comm/reduce_kernels.h"
+#include "comm/registry.h"
+
+// Checks an MPI return code; the message names the call, the group and the MPI error string.
+#define FSDP_MPI_CHECK(call, where)                                                       \
+  do {                                                                                    \
+    int fsdp_mpi_rc_ = (call);                                                            \
+    if (fsdp_mpi_rc_ != MPI_SUCCESS)                                                      \
+      ::fsdp::comm::throw_mpi_error(fsdp_mpi_rc_, #call, (where), __FILE__, __LINE__);    \
+  } while (0)
+
+namespace fsdp::comm {
+
+[[noreturn]] void throw_mpi_error(int rc, const char* call, const std::string& where,
+                                  const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw CommError(fmt::format("{}: {} failed: {} ({}:{})", where, call, text, file, line));
+}
+
+namespace {
+
+// One lock for every MPI call of this process: correct at any MPI thread level >= SERIALIZED,
+// and progress loops release it between polls so groups used from different threads interleave.
+std::mutex& mpi_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+void ensure_mpi_initialized() {
+  std::lock_guard lock(mpi_mutex());
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) throw CommError("mpi backend: MPI was already finalized in this process");
+  if (initialized) return;
+  int provided = 0;
+  int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  if (rc != MPI_SUCCESS) throw CommError("mpi backend: MPI_Init_thread failed");
+  if (provided < MPI_THREAD_SERIALIZED)
+    throw CommError(fmt::format("mpi backend: MPI provides thread level {} but the backend "
+                                "needs MPI_THREAD_SERIALIZED or better", provided));
+  std::atexit([] {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+  });
+}
+
+constexpr std::size_t kMaxMessage = std::size_t(1) << 30;  // MPI counts are int
+
+std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r) {
+  std::size_t base = count / std::size_t(parts), extra = count % std::size_t(parts);
+  std::size_t begin = std::size_t(r) * base + std::min<std::size_t>(std::size_t(r), extra);
+  return {begin, begin + base + (std::size_t(r) < extra ? 1 : 0)};
+}
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  MpiProcessGroup(MPI_Comm comm, int rank, int size, const InitOptions& options)
+      : ProcessGroup(rank, size), comm_(comm), options_(options) {}
+
+  ~MpiProcessGroup() override {
+    shutdown_executor();
+    std::lock_guard lock(mpi_mutex());
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  std::string backend_name() const override { return "mpi"; }
+
+ protected:
+  void execute(const Collective& c) override;
+  std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, int new_rank,
+                                              int call_index) override;
+
+ private:
+  // Outstanding requests of one collective and the peer each one talks to.
+  struct Pending {
+    std::vector<MPI_Request> requests;
+    std::vector<int> peers;
+    std::vector<std::size_t> expected_bytes;  // receives only; SIZE_MAX for sends
+  };
+
+  void post(Pending& p, bool send, const void* buf, std::size_t bytes, int peer, int tag);
+  void wait_all(Pending& p, const Collective& c, const char* phase);
+  void check_signatures(const Collective& c, int tag);
+  void all_gather(const Collective& c, int tag);
+  void reduce_scatter(const Collective& c, int tag);
+  void all_reduce(const Collective& c, int tag);
+  char* staging(std::size_t bytes);
+
+  MPI_Comm comm_;
+  InitOptions options_;
+  std::uint64_t sequence_ = 0;
+  bool broken_ = false;
+  std::string broken_reason_;
+  std::vector<char> staging_;  // persistent: grown, pre-touched, never shrunk
+};
+
+char* MpiProcessGroup::staging(std::size_t bytes) {
+  if (staging_.size() < bytes) {
+    staging_.clear();
+    staging_.shrink_to_fit();
+    staging_.resize(bytes);  // value-initialised: pages are touched once, here
+  }
+  return staging_.data();
+}
+
+void MpiProcessGroup::post(Pending& p, bool send, const void* buf, std::size_t bytes, int peer,
+                           int tag) {
+  // Messages above 1 GiB go as several (MPI counts are int); the receiver splits identically.
+  std::size_t offset = 0;
+  do {
+    std::size_t len = std::min(kMaxMessage, bytes - offset);
+    MPI_Request request;
+    const char* at = static_cast<const char*>(buf) + offset;
+    std::lock_guard lock(mpi_mutex());
+    if (send) {
+      FSDP_MPI_CHECK(MPI_Isend(at, int(len), MPI_BYTE, peer, tag, comm_, &request), where());
+    } else {
+      FSDP_MPI_CHECK(MPI_Irecv(const_cast<char*>(at), int(len), MPI_BYTE, peer, tag, comm_,
+                               &request),
+                     where());
+    }
+    p.requests.push_back(request);
+    p.peers.push_back(peer);
+    p.expected_bytes.push_back(send ? SIZE_MAX : len);
+    offset += len;
+  } while (offset < bytes);
+}
+
+void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phase) {
+  if (p.requests.empty()) return;
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  std::vector<MPI_Status> statuses(p.requests.size());
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    {
+      std::lock_guard lock(mpi_mutex());
+      FSDP_MPI_CHECK(MPI_Testall(int(p.requests.size()), p.requests.data(), &done,
+                                 statuses.data()),
+                     where() + ": " + describe(c));
+    }
+    if (done) break;
+    if (polls > 64) std::this_thread::yield();  // ranks may outnumber cores
+    if ((polls & 255) == 0 && std::chrono::steady_clock::now() > deadline) {
+      std::vector<int> missing;
+      std::lock_guard lock(mpi_mutex());
+      for (std::size_t i = 0; i < p.requests.size(); ++i) {
+        int finished = 0;
+        MPI_Test(&p.requests[i], &finished, MPI_STATUS_IGNORE);
+        if (!finished) {
+          if (std::find(missing.begin(), missing.end(), p.peers[i]) == missing.end())
+            missing.push_back(p.peers[i]);
+          if (p.expected_bytes[i] != SIZE_MAX) MPI_Cancel(&p.requests[i]);
+        }
+      }
+      broken_ = true;
+      broken_reason_ = fmt::format(
+          "{}: {} timed out after {} ms ({}) waiting for rank(s) {}; pending MPI messages were "
+          "abandoned, so this group cannot be used again (end the job, e.g. MPI_Abort)",
+          where(), describe(c), options_.timeout.count(), phase, join(missing));
+      throw CommTimeoutError(broken_reason_);
+    }
+  }
+  for (std::size_t i = 0; i < p.requests.size(); ++i) {
+    if (p.expected_bytes[i] == SIZE_MAX) continue;
+    int received = 0;
+    MPI_Get_count(&statuses[i], MPI_BYTE, &received);
+    if (std::size_t(received) != p.expected_bytes[i])
+      throw CommMismatchError(fmt::format(
+          "{}: {}: rank {} sent {} bytes where {} were expected (mismatched counts or dtypes "
+          "between ranks)",
+          where(), describe(c), p.peers[i], received, p.expected_bytes[i]));
+  }
+  p.requests.clear();
+  p.peers.clear();
+  p.expected_bytes.clear();
+}
+
+void MpiProcessGroup::check_signatures(const Collective& c, int tag) {
+  const int n = size(), me = rank();
+  CollectiveSignature mine = CollectiveSignature::of(c);
+  std::vector<CollectiveSignature> theirs(static_cast<std::size_t>(n));
+  Pending p;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    post(p, false, &theirs[std::size_t(peer)], sizeof(CollectiveSignature), peer, tag);
+    post(p, true, &mine, sizeof(CollectiveSignature), peer, tag);
+  }
+  wait_all(p, c, "signature exchange");
+  for (int peer = 0; peer < n; ++peer)
+    if (peer != me && !(theirs[std::size_t(peer)] == mine))
+      throw CommMismatchError(fmt::format("{}: mismatched collectives: this rank called {}, rank "
+                                          "{} called {}",
+                                          where(), mine.str(), peer,
+                                          theirs[std::size_t(peer)].str()));
+}
+
+void MpiProcessGroup::all_gather(const Collective& c, int tag) {
+  const int n = size(), me = rank();
+  const std::size_t bytes = c.bytes();
+  char* out = static_cast<char*>(c.output);
+  Pending p;
+  for (int k = 1; k < n; ++k) {  // staggered peer order spreads the load
+    int from = (me - k + n) % n, to = (me + k) % n;
+    post(p, false, out + std::size_t(from) * bytes, bytes, from, tag);
+    post(p, true, c.input, bytes, to, tag);
+  }
+  if (c.input != out + std::size_t(me) * bytes) std::memcpy(out + std::size_t(me) * bytes, c.input, bytes);
+  wait_all(p, c, "exchange");
+}
+
+void MpiProcessGroup::reduce_scatter(const Collective& c, int tag) {
+  const int n = size(), me = rank();
+  const std::size_t bytes = c.bytes();
+  const char* in = static_cast<const char*>(c.input);
+  char* stage = staging(bytes * std::size_t(n));
+  Pending p;
+  for (int k = 1; k < n; ++k) {
+    int from = (me - k + n) % n, to = (me + k) % n;
+    post(p, false, stage + std::size_t(from) * bytes, bytes, from, tag);
+    post(p, true, in + std::size_t(to) * bytes, bytes, to, tag);
+  }
+  wait_all(p, c, "exchange");
+  std::vector<const void*> inputs(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r)
+    inputs[std::size_t(r)] = r == me ? in + std::size_t(me) * bytes : stage + std::size_t(r) * bytes;
+  reduce_buffers(c.op, c.dtype, c.output, inputs.data(), n, c.count, n);
+}
+
+void MpiProcessGroup::all_reduce(const Collective& c, int tag) {
+  const int n = size(), me = rank();
+  const std::size_t elem = dtype_size(c.dtype);
+  char* data = static_cast<char*>(c.output);
+  auto [my_begin, my_end] = share_of(c.count, n, me);
+  const std::size_t my_bytes = (my_end - my_begin) * elem;
+  char* stage = staging(my_bytes * std::size_t(n));
+  // Phase 1: share p of our data to rank p; every rank's copy of our share into staging.
+  Pending p;
+  for (int k = 1; k < n; ++k) {
+    int from = (me - k + n) % n, to = (me + k) % n;
+    auto [to_begin, to_end] = share_of(c.count, n, to);
+    post(p, false, stage + std::size_t(from) * my_bytes, my_bytes, from, tag);
+    post(p, true, data + to_begin * elem, (to_end - to_begin) * elem, to, tag);
+  }
+  wait_all(p, c, "reduce-scatter phase");
+  std::vector<const void*> inputs(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r)
+    inputs[std::size_t(r)] = r == me ? data + my_begin * elem : stage + std::size_t(r) * my_bytes;
+  reduce_buffers(c.op, c.dtype, data + my_begin * elem, inputs.data(), n, my_end - my_begin, n);
+  // Phase 2: all-gather the reduced shares in place.
+  for (int k = 1; k < n; ++k) {
+    int from = (me - k + n) % n, to = (me + k) % n;
+    auto [from_begin, from_end] = share_of(c.count, n, from);
+    post(p, false, data + from_begin * elem, (from_end - from_begin) * elem, from, tag + 1);
+    post(p, true, data + my_begin * elem, my_bytes, to, tag + 1);
+  }
+  wait_all(p, c, "all-gather phase");
+}
+
+void MpiProcessGroup::execute(const Collective& c) {
+  if (broken_) throw CommAbortedError(fmt::format("{}: {} refused: an earlier collective failed: {}",
+                                                  where(), describe(c), broken_reason_));
+  // Tags: 4 per collective (data, second phase, signature), cycling below MPI's minimum TAG_UB.
+  const int tag = int(4 * (sequence_++ % 8000));
+  if (options_.check_signatures && size() > 1) check_signatures(c, tag + 2);
+  if (size() == 1) {
+    if ((c.kind == CollectiveKind::AllGather || c.kind == CollectiveKind::ReduceScatter) &&
+        c.bytes() > 0) {
+      if (c.kind == CollectiveKind::AllGather || c.op != ReduceOp::Avg) {
+        if (c.input != c.output) std::memmove(c.output, c.input, c.bytes());
+      } else {
+        const void* in = c.input;
+        reduce_buffers(c.op, c.dtype, c.output, &in, 1, c.count, 1);
+      }
+    }
+    return;
+  }
+  switch (c.kind) {
+    case CollectiveKind::AllGather: return all_gather(c, tag);
+    case CollectiveKind::ReduceScatter: return reduce_scatter(c, tag);
+    case CollectiveKind::AllReduce: return all_reduce(c, tag);
+    case CollectiveKind::Broadcast:
+    case CollectiveKind::Barrier: {
+      Pending p;
+      std::size_t offset = 0, bytes = c.bytes();
+      do {
+        std::size_t len = std::min(kMaxMessage, bytes - offset);
+        MPI_Request request;
+        std::lock_guard lock(mpi_mutex());
+        if (c.kind == CollectiveKind::Barrier)
+          FSDP_MPI_CHECK(MPI_Ibarrier(comm_, &request), where());
+        else
+          FSDP_MPI_CHECK(MPI_Ibcast(static_cast<char*>(c.output) + offset, int(len), MPI_BYTE,
+                                    c.root, comm_, &request),
+                         where());
+        p.requests.push_back(request);
+        p.peers.push_back(c.kind == CollectiveKind::Barrier ? -1 : c.root);
+        p.expected_bytes.push_back(SIZE_MAX);
+        offset += len;
+      } while (offset < bytes);
+      return wait_all(p, c, "collective");
+    }
+  }
+}
+
+std::shared_ptr<ProcessGroup> MpiProcessGroup::make_subgroup(const std::vector<int>& ranks,
+                                                             int new_rank, int) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  {
+    std::lock_guard lock(mpi_mutex());
+    FSDP_MPI_CHECK(MPI_Comm_split(comm_, new_rank < 0 ? MPI_UNDEFINED : 0, new_rank, &sub),
+                   where() + ": new_group");
+  }
+  if (sub == MPI_COMM_NULL) return nullptr;
+  MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+  return std::make_shared<MpiProcessGroup>(sub, new_rank, int(ranks.size()), options_);
+}
+
+std::shared_ptr<ProcessGroup> create_mpi_group(const InitOptions& options) {
+  ensure_mpi_initialized();
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 0;
+  {
+    std::lock_guard lock(mpi_mutex());
+    FSDP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "mpi backend");
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+  }
+  if ((options.rank >= 0 && options.rank != rank) ||
+      (options.world_size >= 0 && options.world_size != size))
+    throw std::invalid_argument(fmt::format(
+        "mpi backend: options ask for rank {} of {}, but mpirun started this process as rank {} "
+        "of {}",
+        options.rank, options.world_size, rank, size));
+  return std::make_shared<MpiProcessGroup>(comm, rank, size, options);
+}
+
+}  // namespace
+
+void register_mpi_backend() { register_backend("mpi", create_mpi_group); }
+
+}  // namespace fsdp::comm
