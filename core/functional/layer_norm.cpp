@@ -1,0 +1,156 @@
+// layer_norm over the trailing `normalized_shape` dims: each of the M rows of N elements is
+// normalised with its own mean and biased variance, then scaled by weight and shifted by bias
+// (both of shape normalized_shape, optional). Forward keeps per-row mean and 1/std for backward.
+#include <cmath>
+#include <vector>
+
+#include "core/functional/functional_common.h"
+#include "core/ops.h"
+
+namespace fsdp {
+namespace {
+
+template <typename T>
+void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean_out, T* rstd_out,
+                        std::int64_t m, std::int64_t n, double eps) {
+  for (std::int64_t r = 0; r < m; ++r) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    double s = 0;
+    for (std::int64_t j = 0; j < n; ++j) s += xr[j];
+    const double mean = n > 0 ? s / static_cast<double>(n) : 0.0;
+    double ss = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const double d = static_cast<double>(xr[j]) - mean;
+      ss += d * d;
+    }
+    const double var = n > 0 ? ss / static_cast<double>(n) : 0.0;
+    const T rstd = static_cast<T>(1.0 / std::sqrt(var + eps));
+    const T mu = static_cast<T>(mean);
+    mean_out[r] = mu;
+    rstd_out[r] = rstd;
+    if (w && b) {
+      for (std::int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - mu) * rstd * w[j] + b[j];
+    } else if (w) {
+      for (std::int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - mu) * rstd * w[j];
+    } else if (b) {
+      for (std::int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - mu) * rstd + b[j];
+    } else {
+      for (std::int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - mu) * rstd;
+    }
+  }
+}
+
+// With xhat = (x - mean) * rstd and gh = g * w:
+//   dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)),  dw = sum_rows g * xhat,  db = sum_rows g.
+template <typename T>
+void layer_norm_backward(const T* x, const T* w, const T* mean, const T* rstd, const T* g, T* dx,
+                         double* dw, double* db, std::int64_t m, std::int64_t n) {
+  for (std::int64_t r = 0; r < m; ++r) {
+    const T* xr = x + r * n;
+    const T* gr = g + r * n;
+    const T mu = mean[r], rs = rstd[r];
+    double sum_gh = 0, sum_gh_xhat = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const T xhat = (xr[j] - mu) * rs;
+      const T gh = w ? gr[j] * w[j] : gr[j];
+      sum_gh += gh;
+      sum_gh_xhat += static_cast<double>(gh) * xhat;
+      if (dw) dw[j] += static_cast<double>(gr[j]) * xhat;
+      if (db) db[j] += gr[j];
+    }
+    if (!dx) continue;
+    const T a = static_cast<T>(sum_gh / static_cast<double>(n));
+    const T c = static_cast<T>(sum_gh_xhat / static_cast<double>(n));
+    T* dr = dx + r * n;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const T xhat = (xr[j] - mu) * rs;
+      const T gh = w ? gr[j] * w[j] : gr[j];
+      dr[j] = rs * (gh - a - xhat * c);
+    }
+  }
+}
+
+template <typename T>
+const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+Tensor from_doubles(const std::vector<double>& v, const Shape& shape, DType d) {
+  return from_vector(v, shape, TensorOptions(d));
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  functional::check_floating(input, op, "input");
+  const auto nd = static_cast<std::int64_t>(normalized_shape.size());
+  const Shape& in_shape = input.shape();
+  bool ok = input.dim() >= nd;
+  for (std::int64_t i = 0; ok && i < nd; ++i)
+    ok = in_shape[static_cast<std::size_t>(input.dim() - nd + i)] ==
+         normalized_shape[static_cast<std::size_t>(i)];
+  FSDP_CHECK(ok, RuntimeError,
+             "layer_norm: given normalized_shape={}, expected input with shape [*, {}], but got "
+             "input of size {}",
+             shape_str(normalized_shape),
+             shape_str(normalized_shape).substr(1, shape_str(normalized_shape).size() - 2),
+             shape_str(in_shape));
+  for (const auto* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    FSDP_CHECK(p->shape() == normalized_shape, RuntimeError,
+               "layer_norm: expected {} to be of same shape as normalized_shape, but got {} of "
+               "shape {} and normalized_shape = {}",
+               p == &weight ? "weight" : "bias", p == &weight ? "weight" : "bias",
+               shape_str(p->shape()), shape_str(normalized_shape));
+    functional::check_floating(*p, op, p == &weight ? "weight" : "bias");
+  }
+  if (functional::any_meta({&input, &weight, &bias}, op))
+    return functional::meta_empty(in_shape, input.dtype());
+
+  const DType out_dtype = input.dtype();
+  const DType cd = functional::compute_dtype(out_dtype);
+  const std::int64_t n = shape_numel(normalized_shape);
+  const std::int64_t m = n > 0 ? input.numel() / n : 0;
+  Tensor x = functional::contiguous_as(input, cd);
+  Tensor w = weight.defined() ? functional::contiguous_as(weight, cd) : Tensor();
+  Tensor b = bias.defined() ? functional::contiguous_as(bias, cd) : Tensor();
+  Tensor y = empty(in_shape, TensorOptions(cd));
+  Tensor mean = empty({m}, TensorOptions(cd));
+  Tensor rstd = empty({m}, TensorOptions(cd));
+  dispatch_float(cd, op, [&]<typename T>() {
+    layer_norm_forward<T>(x.data<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b), y.data<T>(),
+                          mean.data<T>(), rstd.data<T>(), m, n, eps);
+  });
+  Tensor out = functional::to_result_dtype(y, out_dtype);
+
+  const bool has_w = weight.defined(), has_b = bias.defined();
+  const DType w_dtype = has_w ? weight.dtype() : cd, b_dtype = has_b ? bias.dtype() : cd;
+  autograd::record(
+      "NativeLayerNormBackward", {input, weight, bias}, {out}, {input, weight, mean, rstd},
+      [m, n, cd, out_dtype, has_w, has_b, w_dtype, b_dtype, in_shape, normalized_shape](
+          const autograd::variable_list& saved, const autograd::variable_list& grads) {
+        autograd::variable_list result(3);
+        if (!grads[0].defined()) return result;
+        Tensor xs = functional::contiguous_as(saved[0], cd);
+        Tensor ws = has_w ? functional::contiguous_as(saved[1], cd) : Tensor();
+        Tensor g = functional::contiguous_as(grads[0], cd);
+        Tensor dx = empty(in_shape, TensorOptions(cd));
+        std::vector<double> dw(has_w ? static_cast<std::size_t>(n) : 0);
+        std::vector<double> db(has_b ? static_cast<std::size_t>(n) : 0);
+        dispatch_float(cd, "layer_norm", [&]<typename T>() {
+          layer_norm_backward<T>(xs.data<T>(), ptr_or_null<T>(ws), saved[2].data<T>(),
+                                 saved[3].data<T>(), g.data<T>(), dx.data<T>(),
+                                 has_w ? dw.data() : nullptr, has_b ? db.data() : nullptr, m, n);
+        });
+        result[0] = functional::to_result_dtype(dx, out_dtype);
+        if (has_w) result[1] = from_doubles(dw, normalized_shape, w_dtype);
+        if (has_b) result[2] = from_doubles(db, normalized_shape, b_dtype);
+        return result;
+      });
+  return out;
+}
+
+}  // namespace fsdp
