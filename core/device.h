@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -48,6 +49,8 @@ struct Device {
                                 "' (expected cpu, meta, cuda or cuda:N)");
   }
 };
+
+inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 
 inline constexpr Device kCPU{DeviceType::CPU};
 inline constexpr Device kMeta{DeviceType::Meta};

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -65,6 +66,8 @@ inline DType dtype_from_name(std::string_view s) {
                               "' (expected float32, float64, float16, bfloat16, int64, int32, "
                               "uint8 or bool)");
 }
+
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
 // IEEE binary16 <-> float, round to nearest even.
 inline float half_to_float(std::uint16_t h) {

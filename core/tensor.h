@@ -168,6 +168,10 @@ Tensor arange(double start, double end, double step = 1.0, TensorOptions options
 Tensor scalar_tensor(double value, TensorOptions options = {});
 // From values in row-major order, converted to options.dtype.
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions options = {});
+inline Tensor from_vector(std::initializer_list<double> values, const Shape& shape,
+                          TensorOptions options = {}) {
+  return from_vector(std::vector<double>(values), shape, options);
+}
 Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape,
                    TensorOptions options = DType::Int64);
 Tensor empty_like(const Tensor& t);

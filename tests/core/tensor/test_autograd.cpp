@@ -1,0 +1,209 @@
+#include <boost/test/unit_test.hpp>
+#include <thread>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+using namespace fsdp;
+namespace ag = fsdp::autograd;
+
+namespace {
+bool message_has(const std::exception& e, const std::string& needle) {
+  return std::string(e.what()).find(needle) != std::string::npos;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(autograd_engine)
+
+BOOST_AUTO_TEST_CASE(grad_mode_guard_is_exception_safe) {
+  BOOST_TEST(ag::is_grad_enabled());
+  try {
+    ag::NoGradGuard g;
+    BOOST_TEST(!ag::is_grad_enabled());
+    throw std::runtime_error("boom");
+  } catch (const std::runtime_error&) {
+  }
+  BOOST_TEST(ag::is_grad_enabled());
+  {
+    ag::NoGradGuard g;
+    ag::GradModeGuard enable(true);
+    BOOST_TEST(ag::is_grad_enabled());
+  }
+  BOOST_TEST(ag::is_grad_enabled());
+}
+
+BOOST_AUTO_TEST_CASE(no_grad_records_nothing) {
+  Tensor x = ones({3}).requires_grad_();
+  ag::NoGradGuard g;
+  Tensor y = mul(x, x);
+  BOOST_TEST(!y.requires_grad());
+  BOOST_TEST(!y.grad_fn());
+}
+
+BOOST_AUTO_TEST_CASE(leaf_gradients_accumulate) {
+  Tensor x = from_vector({1, 2, 3}, {3}, DType::Float64).requires_grad_();
+  Tensor y = sum(mul(x, x));
+  y.backward(Tensor(), /*retain_graph=*/true);
+  BOOST_TEST(x.grad().to_vector() == (std::vector<double>{2, 4, 6}));
+  y.backward();
+  BOOST_TEST(x.grad().to_vector() == (std::vector<double>{4, 8, 12}));
+}
+
+BOOST_AUTO_TEST_CASE(second_backward_through_freed_graph_is_an_error) {
+  Tensor x = from_vector({1, 2}, {2}).requires_grad_();
+  Tensor y = sum(mul(x, x));
+  y.backward();
+  BOOST_CHECK_EXCEPTION(y.backward(), RuntimeError, [](const RuntimeError& e) {
+    return message_has(e, "Trying to backward through the graph a second time");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(non_scalar_needs_a_gradient) {
+  Tensor x = from_vector({1, 2}, {2}).requires_grad_();
+  Tensor y = mul(x, x);
+  BOOST_CHECK_EXCEPTION(y.backward(), RuntimeError, [](const RuntimeError& e) {
+    return message_has(e, "grad can be implicitly created only for scalar outputs");
+  });
+  y.backward(from_vector({1, 10}, {2}));
+  BOOST_TEST(x.grad().to_vector() == (std::vector<double>{2, 40}));
+  Tensor z = zeros({2});
+  BOOST_CHECK_EXCEPTION(z.backward(), RuntimeError, [](const RuntimeError& e) {
+    return message_has(e, "does not require grad");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(gradient_shape_mismatch_is_reported) {
+  Tensor x = from_vector({1, 2}, {2}).requires_grad_();
+  Tensor y = mul(x, x);
+  BOOST_CHECK_EXCEPTION(y.backward(ones({3})), RuntimeError, [](const RuntimeError& e) {
+    return message_has(e, "Mismatch in shape") && message_has(e, "[3]") && message_has(e, "[2]");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(tensor_hooks_see_and_replace_gradients) {
+  Tensor x = from_vector({1, 2}, {2}).requires_grad_();
+  Tensor h = mul(x, 3.0);
+  std::vector<double> seen;
+  h.register_hook([&](const Tensor& g) {
+    seen = g.to_vector();
+    return mul(g, 10.0);
+  });
+  int leaf_calls = 0;
+  auto handle = x.register_hook([&](const Tensor&) {
+    ++leaf_calls;
+    return Tensor();
+  });
+  sum(h).backward();
+  BOOST_TEST(seen == (std::vector<double>{1, 1}));
+  BOOST_TEST(x.grad().to_vector() == (std::vector<double>{30, 30}));
+  BOOST_TEST(leaf_calls == 1);
+  handle.remove();
+  x.set_grad(Tensor());
+  sum(mul(x, 3.0)).backward();
+  BOOST_TEST(leaf_calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(post_accumulate_grad_hook_runs_after_accumulation) {
+  Tensor w = from_vector({1, 2}, {2}).requires_grad_();
+  std::vector<double> at_hook;
+  w.register_post_accumulate_grad_hook([&](const Tensor& p) { at_hook = p.grad().to_vector(); });
+  sum(mul(w, w)).backward();
+  BOOST_TEST(at_hook == (std::vector<double>{2, 4}));
+  Tensor nonleaf = mul(w, 2.0);
+  BOOST_CHECK_THROW(nonleaf.register_post_accumulate_grad_hook([](const Tensor&) {}), RuntimeError);
+}
+
+BOOST_AUTO_TEST_CASE(retain_grad_on_intermediate) {
+  Tensor x = from_vector({1, 2}, {2}).requires_grad_();
+  Tensor h = mul(x, x);
+  h.retain_grad();
+  sum(mul(h, 3.0)).backward();
+  BOOST_TEST(h.grad().to_vector() == (std::vector<double>{3, 3}));
+}
+
+BOOST_AUTO_TEST_CASE(saved_tensor_hooks_pack_and_unpack) {
+  Tensor x = from_vector({1, 2, 3}, {3}, DType::Float64).requires_grad_();
+  int packs = 0, unpacks = 0;
+  Tensor y;
+  {
+    ag::SavedTensorHooksGuard hooks({[&](const Tensor& t) -> std::any {
+                                       ++packs;
+                                       return t.clone();
+                                     },
+                                     [&](const std::any& a) -> Tensor {
+                                       ++unpacks;
+                                       return std::any_cast<Tensor>(a);
+                                     }});
+    y = sum(mul(x, x));
+  }
+  BOOST_TEST(packs >= 1);
+  BOOST_TEST(unpacks == 0);
+  y.backward();
+  BOOST_TEST(unpacks == packs);
+  BOOST_TEST(x.grad().to_vector() == (std::vector<double>{2, 4, 6}));
+}
+
+BOOST_AUTO_TEST_CASE(inplace_modification_of_saved_tensor_is_detected) {
+  Tensor x = from_vector({1, 2}, {2}).requires_grad_();
+  Tensor a = mul(x, 1.0);
+  Tensor y = sum(mul(a, a));
+  {
+    ag::NoGradGuard g;
+    a.fill_(5);
+  }
+  BOOST_CHECK_EXCEPTION(y.backward(), RuntimeError, [](const RuntimeError& e) {
+    return message_has(e, "modified by an inplace operation");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(queue_callback_runs_at_end_of_backward) {
+  Tensor x = from_vector({1, 2}, {2}).requires_grad_();
+  std::vector<std::string> order;
+  x.register_post_accumulate_grad_hook([&](const Tensor&) {
+    order.push_back("accumulate");
+    ag::queue_callback([&] { order.push_back("final"); });
+  });
+  BOOST_TEST(!ag::in_backward());
+  BOOST_CHECK_THROW(ag::queue_callback([] {}), RuntimeError);
+  sum(mul(x, x)).backward();
+  BOOST_TEST(order == (std::vector<std::string>{"accumulate", "final"}));
+}
+
+BOOST_AUTO_TEST_CASE(autograd_grad_does_not_touch_dot_grad) {
+  Tensor x = from_vector({1, 2}, {2}, DType::Float64).requires_grad_();
+  Tensor h = mul(x, x);
+  Tensor y = sum(mul(h, 2.0));
+  auto g = ag::grad({y}, {x, h});
+  BOOST_TEST(g[0].to_vector() == (std::vector<double>{4, 8}));
+  BOOST_TEST(g[1].to_vector() == (std::vector<double>{2, 2}));
+  BOOST_TEST(!x.grad().defined());
+}
+
+BOOST_AUTO_TEST_CASE(deep_graph_backward_and_free) {
+  Tensor x = scalar_tensor(1.0, DType::Float64).requires_grad_();
+  Tensor y = x;
+  for (int i = 0; i < 100000; ++i) y = add(y, x);
+  y.backward();
+  BOOST_TEST(x.grad().item() == 100001.0);
+  y = Tensor();  // frees a 100 000-node chain without recursion
+}
+
+BOOST_AUTO_TEST_CASE(grad_mode_is_per_thread) {
+  ag::NoGradGuard g;
+  bool other_thread_enabled = false;
+  std::thread t([&] { other_thread_enabled = ag::is_grad_enabled(); });
+  t.join();
+  BOOST_TEST(other_thread_enabled);
+  BOOST_TEST(!ag::is_grad_enabled());
+}
+
+BOOST_AUTO_TEST_CASE(diamond_graph_sums_both_paths) {
+  Tensor x = from_vector({3}, {1}, DType::Float64).requires_grad_();
+  Tensor a = mul(x, 2.0);
+  Tensor b = mul(x, x);
+  Tensor y = sum(add(mul(a, b), a));  // 2x^3 + 2x -> 6x^2 + 2
+  y.backward();
+  BOOST_TEST(x.grad().item() == 56.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

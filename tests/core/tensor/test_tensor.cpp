@@ -1,0 +1,170 @@
+#include <boost/test/unit_test.hpp>
+#include <thread>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/tensor.h"
+
+using namespace fsdp;
+
+BOOST_AUTO_TEST_SUITE(tensor)
+
+BOOST_AUTO_TEST_CASE(factories_shape_dtype_values) {
+  Tensor z = zeros({2, 3});
+  BOOST_TEST(z.shape() == (Shape{2, 3}));
+  BOOST_TEST(z.strides() == (Shape{3, 1}));
+  BOOST_TEST(z.numel() == 6);
+  BOOST_TEST(z.dtype() == DType::Float32);
+  BOOST_TEST(z.nbytes() == 24u);
+  Tensor f = full({4}, 2.5, DType::Float64);
+  BOOST_TEST(f.to_vector() == (std::vector<double>{2.5, 2.5, 2.5, 2.5}));
+  Tensor a = arange(5);
+  BOOST_TEST(a.dtype() == DType::Int64);
+  BOOST_TEST(a.to_int_vector() == (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+  Tensor s = scalar_tensor(3.0);
+  BOOST_TEST(s.dim() == 0);
+  BOOST_TEST(s.item() == 3.0);
+}
+
+BOOST_AUTO_TEST_CASE(half_and_bfloat16_storage) {
+  Tensor h = from_vector({1.0, -2.5, 65504.0, 1e-4}, {4}, DType::Float16);
+  BOOST_TEST(h.nbytes() == 8u);
+  auto v = h.to_vector();
+  BOOST_TEST(v[0] == 1.0);
+  BOOST_TEST(v[1] == -2.5);
+  BOOST_TEST(v[2] == 65504.0);
+  BOOST_TEST(std::abs(v[3] - 1e-4) < 1e-7);
+  Tensor b = from_vector({3.14159265}, {1}, DType::BFloat16);
+  BOOST_TEST(b.item() == 3.140625);  // bfloat16 keeps 8 significant bits
+}
+
+BOOST_AUTO_TEST_CASE(meta_tensors_have_no_storage) {
+  auto before = global_memory_stats(DeviceType::CPU).current_bytes.load();
+  Tensor m = empty({1000000, 1000}, TensorOptions(DType::Float32, kMeta));
+  BOOST_TEST(m.numel() == 1000000000);
+  BOOST_TEST(m.is_meta());
+  BOOST_TEST(global_memory_stats(DeviceType::CPU).current_bytes.load() == before);
+  BOOST_CHECK_EXCEPTION(m.data_ptr(), RuntimeError, [](const RuntimeError& e) {
+    return std::string(e.what()).find("meta tensor") != std::string::npos;
+  });
+}
+
+BOOST_AUTO_TEST_CASE(memory_stats_current_and_peak) {
+  auto& g = global_memory_stats(DeviceType::CPU);
+  auto stats = std::make_shared<MemoryStats>();
+  {
+    MemoryStatsScope scope(stats);
+    auto before = g.current_bytes.load();
+    {
+      Tensor a = empty({1024}, DType::Float32);  // 4096 bytes
+      Tensor b = empty({256}, DType::Float64);   // 2048 bytes
+      BOOST_TEST(stats->current_bytes.load() == 6144);
+      BOOST_TEST(g.current_bytes.load() - before == 6144);
+    }
+    BOOST_TEST(stats->current_bytes.load() == 0);
+    BOOST_TEST(stats->peak_bytes.load() == 6144);
+    BOOST_TEST(stats->num_allocs.load() == 2);
+    BOOST_TEST(stats->num_frees.load() == 2);
+  }
+  // Outside the scope, allocations are not charged to it.
+  Tensor c = empty({100});
+  BOOST_TEST(stats->current_bytes.load() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(memory_stats_are_per_scope_across_threads) {
+  auto s1 = std::make_shared<MemoryStats>();
+  auto s2 = std::make_shared<MemoryStats>();
+  std::thread t1([&] {
+    MemoryStatsScope scope(s1);
+    Tensor a = empty({1000});
+  });
+  std::thread t2([&] {
+    MemoryStatsScope scope(s2);
+    Tensor a = empty({500});
+    Tensor b = empty({500});
+  });
+  t1.join();
+  t2.join();
+  BOOST_TEST(s1->peak_bytes.load() == 4000);
+  BOOST_TEST(s2->peak_bytes.load() == 4000);
+  BOOST_TEST(s1->num_allocs.load() == 1);
+  BOOST_TEST(s2->num_allocs.load() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(storage_resize_frees_and_keeps_prefix) {
+  Tensor t = from_vector({1, 2, 3, 4}, {4});
+  auto st = t.storage();
+  st->resize(0);
+  BOOST_TEST(st->nbytes() == 0u);
+  st->resize(16);
+  t.fill_(7);
+  BOOST_TEST(t.to_vector() == (std::vector<double>{7, 7, 7, 7}));
+  st->resize(8);
+  Tensor view = make_view(t, {2}, {1}, 0);
+  BOOST_TEST(view.to_vector() == (std::vector<double>{7, 7}));
+}
+
+BOOST_AUTO_TEST_CASE(copy_broadcasts_and_converts) {
+  Tensor dst = zeros({2, 3}, DType::Float64);
+  Tensor src = from_vector({1, 2, 3}, {3}, DType::Float32);
+  dst.copy_(src);
+  BOOST_TEST(dst.to_vector() == (std::vector<double>{1, 2, 3, 1, 2, 3}));
+  Tensor ints = zeros({3}, DType::Int32);
+  ints.copy_(from_vector({1.9, -2.2, 3.5}, {3}));
+  BOOST_TEST(ints.to_vector() == (std::vector<double>{1, -2, 3}));
+  BOOST_CHECK_THROW(dst.copy_(zeros({4})), ValueError);
+}
+
+BOOST_AUTO_TEST_CASE(strided_views_read_through_storage) {
+  Tensor t = from_vector({0, 1, 2, 3, 4, 5}, {2, 3});
+  Tensor tt = make_view(t, {3, 2}, {1, 3}, 0);  // transpose
+  BOOST_TEST(!tt.is_contiguous());
+  BOOST_TEST(tt.to_vector() == (std::vector<double>{0, 3, 1, 4, 2, 5}));
+  tt.fill_(1);
+  BOOST_TEST(t.sum().item() == 6.0);
+}
+
+BOOST_AUTO_TEST_CASE(set_data_keeps_identity) {
+  Tensor p = zeros({3}).requires_grad_();
+  Tensor alias = p;
+  p.set_data(from_vector({1, 2, 3, 4}, {2, 2}));
+  BOOST_TEST(alias.shape() == (Shape{2, 2}));
+  BOOST_TEST(alias.requires_grad());
+  BOOST_TEST(alias.is_same(p));
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_what_was_wrong) {
+  BOOST_CHECK_EXCEPTION(zeros({2}).item(), ValueError, [](const ValueError& e) {
+    return std::string(e.what()).find("shape [2]") != std::string::npos;
+  });
+  BOOST_CHECK_EXCEPTION(zeros({2}, DType::Int64).requires_grad_(), RuntimeError,
+                        [](const RuntimeError& e) {
+                          return std::string(e.what()).find("floating point") != std::string::npos;
+                        });
+  BOOST_CHECK_THROW(from_vector({1, 2, 3}, {2, 2}), ValueError);
+  BOOST_CHECK_THROW(Device::parse("tpu"), std::invalid_argument);
+  BOOST_CHECK_THROW(dtype_from_name("float8"), std::invalid_argument);
+  BOOST_TEST(Device::parse("cuda:1").str() == "cuda:1");
+}
+
+BOOST_AUTO_TEST_CASE(generator_state_save_restore) {
+  Generator g(123);
+  auto state = g.get_state();
+  std::vector<std::uint64_t> first;
+  for (int i = 0; i < 5; ++i) first.push_back(g.next_u64());
+  g.set_state(state);
+  for (int i = 0; i < 5; ++i) BOOST_TEST(g.next_u64() == first[static_cast<std::size_t>(i)]);
+  Generator h(124);
+  BOOST_TEST(h.next_u64() != first[0]);
+  double sum = 0, sq = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    double x = g.normal();
+    sum += x;
+    sq += x * x;
+  }
+  BOOST_TEST(std::abs(sum / n) < 0.05);
+  BOOST_TEST(std::abs(sq / n - 1.0) < 0.05);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
