@@ -301,12 +301,9 @@ void MpiProcessGroup::execute(const Collective& c) {
   if (size() == 1) {
     if ((c.kind == CollectiveKind::AllGather || c.kind == CollectiveKind::ReduceScatter) &&
         c.bytes() > 0) {
-      if (c.kind == CollectiveKind::AllGather || c.op != ReduceOp::Avg) {
-        if (c.input != c.output) std::memmove(c.output, c.input, c.bytes());
-      } else {
-        const void* in = c.input;
-        reduce_buffers(c.op, c.dtype, c.output, &in, 1, c.count, 1);
-      }
+      const void* in = c.input;
+      if (c.kind == CollectiveKind::AllGather) std::memmove(c.output, c.input, c.bytes());
+      else reduce_buffers(c.op, c.dtype, c.output, &in, 1, c.count, 1);
     }
     return;
   }

@@ -1,0 +1,37 @@
+#include "comm/store/store.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "comm/errors.h"
+#include "comm/join.h"
+#include "comm/store/file_store.h"
+#include "comm/store/tcp_store.h"
+
+namespace fsdp::comm {
+
+void Store::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (!check(keys)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::vector<std::string> missing;
+      for (auto& k : keys)
+        if (!check({k})) missing.push_back(k);
+      throw CommTimeoutError(fmt::format("{}: timed out after {} ms waiting for key(s) {}",
+                                         describe(), timeout.count(), join(missing)));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+std::shared_ptr<Store> make_store(const InitOptions& o, int rank) {
+  if (!o.file_store_path.empty())
+    return std::make_shared<FileStore>(o.file_store_path, o.group_name, rank);
+  return std::make_shared<TcpStore>(o.master_addr, o.master_port, rank == 0, o.group_name,
+                                    o.timeout);
+}
+
+}  // namespace fsdp::comm
