@@ -1,0 +1,190 @@
+// WrapperOptions: the typed, mergeable counterpart of the kwargs dict that PyTorch passes through
+// its auto-wrap policies (shared/DESIGN.md decision 5). Policies copy and merge it (CustomPolicy
+// overrides, wrap() call-site overrides, a module's own `_wrap_overrides`) without knowing what
+// the fields mean; the wrapper (FSDP, or the planner's recording wrapper) interprets them.
+//
+// Every field is a Setting<T>: absent (the key is not in the dict), explicitly None, or a value.
+// Python distinguishes the first two ({**a, **b} lets b's None win), and upstream relies on it:
+// modules of the mixed-precision ignore classes get `mixed_precision=None`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/module.h"
+#include "core/tensor.h"
+
+namespace fsdp::policies {
+
+// Throws KeyError for reading an absent or None setting.
+[[noreturn]] void throw_missing(bool is_none);
+
+// A kwarg: absent, explicitly None, or a value.
+template <typename T>
+class Setting {
+ public:
+  Setting() = default;                                     // absent
+  Setting(T value) : state_(State::Value), value_(std::move(value)) {}  // NOLINT: implicit
+  static Setting none() {
+    Setting s;
+    s.state_ = State::None;
+    return s;
+  }
+
+  bool is_set() const { return state_ != State::Absent; }  // present in the dict (None counts)
+  bool is_none() const { return state_ == State::None; }
+  bool has_value() const { return state_ == State::Value; }
+  const T& value() const;  // throws KeyError when absent or None
+  T& value();
+  const T& operator*() const { return value(); }
+  const T* operator->() const { return &value(); }
+  // The value, or `fallback` when absent or None (Python's `x or default` for our types).
+  T value_or(T fallback) const { return has_value() ? *value_ : std::move(fallback); }
+  void reset() { *this = Setting(); }
+
+  friend bool operator==(const Setting& a, const Setting& b) {
+    if (a.state_ != b.state_) return false;
+    return a.state_ != State::Value || *a.value_ == *b.value_;
+  }
+
+ private:
+  enum class State { Absent, None, Value };
+  State state_ = State::Absent;
+  std::optional<T> value_;
+};
+
+enum class ShardingStrategy { FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, _HYBRID_SHARD_ZERO2 };
+enum class BackwardPrefetch { BACKWARD_PRE, BACKWARD_POST };
+
+std::string to_string(ShardingStrategy s);  // "ShardingStrategy.FULL_SHARD", as Python prints it
+std::string to_string(BackwardPrefetch p);  // "BackwardPrefetch.BACKWARD_PRE"
+bool is_hybrid(ShardingStrategy s);
+
+// torch.distributed.fsdp.MixedPrecision with its defaults.
+struct MixedPrecision {
+  std::optional<DType> param_dtype;
+  std::optional<DType> reduce_dtype;
+  std::optional<DType> buffer_dtype;
+  bool keep_low_precision_grads = false;
+  bool cast_forward_inputs = false;
+  bool cast_root_forward_inputs = true;
+  // Modules of these classes are wrapped separately with mixed precision disabled.
+  nn::ClassSet module_classes_to_ignore{"_BatchNorm"};
+
+  friend bool operator==(const MixedPrecision&, const MixedPrecision&) = default;
+  std::string str() const;
+};
+
+struct CPUOffload {
+  bool offload_params = false;
+  friend bool operator==(const CPUOffload&, const CPUOffload&) = default;
+  std::string str() const;
+};
+
+// A handle to an object policies must not know (a process group, or a pair of them for hybrid
+// sharding): identity semantics like Python's `is`. The fsdp layer stores and unpacks it.
+class OpaqueHandle {
+ public:
+  OpaqueHandle() = default;
+  template <typename T>
+  static OpaqueHandle of(std::shared_ptr<T> object, std::string label) {
+    OpaqueHandle h;
+    h.object_ = std::move(object);
+    h.type_ = &typeid(T);
+    h.label_ = std::move(label);
+    return h;
+  }
+  // The object if it was stored as a T, else null.
+  template <typename T>
+  std::shared_ptr<T> get() const {
+    if (!object_ || *type_ != typeid(T)) return nullptr;
+    return std::static_pointer_cast<T>(object_);
+  }
+  bool empty() const { return object_ == nullptr; }
+  const void* address() const { return object_.get(); }
+  const std::string& label() const { return label_; }
+  friend bool operator==(const OpaqueHandle& a, const OpaqueHandle& b) {
+    return a.object_ == b.object_;
+  }
+
+ private:
+  std::shared_ptr<void> object_;
+  const std::type_info* type_ = &typeid(void);
+  std::string label_;
+};
+
+class Policy;
+// A callable policy: (module, recurse, nonwrapped_numel) -> wrap/recurse decision.
+using CallablePolicy = std::function<bool(nn::Module&, bool recurse, std::int64_t nonwrapped_numel)>;
+
+// Either a callable policy (the `_recursive_wrap` engine) or a Policy object (`_run_policy` +
+// post-order apply). Compared by identity, like Python objects.
+class AutoWrapPolicy {
+ public:
+  AutoWrapPolicy() = default;
+  AutoWrapPolicy(CallablePolicy fn);                       // NOLINT: implicit
+  AutoWrapPolicy(std::shared_ptr<const Policy> policy);    // NOLINT: implicit
+  template <typename P, typename = std::enable_if_t<std::is_base_of_v<Policy, P>>>
+  AutoWrapPolicy(std::shared_ptr<P> policy)                // NOLINT: implicit
+      : AutoWrapPolicy(std::shared_ptr<const Policy>(std::move(policy))) {}
+
+  bool empty() const { return !callable_ && !policy_; }
+  // The Policy object, or null for a plain callable.
+  const std::shared_ptr<const Policy>& policy() const { return policy_; }
+  // The callable form: the plain callable, or the policy's own callable form (ModuleWrapPolicy);
+  // null when the policy object is not callable (CustomPolicy).
+  CallablePolicy callable() const;
+  std::string str() const;
+  friend bool operator==(const AutoWrapPolicy& a, const AutoWrapPolicy& b) {
+    return a.callable_ == b.callable_ && a.policy_ == b.policy_;
+  }
+
+ private:
+  std::shared_ptr<const CallablePolicy> callable_;
+  std::shared_ptr<const Policy> policy_;
+};
+
+// The FSDP constructor's keyword arguments (except `module` and `param_init_fn`).
+struct WrapperOptions {
+  Setting<OpaqueHandle> process_group;
+  Setting<ShardingStrategy> sharding_strategy;
+  Setting<CPUOffload> cpu_offload;
+  Setting<AutoWrapPolicy> auto_wrap_policy;
+  Setting<BackwardPrefetch> backward_prefetch;
+  Setting<MixedPrecision> mixed_precision;
+  Setting<std::vector<nn::ModulePtr>> ignored_modules;
+  Setting<Device> device_id;
+  Setting<bool> sync_module_states;
+  Setting<bool> forward_prefetch;
+  Setting<bool> limit_all_gathers;
+  Setting<bool> use_orig_params;
+  Setting<std::vector<Tensor>> ignored_states;  // parameters (identity)
+
+  // Python's {**self, **overrides}: every field present in `overrides` (None included) wins.
+  WrapperOptions merged(const WrapperOptions& overrides) const;
+  // "WrapperOptions(sharding_strategy=ShardingStrategy.NO_SHARD, mixed_precision=None)": the
+  // present fields, in declaration order.
+  std::string str() const;
+  friend bool operator==(const WrapperOptions& a, const WrapperOptions& b);
+};
+
+// --- Setting<T> out-of-line members
+template <typename T>
+const T& Setting<T>::value() const {
+  if (state_ != State::Value) throw_missing(state_ == State::None);
+  return *value_;
+}
+template <typename T>
+T& Setting<T>::value() {
+  if (state_ != State::Value) throw_missing(state_ == State::None);
+  return *value_;
+}
+}  // namespace fsdp::policies
