@@ -1,0 +1,105 @@
+// NCCL backend: needs a CUDA device (exit 77 = skipped otherwise). One rank per process; under
+// mpirun -np N with N devices it runs multi-rank. Buffers live on the device.
+#define BOOST_TEST_MODULE comm_nccl
+#include <boost/test/unit_test.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "comm/errors.h"
+#include "comm/registry.h"
+#include "tests/comm/collective_checks.h"
+
+using namespace fsdp;
+using namespace fsdp::comm;
+
+namespace {
+
+struct RequireDevice {
+  RequireDevice() {
+    int devices = 0;
+    cudaError_t rc = cudaGetDeviceCount(&devices);
+    if (rc != cudaSuccess || devices == 0) {
+      std::printf("no CUDA device (%s): skipping the NCCL tests\n",
+                  rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+      std::exit(77);
+    }
+  }
+};
+RequireDevice require_device;
+
+std::shared_ptr<ProcessGroup> world() {
+  static std::shared_ptr<ProcessGroup> pg = [] {
+    InitOptions o = options_from_env();
+    if (o.rank < 0) {
+      o.rank = 0;
+      o.world_size = 1;
+    }
+    if (o.file_store_path.empty()) o.master_port += 7;  // away from other tests' stores
+    return create_process_group("nccl", o);
+  }();
+  return pg;
+}
+
+struct DeviceBuffer {
+  explicit DeviceBuffer(std::size_t bytes) { cudaMalloc(&ptr, bytes ? bytes : 1); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  void* ptr = nullptr;
+};
+
+testing::Bytes round_trip(const testing::Bytes& host, std::size_t out_bytes,
+                          const std::function<void(void*, void*)>& run) {
+  DeviceBuffer in(host.size()), out(out_bytes);
+  cudaMemcpy(in.ptr, host.data(), host.size(), cudaMemcpyHostToDevice);
+  run(in.ptr, out.ptr);
+  testing::Bytes result(out_bytes);
+  cudaMemcpy(result.data(), out.ptr, out_bytes, cudaMemcpyDeviceToHost);
+  return result;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(collectives_on_device_buffers) {
+  auto pg = world();
+  const int n = pg->size(), me = pg->rank();
+  const Device cuda(DeviceType::CUDA);
+  for (DType t : {DType::Float32, DType::Float64, DType::Int64, DType::Int32, DType::UInt8}) {
+    for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1) << 20}) {
+      const std::size_t elem = dtype_size(t);
+      // all_gather
+      testing::Bytes expected;
+      for (int r = 0; r < n; ++r) {
+        auto part = testing::make_input(t, count, r, 1);
+        expected.insert(expected.end(), part.begin(), part.end());
+      }
+      auto got = round_trip(testing::make_input(t, count, me, 1), count * n * elem,
+                            [&](void* in, void* out) { pg->all_gather(in, out, count, t, cuda); });
+      BOOST_TEST(testing::compare(got, expected, t) == "");
+      // reduce_scatter and all_reduce, sum and max (exact in every type for these inputs)
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
+        auto full = testing::expected_reduction(t, op, count * n, n, 2);
+        testing::Bytes mine(full.begin() + std::ptrdiff_t(me * count * elem),
+                            full.begin() + std::ptrdiff_t((me + 1) * count * elem));
+        got = round_trip(testing::make_input(t, count * n, me, 2), count * elem,
+                         [&](void* in, void* out) {
+                           pg->reduce_scatter_async(in, out, count, t, op, cuda)->wait();
+                         });
+        BOOST_TEST(testing::compare(got, mine, t) == "");
+        got = round_trip(testing::make_input(t, count, me, 3), count * elem,
+                         [&](void* in, void* out) {
+                           pg->all_reduce(in, count, t, op, cuda);
+                           cudaMemcpy(out, in, count * elem, cudaMemcpyDeviceToDevice);
+                         });
+        BOOST_TEST(testing::compare(got, testing::expected_reduction(t, op, count, n, 3), t) == "");
+      }
+    }
+  }
+  pg->barrier();
+}
+
+BOOST_AUTO_TEST_CASE(host_buffers_are_rejected) {
+  float x = 0;
+  BOOST_CHECK_THROW(world()->all_reduce(&x, 1, DType::Float32), std::invalid_argument);
+}
