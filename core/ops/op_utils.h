@@ -110,6 +110,9 @@ inline Tensor new_tensor(const Shape& shape, DType dtype, bool meta) {
 // `t` converted to `dtype` (no copy if it already has it), without autograd.
 Tensor as_dtype(const Tensor& t, DType dtype);
 
+// Copies src into dst (same shape, any strides), converting dtypes. No autograd, no version bump.
+void copy_strided(const Tensor& dst, const Tensor& src);
+
 // Normalised, deduplicated reduction dims (empty input = all dims).
 std::vector<bool> reduction_mask(const std::vector<std::int64_t>& dims, std::int64_t ndim,
                                  const char* op);
