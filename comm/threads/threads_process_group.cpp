@@ -62,7 +62,7 @@ void ThreadsProcessGroup::execute(const Collective& c) {
   const std::size_t elem = dtype_size(c.dtype);
   const std::size_t bytes = c.count * elem;
   switch (c.kind) {
-    case CollectiveKind::Barrier: return;  // the one barrier above is the whole collective
+    case CollectiveKind::Barrier: break;  // the closing sync still guards the slots
     case CollectiveKind::AllGather:
       // Pull every rank's input into our output, starting with our right neighbour so that the
       // ranks do not all read the same source at once.

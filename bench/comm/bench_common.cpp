@@ -1,0 +1,187 @@
+#include "bench/comm/bench_common.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+namespace fsdp::comm::bench {
+
+namespace {
+std::size_t parse_size(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  std::string unit = end;
+  if (unit == "K" || unit == "KiB") v *= 1 << 10;
+  else if (unit == "M" || unit == "MiB") v *= 1 << 20;
+  else if (unit == "G" || unit == "GiB") v *= 1 << 30;
+  else if (!unit.empty()) throw std::invalid_argument("bad size '" + s + "' (use 64K, 16M, 1G)");
+  return std::size_t(v);
+}
+}  // namespace
+
+Args Args::parse(int argc, char** argv, const char* usage) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--min-size") a.min_bytes = parse_size(value());
+    else if (flag == "--max-size") a.max_bytes = parse_size(value());
+    else if (flag == "--ranks") a.ranks = std::atoi(value().c_str());
+    else if (flag == "--json") a.json_path = value();
+    else {
+      std::fprintf(stderr, "%s\n  --min-size 1K --max-size 256M --json FILE%s\n", usage,
+                   " [--ranks N (threads)]");
+      std::exit(flag == "--help" ? 0 : 2);
+    }
+  }
+  return a;
+}
+
+std::vector<std::size_t> sweep(const Args& args) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t s = args.min_bytes; s <= args.max_bytes; s *= 4) sizes.push_back(s);
+  return sizes;
+}
+
+int iterations_for(std::size_t bytes) {
+  return int(std::clamp<std::size_t>((std::size_t(1) << 30) / std::max<std::size_t>(bytes, 1),
+                                     5, 400));
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::AllGather: return "all_gather";
+    case Kind::ReduceScatter: return "reduce_scatter";
+    case Kind::AllReduce: return "all_reduce";
+  }
+  return "?";
+}
+
+double bus_factor(Kind k, int n) {
+  double f = double(n - 1) / double(n);
+  return k == Kind::AllReduce ? 2 * f : f;
+}
+
+double time_collective(ProcessGroup& pg, int iters, const std::function<void()>& op) {
+  op();
+  op();
+  pg.barrier();
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) op();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                   iters;
+  pg.all_reduce(&seconds, 1, DType::Float64, ReduceOp::Max);
+  return seconds;
+}
+
+double time_memcpy(std::size_t bytes) {
+  std::vector<char> from(bytes, 1), to(bytes, 0);
+  const int iters = iterations_for(bytes);
+  std::memcpy(to.data(), from.data(), bytes);
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    std::memcpy(to.data(), from.data(), bytes);
+    asm volatile("" : : "r"(to.data()) : "memory");  // keep every copy
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+}
+
+namespace {
+std::string human(std::size_t bytes) {
+  if (bytes >= (1u << 20)) return fmt::format("{}M", bytes >> 20);
+  if (bytes >= (1u << 10)) return fmt::format("{}K", bytes >> 10);
+  return fmt::format("{}B", bytes);
+}
+}  // namespace
+
+void report(const std::vector<Result>& results, const Args& args) {
+  // Index: (kind, bytes) -> the ours, the raw library's, and memcpy's times.
+  std::map<std::pair<int, std::size_t>, std::vector<const Result*>> rows;
+  for (auto& r : results) rows[{int(r.kind), r.bytes}].push_back(&r);
+  std::printf("%-15s %6s  %-28s %11s %9s %9s %10s %10s\n", "collective", "size", "impl",
+              "time(us)", "algbw", "busbw", "vs fsdp", "vs memcpy");
+  for (auto& [key, group] : rows) {
+    const Result* ours = nullptr;
+    const Result* copy = nullptr;
+    for (auto* r : group) {
+      if (r->impl == "fsdp") ours = r;
+      if (r->impl == "memcpy") copy = r;
+    }
+    for (auto* r : group) {
+      std::string vs_ours = ours && r != ours ? fmt::format("{:.2f}x", r->seconds / ours->seconds) : "";
+      // fraction of memcpy speed: memcpy time of the same bytes / this time
+      std::string vs_copy = copy && r != copy ? fmt::format("{:.0f}%", 100 * copy->seconds / r->seconds) : "";
+      std::printf("%-15s %6s  %-28s %11.1f %9.2f %9.2f %10s %10s\n", kind_name(r->kind),
+                  human(r->bytes).c_str(), r->impl.c_str(), r->seconds * 1e6, r->algbw(),
+                  r->impl == "memcpy" ? r->algbw() : r->busbw(), vs_ours.c_str(),
+                  vs_copy.c_str());
+    }
+  }
+  std::printf("(algbw/busbw in GB/s; 'vs fsdp' = that time / ours, >1 means ours is faster; "
+              "'vs memcpy' = single-core memcpy time of the same bytes / that time)\n");
+  if (args.json_path.empty()) return;
+  nlohmann::json out = nlohmann::json::array();
+  for (auto& r : results)
+    out.push_back({{"backend", r.backend}, {"impl", r.impl}, {"collective", kind_name(r.kind)},
+                   {"ranks", r.ranks}, {"bytes", r.bytes}, {"seconds", r.seconds},
+                   {"algbw_gbps", r.algbw()}, {"busbw_gbps", r.busbw()}});
+  std::ofstream(args.json_path) << out.dump(2) << "\n";
+  std::printf("wrote %s\n", args.json_path.c_str());
+}
+
+}  // namespace fsdp::comm::bench
+
+namespace fsdp::comm::bench {
+
+Buffers::Buffers(std::size_t bytes, int n)
+    : shard_count(std::max<std::size_t>(1, bytes / (4 * std::size_t(n)))),
+      total_count(shard_count * std::size_t(n)),
+      shard(shard_count, 1.f),
+      full(total_count, 1.f) {}
+
+std::vector<Result> bench_ours(ProcessGroup& pg, const std::vector<std::size_t>& sizes) {
+  std::vector<Result> out;
+  const int n = pg.size();
+  for (std::size_t bytes : sizes) {
+    Buffers b(bytes, n);
+    const std::size_t total = b.total_count * 4;
+    const int iters = iterations_for(total);
+    auto add = [&](Kind k, double s) { out.push_back({pg.backend_name(), "fsdp", k, n, total, s}); };
+    add(Kind::AllGather, time_collective(pg, iters, [&] {
+          pg.all_gather(b.shard.data(), b.full.data(), b.shard_count, DType::Float32);
+        }));
+    add(Kind::ReduceScatter, time_collective(pg, iters, [&] {
+          pg.reduce_scatter(b.full.data(), b.shard.data(), b.shard_count, DType::Float32);
+        }));
+    add(Kind::AllReduce, time_collective(pg, iters, [&] {
+          pg.all_reduce(b.full.data(), b.total_count, DType::Float32);
+        }));
+  }
+  return out;
+}
+
+std::vector<Result> bench_memcpy(const std::string& backend, int ranks,
+                                 const std::vector<std::size_t>& sizes) {
+  std::vector<Result> out;
+  for (std::size_t bytes : sizes) {
+    Buffers b(bytes, ranks);
+    const std::size_t total = b.total_count * 4;
+    double s = time_memcpy(total);
+    for (Kind k : {Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce})
+      out.push_back({backend, "memcpy", k, ranks, total, s});
+  }
+  return out;
+}
+
+}  // namespace fsdp::comm::bench

@@ -1,0 +1,72 @@
+// Shared by the collective benchmarks: command line, size sweep, timing across ranks, the
+// single-core memcpy baseline, nccl-tests' bus bandwidth, the table and the JSON file.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+
+namespace fsdp::comm::bench {
+
+struct Args {
+  std::size_t min_bytes = 1 << 10;
+  std::size_t max_bytes = std::size_t(256) << 20;
+  int ranks = 2;  // threads backend only; process backends take the launcher's
+  std::string json_path;
+  static Args parse(int argc, char** argv, const char* usage);
+};
+
+// Sizes min..max by factors of 4 (the total bytes of the collective, nccl-tests' S).
+std::vector<std::size_t> sweep(const Args& args);
+// Iterations for a collective of `bytes` (identical on every rank).
+int iterations_for(std::size_t bytes);
+
+enum class Kind { AllGather, ReduceScatter, AllReduce };
+const char* kind_name(Kind k);
+// nccl-tests: busbw = algbw * factor; AG and RS (n-1)/n, AR 2(n-1)/n.
+double bus_factor(Kind k, int n);
+
+struct Result {
+  std::string backend;  // "mpi", "threads", ...
+  std::string impl;     // "fsdp" (ours), "MPI_Allgather", "memcpy", ...
+  Kind kind;
+  int ranks;
+  std::size_t bytes;
+  double seconds;  // per call, slowest rank
+  double algbw() const { return double(bytes) / seconds / 1e9; }
+  double busbw() const { return algbw() * bus_factor(kind, ranks); }
+};
+
+// Times `op` (called `iters` times after 2 warm-ups) on every rank of pg; returns the slowest
+// rank's seconds per call. pg also carries the barriers and the max-reduction of the times.
+double time_collective(ProcessGroup& pg, int iters, const std::function<void()>& op);
+// Single-core memcpy of `bytes` (the baseline: seconds per copy).
+double time_memcpy(std::size_t bytes);
+
+// Prints the table (each implementation beside ours and memcpy) and writes JSON when asked.
+void report(const std::vector<Result>& results, const Args& args);
+
+}  // namespace fsdp::comm::bench
+
+namespace fsdp::comm::bench {
+
+// Float32 buffers for one size: per-rank count = bytes / (4 * n) (all_gather input,
+// reduce_scatter output); all_reduce works on bytes / 4 elements.
+struct Buffers {
+  Buffers(std::size_t bytes, int n);
+  std::size_t shard_count;   // elements per rank
+  std::size_t total_count;   // shard_count * n
+  std::vector<float> shard;  // shard_count
+  std::vector<float> full;   // total_count
+};
+
+// Our all_gather, reduce_scatter and all_reduce through pg at every size ("fsdp" rows).
+std::vector<Result> bench_ours(ProcessGroup& pg, const std::vector<std::size_t>& sizes);
+// The memcpy rows (measured on the calling thread).
+std::vector<Result> bench_memcpy(const std::string& backend, int ranks,
+                                 const std::vector<std::size_t>& sizes);
+
+}  // namespace fsdp::comm::bench

@@ -1,0 +1,70 @@
+// Gloo backend vs gloo's own algorithms (gloo::allgather ring, gloo::allreduce ring,
+// ReduceScatterHalvingDoubling constructed once per size) on a second gloo context, and memcpy.
+//   tests/comm/run_ranks.sh mpirun 2 file bench_comm_gloo --max-size 64M --json gloo.json
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/math.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <cstdlib>
+
+#include "bench/comm/bench_common.h"
+#include "comm/registry.h"
+
+using namespace fsdp::comm;
+using namespace fsdp::comm::bench;
+
+int main(int argc, char** argv) {
+  Args args = Args::parse(argc, argv, "bench_comm_gloo: gloo backend vs raw gloo");
+  InitOptions o = options_from_env();
+  if (o.file_store_path.empty()) {
+    std::fprintf(stderr, "set FSDP_STORE_PATH (tests/comm/run_ranks.sh does)\n");
+    return 2;
+  }
+  auto pg = create_process_group("gloo", o);
+  const int n = pg->size();
+  auto sizes = sweep(args);
+  std::vector<Result> results = bench_ours(*pg, sizes);
+
+  gloo::rendezvous::FileStore file_store(o.file_store_path);
+  gloo::rendezvous::PrefixStore store("raw-gloo", file_store);
+  auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
+  auto ctx = std::make_shared<gloo::rendezvous::Context>(pg->rank(), n);
+  ctx->connectFullMesh(store, device);
+  for (std::size_t bytes : sizes) {
+    Buffers b(bytes, n);
+    const std::size_t total = b.total_count * 4;
+    const int iters = iterations_for(total);
+    auto add = [&](Kind k, const char* impl, double s) {
+      results.push_back({"gloo", impl, k, n, total, s});
+    };
+    add(Kind::AllGather, "gloo::allgather(ring)", time_collective(*pg, iters, [&] {
+          gloo::AllgatherOptions opts(ctx);
+          opts.setInput(b.shard.data(), b.shard_count);
+          opts.setOutput(b.full.data(), b.total_count);
+          gloo::allgather(opts);
+        }));
+    gloo::ReduceScatterHalvingDoubling<float> rs(
+        ctx, {b.full.data()}, int(b.total_count), std::vector<int>(std::size_t(n), int(b.shard_count)));
+    add(Kind::ReduceScatter, "gloo::ReduceScatterHD", time_collective(*pg, iters, [&] { rs.run(); }));
+    add(Kind::AllReduce, "gloo::allreduce(ring)", time_collective(*pg, iters, [&] {
+          gloo::AllreduceOptions opts(ctx);
+          opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+          opts.setOutput(b.full.data(), b.total_count);
+          opts.setReduceFunction(
+              static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+          gloo::allreduce(opts);
+        }));
+  }
+  if (pg->rank() == 0) {
+    auto copies = bench_memcpy("gloo", n, sizes);
+    results.insert(results.end(), copies.begin(), copies.end());
+    std::printf("gloo backend, %d ranks\n", n);
+    report(results, args);
+  }
+  pg->barrier();
+}

@@ -1,0 +1,24 @@
+// Threads backend collectives vs a single-core memcpy of the same bytes.
+//   bench_comm_threads --ranks 2 --max-size 256M --json threads.json
+#include <mutex>
+
+#include "bench/comm/bench_common.h"
+#include "comm/threads/run_threads.h"
+
+using namespace fsdp::comm;
+using namespace fsdp::comm::bench;
+
+int main(int argc, char** argv) {
+  Args args = Args::parse(argc, argv, "bench_comm_threads: threads backend vs memcpy");
+  auto sizes = sweep(args);
+  std::vector<Result> results = bench_memcpy("threads", args.ranks, sizes);
+  std::mutex mutex;
+  run_threads(args.ranks, [&](ProcessGroup& pg) {
+    auto ours = bench_ours(pg, sizes);
+    if (pg.rank() != 0) return;
+    std::lock_guard lock(mutex);
+    results.insert(results.end(), ours.begin(), ours.end());
+  });
+  std::printf("threads backend, %d ranks\n", args.ranks);
+  report(results, args);
+}
