@@ -8,7 +8,7 @@ namespace ops_detail {
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
   const std::int64_t n = std::max<std::int64_t>(ndim, 1);
   FSDP_CHECK(dim >= -n && dim < n, IndexError,
-             "{}: dimension out of range (expected to be in range of [{}, {}], but got {})", op,
+             "{}: Dimension out of range (expected to be in range of [{}, {}], but got {})", op,
              -n, n - 1, dim);
   return dim < 0 ? dim + n : dim;
 }

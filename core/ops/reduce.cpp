@@ -31,17 +31,10 @@ std::int64_t reduced_count(const Shape& shape, const std::vector<bool>& mask) {
   return n;
 }
 
-// Sum (or mean) of `a` over the dims in `mask`.
-Tensor sum_impl(const char* op, const Tensor& a, const std::vector<bool>& mask, bool keepdim,
-                bool mean) {
-  bool meta = check_devices(op, a);
-  DType out_dtype = is_floating(a.dtype()) ? a.dtype() : DType::Int64;
-  FSDP_CHECK(!mean || is_floating(a.dtype()), RuntimeError,
-             "mean(): could not infer output dtype. Input dtype must be either a floating point "
-             "or complex dtype. Got: {} (shape {})", dtype_name(a.dtype()), shape_str(a.shape()));
-  Tensor out = new_tensor(reduced_shape(a.shape(), mask, keepdim), out_dtype, meta);
-  if (meta) return out;
-  const std::int64_t count = reduced_count(a.shape(), mask);
+// Writes the sum (or mean) over the dims in mask into out (keepdim or not, contiguous).
+void sum_kernel(const Tensor& a, const std::vector<bool>& mask, const Tensor& out, bool mean,
+                std::int64_t count) {
+  const DType out_dtype = out.dtype();
   const Shape so = output_strides_for_input(a.shape(), mask);
   const Shape& sa = a.strides();
   dispatch_all(a.dtype(), [&]<typename T>() {
@@ -72,6 +65,19 @@ Tensor sum_impl(const char* op, const Tensor& a, const std::vector<bool>& mask, 
       }
     });
   });
+}
+
+// Sum (or mean) of `a` over the dims in `mask`.
+Tensor sum_impl(const char* op, const Tensor& a, const std::vector<bool>& mask, bool keepdim,
+                bool mean) {
+  bool meta = check_devices(op, a);
+  DType out_dtype = is_floating(a.dtype()) ? a.dtype() : DType::Int64;
+  FSDP_CHECK(!mean || is_floating(a.dtype()), RuntimeError,
+             "mean(): could not infer output dtype. Input dtype must be either a floating point "
+             "or complex dtype. Got: {} (shape {})", dtype_name(a.dtype()), shape_str(a.shape()));
+  Tensor out = new_tensor(reduced_shape(a.shape(), mask, keepdim), out_dtype, meta);
+  const std::int64_t count = reduced_count(a.shape(), mask);
+  if (!meta) sum_kernel(a, mask, out, mean, count);
   // Backward: broadcast the gradient back over the reduced dims (materialised, so a leaf
   // never receives a stride-0 gradient).
   autograd::record(mean ? "MeanBackward1" : "SumBackward1", {a}, {out}, {},
