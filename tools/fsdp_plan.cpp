@@ -1,0 +1,98 @@
+// fsdp-plan: shows which FSDP units a model gets under an auto-wrap policy, what each rank holds
+// and what a training step communicates, for a model described in an fsdp-model/1 file
+// (tools/README.md). Errors: one line on stderr, nothing on stdout, exit status 1 (2 for usage).
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/error.h"
+#include "tools/plan/format.h"
+#include "tools/plan/model_file.h"
+#include "tools/plan/planner.h"
+
+namespace {
+
+// Upstream's messages can span lines (the frozen-parameter ValueError lists FQNs); the
+// planner's error contract is one line, so lines are joined with "; " ... keeping every word.
+std::string one_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\n') {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+      continue;
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+int fail(const std::string& msg) {
+  std::cerr << "fsdp-plan: error: " << one_line(msg) << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace fsdp::plan;
+  CLI::App app{"fsdp-plan: FSDP units, per-rank memory and communication for a model file",
+               "fsdp-plan"};
+  std::string model_path, policy, sharding = "FULL_SHARD", format = "table";
+  std::vector<std::string> ignore;
+  PlanOptions opts;
+  app.add_option("MODEL.json", model_path, "model file (format fsdp-model/1)")->required();
+  app.add_option("--policy", policy,
+                 "auto-wrap policy: always | size(min_num_params=N[, force_leaf=[..]]"
+                 "[, exclude_wrap=[..]]) | transformer([..]) | individually([..]) | "
+                 "modules([..]) | or(EXPR, ...); absent: only the root unit");
+  app.add_option("--ignore", ignore, "ignore the module at this FQN and its subtree (repeatable)")
+      ->take_last()
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_flag("--mixed-precision", opts.mixed_precision,
+               "MixedPrecision(param_dtype=reduce_dtype=bfloat16): BatchNorm modules become "
+               "their own units in full precision");
+  app.add_flag("--use-orig-params", opts.use_orig_params,
+               "use_orig_params=True (the frozen-parameter error becomes a warning)");
+  app.add_option("--world-size", opts.world_size, "number of ranks (default 1)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--sharding", sharding, "FULL_SHARD (default), SHARD_GRAD_OP, NO_SHARD, "
+                                         "HYBRID_SHARD");
+  app.add_option("--node-size", opts.node_size,
+                 "ranks per node, over which HYBRID_SHARD shards (default 8)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--format", format, "table (default), json or dot")
+      ->check(CLI::IsMember({"table", "json", "dot"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "fsdp-plan: error: " << one_line(e.what()) << " (see fsdp-plan --help)\n";
+    return 2;
+  }
+  try {
+    opts.sharding = parse_strategy(sharding);
+    opts.ignore = ignore;
+    if (!policy.empty()) opts.policy = parse_policy(policy);
+    LoadedModel model = load_model(model_path);
+    Plan plan = make_plan(model.root, opts);
+    std::string out = format == "json" ? format_json(plan)
+                      : format == "dot" ? format_dot(plan)
+                                        : format_table(plan);
+    if (format == "table")
+      for (const auto& w : plan.warnings) std::cerr << "fsdp-plan: warning: " << w << "\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+  } catch (const InputError& e) {
+    return fail(e.what());
+  } catch (const fsdp::Error& e) {
+    return fail(e.what());
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  return 0;
+}

@@ -1,0 +1,332 @@
+#include "tools/plan/format.h"
+
+#include <functional>
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace fsdp::plan {
+
+std::string human_bytes(std::int64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  if (u == 0) return fmt::format("{} B", bytes);
+  int digits = v >= 100 ? 0 : v >= 10 ? 1 : 2;
+  return fmt::format("{:.{}f} {}", v, digits, units[u]);
+}
+
+std::string human_count(std::int64_t n) {
+  static const char* units[] = {"", "K", "M", "B", "T"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1000 && u < 4) {
+    v /= 1000;
+    ++u;
+  }
+  if (u == 0) return std::to_string(n);
+  return fmt::format("{:.{}f}{}", v, v >= 100 ? 0 : 1, units[u]);
+}
+
+namespace {
+
+struct TreeNode {
+  const nn::Module* module;
+  std::string name;   // slot name ("" for the root)
+  std::string path;   // FQN
+  int depth;
+  int unit;           // nearest enclosing unit (the module's own, if it is one), -1 if none
+  bool repeat;        // a module already shown under another path (shared module)
+  bool last;          // last child of its parent (tree drawing)
+  std::string repeat_of;
+};
+
+// Pre-order over the module tree, each module expanded once (later slots holding the same
+// object are reported as repeats), carrying the nearest enclosing unit.
+void walk(const Plan& plan, const std::function<void(const TreeNode&, const std::string& lead)>& fn) {
+  std::unordered_map<const nn::Module*, std::string> first_path;
+  struct Item {
+    const nn::Module* m;
+    std::string name, path, lead;
+    int depth, unit;
+    bool last;
+  };
+  std::vector<Item> stack{{plan.root.get(), "", "", "", 0, -1, true}};
+  while (!stack.empty()) {
+    Item it = std::move(stack.back());
+    stack.pop_back();
+    int unit = it.unit;
+    auto u = plan.unit_of_module.find(it.m);
+    if (u != plan.unit_of_module.end()) unit = static_cast<int>(u->second);
+    auto seen = first_path.find(it.m);
+    TreeNode node{it.m, it.name, it.path, it.depth, unit, seen != first_path.end(), it.last,
+                  seen != first_path.end() ? seen->second : ""};
+    fn(node, it.lead);
+    if (node.repeat) continue;
+    first_path.emplace(it.m, it.path);
+    std::vector<std::pair<std::string, const nn::Module*>> kids;
+    for (const auto& [n, c] : it.m->child_slots())
+      if (c) kids.emplace_back(n, c.get());
+    std::string lead = it.depth == 0 ? "" : it.lead + (it.last ? "   " : "│  ");
+    for (std::size_t i = kids.size(); i-- > 0;) {
+      stack.push_back({kids[i].second, kids[i].first,
+                       it.path.empty() ? kids[i].first : it.path + "." + kids[i].first, lead,
+                       it.depth + 1, unit, i + 1 == kids.size()});
+    }
+  }
+}
+
+std::int64_t own_numel(const nn::Module& m) {
+  std::int64_t n = 0;
+  for (const auto& [name, p] : m.parameter_slots())
+    if (p.defined()) n += p.numel();
+  return n;
+}
+
+const char* sharding_label(ShardingStrategy s) {
+  switch (s) {
+    case ShardingStrategy::FULL_SHARD: return "FULL_SHARD";
+    case ShardingStrategy::SHARD_GRAD_OP: return "SHARD_GRAD_OP";
+    case ShardingStrategy::NO_SHARD: return "NO_SHARD";
+    case ShardingStrategy::HYBRID_SHARD: return "HYBRID_SHARD";
+    case ShardingStrategy::_HYBRID_SHARD_ZERO2: return "_HYBRID_SHARD_ZERO2";
+  }
+  return "?";
+}
+
+std::string unit_label(const Unit& u) { return u.fqn.empty() ? "(root)" : u.fqn; }
+
+}  // namespace
+
+std::string format_table(const Plan& plan) {
+  const auto& o = plan.options;
+  std::string out;
+  out += fmt::format("policy: {}   sharding: {} over {} rank{}{}   mixed precision: {}{}\n",
+                     plan.policy_str, sharding_label(plan.sharding), o.world_size,
+                     o.world_size == 1 ? "" : "s",
+                     plan.shard_group_size != o.world_size
+                         ? fmt::format(" (shards over {} per node)", plan.shard_group_size)
+                         : "",
+                     o.mixed_precision ? std::string(dtype_name(o.mp_dtype)) : "off",
+                     o.use_orig_params ? "   use_orig_params" : "");
+  out += fmt::format("model: {} modules, {} parameters ({}){}\n\n", plan.num_modules,
+                     human_count(plan.model_numel), human_bytes(plan.model_param_bytes),
+                     plan.ignored_numel ? fmt::format(", {} ignored", human_count(plan.ignored_numel))
+                                        : "");
+  std::unordered_set<const nn::Module*> ignored;
+  for (const auto& path : o.ignore)
+    for (auto& m : plan.root->get_submodule(path)->modules()) ignored.insert(m.get());
+  out += "module tree ([#k] = FSDP unit k, construction order; sizes are what the unit flattens)\n";
+  walk(plan, [&](const TreeNode& n, const std::string& lead) {
+    std::string line = lead;
+    if (n.depth > 0) line += n.last ? "└─ " : "├─ ";
+    auto u = plan.unit_of_module.find(n.module);
+    bool is_unit = u != plan.unit_of_module.end() && !n.repeat;
+    if (is_unit) line += fmt::format("[#{}] ", u->second);
+    line += n.depth == 0 ? std::string("(root)") : n.name;
+    line += " (" + n.module->type_name() + ")";
+    if (n.repeat) {
+      line += " = same module as " + (n.repeat_of.empty() ? "(root)" : n.repeat_of);
+    } else {
+      std::int64_t own = own_numel(*n.module);
+      if (own > 0) line += "  " + human_count(own) + " params";
+      if (ignored.count(n.module)) line += "  [ignored]";
+      if (is_unit) {
+        const Unit& un = plan.units[u->second];
+        line += fmt::format("  => unit #{}: {} flattened, {}/rank{}", un.index, human_count(un.numel),
+                            human_bytes(un.per_rank.params),
+                            un.mixed_precision || !o.mixed_precision ? "" : ", full precision");
+      }
+    }
+    out += line + "\n";
+  });
+
+  out += "\nunits (construction order; per-rank bytes for one rank)\n";
+  out += fmt::format("{:>4}  {:<28} {:<22} {:>6} {:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}\n",
+                     "#", "fqn", "type", "params", "numel", "shard", "pad", "params/rk",
+                     "grads/rk", "optim/rk", "allgather");
+  for (const auto& u : plan.units) {
+    std::string f = unit_label(u);
+    if (f.size() > 28) f = "…" + f.substr(f.size() - 27);
+    std::string t = u.type.size() > 22 ? u.type.substr(0, 21) + "…" : u.type;
+    out += fmt::format("{:>4}  {:<28} {:<22} {:>6} {:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}\n",
+                       u.index, f, t, u.params.size(), human_count(u.numel),
+                       human_count(u.shard_numel), u.padding, human_bytes(u.per_rank.params),
+                       human_bytes(u.per_rank.grads), human_bytes(u.per_rank.optimizer),
+                       human_bytes(u.all_gather_bytes));
+  }
+  const auto& t = plan.totals;
+  out += "\nper rank (Adam, fp32 states; activations not included)\n";
+  auto row = [&](const std::string& k, std::int64_t v) {
+    out += fmt::format("  {:<48} {:>12}\n", k, human_bytes(v));
+  };
+  row("parameters (sharded)", t.per_rank.params);
+  row("gradients (sharded)", t.per_rank.grads);
+  row("optimizer state", t.per_rank.optimizer);
+  row("peak unsharded parameters (all-gathered)", t.peak_unsharded_param_bytes);
+  row("peak unsharded gradient (before reduce-scatter)", t.peak_unsharded_grad_bytes);
+  row("peak total", t.peak_bytes);
+  out += "per step, per rank (collective buffer sizes)\n";
+  row("all-gather", t.all_gather_bytes);
+  row("reduce-scatter", t.reduce_scatter_bytes);
+  row("all-reduce", t.all_reduce_bytes);
+  return out;
+}
+
+namespace {
+
+nlohmann::ordered_json memory_json(const RankMemory& m) {
+  nlohmann::ordered_json j;
+  j["params_bytes"] = m.params;
+  j["grads_bytes"] = m.grads;
+  j["optimizer_bytes"] = m.optimizer;
+  j["total_bytes"] = m.total();
+  return j;
+}
+
+}  // namespace
+
+std::string format_json(const Plan& plan) {
+  using nlohmann::ordered_json;
+  const auto& o = plan.options;
+  ordered_json j;
+  j["format"] = "fsdp-plan/1";
+  ordered_json cfg;
+  cfg["policy"] = plan.policy_str;
+  cfg["world_size"] = o.world_size;
+  cfg["sharding"] = sharding_label(o.sharding);
+  cfg["effective_sharding"] = sharding_label(plan.sharding);
+  cfg["shard_group_size"] = plan.shard_group_size;
+  cfg["mixed_precision"] = o.mixed_precision;
+  cfg["param_dtype"] = o.mixed_precision ? std::string(dtype_name(o.mp_dtype)) : "";
+  cfg["use_orig_params"] = o.use_orig_params;
+  cfg["ignored_modules"] = o.ignore;
+  cfg["optimizer"] = "Adam";
+  j["config"] = cfg;
+  ordered_json model;
+  model["root_type"] = plan.root->type_name();
+  model["modules"] = plan.num_modules;
+  model["numel"] = plan.model_numel;
+  model["param_bytes"] = plan.model_param_bytes;
+  model["ignored_numel"] = plan.ignored_numel;
+  j["model"] = model;
+  ordered_json units = ordered_json::array();
+  for (const auto& u : plan.units) {
+    ordered_json ju;
+    ju["index"] = u.index;
+    ju["fqn"] = u.fqn;
+    ju["type"] = u.type;
+    ju["parent"] = u.parent < 0 ? ordered_json(nullptr) : ordered_json(u.parent);
+    ordered_json names = ordered_json::array();
+    for (const auto& p : u.params) names.push_back(p.fqn);
+    ju["params"] = std::move(names);
+    ju["numel"] = u.numel;
+    ju["trainable_numel"] = u.trainable_numel;
+    ordered_json bpd = ordered_json::object();
+    for (const auto& [d, b] : u.bytes_per_dtype) bpd[std::string(dtype_name(d))] = b;
+    ju["bytes_per_dtype"] = std::move(bpd);
+    ju["sharding"] = sharding_label(u.sharding);
+    ju["mixed_precision"] = u.mixed_precision;
+    ju["flat_numel"] = u.flat_numel;
+    ju["shard_numel"] = u.shard_numel;
+    ju["padded_numel"] = u.padded_numel;
+    ju["padding"] = u.padding;
+    ju["per_rank"] = memory_json(u.per_rank);
+    ju["unsharded_bytes"] = u.unsharded_bytes;
+    ju["unsharded_grad_bytes"] = u.unsharded_grad_bytes;
+    ju["all_gathers_per_step"] = u.all_gathers_per_step;
+    ju["all_gather_bytes"] = u.all_gather_bytes;
+    ju["reduce_scatter_bytes"] = u.reduce_scatter_bytes;
+    ju["all_reduce_bytes"] = u.all_reduce_bytes;
+    units.push_back(std::move(ju));
+  }
+  j["units"] = std::move(units);
+  const auto& t = plan.totals;
+  ordered_json pr = memory_json(t.per_rank);
+  pr["peak_unsharded_param_bytes"] = t.peak_unsharded_param_bytes;
+  pr["peak_unsharded_grad_bytes"] = t.peak_unsharded_grad_bytes;
+  pr["peak_bytes"] = t.peak_bytes;
+  j["per_rank"] = std::move(pr);
+  ordered_json comm;
+  comm["all_gather_bytes"] = t.all_gather_bytes;
+  comm["reduce_scatter_bytes"] = t.reduce_scatter_bytes;
+  comm["all_reduce_bytes"] = t.all_reduce_bytes;
+  j["per_step"] = std::move(comm);
+  j["warnings"] = plan.warnings;
+  return j.dump(1) + "\n";
+}
+
+namespace {
+std::string dot_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+}  // namespace
+
+std::string format_dot(const Plan& plan) {
+  // Clusters nest like the units: each unit's cluster holds the modules it is the nearest unit
+  // of, and the clusters of the units directly inside it.
+  std::vector<std::vector<std::string>> unit_nodes(plan.units.size());
+  std::vector<std::string> loose_nodes, edges;
+  std::unordered_map<const nn::Module*, std::size_t> node_id;
+  std::unordered_set<const nn::Module*> ignored;
+  for (const auto& path : plan.options.ignore)
+    for (auto& m : plan.root->get_submodule(path)->modules()) ignored.insert(m.get());
+  std::vector<std::pair<std::string, const nn::Module*>> parents;  // path of parent per depth
+  walk(plan, [&](const TreeNode& n, const std::string&) {
+    if (parents.size() > static_cast<std::size_t>(n.depth)) parents.resize(n.depth);
+    if (!n.repeat) {
+      std::size_t id = node_id.size();
+      node_id.emplace(n.module, id);
+      std::string label = (n.depth == 0 ? std::string("(root)") : n.name) + "\\n" +
+                          dot_escape(n.module->type_name());
+      std::int64_t own = own_numel(*n.module);
+      if (own > 0) label += "\\n" + human_count(own) + " params";
+      std::string attrs = fmt::format("label=\"{}\"", label);
+      if (ignored.count(n.module)) attrs += ", style=dashed, color=gray";
+      std::string decl = fmt::format("n{} [{}];", id, attrs);
+      if (n.unit >= 0) unit_nodes[n.unit].push_back(decl);
+      else loose_nodes.push_back(decl);
+    }
+    if (n.depth > 0) {
+      const nn::Module* parent = parents.back().second;
+      edges.push_back(fmt::format("n{} -> n{}{};", node_id.at(parent), node_id.at(n.module),
+                                  n.repeat ? " [style=dashed]" : ""));
+    }
+    parents.emplace_back(n.path, n.module);
+  });
+  std::vector<std::vector<std::size_t>> kids(plan.units.size());
+  std::vector<std::size_t> tops;
+  for (const auto& u : plan.units)
+    (u.parent >= 0 ? kids[u.parent] : tops).push_back(u.index);
+  std::string out = "digraph fsdp_plan {\n  node [shape=box, fontsize=10];\n";
+  std::function<void(std::size_t, int)> cluster = [&](std::size_t k, int depth) {
+    std::string ind(2 * depth, ' ');
+    const Unit& u = plan.units[k];
+    out += fmt::format("{}subgraph cluster_unit{} {{\n", ind, k);
+    out += fmt::format("{}  label=\"unit #{}: {} ({})\\n{} numel, {}/rank\";\n", ind, k,
+                       dot_escape(unit_label(u)), dot_escape(u.type), human_count(u.numel),
+                       human_bytes(u.per_rank.params));
+    out += fmt::format("{}  style=rounded; color=\"{}\";\n", ind,
+                       u.mixed_precision || !plan.options.mixed_precision ? "blue" : "red");
+    for (const auto& d : unit_nodes[k]) out += ind + "  " + d + "\n";
+    for (auto c : kids[k]) cluster(c, depth + 1);
+    out += ind + "}\n";
+  };
+  for (auto t : tops) cluster(t, 1);
+  for (const auto& d : loose_nodes) out += "  " + d + "\n";
+  for (const auto& e : edges) out += "  " + e + "\n";
+  out += "}\n";
+  return out;
+}
+
+}  // namespace fsdp::plan

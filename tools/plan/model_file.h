@@ -1,0 +1,35 @@
+// Reading model files of format "fsdp-model/1" (tools/README.md): a module tree built on the
+// meta device, with shared modules (one object in two slots) and tied parameters (one tensor in
+// two slots) restored from the file's ids.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "core/module.h"
+
+namespace fsdp::plan {
+
+inline constexpr const char* kModelFormat = "fsdp-model/1";
+
+// Any problem with the user's input (model file, policy, paths); the message is one line and
+// names the file and the place in it.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct LoadedModel {
+  nn::ModulePtr root;
+  std::size_t num_definitions = 0;  // module objects in the file (shared ones once)
+};
+
+// Parses `text`; `source` names it in messages ("model.json").
+LoadedModel parse_model(const std::string& text, const std::string& source);
+// Reads and parses the file at `path`.
+LoadedModel load_model(const std::string& path);
+
+// 1-based line and column of byte `offset` in `text` (columns count bytes).
+std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std::size_t offset);
+
+}  // namespace fsdp::plan

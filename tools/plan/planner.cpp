@@ -1,0 +1,436 @@
+#include "tools/plan/planner.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/traversal/module_sets.h"
+#include "core/warnings.h"
+#include "policies/ignored.h"
+#include "tools/plan/model_file.h"
+#include "tools/plan/policy_build.h"
+#include "tools/plan/suggest.h"
+
+namespace fsdp::plan {
+
+using traversal::ModuleSet;
+using traversal::ParamSet;
+
+std::string strategy_name(ShardingStrategy s) {
+  switch (s) {
+    case ShardingStrategy::FULL_SHARD: return "FULL_SHARD";
+    case ShardingStrategy::SHARD_GRAD_OP: return "SHARD_GRAD_OP";
+    case ShardingStrategy::NO_SHARD: return "NO_SHARD";
+    case ShardingStrategy::HYBRID_SHARD: return "HYBRID_SHARD";
+    case ShardingStrategy::_HYBRID_SHARD_ZERO2: return "_HYBRID_SHARD_ZERO2";
+  }
+  return "?";
+}
+
+ShardingStrategy parse_strategy(const std::string& s) {
+  for (auto v : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                 ShardingStrategy::NO_SHARD, ShardingStrategy::HYBRID_SHARD})
+    if (strategy_name(v) == s) return v;
+  throw InputError(fmt::format("--sharding: unknown strategy '{}'{}; choose FULL_SHARD, "
+                               "SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD",
+                               s, did_you_mean(s, {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD",
+                                                   "HYBRID_SHARD"})));
+}
+
+namespace {
+
+bool reshards_after_forward(ShardingStrategy s) {
+  return s == ShardingStrategy::FULL_SHARD || s == ShardingStrategy::HYBRID_SHARD;
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+struct Ignored {
+  ModuleSet modules;  // closed under descendants, as FSDP's _get_ignored_modules
+  ParamSet params;
+  std::int64_t numel = 0;
+};
+
+// `--ignore` paths to FSDP's ignored modules (closed under descendants) and their parameters.
+Ignored resolve_ignored(const nn::ModulePtr& root, const std::vector<std::string>& paths) {
+  std::vector<nn::ModulePtr> roots;
+  for (const auto& path : paths) {
+    try {
+      roots.push_back(root->get_submodule(path));
+    } catch (const fsdp::Error&) {
+      std::vector<std::string> names;
+      for (auto& [n, mod] : root->named_modules())
+        if (!n.empty()) names.push_back(n);
+      throw InputError(fmt::format("--ignore '{}': the model has no module at that path{}", path,
+                                   did_you_mean(path, names)));
+    }
+  }
+  Ignored ig;
+  if (roots.empty()) return ig;
+  ig.modules = policies::close_ignored_modules(root, roots);
+  ig.params = policies::ignored_params_of(root, ig.modules);
+  for (auto& p : root->parameters())
+    if (traversal::contains(ig.params, p)) ig.numel += p.numel();
+  return ig;
+}
+
+struct Recorded {
+  nn::ModulePtr module;
+  policies::WrapperOptions options;
+};
+
+policies::WrapperOptions root_options(const PlanOptions& o) {
+  policies::WrapperOptions w;
+  w.process_group = policies::Setting<policies::OpaqueHandle>::none();
+  w.sharding_strategy = o.sharding;
+  w.cpu_offload = policies::Setting<policies::CPUOffload>::none();
+  w.backward_prefetch = policies::BackwardPrefetch::BACKWARD_PRE;
+  if (o.mixed_precision) {
+    policies::MixedPrecision mp;
+    mp.param_dtype = o.mp_dtype;
+    mp.reduce_dtype = o.mp_dtype;
+    w.mixed_precision = mp;
+  } else {
+    w.mixed_precision = policies::Setting<policies::MixedPrecision>::none();
+  }
+  w.device_id = policies::Setting<Device>::none();
+  w.sync_module_states = false;
+  w.forward_prefetch = false;
+  w.limit_all_gathers = true;
+  w.use_orig_params = o.use_orig_params;
+  return w;
+}
+
+// Every class name the model's modules are instances of (types and their bases).
+std::vector<std::string> model_class_names(const std::vector<nn::ModulePtr>& modules) {
+  std::set<const nn::ModuleClass*> classes;
+  for (const auto& m : modules) classes.insert(&m->module_class());
+  std::set<std::string> names;
+  for (const auto* c : classes) names.insert(c->mro().begin(), c->mro().end());
+  return {names.begin(), names.end()};
+}
+
+class Planner {
+ public:
+  Planner(const nn::ModulePtr& root, const PlanOptions& o) : root_(root), o_(o) {
+    plan_.options = o;
+    plan_.root = root;
+  }
+
+  Plan run() {
+    auto named = root_->named_modules();
+    plan_.num_modules = named.size();
+    fqn_.reserve(named.size());
+    std::vector<nn::ModulePtr> modules;
+    modules.reserve(named.size());
+    for (auto& [n, m] : named) {
+      fqn_.emplace(m.get(), n);
+      modules.push_back(m);
+    }
+    for (auto& p : root_->parameters()) {
+      plan_.model_numel += p.numel();
+      plan_.model_param_bytes += p.numel() * static_cast<std::int64_t>(dtype_size(p.dtype()));
+    }
+    {
+      WarningCapture capture;  // e.g. ignoring the root itself
+      ignored_ = resolve_ignored(root_, o_.ignore);
+      for (const auto& w : capture.warnings()) plan_.warnings.push_back(w.message);
+    }
+    plan_.ignored_modules = o_.ignore;
+    plan_.ignored_numel = ignored_.numel;
+    choose_strategy();
+    check_policy_classes(modules);
+    wrap();
+    list_params();
+    find_parents();
+    for (auto& u : plan_.units) cost(u);
+    totals();
+    if (root_->isinstance("ModuleList") || root_->isinstance("ModuleDict"))
+      plan_.warnings.push_back(fmt::format(
+          "FSDP will not all-gather parameters for containers that do not implement forward: "
+          "{} (the root unit); wrap a module that has a forward instead",
+          root_->type_name()));
+    return std::move(plan_);
+  }
+
+ private:
+  void choose_strategy() {
+    plan_.sharding = o_.sharding;
+    if (o_.world_size == 1 && o_.sharding != ShardingStrategy::NO_SHARD) {
+      plan_.warnings.push_back(fmt::format(
+          "FSDP is switching to use `NO_SHARD` instead of {} since the world size is 1.",
+          policies::to_string(o_.sharding)));
+      plan_.sharding = ShardingStrategy::NO_SHARD;
+    }
+    plan_.shard_group_size = o_.world_size;
+    if (policies::is_hybrid(plan_.sharding)) {
+      if (o_.world_size > o_.node_size && o_.world_size % o_.node_size != 0)
+        throw InputError(fmt::format("--sharding HYBRID_SHARD: world size {} is not a multiple of "
+                                     "the {} ranks per node it shards over",
+                                     o_.world_size, o_.node_size));
+      plan_.shard_group_size = std::min(o_.world_size, o_.node_size);
+    }
+  }
+
+  // A class name in the policy that no module is an instance of wraps nothing, silently in
+  // PyTorch: say so, with the model's close names.
+  void check_policy_classes(const std::vector<nn::ModulePtr>& modules) {
+    if (!o_.policy) return;
+    auto refs = o_.policy->class_refs();
+    if (refs.empty()) return;
+    auto names = model_class_names(modules);
+    std::unordered_set<std::string> known(names.begin(), names.end());
+    std::set<std::string> reported;
+    for (const auto& r : refs) {
+      if (known.count(r.name) || !reported.insert(r.name).second) continue;
+      plan_.warnings.push_back(fmt::format(
+          "policy class '{}' (--policy column {}) matches no module of the model{}", r.name,
+          r.column, did_you_mean(r.name, names)));
+    }
+  }
+
+  void wrap() {
+    auto opts = root_options(o_);
+    std::vector<Recorded> recorded;
+    if (o_.policy) {
+      auto policy = build_policy(*o_.policy);
+      WarningCapture capture;
+      run_auto_wrap(root_, policy, ignored_.modules, ignored_.params, opts,
+                    [&](const nn::ModulePtr& m, const policies::WrapperOptions& w) {
+                      recorded.push_back({m, w});
+                      return m;  // identity: the tree keeps its shape, the call is the record
+                    });
+      for (const auto& w : capture.warnings()) plan_.warnings.push_back(w.message);
+    }
+    recorded.push_back({root_, opts});
+    for (auto& r : recorded) {
+      Unit u;
+      u.index = plan_.units.size();
+      u.module = r.module.get();
+      auto it = fqn_.find(u.module);
+      u.fqn = it == fqn_.end() ? "?" : it->second;
+      u.type = r.module->type_name();
+      auto s = r.options.sharding_strategy.value_or(o_.sharding);
+      u.sharding = plan_.sharding == ShardingStrategy::NO_SHARD ? plan_.sharding : s;
+      u.mixed_precision = r.options.mixed_precision.has_value();
+      plan_.unit_of_module.emplace(u.module, u.index);
+      plan_.units.push_back(std::move(u));
+      modules_.push_back(r.module);
+    }
+  }
+
+  // FSDP flattens, per unit in construction order, the parameters of the unit's subtree that
+  // are not ignored and not flattened by an earlier unit, in module.parameters() order.
+  void list_params() {
+    std::unordered_map<const TensorImpl*, std::size_t> manager;  // param -> unit index
+    std::unordered_map<const TensorImpl*, std::string> manager_fqn;
+    std::unordered_set<const nn::Module*> earlier_units;
+    for (auto& u : plan_.units) {
+      std::unordered_set<const nn::Module*> memo;
+      std::unordered_set<const TensorImpl*> seen;
+      std::vector<std::pair<std::string, const nn::Module*>> stack{{u.fqn, u.module}};
+      while (!stack.empty()) {
+        auto [prefix, m] = std::move(stack.back());
+        stack.pop_back();
+        if (!memo.insert(m).second) continue;
+        if (m != u.module && earlier_units.count(m)) continue;
+        if (traversal::contains(ignored_.modules, m)) continue;
+        for (const auto& [name, p] : m->parameter_slots()) {
+          if (!p.defined() || !seen.insert(p.impl()).second) continue;
+          if (traversal::contains(ignored_.params, p)) continue;
+          std::string fqn = prefix.empty() ? name : prefix + "." + name;
+          auto mit = manager.find(p.impl());
+          if (mit != manager.end()) {
+            check_shared(p, mit->second, manager_fqn[p.impl()], u, fqn);
+            continue;
+          }
+          manager.emplace(p.impl(), u.index);
+          manager_fqn.emplace(p.impl(), fqn);
+          PlannedParam pp{fqn, p.shape(), p.dtype(), p.requires_grad(), p.numel()};
+          u.numel += pp.numel;
+          if (pp.requires_grad) u.trainable_numel += pp.numel;
+          u.bytes_per_dtype[pp.dtype] += pp.numel * static_cast<std::int64_t>(dtype_size(pp.dtype));
+          u.params.push_back(std::move(pp));
+        }
+        const auto& slots = m->child_slots();
+        for (auto it = slots.rbegin(); it != slots.rend(); ++it)
+          if (it->second)
+            stack.emplace_back(prefix.empty() ? it->first : prefix + "." + it->first,
+                               it->second.get());
+      }
+      earlier_units.insert(u.module);
+      check_uniform(u);
+    }
+  }
+
+  // Whether `inner` is in the subtree of `outer` (cached per outer unit; needed only for shared
+  // parameters, which are rare).
+  bool contains_module(std::size_t outer, const nn::Module* inner) {
+    auto it = subtree_.find(outer);
+    if (it == subtree_.end()) {
+      std::unordered_set<const nn::Module*> s;
+      for (auto& m : modules_[outer]->modules()) s.insert(m.get());
+      it = subtree_.emplace(outer, std::move(s)).first;
+    }
+    return it->second.count(inner) > 0;
+  }
+
+  void check_shared(const Tensor& p, std::size_t first_unit, const std::string& first_fqn,
+                    const Unit& u, const std::string& fqn) {
+    (void)p;
+    if (first_unit == u.index) return;
+    const Unit& f = plan_.units[first_unit];
+    if (contains_module(u.index, f.module) || contains_module(f.index, u.module)) return;
+    plan_.warnings.push_back(fmt::format(
+        "parameter '{}' is shared with '{}', which lies in unit '{}' ({}), while unit '{}' ({}) "
+        "also uses it and neither unit contains the other: unit '{}' manages it (it was "
+        "constructed first), and FSDP then fails at run time when unit '{}' uses it; wrap both "
+        "users in one unit (e.g. a common ancestor) or untie the weights",
+        fqn, first_fqn, f.fqn, f.type, u.fqn, u.type, f.fqn, u.fqn));
+  }
+
+  // FlatParamHandle's checks for what is flattened together.
+  void check_uniform(const Unit& u) {
+    if (u.bytes_per_dtype.size() > 1) {
+      std::string dts;
+      for (auto& [d, b] : u.bytes_per_dtype) dts += (dts.empty() ? "" : ", ") + std::string(dtype_name(d));
+      plan_.warnings.push_back(fmt::format(
+          "unit '{}' ({}) would flatten parameters of different dtypes ({}): FSDP requires a "
+          "uniform dtype per unit (\"Must flatten tensors with uniform dtype\"); the plan sizes "
+          "one flat parameter per dtype",
+          u.fqn, u.type, dts));
+    }
+    if (!o_.use_orig_params && u.trainable_numel > 0 && u.trainable_numel < u.numel)
+      throw ValueError(fmt::format(
+          "unit '{}' ({}) would flatten parameters with requires_grad=True and False: Must "
+          "flatten tensors with uniform `requires_grad` when `use_orig_params=False`",
+          u.fqn, u.type));
+  }
+
+  void find_parents() {
+    // Pre-order from the root carrying the nearest enclosing unit; each module once.
+    std::unordered_set<const nn::Module*> memo;
+    std::vector<std::pair<const nn::Module*, int>> stack{{root_.get(), -1}};
+    while (!stack.empty()) {
+      auto [m, enclosing] = stack.back();
+      stack.pop_back();
+      if (!memo.insert(m).second) continue;
+      auto it = plan_.unit_of_module.find(m);
+      if (it != plan_.unit_of_module.end()) {
+        plan_.units[it->second].parent = enclosing;
+        enclosing = static_cast<int>(it->second);
+      }
+      const auto& slots = m->child_slots();
+      for (auto s = slots.rbegin(); s != slots.rend(); ++s)
+        if (s->second) stack.emplace_back(s->second.get(), enclosing);
+    }
+  }
+
+  void cost(Unit& u) {
+    const bool sharded = u.sharding != ShardingStrategy::NO_SHARD;
+    const std::int64_t group = plan_.shard_group_size;
+    const std::int64_t align_bytes = 16;  // FSDP aligns original params for use_orig_params
+    std::map<DType, std::vector<std::int64_t>> by_dtype;
+    for (const auto& p : u.params) by_dtype[p.dtype].push_back(p.numel);
+    for (auto& [dt, numels] : by_dtype) {
+      const auto size = static_cast<std::int64_t>(dtype_size(dt));
+      const std::int64_t csize =
+          u.mixed_precision && is_floating(dt) ? static_cast<std::int64_t>(dtype_size(o_.mp_dtype))
+                                               : size;
+      std::int64_t flat = 0;
+      const std::int64_t aligned = o_.use_orig_params ? align_bytes / size : 0;
+      for (auto n : numels) {
+        if (aligned > 1 && flat % aligned != 0) flat += aligned - flat % aligned;
+        flat += n;
+      }
+      // FlatParamHandle pads to a multiple of the world size when it aligns; sharding pads the
+      // last chunk anyway, so the shard size is the same either way.
+      if (aligned > 0 && flat % group != 0) flat += group - flat % group;
+      std::int64_t shard = sharded ? ceil_div(flat, group) : flat;
+      std::int64_t padded = sharded ? shard * group : flat;
+      u.flat_numel += flat;
+      u.shard_numel += shard;
+      u.padded_numel += padded;
+      u.per_rank.params += shard * size;
+      if (u.trainable_numel > 0) u.per_rank.grads += shard * size;
+      if (sharded) {
+        u.unsharded_bytes += padded * csize;
+        if (u.trainable_numel > 0) u.unsharded_grad_bytes += padded * csize;
+      } else if (u.mixed_precision && csize != size) {
+        u.unsharded_bytes += flat * csize;  // the low-precision copy used for compute
+      }
+      if (u.trainable_numel > 0) {
+        if (u.sharding == ShardingStrategy::NO_SHARD) u.all_reduce_bytes += flat * csize;
+        else u.reduce_scatter_bytes += padded * csize;
+        if (policies::is_hybrid(u.sharding) && o_.world_size > group)
+          u.all_reduce_bytes += shard * csize;
+      }
+    }
+    u.padding = u.padded_numel - u.numel;
+    if (u.trainable_numel > 0) {
+      // Adam keeps exp_avg and exp_avg_sq in float32 for every element it updates: the whole
+      // flat shard (padding included) with flat parameters, only the trainable originals with
+      // use_orig_params.
+      const std::int64_t elems = u.trainable_numel == u.numel
+                                     ? u.shard_numel
+                                     : (sharded ? ceil_div(u.trainable_numel, group)
+                                                : u.trainable_numel);
+      u.per_rank.optimizer = elems * 2 * 4;
+    }
+    if (sharded) {
+      const bool is_root = u.parent < 0;
+      u.all_gathers_per_step = reshards_after_forward(u.sharding) && !is_root ? 2 : 1;
+      u.all_gather_bytes = u.all_gathers_per_step * u.unsharded_bytes;
+    }
+  }
+
+  void totals() {
+    Totals& t = plan_.totals;
+    std::vector<std::int64_t> transient;  // freed after forward and after backward
+    for (const auto& u : plan_.units) {
+      t.per_rank.params += u.per_rank.params;
+      t.per_rank.grads += u.per_rank.grads;
+      t.per_rank.optimizer += u.per_rank.optimizer;
+      t.all_gather_bytes += u.all_gather_bytes;
+      t.reduce_scatter_bytes += u.reduce_scatter_bytes;
+      t.all_reduce_bytes += u.all_reduce_bytes;
+      t.peak_unsharded_grad_bytes = std::max(t.peak_unsharded_grad_bytes, u.unsharded_grad_bytes);
+      if (reshards_after_forward(u.sharding) && u.parent >= 0)
+        transient.push_back(u.unsharded_bytes);
+      else
+        t.peak_unsharded_param_bytes += u.unsharded_bytes;  // kept from forward to backward
+    }
+    // At most two resharding units are unsharded at once: the current one and the prefetched
+    // next one (FSDP's rate limiter allows two all-gathers in flight).
+    std::sort(transient.rbegin(), transient.rend());
+    for (std::size_t i = 0; i < transient.size() && i < 2; ++i)
+      t.peak_unsharded_param_bytes += transient[i];
+    t.peak_bytes =
+        t.per_rank.total() + t.peak_unsharded_param_bytes + t.peak_unsharded_grad_bytes;
+  }
+
+  nn::ModulePtr root_;
+  PlanOptions o_;
+  Plan plan_;
+  Ignored ignored_;
+  std::unordered_map<const nn::Module*, std::string> fqn_;
+  std::vector<nn::ModulePtr> modules_;  // per unit
+  std::unordered_map<std::size_t, std::unordered_set<const nn::Module*>> subtree_;
+};
+
+}  // namespace
+
+Plan make_plan(const nn::ModulePtr& root, const PlanOptions& options) {
+  if (options.world_size < 1)
+    throw InputError(fmt::format("--world-size must be at least 1, got {}", options.world_size));
+  if (options.node_size < 1)
+    throw InputError(fmt::format("--node-size must be at least 1, got {}", options.node_size));
+  Plan p = Planner(root, options).run();
+  p.policy_str = options.policy ? options.policy->str() : "none";
+  return p;
+}
+
+}  // namespace fsdp::plan
