@@ -6,7 +6,8 @@ namespace fsdp::comm {
 
 std::string describe(const Collective& c) {
   switch (c.kind) {
-    case CollectiveKind::Barrier: return "barrier()";
+    case CollectiveKind::Barrier:
+      return "barrier()";
     case CollectiveKind::Broadcast:
       return fmt::format("broadcast(count={}, dtype={}, root={}, device={})", c.count,
                          dtype_name(c.dtype), c.root, c.device.str());

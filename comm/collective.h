@@ -13,15 +13,26 @@
 
 namespace fsdp::comm {
 
-enum class CollectiveKind : std::uint8_t { AllGather, ReduceScatter, AllReduce, Broadcast, Barrier };
+enum class CollectiveKind : std::uint8_t {
+  AllGather,
+  ReduceScatter,
+  AllReduce,
+  Broadcast,
+  Barrier
+};
 
 constexpr std::string_view collective_name(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::AllGather: return "all_gather";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
-    case CollectiveKind::AllReduce: return "all_reduce";
-    case CollectiveKind::Broadcast: return "broadcast";
-    case CollectiveKind::Barrier: return "barrier";
+    case CollectiveKind::AllGather:
+      return "all_gather";
+    case CollectiveKind::ReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::AllReduce:
+      return "all_reduce";
+    case CollectiveKind::Broadcast:
+      return "broadcast";
+    case CollectiveKind::Barrier:
+      return "barrier";
   }
   return "?";
 }

@@ -2,7 +2,9 @@
 
 namespace fsdp::comm {
 
-OrderedExecutor::~OrderedExecutor() { stop(); }
+OrderedExecutor::~OrderedExecutor() {
+  stop();
+}
 
 void OrderedExecutor::stop() {
   {

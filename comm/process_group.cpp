@@ -107,19 +107,20 @@ void ProcessGroup::all_gather(const void* input, void* output, std::size_t count
                               Device device) {
   run(all_gather_of(input, output, count, dtype, device));
 }
-void ProcessGroup::reduce_scatter(const void* input, void* output, std::size_t count,
-                                  DType dtype, ReduceOp op, Device device) {
+void ProcessGroup::reduce_scatter(const void* input, void* output, std::size_t count, DType dtype,
+                                  ReduceOp op, Device device) {
   run(reduce_scatter_of(input, output, count, dtype, op, device));
 }
 void ProcessGroup::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op,
                               Device device) {
   run(all_reduce_of(data, count, dtype, op, device));
 }
-void ProcessGroup::broadcast(void* data, std::size_t count, DType dtype, int root,
-                             Device device) {
+void ProcessGroup::broadcast(void* data, std::size_t count, DType dtype, int root, Device device) {
   run(broadcast_of(data, count, dtype, root, device));
 }
-void ProcessGroup::barrier() { run(Collective{}); }
+void ProcessGroup::barrier() {
+  run(Collective{});
+}
 
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const void* input, void* output,
                                                      std::size_t count, DType dtype,
@@ -139,7 +140,9 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(void* data, std::size_t coun
                                                     int root, Device device) {
   return run_async(broadcast_of(data, count, dtype, root, device));
 }
-std::shared_ptr<Work> ProcessGroup::barrier_async() { return run_async(Collective{}); }
+std::shared_ptr<Work> ProcessGroup::barrier_async() {
+  return run_async(Collective{});
+}
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
   if (ranks.empty())
@@ -148,8 +151,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   std::sort(sorted.begin(), sorted.end());
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     if (sorted[i] < 0 || sorted[i] >= size_)
-      throw std::invalid_argument(fmt::format("{}: new_group rank {} is outside the group",
-                                              where(), sorted[i]));
+      throw std::invalid_argument(
+          fmt::format("{}: new_group rank {} is outside the group", where(), sorted[i]));
     if (i > 0 && sorted[i] == sorted[i - 1])
       throw std::invalid_argument(
           fmt::format("{}: new_group lists rank {} twice", where(), sorted[i]));
@@ -165,9 +168,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
 HybridGroups split_hybrid(ProcessGroup& world, int shard_size) {
   const int n = world.size();
   if (shard_size < 1 || n % shard_size != 0)
-    throw std::invalid_argument(fmt::format(
-        "{}: split_hybrid: shard size {} must divide the world size {}", world.where(),
-        shard_size, n));
+    throw std::invalid_argument(
+        fmt::format("{}: split_hybrid: shard size {} must divide the world size {}", world.where(),
+                    shard_size, n));
   HybridGroups groups;
   // Same creation order on every rank: all shard groups, then all replicate groups.
   for (int first = 0; first < n; first += shard_size) {

@@ -1,9 +1,9 @@
 // ProcessGroup: the one interface every communication backend implements.
 //
-// Collectives work on raw buffers (pointer, element count, dtype, device) and mean the same on every
-// backend (see reduce_op.h for the exact reduction semantics). Each collective has a synchronous
-// form and an asynchronous form returning a Work handle; collectives of one group run in the order
-// they were issued, whichever form was used.
+// Collectives work on raw buffers (pointer, element count, dtype, device) and mean the same on
+// every backend (see reduce_op.h for the exact reduction semantics). Each collective has a
+// synchronous form and an asynchronous form returning a Work handle; collectives of one group run
+// in the order they were issued, whichever form was used.
 #pragma once
 
 #include <cstddef>

@@ -91,9 +91,15 @@ void reduce_typed(ReduceOp op, void* out, const void* const* inputs, int n, std:
   auto max = [](A a, A b) { return A(max_of(Compared(a), Compared(b))); };
   auto min = [](A a, A b) { return A(min_of(Compared(a), Compared(b))); };
   switch (op) {
-    case ReduceOp::Sum: reduce_blocks<Conv>(out, inputs, n, count, sum, same); return;
-    case ReduceOp::Max: reduce_blocks<Conv>(out, inputs, n, count, max, same); return;
-    case ReduceOp::Min: reduce_blocks<Conv>(out, inputs, n, count, min, same); return;
+    case ReduceOp::Sum:
+      reduce_blocks<Conv>(out, inputs, n, count, sum, same);
+      return;
+    case ReduceOp::Max:
+      reduce_blocks<Conv>(out, inputs, n, count, max, same);
+      return;
+    case ReduceOp::Min:
+      reduce_blocks<Conv>(out, inputs, n, count, min, same);
+      return;
     case ReduceOp::Avg:
       if constexpr (std::is_floating_point_v<A>) {
         const A divisor = A(ranks);
@@ -113,9 +119,11 @@ void reduce_bool(ReduceOp op, void* out, const void* const* inputs, int n, std::
   using A = std::uint8_t;
   auto same = [](A v) { return v; };
   if (op == ReduceOp::Min) {
-    reduce_blocks<Boolean>(out, inputs, n, count, [](A a, A b) { return A(a & b); }, same);
+    reduce_blocks<Boolean>(
+        out, inputs, n, count, [](A a, A b) { return A(a & b); }, same);
   } else if (op == ReduceOp::Sum || op == ReduceOp::Max) {
-    reduce_blocks<Boolean>(out, inputs, n, count, [](A a, A b) { return A(a | b); }, same);
+    reduce_blocks<Boolean>(
+        out, inputs, n, count, [](A a, A b) { return A(a | b); }, same);
   } else {
     throw std::invalid_argument("reduce op avg is not defined for bool");
   }
@@ -127,15 +135,22 @@ void reduce_buffers(ReduceOp op, DType dtype, void* out, const void* const* inpu
                     std::size_t count, int ranks) {
   if (count == 0 || n <= 0) return;
   switch (dtype) {
-    case DType::Float32: return reduce_typed<Plain<float, float>>(op, out, inputs, n, count, ranks);
+    case DType::Float32:
+      return reduce_typed<Plain<float, float>>(op, out, inputs, n, count, ranks);
     case DType::Float64:
       return reduce_typed<Plain<double, double>>(op, out, inputs, n, count, ranks);
-    case DType::Float16: return reduce_typed<Half>(op, out, inputs, n, count, ranks);
-    case DType::BFloat16: return reduce_typed<BFloat>(op, out, inputs, n, count, ranks);
-    case DType::Int64: return reduce_typed<Integer<std::int64_t>>(op, out, inputs, n, count, ranks);
-    case DType::Int32: return reduce_typed<Integer<std::int32_t>>(op, out, inputs, n, count, ranks);
-    case DType::UInt8: return reduce_typed<Integer<std::uint8_t>>(op, out, inputs, n, count, ranks);
-    case DType::Bool: return reduce_bool(op, out, inputs, n, count);
+    case DType::Float16:
+      return reduce_typed<Half>(op, out, inputs, n, count, ranks);
+    case DType::BFloat16:
+      return reduce_typed<BFloat>(op, out, inputs, n, count, ranks);
+    case DType::Int64:
+      return reduce_typed<Integer<std::int64_t>>(op, out, inputs, n, count, ranks);
+    case DType::Int32:
+      return reduce_typed<Integer<std::int32_t>>(op, out, inputs, n, count, ranks);
+    case DType::UInt8:
+      return reduce_typed<Integer<std::uint8_t>>(op, out, inputs, n, count, ranks);
+    case DType::Bool:
+      return reduce_bool(op, out, inputs, n, count);
   }
 }
 

@@ -63,8 +63,8 @@ int env_int(const char* name, int fallback) {
   char* end = nullptr;
   long value = std::strtol(v, &end, 10);
   if (end == v || *end != '\0')
-    throw std::invalid_argument(fmt::format("environment variable {}='{}' is not an integer",
-                                            name, v));
+    throw std::invalid_argument(
+        fmt::format("environment variable {}='{}' is not an integer", name, v));
   return int(value);
 }
 
@@ -84,8 +84,7 @@ std::vector<std::string> available_backends() {
   for (const char* known : {"fake", "threads", "mpi", "gloo", "nccl"})
     if (r.factories.count(known)) names.push_back(known);
   for (auto& [name, factory] : r.factories)
-    if (how_to_enable(name).empty() && name != "fake" && name != "threads")
-      names.push_back(name);
+    if (how_to_enable(name).empty() && name != "fake" && name != "threads") names.push_back(name);
   return names;
 }
 
@@ -109,8 +108,7 @@ std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
   if (!factory) {
     std::string enable = how_to_enable(backend);
     if (!enable.empty())
-      throw BackendNotBuiltError(
-          fmt::format("backend '{}' was not built: {}", backend, enable));
+      throw BackendNotBuiltError(fmt::format("backend '{}' was not built: {}", backend, enable));
     throw std::invalid_argument(fmt::format("unknown communication backend '{}' (built: {})",
                                             backend, join(available_backends())));
   }
@@ -119,11 +117,9 @@ std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
 
 InitOptions options_from_env(InitOptions o) {
   bool under_mpirun = env("OMPI_COMM_WORLD_RANK") != nullptr;
-  if (o.rank < 0)
-    o.rank = under_mpirun ? env_int("OMPI_COMM_WORLD_RANK", -1) : env_int("RANK", -1);
+  if (o.rank < 0) o.rank = under_mpirun ? env_int("OMPI_COMM_WORLD_RANK", -1) : env_int("RANK", -1);
   if (o.world_size < 0)
-    o.world_size =
-        under_mpirun ? env_int("OMPI_COMM_WORLD_SIZE", -1) : env_int("WORLD_SIZE", -1);
+    o.world_size = under_mpirun ? env_int("OMPI_COMM_WORLD_SIZE", -1) : env_int("WORLD_SIZE", -1);
   if (const char* addr = env("MASTER_ADDR")) o.master_addr = addr;
   o.master_port = env_int("MASTER_PORT", o.master_port);
   if (const char* path = env("FSDP_STORE_PATH")) o.file_store_path = path;
@@ -132,8 +128,7 @@ InitOptions options_from_env(InitOptions o) {
   return o;
 }
 
-std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
-                                                 InitOptions options) {
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, InitOptions options) {
   return create_process_group(backend, options_from_env(std::move(options)));
 }
 
@@ -144,8 +139,7 @@ std::shared_ptr<ProcessGroup> init_from_env(InitOptions defaults) {
     backend = b;
   } else if (env("OMPI_COMM_WORLD_RANK") != nullptr && backend_available("mpi")) {
     backend = "mpi";
-  } else if (env("RANK") != nullptr && env("WORLD_SIZE") != nullptr &&
-             backend_available("gloo")) {
+  } else if (env("RANK") != nullptr && env("WORLD_SIZE") != nullptr && backend_available("gloo")) {
     backend = "gloo";
   } else {
     backend = "threads";

@@ -2,14 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 namespace fsdp::comm::bench {
@@ -19,10 +18,14 @@ std::size_t parse_size(const std::string& s) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   std::string unit = end;
-  if (unit == "K" || unit == "KiB") v *= 1 << 10;
-  else if (unit == "M" || unit == "MiB") v *= 1 << 20;
-  else if (unit == "G" || unit == "GiB") v *= 1 << 30;
-  else if (!unit.empty()) throw std::invalid_argument("bad size '" + s + "' (use 64K, 16M, 1G)");
+  if (unit == "K" || unit == "KiB")
+    v *= 1 << 10;
+  else if (unit == "M" || unit == "MiB")
+    v *= 1 << 20;
+  else if (unit == "G" || unit == "GiB")
+    v *= 1 << 30;
+  else if (!unit.empty())
+    throw std::invalid_argument("bad size '" + s + "' (use 64K, 16M, 1G)");
   return std::size_t(v);
 }
 }  // namespace
@@ -35,10 +38,14 @@ Args Args::parse(int argc, char** argv, const char* usage) {
       if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
       return argv[++i];
     };
-    if (flag == "--min-size") a.min_bytes = parse_size(value());
-    else if (flag == "--max-size") a.max_bytes = parse_size(value());
-    else if (flag == "--ranks") a.ranks = std::atoi(value().c_str());
-    else if (flag == "--json") a.json_path = value();
+    if (flag == "--min-size")
+      a.min_bytes = parse_size(value());
+    else if (flag == "--max-size")
+      a.max_bytes = parse_size(value());
+    else if (flag == "--ranks")
+      a.ranks = std::atoi(value().c_str());
+    else if (flag == "--json")
+      a.json_path = value();
     else {
       std::fprintf(stderr, "%s\n  --min-size 1K --max-size 256M --json FILE%s\n", usage,
                    " [--ranks N (threads)]");
@@ -55,15 +62,18 @@ std::vector<std::size_t> sweep(const Args& args) {
 }
 
 int iterations_for(std::size_t bytes) {
-  return int(std::clamp<std::size_t>((std::size_t(1) << 30) / std::max<std::size_t>(bytes, 1),
-                                     5, 400));
+  return int(
+      std::clamp<std::size_t>((std::size_t(1) << 30) / std::max<std::size_t>(bytes, 1), 5, 400));
 }
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::AllGather: return "all_gather";
-    case Kind::ReduceScatter: return "reduce_scatter";
-    case Kind::AllReduce: return "all_reduce";
+    case Kind::AllGather:
+      return "all_gather";
+    case Kind::ReduceScatter:
+      return "reduce_scatter";
+    case Kind::AllReduce:
+      return "all_reduce";
   }
   return "?";
 }
@@ -79,8 +89,8 @@ double time_collective(ProcessGroup& pg, int iters, const std::function<void()>&
   pg.barrier();
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) op();
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-                   iters;
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
   pg.all_reduce(&seconds, 1, DType::Float64, ReduceOp::Max);
   return seconds;
 }
@@ -109,8 +119,8 @@ void report(const std::vector<Result>& results, const Args& args) {
   // Index: (kind, bytes) -> the ours, the raw library's, and memcpy's times.
   std::map<std::pair<int, std::size_t>, std::vector<const Result*>> rows;
   for (auto& r : results) rows[{int(r.kind), r.bytes}].push_back(&r);
-  std::printf("%-15s %6s  %-28s %11s %9s %9s %10s %10s\n", "collective", "size", "impl",
-              "time(us)", "algbw", "busbw", "vs fsdp", "vs memcpy");
+  std::printf("%-15s %6s  %-28s %11s %9s %9s %10s %10s\n", "collective", "size", "impl", "time(us)",
+              "algbw", "busbw", "vs fsdp", "vs memcpy");
   for (auto& [key, group] : rows) {
     const Result* ours = nullptr;
     const Result* copy = nullptr;
@@ -119,23 +129,30 @@ void report(const std::vector<Result>& results, const Args& args) {
       if (r->impl == "memcpy") copy = r;
     }
     for (auto* r : group) {
-      std::string vs_ours = ours && r != ours ? fmt::format("{:.2f}x", r->seconds / ours->seconds) : "";
+      std::string vs_ours =
+          ours && r != ours ? fmt::format("{:.2f}x", r->seconds / ours->seconds) : "";
       // fraction of memcpy speed: memcpy time of the same bytes / this time
-      std::string vs_copy = copy && r != copy ? fmt::format("{:.0f}%", 100 * copy->seconds / r->seconds) : "";
+      std::string vs_copy =
+          copy && r != copy ? fmt::format("{:.0f}%", 100 * copy->seconds / r->seconds) : "";
       std::printf("%-15s %6s  %-28s %11.1f %9.2f %9.2f %10s %10s\n", kind_name(r->kind),
                   human(r->bytes).c_str(), r->impl.c_str(), r->seconds * 1e6, r->algbw(),
-                  r->impl == "memcpy" ? r->algbw() : r->busbw(), vs_ours.c_str(),
-                  vs_copy.c_str());
+                  r->impl == "memcpy" ? r->algbw() : r->busbw(), vs_ours.c_str(), vs_copy.c_str());
     }
   }
-  std::printf("(algbw/busbw in GB/s; 'vs fsdp' = that time / ours, >1 means ours is faster; "
-              "'vs memcpy' = single-core memcpy time of the same bytes / that time)\n");
+  std::printf(
+      "(algbw/busbw in GB/s; 'vs fsdp' = that time / ours, >1 means ours is faster; "
+      "'vs memcpy' = single-core memcpy time of the same bytes / that time)\n");
   if (args.json_path.empty()) return;
   nlohmann::json out = nlohmann::json::array();
   for (auto& r : results)
-    out.push_back({{"backend", r.backend}, {"impl", r.impl}, {"collective", kind_name(r.kind)},
-                   {"ranks", r.ranks}, {"bytes", r.bytes}, {"seconds", r.seconds},
-                   {"algbw_gbps", r.algbw()}, {"busbw_gbps", r.busbw()}});
+    out.push_back({{"backend", r.backend},
+                   {"impl", r.impl},
+                   {"collective", kind_name(r.kind)},
+                   {"ranks", r.ranks},
+                   {"bytes", r.bytes},
+                   {"seconds", r.seconds},
+                   {"algbw_gbps", r.algbw()},
+                   {"busbw_gbps", r.busbw()}});
   std::ofstream(args.json_path) << out.dump(2) << "\n";
   std::printf("wrote %s\n", args.json_path.c_str());
 }
@@ -157,7 +174,9 @@ std::vector<Result> bench_ours(ProcessGroup& pg, const std::vector<std::size_t>&
     Buffers b(bytes, n);
     const std::size_t total = b.total_count * 4;
     const int iters = iterations_for(total);
-    auto add = [&](Kind k, double s) { out.push_back({pg.backend_name(), "fsdp", k, n, total, s}); };
+    auto add = [&](Kind k, double s) {
+      out.push_back({pg.backend_name(), "fsdp", k, n, total, s});
+    };
     add(Kind::AllGather, time_collective(pg, iters, [&] {
           pg.all_gather(b.shard.data(), b.full.data(), b.shard_count, DType::Float32);
         }));

@@ -49,8 +49,10 @@ int main(int argc, char** argv) {
           gloo::allgather(opts);
         }));
     gloo::ReduceScatterHalvingDoubling<float> rs(
-        ctx, {b.full.data()}, int(b.total_count), std::vector<int>(std::size_t(n), int(b.shard_count)));
-    add(Kind::ReduceScatter, "gloo::ReduceScatterHD", time_collective(*pg, iters, [&] { rs.run(); }));
+        ctx, {b.full.data()}, int(b.total_count),
+        std::vector<int>(std::size_t(n), int(b.shard_count)));
+    add(Kind::ReduceScatter, "gloo::ReduceScatterHD",
+        time_collective(*pg, iters, [&] { rs.run(); }));
     add(Kind::AllReduce, "gloo::allreduce(ring)", time_collective(*pg, iters, [&] {
           gloo::AllreduceOptions opts(ctx);
           opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);

@@ -12,7 +12,9 @@ namespace fsdp::comm {
 
 FakeProcessGroup::FakeProcessGroup(int rank, int size) : ProcessGroup(rank, size) {}
 
-FakeProcessGroup::~FakeProcessGroup() { shutdown_executor(); }
+FakeProcessGroup::~FakeProcessGroup() {
+  shutdown_executor();
+}
 
 void FakeProcessGroup::check_supported(const Collective&) const {}  // any device: no data moves
 

@@ -11,12 +11,11 @@
 // The staging buffer (and its registered unbound buffer) is created once per size and reused.
 // Every collective first exchanges a 16-byte signature, so mismatched calls are reported rather
 // than corrupting data (a few tens of microseconds on loopback).
+#include <fmt/format.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -180,9 +179,9 @@ void GlooProcessGroup::check_signatures(const Collective& c) {
   exchange(c, "signature exchange", sends, recvs);
   for (int peer = 0; peer < n; ++peer)
     if (peer != me && !(theirs[std::size_t(peer)] == mine))
-      throw CommMismatchError(fmt::format(
-          "{}: mismatched collectives: this rank called {}, rank {} called {}", where(),
-          mine.str(), peer, theirs[std::size_t(peer)].str()));
+      throw CommMismatchError(
+          fmt::format("{}: mismatched collectives: this rank called {}, rank {} called {}", where(),
+                      mine.str(), peer, theirs[std::size_t(peer)].str()));
 }
 
 void GlooProcessGroup::all_gather(const Collective& c) {
@@ -267,14 +266,16 @@ void GlooProcessGroup::broadcast(const Collective& c) {
 
 void GlooProcessGroup::execute(const Collective& c) {
   if (broken_)
-    throw CommAbortedError(fmt::format("{}: {} refused: an earlier collective failed: {}",
-                                       where(), describe(c), broken_reason_));
+    throw CommAbortedError(fmt::format("{}: {} refused: an earlier collective failed: {}", where(),
+                                       describe(c), broken_reason_));
   if (size() == 1) {
     if ((c.kind == CollectiveKind::AllGather || c.kind == CollectiveKind::ReduceScatter) &&
         c.bytes() > 0) {
       const void* in = c.input;
-      if (c.kind == CollectiveKind::AllGather) std::memmove(c.output, c.input, c.bytes());
-      else reduce_buffers(c.op, c.dtype, c.output, &in, 1, c.count, 1);
+      if (c.kind == CollectiveKind::AllGather)
+        std::memmove(c.output, c.input, c.bytes());
+      else
+        reduce_buffers(c.op, c.dtype, c.output, &in, 1, c.count, 1);
     }
     return;
   }
@@ -282,11 +283,16 @@ void GlooProcessGroup::execute(const Collective& c) {
   check_signatures(c);
   if (c.bytes() == 0) return;
   switch (c.kind) {
-    case CollectiveKind::AllGather: return all_gather(c);
-    case CollectiveKind::ReduceScatter: return reduce_scatter(c);
-    case CollectiveKind::AllReduce: return all_reduce(c);
-    case CollectiveKind::Broadcast: return broadcast(c);
-    case CollectiveKind::Barrier: return;
+    case CollectiveKind::AllGather:
+      return all_gather(c);
+    case CollectiveKind::ReduceScatter:
+      return reduce_scatter(c);
+    case CollectiveKind::AllReduce:
+      return all_reduce(c);
+    case CollectiveKind::Broadcast:
+      return broadcast(c);
+    case CollectiveKind::Barrier:
+      return;
   }
 }
 
@@ -311,8 +317,8 @@ std::shared_ptr<ProcessGroup> create_gloo_group(const InitOptions& options) {
   try {
     device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("gloo backend: cannot create a TCP device on {}: {}",
-                                attr.hostname, e.what()));
+    throw CommError(
+        fmt::format("gloo backend: cannot create a TCP device on {}: {}", attr.hostname, e.what()));
   }
   auto store = make_store(options, options.rank);
   return std::make_shared<GlooProcessGroup>(options.rank, options.world_size, options,
@@ -321,6 +327,8 @@ std::shared_ptr<ProcessGroup> create_gloo_group(const InitOptions& options) {
 
 }  // namespace
 
-void register_gloo_backend() { register_backend("gloo", create_gloo_group); }
+void register_gloo_backend() {
+  register_backend("gloo", create_gloo_group);
+}
 
 }  // namespace fsdp::comm

@@ -10,7 +10,9 @@ std::vector<char> GlooStoreAdapter::get(const std::string& key) {
   return store_->get(key, timeout_);
 }
 
-void GlooStoreAdapter::wait(const std::vector<std::string>& keys) { store_->wait(keys, timeout_); }
+void GlooStoreAdapter::wait(const std::vector<std::string>& keys) {
+  store_->wait(keys, timeout_);
+}
 
 void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
                             const std::chrono::milliseconds&) {

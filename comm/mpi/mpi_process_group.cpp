@@ -32,11 +32,11 @@
 #include "comm/registry.h"
 
 // Checks an MPI return code; the message names the call, the group and the MPI error string.
-#define FSDP_MPI_CHECK(call, where)                                                       \
-  do {                                                                                    \
-    int fsdp_mpi_rc_ = (call);                                                            \
-    if (fsdp_mpi_rc_ != MPI_SUCCESS)                                                      \
-      ::fsdp::comm::throw_mpi_error(fsdp_mpi_rc_, #call, (where), __FILE__, __LINE__);    \
+#define FSDP_MPI_CHECK(call, where)                                                    \
+  do {                                                                                 \
+    int fsdp_mpi_rc_ = (call);                                                         \
+    if (fsdp_mpi_rc_ != MPI_SUCCESS)                                                   \
+      ::fsdp::comm::throw_mpi_error(fsdp_mpi_rc_, #call, (where), __FILE__, __LINE__); \
   } while (0)
 
 namespace fsdp::comm {
@@ -69,8 +69,10 @@ void ensure_mpi_initialized() {
   int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   if (rc != MPI_SUCCESS) throw CommError("mpi backend: MPI_Init_thread failed");
   if (provided < MPI_THREAD_SERIALIZED)
-    throw CommError(fmt::format("mpi backend: MPI provides thread level {} but the backend "
-                                "needs MPI_THREAD_SERIALIZED or better", provided));
+    throw CommError(
+        fmt::format("mpi backend: MPI provides thread level {} but the backend "
+                    "needs MPI_THREAD_SERIALIZED or better",
+                    provided));
   std::atexit([] {
     int done = 0;
     MPI_Finalized(&done);
@@ -151,9 +153,9 @@ void MpiProcessGroup::post(Pending& p, bool send, const void* buf, std::size_t b
     if (send) {
       FSDP_MPI_CHECK(MPI_Isend(at, int(len), MPI_BYTE, peer, tag, comm_, &request), where());
     } else {
-      FSDP_MPI_CHECK(MPI_Irecv(const_cast<char*>(at), int(len), MPI_BYTE, peer, tag, comm_,
-                               &request),
-                     where());
+      FSDP_MPI_CHECK(
+          MPI_Irecv(const_cast<char*>(at), int(len), MPI_BYTE, peer, tag, comm_, &request),
+          where());
     }
     p.requests.push_back(request);
     p.peers.push_back(peer);
@@ -170,8 +172,7 @@ void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phas
     int done = 0;
     {
       std::lock_guard lock(mpi_mutex());
-      FSDP_MPI_CHECK(MPI_Testall(int(p.requests.size()), p.requests.data(), &done,
-                                 statuses.data()),
+      FSDP_MPI_CHECK(MPI_Testall(int(p.requests.size()), p.requests.data(), &done, statuses.data()),
                      where() + ": " + describe(c));
     }
     if (done) break;
@@ -224,10 +225,10 @@ void MpiProcessGroup::check_signatures(const Collective& c, int tag) {
   wait_all(p, c, "signature exchange");
   for (int peer = 0; peer < n; ++peer)
     if (peer != me && !(theirs[std::size_t(peer)] == mine))
-      throw CommMismatchError(fmt::format("{}: mismatched collectives: this rank called {}, rank "
-                                          "{} called {}",
-                                          where(), mine.str(), peer,
-                                          theirs[std::size_t(peer)].str()));
+      throw CommMismatchError(
+          fmt::format("{}: mismatched collectives: this rank called {}, rank "
+                      "{} called {}",
+                      where(), mine.str(), peer, theirs[std::size_t(peer)].str()));
 }
 
 void MpiProcessGroup::all_gather(const Collective& c, int tag) {
@@ -240,7 +241,8 @@ void MpiProcessGroup::all_gather(const Collective& c, int tag) {
     post(p, false, out + std::size_t(from) * bytes, bytes, from, tag);
     post(p, true, c.input, bytes, to, tag);
   }
-  if (c.input != out + std::size_t(me) * bytes) std::memcpy(out + std::size_t(me) * bytes, c.input, bytes);
+  if (c.input != out + std::size_t(me) * bytes)
+    std::memcpy(out + std::size_t(me) * bytes, c.input, bytes);
   wait_all(p, c, "exchange");
 }
 
@@ -258,7 +260,8 @@ void MpiProcessGroup::reduce_scatter(const Collective& c, int tag) {
   wait_all(p, c, "exchange");
   std::vector<const void*> inputs(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r)
-    inputs[std::size_t(r)] = r == me ? in + std::size_t(me) * bytes : stage + std::size_t(r) * bytes;
+    inputs[std::size_t(r)] =
+        r == me ? in + std::size_t(me) * bytes : stage + std::size_t(r) * bytes;
   reduce_buffers(c.op, c.dtype, c.output, inputs.data(), n, c.count, n);
 }
 
@@ -293,8 +296,9 @@ void MpiProcessGroup::all_reduce(const Collective& c, int tag) {
 }
 
 void MpiProcessGroup::execute(const Collective& c) {
-  if (broken_) throw CommAbortedError(fmt::format("{}: {} refused: an earlier collective failed: {}",
-                                                  where(), describe(c), broken_reason_));
+  if (broken_)
+    throw CommAbortedError(fmt::format("{}: {} refused: an earlier collective failed: {}", where(),
+                                       describe(c), broken_reason_));
   // Tags: 4 per collective (data, second phase, signature), cycling below MPI's minimum TAG_UB.
   const int tag = int(4 * (sequence_++ % 8000));
   if (options_.check_signatures && size() > 1) check_signatures(c, tag + 2);
@@ -302,15 +306,20 @@ void MpiProcessGroup::execute(const Collective& c) {
     if ((c.kind == CollectiveKind::AllGather || c.kind == CollectiveKind::ReduceScatter) &&
         c.bytes() > 0) {
       const void* in = c.input;
-      if (c.kind == CollectiveKind::AllGather) std::memmove(c.output, c.input, c.bytes());
-      else reduce_buffers(c.op, c.dtype, c.output, &in, 1, c.count, 1);
+      if (c.kind == CollectiveKind::AllGather)
+        std::memmove(c.output, c.input, c.bytes());
+      else
+        reduce_buffers(c.op, c.dtype, c.output, &in, 1, c.count, 1);
     }
     return;
   }
   switch (c.kind) {
-    case CollectiveKind::AllGather: return all_gather(c, tag);
-    case CollectiveKind::ReduceScatter: return reduce_scatter(c, tag);
-    case CollectiveKind::AllReduce: return all_reduce(c, tag);
+    case CollectiveKind::AllGather:
+      return all_gather(c, tag);
+    case CollectiveKind::ReduceScatter:
+      return reduce_scatter(c, tag);
+    case CollectiveKind::AllReduce:
+      return all_reduce(c, tag);
     case CollectiveKind::Broadcast:
     case CollectiveKind::Barrier: {
       Pending p;
@@ -370,6 +379,8 @@ std::shared_ptr<ProcessGroup> create_mpi_group(const InitOptions& options) {
 
 }  // namespace
 
-void register_mpi_backend() { register_backend("mpi", create_mpi_group); }
+void register_mpi_backend() {
+  register_backend("mpi", create_mpi_group);
+}
 
 }  // namespace fsdp::comm

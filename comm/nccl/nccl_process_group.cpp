@@ -14,9 +14,8 @@
 // The unique id travels through MPI when the job was started by mpirun (and MPI is built), else
 // through the store of InitOptions (rank 0 publishes it).
 #include <cuda_runtime.h>
-#include <nccl.h>
-
 #include <fmt/format.h>
+#include <nccl.h>
 
 #include <atomic>
 #include <chrono>
@@ -31,21 +30,21 @@
 #include "comm/store/store.h"
 
 // Checks an NCCL / CUDA return code; the message names the call, the group and the error text.
-#define FSDP_NCCL_CHECK(call, where)                                                          \
-  do {                                                                                        \
-    ncclResult_t fsdp_nccl_rc_ = (call);                                                      \
-    if (fsdp_nccl_rc_ != ncclSuccess)                                                         \
-      throw ::fsdp::comm::CommError(fmt::format("{}: {} failed: {} ({}:{})", (where), #call,  \
-                                                ncclGetErrorString(fsdp_nccl_rc_), __FILE__,   \
-                                                __LINE__));                                   \
+#define FSDP_NCCL_CHECK(call, where)                                                         \
+  do {                                                                                       \
+    ncclResult_t fsdp_nccl_rc_ = (call);                                                     \
+    if (fsdp_nccl_rc_ != ncclSuccess)                                                        \
+      throw ::fsdp::comm::CommError(fmt::format("{}: {} failed: {} ({}:{})", (where), #call, \
+                                                ncclGetErrorString(fsdp_nccl_rc_), __FILE__, \
+                                                __LINE__));                                  \
   } while (0)
-#define FSDP_CUDA_CHECK(call, where)                                                          \
-  do {                                                                                        \
-    cudaError_t fsdp_cuda_rc_ = (call);                                                       \
-    if (fsdp_cuda_rc_ != cudaSuccess)                                                         \
-      throw ::fsdp::comm::CommError(fmt::format("{}: {} failed: {} ({}:{})", (where), #call,  \
-                                                cudaGetErrorString(fsdp_cuda_rc_), __FILE__,   \
-                                                __LINE__));                                   \
+#define FSDP_CUDA_CHECK(call, where)                                                         \
+  do {                                                                                       \
+    cudaError_t fsdp_cuda_rc_ = (call);                                                      \
+    if (fsdp_cuda_rc_ != cudaSuccess)                                                        \
+      throw ::fsdp::comm::CommError(fmt::format("{}: {} failed: {} ({}:{})", (where), #call, \
+                                                cudaGetErrorString(fsdp_cuda_rc_), __FILE__, \
+                                                __LINE__));                                  \
   } while (0)
 
 namespace fsdp::comm {
@@ -54,14 +53,22 @@ namespace {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::Float32: return ncclFloat32;
-    case DType::Float64: return ncclFloat64;
-    case DType::Float16: return ncclFloat16;
-    case DType::BFloat16: return ncclBfloat16;
-    case DType::Int64: return ncclInt64;
-    case DType::Int32: return ncclInt32;
-    case DType::UInt8: return ncclUint8;
-    case DType::Bool: return ncclUint8;
+    case DType::Float32:
+      return ncclFloat32;
+    case DType::Float64:
+      return ncclFloat64;
+    case DType::Float16:
+      return ncclFloat16;
+    case DType::BFloat16:
+      return ncclBfloat16;
+    case DType::Int64:
+      return ncclInt64;
+    case DType::Int32:
+      return ncclInt32;
+    case DType::UInt8:
+      return ncclUint8;
+    case DType::Bool:
+      return ncclUint8;
   }
   return ncclUint8;
 }
@@ -69,10 +76,14 @@ ncclDataType_t nccl_type(DType t) {
 ncclRedOp_t nccl_op(ReduceOp op, DType t) {
   if (t == DType::Bool) return op == ReduceOp::Min ? ncclMin : ncclMax;
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Avg: return ncclAvg;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Avg:
+      return ncclAvg;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
   }
   return ncclSum;
 }
@@ -82,7 +93,10 @@ class NcclWork final : public Work {
  public:
   NcclWork(cudaEvent_t done, ncclComm_t comm, std::shared_ptr<std::atomic<bool>> aborted,
            std::string what, std::chrono::milliseconds timeout)
-      : done_(done), comm_(comm), aborted_(std::move(aborted)), what_(std::move(what)),
+      : done_(done),
+        comm_(comm),
+        aborted_(std::move(aborted)),
+        what_(std::move(what)),
         timeout_(timeout) {}
   ~NcclWork() override { cudaEventDestroy(done_); }
 
@@ -150,20 +164,19 @@ class NcclProcessGroup final : public ProcessGroup {
  protected:
   void check_supported(const Collective& c) const override {
     if (c.kind != CollectiveKind::Barrier && !c.device.is_cuda())
-      throw std::invalid_argument(fmt::format("{}: {} needs cuda buffers, got device {}",
-                                              where(), describe(c), c.device.str()));
+      throw std::invalid_argument(fmt::format("{}: {} needs cuda buffers, got device {}", where(),
+                                              describe(c), c.device.str()));
   }
   void execute(const Collective& c) override { enqueue(c)->wait(); }
   std::shared_ptr<Work> execute_async(const Collective& c) override { return enqueue(c); }
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, int new_rank,
                                               int) override {
     ncclComm_t sub = nullptr;
-    FSDP_NCCL_CHECK(ncclCommSplit(comm_, new_rank < 0 ? NCCL_SPLIT_NOCOLOR : 0, new_rank, &sub,
-                                  nullptr),
-                    where() + ": new_group");
+    FSDP_NCCL_CHECK(
+        ncclCommSplit(comm_, new_rank < 0 ? NCCL_SPLIT_NOCOLOR : 0, new_rank, &sub, nullptr),
+        where() + ": new_group");
     if (new_rank < 0) return nullptr;
-    return std::make_shared<NcclProcessGroup>(new_rank, int(ranks.size()), device_, sub,
-                                              options_);
+    return std::make_shared<NcclProcessGroup>(new_rank, int(ranks.size()), device_, sub, options_);
   }
 
  private:
@@ -194,9 +207,9 @@ std::shared_ptr<Work> NcclProcessGroup::enqueue(const Collective& c) {
       FSDP_NCCL_CHECK(ncclAllGather(c.input, out, c.count, type, comm_, stream_), what);
       break;
     case CollectiveKind::ReduceScatter:
-      FSDP_NCCL_CHECK(ncclReduceScatter(c.input, out, c.count, type, nccl_op(c.op, c.dtype),
-                                        comm_, stream_),
-                      what);
+      FSDP_NCCL_CHECK(
+          ncclReduceScatter(c.input, out, c.count, type, nccl_op(c.op, c.dtype), comm_, stream_),
+          what);
       break;
     case CollectiveKind::AllReduce:
       FSDP_NCCL_CHECK(
@@ -261,6 +274,8 @@ std::shared_ptr<ProcessGroup> create_nccl_group(const InitOptions& o) {
 
 }  // namespace
 
-void register_nccl_backend() { register_backend("nccl", create_nccl_group); }
+void register_nccl_backend() {
+  register_backend("nccl", create_nccl_group);
+}
 
 }  // namespace fsdp::comm

@@ -1,9 +1,8 @@
 #include "comm/store/file_store.h"
 
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -52,7 +51,9 @@ FileStore::FileStore(std::string directory, std::string prefix, int rank)
   }
 }
 
-std::string FileStore::describe() const { return fmt::format("file store {}", directory_); }
+std::string FileStore::describe() const {
+  return fmt::format("file store {}", directory_);
+}
 
 std::string FileStore::path_of(const std::string& key) const {
   return (fs::path(directory_) / (hex(prefix_) + "-" + hex(key))).string();

@@ -1,14 +1,13 @@
 #include "comm/store/tcp_store.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <atomic>
 #include <cerrno>
@@ -71,8 +70,8 @@ sockaddr_in resolve(const std::string& address, int port) {
   addrinfo* found = nullptr;
   int rc = ::getaddrinfo(address.c_str(), nullptr, &hints, &found);
   if (rc != 0 || found == nullptr)
-    throw CommError(fmt::format("tcp store: cannot resolve MASTER_ADDR '{}': {}", address,
-                                ::gai_strerror(rc)));
+    throw CommError(
+        fmt::format("tcp store: cannot resolve MASTER_ADDR '{}': {}", address, ::gai_strerror(rc)));
   sockaddr_in addr{};
   std::memcpy(&addr, found->ai_addr, sizeof addr);
   ::freeaddrinfo(found);
@@ -90,7 +89,8 @@ class TcpStoreServer {
   TcpStoreServer(const std::string& address, int port) {
     sockaddr_in addr = resolve(address, port);
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (listen_fd_ < 0) throw CommError(fmt::format("tcp store: socket(): {}", std::strerror(errno)));
+    if (listen_fd_ < 0)
+      throw CommError(fmt::format("tcp store: socket(): {}", std::strerror(errno)));
     int one = 1;
     ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // TIME_WAIT only
     if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
@@ -101,14 +101,14 @@ class TcpStoreServer {
             "tcp store: port {} on {} is already in use (another job, or a process of an earlier "
             "run, holds it): set MASTER_PORT to a free port",
             port, address));
-      throw CommError(fmt::format("tcp store: cannot bind {}:{}: {}", address, port,
-                                  std::strerror(err)));
+      throw CommError(
+          fmt::format("tcp store: cannot bind {}:{}: {}", address, port, std::strerror(err)));
     }
     if (::listen(listen_fd_, 128) != 0) {
       int err = errno;
       ::close(listen_fd_);
-      throw CommError(fmt::format("tcp store: listen on {}:{}: {}", address, port,
-                                  std::strerror(err)));
+      throw CommError(
+          fmt::format("tcp store: listen on {}:{}: {}", address, port, std::strerror(err)));
     }
     accept_thread_ = std::thread([this] { accept_loop(); });
   }
@@ -210,7 +210,8 @@ TcpStore::TcpStore(const std::string& address, int port, bool is_host, std::stri
   if (is_host) server_ = std::make_unique<TcpStoreServer>(address, port);
   const sockaddr_in addr = resolve(address, port);
   const auto deadline = Clock::now() + timeout;
-  for (auto pause = std::chrono::milliseconds(10);; pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
+  for (auto pause = std::chrono::milliseconds(10);;
+       pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
     socket_ = ::socket(AF_INET, SOCK_STREAM, 0);
     if (::connect(socket_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) break;
     int err = errno;
@@ -236,8 +237,7 @@ std::string TcpStore::describe() const {
   return fmt::format("tcp store {}:{}", address_, port_);
 }
 
-std::vector<char> TcpStore::request(char op, const std::string& key,
-                                    const std::vector<char>& value,
+std::vector<char> TcpStore::request(char op, const std::string& key, const std::vector<char>& value,
                                     std::chrono::milliseconds timeout) {
   std::lock_guard lock(mutex_);
   if (socket_ < 0) throw CommError(fmt::format("{}: connection lost earlier", describe()));
@@ -251,8 +251,8 @@ std::vector<char> TcpStore::request(char op, const std::string& key,
   char status = 0;
   std::uint32_t n = 0;
   std::vector<char> reply;
-  bool received = sent && recv_all(socket_, &status, 1, deadline) &&
-                  recv_all(socket_, &n, 4, deadline);
+  bool received =
+      sent && recv_all(socket_, &status, 1, deadline) && recv_all(socket_, &n, 4, deadline);
   if (received) {
     reply.resize(n);
     received = n == 0 || recv_all(socket_, reply.data(), n, deadline);

@@ -21,15 +21,21 @@ std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r
   return {begin, begin + base + (std::size_t(r) < extra ? 1 : 0)};
 }
 
-const char* at(const void* p, std::size_t bytes) { return static_cast<const char*>(p) + bytes; }
-char* at(void* p, std::size_t bytes) { return static_cast<char*>(p) + bytes; }
+const char* at(const void* p, std::size_t bytes) {
+  return static_cast<const char*>(p) + bytes;
+}
+char* at(void* p, std::size_t bytes) {
+  return static_cast<char*>(p) + bytes;
+}
 
 }  // namespace
 
 ThreadsProcessGroup::ThreadsProcessGroup(int rank, std::shared_ptr<ThreadsWorld> world)
     : ProcessGroup(rank, world->size()), world_(std::move(world)) {}
 
-ThreadsProcessGroup::~ThreadsProcessGroup() { shutdown_executor(); }
+ThreadsProcessGroup::~ThreadsProcessGroup() {
+  shutdown_executor();
+}
 
 void ThreadsProcessGroup::sync(const Collective& c) {
   world_->arrive_and_wait(rank(), where(), describe(c));
@@ -43,9 +49,9 @@ void ThreadsProcessGroup::check_signatures(const Collective& c) {
     // Every rank sees the same slots, so every rank takes this branch; the extra barrier keeps
     // the slots stable until all have read them.
     sync(c);
-    throw CommMismatchError(fmt::format(
-        "{}: mismatched collectives: this rank called {}, rank {} called {}", where(),
-        mine.str(), r, theirs.str()));
+    throw CommMismatchError(
+        fmt::format("{}: mismatched collectives: this rank called {}, rank {} called {}", where(),
+                    mine.str(), r, theirs.str()));
   }
 }
 
@@ -62,7 +68,8 @@ void ThreadsProcessGroup::execute(const Collective& c) {
   const std::size_t elem = dtype_size(c.dtype);
   const std::size_t bytes = c.count * elem;
   switch (c.kind) {
-    case CollectiveKind::Barrier: break;  // the closing sync still guards the slots
+    case CollectiveKind::Barrier:
+      break;  // the closing sync still guards the slots
     case CollectiveKind::AllGather:
       // Pull every rank's input into our output, starting with our right neighbour so that the
       // ranks do not all read the same source at once.
@@ -75,7 +82,8 @@ void ThreadsProcessGroup::execute(const Collective& c) {
       break;
     case CollectiveKind::ReduceScatter: {
       std::vector<const void*> inputs(static_cast<std::size_t>(n));
-      for (int r = 0; r < n; ++r) inputs[std::size_t(r)] = at(w.slot(r).input, std::size_t(me) * bytes);
+      for (int r = 0; r < n; ++r)
+        inputs[std::size_t(r)] = at(w.slot(r).input, std::size_t(me) * bytes);
       reduce_buffers(c.op, c.dtype, c.output, inputs.data(), n, c.count, n);
       break;
     }
@@ -90,7 +98,8 @@ void ThreadsProcessGroup::execute(const Collective& c) {
         for (int r = 0; r < n; ++r) inputs[std::size_t(r)] = at(w.slot(r).output, b * elem);
         reduce_buffers(c.op, c.dtype, at(c.output, b * elem), inputs.data(), n, len, n);
         for (int r = 0; r < n; ++r)
-          if (r != me) std::memcpy(at(w.slot(r).output, b * elem), at(c.output, b * elem), len * elem);
+          if (r != me)
+            std::memcpy(at(w.slot(r).output, b * elem), at(c.output, b * elem), len * elem);
       }
       break;
     }
@@ -111,7 +120,8 @@ void register_threads_backend() {
   register_backend("threads", [](const InitOptions& o) -> std::shared_ptr<ProcessGroup> {
     int size = o.world_size < 0 ? 1 : o.world_size;
     int rank = o.rank < 0 ? 0 : o.rank;
-    if (size == 1) return std::make_shared<ThreadsProcessGroup>(0, std::make_shared<ThreadsWorld>(1, o.timeout));
+    if (size == 1)
+      return std::make_shared<ThreadsProcessGroup>(0, std::make_shared<ThreadsWorld>(1, o.timeout));
     if (rank >= size)
       throw std::invalid_argument(
           fmt::format("threads backend: rank {} is not below world size {}", rank, size));

@@ -144,9 +144,9 @@ std::shared_ptr<ThreadsWorld> join_named_world(const std::string& name, int rank
   std::lock_guard lock(mutex);
   auto world = worlds[name].lock();
   if (world && world->size() != size)
-    throw std::invalid_argument(fmt::format(
-        "threads backend: rank {} asked for world '{}' of size {}, but it has size {}", rank,
-        name, size, world->size()));
+    throw std::invalid_argument(
+        fmt::format("threads backend: rank {} asked for world '{}' of size {}, but it has size {}",
+                    rank, name, size, world->size()));
   if (!world) {
     world = std::make_shared<ThreadsWorld>(size, timeout);
     worlds[name] = world;

@@ -11,27 +11,51 @@ namespace {
 
 void store(DType t, void* base, std::size_t i, double v) {
   switch (t) {
-    case DType::Float32: static_cast<float*>(base)[i] = float(v); return;
-    case DType::Float64: static_cast<double*>(base)[i] = v; return;
-    case DType::Float16: static_cast<std::uint16_t*>(base)[i] = float_to_half(float(v)); return;
-    case DType::BFloat16: static_cast<std::uint16_t*>(base)[i] = float_to_bf16(float(v)); return;
-    case DType::Int64: static_cast<std::int64_t*>(base)[i] = std::int64_t(v); return;
-    case DType::Int32: static_cast<std::int32_t*>(base)[i] = std::int32_t(v); return;
-    case DType::UInt8: static_cast<std::uint8_t*>(base)[i] = std::uint8_t(v); return;
-    case DType::Bool: static_cast<std::uint8_t*>(base)[i] = v != 0 ? 1 : 0; return;
+    case DType::Float32:
+      static_cast<float*>(base)[i] = float(v);
+      return;
+    case DType::Float64:
+      static_cast<double*>(base)[i] = v;
+      return;
+    case DType::Float16:
+      static_cast<std::uint16_t*>(base)[i] = float_to_half(float(v));
+      return;
+    case DType::BFloat16:
+      static_cast<std::uint16_t*>(base)[i] = float_to_bf16(float(v));
+      return;
+    case DType::Int64:
+      static_cast<std::int64_t*>(base)[i] = std::int64_t(v);
+      return;
+    case DType::Int32:
+      static_cast<std::int32_t*>(base)[i] = std::int32_t(v);
+      return;
+    case DType::UInt8:
+      static_cast<std::uint8_t*>(base)[i] = std::uint8_t(v);
+      return;
+    case DType::Bool:
+      static_cast<std::uint8_t*>(base)[i] = v != 0 ? 1 : 0;
+      return;
   }
 }
 
 double load(DType t, const void* base, std::size_t i) {
   switch (t) {
-    case DType::Float32: return static_cast<const float*>(base)[i];
-    case DType::Float64: return static_cast<const double*>(base)[i];
-    case DType::Float16: return half_to_float(static_cast<const std::uint16_t*>(base)[i]);
-    case DType::BFloat16: return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
-    case DType::Int64: return double(static_cast<const std::int64_t*>(base)[i]);
-    case DType::Int32: return static_cast<const std::int32_t*>(base)[i];
-    case DType::UInt8: return static_cast<const std::uint8_t*>(base)[i];
-    case DType::Bool: return static_cast<const std::uint8_t*>(base)[i];
+    case DType::Float32:
+      return static_cast<const float*>(base)[i];
+    case DType::Float64:
+      return static_cast<const double*>(base)[i];
+    case DType::Float16:
+      return half_to_float(static_cast<const std::uint16_t*>(base)[i]);
+    case DType::BFloat16:
+      return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
+    case DType::Int64:
+      return double(static_cast<const std::int64_t*>(base)[i]);
+    case DType::Int32:
+      return static_cast<const std::int32_t*>(base)[i];
+    case DType::UInt8:
+      return static_cast<const std::uint8_t*>(base)[i];
+    case DType::Bool:
+      return static_cast<const std::uint8_t*>(base)[i];
   }
   return 0;
 }
@@ -49,7 +73,8 @@ double input_value(DType dtype, int rank, std::size_t i, int salt) {
 
 Bytes make_input(DType dtype, std::size_t count, int rank, int salt) {
   Bytes b(count * dtype_size(dtype));
-  for (std::size_t i = 0; i < count; ++i) store(dtype, b.data(), i, input_value(dtype, rank, i, salt));
+  for (std::size_t i = 0; i < count; ++i)
+    store(dtype, b.data(), i, input_value(dtype, rank, i, salt));
   return b;
 }
 
@@ -65,13 +90,22 @@ Bytes expected_reduction(DType dtype, ReduceOp op, std::size_t count, int world,
     }
     double result = 0;
     switch (op) {
-      case ReduceOp::Sum: result = dtype == DType::Bool ? hi : sum; break;
-      case ReduceOp::Max: result = hi; break;
-      case ReduceOp::Min: result = lo; break;
+      case ReduceOp::Sum:
+        result = dtype == DType::Bool ? hi : sum;
+        break;
+      case ReduceOp::Max:
+        result = hi;
+        break;
+      case ReduceOp::Min:
+        result = lo;
+        break;
       case ReduceOp::Avg:
-        if (dtype == DType::Float64) result = sum / world;
-        else if (is_floating(dtype)) result = double(float(sum) / float(world));
-        else result = std::trunc(sum / world);  // integer sum then division toward zero
+        if (dtype == DType::Float64)
+          result = sum / world;
+        else if (is_floating(dtype))
+          result = double(float(sum) / float(world));
+        else
+          result = std::trunc(sum / world);  // integer sum then division toward zero
         break;
     }
     store(dtype, b.data(), i, result);
@@ -122,15 +156,19 @@ std::vector<std::string> run_collective_matrix(ProcessGroup& pg, const MatrixOpt
         Bytes part = make_input(t, count, r, salt);
         expected.insert(expected.end(), part.begin(), part.end());
       }
-      if (async) pg.all_gather_async(in.data(), out.data(), count, t)->wait();
-      else pg.all_gather(in.data(), out.data(), count, t);
+      if (async)
+        pg.all_gather_async(in.data(), out.data(), count, t)->wait();
+      else
+        pg.all_gather(in.data(), out.data(), count, t);
       fail("all_gather " + tag, compare(out, expected, t));
       // broadcast from the last rank.
       ++salt;
       Bytes data = make_input(t, count, me, salt);
       Bytes expected_b = make_input(t, count, n - 1, salt);
-      if (async) pg.broadcast_async(data.data(), count, t, n - 1)->wait();
-      else pg.broadcast(data.data(), count, t, n - 1);
+      if (async)
+        pg.broadcast_async(data.data(), count, t, n - 1)->wait();
+      else
+        pg.broadcast(data.data(), count, t, n - 1);
       fail("broadcast " + tag, compare(data, expected_b, t));
       return;
     }
@@ -140,15 +178,19 @@ std::vector<std::string> run_collective_matrix(ProcessGroup& pg, const MatrixOpt
     Bytes full = expected_reduction(t, op, count * n, n, salt);
     Bytes expected(full.begin() + std::ptrdiff_t(me * count * elem),
                    full.begin() + std::ptrdiff_t((me + 1) * count * elem));
-    if (async) pg.reduce_scatter_async(in.data(), out.data(), count, t, op)->wait();
-    else pg.reduce_scatter(in.data(), out.data(), count, t, op);
+    if (async)
+      pg.reduce_scatter_async(in.data(), out.data(), count, t, op)->wait();
+    else
+      pg.reduce_scatter(in.data(), out.data(), count, t, op);
     fail("reduce_scatter " + tag, compare(out, expected, t, me * count));
     // all_reduce over a count not tied to the world size.
     ++salt;
     Bytes data = make_input(t, count, me, salt);
     Bytes expected_ar = expected_reduction(t, op, count, n, salt);
-    if (async) pg.all_reduce_async(data.data(), count, t, op)->wait();
-    else pg.all_reduce(data.data(), count, t, op);
+    if (async)
+      pg.all_reduce_async(data.data(), count, t, op)->wait();
+    else
+      pg.all_reduce(data.data(), count, t, op);
     fail("all_reduce " + tag, compare(data, expected_ar, t));
   };
   for (DType t : m.dtypes)

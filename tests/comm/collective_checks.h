@@ -25,10 +25,10 @@ std::string compare(const Bytes& actual, const Bytes& expected, DType dtype,
                     std::size_t offset_elems = 0);
 
 struct MatrixOptions {
-  std::vector<std::size_t> counts;       // per-rank counts for all_gather/reduce_scatter
+  std::vector<std::size_t> counts;  // per-rank counts for all_gather/reduce_scatter
   std::vector<DType> dtypes;
-  std::size_t large_count = 0;           // 0: no large case; else float32+bfloat16, sum+avg only
-  bool async = true;                     // also check the async forms
+  std::size_t large_count = 0;  // 0: no large case; else float32+bfloat16, sum+avg only
+  bool async = true;            // also check the async forms
 };
 // Counts 0, 1, odd, not divisible by the world size; every dtype.
 MatrixOptions default_matrix(int world_size);

@@ -1,7 +1,6 @@
 // FakeProcessGroup: any rank/size, identity at size 1, a clear error at size > 1; the registry.
 #define BOOST_TEST_MODULE comm_fake
 #include <boost/test/unit_test.hpp>
-
 #include <string>
 #include <vector>
 

@@ -3,7 +3,6 @@
 // timeouts, and store errors.
 #define BOOST_TEST_MODULE comm_gloo
 #include <boost/test/unit_test.hpp>
-
 #include <cstdlib>
 #include <thread>
 

@@ -2,7 +2,6 @@
 // mismatch detection and the timeout of a rank that never joins.
 #define BOOST_TEST_MODULE comm_mpi
 #include <boost/test/unit_test.hpp>
-
 #include <cstdlib>
 #include <thread>
 

@@ -1,10 +1,9 @@
 // NCCL backend: needs a CUDA device (exit 77 = skipped otherwise). One rank per process; under
 // mpirun -np N with N devices it runs multi-rank. Buffers live on the device.
 #define BOOST_TEST_MODULE comm_nccl
-#include <boost/test/unit_test.hpp>
-
 #include <cuda_runtime.h>
 
+#include <boost/test/unit_test.hpp>
 #include <cstdio>
 #include <cstdlib>
 
@@ -66,7 +65,8 @@ BOOST_AUTO_TEST_CASE(collectives_on_device_buffers) {
   const int n = pg->size(), me = pg->rank();
   const Device cuda(DeviceType::CUDA);
   for (DType t : {DType::Float32, DType::Float64, DType::Int64, DType::Int32, DType::UInt8}) {
-    for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1) << 20}) {
+    for (std::size_t count :
+         {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1) << 20}) {
       const std::size_t elem = dtype_size(t);
       // all_gather
       testing::Bytes expected;

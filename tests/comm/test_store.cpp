@@ -1,9 +1,8 @@
 // Stores in one process: file store and TCP store semantics and their error messages.
 #define BOOST_TEST_MODULE comm_store
-#include <boost/test/unit_test.hpp>
-
 #include <unistd.h>
 
+#include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <thread>
 

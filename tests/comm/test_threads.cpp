@@ -1,9 +1,8 @@
 // Threads backend: every collective × world size 1,2,3,4,5,8 × dtype × count against the
 // reference; async handles; subgroups; mismatches, failures and timeouts never hang.
 #define BOOST_TEST_MODULE comm_threads
-#include <boost/test/unit_test.hpp>
-
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <mutex>
 #include <thread>
 
@@ -27,11 +26,14 @@ void run_and_report(int world, const std::function<std::vector<std::string>(Proc
                     ThreadsOptions options = {}) {
   std::mutex mutex;
   std::vector<std::string> failures;
-  run_threads(world, [&](ProcessGroup& pg) {
-    auto mine = body(pg);
-    std::lock_guard lock(mutex);
-    failures.insert(failures.end(), mine.begin(), mine.end());
-  }, options);
+  run_threads(
+      world,
+      [&](ProcessGroup& pg) {
+        auto mine = body(pg);
+        std::lock_guard lock(mutex);
+        failures.insert(failures.end(), mine.begin(), mine.end());
+      },
+      options);
   for (std::size_t i = 0; i < failures.size() && i < 20; ++i) BOOST_ERROR(failures[i]);
   BOOST_TEST(failures.empty());
 }
@@ -123,10 +125,13 @@ BOOST_AUTO_TEST_CASE(mismatched_counts_are_detected_on_every_rank) {
 }
 
 BOOST_AUTO_TEST_CASE(mismatched_dtypes_are_detected) {
-  BOOST_CHECK_THROW(run_threads(2, [](ProcessGroup& pg) {
-    std::vector<std::uint8_t> buf(16);
-    pg.broadcast(buf.data(), 4, pg.rank() == 0 ? DType::Float32 : DType::Int32, 0);
-  }), RankFailedError);
+  BOOST_CHECK_THROW(run_threads(2,
+                                [](ProcessGroup& pg) {
+                                  std::vector<std::uint8_t> buf(16);
+                                  pg.broadcast(buf.data(), 4,
+                                               pg.rank() == 0 ? DType::Float32 : DType::Int32, 0);
+                                }),
+                    RankFailedError);
 }
 
 BOOST_AUTO_TEST_CASE(a_rank_that_never_joins_times_out_naming_it) {
@@ -134,20 +139,23 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_joins_times_out_naming_it) {
   std::vector<std::string> messages;
   auto start = std::chrono::steady_clock::now();
   try {
-    run_threads(3, [&](ProcessGroup& pg) {
-      if (pg.rank() == 2) {
-        std::this_thread::sleep_for(1500ms);  // "hangs" well past the timeout, then gives up
-        return;
-      }
-      float x = 1;
-      try {
-        pg.all_reduce(&x, 1, DType::Float32);
-      } catch (const CommError& e) {
-        std::lock_guard lock(mutex);
-        messages.push_back(e.what());
-        throw;
-      }
-    }, ThreadsOptions{300ms});
+    run_threads(
+        3,
+        [&](ProcessGroup& pg) {
+          if (pg.rank() == 2) {
+            std::this_thread::sleep_for(1500ms);  // "hangs" well past the timeout, then gives up
+            return;
+          }
+          float x = 1;
+          try {
+            pg.all_reduce(&x, 1, DType::Float32);
+          } catch (const CommError& e) {
+            std::lock_guard lock(mutex);
+            messages.push_back(e.what());
+            throw;
+          }
+        },
+        ThreadsOptions{300ms});
     BOOST_FAIL("expected a failure");
   } catch (const RankFailedError& e) {
     BOOST_TEST(has(e.what(), "timed out after 300 ms"));
@@ -155,20 +163,23 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_joins_times_out_naming_it) {
   BOOST_TEST((std::chrono::steady_clock::now() - start < 5s));
   BOOST_REQUIRE(!messages.empty());
   bool named = false;
-  for (auto& m : messages) named = named || (has(m, "threads rank") && has(m, "all_reduce") &&
-                                             has(m, "rank(s) 2"));
+  for (auto& m : messages)
+    named = named || (has(m, "threads rank") && has(m, "all_reduce") && has(m, "rank(s) 2"));
   BOOST_TEST(named);
 }
 
 BOOST_AUTO_TEST_CASE(an_exception_in_one_rank_does_not_hang_the_others) {
   auto start = std::chrono::steady_clock::now();
   try {
-    run_threads(4, [](ProcessGroup& pg) {
-      std::vector<float> buf(100, 1.f);
-      pg.all_reduce(buf.data(), buf.size(), DType::Float32);
-      if (pg.rank() == 3) throw std::runtime_error("model exploded");
-      pg.all_reduce(buf.data(), buf.size(), DType::Float32);  // others wait for rank 3 here
-    }, ThreadsOptions{60s});
+    run_threads(
+        4,
+        [](ProcessGroup& pg) {
+          std::vector<float> buf(100, 1.f);
+          pg.all_reduce(buf.data(), buf.size(), DType::Float32);
+          if (pg.rank() == 3) throw std::runtime_error("model exploded");
+          pg.all_reduce(buf.data(), buf.size(), DType::Float32);  // others wait for rank 3 here
+        },
+        ThreadsOptions{60s});
     BOOST_FAIL("expected a failure");
   } catch (const RankFailedError& e) {
     BOOST_TEST(e.rank() == 3);
@@ -179,10 +190,14 @@ BOOST_AUTO_TEST_CASE(an_exception_in_one_rank_does_not_hang_the_others) {
 
 BOOST_AUTO_TEST_CASE(a_rank_that_returns_early_fails_the_others_at_once) {
   auto start = std::chrono::steady_clock::now();
-  BOOST_CHECK_THROW(run_threads(2, [](ProcessGroup& pg) {
-    if (pg.rank() == 0) return;
-    pg.barrier();
-  }, ThreadsOptions{60s}), RankFailedError);
+  BOOST_CHECK_THROW(run_threads(
+                        2,
+                        [](ProcessGroup& pg) {
+                          if (pg.rank() == 0) return;
+                          pg.barrier();
+                        },
+                        ThreadsOptions{60s}),
+                    RankFailedError);
   BOOST_TEST((std::chrono::steady_clock::now() - start < 10s));
 }
 
