@@ -10,6 +10,7 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "bench/comm/bench_common.h"
@@ -51,6 +52,16 @@ int main(int argc, char** argv) {
     gloo::ReduceScatterHalvingDoubling<float> rs(
         ctx, {b.full.data()}, int(b.total_count),
         std::vector<int>(std::size_t(n), int(b.shard_count)));
+    // Correctness probe (is the legacy class right at this world size?): rank r holds r+1.
+    std::fill(b.full.begin(), b.full.end(), float(pg->rank() + 1));
+    rs.run();
+    const float want = float(n * (n + 1) / 2);
+    bool rs_ok = std::all_of(b.full.begin(), b.full.begin() + std::ptrdiff_t(b.shard_count),
+                             [&](float v) { return v == want; });
+    pg->all_reduce(&rs_ok, 1, fsdp::DType::Bool, ReduceOp::Min);
+    if (!rs_ok && pg->rank() == 0)
+      std::printf("ReduceScatterHalvingDoubling gave WRONG results at %d ranks, %zu bytes\n", n,
+                  total);
     add(Kind::ReduceScatter, "gloo::ReduceScatterHD",
         time_collective(*pg, iters, [&] { rs.run(); }));
     add(Kind::AllReduce, "gloo::allreduce(ring)", time_collective(*pg, iters, [&] {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <thread>
 
 #include "comm/errors.h"
@@ -28,8 +29,13 @@ void Store::wait(const std::vector<std::string>& keys, std::chrono::milliseconds
 }
 
 std::shared_ptr<Store> make_store(const InitOptions& o, int rank) {
-  if (!o.file_store_path.empty())
-    return std::make_shared<FileStore>(o.file_store_path, o.group_name, rank);
+  if (!o.file_store_path.empty()) {
+    // Under mpirun every job has a unique namespace: key the files by it, so that a later job can
+    // reuse the same directory (files are not removed: a slow rank may still be reading).
+    std::string prefix = o.group_name;
+    if (const char* job = std::getenv("PMIX_NAMESPACE")) prefix += std::string("@mpirun-") + job;
+    return std::make_shared<FileStore>(o.file_store_path, prefix, rank);
+  }
   return std::make_shared<TcpStore>(o.master_addr, o.master_port, rank == 0, o.group_name,
                                     o.timeout);
 }

@@ -26,7 +26,8 @@ class Store {
 };
 
 // The store `options` select: a FileStore when file_store_path is set, else a TcpStore at
-// master_addr:master_port (hosted by rank 0). Keys are prefixed by options.group_name.
+// master_addr:master_port (hosted by rank 0). Keys are prefixed by options.group_name (and, for
+// the file store under mpirun, by the job's PMIX_NAMESPACE).
 std::shared_ptr<Store> make_store(const InitOptions& options, int rank);
 
 }  // namespace fsdp::comm
