@@ -64,8 +64,8 @@ void normalize(const T* x, T* y, const T* mean, const T* invstd, const T* w, con
 //   eval:     dx = w * invstd * g      (the statistics are constants)
 //   dw = sum_gx, db = sum_g.
 template <typename T>
-void batch_norm_backward(const T* x, const T* g, const T* mean, const T* invstd, const T* w,
-                         T* dx, double* dw, double* db, const BnLayout& l, bool training) {
+void batch_norm_backward(const T* x, const T* g, const T* mean, const T* invstd, const T* w, T* dx,
+                         double* dw, double* db, const BnLayout& l, bool training) {
   const double count = static_cast<double>(l.n * l.s);
   for (std::int64_t ch = 0; ch < l.c; ++ch) {
     const T mu = mean[ch], is = invstd[ch];
@@ -178,8 +178,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
   Tensor y = empty(in_shape, TensorOptions(cd));
   dispatch_float(cd, op, [&]<typename T>() {
-    normalize<T>(x.data<T>(), y.data<T>(), mean_t.data<T>(), invstd_t.data<T>(),
-                 ptr_or_null<T>(w), ptr_or_null<T>(b), l);
+    normalize<T>(x.data<T>(), y.data<T>(), mean_t.data<T>(), invstd_t.data<T>(), ptr_or_null<T>(w),
+                 ptr_or_null<T>(b), l);
   });
   Tensor out = functional::to_result_dtype(y, out_dtype);
 
@@ -200,9 +200,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
         const auto cs = static_cast<std::size_t>(l.c);
         std::vector<double> dw(cs), db(cs);
         dispatch_float(cd, "batch_norm", [&]<typename T>() {
-          batch_norm_backward<T>(xs.data<T>(), g.data<T>(), saved[2].data<T>(),
-                                 saved[3].data<T>(), ptr_or_null<T>(ws), dx.data<T>(), dw.data(),
-                                 db.data(), l, training);
+          batch_norm_backward<T>(xs.data<T>(), g.data<T>(), saved[2].data<T>(), saved[3].data<T>(),
+                                 ptr_or_null<T>(ws), dx.data<T>(), dw.data(), db.data(), l,
+                                 training);
         });
         result[0] = functional::to_result_dtype(dx, out_dtype);
         if (has_w) result[1] = from_vector(dw, w_shape, TensorOptions(w_dtype));

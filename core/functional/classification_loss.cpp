@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/functional/functional_common.h"
+#include "core/functional/vec_math.h"
 #include "core/ops.h"
 
 namespace fsdp {
@@ -38,8 +39,10 @@ LossLayout loss_layout(const Tensor& input, const Tensor& target, const char* op
   const Shape& in = input.shape();
   const Shape& tg = target.shape();
   LossLayout l;
-  FSDP_CHECK(!in.empty(), ValueError, "{}: expected an input of 1 or more dimensions, got a 0-d "
-             "tensor", op);
+  FSDP_CHECK(!in.empty(), ValueError,
+             "{}: expected an input of 1 or more dimensions, got a 0-d "
+             "tensor",
+             op);
   if (in.size() == 1) {
     FSDP_CHECK(tg.empty(), RuntimeError,
                "{}: for an input of shape {} (C), expected a 0-d target, got shape {}", op,
@@ -53,9 +56,8 @@ LossLayout loss_layout(const Tensor& input, const Tensor& target, const char* op
              op, in[0], tg.empty() ? 0 : tg[0], shape_str(in), shape_str(tg));
   Shape expected{in[0]};
   for (std::size_t i = 2; i < in.size(); ++i) expected.push_back(in[i]);
-  FSDP_CHECK(tg == expected, RuntimeError,
-             "{}: expected target size {}, got {} (input shape {})", op, shape_str(expected),
-             shape_str(tg), shape_str(in));
+  FSDP_CHECK(tg == expected, RuntimeError, "{}: expected target size {}, got {} (input shape {})",
+             op, shape_str(expected), shape_str(tg), shape_str(in));
   l.n = in[0];
   l.c = in[1];
   for (std::size_t i = 2; i < in.size(); ++i) l.s *= in[i];
@@ -106,7 +108,18 @@ std::vector<double> position_grads(const Tensor& grad, std::int64_t positions, s
 template <typename T>
 void class_stats(const T* x, const LossLayout& l, double* lse, double* sum_x) {
   const std::int64_t c = l.c, s = l.s;
+  std::vector<T> scratch(static_cast<std::size_t>(c));
+  T* e = scratch.data();
   for (std::int64_t i = 0; i < l.n; ++i) {
+    if (s == 1) {  // the common (N, C) case: a contiguous row per position, vectorised passes
+      const T* p = x + i * c;
+      T mx = functional::row_max(p, c);
+      if (std::isinf(mx) && mx < 0) mx = 0;
+      for (std::int64_t k = 0; k < c; ++k) e[k] = functional::fast_exp(p[k] - mx);
+      lse[i] = std::log(functional::row_sum<T>(c, [e](std::int64_t k) { return e[k]; })) + mx;
+      sum_x[i] = functional::row_sum<T>(c, [p](std::int64_t k) { return p[k]; });
+      continue;
+    }
     for (std::int64_t j = 0; j < s; ++j) {
       const T* p = x + i * c * s + j;
       double mx = -std::numeric_limits<double>::infinity();
@@ -116,11 +129,10 @@ void class_stats(const T* x, const LossLayout& l, double* lse, double* sum_x) {
         sx += p[k * s];
       }
       if (std::isinf(mx) && mx < 0) mx = 0;
-      // exp in T (float is the hot case), accumulated in double.
       const T m = static_cast<T>(mx);
-      double e = 0;
-      for (std::int64_t k = 0; k < c; ++k) e += std::exp(p[k * s] - m);
-      lse[i * s + j] = std::log(e) + mx;
+      double acc = 0;
+      for (std::int64_t k = 0; k < c; ++k) acc += functional::fast_exp(p[k * s] - m);
+      lse[i * s + j] = std::log(acc) + mx;
       sum_x[i * s + j] = sx;
     }
   }
@@ -172,37 +184,42 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, std::int64_t ign
   Tensor out = reduce_loss(losses, valid, red, result_shape, out_dtype);
   Tensor lse_t = from_vector(lse, {positions}, TensorOptions(DType::Float64));
 
-  autograd::record(
-      "CrossEntropyBackward", {input, target}, {out}, {input, target, lse_t},
-      [l, cd, out_dtype, red, valid, ignore_index, eps, positions](
-          const autograd::variable_list& saved, const autograd::variable_list& grads) {
-        autograd::variable_list result(2);
-        if (!grads[0].defined()) return result;
-        std::vector<std::int64_t> t = checked_targets(saved[1], l, ignore_index, "cross_entropy");
-        std::vector<double> gp = position_grads(grads[0], positions, valid, red);
-        Tensor xs = functional::contiguous_as(saved[0], cd);
-        const double* lse = saved[2].data<double>();
-        Tensor dx = zeros(xs.shape(), TensorOptions(cd));
-        const double smooth = eps / static_cast<double>(l.c);
-        dispatch_float(cd, "cross_entropy", [&]<typename T>() {
-          const T* xp = xs.data<T>();
-          T* dp = dx.data<T>();
-          for (std::int64_t p = 0; p < positions; ++p) {
-            const std::int64_t tp = t[static_cast<std::size_t>(p)];
-            if (tp == ignore_index) continue;
-            const std::int64_t i = p / l.s, j = p % l.s;
-            const T g = static_cast<T>(gp[static_cast<std::size_t>(p)]);
-            const T lp = static_cast<T>(lse[p]), sm = static_cast<T>(smooth);
-            for (std::int64_t k = 0; k < l.c; ++k) {
-              const std::int64_t o = (i * l.c + k) * l.s + j;
-              dp[o] = g * (std::exp(xp[o] - lp) - sm);
-            }
-            dp[(i * l.c + tp) * l.s + j] -= g * static_cast<T>(1.0 - eps);
-          }
-        });
-        result[0] = functional::to_result_dtype(dx, out_dtype);
-        return result;
-      });
+  autograd::record("CrossEntropyBackward", {input, target}, {out}, {input, target, lse_t},
+                   [l, cd, out_dtype, red, valid, ignore_index, eps, positions](
+                       const autograd::variable_list& saved, const autograd::variable_list& grads) {
+                     autograd::variable_list result(2);
+                     if (!grads[0].defined()) return result;
+                     std::vector<std::int64_t> t =
+                         checked_targets(saved[1], l, ignore_index, "cross_entropy");
+                     std::vector<double> gp = position_grads(grads[0], positions, valid, red);
+                     Tensor xs = functional::contiguous_as(saved[0], cd);
+                     const double* lse = saved[2].data<double>();
+                     Tensor dx = zeros(xs.shape(), TensorOptions(cd));
+                     const double smooth = eps / static_cast<double>(l.c);
+                     dispatch_float(cd, "cross_entropy", [&]<typename T>() {
+                       const T* xp = xs.data<T>();
+                       T* dp = dx.data<T>();
+                       for (std::int64_t p = 0; p < positions; ++p) {
+                         const std::int64_t tp = t[static_cast<std::size_t>(p)];
+                         if (tp == ignore_index) continue;
+                         const std::int64_t i = p / l.s, j = p % l.s;
+                         const T g = static_cast<T>(gp[static_cast<std::size_t>(p)]);
+                         const T lp = static_cast<T>(lse[p]), sm = static_cast<T>(smooth);
+                         const T* xr = xp + i * l.c * l.s + j;
+                         T* dr = dp + i * l.c * l.s + j;
+                         if (l.s == 1) {
+                           for (std::int64_t k = 0; k < l.c; ++k)
+                             dr[k] = g * (functional::fast_exp(xr[k] - lp) - sm);
+                         } else {
+                           for (std::int64_t k = 0; k < l.c; ++k)
+                             dr[k * l.s] = g * (functional::fast_exp(xr[k * l.s] - lp) - sm);
+                         }
+                         dp[(i * l.c + tp) * l.s + j] -= g * static_cast<T>(1.0 - eps);
+                       }
+                     });
+                     result[0] = functional::to_result_dtype(dx, out_dtype);
+                     return result;
+                   });
   return out;
 }
 

@@ -25,13 +25,15 @@ std::vector<std::int64_t> checked_indices(const Tensor& indices, std::int64_t ro
     for (std::int64_t i = 0; i < n; ++i) {
       const auto v = static_cast<std::int64_t>(p[i]);
       FSDP_CHECK(v >= 0 && v < rows, IndexError,
-                 "embedding: index {} is out of range for a table of {} rows (weight shape {})",
-                 v, rows, shape_str(weight_shape));
+                 "embedding: index {} is out of range for a table of {} rows (weight shape {})", v,
+                 rows, shape_str(weight_shape));
       out[static_cast<std::size_t>(i)] = v;
     }
   };
-  if (idx.dtype() == DType::Int64) check_copy.template operator()<std::int64_t>();
-  else check_copy.template operator()<std::int32_t>();
+  if (idx.dtype() == DType::Int64)
+    check_copy.template operator()<std::int64_t>();
+  else
+    check_copy.template operator()<std::int32_t>();
   return out;
 }
 
@@ -66,30 +68,29 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t paddi
 
   const Shape w_shape = weight.shape();
   const DType w_dtype = weight.dtype();
-  autograd::record(
-      "EmbeddingBackward", {weight, indices}, {out}, {indices},
-      [w_shape, w_dtype, padding_idx, rows](const autograd::variable_list& saved,
-                                            const autograd::variable_list& grads) {
-        autograd::variable_list result(2);
-        if (!grads[0].defined()) return result;
-        std::vector<std::int64_t> ix = checked_indices(saved[0], rows, w_shape);
-        const DType cd = functional::compute_dtype(w_dtype);
-        Tensor g = functional::contiguous_as(grads[0], cd);
-        Tensor gw = zeros(w_shape, TensorOptions(cd));
-        const std::int64_t d = w_shape[1];
-        dispatch_float(cd, "embedding", [&]<typename T>() {
-          const T* gp = g.data<T>();
-          T* wp = gw.data<T>();
-          for (std::size_t i = 0; i < ix.size(); ++i) {
-            if (ix[i] == padding_idx) continue;
-            T* row = wp + ix[i] * d;
-            const T* gr = gp + static_cast<std::int64_t>(i) * d;
-            for (std::int64_t j = 0; j < d; ++j) row[j] += gr[j];
-          }
-        });
-        result[0] = functional::to_result_dtype(gw, w_dtype);
-        return result;
-      });
+  autograd::record("EmbeddingBackward", {weight, indices}, {out}, {indices},
+                   [w_shape, w_dtype, padding_idx, rows](const autograd::variable_list& saved,
+                                                         const autograd::variable_list& grads) {
+                     autograd::variable_list result(2);
+                     if (!grads[0].defined()) return result;
+                     std::vector<std::int64_t> ix = checked_indices(saved[0], rows, w_shape);
+                     const DType cd = functional::compute_dtype(w_dtype);
+                     Tensor g = functional::contiguous_as(grads[0], cd);
+                     Tensor gw = zeros(w_shape, TensorOptions(cd));
+                     const std::int64_t d = w_shape[1];
+                     dispatch_float(cd, "embedding", [&]<typename T>() {
+                       const T* gp = g.data<T>();
+                       T* wp = gw.data<T>();
+                       for (std::size_t i = 0; i < ix.size(); ++i) {
+                         if (ix[i] == padding_idx) continue;
+                         T* row = wp + ix[i] * d;
+                         const T* gr = gp + static_cast<std::int64_t>(i) * d;
+                         for (std::int64_t j = 0; j < d; ++j) row[j] += gr[j];
+                       }
+                     });
+                     result[0] = functional::to_result_dtype(gw, w_dtype);
+                     return result;
+                   });
   return out;
 }
 

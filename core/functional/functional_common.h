@@ -33,7 +33,9 @@ inline Tensor contiguous_as(const Tensor& t, DType d) {
 }
 
 // `t` contiguous in its compute dtype (float32 for 16-bit floats).
-inline Tensor compute_input(const Tensor& t) { return contiguous_as(t, compute_dtype(t.dtype())); }
+inline Tensor compute_input(const Tensor& t) {
+  return contiguous_as(t, compute_dtype(t.dtype()));
+}
 
 // Converts a computed result back to the caller's dtype (no copy when equal).
 inline Tensor to_result_dtype(const Tensor& t, DType d) {
@@ -43,7 +45,9 @@ inline Tensor to_result_dtype(const Tensor& t, DType d) {
   return out;
 }
 
-inline Tensor meta_empty(const Shape& shape, DType d) { return empty(shape, TensorOptions(d, kMeta)); }
+inline Tensor meta_empty(const Shape& shape, DType d) {
+  return empty(shape, TensorOptions(d, kMeta));
+}
 
 // True if some defined tensor is on the meta device; otherwise checks they are all on the cpu.
 inline bool any_meta(std::initializer_list<const Tensor*> ts, const char* op) {
@@ -60,8 +64,8 @@ inline bool any_meta(std::initializer_list<const Tensor*> ts, const char* op) {
 inline std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
   const std::int64_t n = ndim == 0 ? 1 : ndim;
   FSDP_CHECK(dim >= -n && dim < n, IndexError,
-             "{}: dimension out of range (expected to be in range of [{}, {}], but got {})", op,
-             -n, n - 1, dim);
+             "{}: dimension out of range (expected to be in range of [{}, {}], but got {})", op, -n,
+             n - 1, dim);
   return dim < 0 ? dim + n : dim;
 }
 
@@ -74,7 +78,8 @@ inline RowLayout row_layout(const Shape& shape, std::int64_t dim) {
   if (shape.empty()) return l;
   for (std::int64_t i = 0; i < dim; ++i) l.outer *= shape[static_cast<std::size_t>(i)];
   l.n = shape[static_cast<std::size_t>(dim)];
-  for (std::size_t i = static_cast<std::size_t>(dim) + 1; i < shape.size(); ++i) l.inner *= shape[i];
+  for (std::size_t i = static_cast<std::size_t>(dim) + 1; i < shape.size(); ++i)
+    l.inner *= shape[i];
   return l;
 }
 

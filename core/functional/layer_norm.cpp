@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/functional/functional_common.h"
+#include "core/functional/vec_math.h"
 #include "core/ops.h"
 
 namespace fsdp {
@@ -16,14 +17,14 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean_out, T
   for (std::int64_t r = 0; r < m; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
-    double s = 0;
-    for (std::int64_t j = 0; j < n; ++j) s += xr[j];
+    const double s = functional::row_sum<T>(n, [xr](std::int64_t j) { return xr[j]; });
     const double mean = n > 0 ? s / static_cast<double>(n) : 0.0;
-    double ss = 0;
-    for (std::int64_t j = 0; j < n; ++j) {
-      const double d = static_cast<double>(xr[j]) - mean;
-      ss += d * d;
-    }
+    const T m0 = static_cast<T>(mean);
+    // Two passes (mean, then squared deviations): no cancellation for rows far from zero.
+    const double ss = functional::row_sum<T>(n, [xr, m0](std::int64_t j) {
+      const T d = xr[j] - m0;
+      return d * d;
+    });
     const double var = n > 0 ? ss / static_cast<double>(n) : 0.0;
     const T rstd = static_cast<T>(1.0 / std::sqrt(var + eps));
     const T mu = static_cast<T>(mean);
@@ -42,7 +43,8 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean_out, T
 }
 
 // With xhat = (x - mean) * rstd and gh = g * w:
-//   dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)),  dw = sum_rows g * xhat,  db = sum_rows g.
+//   dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)),  dw = sum_rows g * xhat,  db = sum_rows
+//   g.
 template <typename T>
 void layer_norm_backward(const T* x, const T* w, const T* mean, const T* rstd, const T* g, T* dx,
                          double* dw, double* db, std::int64_t m, std::int64_t n) {
@@ -50,15 +52,16 @@ void layer_norm_backward(const T* x, const T* w, const T* mean, const T* rstd, c
     const T* xr = x + r * n;
     const T* gr = g + r * n;
     const T mu = mean[r], rs = rstd[r];
-    double sum_gh = 0, sum_gh_xhat = 0;
-    for (std::int64_t j = 0; j < n; ++j) {
-      const T xhat = (xr[j] - mu) * rs;
-      const T gh = w ? gr[j] * w[j] : gr[j];
-      sum_gh += gh;
-      sum_gh_xhat += static_cast<double>(gh) * xhat;
-      if (dw) dw[j] += static_cast<double>(gr[j]) * xhat;
-      if (db) db[j] += gr[j];
-    }
+    const double sum_gh =
+        functional::row_sum<T>(n, [gr, w](std::int64_t j) { return w ? gr[j] * w[j] : gr[j]; });
+    const double sum_gh_xhat = functional::row_sum<T>(n, [gr, w, xr, mu, rs](std::int64_t j) {
+      return (w ? gr[j] * w[j] : gr[j]) * ((xr[j] - mu) * rs);
+    });
+    if (dw)
+      for (std::int64_t j = 0; j < n; ++j)
+        dw[j] += static_cast<double>(gr[j] * ((xr[j] - mu) * rs));
+    if (db)
+      for (std::int64_t j = 0; j < n; ++j) db[j] += static_cast<double>(gr[j]);
     if (!dx) continue;
     const T a = static_cast<T>(sum_gh / static_cast<double>(n));
     const T c = static_cast<T>(sum_gh_xhat / static_cast<double>(n));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/functional/functional_common.h"
+#include "core/functional/vec_math.h"
 #include "core/ops.h"
 
 namespace fsdp {
@@ -21,54 +22,61 @@ void softmax_forward(const T* x, T* y, const RowLayout& l) {
     for (std::int64_t o = 0; o < l.outer; ++o) {
       const T* xr = x + o * n;
       T* yr = y + o * n;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (std::int64_t k = 0; k < n; ++k) mx = xr[k] > mx ? xr[k] : mx;
-      if (std::isinf(mx) && mx < 0) mx = 0;  // a row of -inf: keep exp finite (gives nan like torch)
-      double s = 0;
+      T mx = functional::row_max(xr, n);
+      if (std::isinf(mx) && mx < 0)
+        mx = 0;  // a row of -inf: keep exp finite (gives nan like torch)
+      // exp into y first (a vectorised pass), then sum it.
+      for (std::int64_t k = 0; k < n; ++k) yr[k] = functional::fast_exp(xr[k] - mx);
+      const double s = functional::row_sum<T>(n, [yr](std::int64_t k) { return yr[k]; });
       if constexpr (kLog) {
-        for (std::int64_t k = 0; k < n; ++k) s += std::exp(xr[k] - mx);
         const T lse = static_cast<T>(std::log(s)) + mx;
         for (std::int64_t k = 0; k < n; ++k) yr[k] = xr[k] - lse;
       } else {
-        for (std::int64_t k = 0; k < n; ++k) {
-          T e = std::exp(xr[k] - mx);
-          yr[k] = e;
-          s += e;
-        }
         const T inv = static_cast<T>(1.0 / s);
         for (std::int64_t k = 0; k < n; ++k) yr[k] *= inv;
       }
     }
     return;
   }
-  std::vector<T> mx(static_cast<std::size_t>(inner));
-  std::vector<double> s(static_cast<std::size_t>(inner));
+  // Per-slab scratch: running max, partial sums in T (folded into double every kBlock rows,
+  // so long softmax dims stay accurate) and the totals.
+  std::vector<T> mx_buf(static_cast<std::size_t>(inner)), part_buf(mx_buf.size());
+  std::vector<double> s_buf(mx_buf.size());
+  T* __restrict mx = mx_buf.data();
+  T* __restrict part = part_buf.data();
+  double* __restrict s = s_buf.data();
   for (std::int64_t o = 0; o < l.outer; ++o) {
-    const T* xs = x + o * n * inner;
-    T* ys = y + o * n * inner;
-    std::fill(mx.begin(), mx.end(), -std::numeric_limits<T>::infinity());
-    std::fill(s.begin(), s.end(), 0.0);
+    const T* __restrict xs = x + o * n * inner;
+    T* __restrict ys = y + o * n * inner;
+    std::fill(mx, mx + inner, -std::numeric_limits<T>::infinity());
+    std::fill(s, s + inner, 0.0);
     for (std::int64_t k = 0; k < n; ++k)
       for (std::int64_t i = 0; i < inner; ++i) mx[i] = std::max(mx[i], xs[k * inner + i]);
-    for (auto& m : mx)
-      if (std::isinf(m) && m < 0) m = 0;
+    for (std::int64_t i = 0; i < inner; ++i)
+      if (std::isinf(mx[i]) && mx[i] < 0) mx[i] = 0;
     for (std::int64_t k = 0; k < n; ++k)
-      for (std::int64_t i = 0; i < inner; ++i) {
-        T e = std::exp(xs[k * inner + i] - mx[i]);
-        if constexpr (!kLog) ys[k * inner + i] = e;
-        s[i] += e;
-      }
+      for (std::int64_t i = 0; i < inner; ++i)
+        ys[k * inner + i] = functional::fast_exp(xs[k * inner + i] - mx[i]);
+    for (std::int64_t k0 = 0; k0 < n; k0 += functional::kBlock) {
+      std::fill(part, part + inner, T(0));
+      const std::int64_t k1 = std::min(n, k0 + functional::kBlock);
+      for (std::int64_t k = k0; k < k1; ++k)
+        for (std::int64_t i = 0; i < inner; ++i) part[i] += ys[k * inner + i];
+      for (std::int64_t i = 0; i < inner; ++i) s[i] += part[i];
+    }
+    // mx becomes the log-sum-exp (log) or part the reciprocal of the sum (softmax).
     for (std::int64_t i = 0; i < inner; ++i) {
-      if constexpr (kLog) {
-        mx[i] += static_cast<T>(std::log(s[i]));  // now the log-sum-exp
-      } else {
-        s[i] = 1.0 / s[i];
-      }
+      if constexpr (kLog)
+        mx[i] += static_cast<T>(std::log(s[i]));
+      else
+        part[i] = static_cast<T>(1.0 / s[i]);
     }
     for (std::int64_t k = 0; k < n; ++k)
       for (std::int64_t i = 0; i < inner; ++i) {
-        if constexpr (kLog) ys[k * inner + i] = xs[k * inner + i] - mx[i];
-        else ys[k * inner + i] *= static_cast<T>(s[i]);
+        if constexpr (kLog)
+          ys[k * inner + i] = xs[k * inner + i] - mx[i];
+        else
+          ys[k * inner + i] *= part[i];
       }
   }
 }
@@ -78,6 +86,23 @@ void softmax_forward(const T* x, T* y, const RowLayout& l) {
 template <typename T, bool kLog>
 void softmax_backward(const T* y, const T* g, T* dx, const RowLayout& l) {
   const std::int64_t n = l.n, inner = l.inner;
+  if (inner == 1) {
+    for (std::int64_t o = 0; o < l.outer; ++o) {
+      const T* yr = y + o * n;
+      const T* gr = g + o * n;
+      T* dr = dx + o * n;
+      if constexpr (kLog) {
+        const T s =
+            static_cast<T>(functional::row_sum<T>(n, [gr](std::int64_t k) { return gr[k]; }));
+        for (std::int64_t k = 0; k < n; ++k) dr[k] = gr[k] - functional::fast_exp(yr[k]) * s;
+      } else {
+        const T s = static_cast<T>(
+            functional::row_sum<T>(n, [gr, yr](std::int64_t k) { return gr[k] * yr[k]; }));
+        for (std::int64_t k = 0; k < n; ++k) dr[k] = yr[k] * (gr[k] - s);
+      }
+    }
+    return;
+  }
   std::vector<double> s(static_cast<std::size_t>(inner));
   for (std::int64_t o = 0; o < l.outer; ++o) {
     const std::int64_t base = o * n * inner;
@@ -88,14 +113,18 @@ void softmax_backward(const T* y, const T* g, T* dx, const RowLayout& l) {
     for (std::int64_t k = 0; k < n; ++k)
       for (std::int64_t i = 0; i < inner; ++i) {
         const std::int64_t j = k * inner + i;
-        if constexpr (kLog) s[i] += gr[j];
-        else s[i] += static_cast<double>(gr[j]) * yr[j];
+        if constexpr (kLog)
+          s[i] += gr[j];
+        else
+          s[i] += static_cast<double>(gr[j]) * yr[j];
       }
     for (std::int64_t k = 0; k < n; ++k)
       for (std::int64_t i = 0; i < inner; ++i) {
         const std::int64_t j = k * inner + i;
-        if constexpr (kLog) dr[j] = gr[j] - std::exp(yr[j]) * static_cast<T>(s[i]);
-        else dr[j] = yr[j] * (gr[j] - static_cast<T>(s[i]));
+        if constexpr (kLog)
+          dr[j] = gr[j] - functional::fast_exp(yr[j]) * static_cast<T>(s[i]);
+        else
+          dr[j] = yr[j] * (gr[j] - static_cast<T>(s[i]));
       }
   }
 }
@@ -110,9 +139,8 @@ Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
   const RowLayout layout = functional::row_layout(a.shape(), d);
   Tensor x = functional::compute_input(a);
   Tensor y = empty(a.shape(), TensorOptions(cd));
-  dispatch_float(cd, op, [&]<typename T>() {
-    softmax_forward<T, kLog>(x.data<T>(), y.data<T>(), layout);
-  });
+  dispatch_float(cd, op,
+                 [&]<typename T>() { softmax_forward<T, kLog>(x.data<T>(), y.data<T>(), layout); });
   Tensor out = functional::to_result_dtype(y, out_dtype);
   autograd::record(kLog ? "LogSoftmaxBackward" : "SoftmaxBackward", {a}, {out}, {out},
                    [layout, out_dtype, op](const autograd::variable_list& saved,
@@ -132,7 +160,9 @@ Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& a, std::int64_t dim) { return softmax_impl<false>(a, dim, "softmax"); }
+Tensor softmax(const Tensor& a, std::int64_t dim) {
+  return softmax_impl<false>(a, dim, "softmax");
+}
 
 Tensor log_softmax(const Tensor& a, std::int64_t dim) {
   return softmax_impl<true>(a, dim, "log_softmax");

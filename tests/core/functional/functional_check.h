@@ -3,7 +3,6 @@
 #pragma once
 
 #include <boost/test/unit_test.hpp>
-
 #include <functional>
 #include <map>
 #include <string>
@@ -18,9 +17,15 @@ namespace fsdp::testing {
 using Inputs = std::map<std::string, Tensor>;
 using OpFn = std::function<Tensor(const Inputs&)>;
 
-inline const char* dtype_suffix(DType d) { return d == DType::Float32 ? "f32" : "f64"; }
-inline double rtol_for(DType d) { return d == DType::Float32 ? 1e-5 : 1e-10; }
-inline double atol_for(DType d) { return d == DType::Float32 ? 1e-6 : 1e-12; }
+inline const char* dtype_suffix(DType d) {
+  return d == DType::Float32 ? "f32" : "f64";
+}
+inline double rtol_for(DType d) {
+  return d == DType::Float32 ? 1e-5 : 1e-10;
+}
+inline double atol_for(DType d) {
+  return d == DType::Float32 ? 1e-6 : 1e-12;
+}
 
 // A copy of `t` in dtype d (a fresh leaf).
 inline Tensor converted(const Tensor& t, DType d) {
@@ -106,9 +111,9 @@ inline void gradcheck(const std::string& what, Inputs in, const std::vector<std:
         p[i] = orig;
         const double numeric = (lp - lm) / (2 * h);
         const double a = analytic[static_cast<std::size_t>(i)];
-        BOOST_TEST(std::abs(a - numeric) <= tol * (1 + std::abs(numeric)),
-                   what << ": d/d" << g << "[" << i << "] analytic " << a << " vs numeric "
-                        << numeric);
+        BOOST_TEST(
+            std::abs(a - numeric) <= tol * (1 + std::abs(numeric)),
+            what << ": d/d" << g << "[" << i << "] analytic " << a << " vs numeric " << numeric);
       }
     }
   }

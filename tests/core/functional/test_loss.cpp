@@ -1,7 +1,6 @@
 // cross_entropy, nll_loss and mse_loss against PyTorch (all reductions, ignore_index, label
 // smoothing, spatial and 1-D inputs), finite differences, errors, meta shapes.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 
 #include "core/warnings.h"
@@ -20,10 +19,9 @@ BOOST_AUTO_TEST_CASE(cross_entropy_matches_pytorch) {
     });
   check_case_both(fx, "cross_entropy_ignore_mean", {"x", "t"}, {"x"},
                   [](const Inputs& in) { return cross_entropy(in.at("x"), in.at("t")); });
-  check_case_both(fx, "cross_entropy_ignore3_smooth_mean", {"x", "t"}, {"x"},
-                  [](const Inputs& in) {
-                    return cross_entropy(in.at("x"), in.at("t"), 3, "mean", 0.1);
-                  });
+  check_case_both(fx, "cross_entropy_ignore3_smooth_mean", {"x", "t"}, {"x"}, [](const Inputs& in) {
+    return cross_entropy(in.at("x"), in.at("t"), 3, "mean", 0.1);
+  });
   for (std::string red : {"sum", "none"})
     check_case_both(fx, "cross_entropy_smooth_" + red, {"x", "t"}, {"x"}, [red](const Inputs& in) {
       return cross_entropy(in.at("x"), in.at("t"), 3, red, 0.25);
@@ -47,9 +45,8 @@ BOOST_AUTO_TEST_CASE(nll_and_mse_match_pytorch) {
   check_case_both(fx, "nll_loss_spatial_none", {"x", "t"}, {"x"},
                   [](const Inputs& in) { return nll_loss(in.at("x"), in.at("t"), -100, "none"); });
   for (std::string red : {"mean", "sum", "none"})
-    check_case_both(fx, "mse_loss_" + red, {"x", "t"}, {"x", "t"}, [red](const Inputs& in) {
-      return mse_loss(in.at("x"), in.at("t"), red);
-    });
+    check_case_both(fx, "mse_loss_" + red, {"x", "t"}, {"x", "t"},
+                    [red](const Inputs& in) { return mse_loss(in.at("x"), in.at("t"), red); });
 }
 
 BOOST_AUTO_TEST_CASE(finite_differences) {
@@ -88,16 +85,24 @@ BOOST_AUTO_TEST_CASE(mse_loss_broadcast_warns) {
 BOOST_AUTO_TEST_CASE(errors) {
   Tensor x = zeros({3, 4});
   check_throws<IndexError>(
-      [&] { cross_entropy(x, from_vector(std::vector<std::int64_t>{0, 7, 1}, {3})); },
+      [&] {
+        cross_entropy(x, from_vector(std::vector<std::int64_t>{0, 7, 1}, {3}));
+      },
       {"cross_entropy", "target 7 is out of bounds", "4"});
   check_throws<IndexError>(
-      [&] { nll_loss(x, from_vector(std::vector<std::int64_t>{0, -1, 1}, {3})); },
+      [&] {
+        nll_loss(x, from_vector(std::vector<std::int64_t>{0, -1, 1}, {3}));
+      },
       {"nll_loss", "target -1"});
   check_throws<ValueError>(
-      [&] { cross_entropy(x, from_vector(std::vector<std::int64_t>{0, 1}, {2})); },
+      [&] {
+        cross_entropy(x, from_vector(std::vector<std::int64_t>{0, 1}, {2}));
+      },
       {"batch_size (3)", "batch_size (2)"});
   check_throws<RuntimeError>(
-      [&] { cross_entropy(zeros({2, 3, 4}), zeros({2, 5}, DType::Int64)); },
+      [&] {
+        cross_entropy(zeros({2, 3, 4}), zeros({2, 5}, DType::Int64));
+      },
       {"expected target size [2, 4], got [2, 5]"});
   check_throws<RuntimeError>([&] { cross_entropy(x, zeros({3}, DType::Int32)); },
                              {"int64", "int32"});

@@ -1,7 +1,6 @@
 // Activations, embedding and dropout: PyTorch fixtures, finite differences, errors, meta,
 // dropout's mask statistics and its replay from a restored generator state.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 
 #include "tests/core/functional/functional_check.h"
@@ -14,11 +13,11 @@ BOOST_AUTO_TEST_SUITE(activation_ops)
 BOOST_AUTO_TEST_CASE(matches_pytorch) {
   Fixture fx("functional_misc.json");
   check_case_both(fx, "relu", {"x"}, {"x"}, [](const Inputs& in) { return relu(in.at("x")); });
-  check_case_both(fx, "gelu_none", {"x"}, {"x"},
-                  [](const Inputs& in) { return gelu(in.at("x")); });
+  check_case_both(fx, "gelu_none", {"x"}, {"x"}, [](const Inputs& in) { return gelu(in.at("x")); });
   check_case_both(fx, "gelu_tanh", {"x"}, {"x"},
                   [](const Inputs& in) { return gelu(in.at("x"), "tanh"); });
-  check_case_both(fx, "tanh", {"x"}, {"x"}, [](const Inputs& in) { return fsdp::tanh(in.at("x")); });
+  check_case_both(fx, "tanh", {"x"}, {"x"},
+                  [](const Inputs& in) { return fsdp::tanh(in.at("x")); });
   check_case_both(fx, "sigmoid", {"x"}, {"x"},
                   [](const Inputs& in) { return sigmoid(in.at("x")); });
 }
@@ -84,10 +83,12 @@ BOOST_AUTO_TEST_CASE(int32_indices_and_finite_differences) {
 BOOST_AUTO_TEST_CASE(errors_and_meta) {
   Tensor w = zeros({10, 4});
   check_throws<IndexError>(
-      [&] { embedding(w, from_vector(std::vector<std::int64_t>{3, 10}, {2})); },
+      [&] {
+        embedding(w, from_vector(std::vector<std::int64_t>{3, 10}, {2}));
+      },
       {"embedding", "index 10", "10 rows"});
-  check_throws<IndexError>(
-      [&] { embedding(w, from_vector(std::vector<std::int64_t>{-1}, {1})); }, {"index -1"});
+  check_throws<IndexError>([&] { embedding(w, from_vector(std::vector<std::int64_t>{-1}, {1})); },
+                           {"index -1"});
   check_throws<TypeError>([&] { embedding(w, zeros({2})); }, {"embedding", "float32"});
   Tensor m = empty({10, 4}, TensorOptions(DType::BFloat16, kMeta));
   Tensor y = embedding(m, empty({3, 5}, TensorOptions(DType::Int64, kMeta)));

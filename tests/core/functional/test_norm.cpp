@@ -41,8 +41,11 @@ BOOST_AUTO_TEST_CASE(shape_errors_name_both_shapes) {
   check_throws<RuntimeError>([&] { layer_norm(x, {2, 4}); }, {"[2, 4]", "[2, 3]"});
   check_throws<RuntimeError>([&] { layer_norm(x, {3}, zeros({4})); },
                              {"layer_norm", "weight", "[4]", "[3]"});
-  check_throws<RuntimeError>([&] { layer_norm(x, {3}, Tensor(), zeros({2, 3})); },
-                             {"bias", "[2, 3]", "[3]"});
+  check_throws<RuntimeError>(
+      [&] {
+        layer_norm(x, {3}, Tensor(), zeros({2, 3}));
+      },
+      {"bias", "[2, 3]", "[3]"});
 }
 
 BOOST_AUTO_TEST_CASE(meta_and_16bit) {
@@ -64,8 +67,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(batch_norm_op)
 
 // Runs a fixture case with or without affine parameters, then checks the running stats.
-void bn_case(const Fixture& fx, const std::string& c, bool training, double momentum,
-             bool affine) {
+void bn_case(const Fixture& fx, const std::string& c, bool training, double momentum, bool affine) {
   for (DType d : {DType::Float64, DType::Float32}) {
     std::vector<std::string> names{"x", "rm", "rv"}, diff{"x"};
     if (affine) {
@@ -127,13 +129,19 @@ BOOST_AUTO_TEST_CASE(finite_differences) {
 
 BOOST_AUTO_TEST_CASE(errors_and_meta) {
   check_throws<ValueError>(
-      [] { batch_norm(zeros({1, 3}), zeros({3}), ones({3}), Tensor(), Tensor(), true, 0.1, 1e-5); },
+      [] {
+        batch_norm(zeros({1, 3}), zeros({3}), ones({3}), Tensor(), Tensor(), true, 0.1, 1e-5);
+      },
       {"batch_norm", "more than 1 value per channel", "[1, 3]"});
   check_throws<RuntimeError>(
-      [] { batch_norm(zeros({2, 3}), zeros({4}), ones({3}), Tensor(), Tensor(), true, 0.1, 1e-5); },
+      [] {
+        batch_norm(zeros({2, 3}), zeros({4}), ones({3}), Tensor(), Tensor(), true, 0.1, 1e-5);
+      },
       {"running_mean", "3", "[4]"});
   check_throws<ValueError>(
-      [] { batch_norm(zeros({2, 3}), Tensor(), Tensor(), Tensor(), Tensor(), false, 0.1, 1e-5); },
+      [] {
+        batch_norm(zeros({2, 3}), Tensor(), Tensor(), Tensor(), Tensor(), false, 0.1, 1e-5);
+      },
       {"evaluation mode"});
   check_throws<ValueError>(
       [] { batch_norm(zeros({3}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); },

@@ -1,6 +1,5 @@
 // softmax / log_softmax against PyTorch, gradients by finite differences, dims, 16-bit, meta.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 
 #include "tests/core/functional/functional_check.h"
@@ -27,8 +26,8 @@ BOOST_AUTO_TEST_CASE(finite_differences) {
   for (std::int64_t dim : {0, 1, 2, -1}) {
     gradcheck("softmax dim " + std::to_string(dim), {{"x", det_values({2, 3, 4}, 2.0)}}, {"x"},
               [dim](const Inputs& in) { return softmax(in.at("x"), dim); });
-    gradcheck("log_softmax dim " + std::to_string(dim), {{"x", det_values({2, 3, 4}, 2.0)}},
-              {"x"}, [dim](const Inputs& in) { return log_softmax(in.at("x"), dim); });
+    gradcheck("log_softmax dim " + std::to_string(dim), {{"x", det_values({2, 3, 4}, 2.0)}}, {"x"},
+              [dim](const Inputs& in) { return log_softmax(in.at("x"), dim); });
   }
 }
 
