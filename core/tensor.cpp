@@ -143,8 +143,7 @@ Tensor Tensor::detach() const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   const auto& dst = check();
-  broadcast_shapes(dst.sizes, src.shape(), "copy_");
-  FSDP_CHECK(shape_numel(broadcast_shapes(dst.sizes, src.shape(), "copy_")) == numel(), ValueError,
+  FSDP_CHECK(broadcast_shapes(dst.sizes, src.shape(), "copy_") == dst.sizes, RuntimeError,
              "copy_: source of shape {} cannot be broadcast to destination shape {}",
              shape_str(src.shape()), shape_str(dst.sizes));
   if (is_meta() || src.is_meta()) return *this;

@@ -112,7 +112,7 @@ BOOST_AUTO_TEST_CASE(copy_broadcasts_and_converts) {
   Tensor ints = zeros({3}, DType::Int32);
   ints.copy_(from_vector({1.9, -2.2, 3.5}, {3}));
   BOOST_TEST(ints.to_vector() == (std::vector<double>{1, -2, 3}));
-  BOOST_CHECK_THROW(dst.copy_(zeros({4})), ValueError);
+  BOOST_CHECK_THROW(dst.copy_(zeros({4})), RuntimeError);
 }
 
 BOOST_AUTO_TEST_CASE(strided_views_read_through_storage) {
