@@ -1,6 +1,7 @@
 // Broadcasting binary arithmetic (add, sub, mul, div, maximum, minimum), scalar forms and
 // unary math functions, each with its backward.
 #include <cmath>
+#include <cstring>
 
 #include "core/ops/elementwise_kernels.h"
 
@@ -253,11 +254,63 @@ Tensor neg(const Tensor& a) {
   return out;
 }
 
+// exp for float in [kExpLo, kExpHi] without branches or calls, so loops over it vectorize:
+// exp(x) = 2^n * exp(r), |r| <= ln2/2, with a degree-6 polynomial (Cephes' expf coefficients,
+// about 1 ulp). Inputs outside the range (and NaN) are recomputed with std::exp afterwards.
+constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
+
+inline float exp_in_range(float x) {
+  // Ternaries rather than fmin/fmax/nearbyint: those are library calls without -ffast-math.
+  float xc = x < kExpLo ? kExpLo : x;
+  xc = xc > kExpHi ? kExpHi : xc;
+  // Round to nearest by adding and subtracting 1.5 * 2^23.
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
 Tensor exp(const Tensor& a) {
-  Tensor out = unary_forward("exp", a, float_result(a.dtype()), [](auto x) {
-    using C = decltype(x);
-    return static_cast<C>(std::exp(x));
-  });
+  const DType dt = float_result(a.dtype());
+  Tensor out;
+  if (dt == DType::Float64) {
+    out = unary_forward("exp", a, dt, [](auto x) {
+      using C = decltype(x);
+      return static_cast<C>(std::exp(x));
+    });
+  } else {
+    out = unary_forward("exp", a, dt, [](auto x) { return exp_in_range(static_cast<float>(x)); });
+    if (!out.is_meta() && out.numel() > 0) {
+      // Fix up the rare out-of-range inputs (overflow, underflow to subnormals/0, NaN).
+      Tensor src = contiguous(as_dtype(a.detach(), dt));
+      dispatch_all(dt, [&]<typename T>() {
+        if constexpr (std::is_floating_point_v<compute_t<T>>) {
+          const T* x = src.data<T>();
+          T* o = out.data<T>();
+          const std::int64_t n = out.numel();
+          bool any = false;
+          for (std::int64_t i = 0; i < n; ++i) {
+            const float v = static_cast<float>(load(x[i]));
+            any |= !(v >= kExpLo && v <= kExpHi);
+          }
+          if (!any) return;
+          for (std::int64_t i = 0; i < n; ++i) {
+            const float v = static_cast<float>(load(x[i]));
+            if (!(v >= kExpLo && v <= kExpHi)) o[i] = store<T>(std::exp(v));
+          }
+        }
+      });
+    }
+  }
   autograd::record("ExpBackward0", {a}, {out}, {out},
                    [](const variable_list& s, const variable_list& g) -> variable_list {
                      return {mul(g[0], s[0])};

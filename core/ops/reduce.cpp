@@ -47,7 +47,14 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& mask, const Tensor& ou
       if (in[1] == 0) {
         A s = 0;
         if (in[0] == 1) {
-          for (std::int64_t i = 0; i < n; ++i) s += static_cast<A>(load(ap[i]));
+          // Independent partial sums break the add-latency chain and let the compiler use SIMD.
+          A part[8] = {};
+          std::int64_t i = 0;
+          for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; ++j) part[j] += static_cast<A>(load(ap[i + j]));
+          for (; i < n; ++i) s += static_cast<A>(load(ap[i]));
+          s += ((part[0] + part[1]) + (part[2] + part[3])) +
+               ((part[4] + part[5]) + (part[6] + part[7]));
         } else {
           for (std::int64_t i = 0; i < n; ++i) s += static_cast<A>(load(ap[i * in[0]]));
         }

@@ -76,12 +76,48 @@ void record_view(const char* name, const Tensor& a, const Tensor& out, F fn) {
 
 }  // namespace
 
+namespace {
+
+// Copies a transposed layout (src reads with a large innermost stride while some other dim has
+// stride 1) into a contiguous dst in 32x32 tiles, so both sides stay in cache. False if the
+// layouts do not fit that pattern.
+template <typename T>
+bool copy_tiled(const Tensor& dst, const Tensor& src) {
+  const Shape& sz = dst.shape();
+  const Shape& ss = src.strides();
+  const std::size_t nd = sz.size();
+  if (nd < 2 || !dst.is_contiguous() || ss[nd - 1] == 1 || sz[nd - 1] < 16) return false;
+  std::size_t k = nd;
+  for (std::size_t d = 0; d + 1 < nd; ++d)
+    if (ss[d] == 1 && sz[d] >= 16) k = d;
+  if (k == nd) return false;
+  Shape outer = sz;
+  outer[k] = 1;
+  outer[nd - 1] = 1;
+  const Shape& ds = dst.strides();
+  const std::int64_t R = sz[k], C = sz[nd - 1], dR = ds[k], sC = ss[nd - 1];
+  T* pd = dst.data<T>();
+  const T* ps = src.data<T>();
+  constexpr std::int64_t kTile = 8;
+  for_each_offset2(outer, ds, ss, [&](std::int64_t od, std::int64_t os) {
+    for (std::int64_t r0 = 0; r0 < R; r0 += kTile)
+      for (std::int64_t c0 = 0; c0 < C; c0 += kTile) {
+        const std::int64_t r1 = std::min(R, r0 + kTile), c1 = std::min(C, c0 + kTile);
+        for (std::int64_t r = r0; r < r1; ++r)
+          for (std::int64_t c = c0; c < c1; ++c) pd[od + r * dR + c] = ps[os + r + c * sC];
+      }
+  });
+  return true;
+}
+
+}  // namespace
+
 void ops_detail::copy_strided(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   dispatch_all(dst.dtype(), [&]<typename TO>() {
     dispatch_all(src.dtype(), [&]<typename TI>() {
       if constexpr (std::is_same_v<TO, TI>) {
-        map1<TO, TI>(dst, src, [](auto x) { return x; });
+        if (!copy_tiled<TO>(dst, src)) map1<TO, TI>(dst, src, [](auto x) { return x; });
       } else if constexpr (std::is_same_v<TO, bool>) {
         map1<TO, TI>(dst, src, [](auto x) { return x != decltype(x)(0); });
       } else {

@@ -153,6 +153,34 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_floats_accumulate_in_float32) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(float32_exp_is_accurate_everywhere) {
+  std::vector<double> xs;
+  for (double x = -110.0; x <= 95.0; x += 0.0371) xs.push_back(x);
+  for (double x : {0.0, -0.0, 1e-30, -1e-30, 88.5, -87.5, -103.5, 1e30, -1e30}) xs.push_back(x);
+  xs.push_back(INFINITY);
+  xs.push_back(-INFINITY);
+  xs.push_back(NAN);
+  Tensor x = from_vector(xs, {static_cast<std::int64_t>(xs.size())});
+  // Strided input too: every other element of a wider tensor.
+  Tensor wide = stack({x, x}, 1);
+  for (const Tensor& in : {x, wide.select(1, 1)}) {
+    auto got = exp(in).to_vector();
+    auto v = in.to_vector();
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      float want = std::exp(static_cast<float>(v[i]));
+      if (std::isnan(want)) {
+        BOOST_TEST(std::isnan(got[i]));
+      } else if (std::isinf(want) || want == 0.0f) {
+        BOOST_TEST(got[i] == static_cast<double>(want));
+      } else {
+        BOOST_TEST_CONTEXT("x = " << v[i]) {
+          BOOST_TEST(std::abs(got[i] - want) <= 3e-7 * want + 1e-44);
+        }
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(to_dtype_is_differentiable) {
   Tensor x = from_vector({1, 2, 3}, {3}).requires_grad_();
   Tensor y = to_dtype(x, DType::Float64);
