@@ -1,0 +1,106 @@
+#include "core/nn/embedding.h"
+
+#include <cmath>
+#include <set>
+
+#include "core/autograd.h"
+#include "core/kernel_utils.h"
+#include "core/nn/init.h"
+#include "core/nn/repr_utils.h"
+#include "core/ops.h"
+
+namespace fsdp::nn {
+
+namespace {
+std::optional<std::int64_t> normalise_padding_idx(std::optional<std::int64_t> idx,
+                                                  std::int64_t num) {
+  if (!idx) return idx;
+  if (*idx > 0)
+    FSDP_CHECK(*idx < num, AssertionError,
+               "Padding_idx must be within num_embeddings (got {} for {} embeddings)", *idx, num);
+  if (*idx < 0) {
+    FSDP_CHECK(*idx >= -num, AssertionError,
+               "Padding_idx must be within num_embeddings (got {} for {} embeddings)", *idx, num);
+    return *idx + num;
+  }
+  return idx;
+}
+
+// Scales the rows of `weight` selected by `indices` whose norm exceeds max_norm down to it
+// (torch.embedding_renorm_), in place and outside autograd.
+void renorm_rows(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
+  if (weight.is_meta()) return;
+  check_cpu(weight, "embedding_renorm_");
+  FSDP_CHECK(weight.is_contiguous(), RuntimeError, "embedding_renorm_: weight must be contiguous");
+  std::set<std::int64_t> rows;
+  for (auto i : indices.to_int_vector()) rows.insert(i);
+  const std::int64_t dim = weight.size(1);
+  dispatch_float(weight.dtype(), "embedding_renorm_", [&]<typename T>() {
+    T* w = weight.data<T>();
+    for (auto r : rows) {
+      T* row = w + r * dim;
+      double norm = 0.0;
+      for (std::int64_t j = 0; j < dim; ++j)
+        norm += std::pow(std::abs(static_cast<double>(row[j])), norm_type);
+      norm = std::pow(norm, 1.0 / norm_type);
+      if (norm > max_norm) {
+        double scale = max_norm / (norm + 1e-7);
+        for (std::int64_t j = 0; j < dim; ++j) row[j] = static_cast<T>(row[j] * scale);
+      }
+    }
+  });
+  weight.storage()->bump_version();
+}
+}  // namespace
+
+Embedding::Embedding(std::int64_t num, std::int64_t dim, std::optional<std::int64_t> padding_idx,
+                     TensorOptions options)
+    : Embedding(num, dim, EmbeddingOptions{padding_idx, std::nullopt, 2.0, false, false, options}) {}
+
+Embedding::Embedding(std::int64_t num, std::int64_t dim, const EmbeddingOptions& o)
+    : Module(static_class()),
+      num_embeddings(num),
+      embedding_dim(dim),
+      padding_idx(normalise_padding_idx(o.padding_idx, num)),
+      options_(o) {
+  options_.tensor = o.tensor.with_requires_grad(false);
+  options_.padding_idx = padding_idx;
+  register_parameter("weight", empty({num, dim}, options_.tensor));
+  reset_parameters();
+}
+
+void Embedding::reset_parameters() {
+  const Tensor& w = param("weight");
+  init::normal_(w);
+  if (padding_idx && !w.is_meta()) {
+    autograd::NoGradGuard no_grad;
+    make_view(w, {embedding_dim}, {w.stride(1)}, w.storage_offset() + *padding_idx * w.stride(0))
+        .fill_(0.0);
+  }
+}
+
+Tensor Embedding::forward(const Tensor& indices) {
+  FSDP_CHECK(!options_.scale_grad_by_freq, NotImplementedError,
+             "Embedding: scale_grad_by_freq=True is not supported");
+  const Tensor& w = param("weight");
+  if (options_.max_norm) renorm_rows(w, indices, *options_.max_norm, options_.norm_type);
+  return embedding(w, indices, padding_idx.value_or(-1));
+}
+
+std::string Embedding::extra_repr() const {
+  std::string s = fmt::format("{}, {}", num_embeddings, embedding_dim);
+  if (padding_idx) s += fmt::format(", padding_idx={}", *padding_idx);
+  if (options_.max_norm) s += ", max_norm=" + py_float(*options_.max_norm);
+  if (options_.norm_type != 2.0) s += ", norm_type=" + py_float(options_.norm_type);
+  if (options_.scale_grad_by_freq) s += ", scale_grad_by_freq=True";
+  if (options_.sparse) s += ", sparse=True";
+  return s;
+}
+
+ModulePtr Embedding::clone_structure() const {
+  EmbeddingOptions o = options_;
+  o.tensor = o.tensor.with_device(kMeta);
+  return std::make_shared<Embedding>(num_embeddings, embedding_dim, o);
+}
+
+}  // namespace fsdp::nn
