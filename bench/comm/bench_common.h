@@ -40,10 +40,12 @@ struct Result {
   double busbw() const { return algbw() * bus_factor(kind, ranks); }
 };
 
-// Times `op` (called `iters` times after 2 warm-ups) on every rank of pg; returns the slowest
-// rank's seconds per call. pg also carries the barriers and the max-reduction of the times.
+// Times `op` on every rank of pg: 2 warm-up calls, then kRounds rounds of `iters` calls; a round's
+// time is the slowest rank's mean, the result the best round (robust to a busy machine). pg also
+// carries the barriers and the max-reduction of the times.
+inline constexpr int kRounds = 3;
 double time_collective(ProcessGroup& pg, int iters, const std::function<void()>& op);
-// Single-core memcpy of `bytes` (the baseline: seconds per copy).
+// Single-core memcpy of `bytes` (the baseline: seconds per copy, best of kRounds rounds).
 double time_memcpy(std::size_t bytes);
 
 // Prints the table (each implementation beside ours and memcpy) and writes JSON when asked.
