@@ -176,3 +176,39 @@ BOOST_AUTO_TEST_CASE(meta_and_16bit) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#include "core/functional/vec_math.h"
+
+BOOST_AUTO_TEST_SUITE(vectorised_math)
+
+// The float approximations behind the fast kernels, swept against libm in double.
+BOOST_AUTO_TEST_CASE(accuracy_and_special_values) {
+  using namespace fsdp::functional;
+  double worst_exp = 0, worst_erf = 0, worst_tanh = 0;
+  for (int i = -20000; i <= 20000; ++i) {
+    const float x = static_cast<float>(i) * 0.0043f;  // [-86, 86]
+    const double e = std::exp(static_cast<double>(x));
+    worst_exp = std::max(worst_exp, std::abs(fast_exp(x) - e) / e);
+    const float xs = x / 16;  // [-5.4, 5.4]
+    worst_erf = std::max(worst_erf, std::abs(fast_erf(xs) - std::erf(double(xs))));
+    const double t = std::tanh(double(xs));
+    worst_tanh = std::max(worst_tanh, std::abs(fast_tanh(xs) - t) / std::max(std::abs(t), 1e-30));
+  }
+  BOOST_TEST(worst_exp < 2e-7);
+  BOOST_TEST(worst_erf < 5e-7);
+  BOOST_TEST(worst_tanh < 3e-7);
+  const float inf = std::numeric_limits<float>::infinity();
+  BOOST_TEST(fast_exp(-inf) == 0.0f);
+  BOOST_TEST(fast_exp(-100.0f) == 0.0f);
+  BOOST_TEST(fast_exp(inf) == inf);
+  BOOST_TEST(fast_exp(100.0f) == inf);
+  BOOST_TEST(std::isnan(fast_exp(std::nanf(""))));
+  BOOST_TEST(fast_erf(inf) == 1.0f);
+  BOOST_TEST(fast_erf(-inf) == -1.0f);
+  BOOST_TEST(fast_tanh(inf) == 1.0f);
+  BOOST_TEST(fast_tanh(-inf) == -1.0f);
+  BOOST_TEST(std::isnan(fast_tanh(std::nanf(""))));
+  BOOST_TEST(fast_tanh(1e-20f) == 1e-20f);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -89,3 +89,22 @@ BOOST_AUTO_TEST_CASE(empty_and_scalar_inputs) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(softmax_long_rows)
+
+// Rows longer than a reduction block (512): float32 must still agree with float64 to 1e-5.
+BOOST_AUTO_TEST_CASE(float32_matches_float64) {
+  for (auto [shape, dim] : {std::pair<Shape, std::int64_t>{{2, 3000}, 1},
+                            std::pair<Shape, std::int64_t>{{3, 1100, 3}, 1}}) {
+    Tensor x64 = det_values(shape, 4.0);
+    Tensor x32 = converted(x64, DType::Float32);
+    BOOST_TEST(close(softmax(x32, dim), softmax(x64, dim), 1e-5, 1e-9, "long softmax") == "");
+    BOOST_TEST(close(log_softmax(x32, dim), log_softmax(x64, dim), 1e-5, 1e-5, "long lsm") == "");
+    Tensor t =
+        from_vector(std::vector<std::int64_t>(static_cast<std::size_t>(shape[0]), 7), {shape[0]});
+    if (shape.size() == 2)
+      BOOST_TEST(std::abs(cross_entropy(x32, t).item() - cross_entropy(x64, t).item()) < 1e-5);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
