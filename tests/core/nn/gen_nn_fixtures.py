@@ -3,6 +3,7 @@
 PyTorch 1.13): tests/fixtures/nn_layers.json (state dicts, inputs, outputs and gradients),
 nn_structure.json (parameter/buffer names, shapes, reprs) and nn_optim.json (optimizer steps)."""
 import json
+import math
 import os
 
 import torch
@@ -18,6 +19,8 @@ def t2j(t):
     data = t.reshape(-1).tolist()
     if t.dtype == torch.bool:
         data = [1 if x else 0 for x in data]
+    elif t.is_floating_point():  # JSON has no infinities: the loader reads "inf" strings
+        data = [x if math.isfinite(x) else str(x) for x in data]
     return {"shape": list(t.shape), "dtype": DTYPES[t.dtype], "data": data}
 
 
@@ -48,6 +51,9 @@ def run_case(module, inputs, kwargs=None, dtype=torch.float32, train=False, seed
             ins.append(x)
         aliases.append(seen[id(orig)])
     case["aliases"] = aliases
+    flags = {k: v for k, v in kwargs.items() if isinstance(v, bool)}
+    if flags:
+        case["kw_flags"] = flags
     for k, v in kwargs.items():
         if isinstance(v, torch.Tensor):
             if v.is_floating_point():
