@@ -109,6 +109,15 @@ std::string ClassSet::str() const {
   return s + "}";
 }
 
+namespace {
+// This module as a ModulePtr: owning when it is held by a shared_ptr, else a non-owning alias
+// (a module on the stack can still be traversed).
+ModulePtr self_ptr(Module* m) {
+  if (auto p = m->weak_from_this().lock()) return p;
+  return ModulePtr(ModulePtr(), m);
+}
+}  // namespace
+
 // --- lifetime
 Module::Module(const ModuleClass& cls) : class_(&cls) {}
 
@@ -201,7 +210,7 @@ std::vector<std::pair<std::string, ModulePtr>> Module::named_modules(const std::
   std::unordered_set<const Module*> memo;
   // Explicit stack; children pushed in reverse so they pop in registration order, which gives
   // exactly the recursive pre-order (the memo is checked when a module is reached, as upstream).
-  std::vector<std::pair<std::string, ModulePtr>> stack{{prefix, shared_from_this()}};
+  std::vector<std::pair<std::string, ModulePtr>> stack{{prefix, self_ptr(this)}};
   while (!stack.empty()) {
     auto [name, m] = std::move(stack.back());
     stack.pop_back();
@@ -216,14 +225,42 @@ std::vector<std::pair<std::string, ModulePtr>> Module::named_modules(const std::
   return out;
 }
 
+void Module::visit_named_modules(
+    const std::function<void(const std::string&, const ModulePtr&)>& fn, const std::string& prefix,
+    bool remove_duplicate) {
+  struct Item {
+    ModulePtr module;
+    std::size_t parent_len;  // length of the parent's path in `path`
+    const std::string* segment;
+  };
+  std::unordered_set<const Module*> memo;
+  std::string path = prefix;
+  std::vector<Item> stack{{self_ptr(this), 0, nullptr}};
+  while (!stack.empty()) {
+    Item item = std::move(stack.back());
+    stack.pop_back();
+    if (remove_duplicate && !memo.insert(item.module.get()).second) continue;
+    if (item.segment) {  // everything handled since the push lies under the parent: its path is intact
+      path.resize(item.parent_len);
+      if (!path.empty()) path += '.';
+      path += *item.segment;
+    }
+    const std::size_t len = path.size();
+    const auto& slots = item.module->children_;
+    for (auto it = slots.rbegin(); it != slots.rend(); ++it)
+      if (it->second) stack.push_back({it->second, len, &it->first});
+    fn(path, item.module);
+  }
+}
+
 std::vector<ModulePtr> Module::modules() {
   std::vector<ModulePtr> out;
-  for (auto& [n, m] : named_modules()) out.push_back(m);
+  visit_named_modules([&](const std::string&, const ModulePtr& m) { out.push_back(m); });
   return out;
 }
 
 ModulePtr Module::get_submodule(const std::string& path) {
-  ModulePtr m = shared_from_this();
+  ModulePtr m = self_ptr(this);
   if (path.empty()) return m;
   std::size_t start = 0;
   std::string walked;
@@ -325,13 +362,20 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters(const std::
     visit(prefix, *this);
     return out;
   }
-  for (auto& [name, m] : named_modules(prefix, remove_duplicate)) visit(name, *m);
+  visit_named_modules([&](const std::string& name, const ModulePtr& m) { visit(name, *m); }, prefix,
+                      remove_duplicate);
   return out;
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) {
   std::vector<Tensor> out;
-  for (auto& [n, p] : named_parameters("", recurse)) out.push_back(p);
+  std::unordered_set<const TensorImpl*> memo;
+  auto visit = [&](const Module& m) {
+    for (const auto& [n, p] : m.params_)
+      if (p.defined() && memo.insert(p.impl()).second) out.push_back(p);
+  };
+  if (!recurse) visit(*this);
+  else for (auto& m : modules()) visit(*m);
   return out;
 }
 
@@ -351,7 +395,8 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers(const std::str
     visit(prefix, *this);
     return out;
   }
-  for (auto& [name, m] : named_modules(prefix, remove_duplicate)) visit(name, *m);
+  visit_named_modules([&](const std::string& name, const ModulePtr& m) { visit(name, *m); }, prefix,
+                      remove_duplicate);
   return out;
 }
 

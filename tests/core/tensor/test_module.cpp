@@ -62,6 +62,25 @@ BOOST_AUTO_TEST_CASE(named_modules_preorder_with_shared_modules) {
   BOOST_TEST(root->child_slots().size() == 3u);
 }
 
+BOOST_AUTO_TEST_CASE(visit_named_modules_matches_named_modules) {
+  auto root = std::make_shared<Chain>();
+  auto a = root->register_module("a", std::make_shared<Chain>());
+  auto shared = std::make_shared<Scale>(1.0);
+  a->register_module("x", shared);
+  a->register_module("y", std::make_shared<Chain>());
+  std::dynamic_pointer_cast<Chain>(a->child("y"))->register_module("z", std::make_shared<Scale>(2.0));
+  root->register_module("b", shared);
+  root->register_module("c", std::make_shared<Scale>(3.0));
+  for (bool dedup : {true, false}) {
+    std::vector<std::string> visited;
+    root->visit_named_modules([&](const std::string& n, const ModulePtr&) { visited.push_back(n); },
+                              "m", dedup);
+    std::vector<std::string> expected;
+    for (auto& [n, m] : root->named_modules("m", dedup)) expected.push_back(n);
+    BOOST_TEST(visited == expected);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(named_children_dedups_one_object_under_two_names) {
   auto root = std::make_shared<Chain>();
   auto m = std::make_shared<Scale>(1.0);
@@ -212,12 +231,16 @@ BOOST_AUTO_TEST_CASE(chain_of_100000_modules) {
     cur->register_module("0", next);
     cur = next.get();
   }
-  auto mods = root->named_modules();
-  BOOST_TEST(mods.size() == 100001u);
-  BOOST_TEST(mods.back().first.size() == 2u * 100000 - 1);
-  BOOST_TEST(root->named_parameters().size() == 100000u);
+  std::size_t count = 0, last_len = 0;
+  root->visit_named_modules([&](const std::string& name, const ModulePtr&) {
+    ++count;
+    last_len = name.size();
+  });
+  BOOST_TEST(count == 100001u);
+  BOOST_TEST(last_len == 2u * 100000 - 1);
+  BOOST_TEST(root->modules().size() == 100001u);
+  BOOST_TEST(root->parameters().size() == 100000u);
   BOOST_TEST(root->get_submodule("0.0.0")->child_slots().size() == 1u);
-  mods.clear();
   root.reset();  // iterative teardown
 }
 
