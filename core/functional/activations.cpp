@@ -155,7 +155,7 @@ Tensor sigmoid(const Tensor& a) {
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   if (approximate == "none")
     return activation(a, "gelu", "GeluBackward", false, GeluFwd{}, GeluBwd{});
-  FSDP_CHECK(approximate == "tanh", ValueError,
+  FSDP_CHECK(approximate == "tanh", RuntimeError,
              "gelu: approximate must be 'none' or 'tanh', got '{}'", approximate);
   return activation(a, "gelu", "GeluBackward", false, GeluTanhFwd{}, GeluTanhBwd{});
 }

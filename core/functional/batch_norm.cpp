@@ -138,7 +138,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   check_channel_tensor(running_var, l.c, "running_var", in_shape);
   check_channel_tensor(weight, l.c, "weight", in_shape);
   check_channel_tensor(bias, l.c, "bias", in_shape);
-  FSDP_CHECK(training || (running_mean.defined() && running_var.defined()), ValueError,
+  FSDP_CHECK(training || (running_mean.defined() && running_var.defined()), RuntimeError,
              "batch_norm: running_mean and running_var must be defined in evaluation mode "
              "(training=false)");
   if (training)

@@ -144,7 +144,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, std::int64_t ign
                      const std::string& reduction, double label_smoothing) {
   const char* op = "cross_entropy";
   const Reduction red = parse_reduction(reduction, op);
-  FSDP_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
+  FSDP_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, RuntimeError,
              "cross_entropy: label_smoothing must be between 0.0 and 1.0, got {}", label_smoothing);
   FSDP_CHECK(!is_floating(target.dtype()), NotImplementedError,
              "cross_entropy: class-probability targets (floating target of shape {}) are not "
