@@ -154,3 +154,48 @@ BOOST_AUTO_TEST_CASE(errors_and_meta) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(norm_16bit)
+
+// float16 input with float32 running stats and affine parameters (torch's mixed-precision
+// layout): computed in float32, output and input gradient in float16, parameter gradients and
+// running stats in float32.
+BOOST_AUTO_TEST_CASE(batch_norm_half_input_float_stats) {
+  Tensor x = det_values({4, 3, 2}, 1.5);
+  Tensor rm32 = zeros({3}), rv32 = ones({3});
+  Tensor ref =
+      batch_norm(converted(x, DType::Float32), rm32, rv32, Tensor(), Tensor(), true, 0.1, 1e-5);
+  Tensor xh = converted(x, DType::Float16);
+  xh.requires_grad_(true);
+  Tensor w = ones({3}), b = zeros({3});
+  w.requires_grad_(true);
+  Tensor rm = zeros({3}), rv = ones({3});
+  Tensor y = batch_norm(xh, rm, rv, w, b, true, 0.1, 1e-5);
+  BOOST_TEST(y.dtype() == DType::Float16);
+  BOOST_TEST(close(y, ref, 2e-3, 2e-3, "fp16 batch_norm") == "");
+  BOOST_TEST(close(rm, rm32, 1e-3, 1e-4, "running_mean") == "");
+  BOOST_TEST(close(rv, rv32, 1e-3, 1e-4, "running_var") == "");
+  y.backward(ones({4, 3, 2}, DType::Float16));
+  BOOST_TEST(xh.grad().dtype() == DType::Float16);
+  BOOST_TEST(w.grad().dtype() == DType::Float32);
+  for (double v : xh.grad().to_vector()) BOOST_TEST(std::abs(v) < 1e-2);  // d sum(xhat) / dx = 0
+}
+
+BOOST_AUTO_TEST_CASE(embedding_bfloat16_weight) {
+  Tensor w = converted(det_values({5, 2}), DType::BFloat16);
+  w.requires_grad_(true);
+  Tensor idx = from_vector(std::vector<std::int64_t>{4, 4, 0}, {3});
+  Tensor y = embedding(w, idx);
+  BOOST_TEST(y.dtype() == DType::BFloat16);
+  auto wv = w.detach().to_vector(), yv = y.to_vector();
+  BOOST_TEST(yv[0] == wv[8]);
+  BOOST_TEST(yv[5] == wv[1]);
+  y.backward(ones({3, 2}, DType::BFloat16));
+  BOOST_TEST(w.grad().dtype() == DType::BFloat16);
+  auto g = w.grad().to_vector();
+  BOOST_TEST(g[8] == 2.0);
+  BOOST_TEST(g[0] == 1.0);
+  BOOST_TEST(g[2] == 0.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
