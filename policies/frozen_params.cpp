@@ -32,21 +32,25 @@ std::string python_list_repr(const std::vector<std::string>& items) {
 void validate_frozen_params(const nn::ModulePtr& root, const traversal::ModuleSet& modules_to_wrap,
                             const traversal::ParamSet& ignored_params, bool use_orig_params) {
   traversal::ModuleSet visited;
-  for (const auto& [module_name, module] : traversal::post_order_named_modules(root)) {
+  traversal::PostOrderNamedModules post_order(root);
+  for (std::size_t u = 0; u < post_order.size(); ++u) {
+    const nn::ModulePtr& module = post_order.module(u);
     if (!modules_to_wrap.count(module.get())) continue;
-    auto param_to_fqn = traversal::managed_param_to_fqn(module, ignored_params, visited, module_name);
-    std::vector<std::string> frozen, nonfrozen;
+    traversal::ManagedParams managed(module, ignored_params, visited);
     std::int64_t frozen_numel = 0, nonfrozen_numel = 0;
-    for (const auto& [param, fqn] : param_to_fqn) {
-      if (param.requires_grad()) {
-        nonfrozen.push_back(fqn);
-        nonfrozen_numel += param.numel();
-      } else {
-        frozen.push_back(fqn);
-        frozen_numel += param.numel();
-      }
+    for (std::size_t i = 0; i < managed.size(); ++i)
+      (managed.param(i).requires_grad() ? nonfrozen_numel : frozen_numel) += managed.param(i).numel();
+    bool mixed = false, seen_frozen = false, seen_nonfrozen = false;
+    for (std::size_t i = 0; i < managed.size() && !mixed; ++i) {
+      (managed.param(i).requires_grad() ? seen_nonfrozen : seen_frozen) = true;
+      mixed = seen_frozen && seen_nonfrozen;
     }
-    if (frozen.empty() || nonfrozen.empty()) continue;
+    if (!mixed) continue;
+    // Names only for the message: materialising them for every unit would be O(depth) each.
+    const std::string module_name = post_order.name(u);
+    std::vector<std::string> frozen, nonfrozen;
+    for (std::size_t i = 0; i < managed.size(); ++i)
+      (managed.param(i).requires_grad() ? nonfrozen : frozen).push_back(managed.fqn(i, module_name));
     std::string msg = module_name + " has both parameters with requires_grad=True and False.";
     if (use_orig_params) {
       msg += fmt::format(

@@ -131,6 +131,12 @@ class AutoWrapPolicy {
  public:
   AutoWrapPolicy() = default;
   AutoWrapPolicy(CallablePolicy fn);                       // NOLINT: implicit
+  // Any callable with the policy signature (a lambda, a function).
+  template <typename F,
+            typename = std::enable_if_t<
+                std::is_invocable_r_v<bool, F&, nn::Module&, bool, std::int64_t> &&
+                !std::is_same_v<std::decay_t<F>, CallablePolicy>>>
+  AutoWrapPolicy(F fn) : AutoWrapPolicy(CallablePolicy(std::move(fn))) {}  // NOLINT: implicit
   AutoWrapPolicy(std::shared_ptr<const Policy> policy);    // NOLINT: implicit
   template <typename P, typename = std::enable_if_t<std::is_base_of_v<Policy, P>>>
   AutoWrapPolicy(std::shared_ptr<P> policy)                // NOLINT: implicit

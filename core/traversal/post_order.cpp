@@ -55,23 +55,46 @@ void post_order_apply(const nn::ModulePtr& root, const ApplyFn& fn) {
   }
 }
 
-std::vector<std::pair<std::string, nn::ModulePtr>> post_order_named_modules(
-    const nn::ModulePtr& root) {
+PostOrderNamedModules::PostOrderNamedModules(const nn::ModulePtr& root) {
   std::unordered_set<const nn::Module*> visited{root.get()};
-  std::vector<std::pair<std::string, nn::ModulePtr>> stack{{"", root}};
-  std::vector<std::pair<std::string, nn::ModulePtr>> reverse_order;
+  entries_.push_back({root, -1, nullptr});
+  std::vector<std::size_t> stack{0};
+  std::vector<std::size_t> reverse_order;
   while (!stack.empty()) {
-    auto [name, module] = std::move(stack.back());
+    std::size_t e = stack.back();
     stack.pop_back();
+    reverse_order.push_back(e);
+    nn::ModulePtr module = entries_[e].module;  // copy: entries_ may grow below
     // named_children() order; a repeat of one object under this parent is already in `visited`.
     for (const auto& [child_name, child] : module->child_slots()) {
       if (!child || !visited.insert(child.get()).second) continue;
-      stack.emplace_back(name.empty() ? child_name : name + "." + child_name, child);
+      stack.push_back(entries_.size());
+      entries_.push_back({child, static_cast<std::int64_t>(e), &child_name});
     }
-    reverse_order.emplace_back(std::move(name), std::move(module));
   }
-  return {std::make_move_iterator(reverse_order.rbegin()),
-          std::make_move_iterator(reverse_order.rend())};
+  order_.assign(reverse_order.rbegin(), reverse_order.rend());
+}
+
+std::string PostOrderNamedModules::name(std::size_t i) const {
+  std::vector<const std::string*> parts;
+  for (std::int64_t e = static_cast<std::int64_t>(order_[i]); entries_[e].parent != -1;
+       e = entries_[e].parent)
+    parts.push_back(entries_[e].segment);
+  std::string out;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (!out.empty()) out += '.';
+    out += **it;
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, nn::ModulePtr>> post_order_named_modules(
+    const nn::ModulePtr& root) {
+  PostOrderNamedModules named(root);
+  std::vector<std::pair<std::string, nn::ModulePtr>> out;
+  out.reserve(named.size());
+  for (std::size_t i = 0; i < named.size(); ++i) out.emplace_back(named.name(i), named.module(i));
+  return out;
 }
 
 }  // namespace fsdp::traversal

@@ -2,6 +2,7 @@
 // upstream's exact visiting order and naming.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -18,6 +19,25 @@ namespace fsdp::traversal {
 // for the root is an AssertionError (the root has no parent slot).
 using ApplyFn = std::function<nn::ModulePtr(const nn::ModulePtr&)>;
 void post_order_apply(const nn::ModulePtr& root, const ApplyFn& fn);
+
+// PyTorch's `_get_post_order_named_modules` with names kept as (parent, segment) links: O(n)
+// memory even for a chain 100 000 deep, where the materialised names alone would take O(n^2).
+class PostOrderNamedModules {
+ public:
+  explicit PostOrderNamedModules(const nn::ModulePtr& root);
+  std::size_t size() const { return order_.size(); }
+  const nn::ModulePtr& module(std::size_t i) const { return entries_[order_[i]].module; }
+  std::string name(std::size_t i) const;  // the i-th module's dotted name ("" for the root)
+
+ private:
+  struct Entry {
+    nn::ModulePtr module;
+    std::int64_t parent;          // entry index of the parent, -1 for the root
+    const std::string* segment;   // slot name in the parent (owned by the parent's slots)
+  };
+  std::vector<Entry> entries_;     // in push order
+  std::vector<std::size_t> order_; // post-order: entry indices
+};
 
 // PyTorch's `_get_post_order_named_modules`: a stack-based DFS whose visit order is reversed.
 // Names and visits are claimed when a module is pushed, so for a module shared by two parents

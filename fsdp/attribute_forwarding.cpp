@@ -1,0 +1,55 @@
+#include "fsdp/attribute_forwarding.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "fsdp/fully_sharded_data_parallel.h"
+
+namespace fsdp {
+
+namespace {
+// The module indexing and attribute lookups act on: FSDP wrappers forward to what they wrap.
+nn::ModulePtr unwrap(nn::ModulePtr m) {
+  while (auto unit = std::dynamic_pointer_cast<FullyShardedDataParallel>(m)) m = unit->module();
+  return m;
+}
+}  // namespace
+
+nn::ModulePtr getattr(const nn::ModulePtr& module, const std::string& name) {
+  nn::ModulePtr m = module;
+  while (true) {
+    if (m->has_child(name) && m->child(name)) return m->child(name);
+    auto unit = std::dynamic_pointer_cast<FullyShardedDataParallel>(m);
+    if (!unit) break;
+    m = unit->module();
+  }
+  throw KeyError(fmt::format("'{}' object has no attribute '{}'", module->type_name(), name));
+}
+
+nn::ModulePtr getitem(const nn::ModulePtr& module, std::int64_t index) {
+  nn::ModulePtr m = unwrap(module);
+  std::vector<nn::ModulePtr> items;
+  for (const auto& [name, child] : m->child_slots())
+    if (child) items.push_back(child);
+  const auto n = static_cast<std::int64_t>(items.size());
+  const std::int64_t i = index < 0 ? index + n : index;
+  FSDP_CHECK(i >= 0 && i < n, IndexError, "index {} is out of range for {} of {} modules", index,
+             m->type_name(), n);
+  return items[static_cast<std::size_t>(i)];
+}
+
+std::string clean_tensor_name(const std::string& name) {
+  std::string out = name;
+  for (const std::string seg : {"_fsdp_wrapped_module.", "_checkpoint_wrapped_module."}) {
+    for (std::size_t pos; (pos = out.find(seg)) != std::string::npos;) out.erase(pos, seg.size());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> clean_named_parameters(nn::Module& module) {
+  auto out = module.named_parameters();
+  for (auto& [name, p] : out) name = clean_tensor_name(name);
+  return out;
+}
+
+}  // namespace fsdp

@@ -1,0 +1,177 @@
+#include "fsdp/fully_sharded_data_parallel.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/traversal/wrapper_marker.h"
+#include "core/warnings.h"
+#include "policies/auto_wrap.h"
+#include "policies/ignored.h"
+
+namespace fsdp {
+
+policies::OpaqueHandle process_group_handle(std::shared_ptr<comm::ProcessGroup> group) {
+  std::string label = group ? "<ProcessGroup " + group->where() + ">" : "None";
+  return policies::OpaqueHandle::of(std::move(group), std::move(label));
+}
+
+policies::OpaqueHandle process_group_handle(comm::HybridGroups groups) {
+  std::string label = fmt::format("(<ProcessGroup {}>, <ProcessGroup {}>)",
+                                  groups.shard ? groups.shard->where() : "None",
+                                  groups.replicate ? groups.replicate->where() : "None");
+  return policies::OpaqueHandle::of(std::make_shared<comm::HybridGroups>(std::move(groups)),
+                                    std::move(label));
+}
+
+namespace {
+constexpr const char* kClassName = "FullyShardedDataParallel";
+
+// Resolves the process group option to the group this unit shards over.
+std::shared_ptr<comm::ProcessGroup> resolve_group(const WrapperOptions& options,
+                                                  ShardingStrategy strategy) {
+  if (!options.process_group.has_value())
+    throw ValueError(
+        "Default process group has not been initialized, please make sure to call "
+        "init_process_group. (Pass the group as WrapperOptions::process_group, e.g. "
+        "process_group_handle(group).)");
+  const auto& handle = *options.process_group;
+  if (auto hybrid = handle.get<comm::HybridGroups>()) {
+    FSDP_CHECK(hybrid->shard != nullptr, ValueError, "hybrid sharding: the shard group is None");
+    return hybrid->shard;
+  }
+  auto group = handle.get<comm::ProcessGroup>();
+  FSDP_CHECK(group != nullptr, TypeError,
+             "process_group should hold a comm::ProcessGroup or comm::HybridGroups, got {}",
+             handle.label());
+  if (policies::is_hybrid(strategy))
+    throw NotImplementedError(fmt::format(
+        "{} with a single process group: building the intra-/inter-node groups needs "
+        "communication and comes with the FSDP runtime; pass process_group_handle("
+        "comm::split_hybrid(world, shard_size))",
+        policies::to_string(strategy)));
+  return group;
+}
+
+bool is_container(const nn::Module& m) { return m.isinstance("ModuleList") || m.isinstance("ModuleDict"); }
+}  // namespace
+
+FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, WrapperOptions options)
+    : nn::Module(static_class()) {
+  FSDP_CHECK(module != nullptr, TypeError, "FullyShardedDataParallel: module must not be None");
+  if (is_container(*module))
+    warn("FSDP will not all-gather parameters for containers that do not implement forward: " +
+         module->repr());
+
+  // Ignored modules (closed under descendants, plus nested units' own) and parameters.
+  FSDP_CHECK(!(options.ignored_modules.has_value() && options.ignored_states.has_value()),
+             ValueError,
+             "Cannot pass both `ignored_modules` and `ignored_states` at the same time. Please "
+             "just pass `ignored_states`.");
+  ignored_modules_ = policies::close_ignored_modules(
+      module, options.ignored_modules.value_or(std::vector<nn::ModulePtr>{}));
+  std::vector<std::shared_ptr<FullyShardedDataParallel>> nested;
+  for (const auto& sub : module->modules())
+    if (auto unit = std::dynamic_pointer_cast<FullyShardedDataParallel>(sub)) nested.push_back(unit);
+  for (const auto& unit : nested) ignored_modules_.insert(unit->ignored_modules_.begin(),
+                                                          unit->ignored_modules_.end());
+  ignored_params_ = policies::ignored_params_of(module, ignored_modules_);
+  for (const auto& p : options.ignored_states.value_or(std::vector<Tensor>{}))
+    ignored_params_.insert(p.impl());
+  for (const auto& unit : nested) ignored_params_.insert(unit->ignored_params_.begin(),
+                                                         unit->ignored_params_.end());
+
+  // Process group.
+  const auto requested = options.sharding_strategy;  // absent or None means FULL_SHARD
+  process_group_ = resolve_group(options, requested.value_or(ShardingStrategy::FULL_SHARD));
+  process_group_option_ = *options.process_group;
+  rank_ = process_group_->rank();
+  world_size_ = process_group_->size();
+
+  // Auto-wrap the submodules; each child unit gets the root's options.
+  if (options.auto_wrap_policy.has_value()) {
+    WrapperOptions root;
+    root.process_group = process_group_option_;
+    root.sharding_strategy = requested.has_value() ? requested
+                                                   : policies::Setting<ShardingStrategy>::none();
+    root.cpu_offload = options.cpu_offload.is_set() ? options.cpu_offload
+                                                    : policies::Setting<CPUOffload>::none();
+    root.backward_prefetch = options.backward_prefetch.is_set()
+                                 ? options.backward_prefetch
+                                 : policies::Setting<BackwardPrefetch>(BackwardPrefetch::BACKWARD_PRE);
+    root.mixed_precision = options.mixed_precision.is_set()
+                               ? options.mixed_precision
+                               : policies::Setting<MixedPrecision>::none();
+    root.device_id = options.device_id.is_set() ? options.device_id
+                                                : policies::Setting<Device>::none();
+    root.sync_module_states = options.sync_module_states.value_or(false);
+    root.forward_prefetch = options.forward_prefetch.value_or(false);
+    root.limit_all_gathers = options.limit_all_gathers.value_or(true);
+    root.use_orig_params = options.use_orig_params.value_or(false);
+    std::vector<Tensor> ignored_states;
+    for (const auto& [name, p] : module->named_parameters())
+      if (ignored_params_.count(p.impl())) ignored_states.push_back(p);
+    root.ignored_states = std::move(ignored_states);
+    policies::auto_wrap(module, *options.auto_wrap_policy, ignored_modules_, ignored_params_,
+                        std::move(root), wrapper_fn(), std::string(kClassName));
+  }
+
+  // Core state: a group of one rank has nothing to shard.
+  if (world_size_ == 1) {
+    if (!(requested.has_value() && *requested == ShardingStrategy::NO_SHARD))
+      warn("FSDP is switching to use `NO_SHARD` instead of " +
+           policies::to_string(requested.value_or(ShardingStrategy::FULL_SHARD)) +
+           " since the world size is 1.");
+    sharding_strategy_ = ShardingStrategy::NO_SHARD;
+  } else {
+    sharding_strategy_ = requested.value_or(ShardingStrategy::FULL_SHARD);
+    if (sharding_strategy_ == ShardingStrategy::NO_SHARD)
+      warn("The `NO_SHARD` sharding strategy is deprecated. If having issues, please use "
+           "`DistributedDataParallel` instead.",
+           "FutureWarning");
+  }
+  mixed_precision_ = options.mixed_precision.value_or(MixedPrecision{});
+  cpu_offload_ = options.cpu_offload.value_or(CPUOffload{});
+  backward_prefetch_ = options.backward_prefetch.is_none()
+                           ? std::nullopt
+                           : std::optional<BackwardPrefetch>(options.backward_prefetch.value_or(
+                                 BackwardPrefetch::BACKWARD_PRE));
+  forward_prefetch_ = options.forward_prefetch.value_or(false);
+  limit_all_gathers_ = options.limit_all_gathers.value_or(true);
+  use_orig_params_ = options.use_orig_params.value_or(false);
+  sync_module_states_ = options.sync_module_states.value_or(false);
+  if (options.device_id.has_value()) device_id_ = *options.device_id;
+
+  if (sync_module_states_) {
+    auto on_cpu = [](const Tensor& t) { return t.defined() && t.device() == kCPU; };
+    bool any_cpu = false;
+    for (const auto& p : module->parameters()) any_cpu = any_cpu || on_cpu(p);
+    for (const auto& b : module->buffers()) any_cpu = any_cpu || on_cpu(b);
+    FSDP_CHECK(!any_cpu, ValueError,
+               "The module has CPU parameters or buffers when `sync_module_states=True`, which "
+               "requires them to be on GPU. Please specify the `device_id` argument or move the "
+               "module to GPU before passing it to FSDP.");
+    throw NotImplementedError(
+        "sync_module_states=True broadcasts the module states from rank 0; that comes with the "
+        "FSDP runtime");
+  }
+
+  register_module(kWrappedModuleName, std::move(module));
+  traversal::mark_as_wrapper(*this, kClassName);
+}
+
+std::shared_ptr<FullyShardedDataParallel> FullyShardedDataParallel::make(nn::ModulePtr module,
+                                                                         WrapperOptions options) {
+  return std::make_shared<FullyShardedDataParallel>(std::move(module), std::move(options));
+}
+
+policies::WrapperFn FullyShardedDataParallel::wrapper_fn() {
+  return [](nn::ModulePtr module, const WrapperOptions& options) -> nn::ModulePtr {
+    return make(std::move(module), options);
+  };
+}
+
+nn::Value FullyShardedDataParallel::forward(const nn::Args& args) {
+  return (*module())(args);
+}
+
+}  // namespace fsdp
