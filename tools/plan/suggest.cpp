@@ -29,8 +29,9 @@ static std::string lower(std::string s) {
 std::vector<std::string> close_matches(const std::string& word,
                                        const std::vector<std::string>& candidates,
                                        std::size_t limit) {
-  // A third of the word's length tolerates one typo in short names and a few in long ones.
-  const std::size_t max_dist = std::clamp<std::size_t>(word.size() / 3, 1, 3);
+  // Two fifths of the word's length tolerates one typo in short names and a dropped part
+  // ("min_params" for "min_num_params") in long ones.
+  const std::size_t max_dist = std::clamp<std::size_t>(word.size() * 2 / 5, 1, 4);
   const std::string lw = lower(word);
   std::vector<std::pair<std::size_t, std::string>> scored;
   std::set<std::string> seen;

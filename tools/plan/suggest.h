@@ -10,7 +10,7 @@ namespace fsdp::plan {
 // Levenshtein distance (insert, delete, substitute; case-sensitive).
 std::size_t edit_distance(const std::string& a, const std::string& b);
 
-// Candidates within a distance proportional to the word's length (at least 1, at most 3; a
+// Candidates within a distance proportional to the word's length (at least 1, at most 4; a
 // case-insensitive equal name always qualifies), closest first, at most `limit`.
 std::vector<std::string> close_matches(const std::string& word,
                                        const std::vector<std::string>& candidates,
