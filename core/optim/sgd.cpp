@@ -1,0 +1,93 @@
+#include "core/optim/sgd.h"
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/kernel_utils.h"
+
+namespace fsdp::optim {
+
+void SGDOptions::validate() const {
+  FSDP_CHECK(lr >= 0.0, ValueError, "Invalid learning rate: {}", lr);
+  FSDP_CHECK(momentum >= 0.0, ValueError, "Invalid momentum value: {}", momentum);
+  FSDP_CHECK(weight_decay >= 0.0, ValueError, "Invalid weight_decay value: {}", weight_decay);
+  FSDP_CHECK(!nesterov || (momentum > 0.0 && dampening == 0.0), ValueError,
+             "Nesterov momentum requires a momentum and zero dampening");
+}
+
+std::map<std::string, double> SGDOptions::to_map() const {
+  return {{"lr", lr},
+          {"momentum", momentum},
+          {"dampening", dampening},
+          {"weight_decay", weight_decay},
+          {"nesterov", nesterov ? 1.0 : 0.0},
+          {"maximize", maximize ? 1.0 : 0.0}};
+}
+
+SGDOptions SGDOptions::from_map(const std::map<std::string, double>& m) {
+  SGDOptions o{option_value(m, "lr"),           option_value(m, "momentum"),
+               option_value(m, "dampening"),    option_value(m, "weight_decay"),
+               option_value(m, "nesterov") != 0, option_value(m, "maximize") != 0};
+  o.validate();
+  return o;
+}
+
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& options) {
+  add_param_group(std::move(params), options);
+}
+
+SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) {
+  FSDP_CHECK(!groups.empty(), ValueError, "optimizer got an empty parameter list");
+  add_groups(std::move(groups));
+}
+
+namespace {
+// The update of one parameter, in its own dtype, in torch's order of operations:
+// d = ±g + wd*p; buf = d (first step) or mom*buf + (1-damp)*d; d = d + mom*buf (nesterov) or
+// buf; p = p - lr*d.
+template <typename T>
+void sgd_update(T* p, const T* g, T* buf, bool first, std::int64_t n, const SGDOptions& o) {
+  const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
+  const T keep = static_cast<T>(1.0 - o.dampening), neg_lr = static_cast<T>(-o.lr);
+  const bool decay = o.weight_decay != 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    T d = o.maximize ? -g[i] : g[i];
+    if (decay) d = d + wd * p[i];
+    if (buf) {
+      buf[i] = first ? d : buf[i] * mom + keep * d;
+      d = o.nesterov ? d + mom * buf[i] : buf[i];
+    }
+    p[i] = p[i] + neg_lr * d;
+  }
+}
+}  // namespace
+
+void SGD::step() {
+  autograd::NoGradGuard no_grad;
+  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+    const SGDOptions& o = options_[gi];
+    Group& g = groups_[gi];
+    for (std::size_t i = 0; i < g.params.size(); ++i) {
+      const Tensor& p = g.params[i];
+      Tensor grad = p.grad();
+      if (!grad.defined() || p.is_meta()) continue;
+      check_step_inputs("SGD.step", p, grad);
+      grad = grad.contiguous();
+      ParamState& s = g.state[i];
+      Tensor buf;
+      bool first = false;
+      if (o.momentum != 0.0) {
+        auto it = s.tensors.find("momentum_buffer");
+        first = it == s.tensors.end();
+        if (first) it = s.tensors.emplace("momentum_buffer", empty_like(p)).first;
+        buf = it->second;
+      }
+      dispatch_float(p.dtype(), "SGD.step", [&]<typename T>() {
+        sgd_update<T>(p.data<T>(), grad.data<T>(), buf.defined() ? buf.data<T>() : nullptr, first,
+                      p.numel(), o);
+      });
+      p.storage()->bump_version();
+    }
+  }
+}
+
+}  // namespace fsdp::optim
