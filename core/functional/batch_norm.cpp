@@ -114,11 +114,6 @@ void check_channel_tensor(const Tensor& t, std::int64_t c, const char* what, con
   functional::check_floating(t, "batch_norm", what);
 }
 
-template <typename T>
-const T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 }  // namespace
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
@@ -178,8 +173,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
   Tensor y = empty(in_shape, TensorOptions(cd));
   dispatch_float(cd, op, [&]<typename T>() {
-    normalize<T>(x.data<T>(), y.data<T>(), mean_t.data<T>(), invstd_t.data<T>(), ptr_or_null<T>(w),
-                 ptr_or_null<T>(b), l);
+    normalize<T>(x.data<T>(), y.data<T>(), mean_t.data<T>(), invstd_t.data<T>(),
+                 functional::ptr_or_null<T>(w), functional::ptr_or_null<T>(b), l);
   });
   Tensor out = functional::to_result_dtype(y, out_dtype);
 
@@ -201,8 +196,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
         std::vector<double> dw(cs), db(cs);
         dispatch_float(cd, "batch_norm", [&]<typename T>() {
           batch_norm_backward<T>(xs.data<T>(), g.data<T>(), saved[2].data<T>(), saved[3].data<T>(),
-                                 ptr_or_null<T>(ws), dx.data<T>(), dw.data(), db.data(), l,
-                                 training);
+                                 functional::ptr_or_null<T>(ws), dx.data<T>(), dw.data(), db.data(),
+                                 l, training);
         });
         result[0] = functional::to_result_dtype(dx, out_dtype);
         if (has_w) result[1] = from_vector(dw, w_shape, TensorOptions(w_dtype));

@@ -88,4 +88,10 @@ inline Tensor grad_or_zeros(const Tensor& g, const Shape& shape, DType d) {
   return g.defined() ? contiguous_as(g, d) : zeros(shape, TensorOptions(d));
 }
 
+// Data pointer of an optional tensor (weight, bias): null when undefined.
+template <typename T>
+const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
 }  // namespace fsdp::functional

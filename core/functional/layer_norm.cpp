@@ -74,11 +74,6 @@ void layer_norm_backward(const T* x, const T* w, const T* mean, const T* rstd, c
   }
 }
 
-template <typename T>
-const T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 Tensor from_doubles(const std::vector<double>& v, const Shape& shape, DType d) {
   return from_vector(v, shape, TensorOptions(d));
 }
@@ -124,8 +119,8 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   Tensor mean = empty({m}, TensorOptions(cd));
   Tensor rstd = empty({m}, TensorOptions(cd));
   dispatch_float(cd, op, [&]<typename T>() {
-    layer_norm_forward<T>(x.data<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b), y.data<T>(),
-                          mean.data<T>(), rstd.data<T>(), m, n, eps);
+    layer_norm_forward<T>(x.data<T>(), functional::ptr_or_null<T>(w), functional::ptr_or_null<T>(b),
+                          y.data<T>(), mean.data<T>(), rstd.data<T>(), m, n, eps);
   });
   Tensor out = functional::to_result_dtype(y, out_dtype);
 
@@ -144,7 +139,7 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
         std::vector<double> dw(has_w ? static_cast<std::size_t>(n) : 0);
         std::vector<double> db(has_b ? static_cast<std::size_t>(n) : 0);
         dispatch_float(cd, "layer_norm", [&]<typename T>() {
-          layer_norm_backward<T>(xs.data<T>(), ptr_or_null<T>(ws), saved[2].data<T>(),
+          layer_norm_backward<T>(xs.data<T>(), functional::ptr_or_null<T>(ws), saved[2].data<T>(),
                                  saved[3].data<T>(), g.data<T>(), dx.data<T>(),
                                  has_w ? dw.data() : nullptr, has_b ? db.data() : nullptr, m, n);
         });
