@@ -18,6 +18,9 @@ void map1(const Tensor& out, const Tensor& a, F&& f) {
     const TI* ap = pa + off[1];
     if (in[0] == 1 && in[1] == 1) {
       for (std::int64_t i = 0; i < n; ++i) op[i] = store<TO>(f(load(ap[i])));
+    } else if (in[0] == 1 && in[1] == 0) {  // broadcast value (expand, sum's backward)
+      const TO v = store<TO>(f(load(ap[0])));
+      for (std::int64_t i = 0; i < n; ++i) op[i] = v;
     } else {
       for (std::int64_t i = 0; i < n; ++i) op[i * in[0]] = store<TO>(f(load(ap[i * in[1]])));
     }

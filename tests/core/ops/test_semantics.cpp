@@ -181,6 +181,36 @@ BOOST_AUTO_TEST_CASE(float32_exp_is_accurate_everywhere) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(sixteen_bit_backward_matches_float32) {
+  manual_seed(3);
+  Tensor x32 = randn({4, 6}), w32 = randn({5, 6}), b32 = randn({5});
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    BOOST_TEST_CONTEXT(dtype_name(dt)) {
+      // Reference: float32 on the same (rounded) values.
+      Tensor xr = to_dtype(to_dtype(x32, dt), DType::Float32).requires_grad_();
+      Tensor wr = to_dtype(to_dtype(w32, dt), DType::Float32).requires_grad_();
+      Tensor br = to_dtype(to_dtype(b32, dt), DType::Float32).requires_grad_();
+      Tensor x = to_dtype(x32, dt).requires_grad_(), w = to_dtype(w32, dt).requires_grad_();
+      Tensor b = to_dtype(b32, dt).requires_grad_();
+      auto f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+        Tensor h = linear(x, w, b);
+        return mean(mul(exp(mul(h, 0.1)), sum(mul(h, h), {-1}, true)));
+      };
+      Tensor y = f(x, w, b), yr = f(xr, wr, br);
+      BOOST_TEST(y.dtype() == dt);
+      y.backward();
+      yr.backward();
+      const double tol = dt == DType::Float16 ? 1e-2 : 4e-2;
+      BOOST_TEST(close(to_dtype(y, DType::Float32), yr, tol, tol, "loss") == "");
+      for (auto [g, gr] : {std::pair{x.grad(), xr.grad()}, {w.grad(), wr.grad()},
+                           {b.grad(), br.grad()}}) {
+        BOOST_TEST(g.dtype() == dt);
+        BOOST_TEST(close(to_dtype(g, DType::Float32), gr, tol, tol, "grad") == "");
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(to_dtype_is_differentiable) {
   Tensor x = from_vector({1, 2, 3}, {3}).requires_grad_();
   Tensor y = to_dtype(x, DType::Float64);
