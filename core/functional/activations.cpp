@@ -141,6 +141,24 @@ struct GeluTanhBwd {  // saved: input
 }  // namespace
 
 Tensor relu(const Tensor& a) {
+  const DType d = a.dtype();
+  if (d == DType::Int64 || d == DType::Int32 || d == DType::UInt8) {
+    // torch.relu also takes integer tensors (not differentiable): max(x, 0) in the same dtype.
+    if (functional::any_meta({&a}, "relu")) return functional::meta_empty(a.shape(), d);
+    Tensor x = functional::contiguous_as(a, d);
+    Tensor y = empty(a.shape(), TensorOptions(d));
+    const std::int64_t n = x.numel();
+    auto clamp = [&]<typename I>() {
+      unary_loop(x.data<I>(), y.data<I>(), n, [](I v) { return v > I(0) ? v : I(0); });
+    };
+    if (d == DType::Int64)
+      clamp.template operator()<std::int64_t>();
+    else if (d == DType::Int32)
+      clamp.template operator()<std::int32_t>();
+    else
+      clamp.template operator()<std::uint8_t>();
+    return y;
+  }
   return activation(a, "relu", "ReluBackward", true, ReluFwd{}, ReluBwd{});
 }
 

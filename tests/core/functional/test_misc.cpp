@@ -33,6 +33,16 @@ BOOST_AUTO_TEST_CASE(finite_differences) {
   gradcheck("sigmoid", {{"x", x}}, {"x"}, [](const Inputs& i) { return sigmoid(i.at("x")); });
 }
 
+BOOST_AUTO_TEST_CASE(relu_on_integers) {
+  Tensor x = from_vector(std::vector<std::int64_t>{-3, 0, 5, -1}, {2, 2});
+  Tensor y = relu(x);
+  BOOST_TEST(y.dtype() == DType::Int64);
+  BOOST_TEST(y.to_int_vector() == (std::vector<std::int64_t>{0, 0, 5, 0}));
+  Tensor y32 = relu(from_vector(std::vector<std::int64_t>{-7, 7}, {2}, DType::Int32));
+  BOOST_TEST(y32.dtype() == DType::Int32);
+  BOOST_TEST(y32.to_int_vector() == (std::vector<std::int64_t>{0, 7}));
+}
+
 BOOST_AUTO_TEST_CASE(errors_meta_16bit) {
   check_throws<RuntimeError>([] { gelu(zeros({2}), "fast"); }, {"gelu", "'fast'"});
   Tensor m = empty({2, 9}, TensorOptions(DType::Float16, kMeta));
