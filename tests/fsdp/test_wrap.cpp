@@ -1,0 +1,545 @@
+// A port of upstream's test/distributed/fsdp/test_wrap.py. Tests that need GPUs or a real
+// multi-rank group upstream run here on FakeProcessGroup (DummyProcessGroup): their wrapping
+// assertions need no communication. Their training parts (SGD steps, forward/backward of the
+// wrapped model) come back with the FSDP runtime issue.
+#define BOOST_TEST_MODULE fsdp_wrap
+#include <boost/test/unit_test.hpp>
+
+#include "comm/fake/fake_process_group.h"
+#include "core/error.h"
+#include "core/warnings.h"
+#include "fsdp/attribute_forwarding.h"
+#include "fsdp/fully_sharded_data_parallel.h"
+#include "policies/always_wrap.h"
+#include "policies/custom_policy.h"
+#include "policies/enable_wrap.h"
+#include "policies/module_cls_individually.h"
+#include "policies/module_wrap_policy.h"
+#include "policies/or_policy.h"
+#include "policies/size_based.h"
+#include "policies/transformer_policy.h"
+#include "tests/policies/wrap_models.h"
+
+using namespace fsdp;
+using namespace fsdp::policies;
+using nn::ModulePtr;
+
+namespace {
+
+std::shared_ptr<comm::ProcessGroup> fake_group(int rank, int size) {
+  return std::make_shared<comm::FakeProcessGroup>(rank, size);
+}
+
+bool is_fsdp(const ModulePtr& m) { return std::dynamic_pointer_cast<FSDP>(m) != nullptr; }
+std::shared_ptr<FSDP> as_fsdp(const ModulePtr& m) { return std::dynamic_pointer_cast<FSDP>(m); }
+bool is_linear(const ModulePtr& m) { return m && m->type_name() == "Linear"; }
+
+WrapperOptions fsdp_options(std::shared_ptr<comm::ProcessGroup> pg, AutoWrapPolicy policy = {}) {
+  WrapperOptions o;
+  o.process_group = process_group_handle(std::move(pg));
+  if (!policy.empty()) o.auto_wrap_policy = std::move(policy);
+  return o;
+}
+
+// The FSDP constructor's attribute path `model.module[i]` etc.
+ModulePtr at(const ModulePtr& m, std::int64_t i) { return getitem(m, i); }
+
+// TestFSDPWrap.NestedSequentialModel.verify_model_all_wrapped / verify_model.
+void verify_model_all_wrapped(const ModulePtr& model) {
+  BOOST_TEST(is_fsdp(model));
+  auto inner = as_fsdp(model)->module();
+  BOOST_TEST(is_fsdp(at(inner, 0)));
+  BOOST_TEST(is_fsdp(at(inner, 1)));
+  BOOST_TEST(is_fsdp(at(inner, 2)));
+  BOOST_TEST(is_fsdp(at(at(inner, 2), 0)));
+  BOOST_TEST(is_fsdp(at(at(inner, 2), 1)));
+}
+
+void verify_model(const ModulePtr& model) {
+  BOOST_TEST(is_fsdp(model));
+  auto inner = as_fsdp(model)->module();
+  BOOST_TEST(is_linear(at(inner, 0)));
+  BOOST_TEST(is_linear(at(inner, 1)));
+  BOOST_TEST(is_fsdp(at(inner, 2)));
+  BOOST_TEST(is_linear(at(at(inner, 2), 0)));
+  BOOST_TEST(is_linear(at(at(inner, 2), 1)));
+}
+
+class Plain : public nn::Module {
+ public:
+  FSDP_MODULE_CLASS(Plain, nn::Module)
+  Plain() : nn::Module(static_class()) {}
+};
+
+std::shared_ptr<nn::Linear> linear(std::int64_t in, std::int64_t out, bool bias = true) {
+  return std::make_shared<nn::Linear>(in, out, bias);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(TestFSDPWrap)
+
+BOOST_AUTO_TEST_CASE(test_error_already_wrapped) {
+  auto pg = fake_group(0, 2);
+  for (bool nested : {true, false}) {
+    // _get_already_wrapped_fsdp: lin1 = FSDP(Linear) or Sequential(Linear, FSDP(Linear)).
+    auto model = std::make_shared<Plain>();
+    if (nested) {
+      model->register_module(
+          "lin1", std::make_shared<nn::Sequential>(std::vector<ModulePtr>{
+                      linear(1, 1, false), FSDP::make(linear(1, 1, false), fsdp_options(pg))}));
+    } else {
+      model->register_module("lin1", FSDP::make(linear(1, 1, false), fsdp_options(pg)));
+    }
+    model->register_module("lin2", FSDP::make(linear(1, 1, false), fsdp_options(pg)));
+    model->register_module("lin3", FSDP::make(linear(1, 1, false), fsdp_options(pg)));
+    const std::string wrapped_name = nested ? "lin1.1" : "lin1";
+    try {
+      FSDP::make(model, fsdp_options(pg, size_based_auto_wrap_policy()));
+      BOOST_FAIL("expected ValueError");
+    } catch (const ValueError& e) {
+      BOOST_TEST(std::string(e.what()).rfind(
+                     "FSDP auto wrapping requires modules to not already have FSDP applied but "
+                     "found " + wrapped_name + " in\nPlain(",
+                     0) == 0);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(test_wrap_batchnorm_individually) {
+  auto pg = fake_group(0, 2);
+  for (bool use_or_policy : {true, false}) {
+    CallablePolicy never_wrap = [](nn::Module&, bool, std::int64_t) { return false; };
+    CallablePolicy wrap_bn = wrap_module_cls_individually(nn::ClassSet{"_BatchNorm"});
+    CallablePolicy policy = use_or_policy ? or_policy({never_wrap, wrap_bn}) : wrap_bn;
+    auto model = std::make_shared<testing::BatchNormNet>();
+    auto fsdp = FSDP::make(model, fsdp_options(pg, policy));
+    for (const char* name : {"bn1", "bn2", "bn3", "sync_bn"}) BOOST_TEST(is_fsdp(getattr(fsdp, name)));
+    BOOST_TEST(!is_fsdp(getattr(fsdp, "lin")));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(test_bn_always_wrapped_individually) {
+  auto pg = fake_group(0, 2);
+  CallablePolicy wrap_bn_container = [](nn::Module& m, bool recurse, std::int64_t) {
+    return recurse || m.isinstance("BatchNormNet");
+  };
+  CallablePolicy wrap_batchnorm_individually =
+      wrap_module_cls_individually(nn::ClassSet{"_BatchNorm"});
+  for (bool use_or_policy : {true, false}) {
+    CallablePolicy policy = use_or_policy
+                                ? or_policy({wrap_bn_container, wrap_batchnorm_individually})
+                                : wrap_bn_container;
+    auto model = std::make_shared<Plain>();
+    model->register_module("bn_container", std::make_shared<testing::BatchNormNet>());
+    auto fsdp = FSDP::make(model, fsdp_options(pg, policy));
+    // With the OR policy: FSDP(FSDP(BatchNormNet(FSDP(BN)))).
+    auto container = getattr(fsdp, "bn_container");
+    for (const char* name : {"bn1", "bn2", "bn3", "sync_bn"})
+      BOOST_TEST(is_fsdp(getattr(container, name)) == use_or_policy);
+    BOOST_TEST(is_fsdp(container));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(test_main_wrap_api) {
+  auto pg = fake_group(0, 2);
+  for (bool offload : {false, true})
+    for (BackwardPrefetch prefetch : {BackwardPrefetch::BACKWARD_POST, BackwardPrefetch::BACKWARD_PRE})
+      for (bool forward_prefetch : {false, true}) {
+        auto model = std::make_shared<Plain>();
+        model->register_module("lin1", linear(1, 1, false));
+        model->register_module("lin2", linear(1, 1, false));
+        model->register_module("lin3", linear(1, 1, false));
+        auto nested = std::make_shared<Plain>();
+        nested->register_module("nested_lin", linear(1, 1, false));
+        model->register_module("lin4", nested);
+        WrapperOptions o = fsdp_options(pg, size_based_auto_wrap_policy(0));
+        o.cpu_offload = CPUOffload{offload};
+        o.backward_prefetch = prefetch;
+        o.forward_prefetch = forward_prefetch;
+        auto wrapped = FSDP::make(model, o);
+        auto inner = wrapped->module();
+        std::vector<ModulePtr> in_graph_order{
+            inner->child("lin1"), inner->child("lin2"), inner->child("lin3"),
+            as_fsdp(inner->child("lin4"))->module()->child("nested_lin"), inner->child("lin4"),
+            wrapped};
+        for (const auto& m : in_graph_order) {
+          BOOST_TEST_REQUIRE(is_fsdp(m));
+          auto f = as_fsdp(m);
+          BOOST_TEST(f->cpu_offload().offload_params == offload);      // _check_cpu_offload
+          BOOST_TEST((f->backward_prefetch() == prefetch));           // _check_backward_prefetch
+          BOOST_TEST(f->forward_prefetch() == forward_prefetch);      // _check_forward_prefetch
+        }
+        // Upstream then runs 6 SGD steps: that needs the FSDP runtime (later issue).
+      }
+}
+
+class ZeroArguModel : public nn::Module {
+ public:
+  FSDP_MODULE_CLASS(ZeroArguModel, nn::Module)
+  ZeroArguModel() : nn::Module(static_class()), a(from_vector(std::vector<double>{1.0}, {1})) {}
+  nn::Value forward(const nn::Args&) override { return a; }
+  Tensor a;
+};
+
+BOOST_AUTO_TEST_CASE(test_zero_argument) {
+  auto fsdp = FSDP::make(std::make_shared<ZeroArguModel>(), fsdp_options(fake_group(0, 2)));
+  Tensor out = (*fsdp)(nn::Args{}).tensor();
+  BOOST_TEST(out.to_vector() == std::vector<double>{1.0}, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(TestAutoWrap)
+
+BOOST_AUTO_TEST_CASE(test_wrap) {
+  auto pg = fake_group(0, 1);
+  for (bool wrap_api : {false, true}) {
+    WarningCapture cap;
+    ModulePtr layer;
+    if (wrap_api) {
+      EnableWrap scope(FSDP::wrapper_fn(), fsdp_options(pg));
+      layer = wrap(linear(5, 5));
+    } else {
+      layer = FSDP::make(linear(5, 5), fsdp_options(pg, size_based_auto_wrap_policy(1)));
+    }
+    BOOST_TEST_REQUIRE(is_fsdp(layer));
+    BOOST_TEST(as_fsdp(layer)->rank() == pg->rank());
+    BOOST_TEST(as_fsdp(layer)->world_size() == pg->size());
+    // A group of one rank has nothing to shard.
+    BOOST_TEST((as_fsdp(layer)->sharding_strategy() == ShardingStrategy::NO_SHARD));
+    BOOST_TEST(cap.contains("FSDP is switching to use `NO_SHARD` instead of "
+                            "ShardingStrategy.FULL_SHARD since the world size is 1."));
+  }
+}
+
+class WrapsInCtor : public nn::Module {
+ public:
+  FSDP_MODULE_CLASS(WrapsInCtor, nn::Module)
+  explicit WrapsInCtor(const std::shared_ptr<comm::ProcessGroup>& pg) : nn::Module(static_class()) {
+    register_module("lin", wrap(std::make_shared<nn::Linear>(5, 5), fsdp_options(pg)));
+  }
+};
+
+BOOST_AUTO_TEST_CASE(test_wrap_disabled_outside_context) {
+  auto pg = fake_group(0, 1);
+  ModulePtr model = std::make_shared<WrapsInCtor>(pg);
+  {
+    EnableWrap scope(FSDP::wrapper_fn(), fsdp_options(pg));
+    model = wrap(model);
+  }
+  BOOST_TEST(is_fsdp(model));
+  BOOST_TEST(!is_fsdp(getattr(model, "lin")));
+  BOOST_TEST(is_linear(getattr(model, "lin")));
+}
+
+BOOST_AUTO_TEST_CASE(test_wrap_override_defaults) {
+  auto pg = fake_group(0, 1);
+  auto new_pg = fake_group(0, 2);
+  ModulePtr layer;
+  {
+    EnableWrap scope(FSDP::wrapper_fn(), fsdp_options(pg));
+    layer = wrap(linear(5, 5), fsdp_options(new_pg));
+  }
+  BOOST_TEST_REQUIRE(is_fsdp(layer));
+  BOOST_TEST(as_fsdp(layer)->process_group() == new_pg);
+  BOOST_TEST(as_fsdp(layer)->rank() == 0);
+  BOOST_TEST(as_fsdp(layer)->world_size() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(test_always_wrap) {
+  auto pg = fake_group(0, 1);
+  auto model = FSDP::make(testing::nested_sequential_model(), fsdp_options(pg, always_wrap_policy));
+  verify_model_all_wrapped(model);
+}
+
+namespace {
+// _test_transformer_wrapping: exactly the root and the 2 + 2 transformer layers are FSDP.
+void test_transformer_wrapping(const AutoWrapPolicy& policy) {
+  auto pg = fake_group(0, 1);
+  auto fsdp_model =
+      FSDP::make(std::make_shared<testing::TransformerWithSharedParams>(), fsdp_options(pg, policy));
+  auto transformer = getattr(fsdp_model->module(), "transformer");
+  std::set<const nn::Module*> layers;
+  for (const char* part : {"encoder", "decoder"})
+    for (const auto& l : getattr(getattr(transformer, part), "layers")->children())
+      layers.insert(l.get());
+  BOOST_TEST(layers.size() == 4u);
+  for (const auto& module : fsdp_model->modules()) {
+    const bool expected = module == ModulePtr(fsdp_model) || layers.count(module.get());
+    BOOST_TEST(is_fsdp(module) == expected, module->type_name());
+  }
+}
+const nn::ClassSet kLayerClasses{"TransformerEncoderLayer", "TransformerDecoderLayer"};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(test_transformer_auto_wrap_policy) {
+  test_transformer_wrapping(transformer_auto_wrap_policy(kLayerClasses));
+}
+
+BOOST_AUTO_TEST_CASE(test_module_wrap_policy) {
+  test_transformer_wrapping(ModuleWrapPolicy::make(kLayerClasses));
+}
+
+BOOST_AUTO_TEST_CASE(test_module_wrap_policy_callable) {
+  test_transformer_wrapping(or_policy({ModuleWrapPolicy::make(kLayerClasses)->as_callable()}));
+}
+
+BOOST_AUTO_TEST_CASE(test_custom_policy) {
+  for (bool use_uniform_kwargs : {false, true}) {
+    auto model = std::make_shared<testing::TransformerWithSharedParams>();
+    auto bn = model->child("bn");
+    CustomPolicy::LambdaFn uniform = [](nn::Module& m) -> CustomPolicyResult {
+      return m.isinstance("BatchNorm1d") || m.isinstance(kLayerClasses);
+    };
+    CustomPolicy::LambdaFn nonuniform = [&](nn::Module& m) -> CustomPolicyResult {
+      if (&m == bn.get()) {
+        WrapperOptions o;
+        o.sharding_strategy = ShardingStrategy::NO_SHARD;
+        return o;
+      }
+      if (m.isinstance("TransformerEncoderLayer")) return true;
+      if (m.isinstance("TransformerDecoderLayer")) {
+        WrapperOptions o;
+        o.sharding_strategy = ShardingStrategy::SHARD_GRAD_OP;
+        o.backward_prefetch = BackwardPrefetch::BACKWARD_POST;
+        return o;
+      }
+      return false;
+    };
+    // A 2-rank group avoids clamping the strategy to NO_SHARD as for a size-1 group.
+    WrapperOptions o = fsdp_options(fake_group(0, 2),
+                                    CustomPolicy::make(use_uniform_kwargs ? uniform : nonuniform));
+    MixedPrecision fp16;
+    fp16.param_dtype = DType::Float16;
+    o.mixed_precision = fp16;
+    WarningCapture cap;
+    auto fsdp_model = FSDP::make(model, o);
+    BOOST_TEST(cap.contains("These modules will be wrapped as separate FSDP instacnes with mixed "
+                            "precision disabled."));
+    for (const auto& module : fsdp_model->modules()) {
+      auto f = as_fsdp(module);
+      if (module == ModulePtr(fsdp_model)) {
+        BOOST_TEST((f->sharding_strategy() == ShardingStrategy::FULL_SHARD));
+        BOOST_TEST((f->backward_prefetch() == BackwardPrefetch::BACKWARD_PRE));
+        BOOST_TEST((f->mixed_precision() == fp16));
+      } else if (f && f->module() == bn) {
+        BOOST_TEST((f->sharding_strategy() == (use_uniform_kwargs ? ShardingStrategy::FULL_SHARD
+                                                                  : ShardingStrategy::NO_SHARD)));
+        BOOST_TEST((f->backward_prefetch() == BackwardPrefetch::BACKWARD_PRE));
+        // Batch norm modules are overridden to run in float32.
+        BOOST_TEST((f->mixed_precision() == MixedPrecision{}));
+      } else if (f && f->module()->isinstance("TransformerEncoderLayer")) {
+        BOOST_TEST((f->sharding_strategy() == ShardingStrategy::FULL_SHARD));
+        BOOST_TEST((f->backward_prefetch() == BackwardPrefetch::BACKWARD_PRE));
+        BOOST_TEST((f->mixed_precision() == fp16));
+      } else if (f && f->module()->isinstance("TransformerDecoderLayer")) {
+        BOOST_TEST((f->sharding_strategy() == (use_uniform_kwargs ? ShardingStrategy::FULL_SHARD
+                                                                  : ShardingStrategy::SHARD_GRAD_OP)));
+        BOOST_TEST((f->backward_prefetch() == (use_uniform_kwargs ? BackwardPrefetch::BACKWARD_PRE
+                                                                  : BackwardPrefetch::BACKWARD_POST)));
+        BOOST_TEST((f->mixed_precision() == fp16));
+      } else {
+        BOOST_TEST(!f, module->type_name());
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(test_auto_wrap_api) {
+  auto model = FSDP::make(testing::nested_sequential_model(),
+                          fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40)));
+  verify_model(model);
+}
+
+BOOST_AUTO_TEST_CASE(test_auto_wrap_preset_exclude_wrap) {
+  WarningCapture cap;
+  auto list = std::make_shared<nn::ModuleList>(std::vector<ModulePtr>{linear(5, 5), linear(5, 5)});
+  auto model = FSDP::make(list, fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40)));
+  BOOST_TEST(is_fsdp(model));
+  BOOST_TEST(is_linear(at(model, 0)));
+  BOOST_TEST(is_linear(at(model, 1)));
+  BOOST_TEST(cap.contains("FSDP will not all-gather parameters for containers that do not "
+                          "implement forward: ModuleList("));
+}
+
+BOOST_AUTO_TEST_CASE(test_auto_wrap_preset_exclude_wrap_include_children) {
+  auto list = std::make_shared<nn::ModuleList>(std::vector<ModulePtr>{linear(10, 10)});
+  auto model = FSDP::make(list, fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40)));
+  BOOST_TEST(is_fsdp(model));
+  BOOST_TEST(is_fsdp(at(model, 0)));
+}
+
+BOOST_AUTO_TEST_CASE(test_auto_wrap_preset_force_leaf) {
+  auto seq = std::make_shared<nn::Sequential>(std::vector<ModulePtr>{
+      linear(10, 10), std::make_shared<nn::MultiheadAttention>(100, 1)});
+  auto model = FSDP::make(seq, fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40)));
+  BOOST_TEST(is_fsdp(at(model->module(), 0)));
+  // The force-leaf module is neither wrapped nor recursed into.
+  BOOST_TEST(at(model->module(), 1)->type_name() == "MultiheadAttention");
+  BOOST_TEST(getattr(at(model->module(), 1), "out_proj")->isinstance("Linear"));
+  BOOST_TEST(!is_fsdp(getattr(at(model->module(), 1), "out_proj")));
+}
+
+BOOST_AUTO_TEST_CASE(test_auto_wrap_preset_force_leaf_custom) {
+  auto force_leaf = size_based::default_force_leaf_modules().united(nn::ClassSet{"Linear"});
+  auto seq = std::make_shared<nn::Sequential>(std::vector<ModulePtr>{
+      linear(10, 10), std::make_shared<nn::ModuleList>(std::vector<ModulePtr>{linear(10, 10)})});
+  auto model = FSDP::make(
+      seq, fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40, force_leaf)));
+  // Model was wrapped in FSDP as no inner modules were wrapped.
+  BOOST_TEST(is_fsdp(model));
+  BOOST_TEST(is_linear(at(model->module(), 0)));
+  BOOST_TEST(at(model->module(), 1)->type_name() == "ModuleList");
+}
+
+BOOST_AUTO_TEST_CASE(test_auto_wrap_smoke_test) {
+  // Upstream: a real 1-rank group (NCCL), size-based(40), then forward + MSE backward on GPU.
+  // Here: the wrapping on a 1-rank fake group, and the forward through the wrappers; the
+  // backward with unsharding is the FSDP runtime's.
+  for (bool offload : {false, true}) {
+    WrapperOptions o = fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40));
+    o.cpu_offload = CPUOffload{offload};
+    auto model = FSDP::make(testing::nested_sequential_model(), o);
+    verify_model(model);
+    BOOST_TEST(as_fsdp(at(model->module(), 2))->cpu_offload().offload_params == offload);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(test_always_wrap_with_ignored_modules) {
+  for (bool wrap_api : {false, true}) {
+    auto sequential = testing::nested_sequential_model();
+    std::vector<ModulePtr> ignored{at(sequential, 1), at(at(sequential, 2), 0)};
+    WrapperOptions o = fsdp_options(fake_group(0, 1), always_wrap_policy);
+    o.ignored_modules = ignored;
+    ModulePtr model;
+    if (wrap_api) {
+      EnableWrap scope(FSDP::wrapper_fn(), o);
+      model = wrap(sequential);
+    } else {
+      model = FSDP::make(sequential, o);
+    }
+    BOOST_TEST(is_fsdp(model));
+    auto inner = as_fsdp(model)->module();
+    BOOST_TEST(is_fsdp(at(inner, 0)));
+    BOOST_TEST(is_linear(at(inner, 1)));
+    BOOST_TEST(is_fsdp(at(inner, 2)));
+    BOOST_TEST(is_linear(at(as_fsdp(at(inner, 2))->module(), 0)));
+    BOOST_TEST(is_fsdp(at(as_fsdp(at(inner, 2))->module(), 1)));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(test_auto_wrap_with_ignored_modules) {
+  for (bool wrap_api : {false, true}) {
+    auto sequential = testing::nested_sequential_model();
+    std::vector<ModulePtr> ignored{at(sequential, 1), at(at(sequential, 2), 0)};
+    WrapperOptions o = fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40));
+    o.ignored_modules = ignored;
+    ModulePtr model;
+    if (wrap_api) {
+      EnableWrap scope(FSDP::wrapper_fn(), o);
+      model = wrap(sequential);
+    } else {
+      model = FSDP::make(sequential, o);
+    }
+    BOOST_TEST(is_fsdp(model));
+    auto inner = as_fsdp(model)->module();
+    BOOST_TEST(is_linear(at(inner, 0)));
+    BOOST_TEST(is_linear(at(inner, 1)));
+    BOOST_TEST(at(inner, 2)->type_name() == "Sequential");
+    BOOST_TEST(is_linear(at(at(inner, 2), 0)));
+    BOOST_TEST(is_linear(at(at(inner, 2), 1)));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(test_frozen_params) {
+  const nn::ClassSet module_classes{"LoraAttention", "LoraMLP", "LoraDecoder"};
+  std::vector<AutoWrapPolicy> policies{
+      ModuleWrapPolicy::make(module_classes),
+      CustomPolicy::make([&](nn::Module& m) -> CustomPolicyResult { return m.isinstance(module_classes); }),
+      CustomPolicy::make([&](nn::Module& m) -> CustomPolicyResult {
+        if (m.isinstance("LoraAttention")) {
+          WrapperOptions o;
+          o.sharding_strategy = ShardingStrategy::SHARD_GRAD_OP;
+          return o;
+        }
+        return m.isinstance(module_classes);
+      })};
+  for (bool use_orig_params : {true, false})
+    for (const auto& policy : policies) {
+      WrapperOptions o = fsdp_options(fake_group(0, 1), policy);
+      o.use_orig_params = use_orig_params;
+      std::string msg = "layers.0.attn has both parameters with requires_grad=True and False. ";
+      if (use_orig_params) {
+        msg += "We do not recommend wrapping such modules";
+        WarningCapture cap;
+        FSDP::make(std::make_shared<testing::LoraModel>(), o);
+        BOOST_TEST(cap.contains(msg));
+      } else {
+        msg += "FSDP does not support wrapping such modules when use_orig_params=False.";
+        try {
+          FSDP::make(std::make_shared<testing::LoraModel>(), o);
+          BOOST_FAIL("expected ValueError");
+        } catch (const ValueError& e) {
+          BOOST_TEST(std::string(e.what()).find(msg) != std::string::npos);
+        }
+      }
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(fsdp_module)
+
+BOOST_AUTO_TEST_CASE(wrapped_module_fqns_forwarding_and_defaults) {
+  auto model = testing::nested_sequential_model();
+  auto fsdp = FSDP::make(model, fsdp_options(fake_group(1, 4), size_based_auto_wrap_policy(40)));
+  BOOST_TEST(fsdp->rank() == 1);
+  BOOST_TEST(fsdp->world_size() == 4);
+  BOOST_TEST((fsdp->sharding_strategy() == ShardingStrategy::FULL_SHARD));
+  BOOST_TEST((fsdp->backward_prefetch() == BackwardPrefetch::BACKWARD_PRE));
+  BOOST_TEST(fsdp->limit_all_gathers());
+  BOOST_TEST(!fsdp->use_orig_params());
+  BOOST_TEST(!fsdp->forward_prefetch());
+  BOOST_TEST((fsdp->mixed_precision() == MixedPrecision{}));
+  std::vector<std::string> names;
+  for (const auto& [n, p] : fsdp->named_parameters()) names.push_back(n);
+  BOOST_TEST(names.front() == "_fsdp_wrapped_module.0.weight");
+  BOOST_TEST(names.back() == "_fsdp_wrapped_module.2._fsdp_wrapped_module.1.bias");
+  std::vector<std::string> clean;
+  for (const auto& [n, p] : clean_named_parameters(*fsdp)) clean.push_back(n);
+  BOOST_TEST(clean.back() == "2.1.bias");
+  BOOST_TEST(clean_tensor_name("a._checkpoint_wrapped_module.b._fsdp_wrapped_module.w") == "a.b.w");
+  BOOST_CHECK_THROW(getattr(fsdp, "nope"), KeyError);
+  BOOST_CHECK_THROW(getitem(fsdp, 3), IndexError);
+  BOOST_TEST(getitem(fsdp, -1) == getitem(fsdp, 2));
+  // Explicit None for backward_prefetch disables it.
+  WrapperOptions o = fsdp_options(fake_group(0, 2));
+  o.backward_prefetch = Setting<BackwardPrefetch>::none();
+  BOOST_TEST(!FSDP::make(linear(2, 2), o)->backward_prefetch().has_value());
+  // No process group: upstream's default-group error.
+  BOOST_CHECK_THROW(FSDP::make(linear(2, 2)), ValueError);
+}
+
+BOOST_AUTO_TEST_CASE(forward_passes_through_and_no_shard_warning) {
+  WarningCapture cap;
+  WrapperOptions o = fsdp_options(fake_group(0, 2));
+  o.sharding_strategy = ShardingStrategy::NO_SHARD;
+  auto fsdp = FSDP::make(std::make_shared<nn::Identity>(), o);
+  BOOST_TEST(cap.warnings().size() == 1u);
+  BOOST_TEST(cap.warnings()[0].category == "FutureWarning");
+  Tensor x = from_vector(std::vector<double>{1, 2, 3}, {3});
+  BOOST_TEST((*fsdp)(x).tensor().to_vector() == x.to_vector(), boost::test_tools::per_element());
+  // Explicit NO_SHARD on one rank switches silently.
+  WarningCapture cap2;
+  WrapperOptions o1 = fsdp_options(fake_group(0, 1));
+  o1.sharding_strategy = ShardingStrategy::NO_SHARD;
+  FSDP::make(std::make_shared<nn::Identity>(), o1);
+  BOOST_TEST(cap2.warnings().empty());
+  // sync_module_states needs GPU tensors, as upstream.
+  WrapperOptions o2 = fsdp_options(fake_group(0, 2));
+  o2.sync_module_states = true;
+  BOOST_CHECK_THROW(FSDP::make(linear(2, 2), o2), ValueError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
