@@ -122,4 +122,6 @@ double row_sum(std::int64_t n, F&& f) {
   return total;
 }
 
+#undef FSDP_VEC_INLINE
+
 }  // namespace fsdp::functional
