@@ -88,9 +88,16 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
       const T* pb = bc.data<T>();
       for_each_run<4>(shape, {&so, &sc, &sa, &sb},
                       [&](const auto& off, std::int64_t n, const auto& in) {
-        for (std::int64_t i = 0; i < n; ++i)
-          o[off[0] + i * in[0]] =
-              pc[off[1] + i * in[1]] ? pa[off[2] + i * in[2]] : pb[off[3] + i * in[3]];
+        T* op = o + off[0];
+        const bool* cp = pc + off[1];
+        const T* ap = pa + off[2];
+        const T* bp = pb + off[3];
+        if (in[0] == 1 && in[1] == 1 && in[2] == 1 && in[3] == 1) {
+          for (std::int64_t i = 0; i < n; ++i) op[i] = cp[i] ? ap[i] : bp[i];
+        } else {
+          for (std::int64_t i = 0; i < n; ++i)
+            op[i * in[0]] = cp[i * in[1]] ? ap[i * in[2]] : bp[i * in[3]];
+        }
       });
     });
   }
@@ -122,8 +129,20 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
       const T* pa = a.data<T>();
       const bool* pm = mc.data<bool>();
       for_each_run<3>(shape, {&so, &sa, &sm}, [&](const auto& off, std::int64_t n, const auto& in) {
-        for (std::int64_t i = 0; i < n; ++i)
-          o[off[0] + i * in[0]] = pm[off[2] + i * in[2]] ? v : pa[off[1] + i * in[1]];
+        T* op = o + off[0];
+        const T* ap = pa + off[1];
+        const bool* mp = pm + off[2];
+        if (in[0] == 1 && in[1] == 1 && in[2] == 1) {
+          for (std::int64_t i = 0; i < n; ++i) op[i] = mp[i] ? v : ap[i];
+        } else if (in[0] == 1 && in[1] == 1 && in[2] == 0) {
+          if (mp[0]) {
+            for (std::int64_t i = 0; i < n; ++i) op[i] = v;
+          } else {
+            for (std::int64_t i = 0; i < n; ++i) op[i] = ap[i];
+          }
+        } else {
+          for (std::int64_t i = 0; i < n; ++i) op[i * in[0]] = mp[i * in[2]] ? v : ap[i * in[1]];
+        }
       });
     });
   }

@@ -1,5 +1,7 @@
 // In-place updates used by optimizers and FSDP: not recorded by autograd, so they refuse to
 // run where autograd would need to see them.
+#include <cmath>
+
 #include "core/ops/elementwise_kernels.h"
 
 namespace fsdp {
@@ -46,6 +48,9 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 
 Tensor& mul_(Tensor& a, double b) {
   check_inplace(a, "mul_");
+  FSDP_CHECK(is_floating(a.dtype()) || std::floor(b) == b, RuntimeError,
+             "mul_: result type Float can't be cast to the desired output type {} (scalar {})",
+             dtype_name(a.dtype()), b);
   bool meta = check_devices("mul_", a);
   if (meta || a.numel() == 0) return a;
   a.storage()->bump_version();

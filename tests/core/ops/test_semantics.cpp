@@ -243,6 +243,11 @@ BOOST_AUTO_TEST_CASE(reductions_and_comparisons) {
   BOOST_TEST(masked_fill(ia, ne(ia, ia), 9).to_vector() == (V{4, -2}));
   BOOST_TEST(where(lt(ia, ia * 0.0), ia, ia * 10.0).to_vector() == (V{40, -2}));
   BOOST_TEST(abs(ia).to_vector() == (V{4, 2}));
+  Tensor rows = from_vector({1, 0}, {2, 1}, DType::Bool);
+  BOOST_TEST(masked_fill(a, rows, -1.0).to_vector() == (V{-1, -1, -1, 7, 2, 0}));
+  BOOST_TEST(masked_fill(a.t(), rows.t(), -1.0).to_vector() == (V{-1, 7, -1, 2, -1, 0}));
+  BOOST_TEST(where(rows, a, a * 10.0).to_vector() == (V{1, 7, 3, 70, 20, 0}));
+  BOOST_TEST(where(rows.t(), a.t(), scalar_tensor(5.0)).to_vector() == (V{1, 5, 7, 5, 3, 5}));
   BOOST_TEST(pow(ia, 2.0).to_vector() == (V{16, 4}));
   BOOST_TEST(sum(a, {-1}, true).shape() == (Shape{2, 1}));
   BOOST_TEST(sum(scalar_tensor(3.0), {0}).item() == 3.0);
