@@ -167,6 +167,7 @@ void MpiProcessGroup::post(Pending& p, bool send, const void* buf, std::size_t b
 void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phase) {
   if (p.requests.empty()) return;
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
   std::vector<MPI_Status> statuses(p.requests.size());
   for (int polls = 0;; ++polls) {
     int done = 0;
@@ -176,7 +177,9 @@ void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phas
                      where() + ": " + describe(c));
     }
     if (done) break;
-    if (polls > 64) std::this_thread::yield();  // ranks may outnumber cores
+    // Spin like MPI's own blocking calls; after 200 us give the core away between polls, in case
+    // ranks outnumber cores (yielding sooner costs whole time slices on a busy machine).
+    if (polls > 64 && std::chrono::steady_clock::now() > spin_until) std::this_thread::yield();
     if ((polls & 255) == 0 && std::chrono::steady_clock::now() > deadline) {
       std::vector<int> missing;
       std::lock_guard lock(mpi_mutex());
