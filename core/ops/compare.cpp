@@ -70,8 +70,8 @@ Tensor logical_not(const Tensor& a) {
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_mask("where", condition);
   bool meta = check_devices("where", {&condition, &a, &b});
-  Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"),
-                                 b.shape(), "where");
+  Shape shape =
+      broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   DType dt = result_type(a, b);
   Tensor out = new_tensor(shape, dt, meta);
   if (!meta && out.numel() > 0) {
@@ -88,17 +88,17 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
       const T* pb = bc.data<T>();
       for_each_run<4>(shape, {&so, &sc, &sa, &sb},
                       [&](const auto& off, std::int64_t n, const auto& in) {
-        T* op = o + off[0];
-        const bool* cp = pc + off[1];
-        const T* ap = pa + off[2];
-        const T* bp = pb + off[3];
-        if (in[0] == 1 && in[1] == 1 && in[2] == 1 && in[3] == 1) {
-          for (std::int64_t i = 0; i < n; ++i) op[i] = cp[i] ? ap[i] : bp[i];
-        } else {
-          for (std::int64_t i = 0; i < n; ++i)
-            op[i * in[0]] = cp[i * in[1]] ? ap[i * in[2]] : bp[i * in[3]];
-        }
-      });
+                        T* op = o + off[0];
+                        const bool* cp = pc + off[1];
+                        const T* ap = pa + off[2];
+                        const T* bp = pb + off[3];
+                        if (in[0] == 1 && in[1] == 1 && in[2] == 1 && in[3] == 1) {
+                          for (std::int64_t i = 0; i < n; ++i) op[i] = cp[i] ? ap[i] : bp[i];
+                        } else {
+                          for (std::int64_t i = 0; i < n; ++i)
+                            op[i * in[0]] = cp[i * in[1]] ? ap[i * in[2]] : bp[i * in[3]];
+                        }
+                      });
     });
   }
   bool ra = a.requires_grad(), rb = b.requires_grad();

@@ -34,9 +34,13 @@ Tensor unary_forward(const char* op, const Tensor& a, DType dtype, F f) {
 }
 
 // Float ops on integer inputs compute in the default float dtype.
-DType float_result(DType t) { return is_floating(t) ? t : DType::Float32; }
+DType float_result(DType t) {
+  return is_floating(t) ? t : DType::Float32;
+}
 
-bool is_integral_value(double v) { return std::isfinite(v) && std::floor(v) == v; }
+bool is_integral_value(double v) {
+  return std::isfinite(v) && std::floor(v) == v;
+}
 
 // Tensor-scalar arithmetic keeps the tensor's dtype unless the scalar is fractional and the
 // tensor is integral (then the default float dtype, as PyTorch's wrapped-number promotion).
@@ -85,8 +89,8 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   }
   bool ra = a.requires_grad(), rb = b.requires_grad();
   autograd::record("AddBackward0", {a, b}, {out}, {},
-                   [sa = a.shape(), da = a.dtype(), sb = b.shape(), db = b.dtype(), alpha, ra,
-                    rb](const variable_list&, const variable_list& g) -> variable_list {
+                   [sa = a.shape(), da = a.dtype(), sb = b.shape(), db = b.dtype(), alpha, ra, rb](
+                       const variable_list&, const variable_list& g) -> variable_list {
                      Tensor ga = ra ? reduce_grad(g[0], sa, da) : Tensor();
                      Tensor gb;
                      if (rb) gb = reduce_grad(alpha == 1.0 ? g[0] : mul(g[0], alpha), sb, db);
@@ -100,13 +104,12 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
              "sub: subtraction of two bool tensors is not supported; use logical_xor or "
              "logical_not instead");
   DType dt = result_type(a, b);
-  Tensor out = binary_forward("sub", a, b, dt, [alpha](auto x, auto y) {
-    return x - static_cast<decltype(y)>(alpha) * y;
-  });
+  Tensor out = binary_forward(
+      "sub", a, b, dt, [alpha](auto x, auto y) { return x - static_cast<decltype(y)>(alpha) * y; });
   bool ra = a.requires_grad(), rb = b.requires_grad();
   autograd::record("SubBackward0", {a, b}, {out}, {},
-                   [sa = a.shape(), da = a.dtype(), sb = b.shape(), db = b.dtype(), alpha, ra,
-                    rb](const variable_list&, const variable_list& g) -> variable_list {
+                   [sa = a.shape(), da = a.dtype(), sb = b.shape(), db = b.dtype(), alpha, ra, rb](
+                       const variable_list&, const variable_list& g) -> variable_list {
                      Tensor ga = ra ? reduce_grad(g[0], sa, da) : Tensor();
                      Tensor gb = rb ? reduce_grad(mul(g[0], -alpha), sb, db) : Tensor();
                      return {ga, gb};
@@ -146,13 +149,12 @@ Tensor div(const Tensor& a, const Tensor& b) {
 // Ties split the gradient evenly between both inputs (PyTorch's rule for maximum/minimum).
 static Tensor extremum(const char* op, const Tensor& a, const Tensor& b, bool is_max) {
   DType dt = result_type(a, b);
-  Tensor out = is_max
-      ? binary_forward(op, a, b, dt, [](auto x, auto y) { return nan_max(x, y); })
-      : binary_forward(op, a, b, dt, [](auto x, auto y) { return nan_min(x, y); });
+  Tensor out = is_max ? binary_forward(op, a, b, dt, [](auto x, auto y) { return nan_max(x, y); })
+                      : binary_forward(op, a, b, dt, [](auto x, auto y) { return nan_min(x, y); });
   bool ra = a.requires_grad(), rb = b.requires_grad();
   autograd::record(is_max ? "MaximumBackward0" : "MinimumBackward0", {a, b}, {out}, {a, b},
-                   [sa = a.shape(), da = a.dtype(), sb = b.shape(), db = b.dtype(), ra, rb,
-                    is_max](const variable_list& s, const variable_list& g) -> variable_list {
+                   [sa = a.shape(), da = a.dtype(), sb = b.shape(), db = b.dtype(), ra, rb, is_max](
+                       const variable_list& s, const variable_list& g) -> variable_list {
                      Tensor half = where(eq(s[0], s[1]), mul(g[0], 0.5), g[0]);
                      Tensor ga, gb;
                      if (ra) {
@@ -168,17 +170,20 @@ static Tensor extremum(const char* op, const Tensor& a, const Tensor& b, bool is
   return out;
 }
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return extremum("maximum", a, b, true); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return extremum("minimum", a, b, false); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return extremum("maximum", a, b, true);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return extremum("minimum", a, b, false);
+}
 
 // --- tensor-scalar
 Tensor add(const Tensor& a, double b) {
   DType dt = scalar_result(a.dtype(), b);
   Tensor out = unary_forward("add", a, dt, [b](auto x) { return x + static_cast<decltype(x)>(b); });
-  autograd::record("AddBackward1", {a}, {out}, {},
-                   [](const variable_list&, const variable_list& g) -> variable_list {
-                     return {g[0]};
-                   });
+  autograd::record(
+      "AddBackward1", {a}, {out}, {},
+      [](const variable_list&, const variable_list& g) -> variable_list { return {g[0]}; });
   return out;
 }
 
@@ -247,10 +252,9 @@ Tensor neg(const Tensor& a) {
              "neg: negation, the `-` operator, on a bool tensor is not supported; use "
              "logical_not instead");
   Tensor out = unary_forward("neg", a, a.dtype(), [](auto x) { return -x; });
-  autograd::record("NegBackward0", {a}, {out}, {},
-                   [](const variable_list&, const variable_list& g) -> variable_list {
-                     return {neg(g[0])};
-                   });
+  autograd::record(
+      "NegBackward0", {a}, {out}, {},
+      [](const variable_list&, const variable_list& g) -> variable_list { return {neg(g[0])}; });
   return out;
 }
 
@@ -357,8 +361,10 @@ Tensor rsqrt(const Tensor& a) {
 Tensor abs(const Tensor& a) {
   Tensor out = unary_forward("abs", a, a.dtype(), [](auto x) {
     using C = decltype(x);
-    if constexpr (std::is_same_v<C, bool> || std::is_unsigned_v<C>) return x;
-    else return static_cast<C>(x < C(0) ? -x : x);
+    if constexpr (std::is_same_v<C, bool> || std::is_unsigned_v<C>)
+      return x;
+    else
+      return static_cast<C>(x < C(0) ? -x : x);
   });
   autograd::record("AbsBackward0", {a}, {out}, {a},
                    [](const variable_list& s, const variable_list& g) -> variable_list {

@@ -38,22 +38,23 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F&& f) {
   const TI* pb = b.data<TI>();
   for_each_run<3>(out.shape(), {&so, &sa, &sb},
                   [&](const auto& off, std::int64_t n, const auto& in) {
-    TO* op = o + off[0];
-    const TI* ap = pa + off[1];
-    const TI* bp = pb + off[2];
-    if (in[0] == 1 && in[1] == 1 && in[2] == 1) {
-      for (std::int64_t i = 0; i < n; ++i) op[i] = store<TO>(f(load(ap[i]), load(bp[i])));
-    } else if (in[0] == 1 && in[1] == 1 && in[2] == 0) {
-      const auto bv = load(bp[0]);
-      for (std::int64_t i = 0; i < n; ++i) op[i] = store<TO>(f(load(ap[i]), bv));
-    } else if (in[0] == 1 && in[1] == 0 && in[2] == 1) {
-      const auto av = load(ap[0]);
-      for (std::int64_t i = 0; i < n; ++i) op[i] = store<TO>(f(av, load(bp[i])));
-    } else {
-      for (std::int64_t i = 0; i < n; ++i)
-        op[i * in[0]] = store<TO>(f(load(ap[i * in[1]]), load(bp[i * in[2]])));
-    }
-  });
+                    TO* op = o + off[0];
+                    const TI* ap = pa + off[1];
+                    const TI* bp = pb + off[2];
+                    if (in[0] == 1 && in[1] == 1 && in[2] == 1) {
+                      for (std::int64_t i = 0; i < n; ++i)
+                        op[i] = store<TO>(f(load(ap[i]), load(bp[i])));
+                    } else if (in[0] == 1 && in[1] == 1 && in[2] == 0) {
+                      const auto bv = load(bp[0]);
+                      for (std::int64_t i = 0; i < n; ++i) op[i] = store<TO>(f(load(ap[i]), bv));
+                    } else if (in[0] == 1 && in[1] == 0 && in[2] == 1) {
+                      const auto av = load(ap[0]);
+                      for (std::int64_t i = 0; i < n; ++i) op[i] = store<TO>(f(av, load(bp[i])));
+                    } else {
+                      for (std::int64_t i = 0; i < n; ++i)
+                        op[i * in[0]] = store<TO>(f(load(ap[i * in[1]]), load(bp[i * in[2]])));
+                    }
+                  });
 }
 
 }  // namespace fsdp::ops_detail

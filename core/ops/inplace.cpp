@@ -13,7 +13,8 @@ void check_inplace(const Tensor& a, const char* op) {
   if (!autograd::is_grad_enabled() || !a.requires_grad()) return;
   FSDP_CHECK(!a.is_leaf(), RuntimeError,
              "a leaf Variable that requires grad is being used in an in-place operation. ({} on "
-             "a tensor of shape {}; wrap the update in a no-grad guard)", op, shape_str(a.shape()));
+             "a tensor of shape {}; wrap the update in a no-grad guard)",
+             op, shape_str(a.shape()));
   throw RuntimeError(fmt::format(
       "{}: in-place updates are not recorded by autograd, so they cannot modify a tensor that "
       "requires grad (shape {}) while grad mode is on; use the out-of-place op instead",
@@ -40,8 +41,10 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   dispatch_all(a.dtype(), [&]<typename T>() {
     using C = compute_t<T>;
     const C al = static_cast<C>(alpha);
-    if (alpha == 1.0) map2<T, T>(a, a, bb, [](auto x, auto y) { return x + y; });
-    else map2<T, T>(a, a, bb, [al](auto x, auto y) { return x + al * y; });
+    if (alpha == 1.0)
+      map2<T, T>(a, a, bb, [](auto x, auto y) { return x + y; });
+    else
+      map2<T, T>(a, a, bb, [al](auto x, auto y) { return x + al * y; });
   });
   return a;
 }

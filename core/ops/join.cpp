@@ -10,7 +10,9 @@ using namespace ops_detail;
 namespace {
 
 // PyTorch skips 1-D empty tensors in cat whatever the other shapes are (legacy behaviour).
-bool skipped_in_cat(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
+bool skipped_in_cat(const Tensor& t) {
+  return t.dim() == 1 && t.size(0) == 0;
+}
 
 }  // namespace
 
@@ -36,13 +38,14 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
     if (skipped_in_cat(t)) continue;
     FSDP_CHECK(t.dim() == ref->dim(), RuntimeError,
                "cat(): tensors must have same number of dimensions: got {} and {} (shapes {} and "
-               "{} at position {})", ref->dim(), t.dim(), shape_str(ref->shape()),
-               shape_str(t.shape()), i);
+               "{} at position {})",
+               ref->dim(), t.dim(), shape_str(ref->shape()), shape_str(t.shape()), i);
     for (std::size_t k = 0; k < shape.size(); ++k)
       FSDP_CHECK(k == d || t.shape()[k] == ref->shape()[k], RuntimeError,
                  "cat(): Sizes of tensors must match except in dimension {}. Expected size {} but "
                  "got size {} for tensor number {} in the list (shapes {} and {})",
-                 d, ref->shape()[k], t.shape()[k], i, shape_str(ref->shape()), shape_str(t.shape()));
+                 d, ref->shape()[k], t.shape()[k], i, shape_str(ref->shape()),
+                 shape_str(t.shape()));
     shape[d] += t.shape()[d];
   }
   Tensor out = new_tensor(shape, dt, meta);
@@ -65,23 +68,22 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
     shapes.push_back(t.shape());
     dtypes.push_back(t.dtype());
   }
-  autograd::record("CatBackward0", tensors, {out}, {},
-                   [shapes, dtypes, starts, d](const variable_list&,
-                                               const variable_list& g) -> variable_list {
-                     variable_list grads;
-                     for (std::size_t i = 0; i < shapes.size(); ++i) {
-                       if (!is_floating(dtypes[i])) {
-                         grads.emplace_back();
-                       } else if (shapes[i].size() == 1 && shapes[i][0] == 0) {
-                         grads.push_back(zeros(shapes[i], TensorOptions(dtypes[i], g[0].device())));
-                       } else {
-                         Tensor gi = narrow(g[0], static_cast<std::int64_t>(d), starts[i],
-                                            shapes[i][d]);
-                         grads.push_back(reduce_grad(gi, shapes[i], dtypes[i]));
-                       }
-                     }
-                     return grads;
-                   });
+  autograd::record(
+      "CatBackward0", tensors, {out}, {},
+      [shapes, dtypes, starts, d](const variable_list&, const variable_list& g) -> variable_list {
+        variable_list grads;
+        for (std::size_t i = 0; i < shapes.size(); ++i) {
+          if (!is_floating(dtypes[i])) {
+            grads.emplace_back();
+          } else if (shapes[i].size() == 1 && shapes[i][0] == 0) {
+            grads.push_back(zeros(shapes[i], TensorOptions(dtypes[i], g[0].device())));
+          } else {
+            Tensor gi = narrow(g[0], static_cast<std::int64_t>(d), starts[i], shapes[i][d]);
+            grads.push_back(reduce_grad(gi, shapes[i], dtypes[i]));
+          }
+        }
+        return grads;
+      });
   return out;
 }
 
@@ -93,7 +95,8 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     FSDP_CHECK(tensors[i].shape() == tensors[0].shape(), RuntimeError,
                "stack expects each tensor to be equal size, but got {} at entry 0 and {} at "
-               "entry {}", shape_str(tensors[0].shape()), shape_str(tensors[i].shape()), i);
+               "entry {}",
+               shape_str(tensors[0].shape()), shape_str(tensors[i].shape()), i);
     parts.push_back(unsqueeze(tensors[i], d));
   }
   return cat(parts, d);
@@ -105,7 +108,8 @@ std::vector<Tensor> split(const Tensor& a, std::int64_t split_size, std::int64_t
   const std::int64_t size = a.size(d);
   FSDP_CHECK(split_size > 0 || (split_size == 0 && size == 0), RuntimeError,
              "split expects split_size be non-negative, but got split_size={} (dimension {} of "
-             "size {})", split_size, d, size);
+             "size {})",
+             split_size, d, size);
   std::vector<Tensor> out;
   if (size == 0 || split_size == 0) {
     out.push_back(narrow(a, d, 0, 0));
@@ -124,12 +128,14 @@ std::vector<Tensor> split_with_sizes(const Tensor& a, const std::vector<std::int
   for (auto s : sizes) {
     FSDP_CHECK(s >= 0, RuntimeError,
                "split_with_sizes expects split_sizes have only non-negative entries, but got "
-               "split_sizes={}", shape_str(sizes));
+               "split_sizes={}",
+               shape_str(sizes));
     total += s;
   }
   FSDP_CHECK(total == a.size(d), RuntimeError,
              "split_with_sizes expects split_sizes to sum exactly to {} (input tensor's size at "
-             "dimension {}), but got split_sizes={}", a.size(d), d, shape_str(sizes));
+             "dimension {}), but got split_sizes={}",
+             a.size(d), d, shape_str(sizes));
   std::vector<Tensor> out;
   std::int64_t at = 0;
   for (auto s : sizes) {
@@ -166,8 +172,10 @@ Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
   const auto d = static_cast<std::size_t>(wrap_dim(dim, a.dim(), "index_select"));
   const std::int64_t n = index.numel();
   Shape shape = a.shape();
-  if (shape.empty()) shape.push_back(n);
-  else shape[d] = n;
+  if (shape.empty())
+    shape.push_back(n);
+  else
+    shape[d] = n;
   if (a.dim() == 0 && index.dim() == 0) shape.clear();
   Tensor out = new_tensor(shape, a.dtype(), meta);
   const Shape ashape = a.dim() == 0 ? Shape{1} : a.shape();
@@ -193,30 +201,32 @@ Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
     const auto row = static_cast<std::size_t>(inner) * es;
     for (std::int64_t o = 0; o < outer && row > 0; ++o)
       for (std::int64_t i = 0; i < n; ++i)
-        std::memcpy(po + static_cast<std::size_t>((o * n + i) * inner) * es,
-                    ps + static_cast<std::size_t>((o * size + idx[static_cast<std::size_t>(i)]) * inner) * es,
-                    row);
+        std::memcpy(
+            po + static_cast<std::size_t>((o * n + i) * inner) * es,
+            ps + static_cast<std::size_t>((o * size + idx[static_cast<std::size_t>(i)]) * inner) *
+                     es,
+            row);
   }
-  autograd::record(
-      "IndexSelectBackward0", {a}, {out}, {},
-      [s = a.shape(), idx, outer, inner, size, n](const variable_list&,
-                                                  const variable_list& g) -> variable_list {
-        // index_add of the gradient rows into zeros.
-        Tensor grad = zeros(s, TensorOptions(g[0].dtype(), g[0].device()));
-        if (grad.is_meta()) return {grad};
-        Tensor gc = contiguous(g[0]);
-        dispatch_all(grad.dtype(), [&]<typename T>() {
-          T* pg = grad.data<T>();
-          const T* pc = gc.data<T>();
-          for (std::int64_t o = 0; o < outer; ++o)
-            for (std::int64_t i = 0; i < n; ++i) {
-              T* dst = pg + (o * size + idx[static_cast<std::size_t>(i)]) * inner;
-              const T* src = pc + (o * n + i) * inner;
-              for (std::int64_t k = 0; k < inner; ++k) dst[k] = store<T>(load(dst[k]) + load(src[k]));
-            }
-        });
-        return {grad};
-      });
+  autograd::record("IndexSelectBackward0", {a}, {out}, {},
+                   [s = a.shape(), idx, outer, inner, size, n](
+                       const variable_list&, const variable_list& g) -> variable_list {
+                     // index_add of the gradient rows into zeros.
+                     Tensor grad = zeros(s, TensorOptions(g[0].dtype(), g[0].device()));
+                     if (grad.is_meta()) return {grad};
+                     Tensor gc = contiguous(g[0]);
+                     dispatch_all(grad.dtype(), [&]<typename T>() {
+                       T* pg = grad.data<T>();
+                       const T* pc = gc.data<T>();
+                       for (std::int64_t o = 0; o < outer; ++o)
+                         for (std::int64_t i = 0; i < n; ++i) {
+                           T* dst = pg + (o * size + idx[static_cast<std::size_t>(i)]) * inner;
+                           const T* src = pc + (o * n + i) * inner;
+                           for (std::int64_t k = 0; k < inner; ++k)
+                             dst[k] = store<T>(load(dst[k]) + load(src[k]));
+                         }
+                     });
+                     return {grad};
+                   });
   return out;
 }
 

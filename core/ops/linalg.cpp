@@ -59,14 +59,17 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   FSDP_CHECK(a.dtype() == b.dtype(), RuntimeError,
              "{}: expected both operands to have the same dtype, but got {} (shape {}) and {} "
-             "(shape {})", op, dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()),
+             "(shape {})",
+             op, dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()),
              shape_str(b.shape()));
   FSDP_CHECK(is_floating(a.dtype()), TypeError,
              "{}: not implemented for dtype {} (shapes {} and {}); expected a floating dtype", op,
              dtype_name(a.dtype()), shape_str(a.shape()), shape_str(b.shape()));
 }
 
-bool is_16bit(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+bool is_16bit(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16;
+}
 
 // Batched product of [B, m, k] and [B, k, n] into a fresh [B, m, n] tensor (no autograd);
 // 16-bit floats multiply in float32.
@@ -105,10 +108,10 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   if (meta) {
     out = empty({a.size(0), b.size(1)}, TensorOptions(a.dtype(), kMeta));
   } else {
-    Tensor a3 = make_view(a, {1, a.size(0), a.size(1)}, {0, a.stride(0), a.stride(1)},
-                          a.storage_offset());
-    Tensor b3 = make_view(b, {1, b.size(0), b.size(1)}, {0, b.stride(0), b.stride(1)},
-                          b.storage_offset());
+    Tensor a3 =
+        make_view(a, {1, a.size(0), a.size(1)}, {0, a.stride(0), a.stride(1)}, a.storage_offset());
+    Tensor b3 =
+        make_view(b, {1, b.size(0), b.size(1)}, {0, b.stride(0), b.stride(1)}, b.storage_offset());
     Tensor r = batched_product(a3, b3);
     out = make_view(r, {a.size(0), b.size(1)}, {b.size(1), 1}, r.storage_offset());
   }
@@ -151,7 +154,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const std::int64_t da = a.dim(), db = b.dim();
   FSDP_CHECK(da >= 1 && db >= 1, RuntimeError,
              "matmul: both arguments to matmul need to be at least 1D, but they are {}D and {}D "
-             "(shapes {} and {})", da, db, shape_str(a.shape()), shape_str(b.shape()));
+             "(shapes {} and {})",
+             da, db, shape_str(a.shape()), shape_str(b.shape()));
   const std::int64_t ka = a.size(-1), kb = db == 1 ? b.size(0) : b.size(-2);
   FSDP_CHECK(ka == kb, RuntimeError, "matmul: shapes {} and {} cannot be multiplied ({} != {})",
              shape_str(a.shape()), shape_str(b.shape()), ka, kb);
@@ -187,12 +191,13 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   bool meta = check_devices("linear", {&input, &weight, &bias});
   FSDP_CHECK(input.dim() >= 1 && weight.dim() == 2, RuntimeError,
              "linear: expected input of at least 1 dimension and a 2-D weight, got shapes {} "
-             "and {}", shape_str(input.shape()), shape_str(weight.shape()));
+             "and {}",
+             shape_str(input.shape()), shape_str(weight.shape()));
   const std::int64_t in = weight.size(1), outf = weight.size(0);
   FSDP_CHECK(input.size(-1) == in, RuntimeError,
              "linear: input of shape {} and weight of shape {} cannot be multiplied "
-             "(in_features {} != {})", shape_str(input.shape()), shape_str(weight.shape()),
-             input.size(-1), in);
+             "(in_features {} != {})",
+             shape_str(input.shape()), shape_str(weight.shape()), input.size(-1), in);
   check_same_dtype("linear", input, weight);
   if (bias.defined()) {
     FSDP_CHECK(bias.dim() == 1 && bias.size(0) == outf, RuntimeError,
@@ -223,16 +228,16 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   }
   bool ri = input.requires_grad(), rw = weight.requires_grad();
   bool rb = bias.defined() && bias.requires_grad();
-  autograd::record(
-      "LinearBackward0", {input, weight, bias}, {out}, {rw ? input : Tensor(), ri ? weight : Tensor()},
-      [ri, rw, rb, in, outf, ishape = input.shape()](const variable_list& s,
-                                                     const variable_list& g) -> variable_list {
-        Tensor g2 = reshape(g[0], {-1, outf});
-        Tensor gi = ri ? reshape(mm(g2, s[1]), ishape) : Tensor();
-        Tensor gw = rw ? mm(transpose(g2, 0, 1), reshape(s[0], {-1, in})) : Tensor();
-        Tensor gb = rb ? sum(g2, {0}) : Tensor();
-        return {gi, gw, gb};
-      });
+  autograd::record("LinearBackward0", {input, weight, bias}, {out},
+                   {rw ? input : Tensor(), ri ? weight : Tensor()},
+                   [ri, rw, rb, in, outf, ishape = input.shape()](
+                       const variable_list& s, const variable_list& g) -> variable_list {
+                     Tensor g2 = reshape(g[0], {-1, outf});
+                     Tensor gi = ri ? reshape(mm(g2, s[1]), ishape) : Tensor();
+                     Tensor gw = rw ? mm(transpose(g2, 0, 1), reshape(s[0], {-1, in})) : Tensor();
+                     Tensor gb = rb ? sum(g2, {0}) : Tensor();
+                     return {gi, gw, gb};
+                   });
   return out;
 }
 

@@ -8,8 +8,8 @@ namespace ops_detail {
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
   const std::int64_t n = std::max<std::int64_t>(ndim, 1);
   FSDP_CHECK(dim >= -n && dim < n, IndexError,
-             "{}: Dimension out of range (expected to be in range of [{}, {}], but got {})", op,
-             -n, n - 1, dim);
+             "{}: Dimension out of range (expected to be in range of [{}, {}], but got {})", op, -n,
+             n - 1, dim);
   return dim < 0 ? dim + n : dim;
 }
 
@@ -38,14 +38,22 @@ int dtype_category(DType t) {
 
 static int dtype_rank(DType t) {
   switch (t) {
-    case DType::Bool: return 0;
-    case DType::UInt8: return 1;
-    case DType::Int32: return 2;
-    case DType::Int64: return 3;
-    case DType::Float16: return 4;
-    case DType::BFloat16: return 4;
-    case DType::Float32: return 5;
-    case DType::Float64: return 6;
+    case DType::Bool:
+      return 0;
+    case DType::UInt8:
+      return 1;
+    case DType::Int32:
+      return 2;
+    case DType::Int64:
+      return 3;
+    case DType::Float16:
+      return 4;
+    case DType::BFloat16:
+      return 4;
+    case DType::Float32:
+      return 5;
+    case DType::Float64:
+      return 6;
   }
   return 0;
 }
@@ -53,7 +61,8 @@ static int dtype_rank(DType t) {
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   // float16 with bfloat16 has no common 16-bit type.
-  if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16))
+  if ((a == DType::Float16 && b == DType::BFloat16) ||
+      (a == DType::BFloat16 && b == DType::Float16))
     return DType::Float32;
   return dtype_rank(a) >= dtype_rank(b) ? a : b;
 }
@@ -92,8 +101,8 @@ std::vector<bool> reduction_mask(const std::vector<std::int64_t>& dims, std::int
   for (auto d : dims) {
     auto w = static_cast<std::size_t>(wrap_dim(d, ndim, op));
     if (ndim == 0) continue;
-    FSDP_CHECK(!mask[w], RuntimeError, "{}: dim {} appears multiple times in the list of dims",
-               op, w);
+    FSDP_CHECK(!mask[w], RuntimeError, "{}: dim {} appears multiple times in the list of dims", op,
+               w);
     mask[w] = true;
   }
   return mask;
@@ -102,8 +111,10 @@ std::vector<bool> reduction_mask(const std::vector<std::int64_t>& dims, std::int
 Shape reduced_shape(const Shape& shape, const std::vector<bool>& mask, bool keepdim) {
   Shape out;
   for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (!mask[i]) out.push_back(shape[i]);
-    else if (keepdim) out.push_back(1);
+    if (!mask[i])
+      out.push_back(shape[i]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }

@@ -25,8 +25,12 @@ std::int64_t wrap_insert_dim(std::int64_t dim, std::int64_t ndim, const char* op
 // Throws NotImplementedError naming `op` if a tensor is on CUDA; returns true if any is meta.
 // Undefined tensors are skipped.
 bool check_devices(const char* op, std::initializer_list<const Tensor*> tensors);
-inline bool check_devices(const char* op, const Tensor& a) { return check_devices(op, {&a}); }
-inline Device result_device(bool meta) { return meta ? kMeta : kCPU; }
+inline bool check_devices(const char* op, const Tensor& a) {
+  return check_devices(op, {&a});
+}
+inline Device result_device(bool meta) {
+  return meta ? kMeta : kCPU;
+}
 
 // PyTorch's result_type for two tensors; a 0-d tensor does not raise the dtype of a
 // higher-dimensional one within the same category (bool < integer < floating).
@@ -36,20 +40,27 @@ int dtype_category(DType t);  // 0 bool, 1 integer, 2 floating
 
 // The arithmetic type a storage type computes in: 16-bit floats compute in float.
 template <typename T>
-using compute_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>,
-                                     float, T>;
+using compute_t =
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 template <typename T>
 inline compute_t<T> load(T v) {
-  if constexpr (std::is_same_v<T, Half>) return half_to_float(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>) return bf16_to_float(v.bits);
-  else return v;
+  if constexpr (std::is_same_v<T, Half>)
+    return half_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return bf16_to_float(v.bits);
+  else
+    return v;
 }
 template <typename T, typename C>
 inline T store(C v) {
-  if constexpr (std::is_same_v<T, Half>) return Half{float_to_half(static_cast<float>(v))};
-  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{float_to_bf16(static_cast<float>(v))};
-  else if constexpr (std::is_same_v<T, bool>) return v != C(0);
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, Half>)
+    return Half{float_to_half(static_cast<float>(v))};
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BFloat16{float_to_bf16(static_cast<float>(v))};
+  else if constexpr (std::is_same_v<T, bool>)
+    return v != C(0);
+  else
+    return static_cast<T>(v);
 }
 
 // Iterates N strided operands of the same (broadcast) sizes. Dims are coalesced first, so

@@ -9,7 +9,9 @@ using namespace ops_detail;
 
 namespace {
 
-Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
+Generator& gen_or_default(Generator* g) {
+  return g ? *g : default_generator();
+}
 
 // Writes f() into every element of t in row-major order.
 template <typename F>
@@ -38,7 +40,8 @@ void fill_uniform(Tensor& t, double low, double high, Generator& g) {
     T* tp = t.data<T>();
     for_each_offset(t.shape(), t.strides(), [&](std::int64_t o) {
       T v = from_double<T>(low + (high - low) * g.uniform());
-      while (high > low && to_double(v) >= high) v = from_double<T>(low + (high - low) * g.uniform());
+      while (high > low && to_double(v) >= high)
+        v = from_double<T>(low + (high - low) * g.uniform());
       tp[o] = v;
     });
   });

@@ -67,8 +67,10 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& mask, const Tensor& ou
     dispatch_all(out_dtype, [&]<typename O>() {
       O* o = out.data<O>();
       for (std::size_t i = 0; i < acc.size(); ++i) {
-        if (mean) o[i] = from_double<O>(static_cast<double>(acc[i]) / static_cast<double>(count));
-        else o[i] = from_double<O>(static_cast<double>(acc[i]));
+        if (mean)
+          o[i] = from_double<O>(static_cast<double>(acc[i]) / static_cast<double>(count));
+        else
+          o[i] = from_double<O>(static_cast<double>(acc[i]));
       }
     });
   });
@@ -81,7 +83,8 @@ Tensor sum_impl(const char* op, const Tensor& a, const std::vector<bool>& mask, 
   DType out_dtype = is_floating(a.dtype()) ? a.dtype() : DType::Int64;
   FSDP_CHECK(!mean || is_floating(a.dtype()), RuntimeError,
              "mean(): could not infer output dtype. Input dtype must be either a floating point "
-             "or complex dtype. Got: {} (shape {})", dtype_name(a.dtype()), shape_str(a.shape()));
+             "or complex dtype. Got: {} (shape {})",
+             dtype_name(a.dtype()), shape_str(a.shape()));
   Tensor out = new_tensor(reduced_shape(a.shape(), mask, keepdim), out_dtype, meta);
   const std::int64_t count = reduced_count(a.shape(), mask);
   if (!meta) sum_kernel(a, mask, out, mean, count);
@@ -166,13 +169,14 @@ Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim
 Tensor amax(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim) {
   auto mask = reduction_mask(dims, a.dim(), "amax");
   Tensor out = amax_impl("amax", a, mask, keepdim);
-  autograd::record("AmaxBackward0", {a}, {out}, {a, out},
-                   [mask, keepdim](const variable_list& s, const variable_list& g) -> variable_list {
-                     Shape keep = reduced_shape(s[0].shape(), mask, true);
-                     Tensor ok = keepdim ? s[1] : reshape(s[1], keep);
-                     Tensor gk = keepdim ? g[0] : reshape(g[0], keep);
-                     return {evenly_distribute(s[0], ok, gk, mask)};
-                   });
+  autograd::record(
+      "AmaxBackward0", {a}, {out}, {a, out},
+      [mask, keepdim](const variable_list& s, const variable_list& g) -> variable_list {
+        Shape keep = reduced_shape(s[0].shape(), mask, true);
+        Tensor ok = keepdim ? s[1] : reshape(s[1], keep);
+        Tensor gk = keepdim ? g[0] : reshape(g[0], keep);
+        return {evenly_distribute(s[0], ok, gk, mask)};
+      });
   return out;
 }
 
@@ -182,12 +186,12 @@ Tensor max(const Tensor& a) {
              "reduction dim with the 'dim' argument.");
   auto mask = reduction_mask({}, a.dim(), "max");
   Tensor out = amax_impl("max", a, mask, false);
-  autograd::record("MaxBackward1", {a}, {out}, {a, out},
-                   [mask](const variable_list& s, const variable_list& g) -> variable_list {
-                     Shape keep(s[0].shape().size(), 1);
-                     return {evenly_distribute(s[0], reshape(s[1], keep), reshape(g[0], keep),
-                                               mask)};
-                   });
+  autograd::record(
+      "MaxBackward1", {a}, {out}, {a, out},
+      [mask](const variable_list& s, const variable_list& g) -> variable_list {
+        Shape keep(s[0].shape().size(), 1);
+        return {evenly_distribute(s[0], reshape(s[1], keep), reshape(g[0], keep), mask)};
+      });
   return out;
 }
 
@@ -230,7 +234,8 @@ std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim) {
   }
   autograd::record(
       "MaxBackward0", {a}, {values}, {indices},
-      [s = a.shape(), d, keepdim](const variable_list& sv, const variable_list& g) -> variable_list {
+      [s = a.shape(), d, keepdim](const variable_list& sv,
+                                  const variable_list& g) -> variable_list {
         // Scatter each gradient to the position of its maximum.
         Tensor gk = keepdim || s.empty() ? g[0] : unsqueeze(g[0], static_cast<std::int64_t>(d));
         Tensor ik = keepdim || s.empty() ? sv[0] : unsqueeze(sv[0], static_cast<std::int64_t>(d));
@@ -279,8 +284,7 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
     } else {
       std::int64_t want = shape[i - lead];
       FSDP_CHECK(want == as[i] || want == 1, RuntimeError,
-                 "sum_to: shape {} is not expandable to size {}", shape_str(shape),
-                 shape_str(as));
+                 "sum_to: shape {} is not expandable to size {}", shape_str(shape), shape_str(as));
       mask[i] = want == 1 && as[i] != 1;
     }
     any = any || mask[i];

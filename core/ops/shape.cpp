@@ -38,7 +38,8 @@ Shape infer_size(const Shape& shape, std::int64_t numel, const char* op) {
 
 // Strides that let `new_sizes` view memory laid out as (sizes, strides), if any exist: each run
 // of old dims that is contiguous among itself must map onto whole new dims.
-std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& new_sizes) {
+std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides,
+                                  const Shape& new_sizes) {
   if (sizes.empty() || shape_numel(sizes) == 0) return contiguous_strides(new_sizes);
   Shape out(new_sizes.size(), 1);
   auto view_d = static_cast<std::int64_t>(new_sizes.size()) - 1;
@@ -68,10 +69,9 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
 // Records a view's backward: fn maps the view's gradient to the base's shape.
 template <typename F>
 void record_view(const char* name, const Tensor& a, const Tensor& out, F fn) {
-  autograd::record(name, {a}, {out}, {},
-                   [fn](const variable_list&, const variable_list& g) -> variable_list {
-                     return {fn(g[0])};
-                   });
+  autograd::record(
+      name, {a}, {out}, {},
+      [fn](const variable_list&, const variable_list& g) -> variable_list { return {fn(g[0])}; });
 }
 
 }  // namespace
@@ -183,7 +183,8 @@ Tensor permute(const Tensor& a, const Shape& dims) {
     inverse[d] = static_cast<std::int64_t>(i);
   }
   Tensor out = make_view(a, sizes, strides, a.storage_offset());
-  record_view("PermuteBackward0", a, out, [inverse](const Tensor& g) { return permute(g, inverse); });
+  record_view("PermuteBackward0", a, out,
+              [inverse](const Tensor& g) { return permute(g, inverse); });
   return out;
 }
 
@@ -210,7 +211,8 @@ Tensor squeeze(const Tensor& a, std::int64_t dim) {
     strides.erase(strides.begin() + static_cast<std::ptrdiff_t>(d));
   }
   Tensor out = make_view(a, sizes, strides, a.storage_offset());
-  record_view("SqueezeBackward1", a, out, [s = a.shape()](const Tensor& g) { return reshape(g, s); });
+  record_view("SqueezeBackward1", a, out,
+              [s = a.shape()](const Tensor& g) { return reshape(g, s); });
   return out;
 }
 
@@ -250,14 +252,18 @@ Tensor flatten(const Tensor& a, std::int64_t start_dim, std::int64_t end_dim) {
   check_devices("flatten", a);
   if (a.dim() == 0) return reshape(a, {1});
   auto s = wrap_dim(start_dim, a.dim(), "flatten"), e = wrap_dim(end_dim, a.dim(), "flatten");
-  FSDP_CHECK(s <= e, RuntimeError, "flatten() has invalid args: start_dim ({}) cannot come after "
-             "end_dim ({}) (tensor shape {})", start_dim, end_dim, shape_str(a.shape()));
+  FSDP_CHECK(s <= e, RuntimeError,
+             "flatten() has invalid args: start_dim ({}) cannot come after "
+             "end_dim ({}) (tensor shape {})",
+             start_dim, end_dim, shape_str(a.shape()));
   if (s == e) return a;
   Shape sizes;
   std::int64_t n = 1;
   for (std::int64_t i = 0; i < a.dim(); ++i) {
-    if (i < s || i > e) sizes.push_back(a.shape()[static_cast<std::size_t>(i)]);
-    else n *= a.shape()[static_cast<std::size_t>(i)];
+    if (i < s || i > e)
+      sizes.push_back(a.shape()[static_cast<std::size_t>(i)]);
+    else
+      n *= a.shape()[static_cast<std::size_t>(i)];
     if (i == e) sizes.push_back(n);
   }
   return reshape(a, sizes);
@@ -269,12 +275,13 @@ Tensor narrow(const Tensor& a, std::int64_t dim, std::int64_t start, std::int64_
   auto d = static_cast<std::size_t>(wrap_dim(dim, a.dim(), "narrow"));
   const std::int64_t size = a.shape()[d];
   FSDP_CHECK(start >= -size && start <= size, IndexError,
-             "narrow: start ({}) out of range for dimension {} of size {} (tensor shape {})",
-             start, d, size, shape_str(a.shape()));
+             "narrow: start ({}) out of range for dimension {} of size {} (tensor shape {})", start,
+             d, size, shape_str(a.shape()));
   if (start < 0) start += size;
   FSDP_CHECK(length >= 0 && start + length <= size, RuntimeError,
              "narrow: start ({}) + length ({}) exceeds dimension size ({}) (dimension {}, tensor "
-             "shape {})", start, length, size, d, shape_str(a.shape()));
+             "shape {})",
+             start, length, size, d, shape_str(a.shape()));
   Shape sizes = a.shape();
   sizes[d] = length;
   Tensor out = make_view(a, sizes, a.strides(), a.storage_offset() + start * a.strides()[d]);
@@ -329,9 +336,8 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
   Tensor out = new_tensor(a.shape(), dtype, meta);
   if (!meta) copy_strided(out, a);
   if (is_floating(dtype))
-    record_view("ToCopyBackward0", a, out, [src = a.dtype()](const Tensor& g) {
-      return to_dtype(g, src);
-    });
+    record_view("ToCopyBackward0", a, out,
+                [src = a.dtype()](const Tensor& g) { return to_dtype(g, src); });
   return out;
 }
 
@@ -339,16 +345,16 @@ Tensor to_device(const Tensor& a, Device device) {
   check_devices("to_device", a);
   FSDP_CHECK(!device.is_cuda(), NotImplementedError,
              "to_device: moving a tensor (shape {}) to {} is not implemented: CUDA is not "
-             "available in this build", shape_str(a.shape()), device.str());
+             "available in this build",
+             shape_str(a.shape()), device.str());
   if (a.device() == device) return a;
   FSDP_CHECK(!a.is_meta(), NotImplementedError,
              "Cannot copy out of meta tensor; no data! (to_device {} for a meta tensor of shape "
              "{}; materialize with empty(...) and initialise instead)",
              device.str(), shape_str(a.shape()));
   Tensor out = empty(a.shape(), TensorOptions(a.dtype(), device));
-  record_view("ToCopyBackward0", a, out, [src = a.device()](const Tensor& g) {
-    return to_device(g, src);
-  });
+  record_view("ToCopyBackward0", a, out,
+              [src = a.device()](const Tensor& g) { return to_device(g, src); });
   return out;
 }
 

@@ -1,5 +1,7 @@
 // Forward and backward of every op in op_table.h against PyTorch (float32 and float64), and
 // finite-difference checks of every gradient in float64.
+#include <fmt/format.h>
+
 #include <boost/test/unit_test.hpp>
 
 #include "core/autograd.h"
@@ -23,13 +25,13 @@ Loaded load_case(const std::string& key, bool requires_grad) {
   const Fixture& f = fixture();
   Loaded l;
   for (auto i : f.value(key, "grad_inputs")) l.grad_inputs.push_back(i.get<std::size_t>());
-  for (std::size_t i = 0; f.has(key, "x" + std::to_string(i)); ++i) {
-    Tensor t = f.tensor(key, "x" + std::to_string(i));
+  for (std::size_t i = 0; f.has(key, fmt::format("x{}", i)); ++i) {
+    Tensor t = f.tensor(key, fmt::format("x{}", i));
     if (requires_grad && t.is_floating_point()) t.requires_grad_(true);
     l.inputs.push_back(t);
   }
-  for (std::size_t i = 0; f.has(key, "gout" + std::to_string(i)); ++i)
-    l.gouts.push_back(f.tensor(key, "gout" + std::to_string(i)));
+  for (std::size_t i = 0; f.has(key, fmt::format("gout{}", i)); ++i)
+    l.gouts.push_back(f.tensor(key, fmt::format("gout{}", i)));
   return l;
 }
 
@@ -49,7 +51,9 @@ BOOST_AUTO_TEST_CASE(every_case_has_an_op) {
   std::size_t n = 0;
   for (const auto& [key, value] : fixture().json().at("cases").items()) {
     std::string name = key.substr(0, key.find('/'));
-    BOOST_TEST_CONTEXT(key) { BOOST_TEST(op_table().count(name) == 1u); }
+    BOOST_TEST_CONTEXT(key) {
+      BOOST_TEST(op_table().count(name) == 1u);
+    }
     ++n;
   }
   BOOST_TEST(n == 2 * op_table().size());
@@ -66,13 +70,13 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_pytorch) {
       std::vector<Tensor> outs = op(l.inputs);
       BOOST_TEST_REQUIRE(outs.size() == l.gouts.size());
       for (std::size_t i = 0; i < outs.size(); ++i) {
-        std::string k = "out" + std::to_string(i);
+        std::string k = fmt::format("out{}", i);
         BOOST_TEST(close(outs[i], f.tensor(key, k), rtol, atol, k) == "");
         BOOST_TEST(dtype_name(outs[i].dtype()) == dtype_name(f.tensor(key, k).dtype()));
       }
       autograd::backward(outs, l.gouts);
       for (auto i : l.grad_inputs) {
-        std::string k = "g" + std::to_string(i);
+        std::string k = fmt::format("g{}", i);
         BOOST_TEST(close(l.inputs[i].grad(), f.tensor(key, k), rtol, atol, k) == "");
       }
     }
@@ -105,7 +109,7 @@ BOOST_AUTO_TEST_CASE(gradients_match_finite_differences) {
         }
         Tensor num = from_vector(numeric, l.inputs[i].shape(), DType::Float64);
         Tensor ana = from_vector(analytic, l.inputs[i].shape(), DType::Float64);
-        BOOST_TEST(close(ana, num, 1e-6, 1e-6, "grad of x" + std::to_string(i)) == "");
+        BOOST_TEST(close(ana, num, 1e-6, 1e-6, fmt::format("grad of x{}", i)) == "");
       }
     }
   }

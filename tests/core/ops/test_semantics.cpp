@@ -24,10 +24,17 @@ BOOST_AUTO_TEST_SUITE(ops_views)
 
 BOOST_AUTO_TEST_CASE(view_ops_share_storage) {
   Tensor a = seq({2, 3, 4});
-  std::vector<Tensor> views = {a.view({6, 4}),   a.transpose(0, 2),  a.permute({1, 2, 0}),
-                               a.narrow(1, 1, 2), a.select(2, 3),    a.unsqueeze(0),
-                               a.flatten(),       a.reshape({4, 6}), split(a, 1, 1)[1],
-                               chunk(a, 2, 2)[1], a.select(0, 0).expand({2, 3, 4})};
+  std::vector<Tensor> views = {a.view({6, 4}),
+                               a.transpose(0, 2),
+                               a.permute({1, 2, 0}),
+                               a.narrow(1, 1, 2),
+                               a.select(2, 3),
+                               a.unsqueeze(0),
+                               a.flatten(),
+                               a.reshape({4, 6}),
+                               split(a, 1, 1)[1],
+                               chunk(a, 2, 2)[1],
+                               a.select(0, 0).expand({2, 3, 4})};
   for (const auto& v : views) BOOST_TEST(v.storage() == a.storage());
   Tensor s = a.select(2, 3);
   s.fill_(-1.0);
@@ -56,8 +63,9 @@ BOOST_AUTO_TEST_CASE(view_error_matches_pytorch) {
     t.view({12});
     BOOST_FAIL("expected an error");
   } catch (const RuntimeError& e) {
-    BOOST_TEST(contains(e.what(), "view size is not compatible with input tensor's size and "
-                                  "stride"));
+    BOOST_TEST(contains(e.what(),
+                        "view size is not compatible with input tensor's size and "
+                        "stride"));
     BOOST_TEST(contains(e.what(), "Use .reshape(...) instead."));
   }
   BOOST_CHECK_THROW(seq({3, 4}).view({5, -1}), RuntimeError);
@@ -202,8 +210,8 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_backward_matches_float32) {
       yr.backward();
       const double tol = dt == DType::Float16 ? 1e-2 : 4e-2;
       BOOST_TEST(close(to_dtype(y, DType::Float32), yr, tol, tol, "loss") == "");
-      for (auto [g, gr] : {std::pair{x.grad(), xr.grad()}, {w.grad(), wr.grad()},
-                           {b.grad(), br.grad()}}) {
+      for (auto [g, gr] :
+           {std::pair{x.grad(), xr.grad()}, {w.grad(), wr.grad()}, {b.grad(), br.grad()}}) {
         BOOST_TEST(g.dtype() == dt);
         BOOST_TEST(close(to_dtype(g, DType::Float32), gr, tol, tol, "grad") == "");
       }
@@ -347,8 +355,9 @@ BOOST_AUTO_TEST_CASE(inplace_ops) {
     mul_(p, 2.0);
     BOOST_FAIL("expected an error");
   } catch (const RuntimeError& e) {
-    BOOST_TEST(contains(e.what(), "a leaf Variable that requires grad is being used in an "
-                                  "in-place operation."));
+    BOOST_TEST(contains(e.what(),
+                        "a leaf Variable that requires grad is being used in an "
+                        "in-place operation."));
   }
   auto v0 = p.storage()->version();
   {
