@@ -4,7 +4,6 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 namespace fsdp::plan {
 
@@ -180,85 +179,198 @@ std::string format_table(const Plan& plan) {
 
 namespace {
 
-nlohmann::ordered_json memory_json(const RankMemory& m) {
-  nlohmann::ordered_json j;
-  j["params_bytes"] = m.params;
-  j["grads_bytes"] = m.grads;
-  j["optimizer_bytes"] = m.optimizer;
-  j["total_bytes"] = m.total();
-  return j;
+// A small streaming JSON writer: a million-unit plan is written without building a DOM.
+class JsonOut {
+ public:
+  std::string str() { return std::move(out_); }
+  void open(char c) {
+    comma();
+    out_ += c;
+    first_ = true;
+    ++depth_;
+  }
+  void close(char c) {
+    --depth_;
+    if (!first_) newline();
+    out_ += c;
+    first_ = false;
+  }
+  void key(const std::string& k) {
+    comma();
+    string(k);
+    out_ += ": ";
+    pending_key_ = true;
+  }
+  void value(const std::string& v) {
+    comma();
+    string(v);
+  }
+  void value(const char* v) { value(std::string(v)); }
+  void value(std::int64_t v) {
+    comma();
+    out_ += std::to_string(v);
+  }
+  void value(std::size_t v) { value(static_cast<std::int64_t>(v)); }
+  void value(int v) { value(static_cast<std::int64_t>(v)); }
+  void value(bool v) {
+    comma();
+    out_ += v ? "true" : "false";
+  }
+  void null() {
+    comma();
+    out_ += "null";
+  }
+  template <typename T>
+  void field(const std::string& k, const T& v) {
+    key(k);
+    value(v);
+  }
+  void strings(const std::string& k, const std::vector<std::string>& v, bool inline_list) {
+    key(k);
+    if (inline_list) {
+      comma();
+      out_ += '[';
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        if (i) out_ += ", ";
+        string(v[i]);
+      }
+      out_ += ']';
+      return;
+    }
+    open('[');
+    for (const auto& s : v) value(s);
+    close(']');
+  }
+
+ private:
+  void newline() {
+    out_ += '\n';
+    out_.append(static_cast<std::size_t>(depth_), ' ');
+  }
+  void comma() {
+    if (pending_key_) {
+      pending_key_ = false;
+      return;
+    }
+    if (!first_) out_ += ',';
+    if (depth_ > 0) newline();
+    first_ = false;
+  }
+  void string(const std::string& s) {
+    out_ += '"';
+    for (char c : s) {
+      switch (c) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\t': out_ += "\\t"; break;
+        case '\r': out_ += "\\r"; break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20)
+            out_ += fmt::format("\\u{:04x}", static_cast<int>(c));
+          else
+            out_ += c;
+      }
+    }
+    out_ += '"';
+  }
+  std::string out_;
+  bool first_ = true;
+  bool pending_key_ = false;
+  int depth_ = 0;
+};
+
+void memory_fields(JsonOut& j, const RankMemory& m) {
+  j.field("params_bytes", m.params);
+  j.field("grads_bytes", m.grads);
+  j.field("optimizer_bytes", m.optimizer);
+  j.field("total_bytes", m.total());
 }
 
 }  // namespace
 
 std::string format_json(const Plan& plan) {
-  using nlohmann::ordered_json;
   const auto& o = plan.options;
-  ordered_json j;
-  j["format"] = "fsdp-plan/1";
-  ordered_json cfg;
-  cfg["policy"] = plan.policy_str;
-  cfg["world_size"] = o.world_size;
-  cfg["sharding"] = sharding_label(o.sharding);
-  cfg["effective_sharding"] = sharding_label(plan.sharding);
-  cfg["shard_group_size"] = plan.shard_group_size;
-  cfg["mixed_precision"] = o.mixed_precision;
-  cfg["param_dtype"] = o.mixed_precision ? std::string(dtype_name(o.mp_dtype)) : "";
-  cfg["use_orig_params"] = o.use_orig_params;
-  cfg["ignored_modules"] = o.ignore;
-  cfg["optimizer"] = "Adam";
-  j["config"] = cfg;
-  ordered_json model;
-  model["root_type"] = plan.root->type_name();
-  model["modules"] = plan.num_modules;
-  model["numel"] = plan.model_numel;
-  model["param_bytes"] = plan.model_param_bytes;
-  model["ignored_numel"] = plan.ignored_numel;
-  j["model"] = model;
-  ordered_json units = ordered_json::array();
+  JsonOut j;
+  j.open('{');
+  j.field("format", "fsdp-plan/1");
+  j.key("config");
+  j.open('{');
+  j.field("policy", plan.policy_str);
+  j.field("world_size", o.world_size);
+  j.field("sharding", sharding_label(o.sharding));
+  j.field("effective_sharding", sharding_label(plan.sharding));
+  j.field("shard_group_size", plan.shard_group_size);
+  j.field("mixed_precision", o.mixed_precision);
+  j.field("param_dtype", o.mixed_precision ? std::string(dtype_name(o.mp_dtype)) : "");
+  j.field("use_orig_params", o.use_orig_params);
+  j.strings("ignored_modules", o.ignore, true);
+  j.field("optimizer", "Adam");
+  j.close('}');
+  j.key("model");
+  j.open('{');
+  j.field("root_type", plan.root->type_name());
+  j.field("modules", plan.num_modules);
+  j.field("numel", plan.model_numel);
+  j.field("param_bytes", plan.model_param_bytes);
+  j.field("ignored_numel", plan.ignored_numel);
+  j.close('}');
+  j.key("units");
+  j.open('[');
+  std::vector<std::string> names;
   for (const auto& u : plan.units) {
-    ordered_json ju;
-    ju["index"] = u.index;
-    ju["fqn"] = u.fqn;
-    ju["type"] = u.type;
-    ju["parent"] = u.parent < 0 ? ordered_json(nullptr) : ordered_json(u.parent);
-    ordered_json names = ordered_json::array();
+    j.open('{');
+    j.field("index", u.index);
+    j.field("fqn", u.fqn);
+    j.field("type", u.type);
+    j.key("parent");
+    if (u.parent < 0) j.null();
+    else j.value(u.parent);
+    names.clear();
     for (const auto& p : u.params) names.push_back(p.fqn);
-    ju["params"] = std::move(names);
-    ju["numel"] = u.numel;
-    ju["trainable_numel"] = u.trainable_numel;
-    ordered_json bpd = ordered_json::object();
-    for (const auto& [d, b] : u.bytes_per_dtype) bpd[std::string(dtype_name(d))] = b;
-    ju["bytes_per_dtype"] = std::move(bpd);
-    ju["sharding"] = sharding_label(u.sharding);
-    ju["mixed_precision"] = u.mixed_precision;
-    ju["flat_numel"] = u.flat_numel;
-    ju["shard_numel"] = u.shard_numel;
-    ju["padded_numel"] = u.padded_numel;
-    ju["padding"] = u.padding;
-    ju["per_rank"] = memory_json(u.per_rank);
-    ju["unsharded_bytes"] = u.unsharded_bytes;
-    ju["unsharded_grad_bytes"] = u.unsharded_grad_bytes;
-    ju["all_gathers_per_step"] = u.all_gathers_per_step;
-    ju["all_gather_bytes"] = u.all_gather_bytes;
-    ju["reduce_scatter_bytes"] = u.reduce_scatter_bytes;
-    ju["all_reduce_bytes"] = u.all_reduce_bytes;
-    units.push_back(std::move(ju));
+    j.strings("params", names, true);
+    j.field("numel", u.numel);
+    j.field("trainable_numel", u.trainable_numel);
+    j.key("bytes_per_dtype");
+    j.open('{');
+    for (const auto& [d, b] : u.bytes_per_dtype) j.field(std::string(dtype_name(d)), b);
+    j.close('}');
+    j.field("sharding", sharding_label(u.sharding));
+    j.field("mixed_precision", u.mixed_precision);
+    j.field("flat_numel", u.flat_numel);
+    j.field("shard_numel", u.shard_numel);
+    j.field("padded_numel", u.padded_numel);
+    j.field("padding", u.padding);
+    j.key("per_rank");
+    j.open('{');
+    memory_fields(j, u.per_rank);
+    j.close('}');
+    j.field("unsharded_bytes", u.unsharded_bytes);
+    j.field("unsharded_grad_bytes", u.unsharded_grad_bytes);
+    j.field("all_gathers_per_step", u.all_gathers_per_step);
+    j.field("all_gather_bytes", u.all_gather_bytes);
+    j.field("reduce_scatter_bytes", u.reduce_scatter_bytes);
+    j.field("all_reduce_bytes", u.all_reduce_bytes);
+    j.close('}');
   }
-  j["units"] = std::move(units);
+  j.close(']');
   const auto& t = plan.totals;
-  ordered_json pr = memory_json(t.per_rank);
-  pr["peak_unsharded_param_bytes"] = t.peak_unsharded_param_bytes;
-  pr["peak_unsharded_grad_bytes"] = t.peak_unsharded_grad_bytes;
-  pr["peak_bytes"] = t.peak_bytes;
-  j["per_rank"] = std::move(pr);
-  ordered_json comm;
-  comm["all_gather_bytes"] = t.all_gather_bytes;
-  comm["reduce_scatter_bytes"] = t.reduce_scatter_bytes;
-  comm["all_reduce_bytes"] = t.all_reduce_bytes;
-  j["per_step"] = std::move(comm);
-  j["warnings"] = plan.warnings;
-  return j.dump(1) + "\n";
+  j.key("per_rank");
+  j.open('{');
+  memory_fields(j, t.per_rank);
+  j.field("peak_unsharded_param_bytes", t.peak_unsharded_param_bytes);
+  j.field("peak_unsharded_grad_bytes", t.peak_unsharded_grad_bytes);
+  j.field("peak_bytes", t.peak_bytes);
+  j.close('}');
+  j.key("per_step");
+  j.open('{');
+  j.field("all_gather_bytes", t.all_gather_bytes);
+  j.field("reduce_scatter_bytes", t.reduce_scatter_bytes);
+  j.field("all_reduce_bytes", t.all_reduce_bytes);
+  j.close('}');
+  j.strings("warnings", plan.warnings, false);
+  j.close('}');
+  return j.str() + "\n";
 }
 
 namespace {

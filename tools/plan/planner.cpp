@@ -130,9 +130,22 @@ class Planner {
       fqn_.emplace(m.get(), n);
       modules.push_back(m);
     }
-    for (auto& p : root_->parameters()) {
-      plan_.model_numel += p.numel();
-      plan_.model_param_bytes += p.numel() * static_cast<std::int64_t>(dtype_size(p.dtype()));
+    {
+      std::unordered_set<const TensorImpl*> seen;
+      std::size_t slots = 1;  // the root's
+      for (const auto& m : modules)
+        for (const auto& [name, c] : m->child_slots()) slots += c ? 1 : 0;
+      any_shared_module_ = slots != modules.size();
+      for (const auto& m : modules)
+        for (const auto& [name, p] : m->parameter_slots()) {
+          if (!p.defined()) continue;
+          if (!seen.insert(p.impl()).second) {
+            shared_params_.insert(p.impl());
+            continue;
+          }
+          plan_.model_numel += p.numel();
+          plan_.model_param_bytes += p.numel() * static_cast<std::int64_t>(dtype_size(p.dtype()));
+        }
     }
     {
       WarningCapture capture;  // e.g. ignoring the root itself
@@ -227,19 +240,30 @@ class Planner {
   void list_params() {
     std::unordered_map<const TensorImpl*, std::size_t> manager;  // param -> unit index
     std::unordered_map<const TensorImpl*, std::string> manager_fqn;
+    // Per-unit "seen" marks as stamps (unit index + 1), so that a model with a million units
+    // allocates no set per unit.
+    std::unordered_map<const nn::Module*, std::uint32_t> module_stamp;
+    std::unordered_map<const TensorImpl*, std::uint32_t> param_stamp;
+    module_stamp.reserve(plan_.num_modules);
     std::unordered_set<const nn::Module*> earlier_units;
+    earlier_units.reserve(plan_.units.size());
+    std::vector<std::pair<std::string, const nn::Module*>> stack;
     for (auto& u : plan_.units) {
-      std::unordered_set<const nn::Module*> memo;
-      std::unordered_set<const TensorImpl*> seen;
-      std::vector<std::pair<std::string, const nn::Module*>> stack{{u.fqn, u.module}};
+      const auto stamp = static_cast<std::uint32_t>(u.index + 1);
+      stack.assign(1, {u.fqn, u.module});
       while (!stack.empty()) {
         auto [prefix, m] = std::move(stack.back());
         stack.pop_back();
-        if (!memo.insert(m).second) continue;
+        auto& ms = module_stamp[m];
+        if (ms == stamp) continue;
+        ms = stamp;
         if (m != u.module && earlier_units.count(m)) continue;
         if (traversal::contains(ignored_.modules, m)) continue;
         for (const auto& [name, p] : m->parameter_slots()) {
-          if (!p.defined() || !seen.insert(p.impl()).second) continue;
+          if (!p.defined()) continue;
+          auto& ps = param_stamp[p.impl()];
+          if (ps == stamp) continue;
+          ps = stamp;
           if (traversal::contains(ignored_.params, p)) continue;
           std::string fqn = prefix.empty() ? name : prefix + "." + name;
           auto mit = manager.find(p.impl());
@@ -248,7 +272,8 @@ class Planner {
             continue;
           }
           manager.emplace(p.impl(), u.index);
-          manager_fqn.emplace(p.impl(), fqn);
+          if (any_shared_module_ || shared_params_.count(p.impl()))
+            manager_fqn.emplace(p.impl(), fqn);
           PlannedParam pp{fqn, p.shape(), p.dtype(), p.requires_grad(), p.numel()};
           u.numel += pp.numel;
           if (pp.requires_grad) u.trainable_numel += pp.numel;
@@ -418,6 +443,8 @@ class Planner {
   Ignored ignored_;
   std::unordered_map<const nn::Module*, std::string> fqn_;
   std::vector<nn::ModulePtr> modules_;  // per unit
+  std::unordered_set<const TensorImpl*> shared_params_;  // in more than one slot (tied)
+  bool any_shared_module_ = false;  // some module occupies more than one slot
   std::unordered_map<std::size_t, std::unordered_set<const nn::Module*>> subtree_;
 };
 
