@@ -6,14 +6,18 @@
 
 namespace fsdp::nn {
 
-Tensor ReLU::forward(const Tensor& input) { return relu(input); }
+Tensor ReLU::forward(const Tensor& input) {
+  return relu(input);
+}
 
 GELU::GELU(std::string approx) : Module(static_class()), approximate(std::move(approx)) {
   FSDP_CHECK(approximate == "none" || approximate == "tanh", RuntimeError,
              "approximate argument must be either none or tanh (got '{}')", approximate);
 }
 
-Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate); }
+Tensor GELU::forward(const Tensor& input) {
+  return gelu(input, approximate);
+}
 
 DropoutBase::DropoutBase(const ModuleClass& cls, double p_, bool inplace_)
     : Module(cls), p(p_), inplace(inplace_) {
@@ -25,6 +29,8 @@ std::string DropoutBase::extra_repr() const {
   return fmt::format("p={}, inplace={}", py_float(p), py_bool(inplace));
 }
 
-Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_training()); }
+Tensor Dropout::forward(const Tensor& input) {
+  return dropout(input, p, is_training());
+}
 
 }  // namespace fsdp::nn

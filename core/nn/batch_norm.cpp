@@ -22,8 +22,7 @@ NormBase::NormBase(const ModuleClass& cls, std::int64_t n, const BatchNormOption
   if (track_running_stats) {
     register_buffer("running_mean", zeros({n}, t));
     register_buffer("running_var", ones({n}, t));
-    register_buffer("num_batches_tracked",
-                    zeros({}, TensorOptions(DType::Int64, t.device)));
+    register_buffer("num_batches_tracked", zeros({}, TensorOptions(DType::Int64, t.device)));
   } else {
     register_buffer("running_mean", Tensor());
     register_buffer("running_var", Tensor());
@@ -72,15 +71,15 @@ Tensor BatchNormBase::forward(const Tensor& input) {
   const bool bn_training = is_training() || (!rm.defined() && !rv.defined());
   // Running statistics are read in eval mode and updated in training when tracked.
   const bool pass_stats = !is_training() || track_running_stats;
-  return batch_norm(input, pass_stats ? rm : Tensor(), pass_stats ? rv : Tensor(),
-                    param("weight"), param("bias"), bn_training, factor, eps);
+  return batch_norm(input, pass_stats ? rm : Tensor(), pass_stats ? rv : Tensor(), param("weight"),
+                    param("bias"), bn_training, factor, eps);
 }
 
-#define FSDP_BATCH_NORM_CLONE_(NAME)                                                     \
-  ModulePtr NAME::clone_structure() const {                                              \
-    BatchNormOptions o = options_;                                                       \
-    o.tensor = o.tensor.with_device(kMeta);                                              \
-    return std::make_shared<NAME>(num_features, o);                                      \
+#define FSDP_BATCH_NORM_CLONE_(NAME)                \
+  ModulePtr NAME::clone_structure() const {         \
+    BatchNormOptions o = options_;                  \
+    o.tensor = o.tensor.with_device(kMeta);         \
+    return std::make_shared<NAME>(num_features, o); \
   }
 FSDP_BATCH_NORM_CLONE_(BatchNorm1d)
 FSDP_BATCH_NORM_CLONE_(BatchNorm2d)

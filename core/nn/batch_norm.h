@@ -57,21 +57,20 @@ class BatchNormBase : public NormBase {
   virtual void check_input_dim(const Tensor& input) const = 0;
 };
 
-#define FSDP_BATCH_NORM_CLASS_(NAME)                                                        \
-  class NAME : public BatchNormBase, public Cloneable {                                     \
-   public:                                                                                  \
-    FSDP_MODULE_CLASS(NAME, BatchNormBase)                                                  \
-    NAME(std::int64_t num_features, double eps = 1e-5,                                      \
-         std::optional<double> momentum = 0.1, bool affine = true,                          \
-         bool track_running_stats = true, TensorOptions options = {})                       \
-        : NAME(num_features, BatchNormOptions{eps, momentum, affine, track_running_stats,   \
-                                              options}) {}                                  \
-    NAME(std::int64_t num_features, const BatchNormOptions& o)                              \
-        : BatchNormBase(static_class(), num_features, o) {}                                 \
-    ModulePtr clone_structure() const override;                                            \
-                                                                                            \
-   protected:                                                                               \
-    void check_input_dim(const Tensor& input) const override;                               \
+#define FSDP_BATCH_NORM_CLASS_(NAME)                                                         \
+  class NAME : public BatchNormBase, public Cloneable {                                      \
+   public:                                                                                   \
+    FSDP_MODULE_CLASS(NAME, BatchNormBase)                                                   \
+    NAME(std::int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1, \
+         bool affine = true, bool track_running_stats = true, TensorOptions options = {})    \
+        : NAME(num_features,                                                                 \
+               BatchNormOptions{eps, momentum, affine, track_running_stats, options}) {}     \
+    NAME(std::int64_t num_features, const BatchNormOptions& o)                               \
+        : BatchNormBase(static_class(), num_features, o) {}                                  \
+    ModulePtr clone_structure() const override;                                              \
+                                                                                             \
+   protected:                                                                                \
+    void check_input_dim(const Tensor& input) const override;                                \
   };
 
 FSDP_BATCH_NORM_CLASS_(BatchNorm1d)  // input (N, C) or (N, C, L)

@@ -8,8 +8,8 @@ namespace {
 // Python's _get_abs_string_index: wraps negative indices, IndexError out of range.
 std::size_t abs_index(std::int64_t idx, std::size_t size, const std::string& cls) {
   const auto n = static_cast<std::int64_t>(size);
-  FSDP_CHECK(idx >= -n && idx < n, IndexError, "index {} is out of range ({} of size {})", idx,
-             cls, n);
+  FSDP_CHECK(idx >= -n && idx < n, IndexError, "index {} is out of range ({} of size {})", idx, cls,
+             n);
   return static_cast<std::size_t>(idx < 0 ? idx + n : idx);
 }
 
@@ -53,7 +53,9 @@ Value Sequential::forward(const Args& args) {
   return x;
 }
 
-ModulePtr Sequential::clone_structure() const { return clone_children<Sequential>(*this); }
+ModulePtr Sequential::clone_structure() const {
+  return clone_children<Sequential>(*this);
+}
 
 // --- ModuleList
 ModuleList::ModuleList(std::initializer_list<ModulePtr> modules)
@@ -89,7 +91,9 @@ void ModuleList::set(std::int64_t idx, ModulePtr module) {
   replace_child(child_slots()[abs_index(idx, size(), type_name())].first, std::move(module));
 }
 
-ModulePtr ModuleList::clone_structure() const { return clone_children<ModuleList>(*this); }
+ModulePtr ModuleList::clone_structure() const {
+  return clone_children<ModuleList>(*this);
+}
 
 // --- ModuleDict
 ModuleDict::ModuleDict(const std::vector<std::pair<std::string, ModulePtr>>& items)
@@ -98,8 +102,10 @@ ModuleDict::ModuleDict(const std::vector<std::pair<std::string, ModulePtr>>& ite
 }
 
 void ModuleDict::insert(const std::string& key, ModulePtr module) {
-  if (has_child(key)) replace_child(key, std::move(module));
-  else register_module(key, std::move(module));
+  if (has_child(key))
+    replace_child(key, std::move(module));
+  else
+    register_module(key, std::move(module));
 }
 
 void ModuleDict::update(const std::vector<std::pair<std::string, ModulePtr>>& items) {
@@ -118,6 +124,8 @@ std::vector<ModulePtr> ModuleDict::values() const {
   return out;
 }
 
-ModulePtr ModuleDict::clone_structure() const { return clone_children<ModuleDict>(*this); }
+ModulePtr ModuleDict::clone_structure() const {
+  return clone_children<ModuleDict>(*this);
+}
 
 }  // namespace fsdp::nn

@@ -28,7 +28,8 @@ class Dropout : public DropoutBase, public Cloneable {
  public:
   FSDP_MODULE_CLASS(Dropout, DropoutBase)
   // inplace is accepted for compatibility; the result is computed out of place (same values).
-  explicit Dropout(double p = 0.5, bool inplace = false) : DropoutBase(static_class(), p, inplace) {}
+  explicit Dropout(double p = 0.5, bool inplace = false)
+      : DropoutBase(static_class(), p, inplace) {}
   Value forward(const Args& args) override { return forward(args.tensor(0)); }
   Tensor forward(const Tensor& input);
   ModulePtr clone_structure() const override { return std::make_shared<Dropout>(p, inplace); }

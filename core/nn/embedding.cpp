@@ -55,7 +55,8 @@ void renorm_rows(const Tensor& weight, const Tensor& indices, double max_norm, d
 
 Embedding::Embedding(std::int64_t num, std::int64_t dim, std::optional<std::int64_t> padding_idx,
                      TensorOptions options)
-    : Embedding(num, dim, EmbeddingOptions{padding_idx, std::nullopt, 2.0, false, false, options}) {}
+    : Embedding(num, dim, EmbeddingOptions{padding_idx, std::nullopt, 2.0, false, false, options}) {
+}
 
 Embedding::Embedding(std::int64_t num, std::int64_t dim, const EmbeddingOptions& o)
     : Module(static_class()),

@@ -13,8 +13,8 @@ struct EmbeddingOptions {
   std::optional<std::int64_t> padding_idx;  // negative counts from the end
   std::optional<double> max_norm;           // rows looked up are renormalised to this norm
   double norm_type = 2.0;
-  bool scale_grad_by_freq = false;          // not supported: NotImplementedError in forward
-  bool sparse = false;                      // gradients are always dense here
+  bool scale_grad_by_freq = false;  // not supported: NotImplementedError in forward
+  bool sparse = false;              // gradients are always dense here
   TensorOptions tensor = {};
 };
 

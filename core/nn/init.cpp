@@ -37,7 +37,9 @@ Tensor fill_random(const Tensor& t, const char* op, Draw&& draw) {
   return t;
 }
 
-Generator& pick(Generator* gen) { return gen ? *gen : default_generator(); }
+Generator& pick(Generator* gen) {
+  return gen ? *gen : default_generator();
+}
 
 bool zero_element(const Tensor& t) {
   if (t.numel() != 0) return false;
@@ -62,8 +64,8 @@ double xavier_std(const Tensor& t, double gain) {
 }  // namespace
 
 double calculate_gain(const std::string& nl, std::optional<double> param) {
-  static const char* const kLinear[] = {"linear", "conv1d", "conv2d", "conv3d",
-                                        "conv_transpose1d", "conv_transpose2d",
+  static const char* const kLinear[] = {"linear",           "conv1d",           "conv2d",
+                                        "conv3d",           "conv_transpose1d", "conv_transpose2d",
                                         "conv_transpose3d", "sigmoid"};
   for (const char* name : kLinear)
     if (nl == name) return 1.0;
@@ -105,8 +107,12 @@ Tensor constant_(const Tensor& t, double value) {
   target.fill_(value);
   return t;
 }
-Tensor ones_(const Tensor& t) { return constant_(t, 1.0); }
-Tensor zeros_(const Tensor& t) { return constant_(t, 0.0); }
+Tensor ones_(const Tensor& t) {
+  return constant_(t, 1.0);
+}
+Tensor zeros_(const Tensor& t) {
+  return constant_(t, 0.0);
+}
 
 Tensor xavier_uniform_(const Tensor& t, double gain, Generator* gen) {
   double bound = std::sqrt(3.0) * xavier_std(t, gain);

@@ -31,8 +31,8 @@ Tensor LayerNorm::forward(const Tensor& input) {
 }
 
 std::string LayerNorm::extra_repr() const {
-  return fmt::format("{}, eps={}, elementwise_affine={}", py_tuple(normalized_shape),
-                     py_float(eps), py_bool(elementwise_affine));
+  return fmt::format("{}, eps={}, elementwise_affine={}", py_tuple(normalized_shape), py_float(eps),
+                     py_bool(elementwise_affine));
 }
 
 ModulePtr LayerNorm::clone_structure() const {

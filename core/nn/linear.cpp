@@ -13,7 +13,9 @@ Value Identity::forward(const Args& args) {
   return args.positional[0];
 }
 
-ModulePtr Identity::clone_structure() const { return std::make_shared<Identity>(); }
+ModulePtr Identity::clone_structure() const {
+  return std::make_shared<Identity>();
+}
 
 Linear::Linear(std::int64_t in, std::int64_t out, bool bias, TensorOptions options)
     : Linear(static_class(), in, out, bias, options) {}
@@ -22,8 +24,8 @@ Linear::Linear(const ModuleClass& cls, std::int64_t in, std::int64_t out, bool b
                TensorOptions options)
     : Module(cls), in_features(in), out_features(out), options_(options.with_requires_grad(false)) {
   FSDP_CHECK(in >= 0 && out >= 0, ValueError,
-             "{}: in_features and out_features must be non-negative (got {} and {})",
-             type_name(), in, out);
+             "{}: in_features and out_features must be non-negative (got {} and {})", type_name(),
+             in, out);
   register_parameter("weight", empty({out, in}, options_));
   register_parameter("bias", bias ? empty({out}, options_) : Tensor());
   reset_parameters();
@@ -40,7 +42,9 @@ void Linear::reset_parameters() {
   }
 }
 
-Value Linear::forward(const Args& args) { return forward(args.tensor(0)); }
+Value Linear::forward(const Args& args) {
+  return forward(args.tensor(0));
+}
 
 Tensor Linear::forward(const Tensor& input) {
   return linear(input, param("weight"), param("bias"));

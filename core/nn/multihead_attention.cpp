@@ -28,9 +28,10 @@ Tensor additive_mask(const Tensor& mask, DType dtype, const char* what) {
   if (!mask.defined()) return mask;
   Tensor m = mask;
   if (m.dtype() == DType::UInt8) {
-    warn(fmt::format("Byte tensor for {} in nn.MultiheadAttention is deprecated. Use bool tensor "
-                     "instead.",
-                     what));
+    warn(
+        fmt::format("Byte tensor for {} in nn.MultiheadAttention is deprecated. Use bool tensor "
+                    "instead.",
+                    what));
     m = m.to(DType::Bool);
   }
   if (m.dtype() == DType::Bool)
@@ -53,8 +54,8 @@ Tensor pad_last(const Tensor& m) {
 
 MultiheadAttention::MultiheadAttention(std::int64_t e, std::int64_t h, double p, bool bias,
                                        TensorOptions options)
-    : MultiheadAttention(e, h, MultiheadAttentionOptions{.dropout = p, .bias = bias,
-                                                         .tensor = options}) {}
+    : MultiheadAttention(
+          e, h, MultiheadAttentionOptions{.dropout = p, .bias = bias, .tensor = options}) {}
 
 MultiheadAttention::MultiheadAttention(std::int64_t e, std::int64_t h,
                                        const MultiheadAttentionOptions& o)
@@ -136,8 +137,7 @@ Value MultiheadAttention::forward(const Args& args) {
   return Value(std::vector<Value>{Value(out), weights.defined() ? Value(weights) : Value()});
 }
 
-std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in,
-                                                      const Tensor& key_in,
+std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, const Tensor& key_in,
                                                       const Tensor& value_in,
                                                       const AttentionArgs& a) {
   const bool batched = query_in.dim() == 3;
@@ -166,8 +166,8 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in,
     if (kpm.defined()) kpm = kpm.unsqueeze(0);
   }
   const std::int64_t tgt_len = q.size(0), bsz = q.size(1), E = embed_dim, H = num_heads;
-  FSDP_CHECK(q.size(2) == E, AssertionError,
-             "was expecting embedding dimension of {}, but got {}", E, q.size(2));
+  FSDP_CHECK(q.size(2) == E, AssertionError, "was expecting embedding dimension of {}, but got {}",
+             E, q.size(2));
   FSDP_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1), AssertionError,
              "key shape {} does not match value shape {}", shape_str(key_in.shape()),
              shape_str(value_in.shape()));
@@ -230,7 +230,8 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in,
     FSDP_CHECK(kpm.dim() == 2 && kpm.size(0) == bsz && kpm.size(1) == src_len, AssertionError,
                "expecting key_padding_mask shape of ({}, {}), but got {}", bsz, src_len,
                shape_str(kpm.shape()));
-    kpm = kpm.view({bsz, 1, 1, src_len}).expand({bsz, H, 1, src_len}).reshape({bsz * H, 1, src_len});
+    kpm =
+        kpm.view({bsz, 1, 1, src_len}).expand({bsz, H, 1, src_len}).reshape({bsz * H, 1, src_len});
     mask = mask.defined() ? add(mask, kpm) : kpm;
   }
 
@@ -252,8 +253,10 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in,
     if (a.average_attn_weights) weights = div(sum(weights, {1}), static_cast<double>(H));
     if (!batched) weights = weights.squeeze(0);
   }
-  if (!batched) out = out.squeeze(1);
-  else if (batch_first) out = out.transpose(0, 1);
+  if (!batched)
+    out = out.squeeze(1);
+  else if (batch_first)
+    out = out.transpose(0, 1);
   return {out, weights};
 }
 

@@ -6,7 +6,9 @@
 
 namespace fsdp::nn {
 
-std::string py_bool(bool b) { return b ? "True" : "False"; }
+std::string py_bool(bool b) {
+  return b ? "True" : "False";
+}
 
 std::string py_float(double v) {
   if (std::isnan(v)) return "nan";

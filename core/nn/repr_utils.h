@@ -9,9 +9,9 @@
 
 namespace fsdp::nn {
 
-std::string py_bool(bool b);                 // "True" / "False"
-std::string py_float(double v);              // repr(float): "0.1", "1e-05", "2.0", "inf"
+std::string py_bool(bool b);     // "True" / "False"
+std::string py_float(double v);  // repr(float): "0.1", "1e-05", "2.0", "inf"
 std::string py_optional_float(const std::optional<double>& v);  // "None" when empty
-std::string py_tuple(const std::vector<std::int64_t>& v);      // "(8,)", "(2, 3)"
+std::string py_tuple(const std::vector<std::int64_t>& v);       // "(8,)", "(2, 3)"
 
 }  // namespace fsdp::nn

@@ -14,7 +14,9 @@
 namespace fsdp::nn {
 
 namespace {
-bool bool_arg(const Value& v, bool fallback) { return v.is_none() ? fallback : v.to_bool(); }
+bool bool_arg(const Value& v, bool fallback) {
+  return v.is_none() ? fallback : v.to_bool();
+}
 
 void check_activation(const std::string& activation) {
   FSDP_CHECK(activation == "relu" || activation == "gelu", RuntimeError,
@@ -41,8 +43,8 @@ void register_ff_and_norms(Module& m, std::int64_t d_model, const TransformerLay
 }
 
 MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o) {
-  return MultiheadAttentionOptions{.dropout = o.dropout, .bias = o.bias,
-                                   .batch_first = o.batch_first, .tensor = o.tensor};
+  return MultiheadAttentionOptions{
+      .dropout = o.dropout, .bias = o.bias, .batch_first = o.batch_first, .tensor = o.tensor};
 }
 
 TransformerLayerOptions on_meta(TransformerLayerOptions o) {
@@ -61,7 +63,9 @@ Tensor attend(Module& m, const char* name, const Tensor& q, const Tensor& kv, co
   return m.call_child(name, args)[0].tensor();
 }
 
-Value opt(const Tensor& t) { return t.defined() ? Value(t) : Value(); }
+Value opt(const Tensor& t) {
+  return t.defined() ? Value(t) : Value();
+}
 
 // layers.0, layers.1, ...: num_layers deep copies of `layer`.
 std::shared_ptr<ModuleList> clones(const ModulePtr& layer, std::int64_t n) {
@@ -239,8 +243,7 @@ Value TransformerDecoder::forward(const Args& args) {
   return forward(args.tensor(0), args.tensor(1), a);
 }
 
-Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory,
-                                   const DecoderArgs& a) {
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const DecoderArgs& a) {
   Tensor x = tgt;
   for (const auto& [name, layer] : child("layers")->child_slots()) {
     if (!layer) continue;
@@ -271,8 +274,8 @@ Transformer::Transformer(const TransformerOptions& o)
       nhead(o.nhead),
       batch_first(o.batch_first),
       options_(o) {
-  TransformerLayerOptions lo{o.dim_feedforward, o.dropout,  o.activation, o.layer_norm_eps,
-                             o.batch_first,     o.norm_first, o.bias,     o.tensor};
+  TransformerLayerOptions lo{o.dim_feedforward, o.dropout,    o.activation, o.layer_norm_eps,
+                             o.batch_first,     o.norm_first, o.bias,       o.tensor};
   auto final_norm = [&] {
     return std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, true, o.bias, o.tensor);
   };
@@ -280,15 +283,15 @@ Transformer::Transformer(const TransformerOptions& o)
     register_module("encoder", o.custom_encoder);
   } else {
     auto layer = std::make_shared<TransformerEncoderLayer>(o.d_model, o.nhead, lo);
-    register_module("encoder",
-                    std::make_shared<TransformerEncoder>(layer, o.num_encoder_layers, final_norm()));
+    register_module(
+        "encoder", std::make_shared<TransformerEncoder>(layer, o.num_encoder_layers, final_norm()));
   }
   if (o.custom_decoder) {
     register_module("decoder", o.custom_decoder);
   } else {
     auto layer = std::make_shared<TransformerDecoderLayer>(o.d_model, o.nhead, lo);
-    register_module("decoder",
-                    std::make_shared<TransformerDecoder>(layer, o.num_decoder_layers, final_norm()));
+    register_module(
+        "decoder", std::make_shared<TransformerDecoder>(layer, o.num_decoder_layers, final_norm()));
   }
   options_.custom_encoder = nullptr;  // not kept: the modules live in the child slots
   options_.custom_decoder = nullptr;
@@ -325,11 +328,11 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const EncoderA
              "the feature number of src and tgt must be equal to d_model (src {}, tgt {}, "
              "d_model {})",
              shape_str(src.shape()), shape_str(tgt.shape()), d_model);
-  Tensor memory = (*child("encoder"))(Args({Value(src)},
-                                           {{"mask", opt(enc.mask)},
-                                            {"src_key_padding_mask", opt(enc.key_padding_mask)},
-                                            {"is_causal", Value(enc.is_causal)}}))
-                      .tensor();
+  Tensor memory =
+      (*child("encoder"))(Args({Value(src)}, {{"mask", opt(enc.mask)},
+                                              {"src_key_padding_mask", opt(enc.key_padding_mask)},
+                                              {"is_causal", Value(enc.is_causal)}}))
+          .tensor();
   return (*child("decoder"))(Args({Value(tgt), Value(memory)},
                                   {{"tgt_mask", opt(dec.tgt_mask)},
                                    {"memory_mask", opt(dec.memory_mask)},

@@ -16,7 +16,7 @@ struct AdamOptions {
   bool amsgrad = false;
   bool maximize = false;
 
-  void validate() const;  // ValueError with torch's messages
+  void validate() const;                         // ValueError with torch's messages
   std::map<std::string, double> to_map() const;  // betas as "beta1", "beta2"
   static AdamOptions from_map(const std::map<std::string, double>& m);
 };

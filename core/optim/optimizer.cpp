@@ -46,8 +46,10 @@ void Optimizer::zero_grad(bool set_to_none) {
     for (auto& p : g.params) {
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      if (set_to_none) p.set_grad(Tensor());
-      else grad.zero_();
+      if (set_to_none)
+        p.set_grad(Tensor());
+      else
+        grad.zero_();
     }
 }
 

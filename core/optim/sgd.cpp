@@ -24,9 +24,12 @@ std::map<std::string, double> SGDOptions::to_map() const {
 }
 
 SGDOptions SGDOptions::from_map(const std::map<std::string, double>& m) {
-  SGDOptions o{option_value(m, "lr"),           option_value(m, "momentum"),
-               option_value(m, "dampening"),    option_value(m, "weight_decay"),
-               option_value(m, "nesterov") != 0, option_value(m, "maximize") != 0};
+  SGDOptions o{option_value(m, "lr"),
+               option_value(m, "momentum"),
+               option_value(m, "dampening"),
+               option_value(m, "weight_decay"),
+               option_value(m, "nesterov") != 0,
+               option_value(m, "maximize") != 0};
   o.validate();
   return o;
 }

@@ -162,10 +162,11 @@ def layer_cases():
         enc, [x], {"src_mask": mask, "src_key_padding_mask": kpm})
     torch.manual_seed(19)
     dec = _perturb(nn.TransformerDecoderLayer(8, 2, 16, 0.0))
+    causal = nn.Transformer.generate_square_subsequent_mask(3)
     cases["decoder_layer"] = run_case(dec, [torch.randn(3, 2, 8), torch.randn(5, 2, 8)],
-                                      {"tgt_mask": nn.Transformer.generate_square_subsequent_mask(3)})
+                                      {"tgt_mask": causal})
     torch.manual_seed(20)
-    tr = _perturb(nn.Transformer(8, 2, 2, 2, 16, 0.0))
+    tr = _perturb(nn.Transformer(8, 2, 1, 1, 16, 0.0))
     cases["transformer"] = run_case(tr, [torch.randn(5, 2, 8), torch.randn(3, 2, 8)],
                                     {"tgt_mask": nn.Transformer.generate_square_subsequent_mask(3)})
     torch.manual_seed(21)

@@ -1,7 +1,6 @@
 // Initialisation: bounds and moments of each init function and of every layer's default
 // initialisation (torch's distributions), gains, fans and their errors.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 
 #include "core/nn/nn.h"
@@ -98,7 +97,8 @@ BOOST_AUTO_TEST_CASE(init_functions) {
   manual_seed(7);
   Tensor b = init::normal_(empty({10}));
   BOOST_TEST(a.to_vector() == b.to_vector());
-  BOOST_TEST(init::xavier_uniform_(empty({1000, 1000}, TensorOptions(DType::Float32, kMeta))).is_meta());
+  BOOST_TEST(
+      init::xavier_uniform_(empty({1000, 1000}, TensorOptions(DType::Float32, kMeta))).is_meta());
   WarningCapture cap;
   init::kaiming_uniform_(empty({0, 3}));
   BOOST_TEST(cap.contains("Initializing zero-element tensors is a no-op"));
@@ -131,7 +131,8 @@ BOOST_AUTO_TEST_CASE(layer_default_distributions) {
   BOOST_TEST(bn.buffer("num_batches_tracked").dtype() == DType::Int64);
   BOOST_TEST(bn.buffer("num_batches_tracked").dim() == 0);
   // Transformer: every matrix xavier_uniform_ (bound from its own fans), vectors untouched.
-  auto tr = std::make_shared<Transformer>(TransformerOptions{.d_model = 32, .nhead = 4,
+  auto tr = std::make_shared<Transformer>(TransformerOptions{.d_model = 32,
+                                                             .nhead = 4,
                                                              .num_encoder_layers = 1,
                                                              .num_decoder_layers = 1,
                                                              .dim_feedforward = 64});

@@ -21,9 +21,9 @@ std::unique_ptr<Optimizer> make(const std::string& name, std::vector<Tensor> par
   auto num = [&](const char* k, double d) { return o.contains(k) ? o[k].get<double>() : d; };
   auto flag = [&](const char* k) { return o.contains(k) && o[k].get<bool>(); };
   if (name.rfind("sgd", 0) == 0)
-    return std::make_unique<SGD>(params, SGDOptions{num("lr", 1e-3), num("momentum", 0),
-                                                    num("dampening", 0), num("weight_decay", 0),
-                                                    flag("nesterov"), flag("maximize")});
+    return std::make_unique<SGD>(
+        params, SGDOptions{num("lr", 1e-3), num("momentum", 0), num("dampening", 0),
+                           num("weight_decay", 0), flag("nesterov"), flag("maximize")});
   AdamOptions a;
   a.lr = num("lr", 1e-3);
   if (o.contains("betas")) a.betas = {o["betas"][0].get<double>(), o["betas"][1].get<double>()};
@@ -76,7 +76,8 @@ BOOST_AUTO_TEST_CASE(state_dict_resumes_exactly) {
       auto opt_a = make(name, a);
       auto opt_b = make(name, b);
       auto grads = [&](std::vector<Tensor>& ps, int step) {
-        for (int i = 0; i < 2; ++i) ps[i].set_grad(fx().tensor(name, fmt::format("p{}.grad{}", i, step)));
+        for (int i = 0; i < 2; ++i)
+          ps[i].set_grad(fx().tensor(name, fmt::format("p{}.grad{}", i, step)));
       };
       for (int s = 0; s < 3; ++s) {
         grads(a, s);
@@ -87,8 +88,10 @@ BOOST_AUTO_TEST_CASE(state_dict_resumes_exactly) {
       OptimizerStateDict sd = opt_b->state_dict();
       BOOST_TEST(sd.state.size() == 2u);
       BOOST_TEST((sd.group_params[0] == std::vector<std::int64_t>{0, 1}));
-      if (std::string(name) != "sgd_momentum_wd") BOOST_TEST(sd.state.at(1).at("step").item() == 1.0);
-      else BOOST_TEST(sd.state.at(0).count("momentum_buffer") == 1u);
+      if (std::string(name) != "sgd_momentum_wd")
+        BOOST_TEST(sd.state.at(1).at("step").item() == 1.0);
+      else
+        BOOST_TEST(sd.state.at(0).count("momentum_buffer") == 1u);
       auto opt_c = make(name, b);
       opt_c->set_lr(123.0);
       opt_c->load_state_dict(sd);
@@ -146,13 +149,19 @@ BOOST_AUTO_TEST_CASE(validation_messages) {
     return std::string("no error");
   };
   BOOST_TEST(msg([&] { SGD({p}, {.lr = -1}); }) == "Invalid learning rate: -1");
-  BOOST_TEST(msg([&] { SGD({p}, {.lr = 0.1, .momentum = -0.5}); }) == "Invalid momentum value: -0.5");
+  BOOST_TEST(msg([&] { SGD({p}, {.lr = 0.1, .momentum = -0.5}); }) ==
+             "Invalid momentum value: -0.5");
   BOOST_TEST(msg([&] { SGD({p}, {.lr = 0.1, .nesterov = true}); }) ==
              "Nesterov momentum requires a momentum and zero dampening");
-  BOOST_TEST(msg([&] { SGD(std::vector<Tensor>{}, {}); }) == "optimizer got an empty parameter list");
-  BOOST_TEST(msg([&] { Adam({p}, {.betas = {1.0, 0.9}}); }) == "Invalid beta parameter at index 0: 1");
+  BOOST_TEST(msg([&] { SGD(std::vector<Tensor>{}, {}); }) ==
+             "optimizer got an empty parameter list");
+  BOOST_TEST(msg([&] {
+               Adam({p}, {.betas = {1.0, 0.9}});
+             }) == "Invalid beta parameter at index 0: 1");
   BOOST_TEST(msg([&] { Adam({p}, {.eps = -1e-3}); }) == "Invalid epsilon value: -0.001");
-  BOOST_TEST(msg([&] { AdamW({p, p}); }) == "some parameters appear in more than one parameter group");
+  BOOST_TEST(msg([&] {
+               AdamW({p, p});
+             }) == "some parameters appear in more than one parameter group");
   BOOST_TEST(AdamW({p}).options().weight_decay == 1e-2);
   BOOST_TEST(Adam({p}).options().weight_decay == 0.0);
 }

@@ -2,7 +2,6 @@
 // state_dict keys, module classes, reprs, class ancestry; meta construction; deep copies;
 // containers; very deep trees.
 #include <boost/test/unit_test.hpp>
-
 #include <chrono>
 
 #include "core/nn/nn.h"
@@ -19,11 +18,20 @@ const Fixture& structure() {
   return f;
 }
 
-const char* const kCases[] = {"linear",         "linear_nobias", "embedding",
-                              "layer_norm",     "bn1d",          "bn2d_untracked",
-                              "sync_bn",        "mha",           "mha_kdim_bias_kv",
-                              "encoder_layer",  "decoder_layer", "transformer_small",
-                              "transformer_default", "containers"};
+const char* const kCases[] = {"linear",
+                              "linear_nobias",
+                              "embedding",
+                              "layer_norm",
+                              "bn1d",
+                              "bn2d_untracked",
+                              "sync_bn",
+                              "mha",
+                              "mha_kdim_bias_kv",
+                              "encoder_layer",
+                              "decoder_layer",
+                              "transformer_small",
+                              "transformer_default",
+                              "containers"};
 
 nlohmann::json names_shapes(const std::vector<std::pair<std::string, Tensor>>& items) {
   auto out = nlohmann::json::array();
@@ -48,7 +56,8 @@ BOOST_AUTO_TEST_CASE(names_shapes_and_order_match_torch) {
         auto modules = nlohmann::json::array();
         for (auto& [n, mod] : m->named_modules()) modules.push_back({n, mod->type_name()});
         BOOST_TEST(modules == structure().value(name, "modules"));
-        BOOST_TEST(m->num_parameters() == structure().value(name, "num_parameters").get<std::int64_t>());
+        BOOST_TEST(m->num_parameters() ==
+                   structure().value(name, "num_parameters").get<std::int64_t>());
         if (structure().has(name, "repr"))
           BOOST_TEST(m->repr() == structure().value(name, "repr").get<std::string>());
         for (auto& p : m->parameters()) BOOST_TEST(p.device() == dev);
@@ -89,11 +98,12 @@ BOOST_AUTO_TEST_CASE(huge_model_builds_on_meta_quickly) {
   // A Llama-70B-sized stack of transformer layers: 80 layers of d_model 8192 with feed-forward
   // 28672 (about 70 billion parameters) and no memory for them.
   auto t0 = std::chrono::steady_clock::now();
-  TransformerLayerOptions o{.dim_feedforward = 28672, .dropout = 0.0,
-                            .tensor = TensorOptions(DType::BFloat16, kMeta)};
+  TransformerLayerOptions o{
+      .dim_feedforward = 28672, .dropout = 0.0, .tensor = TensorOptions(DType::BFloat16, kMeta)};
   auto layer = std::make_shared<TransformerEncoderLayer>(8192, 64, o);
   auto enc = std::make_shared<TransformerEncoder>(layer, 80);
-  auto emb = std::make_shared<Embedding>(128256, 8192, std::nullopt, TensorOptions(DType::BFloat16, kMeta));
+  auto emb = std::make_shared<Embedding>(128256, 8192, std::nullopt,
+                                         TensorOptions(DType::BFloat16, kMeta));
   auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{emb, enc});
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   BOOST_TEST(model->num_parameters() > 60'000'000'000LL);
@@ -234,7 +244,8 @@ BOOST_AUTO_TEST_CASE(constructor_errors) {
   try {
     Dropout d(-0.1);
   } catch (const ValueError& e) {
-    BOOST_TEST(std::string(e.what()) == "dropout probability has to be between 0 and 1, but got -0.1");
+    BOOST_TEST(std::string(e.what()) ==
+               "dropout probability has to be between 0 and 1, but got -0.1");
   }
   BOOST_CHECK_THROW(MultiheadAttention(10, 3), AssertionError);
   BOOST_CHECK_THROW(Embedding(5, 2, 5), AssertionError);

@@ -2,7 +2,6 @@
 // threads training independent models give the results of running them one after the other),
 // batch-norm running statistics, input checks, meta-device forwards, module-call conventions.
 #include <boost/test/unit_test.hpp>
-
 #include <thread>
 
 #include "core/autograd.h"
@@ -28,8 +27,8 @@ RunResult train_classifier(std::uint64_t seed, int steps) {
       std::make_shared<TransformerEncoder>(std::make_shared<TransformerEncoderLayer>(16, 2, lo), 2,
                                            std::make_shared<LayerNorm>(16))});
   auto emb = std::make_shared<Embedding>(20, 16);
-  auto head = std::make_shared<Sequential>(std::vector<ModulePtr>{
-      std::make_shared<BatchNorm1d>(16), std::make_shared<Linear>(16, 3)});
+  auto head = std::make_shared<Sequential>(
+      std::vector<ModulePtr>{std::make_shared<BatchNorm1d>(16), std::make_shared<Linear>(16, 3)});
   std::vector<Tensor> params = model->parameters();
   for (auto& p : emb->parameters()) params.push_back(p);
   for (auto& p : head->parameters()) params.push_back(p);
@@ -126,10 +125,17 @@ BOOST_AUTO_TEST_CASE(batch_norm_running_stats_and_checks) {
     }
     return std::string("no error");
   };
-  BOOST_TEST(msg([&] { bn->forward(zeros({2, 2, 2, 2})); }) == "expected 2D or 3D input (got 4D input)");
-  BOOST_TEST(msg([] { BatchNorm2d(2).forward(zeros({2, 2, 2})); }) == "expected 4D input (got 3D input)");
-  BOOST_TEST(msg([] { BatchNorm3d(2).forward(zeros({2, 2, 2, 2})); }) == "expected 5D input (got 4D input)");
-  BOOST_TEST(msg([] { SyncBatchNorm(2).forward(zeros({2})); }) == "expected at least 2D input (got 1D input)");
+  BOOST_TEST(msg([&] {
+               bn->forward(zeros({2, 2, 2, 2}));
+             }) == "expected 2D or 3D input (got 4D input)");
+  BOOST_TEST(msg([] {
+               BatchNorm2d(2).forward(zeros({2, 2, 2}));
+             }) == "expected 4D input (got 3D input)");
+  BOOST_TEST(msg([] {
+               BatchNorm3d(2).forward(zeros({2, 2, 2, 2}));
+             }) == "expected 5D input (got 4D input)");
+  BOOST_TEST(msg([] { SyncBatchNorm(2).forward(zeros({2})); }) ==
+             "expected at least 2D input (got 1D input)");
   // SyncBatchNorm in one process is BatchNorm.
   auto sync = std::make_shared<SyncBatchNorm>(2);
   auto plain = std::make_shared<BatchNorm2d>(2);
