@@ -186,9 +186,17 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
     wk = param("k_proj_weight");
     wv = param("v_proj_weight");
   }
-  q = linear(q, wq, bias_part(0));
-  k = linear(k, wk, bias_part(1));
-  v = linear(v, wv, bias_part(2));
+  if (qkv_same_embed_dim && query_in.is_same(key_in) && key_in.is_same(value_in)) {
+    // Self-attention: one product with the packed weight, as torch's _in_projection_packed.
+    Tensor proj = linear(q, param("in_proj_weight"), b);
+    q = proj.narrow(-1, 0, E);
+    k = proj.narrow(-1, E, E);
+    v = proj.narrow(-1, 2 * E, E);
+  } else {
+    q = linear(q, wq, bias_part(0));
+    k = linear(k, wk, bias_part(1));
+    v = linear(v, wv, bias_part(2));
+  }
 
   // Masks as additive float masks: attn_mask (1 or N*H, L, S).
   Tensor mask = additive_mask(a.attn_mask, q.dtype(), "attn_mask");
