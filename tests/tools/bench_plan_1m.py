@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Times fsdp-plan on a generated model of about 1 000 000 modules (100 stages of 715
 transformer-like blocks of 14 modules each; ~70M parameters). The file (~100 MB) is written to a temporary
-directory and removed afterwards. Usage: bench_plan_1m.py FSDP_PLAN [BLOCKS]
+directory and removed afterwards. Usage: bench_plan_1m.py FSDP_PLAN [BLOCKS_PER_STAGE [POLICY...]]
 Registered as a meson benchmark: meson test -C BUILD --benchmark --suite tools"""
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -57,18 +58,25 @@ def main():
         size = os.path.getsize(path)
         modules = 3 + STAGES * (1 + 14 * PER_STAGE)
         print(f"model: {modules} modules, {size / 1e6:.0f} MB")
-        for policy in ["", "transformer([Block])", "size(min_num_params=100000)", "always"]:
+        policies = sys.argv[3:] or ["", "transformer([Block])", "size(min_num_params=100000)",
+                                    "always"]
+        for policy in policies:
+            policy = "" if policy == "none" else policy
             args = [PLAN, path, "--format", "json", "--world-size", "64"]
             if policy:
                 args += ["--policy", policy]
             t = time.time()
+            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
             r = subprocess.run(args, capture_output=True, text=True)
             dt = time.time() - t
+            ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = ru2.ru_utime + ru2.ru_stime - ru.ru_utime - ru.ru_stime
             if r.returncode != 0:
                 print(r.stderr)
                 return 1
             units = len(json.loads(r.stdout)["units"])
-            print(f"  --policy {policy or '(none)':<30} {units:>8} units  {dt:6.2f} s")
+            print(f"  --policy {policy or '(none)':<30} {units:>8} units  {dt:6.2f} s wall"
+                  f"  {cpu:6.2f} s cpu")
     return 0
 
 
