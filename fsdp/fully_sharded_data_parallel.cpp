@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/traversal/pre_order.h"
 #include "core/traversal/wrapper_marker.h"
 #include "core/warnings.h"
 #include "policies/auto_wrap.h"
@@ -70,7 +71,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   ignored_modules_ = policies::close_ignored_modules(
       module, options.ignored_modules.value_or(std::vector<nn::ModulePtr>{}));
   std::vector<std::shared_ptr<FullyShardedDataParallel>> nested;
-  for (const auto& sub : module->modules())
+  for (const auto& sub : traversal::modules_of(module))
     if (auto unit = std::dynamic_pointer_cast<FullyShardedDataParallel>(sub)) nested.push_back(unit);
   for (const auto& unit : nested) ignored_modules_.insert(unit->ignored_modules_.begin(),
                                                           unit->ignored_modules_.end());
@@ -108,8 +109,11 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
     root.limit_all_gathers = options.limit_all_gathers.value_or(true);
     root.use_orig_params = options.use_orig_params.value_or(false);
     std::vector<Tensor> ignored_states;
-    for (const auto& [name, p] : module->named_parameters())
-      if (ignored_params_.count(p.impl())) ignored_states.push_back(p);
+    traversal::ParamSet listed;
+    for (const auto& m : traversal::modules_of(module))
+      for (const auto& [name, p] : m->parameter_slots())
+        if (p.defined() && ignored_params_.count(p.impl()) && listed.insert(p.impl()).second)
+          ignored_states.push_back(p);
     root.ignored_states = std::move(ignored_states);
     policies::auto_wrap(module, *options.auto_wrap_policy, ignored_modules_, ignored_params_,
                         std::move(root), wrapper_fn(), std::string(kClassName));

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/traversal/post_order.h"
+#include "core/traversal/pre_order.h"
 #include "core/traversal/recursive_wrap.h"
 #include "core/traversal/wrapper_marker.h"
 #include "policies/mixed_precision_override.h"
@@ -25,12 +26,13 @@ nn::ModulePtr wrap_module(const nn::ModulePtr& module, const WrapperFn& wrapper_
 }
 
 void check_nested_wrapping(const nn::ModulePtr& root) {
-  for (const auto& [name, module] : root->named_modules())
-    if (traversal::is_wrapper(*module))
+  traversal::PreOrderModules modules(root);  // named_modules() order; names only for the error
+  for (std::size_t i = 0; i < modules.size(); ++i)
+    if (traversal::is_wrapper(*modules.module(i)))
       throw ValueError(fmt::format(
           "FSDP auto wrapping requires modules to not already have FSDP applied but found {} "
           "in\n{}",
-          name, root->repr()));
+          modules.name(i), root->repr()));
 }
 
 void auto_wrap(const nn::ModulePtr& root, const AutoWrapPolicy& policy,

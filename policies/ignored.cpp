@@ -1,6 +1,7 @@
 #include "policies/ignored.h"
 
 #include "core/error.h"
+#include "core/traversal/pre_order.h"
 #include "core/traversal/wrapper_marker.h"
 #include "core/warnings.h"
 
@@ -17,7 +18,7 @@ traversal::ModuleSet close_ignored_modules(const nn::ModulePtr& root,
   }
   traversal::ModuleSet closed;
   for (const auto& m : ignored_modules)
-    for (const auto& child : m->modules())
+    for (const auto& child : traversal::modules_of(m))
       if (!traversal::is_wrapper(*child)) closed.insert(child.get());
   if (closed.count(root.get()))
     warn("Trying to ignore the top-level module passed into the FSDP constructor itself will "
@@ -31,7 +32,7 @@ traversal::ParamSet ignored_params_of(const nn::ModulePtr& root, const traversal
   if (ignored.empty()) return out;
   // The set is closed under descendants, so each module's own parameters suffice; walking from
   // the root keeps to modules that are alive.
-  for (const auto& m : root->modules())
+  for (const auto& m : traversal::modules_of(root))
     if (ignored.count(m.get()))
       for (const auto& p : m->parameters(/*recurse=*/false)) out.insert(p.impl());
   return out;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/warnings.h"
+#include "core/traversal/pre_order.h"
 #include "policies/wrapper_fn.h"
 
 namespace fsdp::policies {
@@ -32,7 +33,7 @@ std::set<std::string> override_module_mixed_precision(const nn::ModulePtr& root,
   std::set<std::string> overridden;
   WrapperOptions no_mixed_precision;
   no_mixed_precision.mixed_precision = Setting<MixedPrecision>::none();
-  for (const auto& mod : root->modules()) {
+  for (const auto& mod : traversal::modules_of(root)) {
     if (!mod->isinstance(classes)) continue;
     overridden.insert(mod->type_name());
     mod->set_attr(kWrapOverridesAttr, no_mixed_precision);
@@ -60,7 +61,7 @@ void run_mixed_precision_override_policy(const nn::ModulePtr& root, const nn::Cl
                                          const traversal::ModuleSet& ignored_modules,
                                          const WrapperOptions& root_options,
                                          TargetModules& targets) {
-  for (const auto& module : root->modules()) {
+  for (const auto& module : traversal::modules_of(root)) {
     if (traversal::contains(ignored_modules, module.get())) continue;
     if (!module->isinstance(classes)) continue;
     // This policy overrides any existing one; inherit the root options only if not a target yet.

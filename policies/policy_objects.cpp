@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/traversal/pre_order.h"
 #include "policies/custom_policy.h"
 #include "policies/module_wrap_policy.h"
 #include "policies/transformer_policy.h"
@@ -38,7 +39,7 @@ TargetModules ModuleWrapPolicy::run_policy(const nn::ModulePtr& root,
                                            const traversal::ModuleSet& ignored_modules,
                                            const WrapperOptions& root_options) const {
   TargetModules targets;
-  for (const auto& module : root->modules()) {  // pre-order, shared modules once, root included
+  for (const auto& module : traversal::modules_of(root)) {  // pre-order, shared modules once, root included
     if (traversal::contains(ignored_modules, module.get())) continue;
     if (module->isinstance(module_classes_)) targets.set(module, root_options);  // a copy each
   }
@@ -69,7 +70,7 @@ TargetModules CustomPolicy::run_policy(const nn::ModulePtr& root,
                                        const traversal::ModuleSet& ignored_modules,
                                        const WrapperOptions& root_options) const {
   TargetModules targets;
-  for (const auto& module : root->modules()) {
+  for (const auto& module : traversal::modules_of(root)) {
     if (traversal::contains(ignored_modules, module.get())) continue;
     CustomPolicyResult res = lambda_fn_(*module);
     const auto& v = res.value();

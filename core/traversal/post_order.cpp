@@ -1,6 +1,6 @@
 #include "core/traversal/post_order.h"
 
-#include <unordered_set>
+#include "core/traversal/pointer_set.h"
 
 #include "core/error.h"
 
@@ -11,7 +11,10 @@ void set_child_slot(nn::Module& parent, std::size_t index, nn::ModulePtr child) 
   FSDP_CHECK(index < slots.size(), IndexError, "{} has no child slot {}", parent.type_name(),
              index);
   if (slots[index].second == child) return;  // setattr of the same object changes nothing
-  parent.replace_child(slots[index].first, std::move(child));
+  // Module::replace_child finds the slot by name, a linear search: wrapping every block of a
+  // 4000-entry ModuleList would be quadratic. The engine knows the index, so it assigns the slot
+  // directly — the same plain assignment replace_child does (the Module object is not const).
+  const_cast<nn::ModulePtr&>(slots[index].second) = std::move(child);
 }
 
 void post_order_apply(const nn::ModulePtr& root, const ApplyFn& fn) {
@@ -21,7 +24,8 @@ void post_order_apply(const nn::ModulePtr& root, const ApplyFn& fn) {
     std::size_t slot;        // the module's slot in parent
     std::size_t next = 0;    // next child slot to look at
   };
-  std::unordered_set<const nn::Module*> visited{root.get()};
+  PointerSet visited;
+  visited.insert(root.get());
   std::vector<Frame> stack;
   stack.push_back({root, nullptr, 0});
   while (!stack.empty()) {
@@ -32,7 +36,7 @@ void post_order_apply(const nn::ModulePtr& root, const ApplyFn& fn) {
     while (top.next < slots.size()) {
       std::size_t i = top.next++;
       const nn::ModulePtr& child = slots[i].second;
-      if (!child || !visited.insert(child.get()).second) continue;
+      if (!child || !visited.insert(child.get())) continue;
       nn::Module* parent = top.module.get();
       stack.push_back({child, parent, i});  // invalidates `top`
       descended = true;
@@ -56,7 +60,8 @@ void post_order_apply(const nn::ModulePtr& root, const ApplyFn& fn) {
 }
 
 PostOrderNamedModules::PostOrderNamedModules(const nn::ModulePtr& root) {
-  std::unordered_set<const nn::Module*> visited{root.get()};
+  PointerSet visited;
+  visited.insert(root.get());
   entries_.push_back({root, -1, nullptr});
   std::vector<std::size_t> stack{0};
   std::vector<std::size_t> reverse_order;
@@ -67,7 +72,7 @@ PostOrderNamedModules::PostOrderNamedModules(const nn::ModulePtr& root) {
     nn::ModulePtr module = entries_[e].module;  // copy: entries_ may grow below
     // named_children() order; a repeat of one object under this parent is already in `visited`.
     for (const auto& [child_name, child] : module->child_slots()) {
-      if (!child || !visited.insert(child.get()).second) continue;
+      if (!child || !visited.insert(child.get())) continue;
       stack.push_back(entries_.size());
       entries_.push_back({child, static_cast<std::int64_t>(e), &child_name});
     }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/traversal/pointer_set.h"
 #include "core/traversal/post_order.h"
 #include "core/traversal/wrapper_marker.h"
 
@@ -51,15 +52,28 @@ struct SubtreeTable {
 
 SubtreeTable build_table(nn::Module& root, const ParamSet& ignored_params) {
   SubtreeTable t;
-  std::unordered_set<const nn::Module*> seen;
+  PointerSet seen;
   std::vector<std::pair<nn::Module*, std::int64_t>> stack{{&root, -1}};
-  // Parameters seen so far -> the module that first held them; shared ones -> all holders.
-  std::unordered_map<const TensorImpl*, std::int64_t> holder;
+  // Parameters held by more than one module -> (numel, holders); found with a flat set so
+  // that models without tied weights pay no map.
+  PointerSet params_seen;
   std::unordered_map<const TensorImpl*, std::pair<std::int64_t, std::vector<std::int64_t>>> shared;
+  // Calls fn(param) for each counted parameter of m: defined, not ignored, once per module
+  // (named_parameters de-duplicates within a module).
+  auto for_each_param = [&](const nn::Module& m, auto&& fn) {
+    const auto& params = m.parameter_slots();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const Tensor& p = params[i].second;
+      if (!p.defined() || contains(ignored_params, p)) continue;
+      bool repeat = false;
+      for (std::size_t j = 0; j < i && !repeat; ++j) repeat = params[j].second.impl() == p.impl();
+      if (!repeat) fn(p);
+    }
+  };
   while (!stack.empty()) {
     auto [m, parent] = stack.back();
     stack.pop_back();
-    if (!seen.insert(m).second) {
+    if (!seen.insert(m)) {
       t.ok = false;
       return t;
     }
@@ -67,27 +81,21 @@ SubtreeTable build_table(nn::Module& root, const ParamSet& ignored_params) {
     t.order.push_back(m);
     t.parent.push_back(parent);
     std::int64_t own = 0;
-    const auto& params = m->parameter_slots();
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      const Tensor& p = params[i].second;
-      if (!p.defined() || contains(ignored_params, p)) continue;
-      bool repeat = false;  // named_parameters de-duplicates within a module
-      for (std::size_t j = 0; j < i && !repeat; ++j) repeat = params[j].second.impl() == p.impl();
-      if (repeat) continue;
+    for_each_param(*m, [&](const Tensor& p) {
       own += p.numel();
-      auto [it, inserted] = holder.emplace(p.impl(), idx);
-      if (!inserted) {
-        auto& [numel, holders] = shared[p.impl()];
-        numel = p.numel();
-        if (holders.empty()) holders.push_back(it->second);
-        holders.push_back(idx);
-      }
-    }
+      if (!params_seen.insert(p.impl())) shared.try_emplace(p.impl(), p.numel(), std::vector<std::int64_t>{});
+    });
     t.numel.push_back(own);
     const auto& slots = m->child_slots();
     for (auto it = slots.rbegin(); it != slots.rend(); ++it)
       if (it->second) stack.emplace_back(it->second.get(), idx);
   }
+  if (!shared.empty())
+    for (std::size_t i = 0; i < t.order.size(); ++i)
+      for_each_param(*t.order[i], [&](const Tensor& p) {
+        auto it = shared.find(p.impl());
+        if (it != shared.end()) it->second.second.push_back(static_cast<std::int64_t>(i));
+      });
   const std::size_t n = t.order.size();
   t.size.assign(n, 1);
   for (std::size_t i = n; i-- > 1;) {
