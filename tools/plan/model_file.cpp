@@ -200,17 +200,31 @@ class Builder {
 
   nn::ModulePtr define(const json& obj, const Where& at) {
     const std::string& type = string_member(obj, "type", at);
-    std::vector<std::string> bases;
+    // Classes are interned by (name, ancestry); a model repeats a few classes a million times,
+    // so look them up by their spelling here first.
+    class_key_ = type;
+    const json* bases_json = nullptr;
     if (auto b = obj.find("bases"); b != obj.end() && !b->is_null()) {
       if (!b->is_array()) fail(Where{&at, "bases", 0}, "expected a list of class names");
+      bases_json = &*b;
       for (const auto& n : *b) {
         if (!n.is_string()) fail(Where{&at, "bases", 0}, "expected a list of class names");
-        bases.push_back(n.get<std::string>());
+        class_key_ += '\0';
+        class_key_ += n.get_ref<const std::string&>();
       }
     } else {
-      bases = known_bases(type);
+      class_key_ += "\0\0known";
     }
-    auto m = std::make_shared<nn::Module>(nn::ModuleClass::from_names(type, bases));
+    auto cit = classes_.find(class_key_);
+    if (cit == classes_.end()) {
+      std::vector<std::string> bases;
+      if (bases_json)
+        for (const auto& n : *bases_json) bases.push_back(n.get<std::string>());
+      else
+        bases = known_bases(type);
+      cit = classes_.emplace(class_key_, &nn::ModuleClass::from_names(type, bases)).first;
+    }
+    auto m = std::make_shared<nn::Module>(*cit->second);
     add_params(*m, obj, at);
     add_buffers(*m, obj, at);
     if (auto id = optional_id(obj, at)) {
@@ -312,6 +326,8 @@ class Builder {
   std::unordered_map<std::string, nn::ModulePtr> modules_;
   std::unordered_map<std::string, Tensor> params_;
   std::vector<std::unique_ptr<Where>> owned_wheres_;
+  std::unordered_map<std::string, const nn::ModuleClass*> classes_;
+  std::string class_key_;
   std::size_t definitions_ = 0;
 };
 

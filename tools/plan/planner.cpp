@@ -1,6 +1,8 @@
 #include "tools/plan/planner.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <ctime>
 #include <set>
 #include <unordered_set>
 
@@ -105,7 +107,7 @@ policies::WrapperOptions root_options(const PlanOptions& o) {
 }
 
 // Every class name the model's modules are instances of (types and their bases).
-std::vector<std::string> model_class_names(const std::vector<nn::ModulePtr>& modules) {
+std::vector<std::string> model_class_names(const std::vector<const nn::Module*>& modules) {
   std::set<const nn::ModuleClass*> classes;
   for (const auto& m : modules) classes.insert(&m->module_class());
   std::set<std::string> names;
@@ -121,15 +123,22 @@ class Planner {
   }
 
   Plan run() {
-    auto named = root_->named_modules();
-    plan_.num_modules = named.size();
-    fqn_.reserve(named.size());
-    std::vector<nn::ModulePtr> modules;
-    modules.reserve(named.size());
-    for (auto& [n, m] : named) {
-      fqn_.emplace(m.get(), n);
-      modules.push_back(m);
+    // Pre-order (named_modules' order), remembering how each module was first reached; paths
+    // are spelled out only for the units.
+    std::vector<const nn::Module*> modules;
+    {
+      std::vector<std::pair<const nn::Module*, Reached>> stack{{root_.get(), {nullptr, nullptr}}};
+      while (!stack.empty()) {
+        auto [m, how] = stack.back();
+        stack.pop_back();
+        if (!reached_.emplace(m, how).second) continue;
+        modules.push_back(m);
+        const auto& slots = m->child_slots();
+        for (auto it = slots.rbegin(); it != slots.rend(); ++it)
+          if (it->second) stack.push_back({it->second.get(), {m, &it->first}});
+      }
     }
+    plan_.num_modules = modules.size();
     {
       std::unordered_set<const TensorImpl*> seen;
       std::size_t slots = 1;  // the root's
@@ -154,13 +163,18 @@ class Planner {
     }
     plan_.ignored_modules = o_.ignore;
     plan_.ignored_numel = ignored_.numel;
+    lap("index modules");
     choose_strategy();
     check_policy_classes(modules);
+    lap("policy classes");
     wrap();
+    lap("auto-wrap engine");
     list_params();
+    lap("unit parameters");
     find_parents();
     for (auto& u : plan_.units) cost(u);
     totals();
+    lap("costs");
     if (root_->isinstance("ModuleList") || root_->isinstance("ModuleDict"))
       plan_.warnings.push_back(fmt::format(
           "FSDP will not all-gather parameters for containers that do not implement forward: "
@@ -190,7 +204,7 @@ class Planner {
 
   // A class name in the policy that no module is an instance of wraps nothing, silently in
   // PyTorch: say so, with the model's close names.
-  void check_policy_classes(const std::vector<nn::ModulePtr>& modules) {
+  void check_policy_classes(const std::vector<const nn::Module*>& modules) {
     if (!o_.policy) return;
     auto refs = o_.policy->class_refs();
     if (refs.empty()) return;
@@ -223,8 +237,7 @@ class Planner {
       Unit u;
       u.index = plan_.units.size();
       u.module = r.module.get();
-      auto it = fqn_.find(u.module);
-      u.fqn = it == fqn_.end() ? "?" : it->second;
+      u.fqn = path_of(u.module);
       u.type = r.module->type_name();
       auto s = r.options.sharding_strategy.value_or(o_.sharding);
       u.sharding = plan_.sharding == ShardingStrategy::NO_SHARD ? plan_.sharding : s;
@@ -437,11 +450,39 @@ class Planner {
         t.per_rank.total() + t.peak_unsharded_param_bytes + t.peak_unsharded_grad_bytes;
   }
 
+  // FSDP_PLAN_TIMING=1: CPU time of each phase on stderr.
+  void lap(const char* what) {
+    if (!timing_) return;
+    std::clock_t now = std::clock();
+    fmt::print(stderr, "fsdp-plan:   {}: {:.3f} s cpu\n", what,
+               static_cast<double>(now - clock_) / CLOCKS_PER_SEC);
+    clock_ = now;
+  }
+  bool timing_ = std::getenv("FSDP_PLAN_TIMING") != nullptr;
+  std::clock_t clock_ = std::clock();
+
   nn::ModulePtr root_;
   PlanOptions o_;
   Plan plan_;
   Ignored ignored_;
-  std::unordered_map<const nn::Module*, std::string> fqn_;
+  struct Reached {
+    const nn::Module* parent;
+    const std::string* name;  // the slot's name in parent
+  };
+  std::unordered_map<const nn::Module*, Reached> reached_;
+  // The module's first path in pre-order ("" for the root).
+  std::string path_of(const nn::Module* m) const {
+    std::vector<const std::string*> parts;
+    for (auto it = reached_.find(m); it != reached_.end() && it->second.parent;
+         it = reached_.find(it->second.parent))
+      parts.push_back(it->second.name);
+    std::string out;
+    for (auto p = parts.rbegin(); p != parts.rend(); ++p) {
+      if (!out.empty()) out += '.';
+      out += **p;
+    }
+    return out;
+  }
   std::vector<nn::ModulePtr> modules_;  // per unit
   std::unordered_set<const TensorImpl*> shared_params_;  // in more than one slot (tied)
   bool any_shared_module_ = false;  // some module occupies more than one slot
