@@ -45,15 +45,17 @@ std::shared_ptr<comm::ProcessGroup> resolve_group(const WrapperOptions& options,
              "process_group should hold a comm::ProcessGroup or comm::HybridGroups, got {}",
              handle.label());
   if (policies::is_hybrid(strategy))
-    throw NotImplementedError(fmt::format(
-        "{} with a single process group: building the intra-/inter-node groups needs "
-        "communication and comes with the FSDP runtime; pass process_group_handle("
-        "comm::split_hybrid(world, shard_size))",
-        policies::to_string(strategy)));
+    throw NotImplementedError(
+        fmt::format("{} with a single process group: building the intra-/inter-node groups needs "
+                    "communication and comes with the FSDP runtime; pass process_group_handle("
+                    "comm::split_hybrid(world, shard_size))",
+                    policies::to_string(strategy)));
   return group;
 }
 
-bool is_container(const nn::Module& m) { return m.isinstance("ModuleList") || m.isinstance("ModuleDict"); }
+bool is_container(const nn::Module& m) {
+  return m.isinstance("ModuleList") || m.isinstance("ModuleDict");
+}
 }  // namespace
 
 FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, WrapperOptions options)
@@ -72,14 +74,15 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
       module, options.ignored_modules.value_or(std::vector<nn::ModulePtr>{}));
   std::vector<std::shared_ptr<FullyShardedDataParallel>> nested;
   for (const auto& sub : traversal::modules_of(module))
-    if (auto unit = std::dynamic_pointer_cast<FullyShardedDataParallel>(sub)) nested.push_back(unit);
-  for (const auto& unit : nested) ignored_modules_.insert(unit->ignored_modules_.begin(),
-                                                          unit->ignored_modules_.end());
+    if (auto unit = std::dynamic_pointer_cast<FullyShardedDataParallel>(sub))
+      nested.push_back(unit);
+  for (const auto& unit : nested)
+    ignored_modules_.insert(unit->ignored_modules_.begin(), unit->ignored_modules_.end());
   ignored_params_ = policies::ignored_params_of(module, ignored_modules_);
   for (const auto& p : options.ignored_states.value_or(std::vector<Tensor>{}))
     ignored_params_.insert(p.impl());
-  for (const auto& unit : nested) ignored_params_.insert(unit->ignored_params_.begin(),
-                                                         unit->ignored_params_.end());
+  for (const auto& unit : nested)
+    ignored_params_.insert(unit->ignored_params_.begin(), unit->ignored_params_.end());
 
   // Process group.
   const auto requested = options.sharding_strategy;  // absent or None means FULL_SHARD
@@ -92,18 +95,19 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   if (options.auto_wrap_policy.has_value()) {
     WrapperOptions root;
     root.process_group = process_group_option_;
-    root.sharding_strategy = requested.has_value() ? requested
-                                                   : policies::Setting<ShardingStrategy>::none();
-    root.cpu_offload = options.cpu_offload.is_set() ? options.cpu_offload
-                                                    : policies::Setting<CPUOffload>::none();
-    root.backward_prefetch = options.backward_prefetch.is_set()
-                                 ? options.backward_prefetch
-                                 : policies::Setting<BackwardPrefetch>(BackwardPrefetch::BACKWARD_PRE);
+    root.sharding_strategy =
+        requested.has_value() ? requested : policies::Setting<ShardingStrategy>::none();
+    root.cpu_offload =
+        options.cpu_offload.is_set() ? options.cpu_offload : policies::Setting<CPUOffload>::none();
+    root.backward_prefetch =
+        options.backward_prefetch.is_set()
+            ? options.backward_prefetch
+            : policies::Setting<BackwardPrefetch>(BackwardPrefetch::BACKWARD_PRE);
     root.mixed_precision = options.mixed_precision.is_set()
                                ? options.mixed_precision
                                : policies::Setting<MixedPrecision>::none();
-    root.device_id = options.device_id.is_set() ? options.device_id
-                                                : policies::Setting<Device>::none();
+    root.device_id =
+        options.device_id.is_set() ? options.device_id : policies::Setting<Device>::none();
     root.sync_module_states = options.sync_module_states.value_or(false);
     root.forward_prefetch = options.forward_prefetch.value_or(false);
     root.limit_all_gathers = options.limit_all_gathers.value_or(true);
@@ -129,9 +133,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   } else {
     sharding_strategy_ = requested.value_or(ShardingStrategy::FULL_SHARD);
     if (sharding_strategy_ == ShardingStrategy::NO_SHARD)
-      warn("The `NO_SHARD` sharding strategy is deprecated. If having issues, please use "
-           "`DistributedDataParallel` instead.",
-           "FutureWarning");
+      warn(
+          "The `NO_SHARD` sharding strategy is deprecated. If having issues, please use "
+          "`DistributedDataParallel` instead.",
+          "FutureWarning");
   }
   mixed_precision_ = options.mixed_precision.value_or(MixedPrecision{});
   cpu_offload_ = options.cpu_offload.value_or(CPUOffload{});

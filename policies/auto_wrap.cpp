@@ -1,7 +1,8 @@
 #include "policies/auto_wrap.h"
 
-#include <any>
 #include <fmt/format.h>
+
+#include <any>
 
 #include "core/error.h"
 #include "core/traversal/post_order.h"

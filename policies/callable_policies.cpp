@@ -38,8 +38,12 @@ CallablePolicy or_policy(std::vector<CallablePolicy> policies) {
 }
 
 namespace size_based {
-nn::ClassSet default_force_leaf_modules() { return nn::ClassSet{"MultiheadAttention"}; }
-nn::ClassSet default_exclude_wrap_modules() { return nn::ClassSet{"ModuleList", "ModuleDict"}; }
+nn::ClassSet default_force_leaf_modules() {
+  return nn::ClassSet{"MultiheadAttention"};
+}
+nn::ClassSet default_exclude_wrap_modules() {
+  return nn::ClassSet{"ModuleList", "ModuleDict"};
+}
 
 bool decide(const nn::Module& module, bool recurse, std::int64_t nonwrapped_numel,
             std::int64_t min_num_params, const nn::ClassSet& force_leaf_modules,

@@ -19,7 +19,7 @@ class CustomPolicyResult {
   struct Invalid {
     std::string repr;  // e.g. "None", "1"
   };
-  CustomPolicyResult(bool wrap) : value_(wrap) {}                        // NOLINT: implicit
+  CustomPolicyResult(bool wrap) : value_(wrap) {}  // NOLINT: implicit
   CustomPolicyResult(WrapperOptions overrides) : value_(std::move(overrides)) {}  // NOLINT
   static CustomPolicyResult invalid(std::string python_repr) {
     return CustomPolicyResult(Invalid{std::move(python_repr)});

@@ -20,15 +20,20 @@ EnableWrap::EnableWrap(WrapperFn wrapper_cls, WrapperOptions wrapper_kwargs) {
         "You are already within an autowrap context and we currently do not supported nested "
         "autowrap.");
   // Checked before anything is set (upstream sets its flag first and can be left stuck).
-  if (!wrapper_cls) throw AssertionError("Expected to pass in wrapper_cls arg into _ConfigAutoWrap.");
+  if (!wrapper_cls)
+    throw AssertionError("Expected to pass in wrapper_cls arg into _ConfigAutoWrap.");
   t_config.in_context = true;
   t_config.wrapper_cls = std::move(wrapper_cls);
   t_config.kwargs = std::move(wrapper_kwargs);
 }
 
-EnableWrap::~EnableWrap() { t_config = AutoWrapConfig{}; }
+EnableWrap::~EnableWrap() {
+  t_config = AutoWrapConfig{};
+}
 
-bool in_autowrap_context() { return t_config.in_context; }
+bool in_autowrap_context() {
+  return t_config.in_context;
+}
 
 nn::ModulePtr wrap(const nn::ModulePtr& module, const WrapperOptions& wrap_overrides) {
   if (!t_config.in_context) return module;  // no-op outside enable_wrap

@@ -39,7 +39,8 @@ void validate_frozen_params(const nn::ModulePtr& root, const traversal::ModuleSe
     traversal::ManagedParams managed(module, ignored_params, visited);
     std::int64_t frozen_numel = 0, nonfrozen_numel = 0;
     for (std::size_t i = 0; i < managed.size(); ++i)
-      (managed.param(i).requires_grad() ? nonfrozen_numel : frozen_numel) += managed.param(i).numel();
+      (managed.param(i).requires_grad() ? nonfrozen_numel : frozen_numel) +=
+          managed.param(i).numel();
     bool mixed = false, seen_frozen = false, seen_nonfrozen = false;
     for (std::size_t i = 0; i < managed.size() && !mixed; ++i) {
       (managed.param(i).requires_grad() ? seen_nonfrozen : seen_frozen) = true;
@@ -50,7 +51,8 @@ void validate_frozen_params(const nn::ModulePtr& root, const traversal::ModuleSe
     const std::string module_name = post_order.name(u);
     std::vector<std::string> frozen, nonfrozen;
     for (std::size_t i = 0; i < managed.size(); ++i)
-      (managed.param(i).requires_grad() ? nonfrozen : frozen).push_back(managed.fqn(i, module_name));
+      (managed.param(i).requires_grad() ? nonfrozen : frozen)
+          .push_back(managed.fqn(i, module_name));
     std::string msg = module_name + " has both parameters with requires_grad=True and False.";
     if (use_orig_params) {
       msg += fmt::format(

@@ -21,13 +21,15 @@ traversal::ModuleSet close_ignored_modules(const nn::ModulePtr& root,
     for (const auto& child : traversal::modules_of(m))
       if (!traversal::is_wrapper(*child)) closed.insert(child.get());
   if (closed.count(root.get()))
-    warn("Trying to ignore the top-level module passed into the FSDP constructor itself will "
-         "result in all parameters being ignored and is not well-supported: " +
-         root->repr());
+    warn(
+        "Trying to ignore the top-level module passed into the FSDP constructor itself will "
+        "result in all parameters being ignored and is not well-supported: " +
+        root->repr());
   return closed;
 }
 
-traversal::ParamSet ignored_params_of(const nn::ModulePtr& root, const traversal::ModuleSet& ignored) {
+traversal::ParamSet ignored_params_of(const nn::ModulePtr& root,
+                                      const traversal::ModuleSet& ignored) {
   traversal::ParamSet out;
   if (ignored.empty()) return out;
   // The set is closed under descendants, so each module's own parameters suffice; walking from

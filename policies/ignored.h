@@ -16,6 +16,7 @@ traversal::ModuleSet close_ignored_modules(const nn::ModulePtr& root,
                                            const std::vector<nn::ModulePtr>& ignored_modules);
 
 // The parameters of the ignored modules (each module's parameters(), recursively).
-traversal::ParamSet ignored_params_of(const nn::ModulePtr& root, const traversal::ModuleSet& ignored);
+traversal::ParamSet ignored_params_of(const nn::ModulePtr& root,
+                                      const traversal::ModuleSet& ignored);
 
 }  // namespace fsdp::policies

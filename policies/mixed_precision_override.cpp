@@ -3,8 +3,8 @@
 #include <any>
 #include <map>
 
-#include "core/warnings.h"
 #include "core/traversal/pre_order.h"
+#include "core/warnings.h"
 #include "policies/wrapper_fn.h"
 
 namespace fsdp::policies {
@@ -72,16 +72,31 @@ void run_mixed_precision_override_policy(const nn::ModulePtr& root, const nn::Cl
 
 std::string python_class_repr(const std::string& name) {
   static const std::map<std::string, std::string> kTorchModules = {
-      {"BatchNorm1d", "batchnorm"}, {"BatchNorm2d", "batchnorm"}, {"BatchNorm3d", "batchnorm"},
-      {"SyncBatchNorm", "batchnorm"}, {"_BatchNorm", "batchnorm"}, {"_NormBase", "batchnorm"},
-      {"LayerNorm", "normalization"}, {"GroupNorm", "normalization"},
-      {"Linear", "linear"}, {"Identity", "linear"}, {"NonDynamicallyQuantizableLinear", "linear"},
-      {"Embedding", "sparse"}, {"Dropout", "dropout"},
-      {"Sequential", "container"}, {"ModuleList", "container"}, {"ModuleDict", "container"},
-      {"MultiheadAttention", "activation"}, {"ReLU", "activation"}, {"GELU", "activation"},
-      {"Transformer", "transformer"}, {"TransformerEncoder", "transformer"},
-      {"TransformerDecoder", "transformer"}, {"TransformerEncoderLayer", "transformer"},
-      {"TransformerDecoderLayer", "transformer"}, {"Module", "module"}};
+      {"BatchNorm1d", "batchnorm"},
+      {"BatchNorm2d", "batchnorm"},
+      {"BatchNorm3d", "batchnorm"},
+      {"SyncBatchNorm", "batchnorm"},
+      {"_BatchNorm", "batchnorm"},
+      {"_NormBase", "batchnorm"},
+      {"LayerNorm", "normalization"},
+      {"GroupNorm", "normalization"},
+      {"Linear", "linear"},
+      {"Identity", "linear"},
+      {"NonDynamicallyQuantizableLinear", "linear"},
+      {"Embedding", "sparse"},
+      {"Dropout", "dropout"},
+      {"Sequential", "container"},
+      {"ModuleList", "container"},
+      {"ModuleDict", "container"},
+      {"MultiheadAttention", "activation"},
+      {"ReLU", "activation"},
+      {"GELU", "activation"},
+      {"Transformer", "transformer"},
+      {"TransformerEncoder", "transformer"},
+      {"TransformerDecoder", "transformer"},
+      {"TransformerEncoderLayer", "transformer"},
+      {"TransformerDecoderLayer", "transformer"},
+      {"Module", "module"}};
   auto it = kTorchModules.find(name);
   if (it == kTorchModules.end()) return "<class '" + name + "'>";
   return "<class 'torch.nn.modules." + it->second + "." + name + "'>";
@@ -94,12 +109,13 @@ void warn_on_overridden_mixed_precision(const std::set<std::string>& overridden_
   for (const auto& c : overridden_classes)
     classes += (classes.size() > 1 ? ", " : "") + python_class_repr(c);
   classes += "}";
-  warn("Both mixed precision and an auto_wrap_policy were specified to FSDP, where the wrapped "
-       "module has submodules of type:\n" +
-           classes +
-           "\nThese modules will be wrapped as separate FSDP instacnes with mixed precision "
-           "disabled.",
-       "UserWarning");
+  warn(
+      "Both mixed precision and an auto_wrap_policy were specified to FSDP, where the wrapped "
+      "module has submodules of type:\n" +
+          classes +
+          "\nThese modules will be wrapped as separate FSDP instacnes with mixed precision "
+          "disabled.",
+      "UserWarning");
 }
 
 }  // namespace fsdp::policies

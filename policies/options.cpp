@@ -13,11 +13,16 @@ void throw_missing(bool is_none) {
 
 std::string to_string(ShardingStrategy s) {
   switch (s) {
-    case ShardingStrategy::FULL_SHARD: return "ShardingStrategy.FULL_SHARD";
-    case ShardingStrategy::SHARD_GRAD_OP: return "ShardingStrategy.SHARD_GRAD_OP";
-    case ShardingStrategy::NO_SHARD: return "ShardingStrategy.NO_SHARD";
-    case ShardingStrategy::HYBRID_SHARD: return "ShardingStrategy.HYBRID_SHARD";
-    case ShardingStrategy::_HYBRID_SHARD_ZERO2: return "ShardingStrategy._HYBRID_SHARD_ZERO2";
+    case ShardingStrategy::FULL_SHARD:
+      return "ShardingStrategy.FULL_SHARD";
+    case ShardingStrategy::SHARD_GRAD_OP:
+      return "ShardingStrategy.SHARD_GRAD_OP";
+    case ShardingStrategy::NO_SHARD:
+      return "ShardingStrategy.NO_SHARD";
+    case ShardingStrategy::HYBRID_SHARD:
+      return "ShardingStrategy.HYBRID_SHARD";
+    case ShardingStrategy::_HYBRID_SHARD_ZERO2:
+      return "ShardingStrategy._HYBRID_SHARD_ZERO2";
   }
   return "ShardingStrategy.?";
 }
@@ -35,7 +40,9 @@ namespace {
 std::string dtype_str(const std::optional<DType>& d) {
   return d ? "torch." + std::string(dtype_name(*d)) : "None";
 }
-const char* py_bool(bool b) { return b ? "True" : "False"; }
+const char* py_bool(bool b) {
+  return b ? "True" : "False";
+}
 }  // namespace
 
 std::string MixedPrecision::str() const {
@@ -107,13 +114,27 @@ void for_each_field(Fn&& fn) {
 std::string show(const OpaqueHandle& h) {
   return h.label().empty() ? fmt::format("<object at {}>", h.address()) : h.label();
 }
-std::string show(ShardingStrategy s) { return to_string(s); }
-std::string show(BackwardPrefetch p) { return to_string(p); }
-std::string show(const CPUOffload& c) { return c.str(); }
-std::string show(const MixedPrecision& m) { return m.str(); }
-std::string show(const AutoWrapPolicy& p) { return p.str(); }
-std::string show(const Device& d) { return "device(type='" + d.str() + "')"; }
-std::string show(bool b) { return py_bool(b); }
+std::string show(ShardingStrategy s) {
+  return to_string(s);
+}
+std::string show(BackwardPrefetch p) {
+  return to_string(p);
+}
+std::string show(const CPUOffload& c) {
+  return c.str();
+}
+std::string show(const MixedPrecision& m) {
+  return m.str();
+}
+std::string show(const AutoWrapPolicy& p) {
+  return p.str();
+}
+std::string show(const Device& d) {
+  return "device(type='" + d.str() + "')";
+}
+std::string show(bool b) {
+  return py_bool(b);
+}
 std::string show(const std::vector<nn::ModulePtr>& ms) {
   std::string s = "[";
   for (std::size_t i = 0; i < ms.size(); ++i) s += (i ? ", " : "") + ms[i]->type_name() + "(...)";

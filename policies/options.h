@@ -31,7 +31,7 @@ namespace fsdp::policies {
 template <typename T>
 class Setting {
  public:
-  Setting() = default;                                     // absent
+  Setting() = default;                                                  // absent
   Setting(T value) : state_(State::Value), value_(std::move(value)) {}  // NOLINT: implicit
   static Setting none() {
     Setting s;
@@ -61,7 +61,13 @@ class Setting {
   std::optional<T> value_;
 };
 
-enum class ShardingStrategy { FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, _HYBRID_SHARD_ZERO2 };
+enum class ShardingStrategy {
+  FULL_SHARD,
+  SHARD_GRAD_OP,
+  NO_SHARD,
+  HYBRID_SHARD,
+  _HYBRID_SHARD_ZERO2
+};
 enum class BackwardPrefetch { BACKWARD_PRE, BACKWARD_POST };
 
 std::string to_string(ShardingStrategy s);  // "ShardingStrategy.FULL_SHARD", as Python prints it
@@ -123,23 +129,23 @@ class OpaqueHandle {
 
 class Policy;
 // A callable policy: (module, recurse, nonwrapped_numel) -> wrap/recurse decision.
-using CallablePolicy = std::function<bool(nn::Module&, bool recurse, std::int64_t nonwrapped_numel)>;
+using CallablePolicy =
+    std::function<bool(nn::Module&, bool recurse, std::int64_t nonwrapped_numel)>;
 
 // Either a callable policy (the `_recursive_wrap` engine) or a Policy object (`_run_policy` +
 // post-order apply). Compared by identity, like Python objects.
 class AutoWrapPolicy {
  public:
   AutoWrapPolicy() = default;
-  AutoWrapPolicy(CallablePolicy fn);                       // NOLINT: implicit
+  AutoWrapPolicy(CallablePolicy fn);  // NOLINT: implicit
   // Any callable with the policy signature (a lambda, a function).
-  template <typename F,
-            typename = std::enable_if_t<
-                std::is_invocable_r_v<bool, F&, nn::Module&, bool, std::int64_t> &&
-                !std::is_same_v<std::decay_t<F>, CallablePolicy>>>
+  template <typename F, typename = std::enable_if_t<
+                            std::is_invocable_r_v<bool, F&, nn::Module&, bool, std::int64_t> &&
+                            !std::is_same_v<std::decay_t<F>, CallablePolicy>>>
   AutoWrapPolicy(F fn) : AutoWrapPolicy(CallablePolicy(std::move(fn))) {}  // NOLINT: implicit
-  AutoWrapPolicy(std::shared_ptr<const Policy> policy);    // NOLINT: implicit
+  AutoWrapPolicy(std::shared_ptr<const Policy> policy);                    // NOLINT: implicit
   template <typename P, typename = std::enable_if_t<std::is_base_of_v<Policy, P>>>
-  AutoWrapPolicy(std::shared_ptr<P> policy)                // NOLINT: implicit
+  AutoWrapPolicy(std::shared_ptr<P> policy)  // NOLINT: implicit
       : AutoWrapPolicy(std::shared_ptr<const Policy>(std::move(policy))) {}
 
   bool empty() const { return !callable_ && !policy_; }

@@ -21,8 +21,10 @@ const WrapperOptions* TargetModules::find(const nn::Module* m) const {
 
 void TargetModules::set(const nn::ModulePtr& m, WrapperOptions options) {
   auto [it, inserted] = index_.emplace(m.get(), entries_.size());
-  if (inserted) entries_.emplace_back(m, std::move(options));
-  else entries_[it->second].second = std::move(options);
+  if (inserted)
+    entries_.emplace_back(m, std::move(options));
+  else
+    entries_[it->second].second = std::move(options);
 }
 
 traversal::ModuleSet TargetModules::keys() const {
@@ -39,7 +41,8 @@ TargetModules ModuleWrapPolicy::run_policy(const nn::ModulePtr& root,
                                            const traversal::ModuleSet& ignored_modules,
                                            const WrapperOptions& root_options) const {
   TargetModules targets;
-  for (const auto& module : traversal::modules_of(root)) {  // pre-order, shared modules once, root included
+  for (const auto& module :
+       traversal::modules_of(root)) {  // pre-order, shared modules once, root included
     if (traversal::contains(ignored_modules, module.get())) continue;
     if (module->isinstance(module_classes_)) targets.set(module, root_options);  // a copy each
   }
@@ -63,7 +66,9 @@ std::string ModuleWrapPolicy::repr() const {
 CustomPolicy::CustomPolicy(LambdaFn lambda_fn) : lambda_fn_(std::move(lambda_fn)) {}
 
 namespace {
-bool has_any_field(const WrapperOptions& o) { return !(o == WrapperOptions{}); }
+bool has_any_field(const WrapperOptions& o) {
+  return !(o == WrapperOptions{});
+}
 }  // namespace
 
 TargetModules CustomPolicy::run_policy(const nn::ModulePtr& root,

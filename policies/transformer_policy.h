@@ -11,6 +11,7 @@ namespace fsdp::policies {
 CallablePolicy transformer_auto_wrap_policy(nn::ClassSet transformer_layer_cls);
 
 // `_module_wrap_policy`: if recurse, true; else isinstance(module, module_classes).
-bool module_wrap_decision(const nn::Module& module, bool recurse, const nn::ClassSet& module_classes);
+bool module_wrap_decision(const nn::Module& module, bool recurse,
+                          const nn::ClassSet& module_classes);
 
 }  // namespace fsdp::policies

@@ -13,10 +13,9 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "core/nn/nn.h"
 #include "core/traversal/wrapper_marker.h"
@@ -131,9 +130,9 @@ int main(int argc, char** argv) {
   std::map<std::string, Result> ours;
   ours["blocks_size_based"] =
       time_case([] { return blocks_model(4000); }, policies::size_based_auto_wrap_policy(20000), 5);
-  ours["blocks_transformer"] = time_case(
-      [] { return blocks_model(4000); },
-      policies::transformer_auto_wrap_policy(nn::ClassSet{"Block"}), 5);
+  ours["blocks_transformer"] =
+      time_case([] { return blocks_model(4000); },
+                policies::transformer_auto_wrap_policy(nn::ClassSet{"Block"}), 5);
   for (std::int64_t depth : {400, 800, 1600, 100000})
     ours["chain_" + std::to_string(depth)] = time_case(
         [depth] { return chain(depth); }, policies::size_based_auto_wrap_policy(1'000'000'000), 3);

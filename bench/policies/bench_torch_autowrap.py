@@ -104,7 +104,8 @@ def main():
         "blocks_size_based": time_case(lambda: Model(args.blocks), size_policy(20000), 3),
         "blocks_transformer": time_case(
             lambda: Model(args.blocks),
-            functools.partial(fsdp_wrap.transformer_auto_wrap_policy, transformer_layer_cls={Block}),
+            functools.partial(fsdp_wrap.transformer_auto_wrap_policy,
+                              transformer_layer_cls={Block}),
             3),
     }
     for depth in [int(d) for d in args.chains.split(",")]:

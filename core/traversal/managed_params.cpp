@@ -22,8 +22,10 @@ ManagedParams::ManagedParams(const nn::ModulePtr& module_to_wrap, const ParamSet
       if (repeat) continue;
       Entry e{p, static_cast<std::int64_t>(head), &slots[i].first};
       auto [it, inserted] = position.emplace(p.impl(), params_.size());
-      if (inserted) params_.push_back(std::move(e));
-      else params_[it->second] = std::move(e);  // dict: first position, last FQN
+      if (inserted)
+        params_.push_back(std::move(e));
+      else
+        params_[it->second] = std::move(e);  // dict: first position, last FQN
     }
     for (const auto& [child_name, child] : module->child_slots()) {
       if (!child || !visited_modules.insert(child.get()).second) continue;
@@ -46,10 +48,9 @@ std::string ManagedParams::fqn(std::size_t i, const std::string& root_prefix) co
   return out;
 }
 
-std::vector<std::pair<Tensor, std::string>> managed_param_to_fqn(const nn::ModulePtr& module_to_wrap,
-                                                                 const ParamSet& ignored_params,
-                                                                 ModuleSet& visited_modules,
-                                                                 const std::string& root_prefix) {
+std::vector<std::pair<Tensor, std::string>> managed_param_to_fqn(
+    const nn::ModulePtr& module_to_wrap, const ParamSet& ignored_params, ModuleSet& visited_modules,
+    const std::string& root_prefix) {
   ManagedParams managed(module_to_wrap, ignored_params, visited_modules);
   std::vector<std::pair<Tensor, std::string>> out;
   out.reserve(managed.size());

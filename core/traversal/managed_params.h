@@ -40,9 +40,8 @@ class ManagedParams {
 };
 
 // The same as a list of (parameter, FQN).
-std::vector<std::pair<Tensor, std::string>> managed_param_to_fqn(const nn::ModulePtr& module_to_wrap,
-                                                                 const ParamSet& ignored_params,
-                                                                 ModuleSet& visited_modules,
-                                                                 const std::string& root_prefix);
+std::vector<std::pair<Tensor, std::string>> managed_param_to_fqn(
+    const nn::ModulePtr& module_to_wrap, const ParamSet& ignored_params, ModuleSet& visited_modules,
+    const std::string& root_prefix);
 
 }  // namespace fsdp::traversal

@@ -12,7 +12,11 @@ namespace fsdp::traversal {
 using ModuleSet = std::unordered_set<const nn::Module*>;
 using ParamSet = std::unordered_set<const TensorImpl*>;
 
-inline bool contains(const ModuleSet& s, const nn::Module* m) { return !s.empty() && s.count(m); }
-inline bool contains(const ParamSet& s, const Tensor& p) { return !s.empty() && s.count(p.impl()); }
+inline bool contains(const ModuleSet& s, const nn::Module* m) {
+  return !s.empty() && s.count(m);
+}
+inline bool contains(const ParamSet& s, const Tensor& p) {
+  return !s.empty() && s.count(p.impl());
+}
 
 }  // namespace fsdp::traversal

@@ -1,8 +1,7 @@
 #include "core/traversal/post_order.h"
 
-#include "core/traversal/pointer_set.h"
-
 #include "core/error.h"
+#include "core/traversal/pointer_set.h"
 
 namespace fsdp::traversal {
 
@@ -20,9 +19,9 @@ void set_child_slot(nn::Module& parent, std::size_t index, nn::ModulePtr child) 
 void post_order_apply(const nn::ModulePtr& root, const ApplyFn& fn) {
   struct Frame {
     nn::ModulePtr module;
-    nn::Module* parent;      // null for the root
-    std::size_t slot;        // the module's slot in parent
-    std::size_t next = 0;    // next child slot to look at
+    nn::Module* parent;    // null for the root
+    std::size_t slot;      // the module's slot in parent
+    std::size_t next = 0;  // next child slot to look at
   };
   PointerSet visited;
   visited.insert(root.get());
@@ -48,9 +47,9 @@ void post_order_apply(const nn::ModulePtr& root, const ApplyFn& fn) {
     nn::ModulePtr replacement = fn(done.module);
     if (!replacement) continue;
     if (done.parent == nullptr)
-      throw AssertionError(fmt::format(
-          "Non-root modules should have their parent module set but got None for {}",
-          done.module->repr()));
+      throw AssertionError(
+          fmt::format("Non-root modules should have their parent module set but got None for {}",
+                      done.module->repr()));
     FSDP_CHECK(!done.parent->child_slots()[done.slot].first.empty(), AssertionError,
                "Non-root modules should have their module name set but got an empty module "
                "name for {}",

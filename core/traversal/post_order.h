@@ -32,11 +32,11 @@ class PostOrderNamedModules {
  private:
   struct Entry {
     nn::ModulePtr module;
-    std::int64_t parent;          // entry index of the parent, -1 for the root
-    const std::string* segment;   // slot name in the parent (owned by the parent's slots)
+    std::int64_t parent;         // entry index of the parent, -1 for the root
+    const std::string* segment;  // slot name in the parent (owned by the parent's slots)
   };
-  std::vector<Entry> entries_;     // in push order
-  std::vector<std::size_t> order_; // post-order: entry indices
+  std::vector<Entry> entries_;      // in push order
+  std::vector<std::size_t> order_;  // post-order: entry indices
 };
 
 // PyTorch's `_get_post_order_named_modules`: a stack-based DFS whose visit order is reversed.

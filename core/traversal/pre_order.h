@@ -24,8 +24,8 @@ class PreOrderModules {
  private:
   struct Entry {
     const nn::ModulePtr* module;  // the slot holding it (no reference counting on the hot path)
-    std::int64_t parent;         // entry index, -1 for the root
-    const std::string* segment;  // slot name in the parent
+    std::int64_t parent;          // entry index, -1 for the root
+    const std::string* segment;   // slot name in the parent
   };
   std::vector<Entry> entries_;
 };

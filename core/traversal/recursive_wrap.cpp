@@ -25,7 +25,8 @@ bool is_wrapper_of(const nn::Module& m, const std::string* wrapper) {
 }
 
 // Upstream's per-call check: named_modules() of `m` (itself included), ignored ones skipped.
-void check_subtree_not_wrapped(nn::Module& m, const ModuleSet& ignored, const std::string* wrapper) {
+void check_subtree_not_wrapped(nn::Module& m, const ModuleSet& ignored,
+                               const std::string* wrapper) {
   if (!wrapper) return;
   for (const auto& [name, child] : m.named_modules())
     if (!contains(ignored, child.get()) && is_wrapper_of(*child, wrapper))
@@ -83,7 +84,8 @@ SubtreeTable build_table(nn::Module& root, const ParamSet& ignored_params) {
     std::int64_t own = 0;
     for_each_param(*m, [&](const Tensor& p) {
       own += p.numel();
-      if (!params_seen.insert(p.impl())) shared.try_emplace(p.impl(), p.numel(), std::vector<std::int64_t>{});
+      if (!params_seen.insert(p.impl()))
+        shared.try_emplace(p.impl(), p.numel(), std::vector<std::int64_t>{});
     });
     t.numel.push_back(own);
     const auto& slots = m->child_slots();
@@ -117,11 +119,11 @@ SubtreeTable build_table(nn::Module& root, const ParamSet& ignored_params) {
 
 struct Frame {
   nn::ModulePtr module;
-  std::int64_t index;        // pre-order index (fast engine)
-  std::int64_t nonwrapped;   // numel counted when the module was entered
+  std::int64_t index;       // pre-order index (fast engine)
+  std::int64_t nonwrapped;  // numel counted when the module was entered
   std::int64_t total_wrapped = 0;
   std::size_t next_slot = 0;
-  std::int64_t next_index;   // pre-order index of the next child (fast engine)
+  std::int64_t next_index;  // pre-order index of the next child (fast engine)
   std::size_t pending_slot = 0;
   bool only_wrap_children;
   std::unordered_set<const nn::Module*> yielded;  // named_children's memo (literal engine)
@@ -141,7 +143,8 @@ RecursiveWrapResult recursive_wrap(const nn::ModulePtr& module, const WrapDecisi
     // Without shared modules no wrapper created here can appear inside a subtree entered later,
     // so upstream's per-call check can only ever fail on this first, whole-tree pass.
     for (nn::Module* m : table.order)
-      if (!contains(ignored_modules, m) && is_wrapper_of(*m, wrapper)) throw_already_wrapped(*m, *wrapper);
+      if (!contains(ignored_modules, m) && is_wrapper_of(*m, wrapper))
+        throw_already_wrapped(*m, *wrapper);
   }
 
   std::vector<Frame> stack;

@@ -20,7 +20,7 @@ using WrapDecision = std::function<bool(nn::Module&, bool recurse, std::int64_t 
 using WrapOne = std::function<nn::ModulePtr(const nn::ModulePtr&)>;
 
 struct RecursiveWrapResult {
-  nn::ModulePtr module;       // the module itself, or its wrapper
+  nn::ModulePtr module;        // the module itself, or its wrapper
   std::int64_t wrapped_numel;  // parameter numel now inside wrappers
 };
 

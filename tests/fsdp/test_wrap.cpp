@@ -30,9 +30,15 @@ std::shared_ptr<comm::ProcessGroup> fake_group(int rank, int size) {
   return std::make_shared<comm::FakeProcessGroup>(rank, size);
 }
 
-bool is_fsdp(const ModulePtr& m) { return std::dynamic_pointer_cast<FSDP>(m) != nullptr; }
-std::shared_ptr<FSDP> as_fsdp(const ModulePtr& m) { return std::dynamic_pointer_cast<FSDP>(m); }
-bool is_linear(const ModulePtr& m) { return m && m->type_name() == "Linear"; }
+bool is_fsdp(const ModulePtr& m) {
+  return std::dynamic_pointer_cast<FSDP>(m) != nullptr;
+}
+std::shared_ptr<FSDP> as_fsdp(const ModulePtr& m) {
+  return std::dynamic_pointer_cast<FSDP>(m);
+}
+bool is_linear(const ModulePtr& m) {
+  return m && m->type_name() == "Linear";
+}
 
 WrapperOptions fsdp_options(std::shared_ptr<comm::ProcessGroup> pg, AutoWrapPolicy policy = {}) {
   WrapperOptions o;
@@ -42,7 +48,9 @@ WrapperOptions fsdp_options(std::shared_ptr<comm::ProcessGroup> pg, AutoWrapPoli
 }
 
 // The FSDP constructor's attribute path `model.module[i]` etc.
-ModulePtr at(const ModulePtr& m, std::int64_t i) { return getitem(m, i); }
+ModulePtr at(const ModulePtr& m, std::int64_t i) {
+  return getitem(m, i);
+}
 
 // TestFSDPWrap.NestedSequentialModel.verify_model_all_wrapped / verify_model.
 void verify_model_all_wrapped(const ModulePtr& model) {
@@ -100,7 +108,8 @@ BOOST_AUTO_TEST_CASE(test_error_already_wrapped) {
     } catch (const ValueError& e) {
       BOOST_TEST(std::string(e.what()).rfind(
                      "FSDP auto wrapping requires modules to not already have FSDP applied but "
-                     "found " + wrapped_name + " in\nPlain(",
+                     "found " +
+                         wrapped_name + " in\nPlain(",
                      0) == 0);
     }
   }
@@ -114,7 +123,8 @@ BOOST_AUTO_TEST_CASE(test_wrap_batchnorm_individually) {
     CallablePolicy policy = use_or_policy ? or_policy({never_wrap, wrap_bn}) : wrap_bn;
     auto model = std::make_shared<testing::BatchNormNet>();
     auto fsdp = FSDP::make(model, fsdp_options(pg, policy));
-    for (const char* name : {"bn1", "bn2", "bn3", "sync_bn"}) BOOST_TEST(is_fsdp(getattr(fsdp, name)));
+    for (const char* name : {"bn1", "bn2", "bn3", "sync_bn"})
+      BOOST_TEST(is_fsdp(getattr(fsdp, name)));
     BOOST_TEST(!is_fsdp(getattr(fsdp, "lin")));
   }
 }
@@ -144,7 +154,8 @@ BOOST_AUTO_TEST_CASE(test_bn_always_wrapped_individually) {
 BOOST_AUTO_TEST_CASE(test_main_wrap_api) {
   auto pg = fake_group(0, 2);
   for (bool offload : {false, true})
-    for (BackwardPrefetch prefetch : {BackwardPrefetch::BACKWARD_POST, BackwardPrefetch::BACKWARD_PRE})
+    for (BackwardPrefetch prefetch :
+         {BackwardPrefetch::BACKWARD_POST, BackwardPrefetch::BACKWARD_PRE})
       for (bool forward_prefetch : {false, true}) {
         auto model = std::make_shared<Plain>();
         model->register_module("lin1", linear(1, 1, false));
@@ -160,15 +171,15 @@ BOOST_AUTO_TEST_CASE(test_main_wrap_api) {
         auto wrapped = FSDP::make(model, o);
         auto inner = wrapped->module();
         std::vector<ModulePtr> in_graph_order{
-            inner->child("lin1"), inner->child("lin2"), inner->child("lin3"),
-            as_fsdp(inner->child("lin4"))->module()->child("nested_lin"), inner->child("lin4"),
-            wrapped};
+            inner->child("lin1"), inner->child("lin2"),
+            inner->child("lin3"), as_fsdp(inner->child("lin4"))->module()->child("nested_lin"),
+            inner->child("lin4"), wrapped};
         for (const auto& m : in_graph_order) {
           BOOST_TEST_REQUIRE(is_fsdp(m));
           auto f = as_fsdp(m);
-          BOOST_TEST(f->cpu_offload().offload_params == offload);      // _check_cpu_offload
-          BOOST_TEST((f->backward_prefetch() == prefetch));           // _check_backward_prefetch
-          BOOST_TEST(f->forward_prefetch() == forward_prefetch);      // _check_forward_prefetch
+          BOOST_TEST(f->cpu_offload().offload_params == offload);  // _check_cpu_offload
+          BOOST_TEST((f->backward_prefetch() == prefetch));        // _check_backward_prefetch
+          BOOST_TEST(f->forward_prefetch() == forward_prefetch);   // _check_forward_prefetch
         }
         // Upstream then runs 6 SGD steps: that needs the FSDP runtime (later issue).
       }
@@ -208,8 +219,9 @@ BOOST_AUTO_TEST_CASE(test_wrap) {
     BOOST_TEST(as_fsdp(layer)->world_size() == pg->size());
     // A group of one rank has nothing to shard.
     BOOST_TEST((as_fsdp(layer)->sharding_strategy() == ShardingStrategy::NO_SHARD));
-    BOOST_TEST(cap.contains("FSDP is switching to use `NO_SHARD` instead of "
-                            "ShardingStrategy.FULL_SHARD since the world size is 1."));
+    BOOST_TEST(
+        cap.contains("FSDP is switching to use `NO_SHARD` instead of "
+                     "ShardingStrategy.FULL_SHARD since the world size is 1."));
   }
 }
 
@@ -257,8 +269,8 @@ namespace {
 // _test_transformer_wrapping: exactly the root and the 2 + 2 transformer layers are FSDP.
 void test_transformer_wrapping(const AutoWrapPolicy& policy) {
   auto pg = fake_group(0, 1);
-  auto fsdp_model =
-      FSDP::make(std::make_shared<testing::TransformerWithSharedParams>(), fsdp_options(pg, policy));
+  auto fsdp_model = FSDP::make(std::make_shared<testing::TransformerWithSharedParams>(),
+                               fsdp_options(pg, policy));
   auto transformer = getattr(fsdp_model->module(), "transformer");
   std::set<const nn::Module*> layers;
   for (const char* part : {"encoder", "decoder"})
@@ -315,8 +327,9 @@ BOOST_AUTO_TEST_CASE(test_custom_policy) {
     o.mixed_precision = fp16;
     WarningCapture cap;
     auto fsdp_model = FSDP::make(model, o);
-    BOOST_TEST(cap.contains("These modules will be wrapped as separate FSDP instacnes with mixed "
-                            "precision disabled."));
+    BOOST_TEST(
+        cap.contains("These modules will be wrapped as separate FSDP instacnes with mixed "
+                     "precision disabled."));
     for (const auto& module : fsdp_model->modules()) {
       auto f = as_fsdp(module);
       if (module == ModulePtr(fsdp_model)) {
@@ -334,10 +347,12 @@ BOOST_AUTO_TEST_CASE(test_custom_policy) {
         BOOST_TEST((f->backward_prefetch() == BackwardPrefetch::BACKWARD_PRE));
         BOOST_TEST((f->mixed_precision() == fp16));
       } else if (f && f->module()->isinstance("TransformerDecoderLayer")) {
-        BOOST_TEST((f->sharding_strategy() == (use_uniform_kwargs ? ShardingStrategy::FULL_SHARD
-                                                                  : ShardingStrategy::SHARD_GRAD_OP)));
-        BOOST_TEST((f->backward_prefetch() == (use_uniform_kwargs ? BackwardPrefetch::BACKWARD_PRE
-                                                                  : BackwardPrefetch::BACKWARD_POST)));
+        BOOST_TEST(
+            (f->sharding_strategy() == (use_uniform_kwargs ? ShardingStrategy::FULL_SHARD
+                                                           : ShardingStrategy::SHARD_GRAD_OP)));
+        BOOST_TEST(
+            (f->backward_prefetch() == (use_uniform_kwargs ? BackwardPrefetch::BACKWARD_PRE
+                                                           : BackwardPrefetch::BACKWARD_POST)));
         BOOST_TEST((f->mixed_precision() == fp16));
       } else {
         BOOST_TEST(!f, module->type_name());
@@ -359,8 +374,9 @@ BOOST_AUTO_TEST_CASE(test_auto_wrap_preset_exclude_wrap) {
   BOOST_TEST(is_fsdp(model));
   BOOST_TEST(is_linear(at(model, 0)));
   BOOST_TEST(is_linear(at(model, 1)));
-  BOOST_TEST(cap.contains("FSDP will not all-gather parameters for containers that do not "
-                          "implement forward: ModuleList("));
+  BOOST_TEST(
+      cap.contains("FSDP will not all-gather parameters for containers that do not "
+                   "implement forward: ModuleList("));
 }
 
 BOOST_AUTO_TEST_CASE(test_auto_wrap_preset_exclude_wrap_include_children) {
@@ -371,8 +387,8 @@ BOOST_AUTO_TEST_CASE(test_auto_wrap_preset_exclude_wrap_include_children) {
 }
 
 BOOST_AUTO_TEST_CASE(test_auto_wrap_preset_force_leaf) {
-  auto seq = std::make_shared<nn::Sequential>(std::vector<ModulePtr>{
-      linear(10, 10), std::make_shared<nn::MultiheadAttention>(100, 1)});
+  auto seq = std::make_shared<nn::Sequential>(
+      std::vector<ModulePtr>{linear(10, 10), std::make_shared<nn::MultiheadAttention>(100, 1)});
   auto model = FSDP::make(seq, fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40)));
   BOOST_TEST(is_fsdp(at(model->module(), 0)));
   // The force-leaf module is neither wrapped nor recursed into.
@@ -385,8 +401,8 @@ BOOST_AUTO_TEST_CASE(test_auto_wrap_preset_force_leaf_custom) {
   auto force_leaf = size_based::default_force_leaf_modules().united(nn::ClassSet{"Linear"});
   auto seq = std::make_shared<nn::Sequential>(std::vector<ModulePtr>{
       linear(10, 10), std::make_shared<nn::ModuleList>(std::vector<ModulePtr>{linear(10, 10)})});
-  auto model = FSDP::make(
-      seq, fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40, force_leaf)));
+  auto model =
+      FSDP::make(seq, fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40, force_leaf)));
   // Model was wrapped in FSDP as no inner modules were wrapped.
   BOOST_TEST(is_fsdp(model));
   BOOST_TEST(is_linear(at(model->module(), 0)));
@@ -454,17 +470,18 @@ BOOST_AUTO_TEST_CASE(test_auto_wrap_with_ignored_modules) {
 
 BOOST_AUTO_TEST_CASE(test_frozen_params) {
   const nn::ClassSet module_classes{"LoraAttention", "LoraMLP", "LoraDecoder"};
-  std::vector<AutoWrapPolicy> policies{
-      ModuleWrapPolicy::make(module_classes),
-      CustomPolicy::make([&](nn::Module& m) -> CustomPolicyResult { return m.isinstance(module_classes); }),
-      CustomPolicy::make([&](nn::Module& m) -> CustomPolicyResult {
-        if (m.isinstance("LoraAttention")) {
-          WrapperOptions o;
-          o.sharding_strategy = ShardingStrategy::SHARD_GRAD_OP;
-          return o;
-        }
-        return m.isinstance(module_classes);
-      })};
+  std::vector<AutoWrapPolicy> policies{ModuleWrapPolicy::make(module_classes),
+                                       CustomPolicy::make([&](nn::Module& m) -> CustomPolicyResult {
+                                         return m.isinstance(module_classes);
+                                       }),
+                                       CustomPolicy::make([&](nn::Module& m) -> CustomPolicyResult {
+                                         if (m.isinstance("LoraAttention")) {
+                                           WrapperOptions o;
+                                           o.sharding_strategy = ShardingStrategy::SHARD_GRAD_OP;
+                                           return o;
+                                         }
+                                         return m.isinstance(module_classes);
+                                       })};
   for (bool use_orig_params : {true, false})
     for (const auto& policy : policies) {
       WrapperOptions o = fsdp_options(fake_group(0, 1), policy);

@@ -1,7 +1,6 @@
 // The traversal engine: post-order apply, post-order names, managed parameters, recursive wrap
 // (checked call by call against a literal recursive transcription of upstream), deep chains.
 #include <boost/test/unit_test.hpp>
-
 #include <functional>
 #include <random>
 #include <tuple>
@@ -33,12 +32,16 @@ class Wrapped : public nn::Module {
   }
 };
 
-ModulePtr node() { return std::make_shared<Node>(); }
+ModulePtr node() {
+  return std::make_shared<Node>();
+}
 ModulePtr add(const ModulePtr& parent, const std::string& name, ModulePtr child) {
   parent->register_module(name, child);
   return child;
 }
-Tensor meta_param(std::int64_t n) { return empty({n}, TensorOptions(DType::Float32, kMeta)); }
+Tensor meta_param(std::int64_t n) {
+  return empty({n}, TensorOptions(DType::Float32, kMeta));
+}
 
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, ModulePtr>>& v) {
   std::vector<std::string> out;
@@ -99,7 +102,8 @@ BOOST_AUTO_TEST_CASE(post_order_apply_order_replacement_and_root) {
   // Returning a module for the root has no parent slot to put it in.
   auto lone = node();
   try {
-    traversal::post_order_apply(lone, [](const ModulePtr& m) { return std::make_shared<Wrapped>(m); });
+    traversal::post_order_apply(lone,
+                                [](const ModulePtr& m) { return std::make_shared<Wrapped>(m); });
     BOOST_FAIL("expected AssertionError");
   } catch (const AssertionError& e) {
     BOOST_TEST(std::string(e.what()) ==
@@ -188,8 +192,10 @@ RandomModel random_model(unsigned seed, bool share_modules, bool tie_params) {
       int np = static_cast<int>(rng() % 3);
       for (int k = 0; k < np; ++k) {
         Tensor p;
-        if (tie_params && !r.params.empty() && rng() % 4 == 0) p = r.params[rng() % r.params.size()];
-        else p = meta_param(1 + static_cast<std::int64_t>(rng() % 50));
+        if (tie_params && !r.params.empty() && rng() % 4 == 0)
+          p = r.params[rng() % r.params.size()];
+        else
+          p = meta_param(1 + static_cast<std::int64_t>(rng() % 50));
         child->register_parameter("p" + std::to_string(k), p);
         r.params.push_back(p);
       }
@@ -226,7 +232,8 @@ BOOST_AUTO_TEST_CASE(recursive_wrap_matches_literal_upstream_call_by_call) {
         };
         std::int64_t total;
         if (reference) {
-          total = reference_recursive_wrap(model.root, policy, wrap, ignored, ignored_params, true).second;
+          total = reference_recursive_wrap(model.root, policy, wrap, ignored, ignored_params, true)
+                      .second;
         } else {
           total = traversal::recursive_wrap(model.root, policy, wrap, ignored, ignored_params, true)
                       .wrapped_numel;
@@ -270,8 +277,11 @@ BOOST_AUTO_TEST_CASE(recursive_wrap_tied_parameters_counted_once) {
       },
       [](const ModulePtr& m) -> ModulePtr { return std::make_shared<Wrapped>(m); }, {}, {}, true);
   // Upstream's remainder double-counts across siblings: 10 - (10 + 10) = -10 for the root.
-  std::vector<Call> expected{{root.get(), true, 10}, {a.get(), true, 10}, {a.get(), false, 10},
-                             {b.get(), true, 10},    {b.get(), false, 10}};
+  std::vector<Call> expected{{root.get(), true, 10},
+                             {a.get(), true, 10},
+                             {a.get(), false, 10},
+                             {b.get(), true, 10},
+                             {b.get(), false, 10}};
   BOOST_TEST((calls == expected));
 }
 

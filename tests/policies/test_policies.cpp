@@ -1,7 +1,6 @@
 // Policies, options, auto_wrap with a recording wrapper, enable_wrap/wrap, frozen-parameter
 // validation (the port of upstream's TestWrapUtils), mixed-precision overrides.
 #include <boost/test/unit_test.hpp>
-
 #include <thread>
 
 #include "core/error.h"
@@ -22,8 +21,8 @@
 
 using namespace fsdp;
 using namespace fsdp::policies;
-using fsdp::testing::RecordingWrapper;
 using fsdp::testing::is_recording_wrapper;
+using fsdp::testing::RecordingWrapper;
 using nn::ModulePtr;
 
 namespace {
@@ -72,12 +71,13 @@ BOOST_AUTO_TEST_CASE(size_based_thresholds_and_defaults) {
   BOOST_TEST(!dflt(lin, false, 99'999'999));
   BOOST_TEST(dflt(lin, false, 100'000'000));
   BOOST_TEST((size_based::default_force_leaf_modules() == nn::ClassSet{"MultiheadAttention"}));
-  BOOST_TEST((size_based::default_exclude_wrap_modules() == nn::ClassSet{"ModuleList", "ModuleDict"}));
+  BOOST_TEST(
+      (size_based::default_exclude_wrap_modules() == nn::ClassSet{"ModuleList", "ModuleDict"}));
   nn::MultiheadAttention mha(16, 8, nn::MultiheadAttentionOptions{.tensor = kMetaF32});
   BOOST_TEST(!policy(mha, true, 1000));  // force leaf: not recursed into
   BOOST_TEST(policy(mha, false, 1000));  // (the engine never asks: it returned before)
   nn::ModuleList list;
-  BOOST_TEST(policy(list, true, 1000));   // excluded: recursed into
+  BOOST_TEST(policy(list, true, 1000));    // excluded: recursed into
   BOOST_TEST(!policy(list, false, 1000));  // never wrapped
   // A given set replaces the default.
   auto custom = size_based_auto_wrap_policy(40, nn::ClassSet{"Linear"}, nn::ClassSet{});
@@ -111,8 +111,14 @@ BOOST_AUTO_TEST_CASE(lambda_transformer_individual_or) {
   BOOST_TEST(!ind(lin, false, 0));
   // or: short-circuit in list order.
   std::vector<int> order;
-  auto first = [&](nn::Module&, bool, std::int64_t) { order.push_back(1); return true; };
-  auto second = [&](nn::Module&, bool, std::int64_t) { order.push_back(2); return false; };
+  auto first = [&](nn::Module&, bool, std::int64_t) {
+    order.push_back(1);
+    return true;
+  };
+  auto second = [&](nn::Module&, bool, std::int64_t) {
+    order.push_back(2);
+    return false;
+  };
   BOOST_TEST(or_policy({second, first, second})(lin, false, 0));
   BOOST_TEST((order == std::vector<int>{2, 1}));
   BOOST_TEST(!or_policy({})(lin, true, 0));
@@ -294,7 +300,8 @@ BOOST_AUTO_TEST_CASE(ignored_params_leave_the_numel) {
   auto model3 = testing::nested_sequential_model(kMetaF32);
   traversal::ParamSet params;
   for (const auto& p : model3->child("2")->child("0")->parameters()) params.insert(p.impl());
-  auto_wrap(model3, size_based_auto_wrap_policy(40), {}, params, {}, RecordingWrapper::wrapper_fn());
+  auto_wrap(model3, size_based_auto_wrap_policy(40), {}, params, {},
+            RecordingWrapper::wrapper_fn());
   BOOST_TEST(!is_recording_wrapper(model3->child("2")));
 }
 
@@ -305,8 +312,9 @@ BOOST_AUTO_TEST_CASE(ignored_modules_closure_and_root_warning) {
   WarningCapture cap;
   auto all = close_ignored_modules(model, {model});
   BOOST_TEST(all.size() == 6u);
-  BOOST_TEST(cap.contains("Trying to ignore the top-level module passed into the FSDP "
-                          "constructor itself will result in all parameters being ignored"));
+  BOOST_TEST(
+      cap.contains("Trying to ignore the top-level module passed into the FSDP "
+                   "constructor itself will result in all parameters being ignored"));
   auto wrapped = std::make_shared<RecordingWrapper>(model->child("0"), WrapperOptions{});
   BOOST_CHECK_THROW(close_ignored_modules(model, {wrapped}), ValueError);
 }
@@ -314,7 +322,8 @@ BOOST_AUTO_TEST_CASE(ignored_modules_closure_and_root_warning) {
 BOOST_AUTO_TEST_CASE(nested_wrapping_is_rejected_with_the_module_name) {
   auto model = testing::nested_sequential_model(kMetaF32);
   auto inner = std::dynamic_pointer_cast<nn::Sequential>(model->child("2"));
-  inner->replace_child("1", std::make_shared<RecordingWrapper>(inner->child("1"), WrapperOptions{}));
+  inner->replace_child("1",
+                       std::make_shared<RecordingWrapper>(inner->child("1"), WrapperOptions{}));
   try {
     run_auto_wrap(model, always_wrap_policy);
     BOOST_FAIL("expected ValueError");
@@ -347,8 +356,8 @@ BOOST_AUTO_TEST_CASE(mixed_precision_override_both_paths) {
       BOOST_TEST_REQUIRE(w);
       BOOST_TEST(w->options.mixed_precision.is_none());
     }
-    BOOST_TEST((*as_wrapper(net->child("bn1"))->options.sharding_strategy ==
-                ShardingStrategy::NO_SHARD));
+    BOOST_TEST(
+        (*as_wrapper(net->child("bn1"))->options.sharding_strategy == ShardingStrategy::NO_SHARD));
     BOOST_TEST((*as_wrapper(net->child("bn2"))->options.sharding_strategy ==
                 ShardingStrategy::FULL_SHARD));
     BOOST_TEST(!is_recording_wrapper(net->child("lin")));
@@ -367,7 +376,8 @@ BOOST_AUTO_TEST_CASE(mixed_precision_override_both_paths) {
   {
     auto net = std::make_shared<testing::BatchNormNet>();
     WarningCapture cap;
-    run_auto_wrap(net, [](nn::Module&, bool, std::int64_t) { return false; }, {}, root);
+    run_auto_wrap(
+        net, [](nn::Module&, bool, std::int64_t) { return false; }, {}, root);
     for (const char* name : {"bn1", "bn2", "bn3", "sync_bn"}) {
       auto w = as_wrapper(net->child(name));
       BOOST_TEST_REQUIRE(w);

@@ -91,13 +91,15 @@ TransformerWithSharedParams::TransformerWithSharedParams(bool add_bn, TensorOpti
   t.dropout = 0.1;
   t.tensor = options;
   register_module("transformer", std::make_shared<nn::Transformer>(t));
-  auto out = register_module("output_proj",
-                             std::make_shared<nn::Linear>(d_model, d_vocab, true, options));
+  auto out =
+      register_module("output_proj", std::make_shared<nn::Linear>(d_model, d_vocab, true, options));
   out->set_parameter("weight", embed->param("weight"));  // tied
   register_buffer("vocab_bias", ones({d_model}, options));
   register_buffer("long_buffer", zeros({d_model}, options.with_dtype(DType::Int64)));
-  if (add_bn) register_module("bn", std::make_shared<nn::BatchNorm1d>(2, 1e-5, 0.1, true, true, options));
-  else register_module("bn", std::make_shared<nn::Identity>());
+  if (add_bn)
+    register_module("bn", std::make_shared<nn::BatchNorm1d>(2, 1e-5, 0.1, true, true, options));
+  else
+    register_module("bn", std::make_shared<nn::Identity>());
 }
 
 std::shared_ptr<nn::Sequential> nested_sequential_model(TensorOptions o) {

@@ -66,6 +66,8 @@ class TransformerWithSharedParams : public nn::Module {
 std::shared_ptr<nn::Sequential> nested_sequential_model(TensorOptions options = {});
 
 // A chain of `depth` nested Sequentials, each holding one Linear(4, 4) then the next level.
-std::shared_ptr<nn::Sequential> nested_chain(std::int64_t depth, TensorOptions options = TensorOptions(DType::Float32, kMeta));
+std::shared_ptr<nn::Sequential> nested_chain(std::int64_t depth,
+                                             TensorOptions options = TensorOptions(DType::Float32,
+                                                                                   kMeta));
 
 }  // namespace fsdp::testing
