@@ -140,21 +140,26 @@ class Planner {
     }
     plan_.num_modules = modules.size();
     {
-      std::unordered_set<const TensorImpl*> seen;
       std::size_t slots = 1;  // the root's
       for (const auto& m : modules)
         for (const auto& [name, c] : m->child_slots()) slots += c ? 1 : 0;
       any_shared_module_ = slots != modules.size();
+      // Tied parameters: a sort finds repeats faster than a hash set of millions of entries.
+      std::vector<const TensorImpl*> all;
       for (const auto& m : modules)
-        for (const auto& [name, p] : m->parameter_slots()) {
-          if (!p.defined()) continue;
-          if (!seen.insert(p.impl()).second) {
-            shared_params_.insert(p.impl());
-            continue;
-          }
-          plan_.model_numel += p.numel();
-          plan_.model_param_bytes += p.numel() * static_cast<std::int64_t>(dtype_size(p.dtype()));
+        for (const auto& [name, p] : m->parameter_slots())
+          if (p.defined()) all.push_back(p.impl());
+      std::sort(all.begin(), all.end());
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        if (i > 0 && all[i] == all[i - 1]) {
+          shared_params_.insert(all[i]);
+          continue;
         }
+        const TensorImpl* t = all[i];
+        const std::int64_t n = shape_numel(t->sizes);
+        plan_.model_numel += n;
+        plan_.model_param_bytes += n * static_cast<std::int64_t>(dtype_size(t->dtype));
+      }
     }
     {
       WarningCapture capture;  // e.g. ignoring the root itself
@@ -274,19 +279,25 @@ class Planner {
         if (traversal::contains(ignored_.modules, m)) continue;
         for (const auto& [name, p] : m->parameter_slots()) {
           if (!p.defined()) continue;
-          auto& ps = param_stamp[p.impl()];
-          if (ps == stamp) continue;
-          ps = stamp;
+          // Without shared modules, only a tied parameter can be reached twice: the others
+          // need no bookkeeping (this keeps a million-module plan fast).
+          const bool reachable_twice = any_shared_module_ || shared_params_.count(p.impl());
+          if (reachable_twice) {
+            auto& ps = param_stamp[p.impl()];
+            if (ps == stamp) continue;
+            ps = stamp;
+          }
           if (traversal::contains(ignored_.params, p)) continue;
           std::string fqn = prefix.empty() ? name : prefix + "." + name;
-          auto mit = manager.find(p.impl());
-          if (mit != manager.end()) {
-            check_shared(p, mit->second, manager_fqn[p.impl()], u, fqn);
-            continue;
+          if (reachable_twice) {
+            auto mit = manager.find(p.impl());
+            if (mit != manager.end()) {
+              check_shared(p, mit->second, manager_fqn[p.impl()], u, fqn);
+              continue;
+            }
+            manager.emplace(p.impl(), u.index);
           }
-          manager.emplace(p.impl(), u.index);
-          if (any_shared_module_ || shared_params_.count(p.impl()))
-            manager_fqn.emplace(p.impl(), fqn);
+          if (reachable_twice) manager_fqn.emplace(p.impl(), fqn);
           PlannedParam pp{fqn, p.shape(), p.dtype(), p.requires_grad(), p.numel()};
           u.numel += pp.numel;
           if (pp.requires_grad) u.trainable_numel += pp.numel;
@@ -348,22 +359,18 @@ class Planner {
           u.fqn, u.type));
   }
 
+  // The nearest enclosing unit: up the path through which each unit was first reached.
   void find_parents() {
-    // Pre-order from the root carrying the nearest enclosing unit; each module once.
-    std::unordered_set<const nn::Module*> memo;
-    std::vector<std::pair<const nn::Module*, int>> stack{{root_.get(), -1}};
-    while (!stack.empty()) {
-      auto [m, enclosing] = stack.back();
-      stack.pop_back();
-      if (!memo.insert(m).second) continue;
-      auto it = plan_.unit_of_module.find(m);
-      if (it != plan_.unit_of_module.end()) {
-        plan_.units[it->second].parent = enclosing;
-        enclosing = static_cast<int>(it->second);
+    for (auto& u : plan_.units) {
+      u.parent = -1;
+      for (auto it = reached_.find(u.module); it != reached_.end() && it->second.parent;
+           it = reached_.find(it->second.parent)) {
+        auto un = plan_.unit_of_module.find(it->second.parent);
+        if (un != plan_.unit_of_module.end()) {
+          u.parent = static_cast<int>(un->second);
+          break;
+        }
       }
-      const auto& slots = m->child_slots();
-      for (auto s = slots.rbegin(); s != slots.rend(); ++s)
-        if (s->second) stack.emplace_back(s->second.get(), enclosing);
     }
   }
 
