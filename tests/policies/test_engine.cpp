@@ -1,6 +1,8 @@
 // The traversal engine: post-order apply, post-order names, managed parameters, recursive wrap
 // (checked call by call against a literal recursive transcription of upstream), deep chains.
 #include <boost/test/unit_test.hpp>
+#include <fmt/format.h>
+
 #include <functional>
 #include <random>
 #include <tuple>
@@ -196,11 +198,11 @@ RandomModel random_model(unsigned seed, bool share_modules, bool tie_params) {
           p = r.params[rng() % r.params.size()];
         else
           p = meta_param(1 + static_cast<std::int64_t>(rng() % 50));
-        child->register_parameter("p" + std::to_string(k), p);
+        child->register_parameter(fmt::format("p{}", k), p);
         r.params.push_back(p);
       }
     }
-    parent->register_module("c" + std::to_string(i), child);
+    parent->register_module(fmt::format("c{}", i), child);
   }
   return r;
 }
