@@ -86,7 +86,7 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::mo
 }
 
 variable_list AccumulateGrad::apply(variable_list&& grad_outputs) {
-  Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[0];
+  Tensor g = grad_outputs.empty() ? Tensor() : std::move(grad_outputs[0]);
   if (!g.defined()) return {};
   auto& meta = leaf_->autograd_meta();
   for (auto& h : meta.leaf_hooks) {
@@ -101,7 +101,12 @@ variable_list AccumulateGrad::apply(variable_list&& grad_outputs) {
              "AccumulateGrad: gradient of shape {} does not match the leaf's shape {}",
              shape_str(g.shape()), shape_str(leaf_->sizes));
   if (!meta.grad.defined()) {
-    meta.grad = g.detach();
+    // Steal the buffer only when nothing else holds it (as PyTorch does); a gradient that
+    // aliases another tensor (the same incoming grad reaching two leaves, a broadcast view)
+    // is copied, so an in-place change of one .grad never changes another tensor.
+    const bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
+                           g.is_contiguous() && g.storage_offset() == 0;
+    meta.grad = exclusive ? g.detach() : g.clone();
   } else {
     meta.grad = add(meta.grad, g);
   }

@@ -197,6 +197,17 @@ BOOST_AUTO_TEST_CASE(grad_mode_is_per_thread) {
   BOOST_TEST(!ag::is_grad_enabled());
 }
 
+BOOST_AUTO_TEST_CASE(leaf_grads_never_alias_each_other) {
+  Tensor a = from_vector({1, 2}, {2}).requires_grad_();
+  Tensor b = from_vector({3, 4}, {2}).requires_grad_();
+  sum(add(a, b)).backward();
+  Tensor ga = a.grad();
+  mul_(ga, 5.0);
+  BOOST_TEST(a.grad().to_vector() == (std::vector<double>{5, 5}));
+  BOOST_TEST(b.grad().to_vector() == (std::vector<double>{1, 1}));
+  BOOST_TEST(a.grad().storage() != b.grad().storage());
+}
+
 BOOST_AUTO_TEST_CASE(diamond_graph_sums_both_paths) {
   Tensor x = from_vector({3}, {1}, DType::Float64).requires_grad_();
   Tensor a = mul(x, 2.0);
