@@ -1,5 +1,7 @@
 #include "tools/plan/model_file.h"
 
+#include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -335,8 +337,12 @@ class Builder {
 
 LoadedModel parse_model(const std::string& text, const std::string& source) {
   json doc;
+  std::clock_t c0 = std::clock();
   try {
     doc = json::parse(text);
+    if (std::getenv("FSDP_PLAN_TIMING"))
+      fmt::print(stderr, "fsdp-plan:   parse JSON: {:.3f} s cpu\n",
+                 static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
   } catch (const json::parse_error& e) {
     // nlohmann's byte is one past the offending character.
     auto [line, col] = line_and_column(text, e.byte > 0 ? e.byte - 1 : 0);
@@ -357,8 +363,13 @@ LoadedModel parse_model(const std::string& text, const std::string& source) {
                                  source, fmt_it->dump(), kModelFormat));
   Builder b(source);
   LoadedModel out;
+  c0 = std::clock();
   out.root = b.build(doc);
   out.num_definitions = b.definitions();
+  out.document = std::make_shared<const json>(std::move(doc));
+  if (std::getenv("FSDP_PLAN_TIMING"))
+    fmt::print(stderr, "fsdp-plan:   build modules: {:.3f} s cpu\n",
+               static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
   return out;
 }
 
@@ -366,10 +377,17 @@ LoadedModel load_model(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open the model file: {}", path,
                                         std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: cannot read the model file", path));
-  return parse_model(ss.str(), path);
+  std::string text;
+  in.seekg(0, std::ios::end);
+  const auto size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > 0) {
+    text.resize(static_cast<std::size_t>(size));
+    in.read(text.data(), size);
+  }
+  if (in.bad() || size < 0)
+    throw InputError(fmt::format("{}: cannot read the model file", path));
+  return parse_model(text, path);
 }
 
 }  // namespace fsdp::plan

@@ -3,6 +3,7 @@
 // two slots) restored from the file's ids.
 #pragma once
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -22,6 +23,9 @@ class InputError : public std::runtime_error {
 struct LoadedModel {
   nn::ModulePtr root;
   std::size_t num_definitions = 0;  // module objects in the file (shared ones once)
+  // The parsed document, freed with this object: freeing a 100 MB JSON tree takes as long as
+  // building the modules, so a command-line tool that exits right away never pays for it.
+  std::shared_ptr<const void> document;
 };
 
 // Parses `text`; `source` names it in messages ("model.json").
