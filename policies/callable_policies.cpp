@@ -1,4 +1,5 @@
 // The callable policies: each is a small closure over its configuration (Python's partial).
+#include "policies/class_matcher.h"
 #include "policies/lambda_policy.h"
 #include "policies/module_cls_individually.h"
 #include "policies/or_policy.h"
@@ -18,15 +19,13 @@ bool module_wrap_decision(const nn::Module& module, bool recurse, const nn::Clas
 }
 
 CallablePolicy transformer_auto_wrap_policy(nn::ClassSet transformer_layer_cls) {
-  return [classes = std::move(transformer_layer_cls)](nn::Module& m, bool recurse, std::int64_t) {
-    return module_wrap_decision(m, recurse, classes);
-  };
+  return [is_layer = ClassMatcher(std::move(transformer_layer_cls))](
+             nn::Module& m, bool recurse, std::int64_t) { return recurse || is_layer(m); };
 }
 
 CallablePolicy wrap_module_cls_individually(nn::ClassSet module_classes) {
-  return [classes = std::move(module_classes)](nn::Module& m, bool recurse, std::int64_t) {
-    return recurse || m.isinstance(classes);
-  };
+  return [is_member = ClassMatcher(std::move(module_classes))](
+             nn::Module& m, bool recurse, std::int64_t) { return recurse || is_member(m); };
 }
 
 CallablePolicy or_policy(std::vector<CallablePolicy> policies) {
@@ -61,9 +60,13 @@ CallablePolicy size_based_auto_wrap_policy(std::int64_t min_num_params,
                                          : size_based::default_force_leaf_modules();
   nn::ClassSet exclude = exclude_wrap_modules ? std::move(*exclude_wrap_modules)
                                               : size_based::default_exclude_wrap_modules();
-  return [min_num_params, leaf = std::move(leaf), exclude = std::move(exclude)](
-             nn::Module& m, bool recurse, std::int64_t numel) {
-    return size_based::decide(m, recurse, numel, min_num_params, leaf, exclude);
+  // Same decision as size_based::decide, with the class tests memoised.
+  return [min_num_params, is_leaf = ClassMatcher(std::move(leaf)),
+          is_excluded = ClassMatcher(std::move(exclude))](nn::Module& m, bool recurse,
+                                                          std::int64_t numel) {
+    const bool is_large = numel >= min_num_params;
+    if (recurse) return is_large && !is_leaf(m);
+    return is_large && !is_excluded(m);
   };
 }
 

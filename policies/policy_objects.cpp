@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "core/traversal/pre_order.h"
+#include "policies/class_matcher.h"
 #include "policies/custom_policy.h"
 #include "policies/module_wrap_policy.h"
 #include "policies/transformer_policy.h"
@@ -54,8 +55,8 @@ bool ModuleWrapPolicy::operator()(nn::Module& module, bool recurse, std::int64_t
 }
 
 CallablePolicy ModuleWrapPolicy::as_callable() const {
-  return [classes = module_classes_](nn::Module& m, bool recurse, std::int64_t) {
-    return module_wrap_decision(m, recurse, classes);
+  return [is_member = ClassMatcher(module_classes_)](nn::Module& m, bool recurse, std::int64_t) {
+    return recurse || is_member(m);
   };
 }
 

@@ -9,8 +9,9 @@ void mark_as_wrapper(nn::Module& wrapper, const std::string& cls) {
 }
 
 const std::string* wrapper_class(const nn::Module& m) {
-  if (!m.has_attr(kWrapperClassAttr)) return nullptr;
-  return std::any_cast<std::string>(&m.attr(kWrapperClassAttr));
+  static const std::string key = kWrapperClassAttr;  // built once: asked for every module
+  if (!m.has_attr(key)) return nullptr;
+  return std::any_cast<std::string>(&m.attr(key));
 }
 
 }  // namespace fsdp::traversal

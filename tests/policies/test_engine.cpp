@@ -1,8 +1,8 @@
 // The traversal engine: post-order apply, post-order names, managed parameters, recursive wrap
 // (checked call by call against a literal recursive transcription of upstream), deep chains.
-#include <boost/test/unit_test.hpp>
 #include <fmt/format.h>
 
+#include <boost/test/unit_test.hpp>
 #include <functional>
 #include <random>
 #include <tuple>
