@@ -136,42 +136,76 @@ Module::~Module() {
 }
 
 // --- children
+namespace {
+constexpr std::size_t kIndexThreshold = 16;  // slots before a module builds its name index
+}  // namespace
+
+const std::pair<Module::SlotKind, std::size_t>* Module::find_slot(const std::string& name) const {
+  if (index_) {
+    auto it = index_->find(name);
+    return it == index_->end() ? nullptr : &it->second;
+  }
+  thread_local std::pair<SlotKind, std::size_t> found;
+  for (std::size_t i = 0; i < children_.size(); ++i)
+    if (children_[i].first == name) return &(found = {SlotKind::Child, i});
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].first == name) return &(found = {SlotKind::Param, i});
+  for (std::size_t i = 0; i < buffers_.size(); ++i)
+    if (buffers_[i].first == name) return &(found = {SlotKind::Buffer, i});
+  return nullptr;
+}
+
+void Module::rebuild_index() {
+  index_ = std::make_unique<std::unordered_map<std::string, std::pair<SlotKind, std::size_t>>>();
+  for (std::size_t i = 0; i < children_.size(); ++i) index_->emplace(children_[i].first, std::make_pair(SlotKind::Child, i));
+  for (std::size_t i = 0; i < params_.size(); ++i) index_->emplace(params_[i].first, std::make_pair(SlotKind::Param, i));
+  for (std::size_t i = 0; i < buffers_.size(); ++i) index_->emplace(buffers_[i].first, std::make_pair(SlotKind::Buffer, i));
+}
+
+void Module::index_slot(const std::string& name, SlotKind kind, std::size_t index) {
+  if (index_) {
+    index_->emplace(name, std::make_pair(kind, index));
+  } else if (children_.size() + params_.size() + buffers_.size() > kIndexThreshold) {
+    rebuild_index();
+  }
+}
+
 void Module::check_new_name(const std::string& name, const char* what) const {
   FSDP_CHECK(!name.empty(), KeyError, "{} name can't be empty string \"\" (in {})", what, type_name());
   FSDP_CHECK(name.find('.') == std::string::npos, KeyError,
              "{} name can't contain \".\", got: {} (in {})", what, name, type_name());
-  auto clash = [&](const char* kind) {
+  if (const auto* slot = find_slot(name)) {
+    const char* kind = slot->first == SlotKind::Child   ? "child module"
+                       : slot->first == SlotKind::Param ? "parameter"
+                                                        : "buffer";
     throw KeyError(fmt::format("attribute '{}' already exists as a {} of {}: cannot register a {} "
                                "with the same name",
                                name, kind, type_name(), what));
-  };
-  for (const auto& [n, c] : children_)
-    if (n == name) clash("child module");
-  for (const auto& [n, p] : params_)
-    if (n == name) clash("parameter");
-  for (const auto& [n, b] : buffers_)
-    if (n == name) clash("buffer");
+  }
 }
 
 ModulePtr Module::register_module(const std::string& name, ModulePtr child) {
   check_new_name(name, "module");
   children_.emplace_back(name, child);
+  index_slot(name, SlotKind::Child, children_.size() - 1);
   return child;
 }
 
 void Module::replace_child(const std::string& name, ModulePtr child) {
-  for (auto& [n, c] : children_)
-    if (n == name) {
-      c = std::move(child);
-      return;
-    }
-  (void)this->child(name);  // throws KeyError listing the children
+  const auto* slot = find_slot(name);
+  if (!slot || slot->first != SlotKind::Child) (void)this->child(name);  // throws KeyError
+  children_[slot->second].second = std::move(child);
+}
+
+void Module::replace_child_at(std::size_t index, ModulePtr child) {
+  FSDP_CHECK(index < children_.size(), IndexError, "{} has no child slot {} (it has {})", type_name(),
+             index, children_.size());
+  children_[index].second = std::move(child);
 }
 
 bool Module::has_child(const std::string& name) const {
-  for (const auto& [n, c] : children_)
-    if (n == name) return true;
-  return false;
+  const auto* slot = find_slot(name);
+  return slot && slot->first == SlotKind::Child;
 }
 
 namespace {
@@ -184,8 +218,8 @@ std::string list_names(const Slots& slots) {
 }  // namespace
 
 const ModulePtr& Module::child(const std::string& name) const {
-  for (const auto& [n, c] : children_)
-    if (n == name) return c;
+  const auto* slot = find_slot(name);
+  if (slot && slot->first == SlotKind::Child) return children_[slot->second].second;
   throw KeyError(fmt::format("{} has no child module '{}' (children: {})", type_name(), name,
                              list_names(children_)));
 }
@@ -284,12 +318,14 @@ Tensor Module::register_parameter(const std::string& name, Tensor param, bool re
   if (param.defined() && param.is_leaf() && param.is_floating_point())
     param.requires_grad_(requires_grad);
   params_.emplace_back(name, param);
+  index_slot(name, SlotKind::Param, params_.size() - 1);
   return param;
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor buffer, bool persistent) {
   check_new_name(name, "buffer");
   buffers_.emplace_back(name, buffer);
+  index_slot(name, SlotKind::Buffer, buffers_.size() - 1);
   if (!persistent) non_persistent_.insert(name);
   return buffer;
 }
@@ -340,6 +376,7 @@ Tensor Module::remove_parameter(const std::string& name) {
     if (it->first == name) {
       Tensor t = it->second;
       params_.erase(it);
+      if (index_) rebuild_index();  // later parameters moved down one slot
       return t;
     }
   (void)param(name);

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -93,6 +94,8 @@ class Module : public std::enable_shared_from_this<Module> {
   }
   // Python's setattr(parent, name, child) for an existing child slot.
   void replace_child(const std::string& name, ModulePtr child);
+  // The same for the slot at `index` of child_slots() (wrapping engines know the index).
+  void replace_child_at(std::size_t index, ModulePtr child);
   bool has_child(const std::string& name) const;
   // The module in slot `name`; throws KeyError listing the children when absent.
   const ModulePtr& child(const std::string& name) const;
@@ -201,6 +204,13 @@ class Module : public std::enable_shared_from_this<Module> {
 
  private:
   void check_new_name(const std::string& name, const char* what) const;
+  // Slot lookup by name: linear for the usual few slots; a hash index once a module has many
+  // (a ModuleList of 100 000 layers must not make registration or lookup quadratic).
+  enum class SlotKind : std::uint8_t { Child, Param, Buffer };
+  const std::pair<SlotKind, std::size_t>* find_slot(const std::string& name) const;
+  void index_slot(const std::string& name, SlotKind kind, std::size_t index);
+  void rebuild_index();
+  std::unique_ptr<std::unordered_map<std::string, std::pair<SlotKind, std::size_t>>> index_;
   const ModuleClass* class_;
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::vector<std::pair<std::string, Tensor>> params_;

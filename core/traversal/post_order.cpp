@@ -10,10 +10,7 @@ void set_child_slot(nn::Module& parent, std::size_t index, nn::ModulePtr child) 
   FSDP_CHECK(index < slots.size(), IndexError, "{} has no child slot {}", parent.type_name(),
              index);
   if (slots[index].second == child) return;  // setattr of the same object changes nothing
-  // Module::replace_child finds the slot by name, a linear search: wrapping every block of a
-  // 4000-entry ModuleList would be quadratic. The engine knows the index, so it assigns the slot
-  // directly — the same plain assignment replace_child does (the Module object is not const).
-  const_cast<nn::ModulePtr&>(slots[index].second) = std::move(child);
+  parent.replace_child_at(index, std::move(child));
 }
 
 void post_order_apply(const nn::ModulePtr& root, const ApplyFn& fn) {

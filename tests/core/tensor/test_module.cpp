@@ -244,6 +244,24 @@ BOOST_AUTO_TEST_CASE(chain_of_100000_modules) {
   root.reset();  // iterative teardown
 }
 
+BOOST_AUTO_TEST_CASE(wide_module_registers_and_looks_up_by_name) {
+  auto root = std::make_shared<Chain>();
+  const int n = 200000;  // quadratic registration would take minutes
+  for (int i = 0; i < n; ++i) root->register_module(std::to_string(i), std::make_shared<Chain>());
+  BOOST_TEST(root->has_child("123456"));
+  BOOST_TEST(!root->has_child("200000"));
+  auto replacement = std::make_shared<Scale>(1.0);
+  root->replace_child("199999", replacement);
+  BOOST_TEST(root->child("199999") == ModulePtr(replacement));
+  root->replace_child_at(0, replacement);
+  BOOST_TEST(root->child("0") == ModulePtr(replacement));
+  BOOST_CHECK_THROW(root->register_module("77", nullptr), KeyError);
+  BOOST_CHECK_THROW(root->register_parameter("77", zeros({1})), KeyError);
+  BOOST_CHECK_THROW(root->replace_child_at(static_cast<std::size_t>(n), nullptr), IndexError);
+  root->register_parameter("p", zeros({1}));
+  BOOST_TEST(root->param("p").numel() == 1);
+}
+
 BOOST_AUTO_TEST_CASE(module_to_dtype_keeps_parameter_identity) {
   Scale s(1.5);
   Tensor w = s.param("w");
