@@ -383,25 +383,35 @@ Tensor Module::remove_parameter(const std::string& name) {
   return {};
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters(const std::string& prefix,
-                                                                     bool recurse,
-                                                                     bool remove_duplicate) {
-  std::vector<std::pair<std::string, Tensor>> out;
+namespace {
+// named_parameters / named_buffers: the tensors of one slot list per module, with FQNs.
+using TensorSlots = std::vector<std::pair<std::string, Tensor>>;
+TensorSlots named_tensors(Module& root, const std::string& prefix, bool recurse,
+                          bool remove_duplicate, const TensorSlots& (*slots_of)(const Module&)) {
+  TensorSlots out;
   std::unordered_set<const TensorImpl*> memo;
   auto visit = [&](const std::string& mprefix, const Module& m) {
-    for (const auto& [n, p] : m.params_) {
-      if (!p.defined()) continue;
-      if (remove_duplicate && !memo.insert(p.impl()).second) continue;
-      out.emplace_back(mprefix.empty() ? n : mprefix + "." + n, p);
+    for (const auto& [n, t] : slots_of(m)) {
+      if (!t.defined()) continue;
+      if (remove_duplicate && !memo.insert(t.impl()).second) continue;
+      out.emplace_back(mprefix.empty() ? n : mprefix + "." + n, t);
     }
   };
   if (!recurse) {
-    visit(prefix, *this);
+    visit(prefix, root);
     return out;
   }
-  visit_named_modules([&](const std::string& name, const ModulePtr& m) { visit(name, *m); }, prefix,
-                      remove_duplicate);
+  root.visit_named_modules([&](const std::string& name, const ModulePtr& m) { visit(name, *m); },
+                           prefix, remove_duplicate);
   return out;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(const std::string& prefix,
+                                                                     bool recurse,
+                                                                     bool remove_duplicate) {
+  return named_tensors(*this, prefix, recurse, remove_duplicate,
+                       [](const Module& m) -> const TensorSlots& { return m.parameter_slots(); });
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) {
@@ -419,22 +429,8 @@ std::vector<Tensor> Module::parameters(bool recurse) {
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(const std::string& prefix,
                                                                   bool recurse,
                                                                   bool remove_duplicate) {
-  std::vector<std::pair<std::string, Tensor>> out;
-  std::unordered_set<const TensorImpl*> memo;
-  auto visit = [&](const std::string& mprefix, const Module& m) {
-    for (const auto& [n, b] : m.buffers_) {
-      if (!b.defined()) continue;
-      if (remove_duplicate && !memo.insert(b.impl()).second) continue;
-      out.emplace_back(mprefix.empty() ? n : mprefix + "." + n, b);
-    }
-  };
-  if (!recurse) {
-    visit(prefix, *this);
-    return out;
-  }
-  visit_named_modules([&](const std::string& name, const ModulePtr& m) { visit(name, *m); }, prefix,
-                      remove_duplicate);
-  return out;
+  return named_tensors(*this, prefix, recurse, remove_duplicate,
+                       [](const Module& m) -> const TensorSlots& { return m.buffer_slots(); });
 }
 
 std::vector<Tensor> Module::buffers(bool recurse) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/functional/vec_math.h"
 #include "core/ops/elementwise_kernels.h"
 
 namespace fsdp {
@@ -258,30 +259,12 @@ Tensor neg(const Tensor& a) {
   return out;
 }
 
-// exp for float in [kExpLo, kExpHi] without branches or calls, so loops over it vectorize:
-// exp(x) = 2^n * exp(r), |r| <= ln2/2, with a degree-6 polynomial (Cephes' expf coefficients,
-// about 1 ulp). Inputs outside the range (and NaN) are recomputed with std::exp afterwards.
+// exp for float in [kExpLo, kExpHi]: the branch-free polynomial of functional/vec_math.h, so
+// loops over it vectorize. Inputs outside the range (and NaN) are recomputed with std::exp
+// afterwards, which keeps subnormal results that the fast form flushes to zero.
 constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
 
-inline float exp_in_range(float x) {
-  // Ternaries rather than fmin/fmax/nearbyint: those are library calls without -ffast-math.
-  float xc = x < kExpLo ? kExpLo : x;
-  xc = xc > kExpHi ? kExpHi : xc;
-  // Round to nearest by adding and subtracting 1.5 * 2^23.
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
+inline float exp_in_range(float x) { return functional::fast_exp(x); }
 
 Tensor exp(const Tensor& a) {
   const DType dt = float_result(a.dtype());
