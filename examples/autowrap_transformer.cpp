@@ -1,0 +1,33 @@
+// The README's auto-wrap example: torch.nn.Transformer() wrapped with ModuleWrapPolicy over a
+// fake 8-rank group (construction only; the FSDP runtime comes with a later issue). Prints the
+// FSDP units, as PyTorch would create them.
+#include <fmt/format.h>
+
+#include "comm/fake/fake_process_group.h"
+#include "core/nn/nn.h"
+#include "fsdp/attribute_forwarding.h"
+#include "fsdp/fully_sharded_data_parallel.h"
+#include "policies/module_wrap_policy.h"
+
+int main() {
+  auto model = std::make_shared<fsdp::nn::Transformer>();  // torch.nn.Transformer(), same FQNs
+  fsdp::WrapperOptions opts;
+  opts.process_group =
+      fsdp::process_group_handle(std::make_shared<fsdp::comm::FakeProcessGroup>(0, 8));
+  auto policy = std::make_shared<fsdp::policies::ModuleWrapPolicy>(
+      fsdp::nn::ClassSet{"TransformerEncoderLayer", "TransformerDecoderLayer"});
+  opts.auto_wrap_policy = fsdp::policies::AutoWrapPolicy(policy);
+  auto wrapped = fsdp::FullyShardedDataParallel::make(model, opts);  // root + 12 layer units
+
+  int units = 0;
+  for (const auto& [name, m] : wrapped->named_modules()) {
+    if (!m->isinstance("FullyShardedDataParallel")) continue;
+    ++units;
+    const std::string fqn = fsdp::clean_tensor_name(name);  // without _fsdp_wrapped_module
+    fmt::print("FSDP unit {:<24} rank {} of {}\n", fqn.empty() ? "(root)" : fqn,
+               std::static_pointer_cast<fsdp::FullyShardedDataParallel>(m)->rank(),
+               std::static_pointer_cast<fsdp::FullyShardedDataParallel>(m)->world_size());
+  }
+  fmt::print("{} units\n", units);
+  return units == 13 ? 0 : 1;
+}
