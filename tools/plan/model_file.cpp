@@ -45,7 +45,9 @@ struct Where {
       if (!s.empty()) s += '.';
       s += key;
     } else {
-      s += "[" + std::to_string(index) + "]";
+      s += '[';  // appended piecewise: "[" + to_string(...) trips a GCC 12 -Wrestrict false positive
+      s += std::to_string(index);
+      s += ']';
     }
     return s;
   }
