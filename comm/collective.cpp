@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 namespace fsdp::comm {
 
 std::string describe(const Collective& c) {
@@ -40,6 +42,12 @@ std::string CollectiveSignature::str() const {
   c.op = static_cast<ReduceOp>(op);
   c.root = root;
   return describe(c);
+}
+
+void run_single_rank(const Collective& c) {
+  if (c.bytes() == 0 || c.input == c.output) return;
+  if (c.kind == CollectiveKind::AllGather || c.kind == CollectiveKind::ReduceScatter)
+    std::memmove(c.output, c.input, c.bytes());
 }
 
 }  // namespace fsdp::comm

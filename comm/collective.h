@@ -53,6 +53,10 @@ struct Collective {
   }
 };
 
+// A collective on a group of one rank, on cpu buffers: all_gather and reduce_scatter copy input to
+// output (any reduction over one rank is the identity), the others leave the data as it is.
+void run_single_rank(const Collective& c);
+
 // "reduce_scatter(count=10, dtype=float32, op=sum)": used in every error message.
 std::string describe(const Collective& c);
 

@@ -268,17 +268,7 @@ void GlooProcessGroup::execute(const Collective& c) {
   if (broken_)
     throw CommAbortedError(fmt::format("{}: {} refused: an earlier collective failed: {}", where(),
                                        describe(c), broken_reason_));
-  if (size() == 1) {
-    if ((c.kind == CollectiveKind::AllGather || c.kind == CollectiveKind::ReduceScatter) &&
-        c.bytes() > 0) {
-      const void* in = c.input;
-      if (c.kind == CollectiveKind::AllGather)
-        std::memmove(c.output, c.input, c.bytes());
-      else
-        reduce_buffers(c.op, c.dtype, c.output, &in, 1, c.count, 1);
-    }
-    return;
-  }
+  if (size() == 1) return run_single_rank(c);
   // The signature exchange doubles as the barrier (every rank hears from every other).
   check_signatures(c);
   if (c.bytes() == 0) return;

@@ -305,17 +305,7 @@ void MpiProcessGroup::execute(const Collective& c) {
   // Tags: 4 per collective (data, second phase, signature), cycling below MPI's minimum TAG_UB.
   const int tag = int(4 * (sequence_++ % 8000));
   if (options_.check_signatures && size() > 1) check_signatures(c, tag + 2);
-  if (size() == 1) {
-    if ((c.kind == CollectiveKind::AllGather || c.kind == CollectiveKind::ReduceScatter) &&
-        c.bytes() > 0) {
-      const void* in = c.input;
-      if (c.kind == CollectiveKind::AllGather)
-        std::memmove(c.output, c.input, c.bytes());
-      else
-        reduce_buffers(c.op, c.dtype, c.output, &in, 1, c.count, 1);
-    }
-    return;
-  }
+  if (size() == 1) return run_single_rank(c);
   switch (c.kind) {
     case CollectiveKind::AllGather:
       return all_gather(c, tag);
