@@ -97,9 +97,9 @@ variable_list AccumulateGrad::apply(variable_list&& grad_outputs) {
   NoGradGuard no_grad;
   Tensor leaf(leaf_);
   if (g.dtype() != leaf_->dtype) g = g.to(leaf_->dtype);
-  FSDP_CHECK(g.shape() == leaf_->sizes, RuntimeError,
+  FSDP_CHECK(g.shape() == leaf_->sizes(), RuntimeError,
              "AccumulateGrad: gradient of shape {} does not match the leaf's shape {}",
-             shape_str(g.shape()), shape_str(leaf_->sizes));
+             shape_str(g.shape()), shape_str(leaf_->sizes()));
   if (!meta.grad.defined()) {
     // Steal the buffer only when nothing else holds it (as PyTorch does); a gradient that
     // aliases another tensor (the same incoming grad reaching two leaves, a broadcast view)

@@ -194,6 +194,11 @@ class Module : public std::enable_shared_from_this<Module> {
   void set_attr(const std::string& name, std::any value) { attrs_[name] = std::move(value); }
   void erase_attr(const std::string& name) { attrs_.erase(name); }
 
+  // --- the wrapper mark (see core/traversal/wrapper_marker.h): an interned wrapper class name,
+  // null for a module that is not a wrapper. A field, not an attribute: every traversal asks.
+  const std::string* wrapper_mark() const { return wrapper_mark_; }
+  void set_wrapper_mark(const std::string* interned_name) { wrapper_mark_ = interned_name; }
+
   // --- printing, like PyTorch's repr: "Linear(in_features=5, out_features=5, bias=True)" and
   // containers with "(name): child" lines.
   std::string repr() const;
@@ -210,10 +215,12 @@ class Module : public std::enable_shared_from_this<Module> {
   const std::pair<SlotKind, std::size_t>* find_slot(const std::string& name) const;
   void index_slot(const std::string& name, SlotKind kind, std::size_t index);
   void rebuild_index();
-  std::unique_ptr<std::unordered_map<std::string, std::pair<SlotKind, std::size_t>>> index_;
+  // What every whole-tree traversal reads comes first, to share the object's first cache lines.
   const ModuleClass* class_;
+  const std::string* wrapper_mark_ = nullptr;
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::vector<std::pair<std::string, Tensor>> params_;
+  std::unique_ptr<std::unordered_map<std::string, std::pair<SlotKind, std::size_t>>> index_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::set<std::string> non_persistent_;
   std::vector<std::pair<std::shared_ptr<bool>, ForwardPreHook>> pre_hooks_;

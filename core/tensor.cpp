@@ -65,10 +65,10 @@ std::int64_t Tensor::stride(std::int64_t dim) const {
 bool Tensor::is_contiguous() const {
   const auto& t = check();
   std::int64_t expected = 1;
-  for (std::size_t i = t.sizes.size(); i-- > 0;) {
-    if (t.sizes[i] == 1) continue;
+  for (std::size_t i = t.sizes().size(); i-- > 0;) {
+    if (t.sizes()[i] == 1) continue;
     if (t.strides[i] != expected) return false;
-    expected *= t.sizes[i];
+    expected *= t.sizes()[i];
   }
   return true;
 }
@@ -77,7 +77,7 @@ void* Tensor::data_ptr() const {
   const auto& t = check();
   FSDP_CHECK(!t.device.is_meta(), RuntimeError,
              "cannot access the data of a meta tensor (shape {}, {}): meta tensors have no storage",
-             shape_str(t.sizes), dtype_name(t.dtype));
+             shape_str(t.sizes()), dtype_name(t.dtype));
   if (!t.storage || !t.storage->data()) return nullptr;
   return static_cast<char*>(t.storage->data()) + t.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
 }
@@ -133,7 +133,7 @@ Tensor Tensor::detach() const {
   const auto& t = check();
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.storage;
-  impl->sizes = t.sizes;
+  impl->set_sizes(t.sizes());
   impl->strides = t.strides;
   impl->offset = t.offset;
   impl->dtype = t.dtype;
@@ -143,9 +143,9 @@ Tensor Tensor::detach() const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   const auto& dst = check();
-  FSDP_CHECK(broadcast_shapes(dst.sizes, src.shape(), "copy_") == dst.sizes, RuntimeError,
+  FSDP_CHECK(broadcast_shapes(dst.sizes(), src.shape(), "copy_") == dst.sizes(), RuntimeError,
              "copy_: source of shape {} cannot be broadcast to destination shape {}",
-             shape_str(src.shape()), shape_str(dst.sizes));
+             shape_str(src.shape()), shape_str(dst.sizes()));
   if (is_meta() || src.is_meta()) return *this;
   check_cpu(*this, "copy_");
   check_cpu(src, "copy_");
@@ -157,7 +157,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   Tensor s = src;
   // Reading from a buffer we are writing to: copy the source first.
   if (src.storage() == storage()) s = src.clone();
-  Shape sstr = broadcast_strides(s, dst.sizes);
+  Shape sstr = broadcast_strides(s, dst.sizes());
   void* d = data_ptr();
   const void* sp = s.data_ptr();
   DType dd = dst.dtype, sd = s.dtype();
@@ -165,7 +165,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
     dispatch_all(sd, [&]<typename S>() {
       D* dp = static_cast<D*>(d);
       const S* spp = static_cast<const S*>(sp);
-      for_each_offset2(dst.sizes, dst.strides, sstr, [&](std::int64_t od, std::int64_t os) {
+      for_each_offset2(dst.sizes(), dst.strides, sstr, [&](std::int64_t od, std::int64_t os) {
         if constexpr (std::is_same_v<D, S>) dp[od] = spp[os];
         else dp[od] = from_double<D>(to_double(spp[os]));
       });
@@ -187,7 +187,7 @@ Tensor& Tensor::fill_(double value) {
       std::int64_t n = numel();
       for (std::int64_t i = 0; i < n; ++i) tp[i] = v;
     } else {
-      for_each_offset(t.sizes, t.strides, [&](std::int64_t o) { tp[o] = v; });
+      for_each_offset(t.sizes(), t.strides, [&](std::int64_t o) { tp[o] = v; });
     }
   });
   return *this;
@@ -220,7 +220,7 @@ void Tensor::set_data(const Tensor& other) const {
   check();
   const auto& o = other.check();
   impl_->storage = o.storage;
-  impl_->sizes = o.sizes;
+  impl_->set_sizes(o.sizes());
   impl_->strides = o.strides;
   impl_->offset = o.offset;
   impl_->dtype = o.dtype;
@@ -324,7 +324,7 @@ Tensor empty(const Shape& shape, TensorOptions o) {
   for (auto d : shape)
     FSDP_CHECK(d >= 0, ValueError, "empty: negative dimension in shape {}", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = shape;
+  impl->set_sizes(shape);
   impl->strides = contiguous_strides(shape);
   impl->dtype = o.dtype;
   impl->device = o.device;
@@ -395,7 +395,7 @@ Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype
 Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, std::int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();
-  impl->sizes = sizes;
+  impl->set_sizes(sizes);
   impl->strides = strides;
   impl->offset = offset;
   impl->dtype = base.dtype();

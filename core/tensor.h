@@ -30,8 +30,20 @@ struct AutogradMeta;
 }  // namespace autograd
 
 struct TensorImpl {
+ private:
+  std::int64_t numel_ = 1;  // first: beside the control block on the object's first cache line
+  Shape sizes_;
+
+ public:
   std::shared_ptr<Storage> storage;
-  Shape sizes;
+  // The shape, with its element count kept beside it: numel is asked for every parameter of every
+  // module by the wrapping traversals, and reading it must not chase the shape's heap array.
+  const Shape& sizes() const { return sizes_; }
+  std::int64_t numel() const { return numel_; }
+  void set_sizes(Shape sizes) {
+    numel_ = shape_numel(sizes);
+    sizes_ = std::move(sizes);
+  }
   Shape strides;
   std::int64_t offset = 0;  // in elements
   DType dtype = DType::Float32;
@@ -79,13 +91,13 @@ class Tensor {
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
   // --- metadata
-  const Shape& shape() const { return check().sizes; }
-  const Shape& sizes() const { return check().sizes; }
+  const Shape& shape() const { return check().sizes(); }
+  const Shape& sizes() const { return check().sizes(); }
   const Shape& strides() const { return check().strides; }
   std::int64_t size(std::int64_t dim) const;    // negative dims count from the end
   std::int64_t stride(std::int64_t dim) const;
-  std::int64_t dim() const { return static_cast<std::int64_t>(check().sizes.size()); }
-  std::int64_t numel() const { return shape_numel(check().sizes); }
+  std::int64_t dim() const { return static_cast<std::int64_t>(check().sizes().size()); }
+  std::int64_t numel() const { return check().numel(); }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype()); }
   DType dtype() const { return check().dtype; }
   Device device() const { return check().device; }

@@ -8,6 +8,7 @@
 #include "core/traversal/post_order.h"
 #include "core/traversal/pre_order.h"
 #include "core/traversal/recursive_wrap.h"
+#include "core/traversal/tree_table.h"
 #include "core/traversal/wrapper_marker.h"
 #include "policies/mixed_precision_override.h"
 #include "policies/module_cls_individually.h"
@@ -26,24 +27,38 @@ nn::ModulePtr wrap_module(const nn::ModulePtr& module, const WrapperFn& wrapper_
   return wrapper_cls(module, options);
 }
 
+namespace {
+[[noreturn]] void throw_nested(const std::string& name, const nn::ModulePtr& root) {
+  throw ValueError(fmt::format(
+      "FSDP auto wrapping requires modules to not already have FSDP applied but found {} in\n{}",
+      name, root->repr()));
+}
+
+}  // namespace
+
 void check_nested_wrapping(const nn::ModulePtr& root) {
   traversal::PreOrderModules modules(root);  // named_modules() order; names only for the error
   for (std::size_t i = 0; i < modules.size(); ++i)
-    if (traversal::is_wrapper(*modules.module(i)))
-      throw ValueError(fmt::format(
-          "FSDP auto wrapping requires modules to not already have FSDP applied but found {} "
-          "in\n{}",
-          modules.name(i), root->repr()));
+    if (traversal::is_wrapper(*modules.module(i))) throw_nested(modules.name(i), root);
 }
+
+namespace {
+// check_nested_wrapping from a table of the same tree (pre-order = named_modules() order).
+void check_nested_wrapping_in(const nn::ModulePtr& root, const traversal::TreeTable& table) {
+  if (!table.is_tree()) return check_nested_wrapping(root);
+  if (!table.marked().empty())
+    throw_nested(table.name(static_cast<std::size_t>(table.marked().front())), root);
+}
+}  // namespace
 
 void auto_wrap(const nn::ModulePtr& root, const AutoWrapPolicy& policy,
                const traversal::ModuleSet& ignored_modules,
                const traversal::ParamSet& ignored_params, WrapperOptions root_options,
                const WrapperFn& wrap_fn, const std::optional<std::string>& wrapper_class) {
   const Setting<MixedPrecision> mixed_precision = root_options.mixed_precision;
-  check_nested_wrapping(root);
 
   if (const auto& policy_object = policy.policy()) {
+    check_nested_wrapping(root);
     // Children must not auto-wrap again.
     root_options.auto_wrap_policy = Setting<AutoWrapPolicy>::none();
     TargetModules targets = policy_object->run_policy(root, ignored_modules, root_options);
@@ -64,6 +79,9 @@ void auto_wrap(const nn::ModulePtr& root, const AutoWrapPolicy& policy,
     return;
   }
 
+  // One pass over the tree serves the nested-wrapping check and the engine's subtree numels.
+  const traversal::TreeTable table(*root, ignored_params);
+  check_nested_wrapping_in(root, table);
   CallablePolicy callable = policy.callable();
   if (!callable) throw AssertionError("Must specify auto_wrap_policy.");
   if (mixed_precision.has_value()) {
@@ -76,7 +94,7 @@ void auto_wrap(const nn::ModulePtr& root, const AutoWrapPolicy& policy,
       root, callable,
       [&](const nn::ModulePtr& module) { return wrap_module(module, wrap_fn, root_options); },
       ignored_modules, ignored_params, /*only_wrap_children=*/true,
-      wrapper_class ? &*wrapper_class : nullptr);
+      wrapper_class ? &*wrapper_class : nullptr, &table);
 }
 
 }  // namespace fsdp::policies

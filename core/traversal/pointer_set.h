@@ -2,6 +2,7 @@
 // are on every traversal's hot path; std::unordered_set allocates a node per insert, this does not.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -23,6 +24,12 @@ class PointerSet {
     }
   }
   std::size_t size() const { return size_; }
+  // Empties the set, keeping its capacity.
+  void clear() {
+    if (size_ == 0) return;
+    std::fill(slots_.begin(), slots_.end(), nullptr);
+    size_ = 0;
+  }
 
  private:
   static std::size_t capacity_for(std::size_t n) {

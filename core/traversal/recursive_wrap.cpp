@@ -1,12 +1,10 @@
 #include "core/traversal/recursive_wrap.h"
 
 #include <optional>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "core/error.h"
-#include "core/traversal/pointer_set.h"
 #include "core/traversal/post_order.h"
 #include "core/traversal/wrapper_marker.h"
 
@@ -41,133 +39,37 @@ std::int64_t subtree_numel(nn::Module& m, const ParamSet& ignored_params) {
   return n;
 }
 
-// The tree below the root in pre-order, with bottom-up numels; `ok` is false when some module
-// is reachable twice (then the literal engine runs instead).
-struct SubtreeTable {
-  bool ok = true;
-  std::vector<nn::Module*> order;    // pre-order
-  std::vector<std::int64_t> parent;  // pre-order index of the parent, -1 for the root
-  std::vector<std::int64_t> size;    // modules in the subtree
-  std::vector<std::int64_t> numel;   // unique non-ignored parameter numel in the subtree
-};
-
-SubtreeTable build_table(nn::Module& root, const ParamSet& ignored_params) {
-  SubtreeTable t;
-  PointerSet seen;
-  std::vector<std::pair<nn::Module*, std::int64_t>> stack{{&root, -1}};
-  // Parameters held by more than one module -> (numel, holders); found with a flat set so
-  // that models without tied weights pay no map.
-  PointerSet params_seen;
-  std::unordered_map<const TensorImpl*, std::pair<std::int64_t, std::vector<std::int64_t>>> shared;
-  // Calls fn(param) for each counted parameter of m: defined, not ignored, once per module
-  // (named_parameters de-duplicates within a module).
-  auto for_each_param = [&](const nn::Module& m, auto&& fn) {
-    const auto& params = m.parameter_slots();
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      const Tensor& p = params[i].second;
-      if (!p.defined() || contains(ignored_params, p)) continue;
-      bool repeat = false;
-      for (std::size_t j = 0; j < i && !repeat; ++j) repeat = params[j].second.impl() == p.impl();
-      if (!repeat) fn(p);
-    }
-  };
-  while (!stack.empty()) {
-    auto [m, parent] = stack.back();
-    stack.pop_back();
-    if (!seen.insert(m)) {
-      t.ok = false;
-      return t;
-    }
-    auto idx = static_cast<std::int64_t>(t.order.size());
-    t.order.push_back(m);
-    t.parent.push_back(parent);
-    std::int64_t own = 0;
-    for_each_param(*m, [&](const Tensor& p) {
-      own += p.numel();
-      if (!params_seen.insert(p.impl()))
-        shared.try_emplace(p.impl(), p.numel(), std::vector<std::int64_t>{});
-    });
-    t.numel.push_back(own);
-    const auto& slots = m->child_slots();
-    for (auto it = slots.rbegin(); it != slots.rend(); ++it)
-      if (it->second) stack.emplace_back(it->second.get(), idx);
-  }
-  if (!shared.empty())
-    for (std::size_t i = 0; i < t.order.size(); ++i)
-      for_each_param(*t.order[i], [&](const Tensor& p) {
-        auto it = shared.find(p.impl());
-        if (it != shared.end()) it->second.second.push_back(static_cast<std::int64_t>(i));
-      });
-  const std::size_t n = t.order.size();
-  t.size.assign(n, 1);
-  for (std::size_t i = n; i-- > 1;) {
-    auto p = static_cast<std::size_t>(t.parent[i]);
-    t.size[p] += t.size[i];
-    t.numel[p] += t.numel[i];
-  }
-  // A parameter held by k modules of one subtree was added k times there; count it once.
-  for (const auto& [impl, entry] : shared) {
-    const auto& [numel, holders] = entry;
-    std::unordered_map<std::int64_t, std::int64_t> count;
-    for (std::int64_t h : holders)
-      for (std::int64_t j = h; j != -1; j = t.parent[static_cast<std::size_t>(j)]) ++count[j];
-    for (const auto& [j, c] : count)
-      if (c > 1) t.numel[static_cast<std::size_t>(j)] -= (c - 1) * numel;
-  }
-  return t;
-}
-
+// Upstream's recursion, one explicit frame per active call, with `yielded` as named_children's
+// memo; used when the model shares modules (the table does not describe it then).
 struct Frame {
   nn::ModulePtr module;
-  std::int64_t index;       // pre-order index (fast engine)
   std::int64_t nonwrapped;  // numel counted when the module was entered
   std::int64_t total_wrapped = 0;
   std::size_t next_slot = 0;
-  std::int64_t next_index;  // pre-order index of the next child (fast engine)
   std::size_t pending_slot = 0;
   bool only_wrap_children;
-  std::unordered_set<const nn::Module*> yielded;  // named_children's memo (literal engine)
+  std::unordered_set<const nn::Module*> yielded;
 };
 
-}  // namespace
-
-RecursiveWrapResult recursive_wrap(const nn::ModulePtr& module, const WrapDecision& policy,
-                                   const WrapOne& wrap, const ModuleSet& ignored_modules,
-                                   const ParamSet& ignored_params, bool only_wrap_children,
-                                   const std::string* wrapper) {
-  if (!policy) throw AssertionError("Must specify auto_wrap_policy.");
-  if (!wrap) throw AssertionError("Must specify wrapper_cls");
-  SubtreeTable table = build_table(*module, ignored_params);
-  const bool fast = table.ok;
-  if (fast && wrapper) {
-    // Without shared modules no wrapper created here can appear inside a subtree entered later,
-    // so upstream's per-call check can only ever fail on this first, whole-tree pass.
-    for (nn::Module* m : table.order)
-      if (!contains(ignored_modules, m) && is_wrapper_of(*m, wrapper))
-        throw_already_wrapped(*m, *wrapper);
-  }
-
+RecursiveWrapResult literal_recursive_wrap(const nn::ModulePtr& module, const WrapDecision& policy,
+                                           const WrapOne& wrap, const ModuleSet& ignored_modules,
+                                           const ParamSet& ignored_params, bool only_wrap_children,
+                                           const std::string* wrapper) {
   std::vector<Frame> stack;
   std::optional<RecursiveWrapResult> result;  // the value returned by the last finished call
   // One "call" of upstream's recursive function; returns its result unless it recursed.
-  auto enter = [&](const nn::ModulePtr& m, std::int64_t index,
+  auto enter = [&](const nn::ModulePtr& m,
                    bool only_children) -> std::optional<RecursiveWrapResult> {
-    std::int64_t nonwrapped;
-    if (fast) {
-      nonwrapped = table.numel[static_cast<std::size_t>(index)];
-    } else {
-      check_subtree_not_wrapped(*m, ignored_modules, wrapper);
-      nonwrapped = subtree_numel(*m, ignored_params);
-    }
+    check_subtree_not_wrapped(*m, ignored_modules, wrapper);
+    const std::int64_t nonwrapped = subtree_numel(*m, ignored_params);
     if (!policy(*m, true, nonwrapped)) return RecursiveWrapResult{m, 0};
-    Frame f{m, index, nonwrapped};
-    f.next_index = index + 1;
+    Frame f{m, nonwrapped};
     f.only_wrap_children = only_children;
     stack.push_back(std::move(f));
     return std::nullopt;
   };
 
-  result = enter(module, 0, only_wrap_children);
+  result = enter(module, only_wrap_children);
   while (!stack.empty()) {
     Frame& top = stack.back();
     const auto& slots = top.module->child_slots();
@@ -175,18 +77,11 @@ RecursiveWrapResult recursive_wrap(const nn::ModulePtr& module, const WrapDecisi
     while (top.next_slot < slots.size()) {
       std::size_t i = top.next_slot++;
       const nn::ModulePtr& child = slots[i].second;
-      if (!child) continue;
-      std::int64_t child_index = -1;
-      if (fast) {
-        child_index = top.next_index;
-        top.next_index += table.size[static_cast<std::size_t>(child_index)];
-      } else if (!top.yielded.insert(child.get()).second) {
-        continue;
-      }
+      if (!child || !top.yielded.insert(child.get()).second) continue;
       if (contains(ignored_modules, child.get())) continue;
       top.pending_slot = i;
       nn::ModulePtr keep = child;  // `enter` may push a frame, invalidating `top`
-      auto r = enter(keep, child_index, false);
+      auto r = enter(keep, false);
       if (!r) {
         descended = true;
         break;
@@ -210,6 +105,95 @@ RecursiveWrapResult recursive_wrap(const nn::ModulePtr& module, const WrapDecisi
     }
   }
   return *result;
+}
+
+// The same recursion over the table: children are entries index+1, then +size each; a slot is
+// written only when its child was wrapped (setattr of the same child changes nothing).
+RecursiveWrapResult table_recursive_wrap(const TreeTable& table, const nn::ModulePtr& root,
+                                         const WrapDecision& policy, const WrapOne& wrap,
+                                         const ModuleSet& ignored_modules, bool only_wrap_children,
+                                         const std::string* wrapper) {
+  if (wrapper)  // without shared modules only this first, whole-tree check can ever fail
+    for (std::int32_t i : table.marked()) {
+      nn::Module& m = *table[static_cast<std::size_t>(i)].module;
+      if (!contains(ignored_modules, &m) && is_wrapper_of(m, wrapper))
+        throw_already_wrapped(m, *wrapper);
+    }
+  struct TableFrame {
+    std::int32_t index;
+    std::int32_t next_child;
+    std::int32_t end;
+    bool only_wrap_children;
+    std::int64_t total_wrapped;
+  };
+  std::vector<TableFrame> stack;
+  constexpr std::size_t kModulesAhead = 8;
+  nn::ModulePtr root_result;
+  std::int64_t root_wrapped = 0;
+  // Finishes entry `index` (its children done): returns the numel it reports to its parent, and
+  // replaces it in its parent's slot when it is wrapped.
+  auto finish = [&](const TableFrame& f) -> std::int64_t {
+    const auto& e = table[static_cast<std::size_t>(f.index)];
+    const std::int64_t remainder = e.numel - f.total_wrapped;
+    if (f.only_wrap_children || !policy(*e.module, false, remainder)) {
+      if (f.index == 0) root_result = root;
+      return f.total_wrapped;
+    }
+    nn::ModulePtr wrapped = wrap(table.module_ptr(static_cast<std::size_t>(f.index), root));
+    if (f.index == 0)
+      root_result = std::move(wrapped);
+    else
+      set_child_slot(*table[static_cast<std::size_t>(e.parent)].module, e.slot, std::move(wrapped));
+    return e.numel;
+  };
+  // Enters entry `index`; false when the policy does not recurse into it (it reports 0).
+  auto enter = [&](std::int32_t index, bool only_children) {
+    const auto& e = table[static_cast<std::size_t>(index)];
+    // Entries are entered in increasing order: fetch a module the policy will soon look at.
+    if (static_cast<std::size_t>(index) + kModulesAhead < table.size())
+      __builtin_prefetch(table[static_cast<std::size_t>(index) + kModulesAhead].module);
+    if (!policy(*e.module, true, e.numel)) return false;
+    stack.push_back({index, index + 1, index + e.size, only_children, 0});
+    return true;
+  };
+
+  if (!enter(0, only_wrap_children)) return {root, 0};
+  while (true) {
+    TableFrame& top = stack.back();
+    if (top.next_child < top.end) {
+      const std::int32_t child = top.next_child;
+      top.next_child += table[static_cast<std::size_t>(child)].size;
+      if (contains(ignored_modules, table[static_cast<std::size_t>(child)].module)) continue;
+      enter(child, false);  // not recursed into: reports 0, slot unchanged
+      continue;
+    }
+    const TableFrame done = top;
+    stack.pop_back();
+    const std::int64_t reported = finish(done);
+    if (stack.empty()) {
+      root_wrapped = reported;
+      break;
+    }
+    stack.back().total_wrapped += reported;
+  }
+  return {root_result, root_wrapped};
+}
+
+}  // namespace
+
+RecursiveWrapResult recursive_wrap(const nn::ModulePtr& module, const WrapDecision& policy,
+                                   const WrapOne& wrap, const ModuleSet& ignored_modules,
+                                   const ParamSet& ignored_params, bool only_wrap_children,
+                                   const std::string* wrapper, const TreeTable* table) {
+  if (!policy) throw AssertionError("Must specify auto_wrap_policy.");
+  if (!wrap) throw AssertionError("Must specify wrapper_cls");
+  std::optional<TreeTable> own;
+  if (!table) table = &own.emplace(*module, ignored_params);
+  if (table->is_tree())
+    return table_recursive_wrap(*table, module, policy, wrap, ignored_modules, only_wrap_children,
+                                wrapper);
+  return literal_recursive_wrap(module, policy, wrap, ignored_modules, ignored_params,
+                                only_wrap_children, wrapper);
 }
 
 }  // namespace fsdp::traversal

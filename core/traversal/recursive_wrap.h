@@ -11,6 +11,7 @@
 
 #include "core/module.h"
 #include "core/traversal/module_sets.h"
+#include "core/traversal/tree_table.h"
 
 namespace fsdp::traversal {
 
@@ -29,9 +30,12 @@ struct RecursiveWrapResult {
 // function); count its non-ignored parameters; ask `policy(m, true, numel)` whether to recurse;
 // wrap/replace its non-ignored children (registration order); then ask `policy(m, false,
 // remainder)` whether to wrap it (never when `only_wrap_children`).
+// `table`, when given, must be TreeTable(*module, ignored_params) of the unchanged tree (callers
+// that already built one for their own checks pass it on).
 RecursiveWrapResult recursive_wrap(const nn::ModulePtr& module, const WrapDecision& policy,
                                    const WrapOne& wrap, const ModuleSet& ignored_modules,
                                    const ParamSet& ignored_params, bool only_wrap_children = false,
-                                   const std::string* wrapper_class = nullptr);
+                                   const std::string* wrapper_class = nullptr,
+                                   const TreeTable* table = nullptr);
 
 }  // namespace fsdp::traversal

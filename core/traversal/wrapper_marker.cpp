@@ -1,17 +1,24 @@
 #include "core/traversal/wrapper_marker.h"
 
-#include <any>
+#include <mutex>
+#include <unordered_set>
 
 namespace fsdp::traversal {
 
-void mark_as_wrapper(nn::Module& wrapper, const std::string& cls) {
-  wrapper.set_attr(kWrapperClassAttr, cls);
+namespace {
+// Wrapper class names live for the whole program (a handful of them), so a module holds a pointer.
+const std::string* intern(const std::string& name) {
+  static std::mutex mutex;
+  static std::unordered_set<std::string> names;  // node-based: addresses are stable
+  std::lock_guard lock(mutex);
+  return &*names.insert(name).first;
 }
+}  // namespace
 
-const std::string* wrapper_class(const nn::Module& m) {
-  static const std::string key = kWrapperClassAttr;  // built once: asked for every module
-  if (!m.has_attr(key)) return nullptr;
-  return std::any_cast<std::string>(&m.attr(key));
+void mark_as_wrapper(nn::Module& wrapper, const std::string& cls) {
+  thread_local const std::string* last = nullptr;  // wrappers of one class come in runs
+  if (!last || *last != cls) last = intern(cls);
+  wrapper.set_wrapper_mark(last);
 }
 
 }  // namespace fsdp::traversal

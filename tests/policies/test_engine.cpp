@@ -168,42 +168,45 @@ std::pair<ModulePtr, std::int64_t> reference_recursive_wrap(
   return {module, total};
 }
 
-// A random tree (as built by `seed`), optionally with shared modules and tied parameters.
+// A random tree (as built by `seed`), optionally with shared modules and tied parameters. Only
+// the tree owns its modules and parameters (`modules` does not hold them), so each object has as
+// many owners as slots hold it: the engine's single-owner fast path is exercised as users see it.
 struct RandomModel {
   ModulePtr root;
-  std::vector<ModulePtr> modules;
-  std::vector<Tensor> params;
+  std::vector<const nn::Module*> modules;  // creation order
 };
 
 RandomModel random_model(unsigned seed, bool share_modules, bool tie_params) {
   std::mt19937 rng(seed);
   RandomModel r;
   r.root = node();
-  r.modules.push_back(r.root);
+  std::vector<ModulePtr> modules{r.root};  // dropped on return
+  std::vector<Tensor> params;
   for (int i = 0; i < 40; ++i) {
-    auto parent = r.modules[rng() % r.modules.size()];
+    auto parent = modules[rng() % modules.size()];
     ModulePtr child;
     if (share_modules && i > 5 && rng() % 6 == 0) {
-      child = r.modules[1 + rng() % (r.modules.size() - 1)];
+      child = modules[1 + rng() % (modules.size() - 1)];
       if (child == parent) continue;
       // Avoid cycles: only share modules that are not ancestors (approximation: leaves).
       if (!child->child_slots().empty()) continue;
     } else {
       child = node();
-      r.modules.push_back(child);
+      modules.push_back(child);
       int np = static_cast<int>(rng() % 3);
       for (int k = 0; k < np; ++k) {
         Tensor p;
-        if (tie_params && !r.params.empty() && rng() % 4 == 0)
-          p = r.params[rng() % r.params.size()];
+        if (tie_params && !params.empty() && rng() % 4 == 0)
+          p = params[rng() % params.size()];
         else
           p = meta_param(1 + static_cast<std::int64_t>(rng() % 50));
         child->register_parameter(fmt::format("p{}", k), p);
-        r.params.push_back(p);
+        params.push_back(p);
       }
     }
     parent->register_module(fmt::format("c{}", i), child);
   }
+  for (const auto& m : modules) r.modules.push_back(m.get());
   return r;
 }
 
@@ -219,8 +222,9 @@ BOOST_AUTO_TEST_CASE(recursive_wrap_matches_literal_upstream_call_by_call) {
         traversal::ModuleSet ignored;
         traversal::ParamSet ignored_params;
         if (seed % 3 == 0 && model.modules.size() > 3) {
-          for (const auto& m : model.modules[3]->modules()) ignored.insert(m.get());
-          for (const auto& p : model.modules[3]->parameters()) ignored_params.insert(p.impl());
+          auto* third = const_cast<nn::Module*>(model.modules[3]);
+          for (const auto& m : third->modules()) ignored.insert(m.get());
+          for (const auto& p : third->parameters()) ignored_params.insert(p.impl());
         }
         std::vector<Call> calls;
         std::vector<const nn::Module*> wrapped;
@@ -244,7 +248,7 @@ BOOST_AUTO_TEST_CASE(recursive_wrap_matches_literal_upstream_call_by_call) {
         std::vector<std::tuple<std::size_t, bool, std::int64_t>> described;
         auto pos = [&](const nn::Module* m) {
           for (std::size_t i = 0; i < model.modules.size(); ++i)
-            if (model.modules[i].get() == m) return i;
+            if (model.modules[i] == m) return i;
           return std::size_t(-1);
         };
         for (const auto& [m, r, n] : calls) described.emplace_back(pos(m), r, n);

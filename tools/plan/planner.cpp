@@ -156,7 +156,7 @@ class Planner {
           continue;
         }
         const TensorImpl* t = all[i];
-        const std::int64_t n = shape_numel(t->sizes);
+        const std::int64_t n = t->numel();
         plan_.model_numel += n;
         plan_.model_param_bytes += n * static_cast<std::int64_t>(dtype_size(t->dtype));
       }

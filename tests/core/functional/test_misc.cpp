@@ -228,7 +228,7 @@ BOOST_AUTO_TEST_SUITE(devices)
 // A cuda tensor (metadata only: this build may have no CUDA allocator) is refused by name.
 BOOST_AUTO_TEST_CASE(cuda_inputs_throw_not_implemented) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = {2, 3};
+  impl->set_sizes({2, 3});
   impl->strides = {3, 1};
   impl->device = Device(DeviceType::CUDA, 0);
   Tensor c(impl);
