@@ -31,6 +31,8 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;
+  // How data moves, for logs and diagnostics ("mpi: messages"); the backend name by default.
+  virtual std::string transport() const { return backend_name(); }
 
   // output[r*count .. (r+1)*count) = rank r's input (count elements each): FSDP's flat layout.
   // input may alias output + rank()*count (in-place all-gather).

@@ -83,20 +83,28 @@ double bus_factor(Kind k, int n) {
   return k == Kind::AllReduce ? 2 * f : f;
 }
 
-double time_collective(ProcessGroup& pg, int iters, const std::function<void()>& op) {
-  op();
-  op();
-  double best = 1e300;
-  for (int round = 0; round < kRounds; ++round) {
-    pg.barrier();
-    auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) op();
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
-    pg.all_reduce(&seconds, 1, DType::Float64, ReduceOp::Max);
-    best = std::min(best, seconds);
+std::vector<Result> time_contenders(ProcessGroup& pg, const std::string& backend, std::size_t bytes,
+                                    const std::vector<Contender>& contenders) {
+  const int iters = iterations_for(bytes);
+  std::vector<double> best(contenders.size(), 1e300);
+  for (const auto& c : contenders) {
+    c.op();
+    c.op();
   }
-  return best;
+  for (int round = 0; round < kRounds; ++round)
+    for (std::size_t i = 0; i < contenders.size(); ++i) {
+      pg.barrier();
+      auto start = std::chrono::steady_clock::now();
+      for (int k = 0; k < iters; ++k) contenders[i].op();
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+      pg.all_reduce(&seconds, 1, DType::Float64, ReduceOp::Max);
+      best[i] = std::min(best[i], seconds);
+    }
+  std::vector<Result> out;
+  for (std::size_t i = 0; i < contenders.size(); ++i)
+    out.push_back({backend, contenders[i].impl, contenders[i].kind, pg.size(), bytes, best[i]});
+  return out;
 }
 
 double time_memcpy(std::size_t bytes) {
@@ -110,8 +118,9 @@ double time_memcpy(std::size_t bytes) {
       std::memcpy(to.data(), from.data(), bytes);
       asm volatile("" : : "r"(to.data()) : "memory");  // keep every copy
     }
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                                  .count() / iters);
+    best = std::min(
+        best,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters);
   }
   return best;
 }
@@ -176,27 +185,15 @@ Buffers::Buffers(std::size_t bytes, int n)
       shard(shard_count, 1.f),
       full(total_count, 1.f) {}
 
-std::vector<Result> bench_ours(ProcessGroup& pg, const std::vector<std::size_t>& sizes) {
-  std::vector<Result> out;
-  const int n = pg.size();
-  for (std::size_t bytes : sizes) {
-    Buffers b(bytes, n);
-    const std::size_t total = b.total_count * 4;
-    const int iters = iterations_for(total);
-    auto add = [&](Kind k, double s) {
-      out.push_back({pg.backend_name(), "fsdp", k, n, total, s});
-    };
-    add(Kind::AllGather, time_collective(pg, iters, [&] {
-          pg.all_gather(b.shard.data(), b.full.data(), b.shard_count, DType::Float32);
-        }));
-    add(Kind::ReduceScatter, time_collective(pg, iters, [&] {
-          pg.reduce_scatter(b.full.data(), b.shard.data(), b.shard_count, DType::Float32);
-        }));
-    add(Kind::AllReduce, time_collective(pg, iters, [&] {
-          pg.all_reduce(b.full.data(), b.total_count, DType::Float32);
-        }));
-  }
-  return out;
+std::vector<Contender> our_contenders(ProcessGroup& pg, Buffers& b) {
+  return {
+      {Kind::AllGather, "fsdp",
+       [&] { pg.all_gather(b.shard.data(), b.full.data(), b.shard_count, DType::Float32); }},
+      {Kind::ReduceScatter, "fsdp",
+       [&] { pg.reduce_scatter(b.full.data(), b.shard.data(), b.shard_count, DType::Float32); }},
+      {Kind::AllReduce, "fsdp",
+       [&] { pg.all_reduce(b.full.data(), b.total_count, DType::Float32); }},
+  };
 }
 
 std::vector<Result> bench_memcpy(const std::string& backend, int ranks,

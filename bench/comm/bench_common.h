@@ -40,11 +40,21 @@ struct Result {
   double busbw() const { return algbw() * bus_factor(kind, ranks); }
 };
 
-// Times `op` on every rank of pg: 2 warm-up calls, then kRounds rounds of `iters` calls; a round's
-// time is the slowest rank's mean, the result the best round (robust to a busy machine). pg also
-// carries the barriers and the max-reduction of the times.
-inline constexpr int kRounds = 3;
-double time_collective(ProcessGroup& pg, int iters, const std::function<void()>& op);
+// One implementation of a collective at one size: ours ("fsdp") or the raw library's.
+struct Contender {
+  Kind kind;
+  std::string impl;
+  std::function<void()> op;
+};
+
+// Times contenders of one size (`bytes`, the collective's total) on every rank of pg: 2 warm-up
+// calls each, then kRounds rounds, each running every contender for `iterations_for(bytes)`
+// calls in turn, so that a busy machine slows them alike. A round's time is the slowest rank's
+// mean; each contender's result is its best round. pg also carries the barriers and the
+// max-reduction of the times.
+inline constexpr int kRounds = 5;
+std::vector<Result> time_contenders(ProcessGroup& pg, const std::string& backend, std::size_t bytes,
+                                    const std::vector<Contender>& contenders);
 // Single-core memcpy of `bytes` (the baseline: seconds per copy, best of kRounds rounds).
 double time_memcpy(std::size_t bytes);
 
@@ -65,8 +75,8 @@ struct Buffers {
   std::vector<float> full;   // total_count
 };
 
-// Our all_gather, reduce_scatter and all_reduce through pg at every size ("fsdp" rows).
-std::vector<Result> bench_ours(ProcessGroup& pg, const std::vector<std::size_t>& sizes);
+// Our all_gather, reduce_scatter and all_reduce through pg on b ("fsdp" rows).
+std::vector<Contender> our_contenders(ProcessGroup& pg, Buffers& b);
 // The memcpy rows (measured on the calling thread).
 std::vector<Result> bench_memcpy(const std::string& backend, int ranks,
                                  const std::vector<std::size_t>& sizes);

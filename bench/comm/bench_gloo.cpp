@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   auto pg = create_process_group("gloo", o);
   const int n = pg->size();
   auto sizes = sweep(args);
-  std::vector<Result> results = bench_ours(*pg, sizes);
+  std::vector<Result> results;
 
   gloo::rendezvous::FileStore file_store(o.file_store_path);
   gloo::rendezvous::PrefixStore store("raw-gloo", file_store);
@@ -39,16 +39,6 @@ int main(int argc, char** argv) {
   for (std::size_t bytes : sizes) {
     Buffers b(bytes, n);
     const std::size_t total = b.total_count * 4;
-    const int iters = iterations_for(total);
-    auto add = [&](Kind k, const char* impl, double s) {
-      results.push_back({"gloo", impl, k, n, total, s});
-    };
-    add(Kind::AllGather, "gloo::allgather(ring)", time_collective(*pg, iters, [&] {
-          gloo::AllgatherOptions opts(ctx);
-          opts.setInput(b.shard.data(), b.shard_count);
-          opts.setOutput(b.full.data(), b.total_count);
-          gloo::allgather(opts);
-        }));
     gloo::ReduceScatterHalvingDoubling<float> rs(
         ctx, {b.full.data()}, int(b.total_count),
         std::vector<int>(std::size_t(n), int(b.shard_count)));
@@ -62,16 +52,25 @@ int main(int argc, char** argv) {
     if (!rs_ok && pg->rank() == 0)
       std::printf("ReduceScatterHalvingDoubling gave WRONG results at %d ranks, %zu bytes\n", n,
                   total);
-    add(Kind::ReduceScatter, "gloo::ReduceScatterHD",
-        time_collective(*pg, iters, [&] { rs.run(); }));
-    add(Kind::AllReduce, "gloo::allreduce(ring)", time_collective(*pg, iters, [&] {
-          gloo::AllreduceOptions opts(ctx);
-          opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-          opts.setOutput(b.full.data(), b.total_count);
-          opts.setReduceFunction(
-              static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-          gloo::allreduce(opts);
-        }));
+    std::vector<Contender> contenders = our_contenders(*pg, b);
+    contenders.push_back({Kind::AllGather, "gloo::allgather(ring)", [&] {
+                            gloo::AllgatherOptions opts(ctx);
+                            opts.setInput(b.shard.data(), b.shard_count);
+                            opts.setOutput(b.full.data(), b.total_count);
+                            gloo::allgather(opts);
+                          }});
+    contenders.push_back({Kind::ReduceScatter, "gloo::ReduceScatterHD", [&] { rs.run(); }});
+    contenders.push_back(
+        {Kind::AllReduce, "gloo::allreduce(ring)", [&] {
+           gloo::AllreduceOptions opts(ctx);
+           opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+           opts.setOutput(b.full.data(), b.total_count);
+           opts.setReduceFunction(
+               static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+           gloo::allreduce(opts);
+         }});
+    auto timed = time_contenders(*pg, "gloo", total, contenders);
+    results.insert(results.end(), timed.begin(), timed.end());
   }
   if (pg->rank() == 0) {
     auto copies = bench_memcpy("gloo", n, sizes);

@@ -13,27 +13,25 @@ int main(int argc, char** argv) {
   auto pg = init_process_group("mpi");  // initialises MPI
   const int n = pg->size();
   auto sizes = sweep(args);
-  std::vector<Result> results = bench_ours(*pg, sizes);
+  std::vector<Result> results;
   for (std::size_t bytes : sizes) {
     Buffers b(bytes, n);
-    const std::size_t total = b.total_count * 4;
-    const int iters = iterations_for(total);
     const int count = int(b.shard_count);
-    auto add = [&](Kind k, const char* impl, double s) {
-      results.push_back({"mpi", impl, k, n, total, s});
-    };
-    add(Kind::AllGather, "MPI_Allgather", time_collective(*pg, iters, [&] {
-          MPI_Allgather(b.shard.data(), count, MPI_FLOAT, b.full.data(), count, MPI_FLOAT,
-                        MPI_COMM_WORLD);
-        }));
-    add(Kind::ReduceScatter, "MPI_Reduce_scatter_block", time_collective(*pg, iters, [&] {
-          MPI_Reduce_scatter_block(b.full.data(), b.shard.data(), count, MPI_FLOAT, MPI_SUM,
-                                   MPI_COMM_WORLD);
-        }));
-    add(Kind::AllReduce, "MPI_Allreduce", time_collective(*pg, iters, [&] {
-          MPI_Allreduce(MPI_IN_PLACE, b.full.data(), int(b.total_count), MPI_FLOAT, MPI_SUM,
-                        MPI_COMM_WORLD);
-        }));
+    std::vector<Contender> contenders = our_contenders(*pg, b);
+    contenders.push_back({Kind::AllGather, "MPI_Allgather", [&] {
+                            MPI_Allgather(b.shard.data(), count, MPI_FLOAT, b.full.data(), count,
+                                          MPI_FLOAT, MPI_COMM_WORLD);
+                          }});
+    contenders.push_back({Kind::ReduceScatter, "MPI_Reduce_scatter_block", [&] {
+                            MPI_Reduce_scatter_block(b.full.data(), b.shard.data(), count,
+                                                     MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                          }});
+    contenders.push_back({Kind::AllReduce, "MPI_Allreduce", [&] {
+                            MPI_Allreduce(MPI_IN_PLACE, b.full.data(), int(b.total_count),
+                                          MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                          }});
+    auto timed = time_contenders(*pg, "mpi", b.total_count * 4, contenders);
+    results.insert(results.end(), timed.begin(), timed.end());
   }
   if (pg->rank() == 0) {
     auto copies = bench_memcpy("mpi", n, sizes);

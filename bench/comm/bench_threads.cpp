@@ -14,10 +14,13 @@ int main(int argc, char** argv) {
   std::vector<Result> results = bench_memcpy("threads", args.ranks, sizes);
   std::mutex mutex;
   run_threads(args.ranks, [&](ProcessGroup& pg) {
-    auto ours = bench_ours(pg, sizes);
-    if (pg.rank() != 0) return;
-    std::lock_guard lock(mutex);
-    results.insert(results.end(), ours.begin(), ours.end());
+    for (std::size_t bytes : sizes) {
+      Buffers b(bytes, pg.size());
+      auto ours = time_contenders(pg, pg.backend_name(), b.total_count * 4, our_contenders(pg, b));
+      if (pg.rank() != 0) continue;
+      std::lock_guard lock(mutex);
+      results.insert(results.end(), ours.begin(), ours.end());
+    }
   });
   std::printf("threads backend, %d ranks\n", args.ranks);
   report(results, args);

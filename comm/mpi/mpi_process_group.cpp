@@ -12,8 +12,14 @@
 //                   then one local reduction over ranks in rank order (bit-identical to threads)
 //   all_reduce:     reduce_scatter of near-equal shares in place, then all_gather of the shares
 //   broadcast:      MPI_Ibcast, barrier: MPI_Ibarrier (progressed the same way)
+//
+// When every rank runs on one host and may read the others' memory, all_gather, reduce_scatter
+// and all_reduce of at least kDirectMinBytes per rank take the direct path instead
+// (direct_access.cpp): MPI carries only small descriptors, and each rank reads what it needs
+// straight from its peers' buffers.
+#include "comm/mpi/mpi_process_group.h"
+
 #include <fmt/format.h>
-#include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,14 +37,6 @@
 #include "comm/reduce_kernels.h"
 #include "comm/registry.h"
 
-// Checks an MPI return code; the message names the call, the group and the MPI error string.
-#define FSDP_MPI_CHECK(call, where)                                                    \
-  do {                                                                                 \
-    int fsdp_mpi_rc_ = (call);                                                         \
-    if (fsdp_mpi_rc_ != MPI_SUCCESS)                                                   \
-      ::fsdp::comm::throw_mpi_error(fsdp_mpi_rc_, #call, (where), __FILE__, __LINE__); \
-  } while (0)
-
 namespace fsdp::comm {
 
 [[noreturn]] void throw_mpi_error(int rc, const char* call, const std::string& where,
@@ -49,14 +47,20 @@ namespace fsdp::comm {
   throw CommError(fmt::format("{}: {} failed: {} ({}:{})", where, call, text, file, line));
 }
 
-namespace {
+namespace mpi {
 
-// One lock for every MPI call of this process: correct at any MPI thread level >= SERIALIZED,
-// and progress loops release it between polls so groups used from different threads interleave.
 std::mutex& mpi_mutex() {
   static std::mutex m;
   return m;
 }
+
+std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r) {
+  std::size_t base = count / std::size_t(parts), extra = count % std::size_t(parts);
+  std::size_t begin = std::size_t(r) * base + std::min<std::size_t>(std::size_t(r), extra);
+  return {begin, begin + base + (std::size_t(r) < extra ? 1 : 0)};
+}
+
+namespace {
 
 void ensure_mpi_initialized() {
   std::lock_guard lock(mpi_mutex());
@@ -82,55 +86,25 @@ void ensure_mpi_initialized() {
 
 constexpr std::size_t kMaxMessage = std::size_t(1) << 30;  // MPI counts are int
 
-std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r) {
-  std::size_t base = count / std::size_t(parts), extra = count % std::size_t(parts);
-  std::size_t begin = std::size_t(r) * base + std::min<std::size_t>(std::size_t(r), extra);
-  return {begin, begin + base + (std::size_t(r) < extra ? 1 : 0)};
+}  // namespace
+
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, int rank, int size, const InitOptions& options,
+                                 std::vector<pid_t> pids)
+    : ProcessGroup(rank, size), comm_(comm), options_(options), pids_(std::move(pids)) {}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  shutdown_executor();
+  std::lock_guard lock(mpi_mutex());
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-class MpiProcessGroup final : public ProcessGroup {
- public:
-  MpiProcessGroup(MPI_Comm comm, int rank, int size, const InitOptions& options)
-      : ProcessGroup(rank, size), comm_(comm), options_(options) {}
-
-  ~MpiProcessGroup() override {
-    shutdown_executor();
-    std::lock_guard lock(mpi_mutex());
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  }
-
-  std::string backend_name() const override { return "mpi"; }
-
- protected:
-  void execute(const Collective& c) override;
-  std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, int new_rank,
-                                              int call_index) override;
-
- private:
-  // Outstanding requests of one collective and the peer each one talks to.
-  struct Pending {
-    std::vector<MPI_Request> requests;
-    std::vector<int> peers;
-    std::vector<std::size_t> expected_bytes;  // receives only; SIZE_MAX for sends
-  };
-
-  void post(Pending& p, bool send, const void* buf, std::size_t bytes, int peer, int tag);
-  void wait_all(Pending& p, const Collective& c, const char* phase);
-  void check_signatures(const Collective& c, int tag);
-  void all_gather(const Collective& c, int tag);
-  void reduce_scatter(const Collective& c, int tag);
-  void all_reduce(const Collective& c, int tag);
-  char* staging(std::size_t bytes);
-
-  MPI_Comm comm_;
-  InitOptions options_;
-  std::uint64_t sequence_ = 0;
-  bool broken_ = false;
-  std::string broken_reason_;
-  std::vector<char> staging_;  // persistent: grown, pre-touched, never shrunk
-};
+void MpiProcessGroup::fail(const std::string& reason) {
+  broken_ = true;
+  broken_reason_ = reason;
+  throw CommError(reason);
+}
 
 char* MpiProcessGroup::staging(std::size_t bytes) {
   if (staging_.size() < bytes) {
@@ -165,8 +139,12 @@ void MpiProcessGroup::post(Pending& p, bool send, const void* buf, std::size_t b
 }
 
 void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phase) {
+  wait_all(p, c, phase, std::chrono::steady_clock::now() + options_.timeout);
+}
+
+void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phase,
+                               Deadline deadline) {
   if (p.requests.empty()) return;
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
   std::vector<MPI_Status> statuses(p.requests.size());
   for (int polls = 0;; ++polls) {
@@ -215,23 +193,21 @@ void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phas
   p.expected_bytes.clear();
 }
 
-void MpiProcessGroup::check_signatures(const Collective& c, int tag) {
-  const int n = size(), me = rank();
-  CollectiveSignature mine = CollectiveSignature::of(c);
-  std::vector<CollectiveSignature> theirs(static_cast<std::size_t>(n));
-  Pending p;
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == me) continue;
-    post(p, false, &theirs[std::size_t(peer)], sizeof(CollectiveSignature), peer, tag);
-    post(p, true, &mine, sizeof(CollectiveSignature), peer, tag);
-  }
-  wait_all(p, c, "signature exchange");
-  for (int peer = 0; peer < n; ++peer)
-    if (peer != me && !(theirs[std::size_t(peer)] == mine))
+void MpiProcessGroup::require_matching(const CollectiveSignature& mine,
+                                       const std::vector<CollectiveSignature>& theirs) const {
+  for (int peer = 0; peer < size(); ++peer)
+    if (peer != rank() && !(theirs[std::size_t(peer)] == mine))
       throw CommMismatchError(
-          fmt::format("{}: mismatched collectives: this rank called {}, rank "
-                      "{} called {}",
-                      where(), mine.str(), peer, theirs[std::size_t(peer)].str()));
+          fmt::format("{}: mismatched collectives: this rank called {}, rank {} called {}", where(),
+                      mine.str(), peer, theirs[std::size_t(peer)].str()));
+}
+
+void MpiProcessGroup::check_signatures(const Collective& c, int tag) {
+  CollectiveSignature mine = CollectiveSignature::of(c);
+  std::vector<CollectiveSignature> theirs(static_cast<std::size_t>(size()));
+  exchange_with_peers(&mine, theirs.data(), sizeof(CollectiveSignature), c, tag,
+                      "signature exchange", std::chrono::steady_clock::now() + options_.timeout);
+  require_matching(mine, theirs);
 }
 
 void MpiProcessGroup::all_gather(const Collective& c, int tag) {
@@ -304,8 +280,9 @@ void MpiProcessGroup::execute(const Collective& c) {
                                        describe(c), broken_reason_));
   // Tags: 4 per collective (data, second phase, signature), cycling below MPI's minimum TAG_UB.
   const int tag = int(4 * (sequence_++ % 8000));
-  if (options_.check_signatures && size() > 1) check_signatures(c, tag + 2);
   if (size() == 1) return run_single_rank(c);
+  if (direct_eligible(c)) return direct_collective(c, tag);  // always checks signatures
+  if (options_.check_signatures) check_signatures(c, tag + 2);
   switch (c.kind) {
     case CollectiveKind::AllGather:
       return all_gather(c, tag);
@@ -347,9 +324,13 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::make_subgroup(const std::vector<i
   }
   if (sub == MPI_COMM_NULL) return nullptr;
   MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
-  return std::make_shared<MpiProcessGroup>(sub, new_rank, int(ranks.size()), options_);
+  std::vector<pid_t> pids;
+  if (!pids_.empty()) probe_direct_access(sub, pids);
+  return std::make_shared<MpiProcessGroup>(sub, new_rank, int(ranks.size()), options_,
+                                           std::move(pids));
 }
 
+namespace {
 std::shared_ptr<ProcessGroup> create_mpi_group(const InitOptions& options) {
   ensure_mpi_initialized();
   MPI_Comm comm = MPI_COMM_NULL;
@@ -367,13 +348,16 @@ std::shared_ptr<ProcessGroup> create_mpi_group(const InitOptions& options) {
         "mpi backend: options ask for rank {} of {}, but mpirun started this process as rank {} "
         "of {}",
         options.rank, options.world_size, rank, size));
-  return std::make_shared<MpiProcessGroup>(comm, rank, size, options);
+  std::vector<pid_t> pids;
+  probe_direct_access(comm, pids);
+  return std::make_shared<MpiProcessGroup>(comm, rank, size, options, std::move(pids));
 }
 
 }  // namespace
+}  // namespace mpi
 
 void register_mpi_backend() {
-  register_backend("mpi", create_mpi_group);
+  register_backend("mpi", mpi::create_mpi_group);
 }
 
 }  // namespace fsdp::comm

@@ -161,6 +161,11 @@ std::vector<std::string> run_collective_matrix(ProcessGroup& pg, const MatrixOpt
       else
         pg.all_gather(in.data(), out.data(), count, t);
       fail("all_gather " + tag, compare(out, expected, t));
+      // in place: this rank's input already sits at its place in the output.
+      Bytes in_place(count * n * elem, 0xAB);
+      std::copy(in.begin(), in.end(), in_place.begin() + std::ptrdiff_t(me * count * elem));
+      pg.all_gather(in_place.data() + me * count * elem, in_place.data(), count, t);
+      fail("in-place all_gather " + tag, compare(in_place, expected, t));
       // broadcast from the last rank.
       ++salt;
       Bytes data = make_input(t, count, me, salt);

@@ -45,6 +45,9 @@ BOOST_AUTO_TEST_CASE(init_from_env_picks_mpi) {
 BOOST_AUTO_TEST_CASE(collective_matrix) {
   auto pg = world();
   auto m = testing::default_matrix(pg->size());
+  // Above the direct path's threshold, over several of its pieces, for every dtype and op (the
+  // FSDP_MPI_DIRECT=0 runs send the same counts as messages).
+  m.counts.push_back(70001);
   m.large_count = 3 << 20;  // several MB per rank
   report(testing::run_collective_matrix(*pg, m));
 }
@@ -99,25 +102,53 @@ BOOST_AUTO_TEST_CASE(mismatched_dtypes_are_caught_by_signature_checks) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(a_rank_that_never_joins_times_out_naming_it) {
-  InitOptions o;
-  o.timeout = 400ms;
-  auto pg = world(o);
-  const int n = pg->size();
-  float x = 1;
-  if (pg->rank() != n - 1) {
-    auto start = std::chrono::steady_clock::now();
+BOOST_AUTO_TEST_CASE(large_mismatched_calls_are_always_caught) {
+  // Same bytes, different dtypes, without check_signatures: the direct path's descriptors carry
+  // the signature (the message path sees matching byte counts: that needs check_signatures).
+  auto pg = world();
+  BOOST_TEST_MESSAGE(pg->transport());
+  const char* direct_env = std::getenv("FSDP_MPI_DIRECT");
+  if (direct_env && std::string(direct_env) == "0") BOOST_TEST(pg->transport() == "mpi: messages");
+  std::vector<std::uint8_t> buf(std::size_t(1) << 20);
+  DType t = pg->rank() == 0 ? DType::Float32 : DType::Int32;
+  if (has(pg->transport(), "direct")) {
     try {
-      pg->all_reduce(&x, 1, DType::Float32);
-      BOOST_ERROR("expected a timeout");
-    } catch (const CommTimeoutError& e) {
-      BOOST_TEST_MESSAGE(e.what());
-      BOOST_TEST(has(e.what(), "mpi rank"));
-      BOOST_TEST(has(e.what(), "all_reduce"));
-      BOOST_TEST(has(e.what(), "timed out after 400 ms"));
+      pg->all_reduce(buf.data(), buf.size() / 4, t);
+      BOOST_ERROR("expected CommMismatchError");
+    } catch (const CommMismatchError& e) {
+      BOOST_TEST(has(e.what(), "mismatched collectives"));
+      BOOST_TEST(has(e.what(), pg->rank() == 0 ? "int32" : "float32"));
     }
-    BOOST_TEST((std::chrono::steady_clock::now() - start < 10s));
-    BOOST_CHECK_THROW(pg->barrier(), CommAbortedError);  // the group is marked broken
   }
-  world()->barrier();  // everyone, including the absent rank, meets again on a fresh group
+  // Different counts fail on every path.
+  std::vector<float> in(1 << 16, 1.f), out((1 << 16) * std::size_t(pg->size()));
+  const std::size_t count = pg->rank() == 1 ? (1 << 16) - 1 : 1 << 16;
+  BOOST_CHECK_THROW(pg->all_gather(in.data(), out.data(), count, DType::Float32), CommError);
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_that_never_joins_times_out_naming_it) {
+  // A small call (messages) and a large one (the direct path, when it is on).
+  for (std::size_t count : {std::size_t(1), std::size_t(1) << 16}) {
+    InitOptions o;
+    o.timeout = 400ms;
+    auto pg = world(o);
+    const int n = pg->size();
+    std::vector<float> x(count, 1.f);
+    if (pg->rank() != n - 1) {
+      auto start = std::chrono::steady_clock::now();
+      try {
+        pg->all_reduce(x.data(), count, DType::Float32);
+        BOOST_ERROR("expected a timeout");
+      } catch (const CommTimeoutError& e) {
+        BOOST_TEST_MESSAGE(e.what());
+        BOOST_TEST(has(e.what(), "mpi rank"));
+        BOOST_TEST(has(e.what(), "all_reduce"));
+        BOOST_TEST(has(e.what(), "timed out after 400 ms"));
+        BOOST_TEST(has(e.what(), std::to_string(n - 1)));
+      }
+      BOOST_TEST((std::chrono::steady_clock::now() - start < 10s));
+      BOOST_CHECK_THROW(pg->barrier(), CommAbortedError);  // the group is marked broken
+    }
+    world()->barrier();  // everyone, including the absent rank, meets again on a fresh group
+  }
 }

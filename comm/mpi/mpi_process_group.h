@@ -1,0 +1,110 @@
+// Internal to comm/mpi: the MPI process group, shared by its two data paths
+// (mpi_process_group.cpp: point-to-point messages; direct_access.cpp: reading peers' memory).
+#pragma once
+
+#include <mpi.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/collective.h"
+#include "comm/init_options.h"
+#include "comm/process_group.h"
+
+namespace fsdp::comm {
+
+[[noreturn]] void throw_mpi_error(int rc, const char* call, const std::string& where,
+                                  const char* file, int line);
+
+// Checks an MPI return code; the message names the call, the group and the MPI error string.
+#define FSDP_MPI_CHECK(call, where)                                                    \
+  do {                                                                                 \
+    int fsdp_mpi_rc_ = (call);                                                         \
+    if (fsdp_mpi_rc_ != MPI_SUCCESS)                                                   \
+      ::fsdp::comm::throw_mpi_error(fsdp_mpi_rc_, #call, (where), __FILE__, __LINE__); \
+  } while (0)
+
+namespace mpi {
+
+// One lock for every MPI call of this process: correct at any MPI thread level >= SERIALIZED,
+// and progress loops release it between polls so groups used from different threads interleave.
+std::mutex& mpi_mutex();
+
+// Elements [begin, end) of `count` that rank r of `parts` owns (near-equal shares).
+std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r);
+
+// Whether every rank of `comm` runs on this host and can read the others' memory with
+// process_vm_readv (Linux cross-memory attach); collective over `comm`. FSDP_MPI_DIRECT=0 turns
+// it off. Fills the ranks' process ids when true.
+bool probe_direct_access(MPI_Comm comm, std::vector<pid_t>& pids);
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  // `pids`: every rank's process id when the direct path is on (probe_direct_access), else empty.
+  MpiProcessGroup(MPI_Comm comm, int rank, int size, const InitOptions& options,
+                  std::vector<pid_t> pids);
+  ~MpiProcessGroup() override;
+
+  std::string backend_name() const override { return "mpi"; }
+  std::string transport() const override;
+
+ protected:
+  void execute(const Collective& c) override;
+  std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, int new_rank,
+                                              int call_index) override;
+
+ private:
+  using Deadline = std::chrono::steady_clock::time_point;
+  // Outstanding requests of one collective and the peer each one talks to.
+  struct Pending {
+    std::vector<MPI_Request> requests;
+    std::vector<int> peers;
+    std::vector<std::size_t> expected_bytes;  // receives only; SIZE_MAX for sends
+  };
+
+  void post(Pending& p, bool send, const void* buf, std::size_t bytes, int peer, int tag);
+  // Progresses p until done; past the deadline (default: the timeout from now) the group breaks
+  // and a CommTimeoutError names the peers that never answered.
+  void wait_all(Pending& p, const Collective& c, const char* phase);
+  void wait_all(Pending& p, const Collective& c, const char* phase, Deadline deadline);
+  [[noreturn]] void fail(const std::string& reason);  // breaks the group, throws CommError
+  // Sends `bytes` at `mine` to every peer and receives each peer's into theirs + peer * bytes.
+  void exchange_with_peers(const void* mine, void* theirs, std::size_t bytes, const Collective& c,
+                           int tag, const char* phase, Deadline deadline);
+
+  // Throws CommMismatchError when some peer's call differs from this rank's (theirs[rank] unused).
+  void require_matching(const CollectiveSignature& mine,
+                        const std::vector<CollectiveSignature>& theirs) const;
+
+  // --- message path (mpi_process_group.cpp)
+  void check_signatures(const Collective& c, int tag);
+  void all_gather(const Collective& c, int tag);
+  void reduce_scatter(const Collective& c, int tag);
+  void all_reduce(const Collective& c, int tag);
+  char* staging(std::size_t bytes);
+
+  // --- direct path (direct_access.cpp): ranks on one host read each other's buffers with
+  // process_vm_readv instead of sending them through MPI.
+  bool direct_eligible(const Collective& c) const;
+  void direct_collective(const Collective& c, int tag);
+  // Copies `bytes` at address `remote` of rank `peer` to `local`.
+  void read_peer(int peer, std::uint64_t remote, void* local, std::size_t bytes,
+                 const Collective& c);
+
+  MPI_Comm comm_;
+  InitOptions options_;
+  std::uint64_t sequence_ = 0;
+  bool broken_ = false;
+  std::string broken_reason_;
+  std::vector<char> staging_;  // persistent: grown, pre-touched, never shrunk
+  std::vector<pid_t> pids_;    // non-empty when the direct path is on
+  std::vector<char> pieces_;   // persistent landing buffer for pieces read from peers
+};
+
+}  // namespace mpi
+}  // namespace fsdp::comm
