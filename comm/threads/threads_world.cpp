@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "comm/errors.h"
@@ -115,11 +116,18 @@ void ThreadsWorld::abort(int failed_rank, const std::string& reason) {
 }
 
 void ThreadsWorld::mark_exited(int rank) {
+  std::vector<std::pair<std::shared_ptr<ThreadsWorld>, int>> children;  // (subworld, its rank)
   {
     std::lock_guard lock(mutex_);
     exited_[std::size_t(rank)] = 1;
+    for (auto& [key, world] : subworlds_) {
+      const auto& members = key.second;
+      auto it = std::find(members.begin(), members.end(), rank);
+      if (it != members.end()) children.emplace_back(world, int(it - members.begin()));
+    }
   }
   cv_.notify_all();
+  for (auto& [child, child_rank] : children) child->mark_exited(child_rank);
 }
 
 bool ThreadsWorld::claim_rank(int rank) {
@@ -131,9 +139,17 @@ bool ThreadsWorld::claim_rank(int rank) {
 
 std::shared_ptr<ThreadsWorld> ThreadsWorld::subworld(int call_index,
                                                      const std::vector<int>& ranks) {
-  std::lock_guard lock(mutex_);
-  auto& world = subworlds_[{call_index, ranks}];
-  if (!world) world = std::make_shared<ThreadsWorld>(int(ranks.size()), timeout_);
+  std::shared_ptr<ThreadsWorld> world;
+  std::vector<int> exited;  // members whose thread already finished, as subworld ranks
+  {
+    std::lock_guard lock(mutex_);
+    auto& entry = subworlds_[{call_index, ranks}];
+    if (entry) return entry;
+    entry = world = std::make_shared<ThreadsWorld>(int(ranks.size()), timeout_);
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      if (exited_[std::size_t(ranks[i])]) exited.push_back(int(i));
+  }
+  for (int r : exited) world->mark_exited(r);
   return world;
 }
 

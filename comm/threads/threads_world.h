@@ -39,7 +39,8 @@ class ThreadsWorld {
 
   // A rank failed: every waiting and future arrive_and_wait throws, here and in subgroups.
   void abort(int failed_rank, const std::string& reason);
-  // A rank's thread finished: ranks waiting for it fail at once instead of timing out.
+  // A rank's thread finished: ranks waiting for it fail at once instead of timing out, here and
+  // in the subgroups it belongs to (those made later included).
   void mark_exited(int rank);
   // Marks `rank` as having joined (named worlds); false when it had already joined.
   bool claim_rank(int rank);

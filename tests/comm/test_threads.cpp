@@ -201,6 +201,34 @@ BOOST_AUTO_TEST_CASE(a_rank_that_returns_early_fails_the_others_at_once) {
   BOOST_TEST((std::chrono::steady_clock::now() - start < 10s));
 }
 
+BOOST_AUTO_TEST_CASE(a_rank_that_returns_early_fails_its_subgroups_at_once) {
+  // A subgroup made before the rank returned, and one made after.
+  for (bool made_before : {true, false}) {
+    auto start = std::chrono::steady_clock::now();
+    std::atomic<int> aborted{0};
+    BOOST_CHECK_THROW(
+        run_threads(
+            3,
+            [&](ProcessGroup& pg) {
+              std::shared_ptr<ProcessGroup> sub;
+              if (made_before) sub = pg.new_group({2, 0, 1});
+              if (pg.rank() == 2) return;  // its subgroup rank is 0
+              if (!made_before) sub = pg.new_group({2, 0, 1});
+              std::int32_t v = 1;
+              try {
+                sub->all_reduce(&v, 1, DType::Int32);
+              } catch (const CommAbortedError& e) {
+                if (std::string(e.what()).find("rank 0 returned") != std::string::npos) ++aborted;
+                throw;
+              }
+            },
+            ThreadsOptions{60s}),
+        RankFailedError);
+    BOOST_TEST(aborted.load() >= 1);
+    BOOST_TEST((std::chrono::steady_clock::now() - start < 10s));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(registry_threads_world_joined_by_user_threads) {
   constexpr int kWorld = 3;
   std::vector<std::thread> threads;
