@@ -1,13 +1,28 @@
 #!/usr/bin/env bash
 # Runs every benchmark built in build/ and leaves JSON results in build/bench-results/.
+# Arguments go to bench_training_step (e.g. --steps). COMM_MAX_SIZE (default 64M) bounds the
+# collective sweeps; MPI and Gloo run 2 ranks under mpirun when it is installed.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 out=build/bench-results
 mkdir -p "$out"
+max=${COMM_MAX_SIZE:-64M}
 echo "== training step vs PyTorch =="
 build/bench/core/bench_training_step --json "$out/training_step.json" "$@"
-for b in build/bench/policies/bench_* build/bench/comm/bench_*; do
-  [ -x "$b" ] || continue
-  echo "== $(basename "$b") =="
-  "$b" || echo "(exit $?)"
-done
+echo "== auto-wrap vs PyTorch =="
+build/bench/policies/bench_autowrap "$out/autowrap.json"
+echo "== threads collectives vs memcpy =="
+build/bench/comm/bench_comm_threads --ranks 2 --max-size "$max" --json "$out/comm_threads.json"
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1
+  if [ -x build/bench/comm/bench_comm_mpi ]; then
+    echo "== mpi collectives vs raw MPI =="
+    mpirun -np 2 build/bench/comm/bench_comm_mpi --max-size "$max" --json "$out/comm_mpi.json"
+  fi
+  if [ -x build/bench/comm/bench_comm_gloo ]; then
+    echo "== gloo collectives vs raw gloo =="
+    tests/comm/run_ranks.sh mpirun 2 file build/bench/comm/bench_comm_gloo --max-size "$max" \
+      --json "$(pwd)/$out/comm_gloo.json"
+  fi
+fi

@@ -16,10 +16,13 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "comm/builtin_backends.h"
 #include "comm/errors.h"
@@ -35,6 +38,9 @@ namespace fsdp::comm {
 namespace {
 
 using gloo::transport::UnboundBuffer;
+
+// Up to this size an all_reduce sends whole buffers in one exchange instead of two phases.
+constexpr std::size_t kSmallAllReduceBytes = std::size_t(64) << 10;
 
 std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r) {
   std::size_t base = count / std::size_t(parts), extra = count % std::size_t(parts);
@@ -224,6 +230,24 @@ void GlooProcessGroup::all_reduce(const Collective& c) {
   const int n = size(), me = rank();
   const std::size_t elem = dtype_size(c.dtype);
   char* data = static_cast<char*>(c.output);
+  if (c.bytes() <= kSmallAllReduceBytes) {
+    // One exchange of whole buffers, then every rank reduces all n copies in rank order (the
+    // same result as the two phases below): each exchange costs a rendezvous through gloo.
+    const std::size_t bytes = c.bytes();
+    UnboundBuffer* stage = staging(bytes * std::size_t(n));
+    auto buffer = wrap(data, bytes);
+    std::vector<Transfer> sends, recvs;
+    for (int k = 1; k < n; ++k) {
+      int from = (me - k + n) % n, to = (me + k) % n;
+      recvs.push_back({stage, from, std::size_t(from) * bytes, bytes});
+      sends.push_back({buffer.get(), to, 0, bytes});
+    }
+    exchange(c, "exchange", sends, recvs);
+    std::vector<const void*> inputs(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r)
+      inputs[std::size_t(r)] = r == me ? data : staging_.data() + std::size_t(r) * bytes;
+    return reduce_buffers(c.op, c.dtype, data, inputs.data(), n, c.count, n);
+  }
   auto [my_begin, my_end] = share_of(c.count, n, me);
   const std::size_t my_bytes = (my_end - my_begin) * elem;
   UnboundBuffer* stage = staging(my_bytes * std::size_t(n));
@@ -294,6 +318,22 @@ std::shared_ptr<ProcessGroup> GlooProcessGroup::make_subgroup(const std::vector<
                                             device_);
 }
 
+// gloo receives on its own device thread. A process bound to one CPU (mpirun binds each rank to
+// a core by default) runs that thread and the caller's by turns, which made every collective
+// 15-30x slower in our measurements (bench/comm): say so once, with the fix.
+void warn_if_bound_to_one_cpu(int rank, int size) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1) return;
+  if (std::thread::hardware_concurrency() < 2) return;
+  std::fprintf(stderr,
+               "gloo rank %d/%d: warning: this process is bound to one CPU, which gloo's "
+               "network thread must share with the caller (each collective then waits for time "
+               "slices); launch with `mpirun --bind-to none` or give each rank two or more "
+               "cores\n",
+               rank, size);
+}
+
 std::shared_ptr<ProcessGroup> create_gloo_group(const InitOptions& options) {
   if (options.rank < 0 || options.world_size < 1 || options.rank >= options.world_size)
     throw std::invalid_argument(fmt::format(
@@ -310,6 +350,7 @@ std::shared_ptr<ProcessGroup> create_gloo_group(const InitOptions& options) {
     throw CommError(
         fmt::format("gloo backend: cannot create a TCP device on {}: {}", attr.hostname, e.what()));
   }
+  warn_if_bound_to_one_cpu(options.rank, options.world_size);
   auto store = make_store(options, options.rank);
   return std::make_shared<GlooProcessGroup>(options.rank, options.world_size, options,
                                             std::move(store), "world", device);

@@ -85,6 +85,9 @@ void ensure_mpi_initialized() {
 }
 
 constexpr std::size_t kMaxMessage = std::size_t(1) << 30;  // MPI counts are int
+// Up to this size an all_reduce sends whole buffers in one exchange instead of two phases (below
+// Open MPI's 4 KiB eager limit, where a message costs one hop).
+constexpr std::size_t kSmallAllReduceBytes = std::size_t(2) << 10;
 
 }  // namespace
 
@@ -248,6 +251,24 @@ void MpiProcessGroup::all_reduce(const Collective& c, int tag) {
   const int n = size(), me = rank();
   const std::size_t elem = dtype_size(c.dtype);
   char* data = static_cast<char*>(c.output);
+  if (c.bytes() <= kSmallAllReduceBytes) {
+    // One exchange of whole buffers, then every rank reduces all n copies (rank order, so the
+    // result is the same as the two-phase form's): half the latency for scalars and small
+    // vectors (losses, norms).
+    const std::size_t bytes = c.bytes();
+    char* stage = staging(bytes * std::size_t(n));
+    Pending p;
+    for (int k = 1; k < n; ++k) {
+      int from = (me - k + n) % n, to = (me + k) % n;
+      post(p, false, stage + std::size_t(from) * bytes, bytes, from, tag);
+      post(p, true, data, bytes, to, tag);
+    }
+    wait_all(p, c, "exchange");
+    std::vector<const void*> inputs(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r)
+      inputs[std::size_t(r)] = r == me ? data : stage + std::size_t(r) * bytes;
+    return reduce_buffers(c.op, c.dtype, data, inputs.data(), n, c.count, n);
+  }
   auto [my_begin, my_end] = share_of(c.count, n, me);
   const std::size_t my_bytes = (my_end - my_begin) * elem;
   char* stage = staging(my_bytes * std::size_t(n));

@@ -17,7 +17,8 @@ else
 fi
 if [ "$launcher" = mpirun ]; then
   exec_rc=0
-  mpirun -np "$np" "$@" || exec_rc=$?
+  # Unbound: gloo's network thread needs a core beside the caller's (comm/README.md).
+  mpirun --bind-to none -np "$np" "$@" || exec_rc=$?
   exit $exec_rc
 fi
 pids=""
