@@ -101,12 +101,12 @@ def main():
     args = parser.parse_args()
     sys.setrecursionlimit(100000)
     results = {
-        "blocks_size_based": time_case(lambda: Model(args.blocks), size_policy(20000), 3),
+        "blocks_size_based": time_case(lambda: Model(args.blocks), size_policy(20000), 7),
         "blocks_transformer": time_case(
             lambda: Model(args.blocks),
             functools.partial(fsdp_wrap.transformer_auto_wrap_policy,
                               transformer_layer_cls={Block}),
-            3),
+            7),
     }
     for depth in [int(d) for d in args.chains.split(",")]:
         results[f"chain_{depth}"] = time_case(lambda: chain(depth), size_policy(int(1e9)), 1)
