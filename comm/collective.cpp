@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace fsdp::comm {
@@ -42,6 +43,12 @@ std::string CollectiveSignature::str() const {
   c.op = static_cast<ReduceOp>(op);
   c.root = root;
   return describe(c);
+}
+
+std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r) {
+  const std::size_t base = count / std::size_t(parts), extra = count % std::size_t(parts);
+  const std::size_t begin = std::size_t(r) * base + std::min<std::size_t>(std::size_t(r), extra);
+  return {begin, begin + base + (std::size_t(r) < extra ? 1 : 0)};
 }
 
 void run_single_rank(const Collective& c) {

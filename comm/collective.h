@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "comm/reduce_op.h"
 #include "core/device.h"
@@ -56,6 +57,10 @@ struct Collective {
 // A collective on a group of one rank, on cpu buffers: all_gather and reduce_scatter copy input to
 // output (any reduction over one rank is the identity), the others leave the data as it is.
 void run_single_rank(const Collective& c);
+
+// Elements [begin, end) of `count` that rank r of `parts` owns: near-equal shares, the first
+// count % parts ranks one element more (all_reduce's reduce-scatter phase on every backend).
+std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r);
 
 // "reduce_scatter(count=10, dtype=float32, op=sum)": used in every error message.
 std::string describe(const Collective& c);

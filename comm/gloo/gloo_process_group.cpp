@@ -42,12 +42,6 @@ using gloo::transport::UnboundBuffer;
 // Up to this size an all_reduce sends whole buffers in one exchange instead of two phases.
 constexpr std::size_t kSmallAllReduceBytes = std::size_t(64) << 10;
 
-std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r) {
-  std::size_t base = count / std::size_t(parts), extra = count % std::size_t(parts);
-  std::size_t begin = std::size_t(r) * base + std::min<std::size_t>(std::size_t(r), extra);
-  return {begin, begin + base + (std::size_t(r) < extra ? 1 : 0)};
-}
-
 // One transfer of a pairwise exchange: `bytes` at `offset` of `buffer`, to or from `peer`.
 struct Transfer {
   UnboundBuffer* buffer;

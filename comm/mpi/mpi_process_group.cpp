@@ -54,12 +54,6 @@ std::mutex& mpi_mutex() {
   return m;
 }
 
-std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r) {
-  std::size_t base = count / std::size_t(parts), extra = count % std::size_t(parts);
-  std::size_t begin = std::size_t(r) * base + std::min<std::size_t>(std::size_t(r), extra);
-  return {begin, begin + base + (std::size_t(r) < extra ? 1 : 0)};
-}
-
 namespace {
 
 void ensure_mpi_initialized() {

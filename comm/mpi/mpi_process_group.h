@@ -35,9 +35,6 @@ namespace mpi {
 // and progress loops release it between polls so groups used from different threads interleave.
 std::mutex& mpi_mutex();
 
-// Elements [begin, end) of `count` that rank r of `parts` owns (near-equal shares).
-std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r);
-
 // Whether every rank of `comm` runs on this host and can read the others' memory with
 // process_vm_readv (Linux cross-memory attach); collective over `comm`. FSDP_MPI_DIRECT=0 turns
 // it off. Fills the ranks' process ids when true.

@@ -14,13 +14,6 @@ namespace fsdp::comm {
 
 namespace {
 
-// Rank r's share [begin, end) of `count` elements split as evenly as possible.
-std::pair<std::size_t, std::size_t> share_of(std::size_t count, int parts, int r) {
-  std::size_t base = count / std::size_t(parts), extra = count % std::size_t(parts);
-  std::size_t begin = std::size_t(r) * base + std::min<std::size_t>(std::size_t(r), extra);
-  return {begin, begin + base + (std::size_t(r) < extra ? 1 : 0)};
-}
-
 const char* at(const void* p, std::size_t bytes) {
   return static_cast<const char*>(p) + bytes;
 }
