@@ -15,9 +15,15 @@ thread_local bool t_grad_enabled = true;
 thread_local std::vector<SavedTensorHooks> t_saved_hooks;
 
 struct BackwardContext {
+  std::uint64_t id = 0;
+  // Nodes reachable from the roots (the engine's dependency counts); AccumulateGrad nodes do not
+  // run when autograd::grad captures leaf gradients.
+  const std::unordered_map<Node*, int>* reachable = nullptr;
+  bool captures_leaves = false;
   std::vector<std::function<void()>> callbacks;
 };
 thread_local BackwardContext* t_backward = nullptr;
+std::atomic<std::uint64_t> g_graph_task_id{0};
 
 std::atomic<std::uint64_t> g_sequence_nr{0};
 
@@ -291,6 +297,9 @@ void run_engine(const variable_list& roots, const variable_list& grad_roots, boo
   }
 
   BackwardContext ctx;
+  ctx.id = g_graph_task_id.fetch_add(1, std::memory_order_relaxed) + 1;
+  ctx.reachable = &deps;
+  ctx.captures_leaves = capture != nullptr;
   BackwardContext* outer = t_backward;
   t_backward = &ctx;
   struct Restore {
@@ -373,5 +382,14 @@ void queue_callback(std::function<void()> callback) {
 }
 
 bool in_backward() { return t_backward != nullptr; }
+
+std::uint64_t current_graph_task_id() { return t_backward ? t_backward->id : 0; }
+
+bool will_execute(const Node* node) {
+  if (!t_backward || !node) return false;
+  auto* n = const_cast<Node*>(node);  // the map is keyed by mutable pointers; never written here
+  if (!t_backward->reachable->contains(n)) return false;
+  return !(t_backward->captures_leaves && dynamic_cast<const AccumulateGrad*>(node));
+}
 
 }  // namespace fsdp::autograd

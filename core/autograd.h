@@ -192,5 +192,12 @@ variable_list grad(const variable_list& outputs, const variable_list& inputs,
 // valid while a backward pass runs on this thread.
 void queue_callback(std::function<void()> callback);
 bool in_backward();
+// Identifies the backward pass running on this thread (0 when none): hooks that see several
+// gradients of one pass use it to tell passes apart.
+std::uint64_t current_graph_task_id();
+// True when the backward pass running on this thread will run `node`: it is reachable from the
+// pass's roots (and is not a leaf accumulator that autograd::grad captures instead). False outside
+// a backward pass. As torch's _will_engine_execute_node.
+bool will_execute(const Node* node);
 
 }  // namespace fsdp::autograd

@@ -2,6 +2,7 @@
 #include <thread>
 
 #include "core/autograd.h"
+#include "core/multi_grad_hook.h"
 #include "core/ops.h"
 
 using namespace fsdp;
@@ -215,6 +216,115 @@ BOOST_AUTO_TEST_CASE(diamond_graph_sums_both_paths) {
   Tensor y = sum(add(mul(a, b), a));  // 2x^3 + 2x -> 6x^2 + 2
   y.backward();
   BOOST_TEST(x.grad().item() == 56.0);
+}
+
+BOOST_AUTO_TEST_CASE(will_execute_names_the_nodes_of_the_running_pass) {
+  Tensor a = from_vector({1, 2}, {2}).requires_grad_();
+  Tensor unused = from_vector({5}, {1}).requires_grad_();
+  Tensor other = mul(unused, 2.0);  // creates unused's accumulator, outside this pass's graph
+  Tensor h = mul(a, a);
+  std::vector<bool> seen;
+  std::uint64_t task = 0;
+  h.register_hook([&](const Tensor&) {
+    task = ag::current_graph_task_id();
+    seen = {ag::will_execute(h.grad_fn().get()), ag::will_execute(ag::gradient_edge(a).fn.get()),
+            ag::will_execute(other.grad_fn().get()),
+            ag::will_execute(ag::gradient_edge(unused).fn.get())};
+    return Tensor();
+  });
+  BOOST_TEST(!ag::will_execute(h.grad_fn().get()));
+  BOOST_TEST(ag::current_graph_task_id() == 0u);
+  sum(h).backward(Tensor(), /*retain_graph=*/true);
+  BOOST_TEST(seen == (std::vector<bool>{true, true, false, false}));
+  const std::uint64_t first = task;
+  BOOST_TEST(first != 0u);
+  // autograd::grad captures leaf gradients instead of running their accumulators.
+  ag::grad({sum(h)}, {a});
+  BOOST_TEST(seen == (std::vector<bool>{true, false, false, false}));
+  BOOST_TEST(task != first);
+}
+
+BOOST_AUTO_TEST_CASE(multi_grad_hook_fires_once_after_the_grads_this_pass_computes) {
+  Tensor a = from_vector({1, 2}, {2}, DType::Float64).requires_grad_();
+  Tensor b = from_vector({3}, {1}, DType::Float64).requires_grad_();
+  Tensor c = from_vector({4}, {1}, DType::Float64).requires_grad_();  // not reached
+  Tensor frozen = from_vector({7}, {1}, DType::Float64);              // skipped
+  std::vector<std::string> order;
+  a.register_hook([&](const Tensor&) {
+    order.push_back("a");
+    return Tensor();
+  });
+  b.register_hook([&](const Tensor&) {
+    order.push_back("b");
+    return Tensor();
+  });
+  int calls = 0;
+  std::vector<Tensor> got;
+  auto handle = ag::register_multi_grad_hook({a, b, c, frozen}, [&](const std::vector<Tensor>& g) {
+    ++calls;
+    got = g;
+    order.push_back("multi");
+  });
+  auto loss = [&] { return add(sum(mul(a, a)), sum(mul(b, 3.0))); };
+  loss().backward();
+  BOOST_TEST(calls == 1);
+  BOOST_REQUIRE(got.size() == 4u);
+  BOOST_TEST(got[0].to_vector() == (std::vector<double>{2, 4}));
+  BOOST_TEST(got[1].to_vector() == (std::vector<double>{3}));
+  BOOST_TEST(!got[2].defined());
+  BOOST_TEST(!got[3].defined());
+  BOOST_TEST(order.back() == "multi");
+  BOOST_TEST(order.size() == 3u);
+
+  loss().backward();
+  BOOST_TEST(calls == 2);
+  BOOST_TEST(got[1].to_vector() == (std::vector<double>{3}));
+
+  // A pass that reaches only c fires with c's gradient alone.
+  sum(mul(c, 5.0)).backward();
+  BOOST_TEST(calls == 3);
+  BOOST_TEST(!got[0].defined());
+  BOOST_TEST(got[2].to_vector() == (std::vector<double>{5}));
+
+  handle.remove();
+  loss().backward();
+  BOOST_TEST(calls == 3);
+}
+
+BOOST_AUTO_TEST_CASE(multi_grad_hook_on_outputs_runs_before_the_leaves_accumulate) {
+  Tensor w = from_vector({1, 2}, {2}).requires_grad_();
+  Tensor out1 = mul(w, 2.0);
+  Tensor out2 = mul(w, w);
+  std::vector<std::string> order;
+  ag::register_multi_grad_hook({out1, out2}, [&](const std::vector<Tensor>& g) {
+    order.push_back(fmt::format("pre-backward {} {}", g[0].defined(), g[1].defined()));
+  });
+  w.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("accumulated"); });
+  sum(add(out1, out2)).backward();
+  BOOST_TEST(order == (std::vector<std::string>{"pre-backward true true", "accumulated"}));
+  BOOST_TEST(w.grad().to_vector() == (std::vector<double>{4, 6}));
+}
+
+BOOST_AUTO_TEST_CASE(multi_grad_hook_fires_at_the_end_when_a_reached_grad_stays_undefined) {
+  Tensor x = from_vector({1}, {1}).requires_grad_();
+  Tensor y = from_vector({2}, {1}).requires_grad_();
+  Tensor out = empty({1});
+  out.copy_(y);
+  // An op whose backward leaves x's gradient undefined: x's accumulator runs without a gradient.
+  ag::record("IgnoresX", {x, y}, {out}, {},
+             [](const ag::variable_list&, const ag::variable_list& g) {
+               return ag::variable_list{Tensor(), g[0]};
+             });
+  int calls = 0;
+  std::vector<Tensor> got;
+  ag::register_multi_grad_hook({x, y}, [&](const std::vector<Tensor>& g) {
+    ++calls;
+    got = g;
+  });
+  sum(out).backward();
+  BOOST_TEST(calls == 1);
+  BOOST_TEST(!got[0].defined());
+  BOOST_TEST(got[1].to_vector() == (std::vector<double>{1}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
