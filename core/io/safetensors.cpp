@@ -1,0 +1,302 @@
+#include "core/io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "core/error.h"
+
+namespace fsdp::io {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors stores little-endian bytes; a big-endian host would need swapping");
+
+namespace {
+
+constexpr const char* kMetadataKey = "__metadata__";
+
+struct DTypeCode {
+  DType dtype;
+  std::string_view code;
+};
+constexpr DTypeCode kCodes[] = {{DType::Float32, "F32"}, {DType::Float64, "F64"},
+                                {DType::Float16, "F16"}, {DType::BFloat16, "BF16"},
+                                {DType::Int64, "I64"},   {DType::Int32, "I32"},
+                                {DType::UInt8, "U8"},    {DType::Bool, "BOOL"}};
+
+std::optional<DType> dtype_of_code(std::string_view code) {
+  for (const auto& c : kCodes)
+    if (c.code == code) return c.dtype;
+  return std::nullopt;
+}
+
+// Closes a file descriptor on every path out of a function.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+void write_all(int fd, const void* data, std::size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    FSDP_CHECK(w > 0, RuntimeError, "save_safetensors: cannot write {}: {}", path,
+               std::strerror(errno));
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+// Reads exactly n bytes at `offset`; false when the file ends first.
+bool read_at(int fd, void* data, std::size_t n, std::uint64_t offset) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+    offset += static_cast<std::uint64_t>(r);
+  }
+  return true;
+}
+
+// The header JSON of `tensors` (already contiguous, on the CPU), in the order given.
+std::string header_json(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    auto& m = header[kMetadataKey] = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+  }
+  std::uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
+    entry["dtype"] = safetensors_dtype_code(t.dtype());
+    entry["shape"] = t.shape();
+    entry["data_offsets"] = {offset, offset + t.nbytes()};
+    offset += t.nbytes();
+    header[name] = std::move(entry);
+  }
+  std::string json = header.dump();
+  // Pad with spaces so that the data starts 8-byte aligned, as the reference writer does.
+  json.append((8 - json.size() % 8) % 8, ' ');
+  return json;
+}
+
+void fsync_directory_of(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  FileDescriptor fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() >= 0) ::fsync(fd.get());  // best effort: some file systems refuse it
+}
+
+}  // namespace
+
+std::string_view safetensors_dtype_code(DType dtype) {
+  for (const auto& c : kCodes)
+    if (c.dtype == dtype) return c.code;
+  throw ValueError(fmt::format("safetensors has no code for dtype {}", dtype_name(dtype)));
+}
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<std::pair<std::string, Tensor>> contiguous;
+  contiguous.reserve(tensors.size());
+  std::set<std::string> names;
+  for (const auto& [name, t] : tensors) {
+    FSDP_CHECK(name != kMetadataKey, ValueError,
+               "save_safetensors: {}: '{}' is reserved for the metadata", path, kMetadataKey);
+    FSDP_CHECK(names.insert(name).second, ValueError,
+               "save_safetensors: {}: tensor '{}' is given twice", path, name);
+    FSDP_CHECK(t.defined(), ValueError, "save_safetensors: {}: tensor '{}' is undefined", path,
+               name);
+    FSDP_CHECK(!t.is_meta(), ValueError,
+               "save_safetensors: {}: tensor '{}' is on the meta device (no data to write)", path,
+               name);
+    Tensor c = t.detach();
+    if (!c.device().is_cpu()) c = c.to(kCPU);
+    contiguous.emplace_back(name, c.contiguous());
+  }
+  const std::string json = header_json(contiguous, metadata);
+
+  const std::string tmp = path + ".tmp";
+  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  FSDP_CHECK(fd.get() >= 0, RuntimeError, "save_safetensors: cannot create {}: {}", tmp,
+             std::strerror(errno));
+  try {
+    std::uint64_t n = json.size();  // little-endian on this host (static_assert above)
+    write_all(fd.get(), &n, sizeof n, tmp);
+    write_all(fd.get(), json.data(), json.size(), tmp);
+    for (const auto& [name, t] : contiguous)
+      if (t.nbytes() > 0) write_all(fd.get(), t.data_ptr(), t.nbytes(), tmp);
+    FSDP_CHECK(::fsync(fd.get()) == 0, RuntimeError, "save_safetensors: cannot sync {}: {}", tmp,
+               std::strerror(errno));
+    FSDP_CHECK(::close(fd.release()) == 0, RuntimeError, "save_safetensors: cannot close {}: {}",
+               tmp, std::strerror(errno));
+    FSDP_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, RuntimeError,
+               "save_safetensors: cannot rename {} to {}: {}", tmp, path, std::strerror(errno));
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  fsync_directory_of(path);
+}
+
+namespace {
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  std::uint64_t begin, end;
+};
+
+// One header entry, checked against the data section's size.
+Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& v,
+                  std::uint64_t data_size) {
+  const std::string where = fmt::format("load_safetensors: {}: tensor '{}'", path, name);
+  FSDP_CHECK(v.is_object(), ValueError, "{}: expected an object {{dtype, shape, data_offsets}}",
+             where);
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    FSDP_CHECK(v.contains(key), ValueError, "{}: no '{}'", where, key);
+  const auto& dt = v["dtype"];
+  FSDP_CHECK(dt.is_string(), ValueError, "{}: dtype must be a string", where);
+  auto dtype = dtype_of_code(dt.get<std::string>());
+  FSDP_CHECK(dtype.has_value(), ValueError,
+             "{}: unknown dtype '{}' (expected F32, F64, F16, BF16, I64, I32, U8 or BOOL)", where,
+             dt.get<std::string>());
+
+  Entry e{name, *dtype, {}, 0, 0};
+  const auto& shape = v["shape"];
+  FSDP_CHECK(shape.is_array(), ValueError, "{}: shape must be a list of sizes", where);
+  std::uint64_t numel = 1;
+  bool overflow = false;
+  for (const auto& d : shape) {
+    FSDP_CHECK(d.is_number_unsigned(), ValueError, "{}: shape {} must hold non-negative integers",
+               where, shape.dump());
+    const auto size = d.get<std::uint64_t>();
+    overflow = overflow || size > static_cast<std::uint64_t>(INT64_MAX) ||
+               __builtin_mul_overflow(numel, size, &numel);
+    e.shape.push_back(static_cast<std::int64_t>(size));
+  }
+  const auto& off = v["data_offsets"];
+  FSDP_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
+                 off[1].is_number_unsigned(),
+             ValueError, "{}: data_offsets must be two non-negative integers, got {}", where,
+             off.dump());
+  e.begin = off[0].get<std::uint64_t>();
+  e.end = off[1].get<std::uint64_t>();
+  FSDP_CHECK(e.begin <= e.end, ValueError, "{}: data_offsets [{}, {}) end before they begin", where,
+             e.begin, e.end);
+  FSDP_CHECK(e.end <= data_size, ValueError,
+             "{}: data_offsets [{}, {}) lie outside the {} bytes of data (truncated file?)", where,
+             e.begin, e.end, data_size);
+  std::uint64_t nbytes = 0;
+  overflow = overflow || __builtin_mul_overflow(numel, dtype_size(*dtype), &nbytes);
+  FSDP_CHECK(!overflow && nbytes == e.end - e.begin, ValueError,
+             "{}: dtype {} and shape {} need {} bytes, but data_offsets [{}, {}) hold {}", where,
+             dt.get<std::string>(), shape.dump(),
+             overflow ? std::string("too many") : std::to_string(nbytes), e.begin, e.end,
+             e.end - e.begin);
+  return e;
+}
+
+std::map<std::string, std::string> parse_metadata(const std::string& path,
+                                                  const nlohmann::json& v) {
+  FSDP_CHECK(v.is_object(), ValueError,
+             "load_safetensors: {}: __metadata__ must be an object of strings", path);
+  std::map<std::string, std::string> out;
+  for (const auto& [k, s] : v.items()) {
+    FSDP_CHECK(s.is_string(), ValueError,
+               "load_safetensors: {}: __metadata__ value of '{}' is not a string", path, k);
+    out[k] = s.get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::error_code ec;
+  FSDP_CHECK(!std::filesystem::is_directory(path, ec), ValueError,
+             "load_safetensors: {} is a directory, not a safetensors file", path);
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  FSDP_CHECK(fd.get() >= 0, ValueError, "load_safetensors: cannot open {}: {}", path,
+             std::strerror(errno));
+  struct stat st {};
+  FSDP_CHECK(::fstat(fd.get(), &st) == 0, ValueError, "load_safetensors: cannot stat {}: {}", path,
+             std::strerror(errno));
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  std::uint64_t header_len = 0;
+  FSDP_CHECK(size >= 8 && read_at(fd.get(), &header_len, 8, 0), ValueError,
+             "load_safetensors: {}: the file has {} bytes, too few for the 8-byte header length",
+             path, size);
+  FSDP_CHECK(header_len <= size - 8, ValueError,
+             "load_safetensors: {}: header length {} runs past the end of the file ({} bytes)",
+             path, header_len, size);
+  std::string text(header_len, '\0');
+  FSDP_CHECK(read_at(fd.get(), text.data(), text.size(), 8), ValueError,
+             "load_safetensors: {}: cannot read the {}-byte header", path, header_len);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ValueError(
+        fmt::format("load_safetensors: {}: the header is not valid JSON: {}", path, e.what()));
+  }
+  FSDP_CHECK(header.is_object(), ValueError,
+             "load_safetensors: {}: the header must be a JSON object, got {}", path,
+             header.type_name());
+
+  const std::uint64_t data_start = 8 + header_len, data_size = size - data_start;
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const auto& [name, v] : header.items()) {
+    if (name == kMetadataKey)
+      out.metadata = parse_metadata(path, v);
+    else
+      entries.push_back(parse_entry(path, name, v, data_size));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (std::size_t i = 1; i < entries.size(); ++i) {
+    const Entry &a = entries[i - 1], &b = entries[i];
+    FSDP_CHECK(b.begin >= a.end, ValueError,
+               "load_safetensors: {}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path,
+               a.name, a.begin, a.end, b.name, b.begin, b.end);
+  }
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    const std::uint64_t n = e.end - e.begin;
+    FSDP_CHECK(n == 0 || read_at(fd.get(), t.data_ptr(), n, data_start + e.begin), ValueError,
+               "load_safetensors: {}: tensor '{}': cannot read bytes [{}, {}) (truncated file?)",
+               path, e.name, e.begin, e.end);
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace fsdp::io

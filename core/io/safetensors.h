@@ -1,0 +1,35 @@
+// The safetensors checkpoint format: an 8-byte little-endian header length N, N bytes of JSON
+// {name: {"dtype", "shape", "data_offsets": [begin, end)}, "__metadata__": {string: string}},
+// then the tensors' raw little-endian bytes. PyTorch, JAX and the Hugging Face tools read it,
+// so a checkpoint written here loads there (shared/DESIGN.md, decision 2).
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace fsdp::io {
+
+// Writes the tensors, contiguous and in the order given, to `path` atomically (a temporary file
+// beside it, fsynced, then renamed). ValueError for duplicate or reserved names and meta tensors.
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+struct SafetensorsFile {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // in the order of their bytes in the file
+  std::map<std::string, std::string> metadata;
+};
+
+// Reads a whole file into CPU tensors. Every malformation is a ValueError naming the file (and
+// the tensor, where one is involved).
+SafetensorsFile load_safetensors(const std::string& path);
+
+// The format's dtype codes: "F32", "F64", "F16", "BF16", "I64", "I32", "U8", "BOOL".
+std::string_view safetensors_dtype_code(DType dtype);
+
+}  // namespace fsdp::io
