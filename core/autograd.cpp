@@ -113,6 +113,10 @@ variable_list AccumulateGrad::apply(variable_list&& grad_outputs) {
     const bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
                            g.is_contiguous() && g.storage_offset() == 0;
     meta.grad = exclusive ? g.detach() : g.clone();
+  } else if (meta.grad.shape() == g.shape() && meta.grad.dtype() == g.dtype()) {
+    // In place, as PyTorch does when grad mode is off: `.grad` keeps its identity and storage
+    // (a gradient view into a flat buffer stays a view; nothing is reallocated per micro-batch).
+    add_(meta.grad, g);
   } else {
     meta.grad = add(meta.grad, g);
   }

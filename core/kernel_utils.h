@@ -105,6 +105,7 @@ inline void check_cpu(const Tensor& t, const char* op) {
   FSDP_CHECK(t.device().is_cpu(), NotImplementedError,
              "{}: not implemented for device {} (tensor of shape {})", op, t.device().str(),
              shape_str(t.shape()));
+  check_storage_alive(t, op);
 }
 
 }  // namespace fsdp

@@ -174,6 +174,11 @@ void Module::check_new_name(const std::string& name, const char* what) const {
   FSDP_CHECK(!name.empty(), KeyError, "{} name can't be empty string \"\" (in {})", what, type_name());
   FSDP_CHECK(name.find('.') == std::string::npos, KeyError,
              "{} name can't contain \".\", got: {} (in {})", what, name, type_name());
+  for (const auto& [n, t] : tensor_attrs_)
+    FSDP_CHECK(n != name, KeyError,
+               "attribute '{}' already exists as a tensor attribute of {}: cannot register a {} "
+               "with the same name",
+               name, type_name(), what);
   if (const auto* slot = find_slot(name)) {
     const char* kind = slot->first == SlotKind::Child   ? "child module"
                        : slot->first == SlotKind::Param ? "parameter"
@@ -344,6 +349,8 @@ bool Module::has_buffer(const std::string& name) const {
 const Tensor& Module::param(const std::string& name) const {
   for (const auto& [n, p] : params_)
     if (n == name) return p;
+  for (const auto& [n, t] : tensor_attrs_)
+    if (n == name) return t;
   throw KeyError(fmt::format("{} has no parameter '{}' (parameters: {})", type_name(), name,
                              list_names(params_)));
 }
@@ -369,6 +376,40 @@ void Module::set_buffer(const std::string& name, Tensor b) {
       return;
     }
   (void)buffer(name);
+}
+
+void Module::set_tensor_attribute(const std::string& name, Tensor t) {
+  for (auto& [n, slot] : tensor_attrs_)
+    if (n == name) {
+      slot = std::move(t);
+      return;
+    }
+  check_new_name(name, "tensor attribute");
+  tensor_attrs_.emplace_back(name, std::move(t));
+}
+
+bool Module::has_tensor_attribute(const std::string& name) const {
+  for (const auto& [n, t] : tensor_attrs_)
+    if (n == name) return true;
+  return false;
+}
+
+const Tensor& Module::tensor_attribute(const std::string& name) const {
+  for (const auto& [n, t] : tensor_attrs_)
+    if (n == name) return t;
+  throw KeyError(fmt::format("{} has no tensor attribute '{}' (tensor attributes: {})",
+                             type_name(), name, list_names(tensor_attrs_)));
+}
+
+Tensor Module::remove_tensor_attribute(const std::string& name) {
+  for (auto it = tensor_attrs_.begin(); it != tensor_attrs_.end(); ++it)
+    if (it->first == name) {
+      Tensor t = std::move(it->second);
+      tensor_attrs_.erase(it);
+      return t;
+    }
+  (void)tensor_attribute(name);
+  return {};
 }
 
 Tensor Module::remove_parameter(const std::string& name) {
@@ -562,6 +603,27 @@ Module& Module::to(Device device) {
       if (p.defined() && p.device() != device) p.set_data(p.detach().to(device));
     for (auto& [n, b] : m->buffers_)
       if (b.defined() && b.device() != device) b.set_data(b.detach().to(device));
+  }
+  return *this;
+}
+
+Module& Module::to_empty(Device device, bool recurse) {
+  autograd::NoGradGuard no_grad;
+  std::unordered_set<const TensorImpl*> done;  // a tied tensor is materialised once
+  auto materialise = [&](const Tensor& t) {
+    if (!t.defined() || !done.insert(t.impl()).second) return;
+    t.set_data(empty(t.shape(), TensorOptions(t.dtype(), device)));
+    if (const Tensor g = t.grad(); g.defined())
+      t.set_grad(empty(g.shape(), TensorOptions(g.dtype(), device)));
+  };
+  auto visit = [&](Module& m) {
+    for (auto& [n, p] : m.params_) materialise(p);
+    for (auto& [n, b] : m.buffers_) materialise(b);
+  };
+  if (recurse) {
+    for (auto& m : modules()) visit(*m);
+  } else {
+    visit(*this);
   }
   return *this;
 }

@@ -136,6 +136,14 @@ class Module : public std::enable_shared_from_this<Module> {
   // Remove a parameter slot, returning its tensor (FSDP moves parameters into flat parameters).
   Tensor remove_parameter(const std::string& name);
   const std::vector<std::pair<std::string, Tensor>>& parameter_slots() const { return params_; }
+  // Plain (non-parameter) tensor attributes, Python's `module.weight = some_tensor`: not listed
+  // by named_parameters, named_buffers or state_dict. param(name) falls back to them, so a layer
+  // whose Parameter was replaced by a plain view (FSDP with use_orig_params=False) finds it.
+  // A name held by a child, parameter or buffer slot is a KeyError.
+  void set_tensor_attribute(const std::string& name, Tensor t);
+  bool has_tensor_attribute(const std::string& name) const;
+  const Tensor& tensor_attribute(const std::string& name) const;  // KeyError when absent
+  Tensor remove_tensor_attribute(const std::string& name);       // KeyError when absent
   const std::vector<std::pair<std::string, Tensor>>& buffer_slots() const { return buffers_; }
 
   // Tied parameters once (unless remove_duplicate is false), first name wins; undefined skipped.
@@ -182,6 +190,14 @@ class Module : public std::enable_shared_from_this<Module> {
   bool is_training() const { return training_; }
   Module& to(DType dtype);    // floating parameters and buffers, in place (identity kept)
   Module& to(Device device);  // parameters and buffers, in place (identity kept)
+  // Gives every parameter and buffer (this module's only, unless recurse) fresh uninitialised
+  // storage on `device`, in place: tensors keep their identity, so tied weights stay tied and
+  // optimizers and hooks keep seeing them (torch's to_empty). Materialises a meta-device model.
+  Module& to_empty(Device device, bool recurse = true);
+  // Re-initialises this module's parameters and buffers as its constructor does, drawing from
+  // this thread's default generator (torch's per-layer reset_parameters). Modules without
+  // parameters of their own do nothing.
+  virtual void reset_parameters() {}
   void zero_grad(bool set_to_none = true);
   // Applies fn to every module (children first, like PyTorch's Module.apply).
   Module& apply(const std::function<void(Module&)>& fn);
@@ -226,6 +242,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::shared_ptr<bool>, ForwardPreHook>> pre_hooks_;
   std::vector<std::pair<std::shared_ptr<bool>, ForwardHook>> hooks_;
   std::map<std::string, std::any> attrs_;
+  std::vector<std::pair<std::string, Tensor>> tensor_attrs_;
 };
 
 // Defines static_class() for a module class with the given direct bases, e.g.

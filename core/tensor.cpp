@@ -6,6 +6,7 @@
 #include "core/autograd.h"
 #include "core/kernel_utils.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 #include "core/random.h"
 
 namespace fsdp {
@@ -78,7 +79,10 @@ void* Tensor::data_ptr() const {
   FSDP_CHECK(!t.device.is_meta(), RuntimeError,
              "cannot access the data of a meta tensor (shape {}, {}): meta tensors have no storage",
              shape_str(t.sizes()), dtype_name(t.dtype));
-  if (!t.storage || !t.storage->data()) return nullptr;
+  if (!t.storage || !t.storage->data()) {
+    if (t.numel() > 0) check_storage_alive(*this, "data_ptr");
+    return nullptr;
+  }
   return static_cast<char*>(t.storage->data()) + t.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
 }
 
@@ -415,6 +419,31 @@ double Generator::normal() {
   double u2 = uniform();
   if (u1 < 1e-300) u1 = 1e-300;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+}  // namespace fsdp
+
+namespace fsdp {
+
+void check_storage_alive(const Tensor& t, const char* op) {
+  if (!t.defined() || t.numel() == 0 || t.is_meta()) return;
+  const auto& storage = t.storage();
+  std::int64_t last = t.storage_offset();
+  for (std::size_t d = 0; d < t.shape().size(); ++d) last += (t.shape()[d] - 1) * t.strides()[d];
+  const auto needed = static_cast<std::size_t>(last + 1) * dtype_size(t.dtype());
+  const std::size_t held = storage ? storage->nbytes() : 0;
+  FSDP_CHECK(held >= needed && (held == 0 || storage->data() != nullptr), RuntimeError,
+             "{}: the storage of a tensor of shape {} ({}) has been freed (it holds {} bytes, the "
+             "view needs {}). An FSDP unit's parameters exist only while the unit runs: call the "
+             "FSDP unit, not a submodule inside it, or use summon_full_params()",
+             op, shape_str(t.shape()), dtype_name(t.dtype()), held, needed);
+}
+
+void copy_unversioned(const Tensor& dst, const Tensor& src) {
+  FSDP_CHECK(dst.shape() == src.shape(), RuntimeError,
+             "copy_unversioned: destination of shape {} and source of shape {} differ",
+             shape_str(dst.shape()), shape_str(src.shape()));
+  ops_detail::copy_strided(dst, src);
 }
 
 }  // namespace fsdp

@@ -189,6 +189,16 @@ Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape,
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
+// Throws RuntimeError naming `op` when `t` is a cpu tensor whose storage no longer holds the
+// bytes its view needs (freed with Storage::resize(0), e.g. a resharded FSDP parameter).
+void check_storage_alive(const Tensor& t, const char* op);
+
+// Copies src into dst (same shape, any strides, converting dtypes) without recording autograd
+// and without bumping dst's version counter: for refilling a buffer that saved tensors still
+// view (FSDP's unsharded parameters between forward and backward), where the values are, by
+// construction, the ones saved.
+void copy_unversioned(const Tensor& dst, const Tensor& src);
+
 // A tensor over existing storage.
 Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, std::int64_t offset);
 

@@ -6,6 +6,8 @@
 #include "core/traversal/pre_order.h"
 #include "core/traversal/wrapper_marker.h"
 #include "core/warnings.h"
+#include "fsdp/attribute_forwarding.h"
+#include "fsdp/runtime.h"
 #include "policies/auto_wrap.h"
 #include "policies/ignored.h"
 
@@ -51,6 +53,34 @@ std::shared_ptr<comm::ProcessGroup> resolve_group(const WrapperOptions& options,
                     "comm::split_hybrid(world, shard_size))",
                     policies::to_string(strategy)));
   return group;
+}
+
+std::string join_fqn(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "." + b;
+}
+
+// sync_module_states: rank 0's parameters and buffers of the unit's own modules (not yet synced
+// by a nested unit) are broadcast to every rank before flattening. Upstream requires GPU
+// tensors here because it broadcasts over NCCL; our CPU tensors are compute tensors and every
+// backend broadcasts them, so CPU modules are allowed.
+void broadcast_module_states(nn::Module& module, const UnitConfig& unit) {
+  std::vector<Tensor> tensors;
+  for (const auto& p : module.parameters()) tensors.push_back(p);
+  for (const auto& b : module.buffers()) tensors.push_back(b);
+  auto broadcast = [&](comm::ProcessGroup& g) {
+    if (g.size() == 1) return;
+    for (const auto& t : tensors) {
+      if (!t.defined() || t.numel() == 0 || t.is_meta()) continue;
+      FSDP_CHECK(t.is_contiguous(), ValueError,
+                 "sync_module_states: a parameter or buffer of shape {} is not contiguous",
+                 shape_str(t.shape()));
+      g.broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), t.dtype(), 0);
+    }
+  };
+  broadcast(*unit.shard_group);
+  if (unit.replicate_group) broadcast(*unit.replicate_group);
 }
 
 bool is_container(const nn::Module& m) {
@@ -150,22 +180,121 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   sync_module_states_ = options.sync_module_states.value_or(false);
   if (options.device_id.has_value()) device_id_ = *options.device_id;
 
-  if (sync_module_states_) {
-    auto on_cpu = [](const Tensor& t) { return t.defined() && t.device() == kCPU; };
-    bool any_cpu = false;
-    for (const auto& p : module->parameters()) any_cpu = any_cpu || on_cpu(p);
-    for (const auto& b : module->buffers()) any_cpu = any_cpu || on_cpu(b);
-    FSDP_CHECK(!any_cpu, ValueError,
-               "The module has CPU parameters or buffers when `sync_module_states=True`, which "
-               "requires them to be on GPU. Please specify the `device_id` argument or move the "
-               "module to GPU before passing it to FSDP.");
-    throw NotImplementedError(
-        "sync_module_states=True broadcasts the module states from rank 0; that comes with the "
-        "FSDP runtime");
-  }
+  if (auto hybrid = process_group_option_.get<comm::HybridGroups>())
+    replicate_group_ = hybrid->replicate;
 
+  UnitConfig unit;
+  unit.strategy = sharding_strategy_;
+  unit.backward_prefetch = backward_prefetch_;
+  unit.forward_prefetch = forward_prefetch_;
+  unit.limit_all_gathers = limit_all_gathers_;
+  unit.shard_group = process_group_;
+  unit.replicate_group = replicate_group_;
+  if (sync_module_states_) broadcast_module_states(*module, unit);
+  runtime_ = std::make_unique<UnitRuntime>(*this, std::move(unit), init_flat_param(*module));
   register_module(kWrappedModuleName, std::move(module));
   traversal::mark_as_wrapper(*this, kClassName);
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() = default;
+
+std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::Module& module) {
+  // The parameters flattened by nested units, with their FQNs from `module`.
+  std::unordered_map<const TensorImpl*, std::string> nested_params;
+  // This unit's managed parameters: pre-order over the modules (with repeats, as upstream's
+  // named_modules(remove_duplicate=False)), not descending into nested units; a parameter met
+  // again is a shared parameter viewing the first occurrence.
+  std::vector<FlatParamInfo> params;
+  std::vector<SharedParamInfo> shared;
+  std::unordered_map<const TensorImpl*, std::size_t> seen;
+  std::vector<std::pair<nn::Module*, std::string>> stack{{&module, ""}};
+  std::vector<std::pair<nn::Module*, std::string>> own_modules;
+  while (!stack.empty()) {
+    auto [m, prefix] = stack.back();
+    stack.pop_back();
+    if (auto* unit = dynamic_cast<FullyShardedDataParallel*>(m)) {
+      unit->visit_named_modules([&](const std::string& name, const nn::ModulePtr& sub) {
+        auto* u = dynamic_cast<FullyShardedDataParallel*>(sub.get());
+        if (u == nullptr || u->handle() == nullptr) return;
+        const std::string base = clean_tensor_name(join_fqn(prefix, name));
+        for (const auto& p : u->handle()->params())
+          nested_params.emplace(p.orig.impl(), join_fqn(base, p.fqn));
+      });
+      continue;
+    }
+    if (ignored_modules_.count(m)) continue;
+    own_modules.emplace_back(m, prefix);
+    const auto& slots = m->child_slots();
+    for (auto it = slots.rbegin(); it != slots.rend(); ++it)
+      if (it->second)
+        stack.emplace_back(it->second.get(), prefix.empty() ? it->first : prefix + "." + it->first);
+  }
+  // Meta-device parameters are materialised here, unit by unit (each rank then keeps its shard).
+  for (auto& [m, prefix] : own_modules) {
+    for (const auto& [name, p] : m->parameter_slots()) {
+      if (!p.defined() || ignored_params_.count(p.impl())) continue;
+      const std::string fqn = prefix.empty() ? name : prefix + "." + name;
+      auto nested = nested_params.find(p.impl());
+      FSDP_CHECK(nested == nested_params.end(), ValueError,
+                 "FSDP: parameter '{}' is shared with '{}', which a nested FSDP unit already "
+                 "flattened. Shared parameters must be wrapped in the same FSDP unit (or the "
+                 "unit of a common ancestor): change the auto-wrap policy so that both modules "
+                 "are in one unit (see pytorch#83052)",
+                 fqn, nested->second);
+      auto [it, first] = seen.emplace(p.impl(), params.size());
+      if (first)
+        params.push_back({m, name, fqn, p.shape(), p});
+      else
+        shared.push_back({m, name, fqn, it->second});
+    }
+  }
+  if (params.empty()) return nullptr;
+  FlatParamConfig cfg;
+  cfg.strategy = sharding_strategy_;
+  cfg.use_orig_params = use_orig_params_;
+  cfg.rank = rank_;
+  cfg.group_size = world_size_;
+  auto handle = std::make_unique<FlatParamHandle>(std::move(params), std::move(shared), cfg,
+                                                  module.type_name());
+  if (!use_orig_params_)
+    module.register_parameter("_flat_param", handle->flat_param(), handle->requires_grad());
+  return handle;
+}
+
+FlatParamHandle* FullyShardedDataParallel::handle() const { return runtime_->handle(); }
+
+std::vector<FullyShardedDataParallel*> FullyShardedDataParallel::fsdp_units() {
+  std::vector<FullyShardedDataParallel*> units;
+  visit_named_modules([&](const std::string&, const nn::ModulePtr& m) {
+    if (auto* u = dynamic_cast<FullyShardedDataParallel*>(m.get())) units.push_back(u);
+  });
+  return units;
+}
+
+FullyShardedDataParallel::NoSyncGuard::NoSyncGuard(FullyShardedDataParallel& root)
+    : root_(root), prev_(root.runtime().root_state().sync_gradients) {
+  FSDP_CHECK(root.runtime().is_root(), RuntimeError,
+             "no_sync() must be called on the root FSDP unit (unit '{}' is not the root)",
+             root.runtime().fqn());
+  root_.runtime().root_state().sync_gradients = false;
+}
+
+FullyShardedDataParallel::NoSyncGuard::~NoSyncGuard() {
+  root_.runtime().root_state().sync_gradients = prev_;
+}
+
+const std::vector<RuntimeEvent>& FullyShardedDataParallel::runtime_events() {
+  return runtime_->root_state().events;
+}
+
+void FullyShardedDataParallel::clear_runtime_events() { runtime_->root_state().events.clear(); }
+
+double FullyShardedDataParallel::exposed_comm_seconds() {
+  return runtime_->root_state().comm.blocked_seconds();
+}
+
+void FullyShardedDataParallel::reset_exposed_comm_seconds() {
+  runtime_->root_state().comm.reset_blocked_seconds();
 }
 
 std::shared_ptr<FullyShardedDataParallel> FullyShardedDataParallel::make(nn::ModulePtr module,
@@ -180,7 +309,7 @@ policies::WrapperFn FullyShardedDataParallel::wrapper_fn() {
 }
 
 nn::Value FullyShardedDataParallel::forward(const nn::Args& args) {
-  return (*module())(args);
+  return runtime_->forward(*module(), args);
 }
 
 }  // namespace fsdp

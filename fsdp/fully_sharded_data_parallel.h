@@ -1,11 +1,8 @@
-// FullyShardedDataParallel as a module type: upstream's constructor semantics that need no
-// communication — options and their defaults, auto-wrapping the submodules, holding the wrapped
-// module as `_fsdp_wrapped_module`, rank/world size from the process group, the world-size-1
-// switch to NO_SHARD, forward passing through to the wrapped module.
-//
-// Not here yet: flattening parameters into a FlatParameter, sharding, unshard/reshard around
-// forward and backward, gradient reduction and state dicts. They come with the FSDP runtime
-// issue; until then a unit owns its module's parameters unchanged and nothing is sharded.
+// FullyShardedDataParallel: one FSDP unit. Construction follows upstream: options and their
+// defaults, ignored modules and parameters, auto-wrapping the submodules (each becomes a unit of
+// its own), the world-size-1 switch to NO_SHARD, then flattening this unit's managed parameters
+// into one FlatParameter sharded over the process group (fsdp/flat_param.h). Calling the unit
+// runs the schedule of fsdp/runtime.h around the wrapped module.
 //
 // C++ spelling of Python's attribute forwarding: `fsdp.bn1` is getattr(fsdp, "bn1") and
 // `fsdp[0]` is getitem(fsdp, 0) (fsdp/attribute_forwarding.h); `fsdp.module` is module().
@@ -16,6 +13,8 @@
 #include <string>
 
 #include "comm/process_group.h"
+#include "fsdp/events.h"
+#include "fsdp/flat_param.h"
 #include "core/module.h"
 #include "core/traversal/module_sets.h"
 #include "policies/options.h"
@@ -23,6 +22,7 @@
 
 namespace fsdp {
 
+class UnitRuntime;
 using policies::BackwardPrefetch;
 using policies::CPUOffload;
 using policies::MixedPrecision;
@@ -36,6 +36,7 @@ policies::OpaqueHandle process_group_handle(comm::HybridGroups groups);
 
 class FullyShardedDataParallel : public nn::Module {
  public:
+  ~FullyShardedDataParallel() override;
   FSDP_MODULE_CLASS(FullyShardedDataParallel, nn::Module)
   static constexpr const char* kWrappedModuleName = "_fsdp_wrapped_module";
 
@@ -65,10 +66,44 @@ class FullyShardedDataParallel : public nn::Module {
   const traversal::ModuleSet& ignored_modules() const { return ignored_modules_; }
   const traversal::ParamSet& ignored_params() const { return ignored_params_; }
 
-  // Runs the wrapped module (the unshard/reshard around it comes with the FSDP runtime).
+  // Runs the wrapped module between this unit's unshard and reshard (fsdp/runtime.h).
   nn::Value forward(const nn::Args& args) override;
 
+  // --- the runtime
+  // This unit's FlatParameter handle (null when the unit manages no parameters).
+  FlatParamHandle* handle() const;
+  UnitRuntime& runtime() { return *runtime_; }
+  // The replicate group of HYBRID_SHARD (null otherwise).
+  const std::shared_ptr<comm::ProcessGroup>& replicate_group() const { return replicate_group_; }
+  // Every unit of this root's tree, pre-order (this one first).
+  std::vector<FullyShardedDataParallel*> fsdp_units();
+
+  // While the guard lives, backward accumulates unreduced gradients locally (upstream's
+  // no_sync()); the first backward after it reduces everything accumulated.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(FullyShardedDataParallel& root);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    FullyShardedDataParallel& root_;
+    bool prev_;
+  };
+  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  // The events of the schedule since the last clear (Unshard/Prefetch/Reshard/ReduceGrad).
+  const std::vector<RuntimeEvent>& runtime_events();
+  void clear_runtime_events();
+  // Seconds this rank was blocked waiting for the runtime's collectives since the last reset.
+  double exposed_comm_seconds();
+  void reset_exposed_comm_seconds();
+
  private:
+  std::unique_ptr<FlatParamHandle> init_flat_param(nn::Module& module);
+  std::unique_ptr<UnitRuntime> runtime_;
+  std::shared_ptr<comm::ProcessGroup> replicate_group_;
   std::shared_ptr<comm::ProcessGroup> process_group_;
   policies::OpaqueHandle process_group_option_;
   int rank_ = 0;

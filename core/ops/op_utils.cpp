@@ -27,6 +27,7 @@ bool check_devices(const char* op, std::initializer_list<const Tensor*> tensors)
                "available in this build",
                op, d.str(), shape_str(t->shape()));
     meta = meta || d.is_meta();
+    if (!d.is_meta()) check_storage_alive(*t, op);
   }
   return meta;
 }

@@ -1,14 +1,16 @@
-// A port of upstream's test/distributed/fsdp/test_wrap.py. Tests that need GPUs or a real
-// multi-rank group upstream run here on FakeProcessGroup (DummyProcessGroup): their wrapping
-// assertions need no communication. Their training parts (SGD steps, forward/backward of the
-// wrapped model) come back with the FSDP runtime issue.
+// A port of upstream's test/distributed/fsdp/test_wrap.py. Wrapping assertions run on
+// FakeProcessGroup (DummyProcessGroup): they need no communication. Tests that run the wrapped
+// model (forward, backward, SGD steps) run their ranks as threads (comm/threads).
 #define BOOST_TEST_MODULE fsdp_wrap
 #include <boost/test/unit_test.hpp>
 
 #include "comm/fake/fake_process_group.h"
+#include "comm/threads/run_threads.h"
+#include "core/autograd.h"
 #include "core/error.h"
 #include "core/warnings.h"
 #include "fsdp/attribute_forwarding.h"
+#include "fsdp/full_state_dict.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 #include "policies/always_wrap.h"
 #include "policies/custom_policy.h"
@@ -28,6 +30,13 @@ namespace {
 
 std::shared_ptr<comm::ProcessGroup> fake_group(int rank, int size) {
   return std::make_shared<comm::FakeProcessGroup>(rank, size);
+}
+
+// Runs body on `world` ranks as threads, each with its threads-backend group.
+void on_ranks(int world, const std::function<void(std::shared_ptr<comm::ProcessGroup>)>& body) {
+  comm::run_threads(world, [&](comm::ProcessGroup& pg) {
+    body(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+  });
 }
 
 bool is_fsdp(const ModulePtr& m) {
@@ -194,9 +203,11 @@ class ZeroArguModel : public nn::Module {
 };
 
 BOOST_AUTO_TEST_CASE(test_zero_argument) {
-  auto fsdp = FSDP::make(std::make_shared<ZeroArguModel>(), fsdp_options(fake_group(0, 2)));
-  Tensor out = (*fsdp)(nn::Args{}).tensor();
-  BOOST_TEST(out.to_vector() == std::vector<double>{1.0}, boost::test_tools::per_element());
+  on_ranks(2, [](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto fsdp = FSDP::make(std::make_shared<ZeroArguModel>(), fsdp_options(pg));
+    Tensor out = (*fsdp)(nn::Args{}).tensor();
+    BOOST_TEST(out.to_vector() == std::vector<double>{1.0}, boost::test_tools::per_element());
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -521,11 +532,12 @@ BOOST_AUTO_TEST_CASE(wrapped_module_fqns_forwarding_and_defaults) {
   BOOST_TEST((fsdp->mixed_precision() == MixedPrecision{}));
   std::vector<std::string> names;
   for (const auto& [n, p] : fsdp->named_parameters()) names.push_back(n);
-  BOOST_TEST(names.front() == "_fsdp_wrapped_module.0.weight");
-  BOOST_TEST(names.back() == "_fsdp_wrapped_module.2._fsdp_wrapped_module.1.bias");
+  // use_orig_params=False: each unit exposes its FlatParameter, as upstream.
+  BOOST_TEST(names.front() == "_fsdp_wrapped_module._flat_param");
+  BOOST_TEST(names.back() == "_fsdp_wrapped_module.2._fsdp_wrapped_module._flat_param");
   std::vector<std::string> clean;
   for (const auto& [n, p] : clean_named_parameters(*fsdp)) clean.push_back(n);
-  BOOST_TEST(clean.back() == "2.1.bias");
+  BOOST_TEST(clean.back() == "2._flat_param");
   BOOST_TEST(clean_tensor_name("a._checkpoint_wrapped_module.b._fsdp_wrapped_module.w") == "a.b.w");
   BOOST_CHECK_THROW(getattr(fsdp, "nope"), KeyError);
   BOOST_CHECK_THROW(getitem(fsdp, 3), IndexError);
@@ -539,24 +551,40 @@ BOOST_AUTO_TEST_CASE(wrapped_module_fqns_forwarding_and_defaults) {
 }
 
 BOOST_AUTO_TEST_CASE(forward_passes_through_and_no_shard_warning) {
-  WarningCapture cap;
-  WrapperOptions o = fsdp_options(fake_group(0, 2));
-  o.sharding_strategy = ShardingStrategy::NO_SHARD;
-  auto fsdp = FSDP::make(std::make_shared<nn::Identity>(), o);
-  BOOST_TEST(cap.warnings().size() == 1u);
-  BOOST_TEST(cap.warnings()[0].category == "FutureWarning");
-  Tensor x = from_vector(std::vector<double>{1, 2, 3}, {3});
-  BOOST_TEST((*fsdp)(x).tensor().to_vector() == x.to_vector(), boost::test_tools::per_element());
+  on_ranks(2, [](std::shared_ptr<comm::ProcessGroup> pg) {
+    WarningCapture cap;
+    WrapperOptions o = fsdp_options(pg);
+    o.sharding_strategy = ShardingStrategy::NO_SHARD;
+    auto fsdp = FSDP::make(std::make_shared<nn::Identity>(), o);
+    BOOST_TEST(cap.warnings().size() == 1u);
+    BOOST_TEST(cap.warnings()[0].category == "FutureWarning");
+    Tensor x = from_vector(std::vector<double>{1, 2, 3}, {3});
+    BOOST_TEST((*fsdp)(x).tensor().to_vector() == x.to_vector(), boost::test_tools::per_element());
+  });
   // Explicit NO_SHARD on one rank switches silently.
   WarningCapture cap2;
   WrapperOptions o1 = fsdp_options(fake_group(0, 1));
   o1.sharding_strategy = ShardingStrategy::NO_SHARD;
   FSDP::make(std::make_shared<nn::Identity>(), o1);
   BOOST_TEST(cap2.warnings().empty());
-  // sync_module_states needs GPU tensors, as upstream.
-  WrapperOptions o2 = fsdp_options(fake_group(0, 2));
-  o2.sync_module_states = true;
-  BOOST_CHECK_THROW(FSDP::make(linear(2, 2), o2), ValueError);
+  // sync_module_states: upstream requires GPU tensors (it broadcasts over NCCL); our CPU
+  // tensors are compute tensors, so rank 0's values are broadcast on CPU too.
+  on_ranks(2, [](std::shared_ptr<comm::ProcessGroup> pg) {
+    WrapperOptions o2 = fsdp_options(pg);
+    o2.sync_module_states = true;
+    o2.use_orig_params = true;
+    auto lin = linear(2, 2);
+    {
+      autograd::NoGradGuard no_grad;
+      Tensor w = lin->param("weight");
+      w.fill_(pg->rank() + 1.0);
+    }
+    auto fsdp = FSDP::make(lin, o2);
+    auto full = full_state_dict(*fsdp, /*rank0_only=*/false);
+    BOOST_TEST(full.front().first == "weight");
+    BOOST_TEST(full.front().second.to_vector() == std::vector<double>(4, 1.0),
+               boost::test_tools::per_element());
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,7 @@
 #include "tools/plan/planner.h"
 
+#include "fsdp/flat_param_layout.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <ctime>
@@ -377,7 +379,6 @@ class Planner {
   void cost(Unit& u) {
     const bool sharded = u.sharding != ShardingStrategy::NO_SHARD;
     const std::int64_t group = plan_.shard_group_size;
-    const std::int64_t align_bytes = 16;  // FSDP aligns original params for use_orig_params
     std::map<DType, std::vector<std::int64_t>> by_dtype;
     for (const auto& p : u.params) by_dtype[p.dtype].push_back(p.numel);
     for (auto& [dt, numels] : by_dtype) {
@@ -385,17 +386,13 @@ class Planner {
       const std::int64_t csize =
           u.mixed_precision && is_floating(dt) ? static_cast<std::int64_t>(dtype_size(o_.mp_dtype))
                                                : size;
-      std::int64_t flat = 0;
-      const std::int64_t aligned = o_.use_orig_params ? align_bytes / size : 0;
-      for (auto n : numels) {
-        if (aligned > 1 && flat % aligned != 0) flat += aligned - flat % aligned;
-        flat += n;
-      }
-      // FlatParamHandle pads to a multiple of the world size when it aligns; sharding pads the
-      // last chunk anyway, so the shard size is the same either way.
-      if (aligned > 0 && flat % group != 0) flat += group - flat % group;
-      std::int64_t shard = sharded ? ceil_div(flat, group) : flat;
-      std::int64_t padded = sharded ? shard * group : flat;
+      // The runtime's own layout function: what the plan predicts is what a rank allocates.
+      const FlatParamLayout layout = flat_param_layout(
+          numels, static_cast<std::size_t>(size), o_.use_orig_params, static_cast<int>(group),
+          sharded);
+      const std::int64_t flat = layout.unpadded_numel;
+      const std::int64_t shard = layout.shard_numel;
+      const std::int64_t padded = layout.padded_numel;
       u.flat_numel += flat;
       u.shard_numel += shard;
       u.padded_numel += padded;

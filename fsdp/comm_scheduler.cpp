@@ -1,0 +1,68 @@
+#include "fsdp/comm_scheduler.h"
+
+#include <chrono>
+#include <numeric>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "fsdp/flat_param.h"
+
+namespace fsdp {
+
+CommScheduler::Queues& CommScheduler::queues(const std::shared_ptr<comm::ProcessGroup>& group) {
+  auto it = queues_.find(group.get());
+  if (it != queues_.end()) return it->second;
+  Queues q;
+  if (group->size() == 1) {
+    q.all_gather = q.reduce = group;  // nothing to overlap
+  } else {
+    std::vector<int> ranks(static_cast<std::size_t>(group->size()));
+    std::iota(ranks.begin(), ranks.end(), 0);
+    q.all_gather = group->new_group(ranks);
+    q.reduce = group->new_group(ranks);
+  }
+  return queues_.emplace(group.get(), std::move(q)).first->second;
+}
+
+comm::ProcessGroup& CommScheduler::all_gather_queue(
+    const std::shared_ptr<comm::ProcessGroup>& group) {
+  return *queues(group).all_gather;
+}
+
+comm::ProcessGroup& CommScheduler::reduce_queue(const std::shared_ptr<comm::ProcessGroup>& group) {
+  return *queues(group).reduce;
+}
+
+void CommScheduler::wait(comm::Work& work) {
+  if (work.test()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  work.wait();
+  blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void CommScheduler::enqueue(PendingReduction r) { pending_.push_back(std::move(r)); }
+
+void CommScheduler::finish_front() {
+  PendingReduction r = std::move(pending_.front());
+  pending_.pop_front();
+  if (r.work) wait(*r.work);
+  autograd::NoGradGuard no_grad;
+  if (r.replicate != nullptr && r.replicate->size() > 1) {
+    const auto t0 = std::chrono::steady_clock::now();
+    r.replicate->all_reduce(r.output.data_ptr(), static_cast<std::size_t>(r.output.numel()),
+                            r.output.dtype());
+    blocked_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (r.postdivide != 1.0) mul_(r.output, 1.0 / r.postdivide);
+  r.handle->accumulate_reduced_grad(r.output);
+}
+
+void CommScheduler::finish_reductions(std::size_t max_in_flight) {
+  while (!pending_.empty() &&
+         (pending_.size() > max_in_flight || !pending_.front().work || pending_.front().work->test()))
+    finish_front();
+}
+
+}  // namespace fsdp

@@ -1,0 +1,272 @@
+#include "fsdp/flat_param.h"
+
+#include <fmt/format.h>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/ops.h"
+#include "fsdp/flat_param_views.h"
+
+namespace fsdp {
+
+namespace {
+
+// A 1-D view of `t` (contiguous) of `numel` elements starting at `offset`.
+Tensor flat_view(const Tensor& t, std::int64_t offset, std::int64_t numel) {
+  return make_view(t, {numel}, {1}, t.storage_offset() + offset);
+}
+
+}  // namespace
+
+FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
+                                 std::vector<SharedParamInfo> shared,
+                                 const FlatParamConfig& config, const std::string& unit_name)
+    : unit_name_(unit_name), config_(config), params_(std::move(params)), shared_(std::move(shared)) {
+  FSDP_CHECK(!params_.empty(), RuntimeError, "FlatParamHandle for unit '{}': no parameters",
+             unit_name_);
+  // Validation, as upstream's FlatParamHandle._init_flat_param_and_metadata.
+  const Tensor& first = params_.front().orig;
+  dtype_ = first.dtype();
+  const Device device = first.device();
+  bool any_requires_grad = false, all_require_grad = true;
+  for (const auto& p : params_) {
+    FSDP_CHECK(p.orig.is_floating_point(), ValueError,
+               "Cannot flatten integer dtype tensors (unit '{}', parameter '{}' is {})",
+               unit_name_, p.fqn, dtype_name(p.orig.dtype()));
+    FSDP_CHECK(p.orig.dtype() == dtype_, ValueError,
+               "Must flatten tensors with uniform dtype but got {} and {} (unit '{}', parameters "
+               "'{}' and '{}')",
+               dtype_name(dtype_), dtype_name(p.orig.dtype()), unit_name_, params_.front().fqn,
+               p.fqn);
+    FSDP_CHECK(p.orig.device() == device, ValueError,
+               "Must flatten tensors on the same device but got {} and {} (unit '{}', parameters "
+               "'{}' and '{}')",
+               device.str(), p.orig.device().str(), unit_name_, params_.front().fqn, p.fqn);
+    any_requires_grad = any_requires_grad || p.orig.requires_grad();
+    all_require_grad = all_require_grad && p.orig.requires_grad();
+  }
+  FSDP_CHECK(config_.use_orig_params || any_requires_grad == all_require_grad, ValueError,
+             "Must flatten tensors with uniform `requires_grad` when `use_orig_params=False` "
+             "(unit '{}')",
+             unit_name_);
+  requires_grad_ = any_requires_grad;
+
+  std::vector<std::int64_t> numels;
+  numels.reserve(params_.size());
+  for (const auto& p : params_) numels.push_back(p.orig.numel());
+  layout_ = flat_param_layout(numels, dtype_size(dtype_), config_.use_orig_params,
+                              config_.group_size, is_sharded(config_.strategy));
+
+  // The unsharded flat buffer: parameters, alignment padding (42, as upstream), zero right padding.
+  const bool meta = device.is_meta();
+  const TensorOptions opts(dtype_, device);
+  full_storage_ = std::make_shared<Storage>(
+      meta ? 0 : static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dtype_), device);
+  {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = full_storage_;
+    impl->set_sizes({layout_.padded_numel});
+    impl->strides = {1};
+    impl->dtype = dtype_;
+    impl->device = device;
+    full_padded_ = Tensor(std::move(impl));
+  }
+  if (!meta) {
+    autograd::NoGradGuard no_grad;
+    full_padded_.zero_();
+    for (const auto& pad : layout_.paddings)
+      flat_view(full_padded_, pad.start, pad.numel).fill_(kFlatParamPaddingValue);
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      copy_unversioned(flat_view(full_padded_, layout_.offsets[i], layout_.numels[i]),
+                       params_[i].orig.reshape({layout_.numels[i]}));
+  }
+  if (layout_.sharded) {
+    local_shard_ = zeros({layout_.shard_numel}, opts);
+    const std::int64_t b = layout_.shard_begin(config_.rank), e = layout_.shard_end(config_.rank);
+    if (!meta && e > b)
+      copy_unversioned(flat_view(local_shard_, 0, e - b), flat_view(full_padded_, b, e - b));
+  } else {
+    local_shard_ = flat_view(full_padded_, 0, layout_.unpadded_numel);
+  }
+  flat_param_ = empty({0}, opts);
+  flat_param_.set_data(local_shard_);
+  flat_param_.requires_grad_(requires_grad_);
+
+  // Point the module slots at the flat buffer.
+  std::vector<Shape> shapes;
+  for (const auto& p : params_) shapes.push_back(p.orig.shape());
+  {
+    autograd::NoGradGuard no_grad;
+    views_ = flat_param_views(full_padded_, shapes, layout_.offsets);
+  }
+  for (auto& p : params_) p.shape = p.orig.shape();
+  if (!config_.use_orig_params) {
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      params_[i].module->remove_parameter(params_[i].name);
+      params_[i].module->set_tensor_attribute(params_[i].name, views_[i]);
+    }
+    for (const auto& s : shared_) {
+      s.module->remove_parameter(s.name);
+      s.module->set_tensor_attribute(s.name, views_[s.primary]);
+    }
+  }
+  if (layout_.sharded) {
+    full_storage_->resize(0);
+    unsharded_ = false;
+  } else {
+    unsharded_ = true;
+  }
+  use_sharded_views();
+}
+
+void FlatParamHandle::set_module_tensor(nn::Module& m, const std::string& name, const Tensor& t,
+                                        bool as_param) {
+  if (as_param)
+    m.set_parameter(name, t);
+  else
+    m.set_tensor_attribute(name, t);
+}
+
+void FlatParamHandle::unshard_async(comm::ProcessGroup& group) {
+  if (is_unsharded() || pending_unshard_) return;
+  full_storage_->resize(static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dtype_));
+  pending_unshard_ = group.all_gather_async(local_shard_.data_ptr(), full_padded_.data_ptr(),
+                                            static_cast<std::size_t>(layout_.shard_numel), dtype_);
+}
+
+void FlatParamHandle::wait_unshard(const std::function<void(comm::Work&)>& wait) {
+  if (!pending_unshard_) return;
+  auto work = std::move(pending_unshard_);
+  pending_unshard_.reset();
+  if (wait)
+    wait(*work);
+  else
+    work->wait();
+  unsharded_ = true;
+}
+
+void FlatParamHandle::use_unsharded_flat_param() {
+  FSDP_CHECK(is_unsharded(), RuntimeError,
+             "FSDP unit '{}': the flat parameter is not unsharded (internal schedule error)",
+             unit_name_);
+  if (layout_.sharded) flat_param_.set_data(full_padded_);
+}
+
+void FlatParamHandle::use_unsharded_views() {
+  use_unsharded_flat_param();
+  std::vector<Shape> shapes;
+  shapes.reserve(params_.size());
+  for (const auto& p : params_) shapes.push_back(p.shape);
+  views_ = flat_param_views(flat_param_, shapes, layout_.offsets);
+  const bool as_param = config_.use_orig_params;
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    set_module_tensor(*params_[i].module, params_[i].name, views_[i], as_param);
+  for (const auto& s : shared_) set_module_tensor(*s.module, s.name, views_[s.primary], as_param);
+}
+
+void FlatParamHandle::reshard() {
+  if (!layout_.sharded) return;
+  FSDP_CHECK(!pending_unshard_, RuntimeError,
+             "FSDP unit '{}': reshard while its all-gather is in flight (internal schedule error)",
+             unit_name_);
+  flat_param_.set_data(local_shard_);
+  full_storage_->resize(0);
+  unsharded_ = false;
+  use_sharded_views();
+}
+
+void FlatParamHandle::use_sharded_views() {
+  if (!config_.use_orig_params) {
+    flat_param_.set_data(local_shard_);
+    return;
+  }
+  if (!layout_.sharded) flat_param_.set_data(local_shard_);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    if (layout_.sharded) {
+      const ShardParamInfo info = layout_.shard_info(i, config_.rank);
+      p.orig.set_data(flat_view(local_shard_, info.in_shard ? info.offset_in_shard : 0,
+                                info.numel_in_shard));
+    } else {
+      p.orig.set_data(
+          make_view(local_shard_, p.shape, contiguous_strides(p.shape), layout_.offsets[i]));
+    }
+    p.module->set_parameter(p.name, p.orig);
+  }
+  for (const auto& s : shared_) s.module->set_parameter(s.name, params_[s.primary].orig);
+}
+
+void FlatParamHandle::prepare_gradient_for_backward() {
+  if (unreduced_grad_kept_) return;  // no_sync(): AccumulateGrad adds into the kept gradient
+  if (config_.use_orig_params) {
+    // The original parameters' grads are views of the sharded gradient: zero_grad() on them
+    // (set to None) means "start afresh".
+    bool any = false;
+    for (const auto& p : params_) any = any || p.orig.grad().defined();
+    if (!any) flat_param_.set_grad(Tensor());
+  }
+  // A reduced gradient from an earlier backward: the next reduction adds into it.
+  saved_grad_shard_ = flat_param_.grad();
+  flat_param_.set_grad(Tensor());
+}
+
+Tensor FlatParamHandle::take_unsharded_grad() {
+  Tensor g = flat_param_.grad();
+  flat_param_.set_grad(Tensor());
+  unreduced_grad_kept_ = false;
+  return g;
+}
+
+void FlatParamHandle::accumulate_reduced_grad(const Tensor& shard_grad) {
+  autograd::NoGradGuard no_grad;
+  if (saved_grad_shard_.defined()) {
+    add_(saved_grad_shard_, shard_grad);
+  } else {
+    saved_grad_shard_ = shard_grad;
+  }
+}
+
+void FlatParamHandle::finalize_gradients(bool synced) {
+  if (!synced) {
+    unreduced_grad_kept_ = flat_param_.grad().defined();
+    return;
+  }
+  flat_param_.set_grad(saved_grad_shard_);
+  saved_grad_shard_ = Tensor();
+  if (!config_.use_orig_params) return;
+  const Tensor g = flat_param_.grad();
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    if (!p.orig.requires_grad()) continue;
+    if (!g.defined()) {
+      p.orig.set_grad(Tensor());
+    } else if (layout_.sharded) {
+      const ShardParamInfo info = layout_.shard_info(i, config_.rank);
+      p.orig.set_grad(flat_view(g, info.in_shard ? info.offset_in_shard : 0, info.numel_in_shard));
+    } else {
+      p.orig.set_grad(make_view(g, p.shape, contiguous_strides(p.shape), layout_.offsets[i]));
+    }
+  }
+}
+
+void FlatParamHandle::load_full_param(std::size_t param, const Tensor& full) {
+  const auto& p = params_.at(param);
+  FSDP_CHECK(full.shape() == p.shape, ValueError,
+             "loading '{}' of unit '{}': the value has shape {}, the parameter {}", p.fqn,
+             unit_name_, shape_str(full.shape()), shape_str(p.shape));
+  autograd::NoGradGuard no_grad;
+  Tensor flat = full.contiguous().reshape({layout_.numels[param]});
+  if (!layout_.sharded) {
+    copy_unversioned(flat_view(local_shard_, layout_.offsets[param], layout_.numels[param]),
+                     flat.to(dtype_));
+    local_shard_.storage()->bump_version();
+    return;
+  }
+  const ShardParamInfo info = layout_.shard_info(param, config_.rank);
+  if (!info.in_shard) return;
+  copy_unversioned(flat_view(local_shard_, info.offset_in_shard, info.numel_in_shard),
+                   flat_view(flat, info.intra_param_start, info.numel_in_shard).to(dtype_));
+  local_shard_.storage()->bump_version();
+}
+
+}  // namespace fsdp

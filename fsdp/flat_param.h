@@ -1,0 +1,123 @@
+// One unit's FlatParameter and its handle (upstream's FlatParamHandle): the original parameters
+// of the unit flattened into one buffer laid out by flat_param_layout, this rank's shard of it,
+// the unsharded buffer that all-gathers fill before use and that is freed after, the views that
+// the unit's modules compute with, and the gradient's path from the unsharded flat gradient to
+// the sharded one.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "comm/work.h"
+#include "core/module.h"
+#include "fsdp/flat_param_layout.h"
+#include "fsdp/sharding.h"
+
+namespace fsdp {
+
+// An original parameter managed by a unit: the module slot that held it.
+struct FlatParamInfo {
+  nn::Module* module = nullptr;
+  std::string name;  // the slot in `module`
+  std::string fqn;   // from the unit's wrapped module, e.g. "self_attn.in_proj_weight"
+  Shape shape;
+  Tensor orig;  // the original Parameter (kept: use_orig_params exposes it)
+};
+
+// A later occurrence of a parameter already flattened (tied weights): it views the same elements.
+struct SharedParamInfo {
+  nn::Module* module = nullptr;
+  std::string name;
+  std::string fqn;
+  std::size_t primary = 0;  // index into params()
+};
+
+struct FlatParamConfig {
+  ShardingStrategy strategy = ShardingStrategy::FULL_SHARD;
+  bool use_orig_params = false;
+  int rank = 0;        // in the shard group
+  int group_size = 1;  // the shard group's size
+};
+
+class FlatParamHandle {
+ public:
+  // Flattens `params` (uniform floating dtype, one device), shards the buffer and points the
+  // module slots at views of it (use_orig_params=false: plain tensor attributes; true: the
+  // original Parameters, now 1-D views of this rank's shard). The unsharded buffer is freed.
+  FlatParamHandle(std::vector<FlatParamInfo> params, std::vector<SharedParamInfo> shared,
+                  const FlatParamConfig& config, const std::string& unit_name);
+
+  const FlatParamLayout& layout() const { return layout_; }
+  const FlatParamConfig& config() const { return config_; }
+  const std::vector<FlatParamInfo>& params() const { return params_; }
+  const std::vector<SharedParamInfo>& shared_params() const { return shared_; }
+  // The FlatParameter (a leaf requiring grad when the parameters do).
+  const Tensor& flat_param() const { return flat_param_; }
+  // This rank's shard [shard_numel] (for NO_SHARD the whole flat buffer).
+  const Tensor& local_shard() const { return local_shard_; }
+  DType dtype() const { return dtype_; }
+  bool sharded() const { return layout_.sharded; }
+  bool requires_grad() const { return requires_grad_; }
+
+  // --- unshard / reshard
+  bool is_unsharded() const { return !sharded() || unsharded_; }
+  bool unshard_in_flight() const { return pending_unshard_ != nullptr; }
+  // Allocates the unsharded buffer and starts the all-gather on `group` (no-op if unsharded).
+  void unshard_async(comm::ProcessGroup& group);
+  // Waits for an all-gather in flight (through `wait` when given, e.g. to time it); afterwards
+  // the unsharded buffer holds the parameters.
+  void wait_unshard(const std::function<void(comm::Work&)>& wait = nullptr);
+  // Points the flat parameter at the unsharded buffer (it must be unsharded).
+  void use_unsharded_flat_param();
+  // Puts views of the unsharded flat parameter into the module slots; they carry autograd
+  // through the FlatParameter when grad mode is on.
+  void use_unsharded_views();
+  // Frees the unsharded buffer and points the flat parameter back at the shard.
+  void reshard();
+  // use_orig_params: the module slots hold the original Parameters again, as views of the
+  // shard (1-D, possibly empty; the original shape for NO_SHARD). A no-op otherwise.
+  void use_sharded_views();
+
+  // --- gradients
+  // Before backward: a sharded gradient left from an earlier backward is kept aside (and
+  // accumulated into after the reduction); an unsharded one (no_sync) stays to accumulate into.
+  void prepare_gradient_for_backward();
+  // After AccumulateGrad: the unsharded flat gradient to reduce (the flat parameter's .grad is
+  // cleared).
+  Tensor take_unsharded_grad();
+  // Adds a reduced gradient shard [shard_numel] to the gradient kept from earlier backwards.
+  void accumulate_reduced_grad(const Tensor& shard_grad);
+  // End of backward. Synced: the flat parameter's .grad (and, use_orig_params, the original
+  // parameters' .grad as views of it) is the reduced sharded gradient. Under no_sync(): the
+  // unreduced gradient stays in .grad for the next backward to accumulate into.
+  void finalize_gradients(bool synced);
+
+  // Replaces this rank's shard with the matching part of full (unflattened) values, by
+  // parameter index: the load path of a full state dict.
+  void load_full_param(std::size_t param, const Tensor& full);
+
+ private:
+  void set_module_tensor(nn::Module& m, const std::string& name, const Tensor& t, bool as_param);
+  std::string unit_name_;
+  FlatParamConfig config_;
+  std::vector<FlatParamInfo> params_;
+  std::vector<SharedParamInfo> shared_;
+  FlatParamLayout layout_;
+  DType dtype_ = DType::Float32;
+  bool requires_grad_ = true;
+  Tensor flat_param_;
+  Tensor local_shard_;
+  std::shared_ptr<Storage> full_storage_;  // the unsharded buffer, resized to 0 when freed
+  Tensor full_padded_;                     // [padded_numel] over full_storage_
+  bool unsharded_ = false;
+  std::shared_ptr<comm::Work> pending_unshard_;
+  Tensor saved_grad_shard_;
+  bool unreduced_grad_kept_ = false;
+  std::vector<Tensor> views_;  // the last unsharded views (index = params_)
+};
+
+}  // namespace fsdp

@@ -1,0 +1,26 @@
+// FULL_STATE_DICT, minimal: the unsharded parameters and buffers under the unwrapped model's
+// FQNs, gathered unit by unit (one unit's unsharded parameters alive at a time), and the
+// inverse, which copies each rank's part of full values into its shards (no communication).
+// Tied parameters appear once, under their first FQN.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fsdp/fully_sharded_data_parallel.h"
+
+namespace fsdp {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// Every rank of the root's groups must call it. With rank0_only, ranks other than 0 get an
+// empty list (they still take part in the all-gathers).
+NamedTensors full_state_dict(FullyShardedDataParallel& root, bool rank0_only = true);
+
+// Loads full values by FQN (as full_state_dict writes them; a tied parameter may be given under
+// any of its FQNs). Strict: a missing parameter or an unknown key is a KeyError naming it, a
+// shape mismatch a ValueError naming the FQN and both shapes.
+void load_full_state_dict(FullyShardedDataParallel& root, const NamedTensors& state);
+
+}  // namespace fsdp

@@ -1,0 +1,322 @@
+#include "fsdp/runtime.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/ops.h"
+#include "fsdp/attribute_forwarding.h"
+#include "fsdp/fully_sharded_data_parallel.h"
+
+namespace fsdp {
+
+namespace {
+
+// Every FSDP unit in `root`'s tree (root included), pre-order, each once, with its FQN from the
+// root, cleaned of "_fsdp_wrapped_module.".
+void for_each_unit(FullyShardedDataParallel& root,
+                   const std::function<void(FullyShardedDataParallel&, const std::string&)>& fn) {
+  root.visit_named_modules([&](const std::string& name, const nn::ModulePtr& m) {
+    if (auto* unit = dynamic_cast<FullyShardedDataParallel*>(m.get()))
+      fn(*unit, clean_tensor_name(name));
+  });
+}
+
+}  // namespace
+
+// --- RootState
+
+void RootState::record(RuntimeEvent::Kind kind, const UnitRuntime& unit) {
+  if (record_events) events.push_back({kind, unit.fqn()});
+}
+
+int RootState::order_index(const UnitRuntime* unit) const {
+  for (std::size_t i = 0; i < forward_order.size(); ++i)
+    if (forward_order[i] == unit) return static_cast<int>(i);
+  return -1;
+}
+
+int RootState::unshards_in_flight(bool backward) const {
+  int n = 0;
+  for (const auto* u : units) {
+    const auto* h = u->handle();
+    if (h == nullptr || !h->sharded()) continue;
+    if (!h->is_unsharded() && !h->unshard_in_flight()) continue;
+    // In forward, only the units that free their parameters after forward count; the root and
+    // SHARD_GRAD_OP units keep theirs for backward by design.
+    if (!backward && (u->is_root() || !reshards_after_forward(u->config().strategy))) continue;
+    if (backward && u->post_backward_done_) continue;
+    ++n;
+  }
+  return n;
+}
+
+void RootState::reshard_all() {
+  for (auto* u : units)
+    if (u->handle() != nullptr && u->handle()->sharded() &&
+        (u->handle()->is_unsharded() || u->handle()->unshard_in_flight()))
+      u->reshard();
+}
+
+void RootState::final_callback() {
+  comm.finish_reductions(0);
+  for (auto* u : units) {
+    auto* h = u->handle();
+    if (h == nullptr) continue;
+    // Catch-all reshard: units whose post-backward hook did not run (no gradient reached them)
+    // or that keep parameters under no_sync().
+    if (h->sharded() && (h->is_unsharded() || h->unshard_in_flight())) u->reshard();
+    if (!h->sharded()) h->use_sharded_views();
+    h->finalize_gradients(sync_gradients);
+  }
+  for (auto* u : units) {
+    u->pre_backward_done_ = false;
+    u->post_backward_done_ = false;
+    u->in_backward_ = false;
+  }
+  final_callback_queued = false;
+  order_recorded = true;
+}
+
+// --- UnitRuntime
+
+UnitRuntime::UnitRuntime(FullyShardedDataParallel& owner, UnitConfig config,
+                         std::unique_ptr<FlatParamHandle> handle)
+    : owner_(owner), config_(std::move(config)), handle_(std::move(handle)) {}
+
+UnitRuntime::~UnitRuntime() = default;
+
+RootState& UnitRuntime::root_state() {
+  if (!state_) lazy_init();
+  return *state_;
+}
+
+void UnitRuntime::lazy_init() {
+  is_root_ = true;
+  state_ = std::make_shared<RootState>();
+  for_each_unit(owner_, [&](FullyShardedDataParallel& unit, const std::string& name) {
+    UnitRuntime& r = unit.runtime();
+    if (&r != this) {
+      FSDP_CHECK(!r.state_, RuntimeError,
+                 "FSDP unit '{}' already belongs to another root's tree: a nested unit was run "
+                 "on its own before its root",
+                 name);
+      r.is_root_ = false;
+      r.state_ = state_;
+    }
+    r.fqn_ = name;
+    state_->units.push_back(&r);
+  });
+  // The collective queues, made in the same order on every rank.
+  for (auto* u : state_->units) {
+    if (u->handle_ == nullptr || u->config_.shard_group->size() == 1) continue;
+    state_->comm.all_gather_queue(u->config_.shard_group);
+    state_->comm.reduce_queue(u->config_.shard_group);
+  }
+  // Every rank must have built the same units: compare the layout's fingerprint.
+  const auto& group = config_.shard_group;
+  if (group->size() > 1) {
+    std::int64_t sig[3] = {0, 0, 0};
+    for (auto* u : state_->units) {
+      if (u->handle_ == nullptr) continue;
+      sig[0] += 1;
+      sig[1] += u->handle_->layout().unpadded_numel;
+      sig[2] = sig[2] * 1000003 + u->handle_->layout().unpadded_numel +
+               static_cast<std::int64_t>(u->handle_->params().size());
+    }
+    std::vector<std::int64_t> all(3 * static_cast<std::size_t>(group->size()));
+    group->all_gather(sig, all.data(), 3, DType::Int64);
+    for (int r = 0; r < group->size(); ++r) {
+      const std::int64_t* s = all.data() + 3 * r;
+      FSDP_CHECK(s[0] == sig[0] && s[1] == sig[1] && s[2] == sig[2], RuntimeError,
+                 "FSDP: rank {} and rank {} wrapped different models: rank {} has {} units with "
+                 "{} flat parameter elements, rank {} has {} units with {} (every rank must "
+                 "build the same model with the same wrapping)",
+                 group->rank(), r, group->rank(), sig[0], sig[1], r, s[0], s[1]);
+    }
+  }
+  for (auto* u : state_->units) u->register_post_backward_hook();
+}
+
+void UnitRuntime::register_post_backward_hook() {
+  if (handle_ == nullptr || post_backward_hook_registered_ || !handle_->requires_grad()) return;
+  post_backward_hook_registered_ = true;
+  handle_->flat_param().register_post_accumulate_grad_hook(
+      [this](const Tensor&) { post_backward(); });
+}
+
+void UnitRuntime::unshard(bool prefetch) {
+  auto* h = handle_.get();
+  if (h == nullptr || h->is_unsharded()) return;
+  if (!h->unshard_in_flight()) {
+    state_->record(prefetch ? RuntimeEvent::Kind::Prefetch : RuntimeEvent::Kind::Unshard, *this);
+    h->unshard_async(state_->comm.all_gather_queue(config_.shard_group));
+  }
+  if (prefetch) return;
+  try {
+    h->wait_unshard([this](comm::Work& w) { state_->comm.wait(w); });
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("FSDP unit '{}' on rank {}: all-gather of its parameters "
+                                   "failed: {}",
+                                   fqn_, config_.shard_group->rank(), e.what()));
+  }
+}
+
+void UnitRuntime::prefetch(UnitRuntime* next) {
+  if (next == nullptr || next->handle_ == nullptr) return;
+  auto* h = next->handle_.get();
+  if (h->is_unsharded() || h->unshard_in_flight()) return;
+  if (config_.limit_all_gathers && state_->unshards_in_flight(in_backward_) >= 2) return;
+  next->unshard(/*prefetch=*/true);
+}
+
+void UnitRuntime::reshard(bool record) {
+  auto* h = handle_.get();
+  if (h == nullptr || !h->sharded()) return;
+  if (h->unshard_in_flight()) h->wait_unshard();
+  if (!h->is_unsharded()) return;
+  if (record) state_->record(RuntimeEvent::Kind::Reshard, *this);
+  h->reshard();
+}
+
+void UnitRuntime::pre_forward() {
+  if (!state_) lazy_init();
+  auto& st = *state_;
+  if (is_root()) {
+    // A backward that failed left its flags set; a forward without backward left parameters
+    // unsharded: start the iteration clean.
+    if (!autograd::in_backward()) {
+      for (auto* u : st.units) {
+        u->pre_backward_done_ = false;
+        u->post_backward_done_ = false;
+        u->in_backward_ = false;
+      }
+      st.final_callback_queued = false;
+      st.reshard_all();
+    }
+  }
+  if (handle_ == nullptr) return;
+  if (!st.order_recorded && st.order_index(this) < 0) st.forward_order.push_back(this);
+  unshard(false);
+  handle_->use_unsharded_views();
+  if (config_.forward_prefetch && st.order_recorded) {
+    const int i = st.order_index(this);
+    if (i >= 0 && i + 1 < static_cast<int>(st.forward_order.size()))
+      prefetch(st.forward_order[static_cast<std::size_t>(i) + 1]);
+  }
+}
+
+void UnitRuntime::post_forward(nn::Value& output) {
+  auto& st = *state_;
+  const bool will_backward = autograd::is_grad_enabled();
+  if (handle_ != nullptr && !is_root() && reshards_after_forward(config_.strategy)) reshard();
+  if (will_backward) {
+    nn::map_tensors(output, [this](const Tensor& t) {
+      if (t.defined() && t.requires_grad())
+        t.register_hook([this](const Tensor&) {
+          pre_backward();
+          return Tensor();
+        });
+      return t;
+    });
+  }
+  // A forward whose outputs will never see a backward (no_grad, eval): free what the root or
+  // SHARD_GRAD_OP units kept for it.
+  if (is_root() && !will_backward) st.reshard_all();
+}
+
+void UnitRuntime::pre_backward() {
+  if (pre_backward_done_) return;
+  pre_backward_done_ = true;
+  in_backward_ = true;
+  auto& st = *state_;
+  if (!st.final_callback_queued) {
+    st.final_callback_queued = true;
+    auto state = state_;
+    autograd::queue_callback([state] { state->final_callback(); });
+  }
+  if (handle_ == nullptr) return;
+  unshard(false);
+  handle_->use_unsharded_flat_param();
+  if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_PRE) {
+    const int i = st.order_index(this);
+    if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
+  }
+  handle_->prepare_gradient_for_backward();
+}
+
+void UnitRuntime::post_backward() {
+  auto& st = *state_;
+  auto* h = handle_.get();
+  const Tensor grad = h->flat_param().grad();
+  if (!grad.defined()) return;
+  FSDP_CHECK(!grad.requires_grad(), RuntimeError, "FSDP does not support gradients of gradients");
+  post_backward_done_ = true;
+  in_backward_ = true;
+  if (h->sharded() && (st.sync_gradients || reshards_after_forward(config_.strategy))) reshard();
+  if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_POST) {
+    const int i = st.order_index(this);
+    if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
+  }
+  if (!st.sync_gradients) return;
+
+  // Reduce: pre-divide, reduce-scatter (all-reduce for NO_SHARD) on the reduction queue.
+  autograd::NoGradGuard no_grad;
+  Tensor g = h->take_unsharded_grad();
+  const int shard_size = config_.shard_group->size();
+  const int replicas = config_.replicate_group ? config_.replicate_group->size() : 1;
+  const DivideFactors f = gradient_divide_factors(shard_size * replicas);
+  if (f.pre != 1.0) mul_(g, 1.0 / f.pre);
+  PendingReduction r;
+  r.handle = h;
+  r.input = g;
+  r.replicate = config_.replicate_group.get();
+  r.postdivide = f.post;
+  if (shard_size > 1) {
+    auto& queue = st.comm.reduce_queue(config_.shard_group);
+    if (h->sharded()) {
+      r.output = empty({h->layout().shard_numel}, TensorOptions(g.dtype()));
+      r.work = queue.reduce_scatter_async(g.data_ptr(), r.output.data_ptr(),
+                                          static_cast<std::size_t>(h->layout().shard_numel),
+                                          g.dtype());
+    } else {
+      r.output = g;
+      r.work = queue.all_reduce_async(g.data_ptr(), static_cast<std::size_t>(g.numel()),
+                                      g.dtype());
+    }
+  } else {
+    r.output = h->sharded() ? g.narrow(0, 0, h->layout().shard_numel).contiguous() : g;
+  }
+  st.record(RuntimeEvent::Kind::ReduceGrad, *this);
+  st.comm.enqueue(std::move(r));
+  // Keep at most two unsharded gradients alive in flight.
+  st.comm.finish_reductions(2);
+}
+
+nn::Value UnitRuntime::forward(nn::Module& module, const nn::Args& args) {
+  pre_forward();
+  nn::Value out = module(args);
+  post_forward(out);
+  return out;
+}
+
+void UnitRuntime::unshard_now() {
+  if (!state_) lazy_init();
+  unshard(false);
+  if (handle_ != nullptr) {
+    autograd::NoGradGuard no_grad;
+    handle_->use_unsharded_views();
+  }
+}
+
+void UnitRuntime::reshard_now() {
+  if (handle_ == nullptr) return;
+  if (handle_->sharded())
+    reshard();
+  else
+    handle_->use_sharded_views();
+}
+
+}  // namespace fsdp

@@ -1,0 +1,105 @@
+// The FSDP schedule (upstream's _runtime_utils): lazy root initialisation, pre-forward unshard
+// and forward prefetch, post-forward reshard by strategy, pre-backward unshard from hooks on the
+// unit's outputs and backward prefetch in the reverse of the recorded forward order,
+// post-backward gradient reduction from the flat parameter's post-accumulate-grad hook, and the
+// final callback that finishes the reductions, reshards what is left and sets the sharded
+// gradients. Every unshard, reshard and reduction is recorded as a RuntimeEvent.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "core/module.h"
+#include "fsdp/comm_scheduler.h"
+#include "fsdp/events.h"
+#include "fsdp/flat_param.h"
+#include "policies/options.h"
+
+namespace fsdp {
+
+class FullyShardedDataParallel;
+struct RootState;
+
+// What one unit's schedule needs to know, resolved from its options.
+struct UnitConfig {
+  ShardingStrategy strategy = ShardingStrategy::FULL_SHARD;
+  std::optional<policies::BackwardPrefetch> backward_prefetch =
+      policies::BackwardPrefetch::BACKWARD_PRE;
+  bool forward_prefetch = false;
+  bool limit_all_gathers = true;
+  std::shared_ptr<comm::ProcessGroup> shard_group;
+  std::shared_ptr<comm::ProcessGroup> replicate_group;  // HYBRID_SHARD only
+};
+
+class UnitRuntime {
+ public:
+  UnitRuntime(FullyShardedDataParallel& owner, UnitConfig config,
+              std::unique_ptr<FlatParamHandle> handle);
+  ~UnitRuntime();
+
+  // The unit's forward: unshard, run `module`, reshard, register pre-backward hooks.
+  nn::Value forward(nn::Module& module, const nn::Args& args);
+
+  const UnitConfig& config() const { return config_; }
+  FlatParamHandle* handle() const { return handle_.get(); }
+  bool is_root() const { return is_root_.value_or(false); }
+  bool initialized() const { return state_ != nullptr; }
+  const std::string& fqn() const { return fqn_; }
+  // The shared state of this unit's tree (lazily initialising this unit as the root first).
+  RootState& root_state();
+
+  // Unsharded for as long as the returned guard lives (summon_full_params, full state dicts).
+  void unshard_now();
+  void reshard_now();
+
+ private:
+  friend struct RootState;
+  void lazy_init();
+  void pre_forward();
+  void post_forward(nn::Value& output);
+  void pre_backward();
+  void post_backward();
+  void unshard(bool prefetch);
+  void prefetch(UnitRuntime* next);
+  void reshard(bool record = true);
+  void register_post_backward_hook();
+
+  FullyShardedDataParallel& owner_;
+  UnitConfig config_;
+  std::unique_ptr<FlatParamHandle> handle_;
+  std::shared_ptr<RootState> state_;
+  std::optional<bool> is_root_;
+  std::string fqn_;
+  bool pre_backward_done_ = false;
+  bool post_backward_done_ = false;
+  bool in_backward_ = false;
+  bool post_backward_hook_registered_ = false;
+};
+
+// State shared by every unit of one root's tree (upstream shares it through the root's
+// _lazy_init): the units, the recorded forward order, the collectives, the event log.
+struct RootState {
+  std::vector<UnitRuntime*> units;          // pre-order, the root first
+  std::vector<UnitRuntime*> forward_order;  // units with parameters, as first run
+  bool order_recorded = false;  // after the first iteration the order is fixed
+  bool sync_gradients = true;   // false inside no_sync()
+  bool final_callback_queued = false;
+  bool record_events = true;
+  std::vector<RuntimeEvent> events;
+  CommScheduler comm;
+
+  void record(RuntimeEvent::Kind kind, const UnitRuntime& unit);
+  // Position of `unit` in forward_order (-1 when absent).
+  int order_index(const UnitRuntime* unit) const;
+  // Units whose unsharded parameters are in use or in flight and will be freed in this pass
+  // (upstream's rate limiter counts those).
+  int unshards_in_flight(bool backward) const;
+  void final_callback();
+  // Frees every unit's unsharded parameters that are still held (none expected afterwards).
+  void reshard_all();
+};
+
+}  // namespace fsdp

@@ -1,0 +1,20 @@
+#include "fsdp/sharding.h"
+
+namespace fsdp {
+
+bool is_sharded(ShardingStrategy s) { return s != ShardingStrategy::NO_SHARD; }
+
+bool reshards_after_forward(ShardingStrategy s) {
+  return s == ShardingStrategy::FULL_SHARD || s == ShardingStrategy::HYBRID_SHARD;
+}
+
+DivideFactors gradient_divide_factors(int world_size) {
+  int factor = 1;
+  while (world_size % factor == 0 && world_size / factor > factor) factor *= 2;
+  DivideFactors f;
+  f.pre = static_cast<double>(factor);
+  f.post = static_cast<double>(world_size) / factor;
+  return f;
+}
+
+}  // namespace fsdp
