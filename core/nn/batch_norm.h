@@ -27,7 +27,7 @@ class NormBase : public Module {
     return cls;
   }
   void reset_running_stats();
-  void reset_parameters();
+  void reset_parameters() override;
   std::string extra_repr() const override;
 
   const std::int64_t num_features;

@@ -29,7 +29,7 @@ class Embedding : public Module, public Cloneable {
 
   Value forward(const Args& args) override { return forward(args.tensor(0)); }
   Tensor forward(const Tensor& indices);
-  void reset_parameters();
+  void reset_parameters() override;
   std::string extra_repr() const override;
   ModulePtr clone_structure() const override;
 

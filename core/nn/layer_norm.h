@@ -19,7 +19,7 @@ class LayerNorm : public Module, public Cloneable {
 
   Value forward(const Args& args) override { return forward(args.tensor(0)); }
   Tensor forward(const Tensor& input);
-  void reset_parameters();
+  void reset_parameters() override;
   std::string extra_repr() const override;
   ModulePtr clone_structure() const override;
 

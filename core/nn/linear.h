@@ -28,7 +28,7 @@ class Linear : public Module, public Cloneable {
 
   Value forward(const Args& args) override;
   Tensor forward(const Tensor& input);
-  void reset_parameters();
+  void reset_parameters() override;
   std::string extra_repr() const override;
   ModulePtr clone_structure() const override;
 

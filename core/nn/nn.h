@@ -4,6 +4,7 @@
 #include "core/module.h"
 #include "core/nn/activation.h"
 #include "core/nn/batch_norm.h"
+#include "core/nn/clip_grad.h"
 #include "core/nn/cloneable.h"
 #include "core/nn/container.h"
 #include "core/nn/dropout.h"

@@ -282,4 +282,89 @@ BOOST_AUTO_TEST_CASE(values_and_args) {
   BOOST_TEST(a.get(2, "missing").is_none());
 }
 
+BOOST_AUTO_TEST_CASE(tensor_attributes_are_not_parameters_but_param_finds_them) {
+  Scale s(2.0);
+  s.register_buffer("b", zeros({1}));
+  Tensor w = s.remove_parameter("w");
+  Tensor view = make_view(w.detach(), {1}, {1}, 0);  // a plain tensor in the parameter's place
+  s.set_tensor_attribute("w", view);
+  BOOST_TEST(s.has_tensor_attribute("w"));
+  BOOST_TEST(!s.has_parameter("w"));
+  BOOST_TEST(s.tensor_attribute("w").impl() == view.impl());
+  BOOST_TEST(s.param("w").impl() == view.impl());  // the layer's forward sees the view
+  BOOST_TEST(s(from_vector({3}, {1})).tensor().item() == 6.0);
+  BOOST_TEST(s.named_parameters().empty());
+  BOOST_TEST(s.parameters().empty());
+  BOOST_TEST(s.named_buffers().size() == 1u);
+  auto sd = s.state_dict();
+  BOOST_REQUIRE(sd.size() == 1u);
+  BOOST_TEST(sd[0].first == "b");
+  // Reassigning keeps one attribute; removing returns it; the parameter can then come back.
+  Tensor other = from_vector({5}, {1});
+  s.set_tensor_attribute("w", other);
+  BOOST_TEST(s.param("w").impl() == other.impl());
+  BOOST_TEST(s.remove_tensor_attribute("w").impl() == other.impl());
+  BOOST_TEST(!s.has_tensor_attribute("w"));
+  s.register_parameter("w", w);
+  BOOST_TEST(s.named_parameters().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(tensor_attribute_name_clashes_name_both_sides) {
+  Scale s(1.0);
+  s.register_buffer("b", zeros({1}));
+  s.register_module("child", std::make_shared<Scale>(3.0));
+  auto clash = [](const std::string& text) {
+    return [text](const KeyError& e) { return message_has(e, text); };
+  };
+  BOOST_CHECK_EXCEPTION(s.set_tensor_attribute("w", zeros({1})), KeyError,
+                        clash("attribute 'w' already exists as a parameter of Scale: cannot "
+                              "register a tensor attribute with the same name"));
+  BOOST_CHECK_EXCEPTION(s.set_tensor_attribute("b", zeros({1})), KeyError,
+                        clash("'b' already exists as a buffer of Scale"));
+  BOOST_CHECK_EXCEPTION(s.set_tensor_attribute("child", zeros({1})), KeyError,
+                        clash("'child' already exists as a child module of Scale"));
+  BOOST_CHECK_EXCEPTION(s.set_tensor_attribute("a.b", zeros({1})), KeyError,
+                        clash("tensor attribute name can't contain \".\""));
+  s.set_tensor_attribute("t", zeros({1}));
+  BOOST_CHECK_EXCEPTION(s.register_parameter("t", zeros({1})), KeyError,
+                        clash("attribute 't' already exists as a tensor attribute of Scale: "
+                              "cannot register a parameter with the same name"));
+  BOOST_CHECK_EXCEPTION(s.register_buffer("t", zeros({1})), KeyError,
+                        clash("cannot register a buffer with the same name"));
+  BOOST_CHECK_EXCEPTION(s.register_module("t", nullptr), KeyError,
+                        clash("cannot register a module with the same name"));
+  BOOST_CHECK_EXCEPTION(s.tensor_attribute("nope"), KeyError,
+                        clash("Scale has no tensor attribute 'nope' (tensor attributes: t)"));
+  BOOST_CHECK_EXCEPTION(s.remove_tensor_attribute("nope"), KeyError,
+                        clash("Scale has no tensor attribute 'nope'"));
+  BOOST_CHECK_EXCEPTION(s.param("nope"), KeyError, clash("Scale has no parameter 'nope'"));
+}
+
+BOOST_AUTO_TEST_CASE(to_empty_materialises_meta_tensors_in_place) {
+  auto meta = TensorOptions(DType::Float32, kMeta);
+  auto root = std::make_shared<Chain>();
+  auto a = root->register_module("a", std::make_shared<Scale>(1.0));
+  auto b = root->register_module("b", std::make_shared<Scale>(1.0));
+  Tensor shared = empty({2, 3}, meta);
+  a->register_parameter("tied", shared);
+  b->register_parameter("tied", shared);
+  root->register_buffer("stat", empty({4}, TensorOptions(DType::Int64, kMeta)));
+  a->set_parameter("w", empty({1}, meta).requires_grad_());
+  const TensorImpl* w_before = a->param("w").impl();
+
+  root->to_empty(kCPU, /*recurse=*/false);  // only root's own buffer
+  BOOST_TEST(root->buffer("stat").device().is_cpu());
+  BOOST_TEST(root->buffer("stat").dtype() == DType::Int64);
+  BOOST_TEST(a->param("tied").is_meta());
+
+  root->to_empty(kCPU);
+  for (const auto& [name, p] : root->named_parameters(/*prefix=*/"", true, false))
+    BOOST_TEST((p.device().is_cpu() && p.storage()->data() != nullptr), name);
+  BOOST_TEST(a->param("w").impl() == w_before);  // identity kept
+  BOOST_TEST(a->param("w").requires_grad());
+  BOOST_TEST(a->param("tied").impl() == b->param("tied").impl());  // still tied
+  BOOST_TEST(shared.device().is_cpu());
+  BOOST_TEST((shared.shape() == Shape{2, 3}));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

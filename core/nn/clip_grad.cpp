@@ -1,0 +1,155 @@
+#include "core/nn/clip_grad.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/autograd.h"
+#include "core/kernel_utils.h"
+#include "core/nn/repr_utils.h"
+#include "core/ops.h"
+
+namespace fsdp::nn {
+
+namespace {
+
+void check_grad(const Tensor& g, const char* op) {
+  check_cpu(g, op);
+  FSDP_CHECK(g.is_floating_point(), TypeError, "{}: gradients must be floating point, got {}", op,
+             dtype_name(g.dtype()));
+}
+
+// Calls f(value) for every element of t, read as double.
+template <typename F>
+void for_each_value(const Tensor& t, F&& f) {
+  dispatch_all(t.dtype(), [&]<typename T>() {
+    const T* base = t.data<T>();
+    for_each_offset(t.shape(), t.strides(), [&](std::int64_t o) { f(to_double(base[o])); });
+  });
+}
+
+// One tensor's share of the total: sum |x|^p for a finite non-zero p, max |x| for inf, min |x|
+// for -inf, and for 0 whether it has a non-zero (torch takes the order-0 norm of the per-tensor
+// norms: it counts tensors, not elements). Accumulated in double.
+double partial_norm(const Tensor& t, double p) {
+  double acc = std::isinf(p) ? (p > 0 ? 0.0 : std::numeric_limits<double>::infinity()) : 0.0;
+  if (p == 2.0)
+    for_each_value(t, [&](double v) { acc += v * v; });
+  else if (p == 1.0)
+    for_each_value(t, [&](double v) { acc += std::abs(v); });
+  else if (std::isinf(p) && p > 0)
+    for_each_value(t, [&](double v) { acc = std::fmax(acc, std::abs(v)); });
+  else if (std::isinf(p))
+    for_each_value(t, [&](double v) { acc = std::fmin(acc, std::abs(v)); });
+  else if (p == 0.0)
+    for_each_value(t, [&](double v) { acc = v != 0.0 ? 1.0 : acc; });
+  else
+    for_each_value(t, [&](double v) { acc += std::pow(std::abs(v), p); });
+  // max/min must propagate nan as torch does (fmax/fmin drop it).
+  if (std::isinf(p))
+    for_each_value(t, [&](double v) {
+      if (std::isnan(v)) acc = v;
+    });
+  return acc;
+}
+
+DType result_dtype(const std::vector<Tensor>& tensors) {
+  for (const auto& t : tensors)
+    if (t.defined() && t.dtype() == DType::Float64) return DType::Float64;
+  return DType::Float32;
+}
+
+std::vector<Tensor> grads_of(const std::vector<Tensor>& parameters) {
+  std::vector<Tensor> grads;
+  for (const auto& p : parameters)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  return grads;
+}
+
+}  // namespace
+
+Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type,
+                      bool error_if_nonfinite) {
+  FSDP_CHECK(!std::isnan(norm_type), ValueError, "get_total_norm: norm_type is nan");
+  const bool is_max = std::isinf(norm_type) && norm_type > 0;
+  const bool is_min = std::isinf(norm_type) && norm_type < 0;
+  double total = is_min ? std::numeric_limits<double>::infinity() : 0.0;
+  bool any = false;
+  for (const auto& t : tensors) {
+    if (!t.defined()) continue;
+    check_grad(t, "clip_grad_norm_");
+    if (t.numel() == 0) continue;
+    const double part = partial_norm(t, norm_type);
+    any = true;
+    if (std::isnan(part))
+      total = part;
+    else if (std::isnan(total))
+      continue;
+    else if (is_max)
+      total = std::max(total, part);
+    else if (is_min)
+      total = std::min(total, part);
+    else
+      total += part;
+  }
+  if (!any)
+    total = 0.0;
+  else if (!std::isinf(norm_type) && norm_type != 0.0 && norm_type != 1.0)
+    total = std::pow(total, 1.0 / norm_type);
+  Tensor out = scalar_tensor(total, result_dtype(tensors));
+  if (error_if_nonfinite && !std::isfinite(out.item()))
+    throw RuntimeError(fmt::format(
+        "The total norm of order {} for gradients from `parameters` is non-finite, so it cannot "
+        "be clipped. To disable this error and scale the gradients by the non-finite norm "
+        "anyway, set `error_if_nonfinite=False`",
+        py_float(norm_type)));
+  return out;
+}
+
+void clip_grads_with_norm_(const std::vector<Tensor>& parameters, double max_norm,
+                           const Tensor& total_norm) {
+  const std::vector<Tensor> grads = grads_of(parameters);
+  if (grads.empty()) return;
+  // In the norm's precision, as torch's tensor arithmetic: max_norm / (total + 1e-6), at most 1.
+  double coef;
+  if (total_norm.dtype() == DType::Float64) {
+    coef = max_norm / (total_norm.item() + 1e-6);
+  } else {
+    coef = static_cast<float>(max_norm) / (static_cast<float>(total_norm.item()) + 1e-6f);
+  }
+  if (coef > 1.0) coef = 1.0;  // torch.clamp(max=1.0), which keeps nan
+  autograd::NoGradGuard no_grad;
+  for (Tensor g : grads) {
+    check_grad(g, "clip_grad_norm_");
+    mul_(g, coef);
+  }
+}
+
+Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  const std::vector<Tensor> grads = grads_of(parameters);
+  if (grads.empty()) return scalar_tensor(0.0);
+  Tensor total = get_total_norm(grads, norm_type, error_if_nonfinite);
+  clip_grads_with_norm_(parameters, max_norm, total);
+  return total;
+}
+
+void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {
+  const double lo = -clip_value, hi = clip_value;
+  for (const Tensor& g : grads_of(parameters)) {
+    check_grad(g, "clip_grad_value_");
+    dispatch_all(g.dtype(), [&]<typename T>() {
+      T* base = g.data<T>();
+      for_each_offset(g.shape(), g.strides(), [&](std::int64_t o) {
+        const double v = to_double(base[o]);
+        // torch.clamp_: nan stays nan.
+        if (v < lo)
+          base[o] = from_double<T>(lo);
+        else if (v > hi)
+          base[o] = from_double<T>(hi);
+      });
+    });
+    g.storage()->bump_version();
+  }
+}
+
+}  // namespace fsdp::nn
