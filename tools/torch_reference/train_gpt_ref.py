@@ -84,10 +84,9 @@ def gpt_batch(data, step, global_batch, seq):
 
 
 def tensor_bytes(t):
-    t = t.detach().contiguous().cpu()
-    if t.dtype in (torch.float16, torch.bfloat16):
-        t = t.view(torch.int16)
-    return t.numpy().tobytes()
+    """Raw little-endian bytes, without numpy (a torch 2.x venv may lack it)."""
+    flat = t.detach().contiguous().cpu().reshape(-1)
+    return bytes(flat.view(torch.uint8).tolist())
 
 
 def save(path, model, metadata):
