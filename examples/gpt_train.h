@@ -1,0 +1,59 @@
+// One rank of the GPT training job (examples/train_gpt.cpp), as a function: the job, the tests
+// (sharded against unsharded) and the benchmark all run exactly this loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "examples/gpt.h"
+#include "policies/options.h"
+
+namespace fsdp::examples {
+
+struct GPTTrainConfig {
+  GPTConfig model;
+  std::int64_t batch = 8;  // sequences per rank per step
+  int steps = 10;
+  double lr = 1e-3;
+  std::string optimizer = "adamw";  // "sgd" | "adamw"
+  std::uint64_t seed = 0;
+  std::shared_ptr<const std::string> data;  // the training bytes
+  // FSDP: absent = the plain (unsharded) model on this rank alone.
+  std::optional<policies::ShardingStrategy> sharding = policies::ShardingStrategy::FULL_SHARD;
+  std::string policy = "transformer([TransformerEncoderLayer])";  // fsdp-plan's grammar
+  bool use_orig_params = false;
+  bool forward_prefetch = false;
+  std::optional<policies::BackwardPrefetch> backward_prefetch =
+      policies::BackwardPrefetch::BACKWARD_PRE;
+  bool limit_all_gathers = true;
+  int node_size = 0;  // HYBRID_SHARD: ranks per shard group (0: all ranks on one node)
+  double clip_grad_norm = 0;  // > 0: clip the gradients' total norm to it every step
+  std::string load_path;      // a full checkpoint (safetensors) loaded before training
+  std::string save_path;      // the full checkpoint written after training (rank 0)
+  // Evaluation: mean loss over eval_batches global batches of eval_data, before and after.
+  std::shared_ptr<const std::string> eval_data;
+  int eval_batches = 0;
+  // Called on every rank after each step with (step, global mean loss).
+  std::function<void(int, double)> on_step;
+};
+
+struct GPTTrainResult {
+  std::vector<double> losses;  // per step, the mean over the global batch (equal on every rank)
+  double seconds = 0;          // the training loop, without the first step
+  double exposed_comm_seconds = 0;  // blocked in the runtime's collectives, without step 1
+  std::int64_t peak_bytes = 0;      // this rank's peak allocated bytes
+  double eval_before = 0, eval_after = 0;
+  std::int64_t num_parameters = 0;
+};
+
+// Runs the job on this rank of `group` (every rank must call it). With `sharding` absent the
+// group must have one rank.
+GPTTrainResult train_gpt(const GPTTrainConfig& config,
+                         const std::shared_ptr<comm::ProcessGroup>& group);
+
+}  // namespace fsdp::examples

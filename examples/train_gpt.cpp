@@ -1,0 +1,169 @@
+// train_gpt: a byte-level GPT trained with FSDP, in one process (ranks as threads) or one
+// process per rank under mpirun (--backend mpi|gloo|nccl). Prints one line per logged step:
+// "step <i> loss <x>" (the mean over the global batch), then tokens/s and per-rank peak memory.
+// The data order is exact (examples/gpt_data.h), so N ranks x batch B print the losses of one
+// rank with batch N*B.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <sstream>
+
+#include "comm/registry.h"
+#include "comm/threads/run_threads.h"
+#include "core/error.h"
+#include "examples/gpt_train.h"
+#include "policies/options.h"
+
+using namespace fsdp;
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+std::shared_ptr<const std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  FSDP_CHECK(in.good(), ValueError, "--data: cannot open '{}'", path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return std::make_shared<const std::string>(s.str());
+}
+
+std::optional<policies::ShardingStrategy> parse_sharding(const std::string& s) {
+  using policies::ShardingStrategy;
+  if (s == "none") return std::nullopt;
+  for (auto v : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                 ShardingStrategy::NO_SHARD, ShardingStrategy::HYBRID_SHARD,
+                 ShardingStrategy::_HYBRID_SHARD_ZERO2})
+    if (s == policies::to_string(v) || "ShardingStrategy." + s == policies::to_string(v)) return v;
+  throw ValueError(fmt::format(
+      "--sharding: unknown strategy '{}'; choose FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
+      "HYBRID_SHARD, _HYBRID_SHARD_ZERO2 or none (the unsharded model, one rank)",
+      s));
+}
+
+std::optional<policies::BackwardPrefetch> parse_prefetch(const std::string& s) {
+  if (s == "pre") return policies::BackwardPrefetch::BACKWARD_PRE;
+  if (s == "post") return policies::BackwardPrefetch::BACKWARD_POST;
+  FSDP_CHECK(s == "none", ValueError, "--backward-prefetch: '{}' is not pre, post or none", s);
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train a byte-level GPT with FSDP (fsdp-cpp)"};
+  examples::GPTTrainConfig cfg;
+  std::string data_path, eval_path, backend = "threads", sharding = "FULL_SHARD",
+                                    prefetch = "pre";
+  int ranks = 2, log_every = 1, threads_per_rank = 1;
+  app.add_option("--layers", cfg.model.layers, "transformer blocks")->capture_default_str();
+  app.add_option("--d-model", cfg.model.d_model, "model width")->capture_default_str();
+  app.add_option("--heads", cfg.model.heads, "attention heads")->capture_default_str();
+  app.add_option("--seq", cfg.model.seq, "bytes per sequence (T)")->capture_default_str();
+  app.add_option("--batch", cfg.batch, "sequences per rank per step")->capture_default_str();
+  app.add_option("--steps", cfg.steps, "optimizer steps")->capture_default_str();
+  app.add_option("--lr", cfg.lr, "learning rate")->capture_default_str();
+  app.add_option("--optimizer", cfg.optimizer, "sgd | adamw")->capture_default_str();
+  app.add_option("--seed", cfg.seed, "initialisation seed")->capture_default_str();
+  app.add_option("--data", data_path, "training bytes (a file)")->required();
+  app.add_option("--eval-data", eval_path, "held-out bytes: loss before and after training");
+  app.add_option("--eval-batches", cfg.eval_batches, "global batches of --eval-data")
+      ->capture_default_str();
+  app.add_option("--backend", backend, "threads | mpi | gloo | nccl")->capture_default_str();
+  app.add_option("--ranks", ranks, "ranks (threads backend)")->capture_default_str();
+  app.add_option("--sharding", sharding,
+                 "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2 | "
+                 "none")
+      ->capture_default_str();
+  app.add_option("--node-size", cfg.node_size, "HYBRID_SHARD: ranks per shard group");
+  app.add_option("--policy", cfg.policy, "auto-wrap policy (fsdp-plan's grammar)")
+      ->capture_default_str();
+  app.add_flag("--use-orig-params", cfg.use_orig_params, "keep the original parameters");
+  app.add_flag("--forward-prefetch", cfg.forward_prefetch, "prefetch the next unit in forward");
+  app.add_option("--backward-prefetch", prefetch, "pre | post | none")->capture_default_str();
+  app.add_option("--clip-grad-norm", cfg.clip_grad_norm, "clip the total gradient norm");
+  app.add_option("--save", cfg.save_path, "write the full checkpoint (safetensors) at the end");
+  app.add_option("--load", cfg.load_path, "start from a full checkpoint (safetensors)");
+  app.add_option("--log-every", log_every, "print every K steps")->capture_default_str();
+  app.add_option("--threads-per-rank", threads_per_rank, "BLAS threads per rank")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    FSDP_CHECK(log_every >= 1, ValueError, "--log-every must be >= 1, got {}", log_every);
+    FSDP_CHECK(cfg.steps >= 0, ValueError, "--steps must be >= 0, got {}", cfg.steps);
+    FSDP_CHECK(cfg.batch >= 1, ValueError, "--batch must be >= 1, got {}", cfg.batch);
+    FSDP_CHECK(ranks >= 1, ValueError, "--ranks must be >= 1, got {}", ranks);
+    FSDP_CHECK(cfg.model.layers >= 0 && cfg.model.d_model >= 1 && cfg.model.heads >= 1 &&
+                   cfg.model.seq >= 1,
+               ValueError, "--layers/--d-model/--heads/--seq must be positive");
+    FSDP_CHECK(std::isfinite(cfg.lr) && cfg.lr >= 0, ValueError,
+               "--lr must be finite and >= 0, got {}", cfg.lr);
+    FSDP_CHECK(threads_per_rank >= 1, ValueError, "--threads-per-rank must be >= 1");
+    openblas_set_num_threads(threads_per_rank);
+    cfg.data = read_file(data_path);
+    if (!eval_path.empty()) cfg.eval_data = read_file(eval_path);
+    cfg.sharding = parse_sharding(sharding);
+    cfg.backward_prefetch = parse_prefetch(prefetch);
+
+    std::mutex print_mutex;
+    auto run_rank = [&](const std::shared_ptr<comm::ProcessGroup>& group) {
+      const int rank = group->rank(), world = group->size();
+      examples::GPTTrainConfig c = cfg;
+      const double tokens_per_step =
+          static_cast<double>(cfg.batch) * world * static_cast<double>(cfg.model.seq);
+      auto last = std::chrono::steady_clock::now();
+      int since = 0;
+      c.on_step = [&](int step, double loss) {
+        ++since;
+        if (rank != 0 || ((step + 1) % log_every != 0 && step + 1 != cfg.steps)) return;
+        const auto now = std::chrono::steady_clock::now();
+        const double secs = std::chrono::duration<double>(now - last).count();
+        std::lock_guard<std::mutex> lock(print_mutex);
+        fmt::print("step {} loss {:.8g} tokens/s {:.0f}\n", step, loss,
+                   tokens_per_step * since / secs);
+        std::fflush(stdout);
+        last = now;
+        since = 0;
+      };
+      examples::GPTTrainResult r = examples::train_gpt(c, group);
+      std::lock_guard<std::mutex> lock(print_mutex);
+      if (rank == 0) {
+        const int timed = std::max(0, cfg.steps - 1);
+        fmt::print("model: GPT L{} D{} H{} T{}: {} parameters; {} rank(s), {}, batch {} per rank\n",
+                   cfg.model.layers, cfg.model.d_model, cfg.model.heads, cfg.model.seq,
+                   r.num_parameters, world, sharding, cfg.batch);
+        if (timed > 0)
+          fmt::print("tokens/s {:.0f}  ms/step {:.1f}  exposed communication {:.1f}%\n",
+                     tokens_per_step * timed / r.seconds, 1000.0 * r.seconds / timed,
+                     100.0 * r.exposed_comm_seconds / r.seconds);
+        if (cfg.eval_data && cfg.eval_batches > 0)
+          fmt::print("held-out loss before {:.6f} after {:.6f}\n", r.eval_before, r.eval_after);
+      }
+      fmt::print("rank {} peak memory {:.2f} MiB\n", rank, r.peak_bytes / 1048576.0);
+      std::fflush(stdout);
+      if (cfg.eval_data && cfg.eval_batches > 0 && cfg.steps > 0 && !(r.eval_after < r.eval_before))
+        throw RuntimeError("the held-out loss did not fall");
+    };
+
+    if (backend == "threads") {
+      comm::run_threads(ranks, [&](comm::ProcessGroup& pg) {
+        run_rank(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+      });
+    } else {
+      auto group = comm::init_process_group(backend);
+      run_rank(group);
+    }
+    return 0;
+  } catch (const comm::RankFailedError& e) {
+    fmt::print(stderr, "train_gpt: error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "train_gpt: error: {}\n", e.what());
+    return 1;
+  }
+}
