@@ -20,7 +20,7 @@ std::shared_ptr<Work> OrderedExecutor::submit(std::function<void()> task) {
   {
     std::lock_guard lock(mutex_);
     if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
-    queue_.push_back(Task{std::move(task), work});
+    queue_.push_back(Task{std::move(task), work, MemoryScopes::current()});
   }
   cv_.notify_all();
   return work;
@@ -57,6 +57,7 @@ void OrderedExecutor::worker_loop() {
       busy_ = true;
     }
     try {
+      MemoryScopesGuard scopes(std::move(task.scopes));
       task.fn();
       task.work->set_done();
     } catch (...) {

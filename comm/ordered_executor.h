@@ -1,6 +1,8 @@
 // Internal: runs a group's collectives one at a time in issue order, on the caller's thread
 // (synchronous calls) or on one worker thread (asynchronous calls). Ranks must issue collectives
 // in the same order, so one FIFO per group is what keeps asynchronous calls matched across ranks.
+// A queued task runs under the memory-statistics scopes of the thread that queued it, so what it
+// allocates is charged to that rank.
 #pragma once
 
 #include <condition_variable>
@@ -11,6 +13,7 @@
 #include <thread>
 
 #include "comm/work.h"
+#include "core/memory_stats.h"
 
 namespace fsdp::comm {
 
@@ -31,6 +34,7 @@ class OrderedExecutor {
   struct Task {
     std::function<void()> fn;
     std::shared_ptr<PromiseWork> work;
+    MemoryScopes scopes;  // the queuing thread's
   };
   void worker_loop();
 

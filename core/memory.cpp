@@ -8,27 +8,7 @@
 
 namespace fsdp {
 
-void MemoryStats::on_alloc(std::int64_t n) {
-  num_allocs.fetch_add(1, std::memory_order_relaxed);
-  std::int64_t cur = current_bytes.fetch_add(n, std::memory_order_relaxed) + n;
-  std::int64_t peak = peak_bytes.load(std::memory_order_relaxed);
-  while (cur > peak && !peak_bytes.compare_exchange_weak(peak, cur, std::memory_order_relaxed)) {
-  }
-}
-
-void MemoryStats::on_free(std::int64_t n) {
-  num_frees.fetch_add(1, std::memory_order_relaxed);
-  current_bytes.fetch_sub(n, std::memory_order_relaxed);
-}
-
-MemoryStats& global_memory_stats(DeviceType type) {
-  static MemoryStats stats[3];
-  return stats[static_cast<int>(type)];
-}
-
 namespace {
-thread_local std::shared_ptr<MemoryStats> t_scope_stats;
-
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(std::size_t nbytes, Device) override {
@@ -45,13 +25,6 @@ CpuAllocator g_cpu_allocator;
 Allocator* g_allocators[3] = {&g_cpu_allocator, nullptr, nullptr};
 std::mutex g_alloc_registry_mutex;
 }  // namespace
-
-MemoryStatsScope::MemoryStatsScope(std::shared_ptr<MemoryStats> stats)
-    : prev_(std::move(t_scope_stats)) {
-  t_scope_stats = std::move(stats);
-}
-MemoryStatsScope::~MemoryStatsScope() { t_scope_stats = std::move(prev_); }
-std::shared_ptr<MemoryStats> MemoryStatsScope::current() { return t_scope_stats; }
 
 void register_allocator(DeviceType type, Allocator* allocator) {
   std::lock_guard<std::mutex> lock(g_alloc_registry_mutex);
@@ -75,7 +48,7 @@ Storage::Storage(std::size_t nbytes, Device device) : device_(device) {
     nbytes_ = nbytes;  // shape bookkeeping only
     return;
   }
-  scope_stats_ = t_scope_stats;
+  scopes_ = MemoryScopes::current();
   resize(nbytes);
 }
 
@@ -88,7 +61,7 @@ void Storage::release() {
   }
   allocator_for(device_)->deallocate(data_, nbytes_, device_);
   global_memory_stats(device_.type).on_free(static_cast<std::int64_t>(nbytes_));
-  if (scope_stats_) scope_stats_->on_free(static_cast<std::int64_t>(nbytes_));
+  scopes_.on_free(static_cast<std::int64_t>(nbytes_));
   data_ = nullptr;
   nbytes_ = 0;
 }
@@ -103,7 +76,7 @@ void Storage::resize(std::size_t nbytes) {
   if (nbytes > 0) {
     fresh = allocator_for(device_)->allocate(nbytes, device_);
     global_memory_stats(device_.type).on_alloc(static_cast<std::int64_t>(nbytes));
-    if (scope_stats_) scope_stats_->on_alloc(static_cast<std::int64_t>(nbytes));
+    scopes_.on_alloc(static_cast<std::int64_t>(nbytes));
     if (data_ && device_.is_cpu()) std::memcpy(fresh, data_, std::min(nbytes, nbytes_));
   }
   release();

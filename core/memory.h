@@ -1,5 +1,6 @@
-// Storage allocation with statistics (current and peak bytes per device). Later issues measure
-// FSDP's memory with these counters, and a rank running as a thread charges its own stats.
+// Storage allocation with statistics (core/memory_stats.h: current and peak bytes per device and
+// per scope). FSDP's memory is measured with these counters; a rank running as a thread charges
+// its own scope.
 #pragma once
 
 #include <atomic>
@@ -8,36 +9,9 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/memory_stats.h"
 
 namespace fsdp {
-
-struct MemoryStats {
-  std::atomic<std::int64_t> current_bytes{0};
-  std::atomic<std::int64_t> peak_bytes{0};
-  std::atomic<std::int64_t> num_allocs{0};
-  std::atomic<std::int64_t> num_frees{0};
-
-  void on_alloc(std::int64_t n);
-  void on_free(std::int64_t n);
-  void reset_peak() { peak_bytes.store(current_bytes.load()); }
-};
-
-// Process-wide statistics of one device type (cpu, cuda). Meta tensors allocate nothing.
-MemoryStats& global_memory_stats(DeviceType type);
-
-// While alive, storages this thread allocates are (also) charged to `stats`, and their frees
-// are charged back to it from whichever thread frees them. Scopes nest; the innermost wins.
-class MemoryStatsScope {
- public:
-  explicit MemoryStatsScope(std::shared_ptr<MemoryStats> stats);
-  ~MemoryStatsScope();
-  MemoryStatsScope(const MemoryStatsScope&) = delete;
-  MemoryStatsScope& operator=(const MemoryStatsScope&) = delete;
-  static std::shared_ptr<MemoryStats> current();
-
- private:
-  std::shared_ptr<MemoryStats> prev_;
-};
 
 // A device allocator. CPU's is built in (64-byte aligned); a CUDA build registers its own.
 class Allocator {
@@ -73,7 +47,7 @@ class Storage {
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   Device device_;
-  std::shared_ptr<MemoryStats> scope_stats_;
+  MemoryScopes scopes_;  // those current at construction: resizes and frees are charged to them
   std::atomic<std::uint64_t> version_{0};
 };
 

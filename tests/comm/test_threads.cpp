@@ -1,6 +1,8 @@
 // Threads backend: every collective × world size 1,2,3,4,5,8 × dtype × count against the
 // reference; async handles; subgroups; mismatches, failures and timeouts never hang.
 #define BOOST_TEST_MODULE comm_threads
+#include <fmt/format.h>
+
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <mutex>
@@ -9,6 +11,7 @@
 #include "comm/errors.h"
 #include "comm/registry.h"
 #include "comm/threads/run_threads.h"
+#include "core/memory.h"
 #include "tests/comm/collective_checks.h"
 
 using namespace fsdp;
@@ -38,7 +41,68 @@ void run_and_report(int world, const std::function<std::vector<std::string>(Proc
   BOOST_TEST(failures.empty());
 }
 
+// Forwards to another group and, like a backend that stages data, allocates a buffer on whichever
+// thread runs the collective: the group's worker thread for asynchronous calls.
+class StagingGroup final : public ProcessGroup {
+ public:
+  StagingGroup(ProcessGroup& inner, std::size_t staging_bytes)
+      : ProcessGroup(inner.rank(), inner.size()), inner_(inner), bytes_(staging_bytes) {}
+  ~StagingGroup() override { shutdown_executor(); }
+  std::string backend_name() const override { return "staging"; }
+
+  std::shared_ptr<Storage> staging;  // kept until the test has read the charges
+  std::thread::id ran_on;
+
+ protected:
+  void execute(const Collective& c) override {
+    ran_on = std::this_thread::get_id();
+    staging = std::make_shared<Storage>(bytes_, kCPU);
+    inner_.run(c);
+  }
+  std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>&, int, int) override {
+    return nullptr;
+  }
+
+ private:
+  ProcessGroup& inner_;
+  std::size_t bytes_;
+};
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(async_collectives_charge_the_queuing_ranks_memory_scopes) {
+  auto job = std::make_shared<MemoryStats>();  // encloses both ranks' scopes
+  std::vector<std::shared_ptr<MemoryStats>> per_rank{std::make_shared<MemoryStats>(),
+                                                     std::make_shared<MemoryStats>()};
+  run_and_report(2, [&](ProcessGroup& pg) {
+    std::vector<std::string> failures;
+    MemoryStatsScope job_scope(job);
+    MemoryStatsScope rank_scope(per_rank[std::size_t(pg.rank())]);
+    MemoryStats& mine = *per_rank[std::size_t(pg.rank())];
+    const std::int64_t bytes = 1000 * (pg.rank() + 1);
+    StagingGroup group(pg, std::size_t(bytes));
+    float x = 1.f;
+    group.all_reduce_async(&x, 1, DType::Float32)->wait();
+    if (x != 2.f) failures.push_back("all_reduce through the staging group");
+    if (group.ran_on == std::this_thread::get_id())
+      failures.push_back("the asynchronous collective ran on the rank's own thread");
+    if (mine.current_bytes.load() != bytes)
+      failures.push_back(
+          fmt::format("rank {}: {} bytes charged to its scope while the worker's "
+                      "buffer lives, expected {}",
+                      pg.rank(), mine.current_bytes.load(), bytes));
+    group.staging.reset();
+    if (mine.current_bytes.load() != 0 || mine.peak_bytes.load() != bytes || mine.num_allocs != 1)
+      failures.push_back(fmt::format("rank {}: current {} peak {} allocs {} after the free",
+                                     pg.rank(), mine.current_bytes.load(), mine.peak_bytes.load(),
+                                     mine.num_allocs.load()));
+    return failures;
+  });
+  BOOST_TEST(job->num_allocs.load() == 2);
+  BOOST_TEST(job->num_frees.load() == 2);
+  BOOST_TEST(job->current_bytes.load() == 0);
+  BOOST_TEST(job->peak_bytes.load() >= 2000);
+}
 
 BOOST_AUTO_TEST_CASE(matrix_every_world_size) {
   for (int world : {1, 2, 3, 4, 5, 8}) {

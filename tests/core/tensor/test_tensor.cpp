@@ -91,6 +91,92 @@ BOOST_AUTO_TEST_CASE(memory_stats_are_per_scope_across_threads) {
   BOOST_TEST(s2->num_allocs.load() == 2);
 }
 
+BOOST_AUTO_TEST_CASE(memory_stats_scopes_nest) {
+  auto outer = std::make_shared<MemoryStats>();
+  auto inner = std::make_shared<MemoryStats>();
+  MemoryStatsScope o(outer);
+  Tensor a = empty({250});  // 1000 bytes, outer only
+  {
+    MemoryStatsScope i(inner);
+    BOOST_TEST(MemoryStatsScope::current() == inner);
+    Tensor b = empty({500});  // 2000 bytes, inner and outer
+    BOOST_TEST(inner->current_bytes.load() == 2000);
+    BOOST_TEST(outer->current_bytes.load() == 3000);
+    BOOST_TEST(outer->peak_bytes.load() == 3000);
+    // Resizing charges the scopes current when the storage was made, here both.
+    b.storage()->resize(4000);
+    BOOST_TEST(inner->current_bytes.load() == 4000);
+    BOOST_TEST(outer->current_bytes.load() == 5000);
+  }
+  BOOST_TEST(MemoryStatsScope::current() == outer);
+  BOOST_TEST(inner->current_bytes.load() == 0);
+  BOOST_TEST(inner->peak_bytes.load() == 6000);  // old and new buffer during the resize
+  BOOST_TEST(outer->current_bytes.load() == 1000);
+  BOOST_TEST(outer->peak_bytes.load() == 7000);
+  BOOST_TEST(inner->num_allocs.load() == 2);
+  BOOST_TEST(inner->num_frees.load() == 2);
+  // The same stats entered twice are charged once.
+  {
+    MemoryStatsScope again(outer);
+    Tensor c = empty({25});
+    BOOST_TEST(outer->current_bytes.load() == 1100);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(memory_stats_frees_from_another_thread_charge_every_scope) {
+  auto job = std::make_shared<MemoryStats>();
+  auto rank = std::make_shared<MemoryStats>();
+  auto other = std::make_shared<MemoryStats>();
+  Tensor t;
+  std::thread alloc([&] {
+    MemoryStatsScope j(job);
+    MemoryStatsScope r(rank);
+    t = empty({1000});
+  });
+  alloc.join();
+  BOOST_TEST(job->current_bytes.load() == 4000);
+  BOOST_TEST(rank->current_bytes.load() == 4000);
+  std::thread release([&] {
+    MemoryStatsScope s(other);
+    t = Tensor();
+  });
+  release.join();
+  BOOST_TEST(job->current_bytes.load() == 0);
+  BOOST_TEST(rank->current_bytes.load() == 0);
+  BOOST_TEST(rank->num_frees.load() == 1);
+  BOOST_TEST(other->current_bytes.load() == 0);
+  BOOST_TEST(other->num_frees.load() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(memory_scopes_captured_on_one_thread_charge_work_on_another) {
+  auto job = std::make_shared<MemoryStats>();
+  auto rank = std::make_shared<MemoryStats>();
+  auto worker_own = std::make_shared<MemoryStats>();
+  MemoryScopes captured;
+  {
+    MemoryStatsScope j(job);
+    MemoryStatsScope r(rank);
+    captured = MemoryScopes::current();
+  }
+  BOOST_TEST(MemoryScopes::current().empty());
+  std::thread worker([&] {
+    MemoryStatsScope own(worker_own);
+    {
+      MemoryScopesGuard guard(captured);
+      BOOST_TEST(MemoryStatsScope::current() == rank);
+      Tensor t = empty({100});
+      BOOST_TEST(rank->peak_bytes.load() == 400);
+      BOOST_TEST(job->peak_bytes.load() == 400);
+    }
+    BOOST_TEST(MemoryStatsScope::current() == worker_own);
+    Tensor u = empty({10});
+  });
+  worker.join();
+  BOOST_TEST(worker_own->peak_bytes.load() == 40);
+  BOOST_TEST(rank->current_bytes.load() == 0);
+  BOOST_TEST(rank->num_allocs.load() == 1);
+}
+
 BOOST_AUTO_TEST_CASE(storage_resize_frees_and_keeps_prefix) {
   Tensor t = from_vector({1, 2, 3, 4}, {4});
   auto st = t.storage();
