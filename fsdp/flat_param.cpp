@@ -99,7 +99,12 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
     autograd::NoGradGuard no_grad;
     views_ = flat_param_views(full_padded_, shapes, layout_.offsets);
   }
-  for (auto& p : params_) p.shape = p.orig.shape();
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    params_[i].shape = params_[i].orig.shape();
+    // The original tensors now view the flat buffer: their own storage is released (a handle
+    // holding them must not keep a second, unsharded copy of the unit alive).
+    params_[i].orig.set_data(views_[i]);
+  }
   if (!config_.use_orig_params) {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       params_[i].module->remove_parameter(params_[i].name);

@@ -44,9 +44,10 @@ int RootState::unshards_in_flight(bool backward) const {
     const auto* h = u->handle();
     if (h == nullptr || !h->sharded()) continue;
     if (!h->is_unsharded() && !h->unshard_in_flight()) continue;
-    // In forward, only the units that free their parameters after forward count; the root and
-    // SHARD_GRAD_OP units keep theirs for backward by design.
-    if (!backward && (u->is_root() || !reshards_after_forward(u->config().strategy))) continue;
+    // The root keeps its parameters for the whole step; in forward, SHARD_GRAD_OP units keep
+    // theirs for backward by design: neither is a unit "in flight".
+    if (u->is_root()) continue;
+    if (!backward && !reshards_after_forward(u->config().strategy)) continue;
     if (backward && u->post_backward_done_) continue;
     ++n;
   }

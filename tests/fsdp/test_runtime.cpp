@@ -8,7 +8,11 @@
 #include <cmath>
 #include <map>
 
+#include "comm/fake/fake_process_group.h"
+#include "comm/threads/run_threads.h"
 #include "core/autograd.h"
+#include "core/random.h"
+#include "core/ops.h"
 #include "core/error.h"
 #include "core/nn/nn.h"
 #include "core/optim/optim.h"
@@ -113,10 +117,10 @@ BOOST_AUTO_TEST_CASE(divide_factors) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(sharded_vs_plain)
-
 const std::vector<ShardingStrategy> kFlatStrategies = {
     ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD};
+
+BOOST_AUTO_TEST_SUITE(sharded_vs_plain)
 
 BOOST_DATA_TEST_CASE(strategies_world_sizes_orig_params,
                      bdata::make(kFlatStrategies) * bdata::make({1, 2, 3, 4}) *
@@ -151,6 +155,285 @@ BOOST_AUTO_TEST_CASE(prefetch_modes_and_adamw) {
       o.optimizer = "adamw";
       check_close(run_mlp(2, o), run_mlp_plain(2, o));
     }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(schedule)
+
+// The events of the second iteration (the first one records the execution order).
+std::string second_step_events(const RunOptions& o) {
+  std::string out;
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto fsdp = wrap_mlp(mlp(7), pg, o);
+    for (int step = 0; step < 2; ++step) {
+      fsdp->clear_runtime_events();
+      Tensor x = ones({2, 6});
+      (*fsdp)(x).tensor().sum().backward();
+    }
+    if (pg->rank() == 0) out = to_string(fsdp->runtime_events());
+  });
+  return out;
+}
+
+RunOptions schedule_options(ShardingStrategy s, std::optional<BackwardPrefetch> p, bool fwd) {
+  RunOptions o;
+  o.strategy = s;
+  o.backward_prefetch = p;
+  o.forward_prefetch = fwd;
+  return o;
+}
+
+const auto kPre = std::optional<BackwardPrefetch>(BackwardPrefetch::BACKWARD_PRE);
+const auto kPost = std::optional<BackwardPrefetch>(BackwardPrefetch::BACKWARD_POST);
+const auto kNone = std::optional<BackwardPrefetch>();
+
+// Root "" holds Linear 0; units "2" and "3" run in that order. The root keeps its parameters
+// from forward to backward under FULL_SHARD; backward runs 3, 2, root.
+BOOST_AUTO_TEST_CASE(full_shard) {
+  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kPre, false)) ==
+             "Unshard(), Unshard(2), Reshard(2), Unshard(3), Reshard(3), "
+             "Unshard(3), Prefetch(2), Reshard(3), ReduceGrad(3), Reshard(2), ReduceGrad(2), "
+             "Reshard(), ReduceGrad()");
+  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kPost, false)) ==
+             "Unshard(), Unshard(2), Reshard(2), Unshard(3), Reshard(3), "
+             "Unshard(3), Reshard(3), Prefetch(2), ReduceGrad(3), Reshard(2), ReduceGrad(2), "
+             "Reshard(), ReduceGrad()");
+  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kNone, false)) ==
+             "Unshard(), Unshard(2), Reshard(2), Unshard(3), Reshard(3), "
+             "Unshard(3), Reshard(3), ReduceGrad(3), Unshard(2), Reshard(2), ReduceGrad(2), "
+             "Reshard(), ReduceGrad()");
+  // forward_prefetch: the next unit's all-gather is issued when the current one starts.
+  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kNone, true)) ==
+             "Unshard(), Prefetch(2), Prefetch(3), Reshard(2), Reshard(3), "
+             "Unshard(3), Reshard(3), ReduceGrad(3), Unshard(2), Reshard(2), ReduceGrad(2), "
+             "Reshard(), ReduceGrad()");
+}
+
+BOOST_AUTO_TEST_CASE(shard_grad_op_and_no_shard) {
+  // SHARD_GRAD_OP keeps every unit unsharded from forward to backward.
+  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::SHARD_GRAD_OP, kPre, false)) ==
+             "Unshard(), Unshard(2), Unshard(3), Reshard(3), ReduceGrad(3), Reshard(2), "
+             "ReduceGrad(2), Reshard(), ReduceGrad()");
+  // NO_SHARD never gathers: only the all-reduces of the gradients.
+  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::NO_SHARD, kPre, true)) ==
+             "ReduceGrad(3), ReduceGrad(2), ReduceGrad()");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(gradients)
+
+// Two micro-batches then one SGD step, sharded on 2 ranks (the first micro-batch under
+// no_sync() or not) against the plain model on both global micro-batches.
+std::vector<std::pair<std::string, std::vector<double>>> accumulate(bool sharded, bool use_no_sync,
+                                                                    RunOptions o) {
+  std::vector<std::pair<std::string, std::vector<double>>> params;
+  auto batch = [](int micro, std::int64_t rows) {
+    Generator gen(50 + static_cast<std::uint64_t>(micro));
+    std::vector<double> x(static_cast<std::size_t>(rows * 6)), y(static_cast<std::size_t>(rows * 4));
+    for (auto& v : x) v = gen.uniform();
+    for (auto& v : y) v = gen.uniform();
+    return std::make_pair(from_vector(x, {rows, 6}), from_vector(y, {rows, 4}));
+  };
+  if (!sharded) {
+    auto model = mlp(7);
+    optim::SGD opt(model->parameters(), optim::SGDOptions{});
+    for (int micro = 0; micro < 2; ++micro) {
+      auto [x, y] = batch(micro, 4);
+      mse_loss((*model)(x).tensor(), y).backward();
+    }
+    opt.step();
+    for (const auto& [n, t] : model->named_parameters()) params.emplace_back(n, t.to_vector());
+    return params;
+  }
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto fsdp = wrap_mlp(mlp(7), pg, o);
+    optim::SGD opt(fsdp->parameters(), optim::SGDOptions{});
+    for (int micro = 0; micro < 2; ++micro) {
+      auto [x, y] = batch(micro, 4);
+      auto run = [&] {
+        Tensor out = (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor();
+        mse_loss(out, y.narrow(0, 2 * pg->rank(), 2).contiguous()).backward();
+      };
+      if (micro == 0 && use_no_sync) {
+        auto guard = fsdp->no_sync();
+        fsdp->clear_runtime_events();
+        run();
+        for (const auto& e : fsdp->runtime_events())
+          BOOST_TEST((e.kind != RuntimeEvent::Kind::ReduceGrad), "reduced under no_sync: " << e.str());
+      } else {
+        run();
+      }
+    }
+    opt.step();
+    auto state = full_state_dict(*fsdp);
+    if (pg->rank() == 0)
+      for (const auto& [n, t] : state) params.emplace_back(n, t.to_vector());
+  });
+  return params;
+}
+
+BOOST_DATA_TEST_CASE(accumulation_with_and_without_no_sync,
+                     bdata::make(kFlatStrategies) * bdata::make({false, true}) *
+                         bdata::make({false, true}),
+                     strategy, use_no_sync, orig) {
+  RunOptions o;
+  o.strategy = strategy;
+  o.use_orig_params = orig;
+  RunResult got, want;
+  got.params = accumulate(true, use_no_sync, o);
+  want.params = accumulate(false, false, o);
+  check_close(got, want);
+}
+
+BOOST_DATA_TEST_CASE(clip_grad_norm_equals_the_unsharded_norm,
+                     bdata::make(kFlatStrategies) * bdata::make({false, true}), strategy, orig) {
+  auto x = from_vector(std::vector<double>(24, 0.5), {4, 6});
+  // The plain model's total gradient norm over the whole batch.
+  auto model = mlp(7);
+  (*model)(x).tensor().sum().backward();
+  double sq = 0;
+  for (const auto& p : model->parameters())
+    for (double v : p.grad().to_vector()) sq += v * v;
+  const double want = std::sqrt(sq);
+  RunOptions o;
+  o.strategy = strategy;
+  o.use_orig_params = orig;
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto fsdp = wrap_mlp(mlp(7), pg, o);
+    // sum() over 2 rows per rank, gradients averaged over 2 ranks: twice the plain gradient's
+    // half, i.e. the plain gradient / 2.
+    (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
+    const double norm = clip_grad_norm_(*fsdp, 1e-3);
+    BOOST_TEST(norm == want / 2, boost::test_tools::tolerance(1e-6));
+    double clipped = 0;
+    for (auto* u : fsdp->fsdp_units())
+      if (u->handle())
+        for (double v : u->handle()->flat_param().grad().to_vector()) clipped += v * v;
+    if (is_sharded(strategy)) pg->all_reduce(&clipped, 1, DType::Float64);
+    BOOST_TEST(std::sqrt(clipped) == 1e-3, boost::test_tools::tolerance(1e-3));
+  });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(errors)
+
+BOOST_AUTO_TEST_CASE(shared_parameter_across_units_names_both_fqns) {
+  auto a = std::make_shared<nn::Linear>(4, 4);
+  auto b = std::make_shared<nn::Linear>(4, 4);
+  b->set_parameter("weight", a->param("weight"));
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      a, std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{b})});
+  WrapperOptions o;
+  o.process_group = process_group_handle(std::make_shared<comm::FakeProcessGroup>(0, 2));
+  model->replace_child("1", FullyShardedDataParallel::make(model->child("1"), o));
+  try {
+    FullyShardedDataParallel::make(model, o);
+    BOOST_FAIL("expected a ValueError");
+  } catch (const ValueError& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.find("'0.weight'") != std::string::npos, msg);
+    BOOST_TEST(msg.find("'1.0.weight'") != std::string::npos, msg);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ranks_with_different_models) {
+  std::atomic<int> errors{0};
+  try {
+    on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+      auto model = std::make_shared<nn::Linear>(4, pg->rank() == 0 ? 4 : 5);
+      WrapperOptions o;
+      o.process_group = process_group_handle(pg);
+      auto fsdp = FullyShardedDataParallel::make(model, o);
+      try {
+        (*fsdp)(ones({1, 4}));
+      } catch (const RuntimeError& e) {
+        const std::string msg = e.what();
+        if (msg.find("wrapped different models") != std::string::npos) ++errors;
+        throw;
+      }
+    });
+  } catch (const comm::RankFailedError&) {
+  }
+  BOOST_TEST(errors.load() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(calling_a_submodule_inside_a_unit_directly) {
+  on_ranks(2, [](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = mlp(7);
+    auto fsdp = wrap_mlp(model, pg, RunOptions{});
+    (*fsdp)(ones({1, 6})).tensor().sum().backward();
+    // Linear 0 belongs to the root unit, which is resharded between steps.
+    try {
+      (*model->child("0"))(ones({1, 6}));
+      BOOST_FAIL("expected a RuntimeError");
+    } catch (const RuntimeError& e) {
+      const std::string msg = e.what();
+      BOOST_TEST(msg.find("has been freed") != std::string::npos, msg);
+      BOOST_TEST(msg.find("call the FSDP unit") != std::string::npos, msg);
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(flattening_validations) {
+  WrapperOptions o;
+  o.process_group = process_group_handle(std::make_shared<comm::FakeProcessGroup>(0, 2));
+  auto mixed = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::Linear>(2, 2)});
+  Tensor w = mixed->child("1")->param("weight");
+  w.requires_grad_(false);
+  BOOST_CHECK_EXCEPTION(FullyShardedDataParallel::make(mixed, o), ValueError, [](const auto& e) {
+    return std::string(e.what()).find("Must flatten tensors with uniform `requires_grad` when "
+                                      "`use_orig_params=False`") != std::string::npos;
+  });
+  auto dtypes = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::Linear>(2, 2)});
+  dtypes->child("1")->to(DType::Float64);
+  BOOST_CHECK_EXCEPTION(FullyShardedDataParallel::make(dtypes, o), ValueError, [](const auto& e) {
+    return std::string(e.what()).find("Must flatten tensors with uniform dtype but got") !=
+           std::string::npos;
+  });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(memory)
+
+// Per-rank parameter memory during a forward: own shards + at most two unsharded units (the
+// current one and the prefetched one) beside the small root.
+BOOST_AUTO_TEST_CASE(peak_parameter_memory_is_bounded) {
+  on_ranks(2, [](std::shared_ptr<comm::ProcessGroup> pg) {
+    manual_seed(3);
+    std::vector<nn::ModulePtr> layers{std::make_shared<nn::Linear>(8, 64)};
+    for (int i = 0; i < 6; ++i) layers.push_back(std::make_shared<nn::Linear>(64, 64));
+    auto model = std::make_shared<nn::Sequential>(layers);
+    WrapperOptions o;
+    o.process_group = process_group_handle(pg);
+    o.forward_prefetch = true;
+    for (int i = 1; i <= 6; ++i)
+      model->replace_child(std::to_string(i),
+                           FullyShardedDataParallel::make(model->child(std::to_string(i)), o));
+    auto fsdp = FullyShardedDataParallel::make(model, o);
+    std::int64_t shards = 0, largest = 0;
+    for (auto* u : fsdp->fsdp_units()) {
+      shards += static_cast<std::int64_t>(u->handle()->local_shard().nbytes());
+      largest = std::max<std::int64_t>(largest, u->handle()->layout().padded_numel * 4);
+    }
+    autograd::NoGradGuard no_grad;
+    (*fsdp)(ones({1, 8}));  // records the order
+    auto stats = std::make_shared<MemoryStats>();
+    {
+      MemoryStatsScope scope(stats);
+      (*fsdp)(ones({1, 8}));
+    }
+    const double peak = static_cast<double>(shards + stats->peak_bytes.load());
+    const double bound = static_cast<double>(shards + 2 * largest);
+    BOOST_TEST_MESSAGE("rank " << pg->rank() << ": peak " << peak << " bound " << bound);
+    BOOST_TEST(peak <= 1.1 * bound);
+    BOOST_TEST(stats->current_bytes.load() == 0);  // everything unsharded was freed
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()
