@@ -67,23 +67,18 @@ std::vector<Tensor> grads_of(const std::vector<Tensor>& parameters) {
 
 }  // namespace
 
-Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type,
-                      bool error_if_nonfinite) {
-  FSDP_CHECK(!std::isnan(norm_type), ValueError, "get_total_norm: norm_type is nan");
+double norm_partial(const std::vector<Tensor>& tensors, double norm_type) {
+  FSDP_CHECK(!std::isnan(norm_type), ValueError, "clip_grad_norm_: norm_type is nan");
   const bool is_max = std::isinf(norm_type) && norm_type > 0;
   const bool is_min = std::isinf(norm_type) && norm_type < 0;
   double total = is_min ? std::numeric_limits<double>::infinity() : 0.0;
-  bool any = false;
   for (const auto& t : tensors) {
     if (!t.defined()) continue;
     check_grad(t, "clip_grad_norm_");
-    if (t.numel() == 0) continue;
+    if (t.numel() == 0 || std::isnan(total)) continue;
     const double part = partial_norm(t, norm_type);
-    any = true;
     if (std::isnan(part))
       total = part;
-    else if (std::isnan(total))
-      continue;
     else if (is_max)
       total = std::max(total, part);
     else if (is_min)
@@ -91,6 +86,14 @@ Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type,
     else
       total += part;
   }
+  return total;
+}
+
+Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type,
+                      bool error_if_nonfinite) {
+  double total = norm_partial(tensors, norm_type);
+  bool any = false;
+  for (const auto& t : tensors) any = any || (t.defined() && t.numel() > 0);
   if (!any)
     total = 0.0;
   else if (!std::isinf(norm_type) && norm_type != 0.0 && norm_type != 1.0)

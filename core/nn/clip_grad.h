@@ -16,6 +16,11 @@ namespace fsdp::nn {
 Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type = 2.0,
                       bool error_if_nonfinite = false);
 
+// What ranks holding parts of the gradients combine (sum; max for inf, min for -inf) before
+// taking the root: the sum of |x|^p over every element of `tensors` in double (max |x| for inf,
+// min |x| for -inf). get_total_norm is pow(norm_partial, 1/p) for p other than 0, 1 and +-inf.
+double norm_partial(const std::vector<Tensor>& tensors, double norm_type);
+
 // Scales every defined .grad of `parameters` in place by min(1, max_norm / (total_norm + 1e-6)),
 // computed in total_norm's dtype as torch does.
 void clip_grads_with_norm_(const std::vector<Tensor>& parameters, double max_norm,

@@ -77,6 +77,20 @@ BOOST_AUTO_TEST_CASE(norm_types_inf_one_and_three) {
   BOOST_TEST(b.grad().to_vector() == (std::vector<double>{-12 * coef}));
 }
 
+BOOST_AUTO_TEST_CASE(partial_norms_of_shards_combine_to_the_total) {
+  // Two "ranks" each holding part of the gradients (as FSDP shards): combining their partial
+  // norms gives the norm of the whole.
+  Tensor whole = from_vector({1, -2, 3, 4, -5, 6, 0.5}, {7}, DType::Float64);
+  Tensor shard0 = whole.narrow(0, 0, 4), shard1 = whole.narrow(0, 4, 3);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double sum2 = norm_partial({shard0}, 2.0) + norm_partial({shard1}, 2.0);
+  BOOST_TEST(sum2 == 1 + 4 + 9 + 16 + 25 + 36 + 0.25);
+  BOOST_TEST(std::abs(std::sqrt(sum2) - get_total_norm({whole}).item()) < 1e-12);
+  BOOST_TEST(std::max(norm_partial({shard0}, inf), norm_partial({shard1}, inf)) == 6.0);
+  BOOST_TEST(std::min(norm_partial({shard0}, -inf), norm_partial({shard1}, -inf)) == 0.5);
+  BOOST_TEST(norm_partial({}, 2.0) == 0.0);
+}
+
 BOOST_AUTO_TEST_CASE(no_gradients_give_a_zero_norm) {
   Tensor p = zeros({2}).requires_grad_();
   Tensor total = clip_grad_norm_({p}, 1.0);
