@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/functional/vec_math.h"
 #include "core/ops.h"
@@ -141,6 +142,7 @@ struct GeluTanhBwd {  // saved: input
 }  // namespace
 
 Tensor relu(const Tensor& a) {
+  FSDP_DISPATCH("relu", relu, a);
   const DType d = a.dtype();
   if (d == DType::Int64 || d == DType::Int32 || d == DType::UInt8) {
     // torch.relu also takes integer tensors (not differentiable): max(x, 0) in the same dtype.
@@ -163,14 +165,17 @@ Tensor relu(const Tensor& a) {
 }
 
 Tensor tanh(const Tensor& a) {
+  FSDP_DISPATCH("tanh", tanh, a);
   return activation(a, "tanh", "TanhBackward", true, TanhFwd{}, TanhBwd{});
 }
 
 Tensor sigmoid(const Tensor& a) {
+  FSDP_DISPATCH("sigmoid", sigmoid, a);
   return activation(a, "sigmoid", "SigmoidBackward", true, SigmoidFwd{}, SigmoidBwd{});
 }
 
 Tensor gelu(const Tensor& a, const std::string& approximate) {
+  FSDP_DISPATCH("gelu", gelu, a, approximate);
   if (approximate == "none")
     return activation(a, "gelu", "GeluBackward", false, GeluFwd{}, GeluBwd{});
   FSDP_CHECK(approximate == "tanh", RuntimeError,

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/ops.h"
 
@@ -119,6 +120,8 @@ void check_channel_tensor(const Tensor& t, std::int64_t c, const char* what, con
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
+  FSDP_DISPATCH("batch_norm", batch_norm, input, running_mean, running_var, weight, bias, training,
+                momentum, eps);
   const char* op = "batch_norm";
   functional::check_floating(input, op, "input");
   FSDP_CHECK(input.dim() >= 2, ValueError,

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/functional/vec_math.h"
 #include "core/ops.h"
@@ -142,6 +143,8 @@ void class_stats(const T* x, const LossLayout& l, double* lse, double* sum_x) {
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, std::int64_t ignore_index,
                      const std::string& reduction, double label_smoothing) {
+  FSDP_DISPATCH("cross_entropy", cross_entropy, input, target, ignore_index, reduction,
+                label_smoothing);
   const char* op = "cross_entropy";
   const Reduction red = parse_reduction(reduction, op);
   FSDP_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, RuntimeError,
@@ -225,6 +228,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, std::int64_t ign
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, std::int64_t ignore_index,
                 const std::string& reduction) {
+  FSDP_DISPATCH("nll_loss", nll_loss, log_probs, target, ignore_index, reduction);
   const char* op = "nll_loss";
   const Reduction red = parse_reduction(reduction, op);
   const LossLayout l = loss_layout(log_probs, target, op);

@@ -5,12 +5,14 @@
 // zeros (and zero gradients).
 #include <vector>
 
+#include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/ops.h"
 
 namespace fsdp {
 
 Tensor dropout(const Tensor& a, double p, bool training, Generator* generator) {
+  FSDP_DISPATCH("dropout", dropout, a, p, training, generator);
   const char* op = "dropout";
   FSDP_CHECK(p >= 0.0 && p <= 1.0, ValueError,
              "dropout: dropout probability has to be between 0 and 1, but got {}", p);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/ops.h"
 
@@ -40,6 +41,7 @@ std::vector<std::int64_t> checked_indices(const Tensor& indices, std::int64_t ro
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx) {
+  FSDP_DISPATCH("embedding", embedding, weight, indices, padding_idx);
   const char* op = "embedding";
   FSDP_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, TypeError,
              "embedding: expected indices of dtype int64 or int32, got {} (shape {})",

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/functional/vec_math.h"
 #include "core/ops.h"
@@ -82,6 +83,7 @@ Tensor from_doubles(const std::vector<double>& v, const Shape& shape, DType d) {
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  FSDP_DISPATCH("layer_norm", layer_norm, input, normalized_shape, weight, bias, eps);
   const char* op = "layer_norm";
   functional::check_floating(input, op, "input");
   const auto nd = static_cast<std::int64_t>(normalized_shape.size());

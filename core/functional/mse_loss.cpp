@@ -2,6 +2,7 @@
 // Different shapes broadcast, with torch's warning (it is usually a bug in the caller).
 #include <vector>
 
+#include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/ops.h"
 #include "core/warnings.h"
@@ -20,6 +21,7 @@ Tensor expanded(const Tensor& t, const Shape& shape, DType d) {
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  FSDP_DISPATCH("mse_loss", mse_loss, input, target, reduction);
   const char* op = "mse_loss";
   FSDP_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none", ValueError,
              "mse_loss: '{}' is not a valid value for reduction (expected 'mean', 'sum' or "

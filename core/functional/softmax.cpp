@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/functional/vec_math.h"
 #include "core/ops.h"
@@ -161,10 +162,12 @@ Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
 }  // namespace
 
 Tensor softmax(const Tensor& a, std::int64_t dim) {
+  FSDP_DISPATCH("softmax", softmax, a, dim);
   return softmax_impl<false>(a, dim, "softmax");
 }
 
 Tensor log_softmax(const Tensor& a, std::int64_t dim) {
+  FSDP_DISPATCH("log_softmax", log_softmax, a, dim);
   return softmax_impl<true>(a, dim, "log_softmax");
 }
 

@@ -1,6 +1,7 @@
 // Comparisons, logical_not, selection by a mask (where, masked_fill) and allclose.
 #include <cmath>
 
+#include "core/dispatch/intercept.h"
 #include "core/ops/elementwise_kernels.h"
 
 namespace fsdp {
@@ -29,25 +30,32 @@ void check_mask(const char* op, const Tensor& mask) {
 }  // namespace
 
 Tensor eq(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("eq", eq, a, b);
   return compare("eq", a, b, [](auto x, auto y) { return x == y; });
 }
 Tensor ne(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("ne", ne, a, b);
   return compare("ne", a, b, [](auto x, auto y) { return x != y; });
 }
 Tensor lt(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("lt", lt, a, b);
   return compare("lt", a, b, [](auto x, auto y) { return x < y; });
 }
 Tensor le(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("le", le, a, b);
   return compare("le", a, b, [](auto x, auto y) { return x <= y; });
 }
 Tensor gt(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("gt", gt, a, b);
   return compare("gt", a, b, [](auto x, auto y) { return x > y; });
 }
 Tensor ge(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("ge", ge, a, b);
   return compare("ge", a, b, [](auto x, auto y) { return x >= y; });
 }
 
 Tensor eq(const Tensor& a, double b) {
+  FSDP_DISPATCH("eq.Scalar", eq, a, b);
   bool meta = check_devices("eq", a);
   Tensor out = new_tensor(a.shape(), DType::Bool, meta);
   if (meta || out.numel() == 0) return out;
@@ -58,6 +66,7 @@ Tensor eq(const Tensor& a, double b) {
 }
 
 Tensor logical_not(const Tensor& a) {
+  FSDP_DISPATCH("logical_not", logical_not, a);
   bool meta = check_devices("logical_not", a);
   Tensor out = new_tensor(a.shape(), DType::Bool, meta);
   if (meta || out.numel() == 0) return out;
@@ -68,6 +77,7 @@ Tensor logical_not(const Tensor& a) {
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("where", where, condition, a, b);
   check_mask("where", condition);
   bool meta = check_devices("where", {&condition, &a, &b});
   Shape shape =
@@ -114,6 +124,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  FSDP_DISPATCH("masked_fill", masked_fill, a, mask, value);
   check_mask("masked_fill", mask);
   bool meta = check_devices("masked_fill", {&a, &mask});
   Shape shape = broadcast_shapes(a.shape(), mask.shape(), "masked_fill");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/dispatch/intercept.h"
 #include "core/functional/vec_math.h"
 #include "core/ops/elementwise_kernels.h"
 
@@ -79,6 +80,7 @@ Tensor sign(const Tensor& a) {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  FSDP_DISPATCH("add", add, a, b, alpha);
   DType dt = result_type(a, b);
   Tensor out;
   if (alpha == 1.0) {
@@ -101,6 +103,7 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  FSDP_DISPATCH("sub", sub, a, b, alpha);
   FSDP_CHECK(a.dtype() != DType::Bool || b.dtype() != DType::Bool, TypeError,
              "sub: subtraction of two bool tensors is not supported; use logical_xor or "
              "logical_not instead");
@@ -119,6 +122,7 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("mul", mul, a, b);
   DType dt = result_type(a, b);
   Tensor out = binary_forward("mul", a, b, dt, [](auto x, auto y) { return x * y; });
   bool ra = a.requires_grad(), rb = b.requires_grad();
@@ -133,6 +137,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("div", div, a, b);
   DType dt = float_result(result_type(a, b));
   Tensor out = binary_forward("div", a, b, dt, [](auto x, auto y) { return x / y; });
   bool ra = a.requires_grad(), rb = b.requires_grad();
@@ -172,14 +177,17 @@ static Tensor extremum(const char* op, const Tensor& a, const Tensor& b, bool is
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("maximum", maximum, a, b);
   return extremum("maximum", a, b, true);
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("minimum", minimum, a, b);
   return extremum("minimum", a, b, false);
 }
 
 // --- tensor-scalar
 Tensor add(const Tensor& a, double b) {
+  FSDP_DISPATCH("add.Scalar", add, a, b);
   DType dt = scalar_result(a.dtype(), b);
   Tensor out = unary_forward("add", a, dt, [b](auto x) { return x + static_cast<decltype(x)>(b); });
   autograd::record(
@@ -189,6 +197,7 @@ Tensor add(const Tensor& a, double b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
+  FSDP_DISPATCH("mul.Scalar", mul, a, b);
   DType dt = scalar_result(a.dtype(), b);
   Tensor out = unary_forward("mul", a, dt, [b](auto x) { return x * static_cast<decltype(x)>(b); });
   autograd::record("MulBackward1", {a}, {out}, {},
@@ -199,6 +208,7 @@ Tensor mul(const Tensor& a, double b) {
 }
 
 Tensor div(const Tensor& a, double b) {
+  FSDP_DISPATCH("div.Scalar", div, a, b);
   DType dt = float_result(a.dtype());
   Tensor out;
   // Dividing by a constant multiplies by its reciprocal only where that is exact in binary.
@@ -211,6 +221,7 @@ Tensor div(const Tensor& a, double b) {
 }
 
 Tensor pow(const Tensor& a, double e) {
+  FSDP_DISPATCH("pow", pow, a, e);
   DType dt = scalar_result(a.dtype(), e);
   Tensor out;
   if (e == 2.0) {
@@ -249,6 +260,7 @@ Tensor pow(const Tensor& a, double e) {
 }
 
 Tensor neg(const Tensor& a) {
+  FSDP_DISPATCH("neg", neg, a);
   FSDP_CHECK(a.dtype() != DType::Bool, TypeError,
              "neg: negation, the `-` operator, on a bool tensor is not supported; use "
              "logical_not instead");
@@ -267,6 +279,7 @@ constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
 inline float exp_in_range(float x) { return functional::fast_exp(x); }
 
 Tensor exp(const Tensor& a) {
+  FSDP_DISPATCH("exp", exp, a);
   const DType dt = float_result(a.dtype());
   Tensor out;
   if (dt == DType::Float64) {
@@ -306,6 +319,7 @@ Tensor exp(const Tensor& a) {
 }
 
 Tensor log(const Tensor& a) {
+  FSDP_DISPATCH("log", log, a);
   Tensor out = unary_forward("log", a, float_result(a.dtype()), [](auto x) {
     using C = decltype(x);
     return static_cast<C>(std::log(x));
@@ -318,6 +332,7 @@ Tensor log(const Tensor& a) {
 }
 
 Tensor sqrt(const Tensor& a) {
+  FSDP_DISPATCH("sqrt", sqrt, a);
   Tensor out = unary_forward("sqrt", a, float_result(a.dtype()), [](auto x) {
     using C = decltype(x);
     return static_cast<C>(std::sqrt(x));
@@ -330,6 +345,7 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor rsqrt(const Tensor& a) {
+  FSDP_DISPATCH("rsqrt", rsqrt, a);
   Tensor out = unary_forward("rsqrt", a, float_result(a.dtype()), [](auto x) {
     using C = decltype(x);
     return static_cast<C>(C(1) / std::sqrt(x));
@@ -342,6 +358,7 @@ Tensor rsqrt(const Tensor& a) {
 }
 
 Tensor abs(const Tensor& a) {
+  FSDP_DISPATCH("abs", abs, a);
   Tensor out = unary_forward("abs", a, a.dtype(), [](auto x) {
     using C = decltype(x);
     if constexpr (std::is_same_v<C, bool> || std::is_unsigned_v<C>)

@@ -2,6 +2,7 @@
 // run where autograd would need to see them.
 #include <cmath>
 
+#include "core/dispatch/intercept.h"
 #include "core/ops/elementwise_kernels.h"
 
 namespace fsdp {
@@ -24,6 +25,7 @@ void check_inplace(const Tensor& a, const char* op) {
 }  // namespace
 
 Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
+  FSDP_DISPATCH_INPLACE("add_", add_, a, b, alpha);
   check_inplace(a, "add_");
   bool meta = check_devices("add_", {&a, &b});
   Shape shape = broadcast_shapes(a.shape(), b.shape(), "add_");
@@ -50,6 +52,7 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor& mul_(Tensor& a, double b) {
+  FSDP_DISPATCH_INPLACE("mul_", mul_, a, b);
   check_inplace(a, "mul_");
   FSDP_CHECK(is_floating(a.dtype()) || std::floor(b) == b, RuntimeError,
              "mul_: result type Float can't be cast to the desired output type {} (scalar {})",

@@ -2,6 +2,7 @@
 // index_select.
 #include <cstring>
 
+#include "core/dispatch/intercept.h"
 #include "core/ops/op_utils.h"
 
 namespace fsdp {
@@ -17,6 +18,7 @@ bool skipped_in_cat(const Tensor& t) {
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  FSDP_DISPATCH("cat", cat, tensors, dim);
   FSDP_CHECK(!tensors.empty(), RuntimeError, "cat(): expected a non-empty list of Tensors");
   bool meta = false;
   for (const auto& t : tensors) meta = check_devices("cat", t) || meta;
@@ -88,6 +90,7 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  FSDP_DISPATCH("stack", stack, tensors, dim);
   FSDP_CHECK(!tensors.empty(), RuntimeError, "stack expects a non-empty TensorList");
   const auto d = wrap_insert_dim(dim, tensors[0].dim(), "stack");
   std::vector<Tensor> parts;
@@ -103,6 +106,7 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& a, std::int64_t split_size, std::int64_t dim) {
+  FSDP_DISPATCH("split", split, a, split_size, dim);
   FSDP_CHECK(a.dim() > 0, RuntimeError, "split expects at least a 1-dimensional tensor");
   const auto d = wrap_dim(dim, a.dim(), "split");
   const std::int64_t size = a.size(d);
@@ -122,6 +126,7 @@ std::vector<Tensor> split(const Tensor& a, std::int64_t split_size, std::int64_t
 
 std::vector<Tensor> split_with_sizes(const Tensor& a, const std::vector<std::int64_t>& sizes,
                                      std::int64_t dim) {
+  FSDP_DISPATCH("split_with_sizes", split_with_sizes, a, sizes, dim);
   FSDP_CHECK(a.dim() > 0, RuntimeError, "split_with_sizes expects at least a 1-dimensional tensor");
   const auto d = wrap_dim(dim, a.dim(), "split_with_sizes");
   std::int64_t total = 0;
@@ -146,6 +151,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& a, const std::vector<std::int
 }
 
 std::vector<Tensor> chunk(const Tensor& a, std::int64_t chunks, std::int64_t dim) {
+  FSDP_DISPATCH("chunk", chunk, a, chunks, dim);
   FSDP_CHECK(a.dim() > 0, RuntimeError, "chunk expects at least a 1-dimensional tensor");
   FSDP_CHECK(chunks > 0, RuntimeError, "chunk expects `chunks` to be greater than 0, got: {}",
              chunks);
@@ -162,6 +168,7 @@ std::vector<Tensor> chunk(const Tensor& a, std::int64_t chunks, std::int64_t dim
 }
 
 Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
+  FSDP_DISPATCH("index_select", index_select, a, dim, index);
   bool meta = check_devices("index_select", {&a, &index});
   FSDP_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, TypeError,
              "index_select(): Expected dtype int32/int64 for index, got {}",

@@ -3,6 +3,7 @@
 // views (weights, backward products) are never copied.
 #include <cblas.h>
 
+#include "core/dispatch/intercept.h"
 #include "core/ops/op_utils.h"
 
 namespace fsdp {
@@ -96,6 +97,7 @@ Tensor batched_product(const Tensor& a_in, const Tensor& b_in) {
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("mm", mm, a, b);
   bool meta = check_devices("mm", {&a, &b});
   FSDP_CHECK(a.dim() == 2 && b.dim() == 2, RuntimeError,
              "mm: expected 2-D tensors, got shapes {} and {}", shape_str(a.shape()),
@@ -126,6 +128,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("bmm", bmm, a, b);
   bool meta = check_devices("bmm", {&a, &b});
   FSDP_CHECK(a.dim() == 3 && b.dim() == 3, RuntimeError,
              "bmm: expected 3-D tensors, got shapes {} and {}", shape_str(a.shape()),
@@ -150,6 +153,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  FSDP_DISPATCH("matmul", matmul, a, b);
   check_devices("matmul", {&a, &b});
   const std::int64_t da = a.dim(), db = b.dim();
   FSDP_CHECK(da >= 1 && db >= 1, RuntimeError,
@@ -188,6 +192,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  FSDP_DISPATCH("linear", linear, input, weight, bias);
   bool meta = check_devices("linear", {&input, &weight, &bias});
   FSDP_CHECK(input.dim() >= 1 && weight.dim() == 2, RuntimeError,
              "linear: expected input of at least 1 dimension and a 2-D weight, got shapes {} "

@@ -2,6 +2,7 @@
 // thread's default unless one is given), so a saved generator state replays the same values.
 #include <cmath>
 
+#include "core/dispatch/intercept.h"
 #include "core/ops/op_utils.h"
 
 namespace fsdp {
@@ -50,6 +51,7 @@ void fill_uniform(Tensor& t, double low, double high, Generator& g) {
 }  // namespace
 
 Tensor& uniform_(Tensor& t, double low, double high, Generator* generator) {
+  FSDP_DISPATCH_INPLACE("uniform_", uniform_, t, low, high, generator);
   check_float(t, "uniform_");
   FSDP_CHECK(low <= high, RuntimeError,
              "uniform_ expects to return a [from, to) range, but found from={} > to={}", low, high);
@@ -59,6 +61,7 @@ Tensor& uniform_(Tensor& t, double low, double high, Generator* generator) {
 }
 
 Tensor& normal_(Tensor& t, double mean, double std, Generator* generator) {
+  FSDP_DISPATCH_INPLACE("normal_", normal_, t, mean, std, generator);
   check_float(t, "normal_");
   FSDP_CHECK(std >= 0.0, RuntimeError, "normal expects std >= 0.0, but found std {}", std);
   Generator& g = gen_or_default(generator);
@@ -67,6 +70,7 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* generator) {
 }
 
 Tensor rand(const Shape& shape, TensorOptions options, Generator* generator) {
+  FSDP_DISPATCH("rand", rand, shape, options, generator);
   bool rg = options.requires_grad;
   Tensor t = empty(shape, options.with_requires_grad(false));
   check_float(t, "rand");
@@ -76,6 +80,7 @@ Tensor rand(const Shape& shape, TensorOptions options, Generator* generator) {
 }
 
 Tensor randn(const Shape& shape, TensorOptions options, Generator* generator) {
+  FSDP_DISPATCH("randn", randn, shape, options, generator);
   bool rg = options.requires_grad;
   Tensor t = empty(shape, options.with_requires_grad(false));
   check_float(t, "randn");
@@ -86,6 +91,7 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* generator) {
 
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, TensorOptions options,
                Generator* generator) {
+  FSDP_DISPATCH("randint", randint, low, high, shape, options, generator);
   FSDP_CHECK(low < high, RuntimeError,
              "random_ expects 'from' to be less than 'to', but got from={} >= to={}", low, high);
   Tensor t = empty(shape, options.with_requires_grad(false));

@@ -3,6 +3,7 @@
 #include <limits>
 #include <memory>
 
+#include "core/dispatch/intercept.h"
 #include "core/ops/elementwise_kernels.h"
 
 namespace fsdp {
@@ -159,14 +160,17 @@ Tensor evenly_distribute(const Tensor& input, const Tensor& out_keep, const Tens
 }  // namespace
 
 Tensor sum(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim) {
+  FSDP_DISPATCH("sum", sum, a, dims, keepdim);
   return sum_impl("sum", a, reduction_mask(dims, a.dim(), "sum"), keepdim, false);
 }
 
 Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim) {
+  FSDP_DISPATCH("mean", mean, a, dims, keepdim);
   return sum_impl("mean", a, reduction_mask(dims, a.dim(), "mean"), keepdim, true);
 }
 
 Tensor amax(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim) {
+  FSDP_DISPATCH("amax", amax, a, dims, keepdim);
   auto mask = reduction_mask(dims, a.dim(), "amax");
   Tensor out = amax_impl("amax", a, mask, keepdim);
   autograd::record(
@@ -181,6 +185,7 @@ Tensor amax(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim
 }
 
 Tensor max(const Tensor& a) {
+  FSDP_DISPATCH("max", max, a);
   FSDP_CHECK(a.numel() > 0 || a.is_meta(), RuntimeError,
              "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
              "reduction dim with the 'dim' argument.");
@@ -196,6 +201,7 @@ Tensor max(const Tensor& a) {
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim) {
+  FSDP_DISPATCH("max.dim", max, a, dim, keepdim);
   bool meta = check_devices("max", a);
   auto d = static_cast<std::size_t>(wrap_dim(dim, a.dim(), "max"));
   std::vector<bool> mask(static_cast<std::size_t>(a.dim()), false);
@@ -266,11 +272,13 @@ std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim) {
 }
 
 Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim) {
+  FSDP_DISPATCH("argmax", argmax, a, dim, keepdim);
   autograd::NoGradGuard ng;
   return max(a, dim, keepdim).second;
 }
 
 Tensor sum_to(const Tensor& a, const Shape& shape) {
+  FSDP_DISPATCH("sum_to", sum_to, a, shape);
   if (a.shape() == shape) return a;
   const Shape& as = a.shape();
   FSDP_CHECK(shape.size() <= as.size(), RuntimeError,

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "core/dispatch/intercept.h"
 #include "core/ops/elementwise_kernels.h"
 
 namespace fsdp {
@@ -128,6 +129,7 @@ void ops_detail::copy_strided(const Tensor& dst, const Tensor& src) {
 }
 
 Tensor view(const Tensor& a, const Shape& shape) {
+  FSDP_DISPATCH("view", view, a, shape);
   check_devices("view", a);
   Shape sizes = infer_size(shape, a.numel(), "view");
   auto st = view_strides(a.shape(), a.strides(), sizes);
@@ -142,6 +144,7 @@ Tensor view(const Tensor& a, const Shape& shape) {
 }
 
 Tensor reshape(const Tensor& a, const Shape& shape) {
+  FSDP_DISPATCH("reshape", reshape, a, shape);
   check_devices("reshape", a);
   Shape sizes = infer_size(shape, a.numel(), "reshape");
   if (view_strides(a.shape(), a.strides(), sizes)) return view(a, sizes);
@@ -149,6 +152,7 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
 }
 
 Tensor transpose(const Tensor& a, std::int64_t d0, std::int64_t d1) {
+  FSDP_DISPATCH("transpose", transpose, a, d0, d1);
   check_devices("transpose", a);
   const std::int64_t nd = a.dim();
   auto i0 = static_cast<std::size_t>(wrap_dim(d0, nd, "transpose"));
@@ -165,6 +169,7 @@ Tensor transpose(const Tensor& a, std::int64_t d0, std::int64_t d1) {
 }
 
 Tensor permute(const Tensor& a, const Shape& dims) {
+  FSDP_DISPATCH("permute", permute, a, dims);
   check_devices("permute", a);
   const std::int64_t nd = a.dim();
   FSDP_CHECK(static_cast<std::int64_t>(dims.size()) == nd, RuntimeError,
@@ -189,6 +194,7 @@ Tensor permute(const Tensor& a, const Shape& dims) {
 }
 
 Tensor unsqueeze(const Tensor& a, std::int64_t dim) {
+  FSDP_DISPATCH("unsqueeze", unsqueeze, a, dim);
   check_devices("unsqueeze", a);
   auto d = static_cast<std::size_t>(wrap_insert_dim(dim, a.dim(), "unsqueeze"));
   Shape sizes = a.shape(), strides = a.strides();
@@ -202,6 +208,7 @@ Tensor unsqueeze(const Tensor& a, std::int64_t dim) {
 }
 
 Tensor squeeze(const Tensor& a, std::int64_t dim) {
+  FSDP_DISPATCH("squeeze", squeeze, a, dim);
   check_devices("squeeze", a);
   auto d = static_cast<std::size_t>(wrap_dim(dim, a.dim(), "squeeze"));
   Shape sizes = a.shape(), strides = a.strides();
@@ -217,6 +224,7 @@ Tensor squeeze(const Tensor& a, std::int64_t dim) {
 }
 
 Tensor expand(const Tensor& a, const Shape& shape) {
+  FSDP_DISPATCH("expand", expand, a, shape);
   check_devices("expand", a);
   const auto& as = a.shape();
   FSDP_CHECK(shape.size() >= as.size(), RuntimeError,
@@ -249,6 +257,7 @@ Tensor expand(const Tensor& a, const Shape& shape) {
 }
 
 Tensor flatten(const Tensor& a, std::int64_t start_dim, std::int64_t end_dim) {
+  FSDP_DISPATCH("flatten", flatten, a, start_dim, end_dim);
   check_devices("flatten", a);
   if (a.dim() == 0) return reshape(a, {1});
   auto s = wrap_dim(start_dim, a.dim(), "flatten"), e = wrap_dim(end_dim, a.dim(), "flatten");
@@ -270,6 +279,7 @@ Tensor flatten(const Tensor& a, std::int64_t start_dim, std::int64_t end_dim) {
 }
 
 Tensor narrow(const Tensor& a, std::int64_t dim, std::int64_t start, std::int64_t length) {
+  FSDP_DISPATCH("narrow", narrow, a, dim, start, length);
   check_devices("narrow", a);
   FSDP_CHECK(a.dim() > 0, RuntimeError, "narrow() cannot be applied to a 0-dim tensor.");
   auto d = static_cast<std::size_t>(wrap_dim(dim, a.dim(), "narrow"));
@@ -295,6 +305,7 @@ Tensor narrow(const Tensor& a, std::int64_t dim, std::int64_t start, std::int64_
 }
 
 Tensor select(const Tensor& a, std::int64_t dim, std::int64_t index) {
+  FSDP_DISPATCH("select", select, a, dim, index);
   check_devices("select", a);
   FSDP_CHECK(a.dim() > 0, IndexError, "select() cannot be applied to a 0-dim tensor.");
   auto d = static_cast<std::size_t>(wrap_dim(dim, a.dim(), "select"));
@@ -317,12 +328,14 @@ Tensor select(const Tensor& a, std::int64_t dim, std::int64_t index) {
 }
 
 Tensor contiguous(const Tensor& a) {
+  FSDP_DISPATCH("contiguous", contiguous, a);
   check_devices("contiguous", a);
   if (a.is_contiguous()) return a;
   return clone(a);
 }
 
 Tensor clone(const Tensor& a) {
+  FSDP_DISPATCH("clone", clone, a);
   bool meta = check_devices("clone", a);
   Tensor out = new_tensor(a.shape(), a.dtype(), meta);
   if (!meta) copy_strided(out, a);
@@ -331,6 +344,7 @@ Tensor clone(const Tensor& a) {
 }
 
 Tensor to_dtype(const Tensor& a, DType dtype) {
+  FSDP_DISPATCH("to_dtype", to_dtype, a, dtype);
   bool meta = check_devices("to_dtype", a);
   if (a.dtype() == dtype) return a;
   Tensor out = new_tensor(a.shape(), dtype, meta);
@@ -342,6 +356,7 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
 }
 
 Tensor to_device(const Tensor& a, Device device) {
+  FSDP_DISPATCH("to_device", to_device, a, device);
   check_devices("to_device", a);
   FSDP_CHECK(!device.is_cuda(), NotImplementedError,
              "to_device: moving a tensor (shape {}) to {} is not implemented: CUDA is not "
