@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "examples/gpt_train.h"
 #include "policies/options.h"
+#include "tools/plan/model_export.h"
 
 using namespace fsdp;
 
@@ -57,6 +58,7 @@ std::optional<policies::BackwardPrefetch> parse_prefetch(const std::string& s) {
 int main(int argc, char** argv) {
   CLI::App app{"Train a byte-level GPT with FSDP (fsdp-cpp)"};
   examples::GPTTrainConfig cfg;
+  std::string export_path;
   std::string data_path, eval_path, backend = "threads", sharding = "FULL_SHARD",
                                     prefetch = "pre";
   int ranks = 2, log_every = 1, threads_per_rank = 1;
@@ -88,6 +90,8 @@ int main(int argc, char** argv) {
   app.add_option("--clip-grad-norm", cfg.clip_grad_norm, "clip the total gradient norm");
   app.add_option("--save", cfg.save_path, "write the full checkpoint (safetensors) at the end");
   app.add_option("--load", cfg.load_path, "start from a full checkpoint (safetensors)");
+  app.add_option("--export-model", export_path,
+                 "write the model as an fsdp-model/1 file for fsdp-plan (built on meta)");
   app.add_option("--log-every", log_every, "print every K steps")->capture_default_str();
   app.add_option("--threads-per-rank", threads_per_rank, "BLAS threads per rank")
       ->capture_default_str();
@@ -105,6 +109,11 @@ int main(int argc, char** argv) {
                "--lr must be finite and >= 0, got {}", cfg.lr);
     FSDP_CHECK(threads_per_rank >= 1, ValueError, "--threads-per-rank must be >= 1");
     openblas_set_num_threads(threads_per_rank);
+    if (!export_path.empty()) {
+      examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
+      plan::write_model_file(meta_model, export_path);
+      fmt::print("model file: {}\n", export_path);
+    }
     cfg.data = read_file(data_path);
     if (!eval_path.empty()) cfg.eval_data = read_file(eval_path);
     cfg.sharding = parse_sharding(sharding);

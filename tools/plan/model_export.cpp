@@ -1,0 +1,77 @@
+#include "tools/plan/model_export.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace fsdp::plan {
+
+namespace {
+
+using nlohmann::json;
+
+class Exporter {
+ public:
+  json module(const nn::Module& m) {
+    auto known = module_ids_.find(&m);
+    if (known != module_ids_.end()) return json{{"ref", known->second}};
+    const std::string id = "m" + std::to_string(module_ids_.size());
+    module_ids_.emplace(&m, id);
+    json out{{"type", m.type_name()}, {"id", id}};
+    json bases = json::array();
+    const auto& mro = m.module_class().mro();
+    for (std::size_t i = 1; i < mro.size(); ++i) bases.push_back(mro[i]);
+    out["bases"] = bases;
+    json params = json::array();
+    for (const auto& [name, p] : m.parameter_slots()) {
+      if (!p.defined()) continue;
+      auto tied = param_ids_.find(p.impl());
+      if (tied != param_ids_.end()) {
+        params.push_back({{"name", name}, {"ref", tied->second}});
+        continue;
+      }
+      const std::string pid = "p" + std::to_string(param_ids_.size());
+      param_ids_.emplace(p.impl(), pid);
+      params.push_back({{"name", name},
+                        {"shape", p.shape()},
+                        {"dtype", std::string(dtype_name(p.dtype()))},
+                        {"requires_grad", p.requires_grad()},
+                        {"id", pid}});
+    }
+    out["params"] = params;
+    json buffers = json::array();
+    for (const auto& [name, b] : m.buffer_slots())
+      if (b.defined())
+        buffers.push_back({{"name", name}, {"shape", b.shape()}, {"dtype", std::string(dtype_name(b.dtype()))}});
+    out["buffers"] = buffers;
+    json children = json::array();
+    for (const auto& [name, child] : m.child_slots())
+      if (child) children.push_back({{"name", name}, {"module", module(*child)}});
+    out["children"] = children;
+    return out;
+  }
+
+ private:
+  std::unordered_map<const nn::Module*, std::string> module_ids_;
+  std::unordered_map<const TensorImpl*, std::string> param_ids_;
+};
+
+}  // namespace
+
+std::string model_to_json(nn::Module& root) {
+  Exporter e;
+  json doc{{"format", "fsdp-model/1"}, {"module", e.module(root)}};
+  return doc.dump();
+}
+
+void write_model_file(nn::Module& root, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  FSDP_CHECK(out.good(), ValueError, "cannot write the model file '{}'", path);
+  out << model_to_json(root) << '\n';
+  out.flush();
+  FSDP_CHECK(out.good(), ValueError, "writing the model file '{}' failed", path);
+}
+
+}  // namespace fsdp::plan
