@@ -328,3 +328,52 @@ BOOST_AUTO_TEST_CASE(multi_grad_hook_fires_at_the_end_when_a_reached_grad_stays_
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(fsdp_support)
+
+BOOST_AUTO_TEST_CASE(accumulate_grad_adds_in_place_into_an_owned_gradient) {
+  Tensor w = from_vector({1, 2}, {2}).requires_grad_();
+  sum(mul(w, 2.0)).backward();
+  Tensor first = w.grad();
+  const void* storage = first.data_ptr();
+  sum(mul(w, 3.0)).backward();
+  // Same tensor object and storage: a gradient view into a flat buffer stays a view.
+  BOOST_TEST(w.grad().is_same(first));
+  BOOST_TEST(w.grad().data_ptr() == storage);
+  BOOST_TEST(w.grad().to_vector() == (std::vector<double>{5, 5}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_freed_storage_is_an_error_naming_the_op) {
+  Tensor t = ones({4});
+  Tensor v = t.narrow(0, 1, 2);
+  t.storage()->resize(0);
+  try {
+    (void)add(v, v);
+    BOOST_FAIL("expected a RuntimeError");
+  } catch (const RuntimeError& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.rfind("add: the storage of a tensor of shape [2] (float32) has been freed", 0) ==
+                   0u,
+               msg);
+  }
+  BOOST_CHECK_THROW((void)v.to_vector(), RuntimeError);
+  t.storage()->resize(16);  // refilled: usable again
+  BOOST_TEST(add(v, v).numel() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(copy_unversioned_keeps_saved_tensors_valid) {
+  Tensor w = from_vector({1, 2}, {2});
+  Tensor x = from_vector({3, 4}, {2}).requires_grad_();
+  Tensor y = sum(mul(x, w));  // saves w
+  const auto version = w.storage()->version();
+  copy_unversioned(w, from_vector({1, 2}, {2}));
+  BOOST_TEST(w.storage()->version() == version);
+  y.backward();  // no "modified by an inplace operation" error
+  BOOST_TEST(x.grad().to_vector() == (std::vector<double>{1, 2}), boost::test_tools::per_element());
+  // copy_ bumps the version: backward through a modified saved tensor fails.
+  Tensor y2 = sum(mul(x, w));
+  w.copy_(from_vector({5, 6}, {2}));
+  BOOST_CHECK_THROW(y2.backward(), RuntimeError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
