@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/kernel_utils.h"
+#include "core/module.h"
 #include "core/warnings.h"
 
 namespace fsdp::nn::init {
@@ -137,3 +138,9 @@ Tensor kaiming_normal_(const Tensor& t, double a, const std::string& mode,
 }
 
 }  // namespace fsdp::nn::init
+
+namespace fsdp::nn {
+void reset_parameters_recursively(Module& module) {
+  module.apply([](Module& m) { m.reset_parameters(); });
+}
+}  // namespace fsdp::nn

@@ -32,3 +32,12 @@ Tensor kaiming_normal_(const Tensor& tensor, double a = 0.0, const std::string& 
                        const std::string& nonlinearity = "leaky_relu", Generator* gen = nullptr);
 
 }  // namespace fsdp::nn::init
+
+namespace fsdp::nn {
+class Module;
+// Calls reset_parameters() on every module of the tree, children first (Module::apply's order),
+// which is the order in which constructors initialise: a model built on the meta device and
+// materialised with to_empty and this equals the model built eagerly under the same seed (up to
+// what constructors copy, such as TransformerEncoder's deep-copied layers).
+void reset_parameters_recursively(Module& module);
+}  // namespace fsdp::nn

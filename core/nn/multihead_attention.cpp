@@ -95,15 +95,10 @@ MultiheadAttention::MultiheadAttention(std::int64_t e, std::int64_t h,
     register_parameter("bias_k", empty({1, 1, e}, t));
     register_parameter("bias_v", empty({1, 1, e}, t));
   }
-  reset_own_parameters();  // out_proj initialised itself when it was built
+  reset_parameters();  // out_proj initialised itself when it was built
 }
 
 void MultiheadAttention::reset_parameters() {
-  child("out_proj")->reset_parameters();
-  reset_own_parameters();
-}
-
-void MultiheadAttention::reset_own_parameters() {
   if (qkv_same_embed_dim) {
     init::xavier_uniform_(param("in_proj_weight"));
   } else {

@@ -61,12 +61,13 @@ class MultiheadAttention : public Module, public Cloneable {
   const bool add_zero_attn;
   const bool qkv_same_embed_dim;
 
-  // Re-initialises out_proj (kaiming, as its constructor), then in_proj (xavier_uniform), the
-  // zero biases and bias_k/bias_v (xavier_normal): the constructor's draws, in its order.
+  // torch's _reset_parameters: in_proj (xavier_uniform), zero in_proj and out_proj biases,
+  // bias_k/bias_v (xavier_normal). out_proj's weight is out_proj's own:
+  // reset_parameters_recursively (core/nn/init.h) resets it first, as the constructor builds it
+  // first.
   void reset_parameters() override;
 
  private:
-  void reset_own_parameters();  // torch's _reset_parameters: all but out_proj's weight
   MultiheadAttentionOptions options_;
 };
 

@@ -295,8 +295,13 @@ Transformer::Transformer(const TransformerOptions& o)
   }
   options_.custom_encoder = nullptr;  // not kept: the modules live in the child slots
   options_.custom_decoder = nullptr;
-  // Through the children: this module is not yet owned by a shared_ptr, which the traversals
-  // need. Tied parameters (a custom encoder shared with the decoder) are initialised twice.
+  reset_parameters();
+}
+
+void Transformer::reset_parameters() {
+  // Through the children: in the constructor this module is not yet owned by a shared_ptr, which
+  // the traversals need. Tied parameters (a custom encoder shared with the decoder) are
+  // initialised twice.
   for (const auto& c : children())
     for (auto& p : c->parameters())
       if (p.dim() > 1) init::xavier_uniform_(p);

@@ -153,6 +153,9 @@ class Transformer : public Module, public Cloneable {
   Tensor forward(const Tensor& src, const Tensor& tgt, const EncoderArgs& enc = {},
                  const DecoderArgs& dec = {});
   ModulePtr clone_structure() const override;
+  // torch's _reset_parameters: xavier_uniform_ on every parameter of more than one dimension.
+  // The constructor calls it after building the encoder and decoder.
+  void reset_parameters() override;
   // A float (sz, sz) mask: -inf above the diagonal, 0 elsewhere.
   static Tensor generate_square_subsequent_mask(std::int64_t sz, TensorOptions options = {});
 

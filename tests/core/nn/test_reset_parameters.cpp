@@ -15,8 +15,10 @@ const TensorOptions kMetaF32(DType::Float32, kMeta);
 // Builds make(options) eagerly under `seed`, and on the meta device, then materialises the meta
 // one (to_empty + reset_parameters through the base class) under the same seed; both state dicts
 // must match exactly.
+// With `recursive`, every module of the tree is reset children first (reset_parameters_
+// recursively), as FSDP materialises a unit; otherwise only the layer's own reset_parameters.
 template <typename Make>
-void check_meta_init_matches_eager(Make make, std::uint64_t seed) {
+void check_meta_init_matches_eager(Make make, std::uint64_t seed, bool recursive = false) {
   manual_seed(seed);
   ModulePtr eager = make(TensorOptions());
   ModulePtr lazy = make(kMetaF32);
@@ -24,7 +26,10 @@ void check_meta_init_matches_eager(Make make, std::uint64_t seed) {
   lazy->to_empty(kCPU);
   manual_seed(seed);
   Module& base = *lazy;
-  base.reset_parameters();
+  if (recursive)
+    reset_parameters_recursively(base);
+  else
+    base.reset_parameters();
   auto expected = eager->state_dict();
   auto got = lazy->state_dict();
   BOOST_REQUIRE(got.size() == expected.size());
@@ -67,8 +72,10 @@ BOOST_AUTO_TEST_CASE(layer_norm_and_batch_norm_from_meta_equal_eager) {
 }
 
 BOOST_AUTO_TEST_CASE(multihead_attention_from_meta_equals_eager) {
+  // out_proj is a Linear of its own, reset before the attention's in_proj as it is built first.
   check_meta_init_matches_eager(
-      [](TensorOptions o) { return std::make_shared<MultiheadAttention>(8, 2, 0.0, true, o); }, 41);
+      [](TensorOptions o) { return std::make_shared<MultiheadAttention>(8, 2, 0.0, true, o); }, 41,
+      true);
   check_meta_init_matches_eager(
       [](TensorOptions o) {
         MultiheadAttentionOptions mo;
@@ -78,7 +85,40 @@ BOOST_AUTO_TEST_CASE(multihead_attention_from_meta_equals_eager) {
         mo.tensor = o;
         return std::make_shared<MultiheadAttention>(6, 3, mo);
       },
-      42);
+      42, true);
+}
+
+BOOST_AUTO_TEST_CASE(multihead_attention_reset_is_torchs_own_reset) {
+  // torch's _reset_parameters: in_proj and bias_k/v redrawn, both biases zero, out_proj's weight
+  // left to out_proj.
+  MultiheadAttention mha(4, 2);
+  auto out_proj = mha.child("out_proj");
+  {
+    autograd::NoGradGuard no_grad;
+    Tensor(out_proj->param("weight")).fill_(3.0);
+    Tensor(out_proj->param("bias")).fill_(3.0);
+    Tensor(mha.param("in_proj_bias")).fill_(3.0);
+  }
+  auto in_proj = mha.param("in_proj_weight").to_vector();
+  mha.reset_parameters();
+  BOOST_TEST(out_proj->param("weight").to_vector() == std::vector<double>(16, 3.0));
+  BOOST_TEST(out_proj->param("bias").to_vector() == std::vector<double>(4, 0.0));
+  BOOST_TEST(mha.param("in_proj_bias").to_vector() == std::vector<double>(12, 0.0));
+  BOOST_TEST(mha.param("in_proj_weight").to_vector() != in_proj);
+}
+
+BOOST_AUTO_TEST_CASE(transformer_encoder_layer_from_meta_equals_eager) {
+  check_meta_init_matches_eager(
+      [](TensorOptions o) {
+        TransformerLayerOptions lo;
+        lo.dim_feedforward = 16;
+        lo.dropout = 0.0;
+        lo.norm_first = true;
+        lo.batch_first = true;
+        lo.tensor = o;
+        return std::make_shared<TransformerEncoderLayer>(8, 2, lo);
+      },
+      51, true);
 }
 
 BOOST_AUTO_TEST_CASE(reset_parameters_reinitialises_a_used_layer) {
