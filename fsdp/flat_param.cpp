@@ -169,6 +169,40 @@ void FlatParamHandle::use_unsharded_views() {
   for (const auto& s : shared_) set_module_tensor(*s.module, s.name, views_[s.primary], as_param);
 }
 
+void FlatParamHandle::use_unsharded_param_views(const Tensor& full_grad) {
+  use_unsharded_flat_param();
+  autograd::NoGradGuard no_grad;
+  const Tensor& full = sharded() ? full_padded_ : local_shard_;
+  auto view = [&](const Tensor& base, std::size_t i) {
+    return make_view(base, params_[i].shape, contiguous_strides(params_[i].shape),
+                     base.storage_offset() + layout_.offsets[i]);
+  };
+  std::vector<Tensor> values;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    if (!config_.use_orig_params) {
+      values.push_back(view(full, i));
+      p.module->set_tensor_attribute(p.name, values.back());
+      continue;
+    }
+    p.orig.set_data(view(full, i));
+    if (full_grad.defined() && p.orig.requires_grad()) p.orig.set_grad(view(full_grad, i));
+    p.module->set_parameter(p.name, p.orig);
+    values.push_back(p.orig);
+  }
+  for (const auto& sp : shared_) set_module_tensor(*sp.module, sp.name, values[sp.primary],
+                                                   config_.use_orig_params);
+}
+
+void FlatParamHandle::write_back_unsharded() {
+  if (!sharded()) return;  // the views are the shard itself
+  const std::int64_t b = layout_.shard_begin(config_.rank), e = layout_.shard_end(config_.rank);
+  if (e > b) {
+    copy_unversioned(flat_view(local_shard_, 0, e - b), flat_view(full_padded_, b, e - b));
+    local_shard_.storage()->bump_version();
+  }
+}
+
 void FlatParamHandle::reshard() {
   if (!layout_.sharded) return;
   FSDP_CHECK(!pending_unshard_, RuntimeError,
@@ -238,6 +272,10 @@ void FlatParamHandle::finalize_gradients(bool synced) {
   }
   flat_param_.set_grad(saved_grad_shard_);
   saved_grad_shard_ = Tensor();
+  use_sharded_grad_views();
+}
+
+void FlatParamHandle::use_sharded_grad_views() {
   if (!config_.use_orig_params) return;
   const Tensor g = flat_param_.grad();
   for (std::size_t i = 0; i < params_.size(); ++i) {

@@ -82,6 +82,14 @@ class FlatParamHandle {
   // shard (1-D, possibly empty; the original shape for NO_SHARD). A no-op otherwise.
   void use_sharded_views();
 
+  // summon_full_params: the module slots hold the unsharded values (use_orig_params: the
+  // original Parameters themselves, viewing the unsharded buffer, with `full_grad` [padded]
+  // giving their .grad when defined). No autograd.
+  void use_unsharded_param_views(const Tensor& full_grad);
+  // Copies this rank's part of the unsharded buffer back into its shard (writeback).
+  void write_back_unsharded();
+  const Tensor& full_padded() const { return full_padded_; }
+
   // --- gradients
   // Before backward: a sharded gradient left from an earlier backward is kept aside (and
   // accumulated into after the reduction); an unsharded one (no_sync) stays to accumulate into.
@@ -95,6 +103,8 @@ class FlatParamHandle {
   // parameters' .grad as views of it) is the reduced sharded gradient. Under no_sync(): the
   // unreduced gradient stays in .grad for the next backward to accumulate into.
   void finalize_gradients(bool synced);
+  // use_orig_params: the original parameters' .grad are views of the flat (sharded) gradient.
+  void use_sharded_grad_views();
 
   // Replaces this rank's shard with the matching part of full (unflattened) values, by
   // parameter index: the load path of a full state dict.

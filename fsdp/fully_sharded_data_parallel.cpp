@@ -26,6 +26,10 @@ policies::OpaqueHandle process_group_handle(comm::HybridGroups groups) {
                                     std::move(label));
 }
 
+policies::OpaqueHandle param_init_fn_handle(ParamInitFn fn) {
+  return policies::OpaqueHandle::of(std::make_shared<ParamInitFn>(std::move(fn)), "<function>");
+}
+
 namespace {
 constexpr const char* kClassName = "FullyShardedDataParallel";
 
@@ -61,14 +65,17 @@ std::string join_fqn(const std::string& a, const std::string& b) {
   return a + "." + b;
 }
 
-// sync_module_states: rank 0's parameters and buffers of the unit's own modules (not yet synced
-// by a nested unit) are broadcast to every rank before flattening. Upstream requires GPU
+// sync_module_states: rank 0's parameters and buffers of the unit's own modules (those of nested
+// units were synced by them) are broadcast to every rank before flattening. Upstream requires GPU
 // tensors here because it broadcasts over NCCL; our CPU tensors are compute tensors and every
 // backend broadcasts them, so CPU modules are allowed.
-void broadcast_module_states(nn::Module& module, const UnitConfig& unit) {
+void broadcast_module_states(const std::vector<std::pair<nn::Module*, std::string>>& modules,
+                             const UnitConfig& unit) {
   std::vector<Tensor> tensors;
-  for (const auto& p : module.parameters()) tensors.push_back(p);
-  for (const auto& b : module.buffers()) tensors.push_back(b);
+  for (const auto& [m, prefix] : modules) {
+    for (const auto& [n, p] : m->parameter_slots()) tensors.push_back(p);
+    for (const auto& [n, b] : m->buffer_slots()) tensors.push_back(b);
+  }
   auto broadcast = [&](comm::ProcessGroup& g) {
     if (g.size() == 1) return;
     for (const auto& t : tensors) {
@@ -142,6 +149,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
     root.forward_prefetch = options.forward_prefetch.value_or(false);
     root.limit_all_gathers = options.limit_all_gathers.value_or(true);
     root.use_orig_params = options.use_orig_params.value_or(false);
+    if (options.param_init_fn.has_value()) root.param_init_fn = options.param_init_fn;
     std::vector<Tensor> ignored_states;
     traversal::ParamSet listed;
     for (const auto& m : traversal::modules_of(module))
@@ -180,6 +188,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   sync_module_states_ = options.sync_module_states.value_or(false);
   if (options.device_id.has_value()) device_id_ = *options.device_id;
 
+  if (options.param_init_fn.has_value()) param_init_fn_ = *options.param_init_fn;
   if (auto hybrid = process_group_option_.get<comm::HybridGroups>())
     replicate_group_ = hybrid->replicate;
 
@@ -190,15 +199,41 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   unit.limit_all_gathers = limit_all_gathers_;
   unit.shard_group = process_group_;
   unit.replicate_group = replicate_group_;
-  if (sync_module_states_) broadcast_module_states(*module, unit);
-  runtime_ = std::make_unique<UnitRuntime>(*this, std::move(unit), init_flat_param(*module));
+  auto handle = init_flat_param(*module, unit);
+  runtime_ = std::make_unique<UnitRuntime>(*this, std::move(unit), std::move(handle));
   register_module(kWrappedModuleName, std::move(module));
   traversal::mark_as_wrapper(*this, kClassName);
 }
 
 FullyShardedDataParallel::~FullyShardedDataParallel() = default;
 
-std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::Module& module) {
+void FullyShardedDataParallel::materialize_meta_modules(
+    const std::vector<std::pair<nn::Module*, std::string>>& own_modules) {
+  auto is_meta = [&](const Tensor& t) {
+    return t.defined() && t.is_meta() && !ignored_params_.count(t.impl());
+  };
+  std::shared_ptr<ParamInitFn> init;
+  if (param_init_fn_.has_value()) {
+    init = param_init_fn_->get<ParamInitFn>();
+    FSDP_CHECK(init != nullptr, TypeError,
+               "param_init_fn should hold a fsdp::ParamInitFn (use param_init_fn_handle), got {}",
+               param_init_fn_->label());
+  }
+  for (auto& [m, prefix] : own_modules) {
+    bool meta = false;
+    for (const auto& [n, p] : m->parameter_slots()) meta = meta || is_meta(p);
+    for (const auto& [n, b] : m->buffer_slots()) meta = meta || is_meta(b);
+    if (!meta) continue;
+    m->to_empty(kCPU, /*recurse=*/false);
+    if (init)
+      (*init)(*m);
+    else
+      m->reset_parameters();
+  }
+}
+
+std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::Module& module,
+                                                                           const UnitConfig& unit) {
   // The parameters flattened by nested units, with their FQNs from `module`.
   std::unordered_map<const TensorImpl*, std::string> nested_params;
   // This unit's managed parameters: pre-order over the modules (with repeats, as upstream's
@@ -229,7 +264,10 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
       if (it->second)
         stack.emplace_back(it->second.get(), prefix.empty() ? it->first : prefix + "." + it->first);
   }
-  // Meta-device parameters are materialised here, unit by unit (each rank then keeps its shard).
+  // Meta-device parameters are materialised here, unit by unit: each rank holds one unit
+  // unsharded at a time, then keeps only its shard.
+  materialize_meta_modules(own_modules);
+  if (sync_module_states_) broadcast_module_states(own_modules, unit);
   for (auto& [m, prefix] : own_modules) {
     for (const auto& [name, p] : m->parameter_slots()) {
       if (!p.defined() || ignored_params_.count(p.impl())) continue;

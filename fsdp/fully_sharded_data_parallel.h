@@ -8,6 +8,7 @@
 // `fsdp[0]` is getitem(fsdp, 0) (fsdp/attribute_forwarding.h); `fsdp.module` is module().
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,11 +24,18 @@
 namespace fsdp {
 
 class UnitRuntime;
+struct UnitConfig;
 using policies::BackwardPrefetch;
 using policies::CPUOffload;
 using policies::MixedPrecision;
 using policies::ShardingStrategy;
 using policies::WrapperOptions;
+
+// param_init_fn for WrapperOptions: called on each module of a unit whose parameters are on the
+// meta device, after they were given (uninitialised) storage; it initialises that module's own
+// parameters and buffers.
+using ParamInitFn = std::function<void(nn::Module&)>;
+policies::OpaqueHandle param_init_fn_handle(ParamInitFn fn);
 
 // The options value holding a process group (policies only pass it along).
 policies::OpaqueHandle process_group_handle(std::shared_ptr<comm::ProcessGroup> group);
@@ -101,7 +109,10 @@ class FullyShardedDataParallel : public nn::Module {
   void reset_exposed_comm_seconds();
 
  private:
-  std::unique_ptr<FlatParamHandle> init_flat_param(nn::Module& module);
+  std::unique_ptr<FlatParamHandle> init_flat_param(nn::Module& module, const UnitConfig& unit);
+  void materialize_meta_modules(
+      const std::vector<std::pair<nn::Module*, std::string>>& own_modules);
+  std::optional<policies::OpaqueHandle> param_init_fn_;
   std::unique_ptr<UnitRuntime> runtime_;
   std::shared_ptr<comm::ProcessGroup> replicate_group_;
   std::shared_ptr<comm::ProcessGroup> process_group_;

@@ -109,6 +109,7 @@ void for_each_field(Fn&& fn) {
   fn("limit_all_gathers", &WrapperOptions::limit_all_gathers);
   fn("use_orig_params", &WrapperOptions::use_orig_params);
   fn("ignored_states", &WrapperOptions::ignored_states);
+  fn("param_init_fn", &WrapperOptions::param_init_fn);
 }
 
 std::string show(const OpaqueHandle& h) {

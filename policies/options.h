@@ -164,7 +164,7 @@ class AutoWrapPolicy {
   std::shared_ptr<const Policy> policy_;
 };
 
-// The FSDP constructor's keyword arguments (except `module` and `param_init_fn`).
+// The FSDP constructor's keyword arguments (except `module`).
 struct WrapperOptions {
   Setting<OpaqueHandle> process_group;
   Setting<ShardingStrategy> sharding_strategy;
@@ -179,6 +179,10 @@ struct WrapperOptions {
   Setting<bool> limit_all_gathers;
   Setting<bool> use_orig_params;
   Setting<std::vector<Tensor>> ignored_states;  // parameters (identity)
+  // Upstream's param_init_fn: a std::function<void(nn::Module&)> held as an OpaqueHandle
+  // (policies only pass it along); FSDP calls it on each module of a unit whose parameters are
+  // on the meta device, after giving them storage.
+  Setting<OpaqueHandle> param_init_fn;
 
   // Python's {**self, **overrides}: every field present in `overrides` (None included) wins.
   WrapperOptions merged(const WrapperOptions& overrides) const;

@@ -21,6 +21,7 @@
 #include "fsdp/full_state_dict.h"
 #include "fsdp/runtime.h"
 #include "fsdp/sharding.h"
+#include "fsdp/summon_full_params.h"
 #include "tests/fsdp/runtime_harness.h"
 
 using namespace fsdp;
@@ -433,6 +434,86 @@ BOOST_AUTO_TEST_CASE(peak_parameter_memory_is_bounded) {
     BOOST_TEST_MESSAGE("rank " << pg->rank() << ": peak " << peak << " bound " << bound);
     BOOST_TEST(peak <= 1.1 * bound);
     BOOST_TEST(stats->current_bytes.load() == 0);  // everything unsharded was freed
+  });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(init_and_summon)
+
+BOOST_DATA_TEST_CASE(summon_full_params_reads_writes_back_and_gives_grads, bdata::make({false, true}),
+                     orig) {
+  auto plain = mlp(7);
+  const std::vector<double> w0 = plain->child("0")->param("weight").to_vector();
+  Tensor x = from_vector(std::vector<double>(24, 0.25), {4, 6});
+  (*plain)(x).tensor().sum().backward();
+  const std::vector<double> g0 = plain->child("0")->param("weight").grad().to_vector();
+  RunOptions o;
+  o.use_orig_params = orig;
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = mlp(7);
+    auto fsdp = wrap_mlp(model, pg, o);
+    (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
+    {
+      SummonFullParams full(*fsdp, /*writeback=*/false, false, /*with_grads=*/orig);
+      Tensor w = model->child("0")->param("weight");
+      BOOST_TEST((w.shape() == Shape{10, 6}));
+      BOOST_TEST(w.to_vector() == w0, boost::test_tools::per_element());
+      if (orig) {
+        const auto g = w.grad().to_vector();
+        BOOST_REQUIRE_EQUAL(g.size(), g0.size());
+        for (std::size_t i = 0; i < g.size(); ++i)
+          BOOST_TEST(g[i] == g0[i] / 2, boost::test_tools::tolerance(1e-6));
+      }
+      w.fill_(0.5);  // not written back
+    }
+    BOOST_TEST(full_state_dict(*fsdp, false).front().second.to_vector() == w0,
+               boost::test_tools::per_element());
+    {
+      SummonFullParams full(*fsdp, /*writeback=*/true);
+      Tensor w = model->child("0")->param("weight");
+      w.fill_(0.5);
+    }
+    BOOST_TEST(full_state_dict(*fsdp, false).front().second.to_vector() ==
+                   std::vector<double>(60, 0.5),
+               boost::test_tools::per_element());
+    BOOST_CHECK_THROW(SummonFullParams(*fsdp, true, /*rank0_only=*/true), ValueError);
+    // Training goes on after a summon: the shards are used again.
+    (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
+  });
+}
+
+// Each Linear is a unit and they are built in order, so materialising them unit by unit with
+// reset_parameters draws what the eager constructors draw.
+BOOST_DATA_TEST_CASE(meta_init_equals_eager_init, bdata::make({false, true}), orig) {
+  auto build = [](Device device) {
+    manual_seed(11);
+    TensorOptions t(DType::Float32, device);
+    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+        std::make_shared<nn::Linear>(4, 6, true, t), std::make_shared<nn::Linear>(6, 6, true, t),
+        std::make_shared<nn::Linear>(6, 3, true, t)});
+  };
+  auto eager = build(kCPU);
+  std::map<std::string, std::vector<double>> want;
+  for (const auto& [n, p] : eager->named_parameters()) want[n] = p.to_vector();
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto stats = std::make_shared<MemoryStats>();
+    auto model = build(kMeta);
+    WrapperOptions o;
+    o.process_group = process_group_handle(pg);
+    o.use_orig_params = orig;
+    std::shared_ptr<FullyShardedDataParallel> fsdp;
+    {
+      MemoryStatsScope scope(stats);
+      manual_seed(11);
+      for (const char* name : {"0", "1", "2"})
+        model->replace_child(name, FullyShardedDataParallel::make(model->child(name), o));
+      fsdp = FullyShardedDataParallel::make(model, o);
+    }
+    // Each rank keeps its shards only (half of the 105 elements, padded).
+    BOOST_TEST(stats->current_bytes.load() <= static_cast<std::int64_t>((30 + 42 + 21) / 2 + 3) * 4);
+    for (const auto& [n, t] : full_state_dict(*fsdp, false))
+      BOOST_TEST(t.to_vector() == want.at(n), boost::test_tools::per_element());
   });
 }
 

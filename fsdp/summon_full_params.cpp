@@ -1,0 +1,59 @@
+#include "fsdp/summon_full_params.h"
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "fsdp/runtime.h"
+
+namespace fsdp {
+
+SummonFullParams::SummonFullParams(FullyShardedDataParallel& root, bool writeback,
+                                   bool rank0_only, bool with_grads)
+    : writeback_(writeback), kept_(!rank0_only || root.rank() == 0) {
+  FSDP_CHECK(!(writeback && rank0_only), ValueError,
+             "writeback=True and rank0_only=True is not supported, as model parameter shapes "
+             "will be different across ranks, and writing to them can lead to inconsistencies "
+             "across ranks when the context is exited.");
+  FSDP_CHECK(!autograd::in_backward(), AssertionError,
+             "Cannot manually unshard parameters during forward/backward");
+  units_ = root.fsdp_units();
+  root.runtime().root_state();  // lazy init: the units know their tree
+  for (auto* u : units_) {
+    auto* h = u->handle();
+    if (h == nullptr) continue;
+    FSDP_CHECK(!with_grads || h->config().use_orig_params, ValueError,
+               "summon_full_params with with_grads=True requires use_orig_params=True (unit "
+               "'{}')",
+               u->runtime().fqn());
+    u->runtime().unshard_now();
+    Tensor full_grad;
+    const Tensor g = h->flat_param().grad();
+    if (with_grads && g.defined()) {
+      if (h->sharded()) {
+        full_grad = empty({h->layout().padded_numel}, TensorOptions(g.dtype()));
+        u->process_group()->all_gather(g.data_ptr(), full_grad.data_ptr(),
+                                       static_cast<std::size_t>(h->layout().shard_numel),
+                                       g.dtype());
+      } else {
+        full_grad = g;
+      }
+    }
+    if (kept_) {
+      h->use_unsharded_param_views(full_grad);
+    } else {
+      u->runtime().reshard_now();
+    }
+  }
+}
+
+SummonFullParams::~SummonFullParams() {
+  if (!kept_) return;
+  for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
+    auto* h = (*it)->handle();
+    if (h == nullptr) continue;
+    if (writeback_) h->write_back_unsharded();
+    (*it)->runtime().reshard_now();
+    h->use_sharded_grad_views();
+  }
+}
+
+}  // namespace fsdp
