@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <unordered_set>
+
 #include "core/error.h"
 #include "core/traversal/pre_order.h"
 #include "core/traversal/wrapper_marker.h"
@@ -219,7 +221,27 @@ void FullyShardedDataParallel::materialize_meta_modules(
                "param_init_fn should hold a fsdp::ParamInitFn (use param_init_fn_handle), got {}",
                param_init_fn_->label());
   }
-  for (auto& [m, prefix] : own_modules) {
+  // Children before parents, siblings in order: the order in which constructors initialise (a
+  // parent's reset_parameters may set a child's values, e.g. MultiheadAttention's out_proj.bias).
+  std::unordered_set<const nn::Module*> own;
+  for (const auto& [m, prefix] : own_modules) own.insert(m);
+  std::vector<nn::Module*> post_order;
+  std::vector<std::pair<nn::Module*, std::size_t>> stack;
+  if (!own_modules.empty()) stack.emplace_back(own_modules.front().first, 0);
+  while (!stack.empty()) {
+    auto& [m, next] = stack.back();
+    const auto& slots = m->child_slots();
+    while (next < slots.size() && !(slots[next].second && own.count(slots[next].second.get())))
+      ++next;
+    if (next < slots.size()) {
+      nn::Module* child = slots[next++].second.get();
+      stack.emplace_back(child, 0);
+      continue;
+    }
+    post_order.push_back(m);
+    stack.pop_back();
+  }
+  for (nn::Module* m : post_order) {
     bool meta = false;
     for (const auto& [n, p] : m->parameter_slots()) meta = meta || is_meta(p);
     for (const auto& [n, b] : m->buffer_slots()) meta = meta || is_meta(b);

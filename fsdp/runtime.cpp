@@ -6,6 +6,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/multi_grad_hook.h"
 #include "core/ops.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/fully_sharded_data_parallel.h"
@@ -296,8 +297,38 @@ void UnitRuntime::post_backward() {
   st.comm.finish_reductions(2);
 }
 
+void UnitRuntime::post_backward_reshard_only() {
+  auto& st = *state_;
+  post_backward_done_ = true;
+  in_backward_ = true;
+  if (handle_->sharded() && (st.sync_gradients || reshards_after_forward(config_.strategy)))
+    reshard();
+  if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_POST) {
+    const int i = st.order_index(this);
+    if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
+  }
+}
+
+void UnitRuntime::register_reshard_only_hook(const nn::Args& args) {
+  // A frozen unit's flat parameter gets no gradient, so no post-accumulate-grad hook runs: free
+  // its parameters once the gradients of its inputs are computed (upstream's
+  // _register_post_backward_reshard_only_hook).
+  std::vector<Tensor> inputs;
+  auto collect = [&](const Tensor& t) {
+    if (t.defined() && t.requires_grad()) inputs.push_back(t);
+    return t;
+  };
+  for (const auto& v : args.positional) nn::map_tensors(v, collect);
+  for (const auto& [k, v] : args.kwargs) nn::map_tensors(v, collect);
+  if (inputs.empty()) return;
+  autograd::register_multi_grad_hook(inputs,
+                                     [this](const std::vector<Tensor>&) { post_backward_reshard_only(); });
+}
+
 nn::Value UnitRuntime::forward(nn::Module& module, const nn::Args& args) {
   pre_forward();
+  if (handle_ != nullptr && !handle_->requires_grad() && autograd::is_grad_enabled())
+    register_reshard_only_hook(args);
   nn::Value out = module(args);
   post_forward(out);
   return out;

@@ -62,6 +62,8 @@ class UnitRuntime {
   void post_forward(nn::Value& output);
   void pre_backward();
   void post_backward();
+  void post_backward_reshard_only();
+  void register_reshard_only_hook(const nn::Args& args);
   void unshard(bool prefetch);
   void prefetch(UnitRuntime* next);
   void reshard(bool record = true);

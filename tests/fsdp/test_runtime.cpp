@@ -518,3 +518,44 @@ BOOST_DATA_TEST_CASE(meta_init_equals_eager_init, bdata::make({false, true}), or
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(frozen)
+
+BOOST_DATA_TEST_CASE(a_frozen_unit_reshards_after_its_backward, bdata::make({false, true}), orig) {
+  auto freeze = [](const nn::ModulePtr& model) {
+    for (auto& p : model->child("2")->parameters()) p.requires_grad_(false);
+  };
+  // Plain reference with the same frozen unit.
+  auto plain = mlp(7);
+  freeze(plain);
+  optim::SGD opt(plain->parameters(), optim::SGDOptions{});
+  Tensor x = from_vector(std::vector<double>(24, 0.3), {4, 6});
+  (*plain)(x).tensor().sum().backward();
+  opt.step();
+  std::map<std::string, std::vector<double>> want;
+  for (const auto& [n, p] : plain->named_parameters()) want[n] = p.to_vector();
+  RunOptions o;
+  o.use_orig_params = orig;
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = mlp(7);
+    freeze(model);
+    auto fsdp = wrap_mlp(model, pg, o);
+    std::vector<Tensor> trainable;
+    for (const auto& p : fsdp->parameters())
+      if (p.requires_grad()) trainable.push_back(p);
+    optim::SGD sgd(trainable, optim::SGDOptions{});
+    fsdp->clear_runtime_events();
+    // x requires grad so that the frozen unit's inputs carry the hook, as activations do.
+    Tensor xin = x.narrow(0, 2 * pg->rank(), 2).contiguous();
+    mul((*fsdp)(xin).tensor().sum(), 2.0).backward();
+    sgd.step();
+    const std::string events = to_string(fsdp->runtime_events());
+    // Unit 2 is freed in backward, before the root reduces, not by the final catch-all.
+    BOOST_TEST(events.find("Reshard(2), ReduceGrad(2)") == std::string::npos, events);
+    BOOST_TEST(events.find("Reshard(2)") < events.find("ReduceGrad()"), events);
+    for (const auto& [n, t] : full_state_dict(*fsdp, false))
+      BOOST_TEST(t.to_vector() == want.at(n), boost::test_tools::tolerance(1e-5) << boost::test_tools::per_element());
+  });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
