@@ -5,6 +5,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/nn/clip_grad.h"
 #include "core/ops.h"
 #include "fsdp/runtime.h"
 
@@ -13,25 +14,21 @@ namespace fsdp {
 double clip_grad_norm_(FullyShardedDataParallel& root, double max_norm, double norm_type) {
   FSDP_CHECK(root.runtime().root_state().units.front() == &root.runtime(), RuntimeError,
              "clip_grad_norm_ should only be called on the root FSDP instance");
-  FSDP_CHECK(norm_type >= 1.0 || std::isinf(norm_type), ValueError,
+  FSDP_CHECK(norm_type >= 1.0, ValueError,
              "clip_grad_norm_: norm_type must be >= 1 or inf, got {}", norm_type);
   const bool inf = std::isinf(norm_type);
   autograd::NoGradGuard no_grad;
-  double sharded = 0, replicated = 0;  // sum of |g|^p (or max |g|)
-  std::vector<Tensor> grads;
+  // Each rank's share of the norm: sharded gradients are summed over the shard group below;
+  // NO_SHARD gradients are whole on every rank and counted once.
+  std::vector<Tensor> sharded_grads, replicated_grads, grads;
   for (auto* unit : root.fsdp_units()) {
     auto* h = unit->handle();
     if (h == nullptr || !h->flat_param().grad().defined()) continue;
-    const Tensor g = h->flat_param().grad();
-    grads.push_back(g);
-    double local = 0;
-    for (double v : g.to_vector()) {
-      const double a = std::fabs(v);
-      local = inf ? std::max(local, a) : local + std::pow(a, norm_type);
-    }
-    double& acc = h->sharded() ? sharded : replicated;
-    acc = inf ? std::max(acc, local) : acc + local;
+    grads.push_back(h->flat_param().grad());
+    (h->sharded() ? sharded_grads : replicated_grads).push_back(grads.back());
   }
+  double sharded = nn::norm_partial(sharded_grads, norm_type);
+  const double replicated = nn::norm_partial(replicated_grads, norm_type);
   auto& group = *root.process_group();
   if (group.size() > 1) {
     double v = sharded;
