@@ -1,0 +1,264 @@
+// The GPT of examples/train_gpt trained sharded on thread ranks against PyTorch and against
+// itself unsharded: the fixture tests/fixtures/gpt/ (L2 D32 H4 T16, 4 sequences per step, 8
+// steps, from tools/torch_reference/gen_gpt_fixtures.py) gives PyTorch's per-step losses for SGD
+// and AdamW from the same initial weights and data order. Every sharded run must print those
+// losses within 1e-5 relative, and end with the parameters of the unsharded run (saved through
+// GPTTrainConfig::save_path, read back from the safetensors file) within 1e-5 relative.
+//
+// The whole product runs (strategy x world 1, 2, 4 x use_orig_params x prefetch mode x
+// optimizer: 172 runs of 8 steps, seconds), the hybrid strategies at 4 ranks, 2 per node, except
+// HYBRID_SHARD without backward prefetch (a known deadlock: a disabled case at the end).
+#define BOOST_TEST_MODULE fsdp_train_gpt
+// GCC 12 flags Boost's data-test-case naming ("_" + std::to_string(i)) with a false -Wrestrict.
+#pragma GCC diagnostic ignored "-Wrestrict"
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "comm/threads/run_threads.h"
+#include "core/io/safetensors.h"
+#include "core/tensor.h"
+#include "examples/gpt_train.h"
+#include "tests/support/fixture.h"
+
+using namespace fsdp;
+using examples::GPTTrainConfig;
+using policies::BackwardPrefetch;
+using policies::ShardingStrategy;
+namespace bdata = boost::unit_test::data;
+
+namespace fsdp::policies {
+std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
+  return os << to_string(s);
+}
+}  // namespace fsdp::policies
+
+namespace {
+
+constexpr double kRtol = 1e-5;
+constexpr std::chrono::milliseconds kTimeout{30000};
+
+// Prefetch modes: BACKWARD_PRE, BACKWARD_POST, none, and BACKWARD_PRE + forward_prefetch.
+enum class Prefetch { pre, post, none, pre_and_forward };
+
+std::ostream& operator<<(std::ostream& os, Prefetch p) {
+  constexpr const char* kNames[] = {"pre", "post", "none", "pre+forward"};
+  return os << kNames[static_cast<int>(p)];
+}
+
+struct Reference {
+  GPTTrainConfig base;  // model, steps, data, initial weights; global batch on one rank
+  std::map<std::string, std::vector<double>> losses;  // optimizer -> PyTorch's per-step losses
+  std::map<std::string, double> lr;
+};
+
+const Reference& reference() {
+  static const Reference ref = [] {
+    Reference r;
+    std::ifstream in(testing::fixture_path("gpt/losses.json"));
+    const auto j = nlohmann::json::parse(in);
+    const auto& c = j.at("config");
+    r.base.model = examples::GPTConfig{.layers = c.at("layers"),
+                                       .d_model = c.at("d_model"),
+                                       .heads = c.at("heads"),
+                                       .seq = c.at("seq"),
+                                       .vocab = 256};
+    r.base.batch = j.at("batch");
+    r.base.steps = j.at("steps");
+    std::ifstream data(testing::fixture_path("gpt/" + j.at("data").get<std::string>()),
+                       std::ios::binary);
+    r.base.data = std::make_shared<const std::string>(std::istreambuf_iterator<char>(data),
+                                                      std::istreambuf_iterator<char>());
+    r.base.load_path = testing::fixture_path("gpt/" + j.at("init").get<std::string>());
+    for (const auto& [name, run] : j.at("runs").items()) {
+      r.losses[name] = run.at("losses").get<std::vector<double>>();
+      r.lr[name] = run.at("lr");
+    }
+    return r;
+  }();
+  return ref;
+}
+
+struct Run {
+  std::vector<double> losses;                          // rank 0's, the global mean per step
+  std::vector<std::pair<std::string, Tensor>> params;  // the saved full checkpoint
+};
+
+std::string temp_checkpoint() {
+  static std::atomic<int> counter{0};
+  return (std::filesystem::temp_directory_path() /
+          ("fsdp_train_gpt_" + std::to_string(::getpid()) + "_" + std::to_string(++counter) +
+           ".safetensors"))
+      .string();
+}
+
+// Trains on `world` thread ranks with the fixture's global batch split between them; `sharding`
+// absent is the plain model on one rank.
+Run train(const std::string& optimizer, int world, std::optional<ShardingStrategy> sharding,
+          bool use_orig_params = false, Prefetch prefetch = Prefetch::pre, int node_size = 0) {
+  const Reference& ref = reference();
+  BOOST_REQUIRE(ref.base.batch % world == 0);
+  GPTTrainConfig cfg = ref.base;
+  cfg.optimizer = optimizer;
+  cfg.lr = ref.lr.at(optimizer);
+  cfg.batch = ref.base.batch / world;
+  cfg.sharding = sharding;
+  cfg.use_orig_params = use_orig_params;
+  cfg.node_size = node_size;
+  cfg.forward_prefetch = prefetch == Prefetch::pre_and_forward;
+  cfg.backward_prefetch =
+      prefetch == Prefetch::post   ? std::optional(BackwardPrefetch::BACKWARD_POST)
+      : prefetch == Prefetch::none ? std::nullopt
+                                   : std::optional(BackwardPrefetch::BACKWARD_PRE);
+  cfg.save_path = temp_checkpoint();
+  Run run;
+  std::mutex mu;
+  // A deadlock fails the case after kTimeout instead of the backend's default 5 minutes.
+  comm::run_threads(
+      world,
+      [&](comm::ProcessGroup& pg) {
+        auto result = examples::train_gpt(
+            cfg, std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+        std::lock_guard<std::mutex> lock(mu);
+        if (pg.rank() == 0) run.losses = result.losses;
+      },
+      comm::ThreadsOptions{kTimeout});
+  run.params = io::load_safetensors(cfg.save_path).tensors;
+  std::filesystem::remove(cfg.save_path);
+  return run;
+}
+
+const Run& unsharded(const std::string& optimizer) {
+  static std::map<std::string, Run> runs;
+  auto it = runs.find(optimizer);
+  if (it == runs.end()) it = runs.emplace(optimizer, train(optimizer, 1, std::nullopt)).first;
+  return it->second;
+}
+
+// Per-step losses within kRtol of PyTorch's.
+void check_losses(const std::vector<double>& got, const std::string& optimizer) {
+  const auto& want = reference().losses.at(optimizer);
+  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    BOOST_TEST(
+        std::abs(got[i] - want[i]) <= kRtol * std::abs(want[i]),
+        "step " << i << std::setprecision(9) << ": loss " << got[i] << ", PyTorch " << want[i]);
+}
+
+// Indices [begin, end) of `name` whose value training does not determine. The key bias
+// (in_proj_bias[D, 2D)) has a zero gradient in exact arithmetic: a softmax row is unchanged when
+// the same q.b is added to every score. SGD leaves it where it was; AdamW's normalised step turns
+// the float32 rounding of that zero into moves of up to lr per step, whose sign is noise.
+std::pair<std::size_t, std::size_t> undetermined(const std::string& name,
+                                                 const std::string& optimizer) {
+  const auto d = static_cast<std::size_t>(reference().base.model.d_model);
+  if (optimizer == "adamw" && name.ends_with("self_attn.in_proj_bias")) return {d, 2 * d};
+  return {0, 0};
+}
+
+// The same FQNs (in any order: the sharded checkpoint lists unit by unit), each tensor within
+// kRtol of the unsharded run's, relative to the tensor's largest magnitude (elements near zero
+// move by the float32 rounding of their larger peers).
+void check_params(const Run& got, const Run& want, const std::string& optimizer) {
+  std::map<std::string, Tensor> expected(want.params.begin(), want.params.end());
+  BOOST_TEST(got.params.size() == want.params.size());
+  const GPTTrainConfig& base = reference().base;
+  for (const auto& [name, t] : got.params) {
+    BOOST_TEST_CONTEXT("parameter " << name) {
+      auto it = expected.find(name);
+      BOOST_TEST_REQUIRE((it != expected.end()), "not in the unsharded checkpoint");
+      std::vector<double> a = t.to_vector(), e = it->second.to_vector();
+      BOOST_TEST_REQUIRE(t.shape() == it->second.shape());
+      const auto [begin, end] = undetermined(name, optimizer);
+      const double bound = reference().lr.at(optimizer) * base.steps;
+      for (std::size_t i = begin; i < end; ++i) {
+        BOOST_TEST(std::abs(a[i]) <= bound, "element " << i << " = " << a[i]);
+        a[i] = e[i] = 0;
+      }
+      double scale = 0;
+      for (double v : e) scale = std::max(scale, std::abs(v));
+      BOOST_TEST(testing::close(from_vector(a, t.shape()), from_vector(e, t.shape()), kRtol,
+                                kRtol * scale, name) == "");
+    }
+  }
+}
+
+void check_run(const std::string& optimizer, int world, ShardingStrategy s, bool orig,
+               Prefetch prefetch, int node_size = 0) {
+  Run run = train(optimizer, world, s, orig, prefetch, node_size);
+  check_losses(run.losses, optimizer);
+  check_params(run, unsharded(optimizer), optimizer);
+}
+
+const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
+const std::vector<ShardingStrategy> kFlatStrategies = {
+    ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD};
+const std::vector<Prefetch> kPrefetch = {Prefetch::pre, Prefetch::post, Prefetch::none,
+                                         Prefetch::pre_and_forward};
+
+}  // namespace
+
+// The baseline itself: the plain model on one rank reproduces PyTorch, and its checkpoint holds
+// every parameter once (the head's weight is tok_emb.weight).
+BOOST_DATA_TEST_CASE(unsharded_matches_pytorch, bdata::make(kOptimizers), optimizer) {
+  const Run& run = unsharded(optimizer);
+  check_losses(run.losses, optimizer);
+  BOOST_TEST(run.params.size() == 2u + 2u * 12u + 2u);
+  BOOST_TEST(run.params.front().first == "tok_emb.weight");
+  for (const auto& [name, t] : run.params) BOOST_TEST(name != "head.weight");
+  // Training moved every parameter away from the fixture's initial weights.
+  auto init = io::load_safetensors(reference().base.load_path).tensors;
+  std::map<std::string, Tensor> first(init.begin(), init.end());
+  for (const auto& [name, t] : run.params)
+    BOOST_TEST(t.to_vector() != first.at(name).to_vector(), name);
+}
+
+BOOST_DATA_TEST_CASE(flat_strategies,
+                     bdata::make(kFlatStrategies) * bdata::make({1, 2, 4}) *
+                         bdata::make({false, true}) * bdata::make(kPrefetch) *
+                         bdata::make(kOptimizers),
+                     strategy, world, use_orig_params, prefetch, optimizer) {
+  check_run(optimizer, world, strategy, use_orig_params, prefetch);
+}
+
+// HYBRID_SHARD without backward prefetch is left out: it deadlocks now and then (below).
+BOOST_DATA_TEST_CASE(hybrid_shard_4_ranks_2_per_node,
+                     bdata::make({false, true}) *
+                         bdata::make({Prefetch::pre, Prefetch::post, Prefetch::pre_and_forward}) *
+                         bdata::make(kOptimizers),
+                     use_orig_params, prefetch, optimizer) {
+  check_run(optimizer, 4, ShardingStrategy::HYBRID_SHARD, use_orig_params, prefetch, 2);
+}
+
+BOOST_DATA_TEST_CASE(hybrid_shard_zero2_4_ranks_2_per_node,
+                     bdata::make({false, true}) * bdata::make(kPrefetch) * bdata::make(kOptimizers),
+                     use_orig_params, prefetch, optimizer) {
+  check_run(optimizer, 4, ShardingStrategy::_HYBRID_SHARD_ZERO2, use_orig_params, prefetch, 2);
+}
+
+// Known bug, disabled until fixed (run it with --run_test=hybrid_shard_without_backward_prefetch):
+// HYBRID_SHARD with backward_prefetch none deadlocks in about 1 run of 4. post_backward calls
+// CommScheduler::finish_reductions(2), which finishes the front reduction when its
+// reduce-scatter already completed (work->test(), a race), and finishing runs the replicate
+// group's all_reduce synchronously on the training thread. Ranks then disagree on whether that
+// all_reduce comes before or after the next unit's all-gather: rank 0 blocks in the all_reduce
+// with rank 2, rank 2 waits in the all-gather with rank 3, rank 3 in the all_reduce with rank 1,
+// rank 1 in the all-gather with rank 0.
+BOOST_AUTO_TEST_CASE(hybrid_shard_without_backward_prefetch, *boost::unit_test::disabled()) {
+  for (int attempt = 0; attempt < 12; ++attempt) BOOST_TEST_CONTEXT("attempt " << attempt) {
+      check_run("sgd", 4, ShardingStrategy::HYBRID_SHARD, false, Prefetch::none, 2);
+    }
+}
