@@ -7,6 +7,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/multi_grad_hook.h"
+#include "core/warnings.h"
 #include "core/ops.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/fully_sharded_data_parallel.h"
@@ -140,6 +141,19 @@ void UnitRuntime::lazy_init() {
     }
   }
   for (auto* u : state_->units) u->register_post_backward_hook();
+  // Options accepted for construction (auto-wrap decisions depend on them) whose runtime part is
+  // not built yet: say so once instead of silently computing something else.
+  bool mixed = false, offload = false;
+  for (auto* u : state_->units) {
+    const auto& mp = u->owner_.mixed_precision();
+    mixed = mixed || mp.param_dtype || mp.reduce_dtype || mp.buffer_dtype;
+    offload = offload || u->owner_.cpu_offload().offload_params;
+  }
+  if (mixed)
+    warn("FSDP: mixed_precision is not applied yet: parameters, gradients and reductions stay in "
+         "the parameters' dtype");
+  if (offload)
+    warn("FSDP: cpu_offload is not applied yet (parameters already live in host memory on CPU)");
 }
 
 void UnitRuntime::register_post_backward_hook() {
