@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/autograd.h"
+#include "ops/checkpoint_frame.h"
 #include "ops/graph/interpreter.h"
 #include "ops/higher_order_op.h"
 
@@ -36,83 +37,18 @@ CheckpointPolicy policy_from_bool(bool save) {
 }
 
 const std::vector<std::string>& core_op_names() {
-  static const std::vector<std::string> names = {"abs",
-                                                 "add",
-                                                 "add.Scalar",
-                                                 "add_",
-                                                 "amax",
-                                                 "argmax",
-                                                 "batch_norm",
-                                                 "bmm",
-                                                 "cat",
-                                                 "chunk",
-                                                 "clone",
-                                                 "contiguous",
-                                                 "cross_entropy",
-                                                 "div",
-                                                 "div.Scalar",
-                                                 "dropout",
-                                                 "embedding",
-                                                 "eq",
-                                                 "eq.Scalar",
-                                                 "exp",
-                                                 "expand",
-                                                 "flatten",
-                                                 "ge",
-                                                 "gelu",
-                                                 "gt",
-                                                 "index_select",
-                                                 "layer_norm",
-                                                 "le",
-                                                 "linear",
-                                                 "log",
-                                                 "log_softmax",
-                                                 "logical_not",
-                                                 "lt",
-                                                 "masked_fill",
-                                                 "matmul",
-                                                 "max",
-                                                 "max.dim",
-                                                 "maximum",
-                                                 "mean",
-                                                 "minimum",
-                                                 "mm",
-                                                 "mse_loss",
-                                                 "mul",
-                                                 "mul.Scalar",
-                                                 "mul_",
-                                                 "narrow",
-                                                 "ne",
-                                                 "neg",
-                                                 "nll_loss",
-                                                 "normal_",
-                                                 "permute",
-                                                 "pow",
-                                                 "rand",
-                                                 "randint",
-                                                 "randn",
-                                                 "relu",
-                                                 "reshape",
-                                                 "rsqrt",
-                                                 "select",
-                                                 "sigmoid",
-                                                 "softmax",
-                                                 "split",
-                                                 "split_with_sizes",
-                                                 "sqrt",
-                                                 "squeeze",
-                                                 "stack",
-                                                 "sub",
-                                                 "sum",
-                                                 "sum_to",
-                                                 "tanh",
-                                                 "to_device",
-                                                 "to_dtype",
-                                                 "transpose",
-                                                 "uniform_",
-                                                 "unsqueeze",
-                                                 "view",
-                                                 "where"};
+  // clang-format off
+  static const std::vector<std::string> names = {
+      "abs", "add", "add.Scalar", "add_", "amax", "argmax", "batch_norm", "bmm", "cat", "chunk",
+      "clone", "contiguous", "cross_entropy", "div", "div.Scalar", "dropout", "embedding", "eq",
+      "eq.Scalar", "exp", "expand", "flatten", "ge", "gelu", "gt", "index_select", "layer_norm",
+      "le", "linear", "log", "log_softmax", "logical_not", "lt", "masked_fill", "matmul", "max",
+      "max.dim", "maximum", "mean", "minimum", "mm", "mse_loss", "mul", "mul.Scalar", "mul_",
+      "narrow", "ne", "neg", "nll_loss", "normal_", "permute", "pow", "rand", "randint", "randn",
+      "relu", "reshape", "rsqrt", "select", "sigmoid", "softmax", "split", "split_with_sizes",
+      "sqrt", "squeeze", "stack", "sub", "sum", "sum_to", "tanh", "to_device", "to_dtype",
+      "transpose", "uniform_", "unsqueeze", "view", "where"};
+  // clang-format on
   return names;
 }
 
@@ -122,7 +58,14 @@ namespace {
 struct CacheEntry {
   nn::Value value;
   std::vector<std::pair<Tensor, std::uint64_t>> versions;
+  std::vector<detail::SavedSource> saved;  // what the op saved for its backward
 };
+
+std::vector<Tensor> tensors_of(const nn::Value& v) {
+  std::vector<Tensor> out;
+  flatten_tensors(v, out);
+  return out;
+}
 using Cache = std::map<std::string, std::deque<CacheEntry>>;
 
 bool is_compiling() {
@@ -140,13 +83,11 @@ class CachingMode final : public dispatch::DispatchMode {
     if (compiling)
       if (auto* meta = graph::current_node_meta()) (*meta)["recompute"] = policy;
     if (!is_save(policy) && !compiling) return call.run();
-    nn::Value out;
-    {
-      // The op keeps what it saves for backward: the recomputation will not run it.
-      autograd::DisableSavedTensorHooksGuard keep;
-      out = call.run();
-    }
+    detail::Frame* frame = detail::current_frame();
+    if (frame) frame->begin_op();
+    nn::Value out = call.run();
     CacheEntry entry;
+    if (frame) entry.saved = frame->end_op(call.inputs(), tensors_of(out));
     entry.value = nn::map_tensors(out, [&](const Tensor& t) {
       if (!t.defined()) return t;
       Tensor d = t.detach();
@@ -188,13 +129,17 @@ class CachedMode final : public dispatch::DispatchMode {
     // Upstream replays below autograd, so a replayed output still requires grad when the op's
     // inputs do, and the recomputed ops after it record (and save) as in the forward. Ours runs
     // above autograd: mark a fresh alias of the cached value instead.
-    if (!autograd::any_requires_grad(call.inputs())) return entry.value;
-    return nn::map_tensors(entry.value, [](const Tensor& t) {
-      if (!t.defined() || !t.is_floating_point()) return t;
-      Tensor d = t.detach();
-      d.requires_grad_(true);
-      return d;
-    });
+    nn::Value out = entry.value;
+    if (autograd::any_requires_grad(call.inputs()))
+      out = nn::map_tensors(entry.value, [](const Tensor& t) {
+        if (!t.defined() || !t.is_floating_point()) return t;
+        Tensor d = t.detach();
+        d.requires_grad_(true);
+        return d;
+      });
+    if (auto* frame = detail::current_frame())
+      frame->replay_op(call.name(), entry.saved, call.inputs(), tensors_of(out));
+    return out;
   }
 
  private:

@@ -7,10 +7,11 @@
 // Use: checkpoint(fn, args, {.use_reentrant = false,
 //                            .context_fn = selective_context_fn(policy)}).
 //
-// Deliberate difference: our modes run above autograd, upstream's below it. So an op whose
-// output is saved also keeps the tensors it saves for its own backward (its inputs) instead of
-// having them recomputed; without that, the recomputation (which skips the op) could not supply
-// them. Gradients are the same; memory is somewhat higher than upstream's for the same policy.
+// Our modes run above autograd, upstream's below it; two consequences are handled explicitly: a
+// replayed output is marked as requiring grad when the op's inputs do (so the recomputed ops after
+// it record as in the forward), and the tensors a cached op saved for its own backward (it is not
+// rerun) are rebuilt at recomputation from its recomputed inputs and cached outputs
+// (checkpoint_frame.h); only an op-internal temporary (e.g. a contiguous copy) is kept instead.
 #pragma once
 
 #include <functional>

@@ -133,6 +133,15 @@ R intercept(const char* name, Fn fn, const A&... args) {
 
 }  // namespace fsdp::dispatch::detail
 
+#ifdef FSDP_NO_DISPATCH
+// Built without interception (only to measure its cost: bench/ops/README.md).
+#define FSDP_DISPATCH(NAME, FN, ...) \
+  do {                               \
+  } while (0)
+#define FSDP_DISPATCH_INPLACE(NAME, FN, SELF, ...) \
+  do {                                             \
+  } while (0)
+#else
 // First line of a core op `FN` (in namespace fsdp) returning Tensor, a tensor list or a pair:
 // lets the active modes see the call. NAME is the op's name as modes see it.
 #define FSDP_DISPATCH(NAME, FN, ...)                                                           \
@@ -153,3 +162,4 @@ R intercept(const char* name, Fn fn, const A&... args) {
       return SELF;                                                                     \
     }                                                                                  \
   } while (0)
+#endif  // FSDP_NO_DISPATCH
