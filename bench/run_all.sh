@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every benchmark built in build/ and leaves JSON results in build/bench-results/.
 # Arguments go to bench_training_step (e.g. --steps). COMM_MAX_SIZE (default 64M) bounds the
-# collective sweeps; MPI and Gloo run 2 ranks under mpirun when it is installed.
+# collective sweeps; MPI and Gloo run 2 ranks under mpirun when it is installed. The FSDP training
+# benchmark (bench/fsdp) uses PyTorch from /opt/torch2 when it is there.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 out=build/bench-results
@@ -26,3 +27,5 @@ if command -v mpirun >/dev/null; then
       --json "$(pwd)/$out/comm_gloo.json"
   fi
 fi
+echo "== FSDP training: unsharded, FSDP on threads/mpi/gloo, PyTorch FSDP1/FSDP2 =="
+bench/fsdp/bench_fsdp_train.py --build build --json "$out/fsdp_train.json"

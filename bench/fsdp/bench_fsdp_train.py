@@ -1,0 +1,458 @@
+#!/usr/bin/env python3
+"""bench/fsdp: the FSDP training benchmark (issue 10, item 12).
+
+Trains examples/train_gpt at one configuration (default: GPT L4 D256 H4 T128, batch 8 per rank,
+AdamW, 1 BLAS thread per rank) in one run, as
+  ours:    unsharded (--sharding none), FSDP world 1, FSDP 2 ranks on threads, on MPI and on Gloo
+           (mpirun -np 2 --oversubscribe --bind-to none);
+  PyTorch: unsharded, FSDP1 and FSDP2 over gloo (tools/torch_reference/torch_fsdp_gpt.py), when a
+           torch >= 2 is importable by --torch-python (default /opt/torch2/bin/python, then
+           python3);
+and prints per run ms/step and tokens/s (the median over the steps after --warmup), the CPU time
+per step (all ranks and threads: what the step costs whatever else runs on the host), exposed
+communication (train_gpt's time blocked on collectives), per-rank peak memory (our allocator's
+bytes; and every run's maximum resident set), the first and last loss, then the ratios against
+the targets. Each configuration runs --rounds times (default 3), the rounds interleaved, and the
+round with the lowest median counts: other jobs on a shared host only ever add time. Every run
+starts from the same weights (train_gpt --steps 0 --save) and data, so the losses of runs with
+the same global batch agree: the table says by how much.
+
+    bench/fsdp/bench_fsdp_train.py [--build build] [--steps 12] [--warmup 2] [--rounds 3]
+
+Writes build/bench-results/fsdp_train.json (--json). Python's standard library only.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TORCH_SCRIPT = os.path.join(ROOT, "tools", "torch_reference", "torch_fsdp_gpt.py")
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+TORCH_UNAVAILABLE = 3  # torch_fsdp_gpt.py's exit status for a mode this torch lacks
+
+TARGETS = {"world1_overhead": 1.05, "scaling": 1.8, "exposed_comm_pct": 10.0}
+
+
+class Run:
+    """One line of the table: what ran, and its measurement in each round. The table shows the
+    round with the lowest median step time (other jobs on the host only ever add time)."""
+
+    def __init__(self, name, kind, world, command=(), env=None):
+        self.name, self.kind, self.world = name, kind, world
+        self.command, self.env = list(command), dict(env or {})
+        self.status = "not run"  # "ok" | "failed: ..." | "unavailable: ..." | "skipped: ..."
+        self.rounds = []  # one dict per successful round (see measure_ours / measure_torch)
+
+    def ok(self):
+        return self.status == "ok" and bool(self.rounds)
+
+    def best(self):
+        return min(self.rounds, key=lambda m: m["ms_per_step"]) if self.rounds else {}
+
+    def get(self, key):
+        return self.best().get(key)
+
+    def to_json(self):
+        return {"name": self.name, "kind": self.kind, "world": self.world,
+                "command": self.command, "env": self.env, "status": self.status,
+                "best": self.best(), "rounds": self.rounds}
+
+
+def tokens_per_step(a, world):
+    return a.batch * world * a.seq
+
+
+def tree_cpu_seconds(root):
+    """User + system CPU seconds of the live process `root` and all its descendants (all their
+    threads), from /proc."""
+    parent, cpu = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    total = 0.0
+    for pid, seconds in cpu.items():
+        p = pid
+        while p > 1 and p != root:
+            p = parent.get(p, 0)
+        if p == root:
+            total += seconds
+    return total
+
+
+def run_process(cmd, env_extra, timeout, on_line=None):
+    """Runs cmd, calling on_line(line, pid) for each line of its stdout as it comes; returns
+    (rc, stdout, stderr, seconds, max RSS in MiB, CPU seconds of the whole run)."""
+    env = dict(os.environ, **env_extra)
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, cwd=ROOT,
+                                text=True, errors="replace")
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if on_line is not None:
+                on_line(line.rstrip("\n"), proc.pid)
+        _, status, usage = os.wait4(proc.pid, 0)
+        timed_out = not timer.is_alive()
+        timer.cancel()
+        proc.returncode = 124 if timed_out else os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        # ru_maxrss of wait4: the largest of the process and its waited-for descendants (KiB).
+        return (proc.returncode, "".join(lines), err.read().decode(errors="replace"),
+                time.monotonic() - t0, usage.ru_maxrss / 1024.0,
+                usage.ru_utime + usage.ru_stime)
+
+
+def tail(text, n=6):
+    return " | ".join(text.strip().splitlines()[-n:])
+
+
+STEP_RE = re.compile(r"^step (\d+) loss (\S+) tokens/s (\S+)$", re.M)
+SUMMARY_RE = re.compile(r"tokens/s (\S+)\s+ms/step (\S+)\s+exposed communication (\S+)%")
+PEAK_RE = re.compile(r"^rank (\d+) peak memory (\S+) MiB$", re.M)
+
+
+def parse_train_gpt(out, a, world):
+    """A measurement from train_gpt's output: one `step i loss x tokens/s y` line per step
+    (rank 0), the summary line and `rank r peak memory m MiB` per rank."""
+    steps = STEP_RE.findall(out)
+    if len(steps) != a.steps:
+        raise ValueError("expected %d step lines, found %d" % (a.steps, len(steps)))
+    tps = tokens_per_step(a, world)
+    m = {"losses": [float(loss) for _, loss, _ in steps],
+         "step_ms": [1000.0 * tps / float(rate) for _, _, rate in steps]}
+    summary = SUMMARY_RE.search(out)
+    if summary is None:
+        raise ValueError("no 'tokens/s .. ms/step .. exposed communication' line")
+    m["exposed_comm_pct"] = float(summary.group(3))
+    peaks = sorted((int(r), float(mib)) for r, mib in PEAK_RE.findall(out))
+    if [r for r, _ in peaks] != list(range(world)):
+        raise ValueError("expected a peak memory line per rank, found ranks %s"
+                         % [r for r, _ in peaks])
+    m["peak_mib"] = [mib for _, mib in peaks]
+    m["ms_per_step"] = statistics.median(m["step_ms"][a.warmup:])
+    m["tokens_per_s"] = 1000.0 * tps / m["ms_per_step"]
+    return m
+
+
+def model_flags(a):
+    return ["--layers", str(a.layers), "--d-model", str(a.d_model), "--heads", str(a.heads),
+            "--seq", str(a.seq)]
+
+
+def ours(a, train_gpt, init, store_dir):
+    """Our five runs."""
+    common = [train_gpt] + model_flags(a) + [
+        "--batch", str(a.batch), "--steps", str(a.steps), "--optimizer", "adamw",
+        "--lr", str(a.lr), "--data", a.data, "--load", init, "--log-every", "1",
+        "--threads-per-rank", "1"]
+    mpirun = ["mpirun", "-np", str(a.ranks), "--oversubscribe", "--bind-to", "none"]
+    runs = [Run("ours unsharded", "ours", 1, common + ["--sharding", "none", "--ranks", "1"]),
+            Run("ours FSDP threads", "ours", 1, common + ["--ranks", "1"]),
+            Run("ours FSDP threads", "ours", a.ranks, common + ["--ranks", str(a.ranks)])]
+    for backend in ("mpi", "gloo"):
+        env = dict(MPI_ENV)
+        if backend == "gloo":  # the file store's rendezvous directory, fresh for this run
+            env["FSDP_STORE_PATH"] = os.path.join(store_dir, "gloo")
+        r = Run("ours FSDP " + backend, "ours", a.ranks,
+                mpirun + common + ["--backend", backend], env)
+        if shutil.which("mpirun") is None:
+            r.status = "skipped: no mpirun"
+        runs.append(r)
+    return runs
+
+
+def measure_ours(run, a):
+    """One round of one of our runs; the CPU time of steps warmup..steps-1 is read from /proc
+    when rank 0 prints the step lines that bound them."""
+    marks = {}
+
+    def on_line(line, pid):
+        m = STEP_RE.match(line)
+        if m and int(m.group(1)) in (a.warmup - 1, a.steps - 1):
+            marks[int(m.group(1))] = tree_cpu_seconds(pid)
+
+    if "FSDP_STORE_PATH" in run.env:  # a gloo file store must start empty
+        shutil.rmtree(run.env["FSDP_STORE_PATH"], ignore_errors=True)
+        os.makedirs(run.env["FSDP_STORE_PATH"])
+    load = os.getloadavg()[0]
+    rc, out, err, secs, rss, _ = run_process(run.command, run.env, a.timeout, on_line)
+    if rc != 0:
+        raise RuntimeError("exit %d: %s" % (rc, tail(err or out)))
+    try:
+        m = parse_train_gpt(out, a, run.world)
+    except ValueError as e:
+        raise RuntimeError("%s: %s" % (e, tail(out))) from None
+    if len(marks) == 2:
+        m["cpu_ms_per_step"] = 1000.0 * (marks[a.steps - 1] - marks[a.warmup - 1]) / (
+            a.steps - a.warmup)
+    m.update(loadavg=load, seconds=secs, rss_mib=rss)
+    return m
+
+
+def torch_version(python):
+    """The torch version `python` imports, or None with the reason."""
+    if python is None:
+        return None, "no python for PyTorch"
+    try:
+        p = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                           capture_output=True, text=True, timeout=300)
+    except OSError as e:
+        return None, str(e)
+    if p.returncode != 0:
+        return None, "%s cannot import torch: %s" % (python, tail(p.stderr, 1))
+    return p.stdout.strip(), None
+
+
+TORCH_NAMES = {"unsharded": "PyTorch unsharded", "fsdp1": "PyTorch FSDP1 gloo",
+               "fsdp2": "PyTorch FSDP2 gloo"}
+
+
+def torch_runs(a, python, init, version, note):
+    runs = []
+    for mode, world in (("unsharded", 1), ("fsdp1", a.ranks), ("fsdp2", a.ranks)):
+        cmd = [python or "python3", TORCH_SCRIPT, "--mode", mode, "--ranks", str(world)] + \
+            model_flags(a) + ["--batch", str(a.batch), "--steps", str(a.steps), "--warmup",
+                              str(a.warmup), "--lr", str(a.lr), "--data", a.data, "--load",
+                              init, "--threads", "1"]
+        r = Run(TORCH_NAMES[mode], "torch", world, cmd,
+                {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+        if version is None:
+            r.status = "skipped: " + note
+        runs.append(r)
+    return runs
+
+
+class Unavailable(Exception):
+    pass
+
+
+def measure_torch(run, a):
+    load = os.getloadavg()[0]
+    rc, out, err, secs, rss, _ = run_process(run.command, run.env, a.timeout)
+    if rc == TORCH_UNAVAILABLE:
+        raise Unavailable(tail(err, 1))
+    if rc != 0:
+        raise RuntimeError("exit %d: %s" % (rc, tail(err or out)))
+    r = json.loads(out.strip().splitlines()[-1])
+    return {"ms_per_step": r["ms_per_step"], "tokens_per_s": r["tokens_per_s"],
+            "cpu_ms_per_step": r["cpu_ms_per_step"], "step_ms": r["step_ms"],
+            "losses": r["losses"], "peak_mib": [], "rss_per_rank_mib": r["peak_rss_mib"],
+            "rss_mib": rss, "loadavg": load, "seconds": secs}
+
+
+def run_round(run, a):
+    if run.status.startswith(("skipped", "unavailable", "failed")):
+        return
+    print("running %s (%d rank(s))..." % (run.name, run.world), file=sys.stderr, flush=True)
+    try:
+        run.rounds.append((measure_ours if run.kind == "ours" else measure_torch)(run, a))
+        run.status = "ok"
+    except Unavailable as e:
+        run.status = "unavailable: %s" % e
+    except RuntimeError as e:
+        run.status = "failed: %s" % e
+
+
+def ratio(num, den):
+    return None if num is None or den in (None, 0) else num / den
+
+
+def ratios(runs, a):
+    """The issue's ratios, each with its target (None: reported, no target). Wall-clock ratios
+    are the targets; the CPU-time ones are what the same runs would give on idle cores (a
+    loaded host stretches wall time, far less the CPU time a step needs)."""
+    by = {(r.name, r.world): r for r in runs if r.ok()}
+
+    def get(name, world, key):
+        r = by.get((name, world))
+        return r.get(key) if r else None
+
+    out = []
+
+    def add(what, value, target=None, better="lower"):
+        met = None
+        if value is not None and target is not None:
+            met = value <= target if better == "lower" else value >= target
+        out.append({"what": what, "value": value, "target": target, "better": better,
+                    "met": met})
+
+    add("FSDP world 1 step / unsharded step", ratio(
+        get("ours FSDP threads", 1, "ms_per_step"), get("ours unsharded", 1, "ms_per_step")),
+        TARGETS["world1_overhead"], "lower")
+    add("  the same in CPU time", ratio(get("ours FSDP threads", 1, "cpu_ms_per_step"),
+                                        get("ours unsharded", 1, "cpu_ms_per_step")))
+    multi = [r for r in runs if r.kind == "ours" and r.world == a.ranks and r.ok()]
+    w1_tps = get("ours FSDP threads", 1, "tokens_per_s")
+    w1_cpu = get("ours FSDP threads", 1, "cpu_ms_per_step")
+    for r in multi:
+        add("%s: %d-rank tokens/s / world-1 tokens/s" % (r.name, a.ranks),
+            ratio(r.get("tokens_per_s"), w1_tps), TARGETS["scaling"], "higher")
+        add("  the same from CPU time (%d x world-1 CPU / %d-rank CPU)" % (a.ranks, a.ranks),
+            ratio(a.ranks * w1_cpu if w1_cpu else None, r.get("cpu_ms_per_step")))
+    for r in multi:
+        add("%s: exposed communication %% of step" % r.name, r.get("exposed_comm_pct"),
+            TARGETS["exposed_comm_pct"], "lower")
+    add("ours unsharded tokens/s / PyTorch unsharded", ratio(
+        get("ours unsharded", 1, "tokens_per_s"), get("PyTorch unsharded", 1, "tokens_per_s")),
+        None, "higher")
+    for torch_name in (TORCH_NAMES["fsdp1"], TORCH_NAMES["fsdp2"]):
+        for r in multi:
+            add("%s tokens/s / %s" % (r.name, torch_name),
+                ratio(r.get("tokens_per_s"), get(torch_name, a.ranks, "tokens_per_s")),
+                None, "higher")
+    return out
+
+
+def loss_agreement(runs):
+    """Per run: the largest relative difference of its losses from the first run of its world
+    size (same weights, same global batch: the same losses up to float rounding)."""
+    first = {}
+    for r in runs:
+        if not r.ok():
+            continue
+        ref = first.setdefault(r.world, r)
+        for m in r.rounds:
+            m["loss_reference"] = ref.name
+            m["loss_max_rel_diff"] = max(abs(x - y) / max(abs(y), 1e-12)
+                                         for x, y in zip(m["losses"], ref.rounds[0]["losses"]))
+
+
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def print_table(runs, rat, a, version, note):
+    print("GPT L%d D%d H%d T%d, batch %d per rank, AdamW, 1 thread per rank; %d steps, median of "
+          "steps %d..%d; best of %d round(s); %d CPUs" % (
+              a.layers, a.d_model, a.heads, a.seq, a.batch, a.steps, a.warmup, a.steps - 1,
+              a.rounds, os.cpu_count()))
+    print("PyTorch: %s" % (version or "none importable (%s)" % note))
+    cols = "%-18s %2s %7s %7s %7s %5s %-11s %5s %-15s %7s %5s"
+    print(cols % ("run", "W", "ms/step", "tok/s", "CPUms", "comm%", "peak MiB",
+                  "RSS", "loss 0 -> last", "lossdif", "load"))
+    for r in runs:
+        if not r.ok():
+            print("%-18s %2d  %s" % (r.name, r.world, r.status))
+            continue
+        m = r.best()
+        peak = "/".join("%.1f" % x for x in m["peak_mib"]) or "-"
+        print(cols % (r.name, r.world, fmt(m["ms_per_step"], ".1f"),
+                      fmt(m["tokens_per_s"], ".0f"), fmt(m.get("cpu_ms_per_step"), ".0f"),
+                      fmt(m.get("exposed_comm_pct"), ".1f"), peak, fmt(m["rss_mib"], ".0f"),
+                      "%.4f->%.4f" % (m["losses"][0], m["losses"][-1]),
+                      fmt(m.get("loss_max_rel_diff"), ".0e"), fmt(m["loadavg"], ".1f")))
+    print("W: ranks. CPUms: CPU time per step, all ranks and threads. comm%: time blocked on "
+          "collectives.\npeak MiB: our allocator's peak per rank. RSS: the largest process's "
+          "maximum resident set (MiB).\nlossdif: largest relative loss difference from the "
+          "first run of the same W. load: 1-min load average at start.")
+    print()
+    print("%-64s %7s %8s" % ("ratio", "value", "target"))
+    for x in rat:
+        target = "" if x["target"] is None else ("%s %g" % ("<=" if x["better"] == "lower"
+                                                            else ">=", x["target"]))
+        verdict = {True: "met", False: "MISSED", None: ""}[x["met"]]
+        print("%-64s %7s %8s  %s" % (x["what"], fmt(x["value"], ".3f"), target, verdict))
+
+
+def git_state():
+    def git(*args):
+        p = subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True)
+        return p.stdout.strip() if p.returncode == 0 else None
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "core", "comm", "fsdp",
+                "examples", "policies")
+    return {"commit": git("rev-parse", "HEAD"), "runtime_sources_modified": bool(dirty)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build", help="the Meson build directory")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=8, help="sequences per rank per step")
+    ap.add_argument("--ranks", type=int, default=2, help="ranks of the multi-rank runs")
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2, help="first steps left out of the median")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="run every configuration this many times, interleaved; keep the best")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--data", default=os.path.join(ROOT, "tests", "fixtures", "gpt", "data.txt"))
+    ap.add_argument("--torch-python", help="python with a current torch (default: "
+                    "/opt/torch2/bin/python if present, else python3)")
+    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch runs")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    ap.add_argument("--json", help="default: <build>/bench-results/fsdp_train.json")
+    a = ap.parse_args(argv)
+    if a.warmup < 1 or a.steps <= a.warmup + 1 or a.rounds < 1:
+        ap.error("need --warmup >= 1, --steps > --warmup + 1 and --rounds >= 1")
+    build = os.path.join(ROOT, a.build) if not os.path.isabs(a.build) else a.build
+    train_gpt = os.path.join(build, "examples", "train_gpt")
+    if not os.access(train_gpt, os.X_OK):
+        sys.exit("bench_fsdp_train: %s not found: build it first (ninja -C %s "
+                 "examples/train_gpt)" % (train_gpt, a.build))
+    a.data = os.path.abspath(a.data)
+    json_path = os.path.abspath(a.json or os.path.join(build, "bench-results",
+                                                       "fsdp_train.json"))
+
+    python = a.torch_python
+    if python is None:
+        python = "/opt/torch2/bin/python" if os.access("/opt/torch2/bin/python", os.X_OK) \
+            else shutil.which("python3")
+    version, note = (None, "--no-torch") if a.no_torch else torch_version(python)
+
+    with tempfile.TemporaryDirectory(prefix="bench-fsdp-") as tmp:
+        init = os.path.join(tmp, "init.safetensors")
+        rc, out, err, *_ = run_process([train_gpt] + model_flags(a) + [
+            "--steps", "0", "--sharding", "none", "--ranks", "1", "--data", a.data,
+            "--save", init], {}, a.timeout)
+        if rc != 0:
+            sys.exit("bench_fsdp_train: writing the initial weights failed: " + tail(err or out))
+        runs = ours(a, train_gpt, init, tmp) + torch_runs(a, python, init, version, note)
+        for _ in range(a.rounds):
+            for run in runs:
+                run_round(run, a)
+
+    loss_agreement(runs)
+    rat = ratios(runs, a)
+    print_table(runs, rat, a, version, note)
+    os.makedirs(os.path.dirname(json_path), exist_ok=True)
+    with open(json_path, "w") as f:
+        json.dump({"benchmark": "fsdp_train",
+                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                   "git": git_state(), "cpus": os.cpu_count(),
+                   "config": {"layers": a.layers, "d_model": a.d_model, "heads": a.heads,
+                              "seq": a.seq, "batch_per_rank": a.batch, "ranks": a.ranks,
+                              "steps": a.steps, "warmup": a.warmup, "rounds": a.rounds,
+                              "lr": a.lr, "optimizer": "adamw", "threads_per_rank": 1,
+                              "data": os.path.relpath(a.data, ROOT)},
+                   "torch_version": version, "torch_note": note,
+                   "targets": TARGETS, "runs": [r.to_json() for r in runs], "ratios": rat},
+                  f, indent=1)
+    print("\nwrote %s" % json_path)
+    return 1 if any(r.status.startswith("failed") for r in runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
