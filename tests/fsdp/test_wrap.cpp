@@ -3,11 +3,16 @@
 // model (forward, backward, SGD steps) run their ranks as threads (comm/threads).
 #define BOOST_TEST_MODULE fsdp_wrap
 #include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <map>
 
 #include "comm/fake/fake_process_group.h"
 #include "comm/threads/run_threads.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/ops.h"
+#include "core/optim/optim.h"
+#include "core/random.h"
 #include "core/warnings.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/full_state_dict.h"
@@ -90,6 +95,87 @@ class Plain : public nn::Module {
 
 std::shared_ptr<nn::Linear> linear(std::int64_t in, std::int64_t out, bool bias = true) {
   return std::make_shared<nn::Linear>(in, out, bias);
+}
+
+// test_main_wrap_api's model: lin4(lin3(lin2(lin1(x)))) with lin4 = Nested(nested_lin), every
+// Linear(1, 1, bias=False); the tests set its weights (the same on every rank).
+class Nested : public nn::Module {
+ public:
+  FSDP_MODULE_CLASS(Nested, nn::Module)
+  Nested() : nn::Module(static_class()) { register_module("nested_lin", linear(1, 1, false)); }
+  nn::Value forward(const nn::Args& args) override { return call_child("nested_lin", args); }
+};
+
+class MyModel : public nn::Module {
+ public:
+  FSDP_MODULE_CLASS(MyModel, nn::Module)
+  MyModel() : nn::Module(static_class()) {
+    for (const char* name : {"lin1", "lin2", "lin3"}) register_module(name, linear(1, 1, false));
+    register_module("lin4", std::make_shared<Nested>());
+  }
+  nn::Value forward(const nn::Args& args) override {
+    nn::Value x = call_child("lin1", args);
+    for (const char* name : {"lin2", "lin3", "lin4"}) x = call_child(name, nn::Args({x}));
+    return x;
+  }
+};
+
+const std::vector<double> kMainWrapWeights = {0.5, 0.75, -0.6, 0.9};
+
+// Upstream's 6 steps of SGD(lr=1e-2, momentum=0.9) on loss = model(ones(1)).sum(), wrapped with
+// options `o` (size_based min_num_params=0: every module a unit) on 2 thread ranks. The loss is
+// w1 w2 w3 w4, so every step's loss is checked against the same SGD on 4 scalars in double, and
+// the loss falls every step; both ranks see the same values.
+void check_main_wrap_api_steps(WrapperOptions o) {
+  constexpr int kSteps = 6;
+  std::vector<double> want;
+  {
+    std::vector<double> w = kMainWrapWeights, buf(4, 0.0);
+    for (int step = 0; step < kSteps; ++step) {
+      want.push_back(w[0] * w[1] * w[2] * w[3]);
+      for (std::size_t i = 0; i < 4; ++i) {
+        double g = 1;
+        for (std::size_t j = 0; j < 4; ++j)
+          if (j != i) g *= w[j];
+        buf[i] = step == 0 ? g : 0.9 * buf[i] + g;
+      }
+      for (std::size_t i = 0; i < 4; ++i) w[i] -= 1e-2 * buf[i];
+    }
+  }
+  std::vector<std::vector<double>> losses(2);
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = std::make_shared<MyModel>();
+    {
+      autograd::NoGradGuard no_grad;
+      const auto params = model->parameters();
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        Tensor p = params[i];
+        p.fill_(kMainWrapWeights[i]);
+      }
+    }
+    WrapperOptions with_group = o;
+    with_group.process_group = process_group_handle(pg);
+    auto wrapped = FSDP::make(model, with_group);
+    optim::SGDOptions sgd;
+    sgd.lr = 1e-2;
+    sgd.momentum = 0.9;
+    optim::SGD optim(wrapped->parameters(), sgd);
+    Tensor inp = ones({1});
+    for (int step = 0; step < kSteps; ++step) {
+      optim.zero_grad();
+      Tensor loss = (*wrapped)(inp).tensor().sum();
+      loss.backward();
+      optim.step();
+      losses[static_cast<std::size_t>(pg->rank())].push_back(loss.item());
+    }
+  });
+  BOOST_TEST(losses[0] == losses[1], boost::test_tools::per_element());
+  BOOST_REQUIRE_EQUAL(losses[0].size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    BOOST_TEST(std::abs(losses[0][i] - want[i]) <= 1e-5 * std::abs(want[i]),
+               "step " << i << ": loss " << losses[0][i] << ", expected " << want[i]);
+    if (i > 0) BOOST_TEST(losses[0][i] < losses[0][i - 1], "step " << i);
+  }
 }
 
 }  // namespace
@@ -190,7 +276,8 @@ BOOST_AUTO_TEST_CASE(test_main_wrap_api) {
           BOOST_TEST((f->backward_prefetch() == prefetch));        // _check_backward_prefetch
           BOOST_TEST(f->forward_prefetch() == forward_prefetch);   // _check_forward_prefetch
         }
-        // Upstream then runs 6 SGD steps: that needs the FSDP runtime (later issue).
+        // Upstream then runs 6 SGD steps as a sanity check.
+        check_main_wrap_api_steps(o);
       }
 }
 
@@ -422,14 +509,63 @@ BOOST_AUTO_TEST_CASE(test_auto_wrap_preset_force_leaf_custom) {
 
 BOOST_AUTO_TEST_CASE(test_auto_wrap_smoke_test) {
   // Upstream: a real 1-rank group (NCCL), size-based(40), then forward + MSE backward on GPU.
-  // Here: the wrapping on a 1-rank fake group, and the forward through the wrappers; the
-  // backward with unsharding is the FSDP runtime's.
+  // Here: the wrapping on a 1-rank fake group; then the forward and backward on 2 thread ranks
+  // (both with upstream's input), against the plain model: the same output, and the same
+  // gradients (read back as the parameters after one SGD step with lr 1).
   for (bool offload : {false, true}) {
     WrapperOptions o = fsdp_options(fake_group(0, 1), size_based_auto_wrap_policy(40));
     o.cpu_offload = CPUOffload{offload};
     auto model = FSDP::make(testing::nested_sequential_model(), o);
     verify_model(model);
     BOOST_TEST(as_fsdp(at(model->module(), 2))->cpu_offload().offload_params == offload);
+  }
+  const std::size_t world = 2;
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (std::size_t r = 0; r <= world; ++r) {  // one per rank, and the plain one
+    manual_seed(11);
+    models.push_back(testing::nested_sequential_model());
+  }
+  manual_seed(12);
+  const Tensor input = rand({1, 5});
+  auto plain = models[world];
+  Tensor want = (*plain)(input).tensor();
+  mse_loss(input, want).backward();
+  optim::SGD(plain->parameters(), optim::SGDOptions{.lr = 1.0}).step();
+
+  for (bool offload : {false, true}) {
+    std::vector<std::vector<double>> outputs(world);
+    std::vector<std::pair<std::string, Tensor>> stepped;
+    for (std::size_t r = 0; r < world; ++r) {  // fresh copies of the initial weights
+      manual_seed(11);
+      models[r] = testing::nested_sequential_model();
+    }
+    on_ranks(static_cast<int>(world), [&](std::shared_ptr<comm::ProcessGroup> pg) {
+      const auto rank = static_cast<std::size_t>(pg->rank());
+      WrapperOptions o = fsdp_options(pg, size_based_auto_wrap_policy(40));
+      o.cpu_offload = CPUOffload{offload};
+      auto fsdp = FSDP::make(models[rank], o);
+      Tensor output = (*fsdp)(input).tensor();
+      outputs[rank] = output.to_vector();
+      mse_loss(input, output).backward();
+      optim::SGD(fsdp->parameters(), optim::SGDOptions{.lr = 1.0}).step();
+      auto state = full_state_dict(*fsdp, /*rank0_only=*/true);
+      if (rank == 0) stepped = state;
+    });
+    BOOST_TEST_CONTEXT("cpu_offload " << offload) {
+      for (const auto& out : outputs)
+        BOOST_TEST(out == want.to_vector(), boost::test_tools::per_element());
+      const auto named = plain->named_parameters();
+      BOOST_REQUIRE_EQUAL(stepped.size(), named.size());
+      std::map<std::string, Tensor> by_name(named.begin(), named.end());
+      for (const auto& [name, t] : stepped) {
+        BOOST_REQUIRE(by_name.count(name) == 1u);
+        const auto got = t.to_vector(), expected = by_name.at(name).to_vector();
+        BOOST_REQUIRE_EQUAL(got.size(), expected.size());
+        for (std::size_t i = 0; i < got.size(); ++i)
+          BOOST_TEST(std::abs(got[i] - expected[i]) <= 1e-6 + 1e-5 * std::abs(expected[i]),
+                     name << "[" << i << "] = " << got[i] << ", plain " << expected[i]);
+      }
+    }
   }
 }
 
