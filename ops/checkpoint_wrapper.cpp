@@ -5,6 +5,7 @@
 #include "core/traversal/post_order.h"
 #include "core/traversal/recursive_wrap.h"
 #include "core/warnings.h"
+#include "ops/selective_checkpoint.h"
 #include "policies/lambda_policy.h"
 #include "policies/policy.h"
 
@@ -124,6 +125,21 @@ void apply_activation_checkpointing(const nn::ModulePtr& model,
     const policies::WrapperOptions* options = targets.find(m.get());
     return options ? checkpoint_wrapper_fn(m, *options) : nullptr;
   });
+}
+
+void checkpoint_activations(const nn::ModulePtr& model, const std::string& mode,
+                            const nn::ClassSet& blocks) {
+  FSDP_CHECK(mode == "none" || mode == "full" || mode == "selective", ValueError,
+             "checkpoint_activations: expected none, full or selective, got '{}'", mode);
+  if (mode == "none") return;
+  CheckpointOptions options;
+  if (mode == "selective") options.context_fn = selective_context_fn(kSelectiveSaveOps);
+  apply_activation_checkpointing(
+      model,
+      [options](nn::ModulePtr m, const policies::WrapperOptions&) {
+        return checkpoint_wrapper(std::move(m), CheckpointImpl::NO_REENTRANT, options);
+      },
+      [blocks](nn::Module& m) { return m.isinstance(blocks); });
 }
 
 }  // namespace fsdp::ops

@@ -78,4 +78,13 @@ void apply_activation_checkpointing(const nn::ModulePtr& model,
                                     CheckFn check_fn = {},
                                     const policies::AutoWrapPolicy& auto_wrap_policy = {});
 
+// The --checkpoint-activations modes of the training jobs: "none"; "full": every module of a class
+// in `blocks` runs under non-reentrant checkpointing; "selective": the same, saving the outputs
+// of the matrix products (kSelectiveSaveOps) and recomputing the rest. Works on a plain model and
+// on an FSDP-wrapped one (giving FSDP(CheckpointWrapper(block)), upstream's composition).
+// ValueError naming the mode otherwise.
+inline const std::vector<std::string> kSelectiveSaveOps = {"linear", "matmul", "bmm", "mm"};
+void checkpoint_activations(const nn::ModulePtr& model, const std::string& mode,
+                            const nn::ClassSet& blocks);
+
 }  // namespace fsdp::ops

@@ -23,7 +23,6 @@
 #include "core/optim/optim.h"
 #include "examples/gpt.h"
 #include "ops/checkpoint_wrapper.h"
-#include "ops/selective_checkpoint.h"
 
 using namespace fsdp;
 
@@ -38,13 +37,6 @@ struct Result {
   std::vector<double> losses;
 };
 
-bool is_block(nn::Module& m) {
-  return m.type_name() == "TransformerEncoderLayer";
-}
-
-// Outputs of the matrix products are saved; everything else is recomputed.
-const std::vector<std::string> kSaveOps = {"linear", "matmul", "bmm", "mm"};
-
 // One model under one variant, with its optimizer and data.
 struct Run {
   Result r;
@@ -57,16 +49,7 @@ struct Run {
     manual_seed(0);
     model = std::make_shared<examples::GPT>(cfg);
     examples::gpt_init(*model);
-    if (variant == "full") {
-      ops::apply_activation_checkpointing(model, {}, is_block);
-    } else if (variant == "selective") {
-      policies::WrapperFn wrapper = [](nn::ModulePtr m, const policies::WrapperOptions&) {
-        ops::CheckpointOptions o;
-        o.context_fn = ops::selective_context_fn(kSaveOps);
-        return ops::checkpoint_wrapper(std::move(m), ops::CheckpointImpl::NO_REENTRANT, o);
-      };
-      ops::apply_activation_checkpointing(model, wrapper, is_block);
-    }
+    ops::checkpoint_activations(model, variant, nn::ClassSet{"TransformerEncoderLayer"});
     opt = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions{});
     Generator data(1234);
     inputs = randint(0, cfg.vocab, {batch, cfg.seq}, DType::Int64, &data);

@@ -10,6 +10,7 @@
 #include "core/optim/optim.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 #include "ops/checkpoint_wrapper.h"
+#include "policies/module_wrap_policy.h"
 #include "tests/ops/ops_test_models.h"
 
 using namespace fsdp;
@@ -88,4 +89,54 @@ BOOST_AUTO_TEST_CASE(fsdp_of_checkpoint_wrapped_blocks_trains_like_the_plain_mod
   BOOST_REQUIRE(got.losses.size() == want.losses.size());
   for (std::size_t i = 0; i < got.losses.size(); ++i)
     BOOST_TEST(got.losses[i] == want.losses[i], boost::test_tools::tolerance(1e-5));
+}
+
+// Upstream's order: FSDP first (auto-wrapping the blocks), then apply_activation_checkpointing
+// wraps the blocks inside their units: FSDP(CheckpointWrapper(block)). Selective, too.
+BOOST_AUTO_TEST_CASE(checkpointing_applied_after_fsdp_wraps_the_blocks_inside_their_units) {
+  const Trained want = train_plain();
+  for (const std::string mode : {"full", "selective"}) {
+    Trained got;
+    std::mutex mu;
+    comm::run_threads(kWorld, [&](comm::ProcessGroup& pg_ref) {
+      std::shared_ptr<comm::ProcessGroup> pg(&pg_ref, [](comm::ProcessGroup*) {});
+      auto model = ops_test::transformer_stack(kLayers, DType::Float32, 0.0, 3);
+      WrapperOptions w;
+      w.process_group = process_group_handle(pg);
+      w.auto_wrap_policy = policies::AutoWrapPolicy(
+          policies::ModuleWrapPolicy::make(nn::ClassSet{"TransformerEncoderLayer"}));
+      auto root = FullyShardedDataParallel::make(model, w);
+      ops::checkpoint_activations(root, mode, nn::ClassSet{"TransformerEncoderLayer"});
+      std::vector<std::string> wrapped;
+      for (const auto& [name, m] : root->named_modules())
+        if (m->type_name() == "CheckpointWrapper") wrapped.push_back(name);
+      BOOST_TEST(wrapped ==
+                 (std::vector<std::string>{"_fsdp_wrapped_module.0._fsdp_wrapped_module",
+                                           "_fsdp_wrapped_module.1._fsdp_wrapped_module"}));
+      optim::SGD opt(root->parameters(), optim::SGDOptions{.lr = 0.1});
+      Trained mine;
+      const auto before = ops::checkpoint_recompute_count();
+      for (int step = 0; step < kSteps; ++step) {
+        opt.zero_grad();
+        Tensor local = global_batch(step).narrow(0, pg->rank() * kRowsPerRank, kRowsPerRank);
+        Tensor loss = mean_square((*root)(local.contiguous()).tensor());
+        loss.backward();
+        opt.step();
+        double value = loss.item() / kWorld;
+        pg->all_reduce(&value, 1, DType::Float64, comm::ReduceOp::Sum);
+        mine.losses.push_back(value);
+      }
+      mine.recomputes = ops::checkpoint_recompute_count() - before;
+      if (pg->rank() == 0) {
+        std::lock_guard lock(mu);
+        got = mine;
+      }
+    });
+    BOOST_TEST_CONTEXT("mode " << mode) {
+      BOOST_TEST(got.recomputes == kSteps * kLayers);
+      BOOST_REQUIRE(got.losses.size() == want.losses.size());
+      for (std::size_t i = 0; i < got.losses.size(); ++i)
+        BOOST_TEST(got.losses[i] == want.losses[i], boost::test_tools::tolerance(1e-5));
+    }
+  }
 }

@@ -1,5 +1,6 @@
 // CheckpointWrapper and apply_activation_checkpointing: structure, cleaned names and state dicts,
 // the three policy paths, the REENTRANT warning, and gradients equal to the unwrapped model.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 
 #include "core/warnings.h"
@@ -105,6 +106,36 @@ BOOST_AUTO_TEST_CASE(a_wrapped_stack_trains_like_the_plain_one) {
   sum((*wrapped)(x).tensor()).backward();
   BOOST_TEST(checkpoint_recompute_count() - before == 3);
   BOOST_TEST(ops_test::max_abs_diff(ops_test::grads(*plain), ops_test::grads(*wrapped)) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(checkpoint_activations_modes) {
+  const nn::ClassSet blocks{"TransformerEncoderLayer"};
+  auto none = ops_test::transformer_stack(2, DType::Float64);
+  checkpoint_activations(none, "none", blocks);
+  BOOST_TEST(wrapped_children(*none).empty());
+  BOOST_CHECK_EXCEPTION(checkpoint_activations(none, "partial", blocks), ValueError,
+                        [](const ValueError& e) {
+                          return std::string(e.what()) ==
+                                 "checkpoint_activations: expected none, full or selective, got "
+                                 "'partial'";
+                        });
+  // Selective: the same wrappers; the matrix products are not rerun at recomputation.
+  auto plain = ops_test::transformer_stack(2, DType::Float64, 0.0, 8);
+  auto selective = ops_test::transformer_stack(2, DType::Float64, 0.0, 8);
+  checkpoint_activations(selective, "selective", blocks);
+  BOOST_TEST(wrapped_children(*selective) == (std::vector<std::string>{"0", "1"}));
+  Tensor x = randn({2, 3, 8}, DType::Float64);
+  sum((*plain)(x).tensor()).backward();
+  auto rec = std::make_shared<ops_test::RecordingMode>();
+  {
+    dispatch::ModeGuard g(rec);
+    Tensor y = (*selective)(x).tensor();
+    rec->ops.clear();
+    sum(y).backward();
+  }
+  BOOST_TEST(std::count(rec->ops.begin(), rec->ops.end(), "linear") == 0);
+  BOOST_TEST(std::count(rec->ops.begin(), rec->ops.end(), "layer_norm") == 4);  // recomputed
+  BOOST_TEST(ops_test::max_abs_diff(ops_test::grads(*plain), ops_test::grads(*selective)) == 0.0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
