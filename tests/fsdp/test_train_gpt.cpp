@@ -7,7 +7,8 @@
 //
 // The whole product runs (strategy x world 1, 2, 4 x use_orig_params x prefetch mode x
 // optimizer: 172 runs of 8 steps, seconds), the hybrid strategies at 4 ranks, 2 per node, except
-// HYBRID_SHARD without backward prefetch (a known deadlock: a disabled case at the end).
+// HYBRID_SHARD without backward prefetch (a known deadlock: a disabled case at the end); and the
+// flat strategies at 3 ranks on a global batch of 12, against the unsharded run only.
 #define BOOST_TEST_MODULE fsdp_train_gpt
 // GCC 12 flags Boost's data-test-case naming ("_" + std::to_string(i)) with a false -Wrestrict.
 #pragma GCC diagnostic ignored "-Wrestrict"
@@ -105,16 +106,18 @@ std::string temp_checkpoint() {
       .string();
 }
 
-// Trains on `world` thread ranks with the fixture's global batch split between them; `sharding`
-// absent is the plain model on one rank.
+// Trains on `world` thread ranks with a global batch (0: the fixture's) split between them;
+// `sharding` absent is the plain model on one rank.
 Run train(const std::string& optimizer, int world, std::optional<ShardingStrategy> sharding,
-          bool use_orig_params = false, Prefetch prefetch = Prefetch::pre, int node_size = 0) {
+          bool use_orig_params = false, Prefetch prefetch = Prefetch::pre, int node_size = 0,
+          std::int64_t global_batch = 0) {
   const Reference& ref = reference();
-  BOOST_REQUIRE(ref.base.batch % world == 0);
+  if (global_batch == 0) global_batch = ref.base.batch;
+  BOOST_REQUIRE(global_batch % world == 0);
   GPTTrainConfig cfg = ref.base;
   cfg.optimizer = optimizer;
   cfg.lr = ref.lr.at(optimizer);
-  cfg.batch = ref.base.batch / world;
+  cfg.batch = global_batch / world;
   cfg.sharding = sharding;
   cfg.use_orig_params = use_orig_params;
   cfg.node_size = node_size;
@@ -141,21 +144,28 @@ Run train(const std::string& optimizer, int world, std::optional<ShardingStrateg
   return run;
 }
 
-const Run& unsharded(const std::string& optimizer) {
-  static std::map<std::string, Run> runs;
-  auto it = runs.find(optimizer);
-  if (it == runs.end()) it = runs.emplace(optimizer, train(optimizer, 1, std::nullopt)).first;
+const Run& unsharded(const std::string& optimizer, std::int64_t global_batch = 0) {
+  static std::map<std::pair<std::string, std::int64_t>, Run> runs;
+  auto it = runs.find({optimizer, global_batch});
+  if (it == runs.end())
+    it = runs.emplace(std::make_pair(optimizer, global_batch),
+                      train(optimizer, 1, std::nullopt, false, Prefetch::pre, 0, global_batch))
+             .first;
   return it->second;
 }
 
-// Per-step losses within kRtol of PyTorch's.
-void check_losses(const std::vector<double>& got, const std::string& optimizer) {
-  const auto& want = reference().losses.at(optimizer);
+// Per-step losses within kRtol of `want` (from `source`).
+void check_losses(const std::vector<double>& got, const std::vector<double>& want,
+                  const std::string& source) {
   BOOST_REQUIRE_EQUAL(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i)
-    BOOST_TEST(
-        std::abs(got[i] - want[i]) <= kRtol * std::abs(want[i]),
-        "step " << i << std::setprecision(9) << ": loss " << got[i] << ", PyTorch " << want[i]);
+    BOOST_TEST(std::abs(got[i] - want[i]) <= kRtol * std::abs(want[i]),
+               "step " << i << std::setprecision(9) << ": loss " << got[i] << ", " << source << " "
+                       << want[i]);
+}
+
+void check_losses(const std::vector<double>& got, const std::string& optimizer) {
+  check_losses(got, reference().losses.at(optimizer), "PyTorch");
 }
 
 // Indices [begin, end) of `name` whose value training does not determine. The key bias
@@ -224,6 +234,21 @@ BOOST_DATA_TEST_CASE(unsharded_matches_pytorch, bdata::make(kOptimizers), optimi
   std::map<std::string, Tensor> first(init.begin(), init.end());
   for (const auto& [name, t] : run.params)
     BOOST_TEST(t.to_vector() != first.at(name).to_vector(), name);
+}
+
+// 3 ranks do not divide the fixture's batch of 4: 4 sequences per rank, against the plain model
+// on the global batch of 12 (whose losses PyTorch did not compute). AdamW's parameters are not
+// compared here: on this batch some weights get gradients below float32's resolution (e.g.
+// blocks.0.self_attn.in_proj_weight[779], |g| < 1e-9), where AdamW's first step,
+// lr g / (|g| + eps), depends on the rounding of g: 3.4e-6 apart after one step at 2 ranks.
+BOOST_DATA_TEST_CASE(flat_strategies_3_ranks,
+                     bdata::make(kFlatStrategies) * bdata::make({false, true}) *
+                         bdata::make(kOptimizers),
+                     strategy, use_orig_params, optimizer) {
+  const Run& plain = unsharded(optimizer, 12);
+  Run run = train(optimizer, 3, strategy, use_orig_params, Prefetch::pre, 0, 12);
+  check_losses(run.losses, plain.losses, "unsharded");
+  if (optimizer == "sgd") check_params(run, plain, optimizer);
 }
 
 BOOST_DATA_TEST_CASE(flat_strategies,
