@@ -4,7 +4,10 @@
 #include <numeric>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/autograd.h"
+#include "core/error.h"
 #include "core/ops.h"
 #include "fsdp/flat_param.h"
 
@@ -46,23 +49,28 @@ void CommScheduler::enqueue(PendingReduction r) { pending_.push_back(std::move(r
 void CommScheduler::finish_front() {
   PendingReduction r = std::move(pending_.front());
   pending_.pop_front();
-  if (r.work) wait(*r.work);
   autograd::NoGradGuard no_grad;
-  if (r.replicate != nullptr && r.replicate->size() > 1) {
-    const auto t0 = std::chrono::steady_clock::now();
-    r.replicate->all_reduce(r.output.data_ptr(), static_cast<std::size_t>(r.output.numel()),
-                            r.output.dtype());
-    blocked_seconds_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  try {
+    if (r.work) wait(*r.work);
+    if (r.replicate != nullptr && r.replicate->size() > 1) {
+      const auto t0 = std::chrono::steady_clock::now();
+      r.replicate->all_reduce(r.output.data_ptr(), static_cast<std::size_t>(r.output.numel()),
+                              r.output.dtype());
+      blocked_seconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("FSDP unit '{}': reduction of its gradient failed: {}",
+                                   r.unit, e.what()));
   }
   if (r.postdivide != 1.0) mul_(r.output, 1.0 / r.postdivide);
   r.handle->accumulate_reduced_grad(r.output);
 }
 
 void CommScheduler::finish_reductions(std::size_t max_in_flight) {
-  while (!pending_.empty() &&
-         (pending_.size() > max_in_flight || !pending_.front().work || pending_.front().work->test()))
-    finish_front();
+  // By count only, never by "is it done yet": finishing may run a collective (HYBRID's
+  // all-reduce), so every rank must finish the same reductions at the same point.
+  while (pending_.size() > max_in_flight) finish_front();
 }
 
 }  // namespace fsdp

@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "comm/process_group.h"
 #include "core/tensor.h"
@@ -21,6 +22,7 @@ class FlatParamHandle;
 // accumulation into the handle's gradient.
 struct PendingReduction {
   FlatParamHandle* handle = nullptr;
+  std::string unit;  // the unit's FQN, for error messages
   std::shared_ptr<comm::Work> work;
   Tensor input;   // kept alive until the collective finished
   Tensor output;  // [shard_numel] (the unsharded gradient itself for NO_SHARD)
@@ -36,8 +38,8 @@ class CommScheduler {
   comm::ProcessGroup& reduce_queue(const std::shared_ptr<comm::ProcessGroup>& group);
 
   void enqueue(PendingReduction r);
-  // Finishes reductions, oldest first, until at most `max_in_flight` remain unfinished; those
-  // already finished are always taken.
+  // Finishes reductions, oldest first, until at most `max_in_flight` remain (by count: the same
+  // on every rank).
   void finish_reductions(std::size_t max_in_flight);
   std::size_t reductions_in_flight() const { return pending_.size(); }
 

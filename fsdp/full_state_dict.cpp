@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/autograd.h"
@@ -32,6 +34,12 @@ std::string unit_prefix(FullyShardedDataParallel& root, FullyShardedDataParallel
 NamedTensors full_state_dict(FullyShardedDataParallel& root, bool rank0_only) {
   autograd::NoGradGuard no_grad;
   const bool keep = !rank0_only || root.rank() == 0;
+  // The unwrapped model's order (module pre-order, then slot order), as PyTorch's state_dict:
+  // gathering goes unit by unit, the result is sorted back.
+  std::unordered_map<const nn::Module*, std::size_t> module_order;
+  root.visit_named_modules(
+      [&](const std::string&, const nn::ModulePtr& m) { module_order.emplace(m.get(), module_order.size()); });
+  std::vector<std::pair<std::size_t, std::pair<std::string, Tensor>>> ordered;
   NamedTensors out;
   for (auto* unit : root.fsdp_units()) {
     auto* h = unit->handle();
@@ -44,14 +52,17 @@ NamedTensors full_state_dict(FullyShardedDataParallel& root, bool rank0_only) {
         const auto& p = h->params()[i];
         Tensor v = make_view(full, p.shape, contiguous_strides(p.shape),
                              full.storage_offset() + h->layout().offsets[i]);
-        out.emplace_back(join_fqn(prefix, p.fqn), v.clone());
+        ordered.push_back({module_order.at(p.module), {join_fqn(prefix, p.fqn), v.clone()}});
       }
     }
     unit->runtime().reshard_now();
   }
-  if (keep)
-    for (const auto& [name, b] : root.named_buffers())
-      if (b.defined()) out.emplace_back(clean_tensor_name(name), b.clone());
+  if (!keep) return out;
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [order, entry] : ordered) out.push_back(std::move(entry));
+  for (const auto& [name, b] : root.named_buffers())
+    if (b.defined()) out.emplace_back(clean_tensor_name(name), b.clone());
   return out;
 }
 

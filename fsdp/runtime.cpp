@@ -287,6 +287,7 @@ void UnitRuntime::post_backward() {
   if (f.pre != 1.0) mul_(g, 1.0 / f.pre);
   PendingReduction r;
   r.handle = h;
+  r.unit = fqn_;
   r.input = g;
   r.replicate = config_.replicate_group.get();
   r.postdivide = f.post;

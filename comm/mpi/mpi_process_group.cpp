@@ -22,8 +22,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -56,6 +58,18 @@ std::mutex& mpi_mutex() {
 
 namespace {
 
+// Set when a group of this process failed for good (a timeout or a transport error): pending
+// messages were abandoned, so MPI_Finalize may wait forever for the peer that caused it. The exit
+// handler then gives MPI_Finalize the group's timeout and ends the process (and with it, through
+// mpirun, the job) if it has not returned, as NCCL's async error handling ends a job.
+std::atomic<bool> g_job_broken{false};
+std::atomic<long long> g_broken_timeout_ms{0};
+
+void mark_job_broken(std::chrono::milliseconds timeout) {
+  g_broken_timeout_ms = static_cast<long long>(timeout.count());
+  g_job_broken = true;
+}
+
 void ensure_mpi_initialized() {
   std::lock_guard lock(mpi_mutex());
   int initialized = 0, finalized = 0;
@@ -74,7 +88,21 @@ void ensure_mpi_initialized() {
   std::atexit([] {
     int done = 0;
     MPI_Finalized(&done);
-    if (!done) MPI_Finalize();
+    if (done) return;
+    if (g_job_broken.load()) {
+      std::fflush(nullptr);
+      const auto limit = std::chrono::milliseconds(std::max(1000LL, g_broken_timeout_ms.load()));
+      std::thread([limit] {
+        std::this_thread::sleep_for(limit);
+        std::fprintf(stderr,
+                     "mpi backend: MPI_Finalize did not return within %lld ms after a "
+                     "communication failure; ending the job\n",
+                     static_cast<long long>(limit.count()));
+        std::fflush(nullptr);
+        std::_Exit(1);
+      }).detach();
+    }
+    MPI_Finalize();
   });
 }
 
@@ -99,6 +127,7 @@ MpiProcessGroup::~MpiProcessGroup() {
 
 void MpiProcessGroup::fail(const std::string& reason) {
   broken_ = true;
+  mark_job_broken(options_.timeout);
   broken_reason_ = reason;
   throw CommError(reason);
 }
@@ -168,6 +197,7 @@ void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phas
         }
       }
       broken_ = true;
+      mark_job_broken(options_.timeout);
       broken_reason_ = fmt::format(
           "{}: {} timed out after {} ms ({}) waiting for rank(s) {}; pending MPI messages were "
           "abandoned, so this group cannot be used again (end the job, e.g. MPI_Abort)",
