@@ -416,8 +416,8 @@ def print_table(runs, rat, a, version, note, blas_note):
               a.layers, a.d_model, a.heads, a.seq, a.batch, a.steps, a.warmup, a.steps - 1,
               a.rounds, os.cpu_count()))
     print("PyTorch: %s. Ours: %s" % (version or "none importable (%s)" % note, blas_note))
-    cols = "%-18s %2s %7s %7s %7s %5s %-11s %5s %-15s %7s %5s"
-    print(cols % ("run", "W", "ms/step", "tok/s", "CPUms", "comm%", "peak MiB",
+    cols = "%-18s %2s %7s %7s %7s %5s %5s %-11s %5s %-15s %7s %4s"
+    print(cols % ("run", "W", "ms/step", "tok/s", "CPUms", "cores", "comm%", "peak MiB",
                   "RSS", "loss 0 -> last", "lossdif", "load"))
     for r in runs:
         if not r.ok():
@@ -425,15 +425,19 @@ def print_table(runs, rat, a, version, note, blas_note):
             continue
         m = r.best()
         peak = "/".join("%.1f" % x for x in m["peak_mib"]) or "-"
+        cores = ratio(m.get("cpu_ms_per_step"), m["ms_per_step"])
         print(cols % (r.name, r.world, fmt(m["ms_per_step"], ".1f"),
                       fmt(m["tokens_per_s"], ".0f"), fmt(m.get("cpu_ms_per_step"), ".0f"),
-                      fmt(m.get("exposed_comm_pct"), ".1f"), peak, fmt(m["rss_mib"], ".0f"),
+                      fmt(cores, ".2f"), fmt(m.get("exposed_comm_pct"), ".1f"), peak,
+                      fmt(m["rss_mib"], ".0f"),
                       "%.4f->%.4f" % (m["losses"][0], m["losses"][-1]),
                       fmt(m.get("loss_max_rel_diff"), ".0e"), fmt(m["loadavg"], ".1f")))
-    print("W: ranks. CPUms: CPU time per step, all ranks and threads. comm%: time blocked on "
-          "collectives.\npeak MiB: our allocator's peak per rank. RSS: the largest process's "
-          "maximum resident set (MiB).\nlossdif: largest relative loss difference from the "
-          "first run of the same W. load: 1-min load average at start.")
+    print("\n".join([
+        "W: ranks. CPUms: CPU time per step, all ranks and threads. cores: CPUms / ms/step, the",
+        "cores the run had (a 2-rank run below 2 shared its cores with other jobs). comm%: time",
+        "blocked on collectives. peak MiB: our allocator's peak per rank. RSS: the largest",
+        "process's maximum resident set (MiB). lossdif: largest relative loss difference from",
+        "the first run of the same W. load: 1-min load average at the run's start."]))
     print()
     print("%-64s %7s %8s" % ("ratio", "value", "target"))
     for x in rat:
