@@ -2,9 +2,10 @@
 // checkpointing of every block (CheckpointWrapper through apply_activation_checkpointing), and
 // selective checkpointing (every block, saving the outputs of the matrix products and
 // recomputing the rest). For each: the memory held between forward and backward (the saved
-// activations), the peak over forward + backward above the step's start, and the median time of a
-// training step (forward, backward, AdamW); ratios against no checkpointing. The losses of the
-// three runs are compared step by step (they must be equal). Prints a table; --json writes JSON.
+// activations), the peak over forward + backward above the step's start (activations, the
+// recomputed block, the gradients), and the median time of a training step (forward, backward,
+// AdamW); ratios against no checkpointing. The losses of the three runs are compared step by step
+// (they must be equal). Prints a table; --json writes JSON.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -32,7 +33,8 @@ struct Result {
   std::string name;
   std::int64_t recomputes = 0;  // checkpoint recomputations in one step
   std::int64_t held_bytes = 0;  // allocated during forward and still alive at its end
-  std::int64_t peak_bytes = 0;  // peak above the step's start over forward + backward
+  std::int64_t peak_bytes = 0;  // peak above the step's start over forward + backward (it
+                                // includes the gradients backward allocates, the same in all)
   double step_ms = 0;
   std::vector<double> losses;
 };
