@@ -3,7 +3,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/autograd.h"
+#include "ops/graph/interpreter.h"
+#include "ops/graph/tracer.h"
 #include "ops/selective_checkpoint.h"
+#include "ops/wrap.h"
 #include "tests/ops/ops_test_models.h"
 
 using namespace fsdp;
@@ -175,6 +178,29 @@ BOOST_AUTO_TEST_CASE(selective_gradients_match_on_a_transformer_stack) {
     const double tol = dtype == DType::Float64 ? 0.0 : 1e-6;
     BOOST_TEST(ops_test::max_abs_diff(plain, ops_test::grads(*stack)) <= tol);
   }
+}
+
+BOOST_AUTO_TEST_CASE(under_a_tracer_the_policy_tags_the_nodes_being_interpreted) {
+  // Upstream's compile path: with a tracer below the caching mode, the policy of each op is
+  // written into the "recompute" tag of the graph node that the interpreter is running.
+  Tensor x = randn({2, 2}), w = randn({2, 2});
+  auto gm = graph::trace(
+      [](const nn::Args& a) { return nn::Value(relu(mm(a.tensor(0), a.tensor(1)))); }, {x, w});
+  tag_nodes(gm, /*is_sac=*/true);
+  Log log;
+  graph::trace(
+      [&](const nn::Args& a) {
+        graph::PreserveNodeMetaGuard preserve;
+        return checkpoint(
+            [gm](const nn::Args& b) { return graph::Interpreter(gm).run(b.positional); }, a,
+            sac(selective_context_fn(save_mm(log))));
+      },
+      {x, w});
+  // nodes: arg0, arg1, mm, relu, output
+  BOOST_TEST((std::any_cast<CheckpointPolicy>(gm->graph.node(2).meta.at("recompute")) ==
+              CheckpointPolicy::MUST_SAVE));
+  BOOST_TEST((std::any_cast<CheckpointPolicy>(gm->graph.node(3).meta.at("recompute")) ==
+              CheckpointPolicy::PREFER_RECOMPUTE));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,6 +5,7 @@
 #include "core/autograd.h"
 #include "core/warnings.h"
 #include "ops/checkpoint.h"
+#include "ops/fake_mode.h"
 #include "ops/graph/tracer.h"
 #include "ops/selective_checkpoint.h"
 #include "ops/wrap.h"
@@ -46,6 +47,19 @@ BOOST_AUTO_TEST_CASE(wrap_calls_the_function_with_args_and_kwargs) {
     wrap(Object(fn), {ones({2})}, {{"scale", Object(2.0)}});
   }
   BOOST_TEST(rec->ops == (std::vector<std::string>{"mul.Scalar"}));
+}
+
+BOOST_AUTO_TEST_CASE(fake_and_functionalization_modes_see_the_body) {
+  Function fn = [](const nn::Args& a) { return nn::Value(mm(a.tensor(0), a.tensor(1))); };
+  Tensor a = ones({2, 3}), b = ones({3, 5});
+  {
+    dispatch::ModeGuard g(std::make_shared<FakeTensorMode>());
+    Tensor out = wrap(Object(fn), {a, b}).tensor();
+    BOOST_TEST(out.is_meta());
+    BOOST_TEST(out.shape() == (Shape{2, 5}));
+  }
+  dispatch::ModeGuard g(std::make_shared<FunctionalizeMode>());
+  BOOST_TEST(wrap(Object(fn), {a, b}).tensor().to_vector() == std::vector<double>(10, 3.0));
 }
 
 BOOST_AUTO_TEST_CASE(wrap_with_set_grad_enabled_sets_and_restores_grad_mode) {
