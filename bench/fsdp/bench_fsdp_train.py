@@ -411,14 +411,15 @@ def fmt(v, spec):
 
 
 def print_table(runs, rat, a, version, note, blas_note):
-    print("GPT L%d D%d H%d T%d, batch %d per rank, AdamW, 1 thread per rank; %d steps, median of "
-          "steps %d..%d; best of %d round(s); %d CPUs" % (
-              a.layers, a.d_model, a.heads, a.seq, a.batch, a.steps, a.warmup, a.steps - 1,
-              a.rounds, os.cpu_count()))
-    print("PyTorch: %s. Ours: %s" % (version or "none importable (%s)" % note, blas_note))
-    cols = "%-18s %2s %7s %7s %7s %5s %5s %-11s %5s %-15s %7s %4s"
+    print("GPT L%d D%d H%d T%d, batch %d per rank, AdamW, 1 thread per rank, %d CPUs" % (
+        a.layers, a.d_model, a.heads, a.seq, a.batch, os.cpu_count()))
+    print("%d steps, median of steps %d..%d, best of %d round(s)" % (
+        a.steps, a.warmup, a.steps - 1, a.rounds))
+    print("PyTorch: %s" % (version or "none importable (%s)" % note))
+    print("Ours: %s" % blas_note)
+    cols = "%-18s %2s %7s %7s %7s %5s %5s %-11s %4s %-13s %6s %4s"
     print(cols % ("run", "W", "ms/step", "tok/s", "CPUms", "cores", "comm%", "peak MiB",
-                  "RSS", "loss 0 -> last", "lossdif", "load"))
+                  "RSS", "loss 0->last", "dloss", "load"))
     for r in runs:
         if not r.ok():
             print("%-18s %2d  %s" % (r.name, r.world, r.status))
@@ -430,13 +431,13 @@ def print_table(runs, rat, a, version, note, blas_note):
                       fmt(m["tokens_per_s"], ".0f"), fmt(m.get("cpu_ms_per_step"), ".0f"),
                       fmt(cores, ".2f"), fmt(m.get("exposed_comm_pct"), ".1f"), peak,
                       fmt(m["rss_mib"], ".0f"),
-                      "%.4f->%.4f" % (m["losses"][0], m["losses"][-1]),
+                      "%.3f->%.3f" % (m["losses"][0], m["losses"][-1]),
                       fmt(m.get("loss_max_rel_diff"), ".0e"), fmt(m["loadavg"], ".1f")))
     print("\n".join([
         "W: ranks. CPUms: CPU time per step, all ranks and threads. cores: CPUms / ms/step, the",
         "cores the run had (a 2-rank run below 2 shared its cores with other jobs). comm%: time",
         "blocked on collectives. peak MiB: our allocator's peak per rank. RSS: the largest",
-        "process's maximum resident set (MiB). lossdif: largest relative loss difference from",
+        "process's maximum resident set (MiB). dloss: largest relative loss difference from",
         "the first run of the same W. load: 1-min load average at the run's start."]))
     print()
     print("%-64s %7s %8s" % ("ratio", "value", "target"))
@@ -540,6 +541,8 @@ def main(argv=None):
         json.dump({"benchmark": "fsdp_train",
                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                    "git": git_state(), "cpus": os.cpu_count(),
+                   "train_gpt_built": datetime.datetime.fromtimestamp(
+                       os.path.getmtime(train_gpt), datetime.timezone.utc).isoformat(),
                    "config": {"layers": a.layers, "d_model": a.d_model, "heads": a.heads,
                               "seq": a.seq, "batch_per_rank": a.batch, "ranks": a.ranks,
                               "steps": a.steps, "warmup": a.warmup, "rounds": a.rounds,
