@@ -14,6 +14,7 @@
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/fully_sharded_data_parallel.h"
+#include "ops/checkpoint_wrapper.h"
 #include "tools/plan/policy_build.h"
 #include "tools/plan/policy_expr.h"
 
@@ -95,6 +96,8 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     gpt->load_state_dict(with_tie);
   }
 
+  ops::checkpoint_activations(model, cfg.checkpoint_activations,
+                              nn::ClassSet{"TransformerEncoderLayer"});
   auto optimizer = make_optimizer(cfg.optimizer, model->parameters(), cfg.lr);
   const std::int64_t T = cfg.model.seq;
 

@@ -33,6 +33,8 @@ struct GPTTrainConfig {
   bool limit_all_gathers = true;
   int node_size = 0;  // HYBRID_SHARD: ranks per shard group (0: all ranks on one node)
   double clip_grad_norm = 0;  // > 0: clip the gradients' total norm to it every step
+  // Activation checkpointing of the transformer blocks: "none", "full" or "selective".
+  std::string checkpoint_activations = "none";
   std::string load_path;      // a full checkpoint (safetensors) loaded before training
   std::string save_path;      // the full checkpoint written after training (rank 0)
   // Evaluation: mean loss over eval_batches global batches of eval_data, before and after.

@@ -88,6 +88,9 @@ int main(int argc, char** argv) {
   app.add_flag("--forward-prefetch", cfg.forward_prefetch, "prefetch the next unit in forward");
   app.add_option("--backward-prefetch", prefetch, "pre | post | none")->capture_default_str();
   app.add_option("--clip-grad-norm", cfg.clip_grad_norm, "clip the total gradient norm");
+  app.add_option("--checkpoint-activations", cfg.checkpoint_activations,
+                 "activation checkpointing of the blocks: none | full | selective")
+      ->capture_default_str();
   app.add_option("--save", cfg.save_path, "write the full checkpoint (safetensors) at the end");
   app.add_option("--load", cfg.load_path, "start from a full checkpoint (safetensors)");
   app.add_option("--export-model", export_path,

@@ -109,7 +109,7 @@ std::string temp_checkpoint() {
 // `sharding` absent is the plain model on one rank.
 Run train(const std::string& optimizer, int world, std::optional<ShardingStrategy> sharding,
           bool use_orig_params = false, Prefetch prefetch = Prefetch::pre, int node_size = 0,
-          std::int64_t global_batch = 0) {
+          std::int64_t global_batch = 0, const std::string& checkpoint_activations = "none") {
   const Reference& ref = reference();
   if (global_batch == 0) global_batch = ref.base.batch;
   BOOST_REQUIRE(global_batch % world == 0);
@@ -125,6 +125,7 @@ Run train(const std::string& optimizer, int world, std::optional<ShardingStrateg
       prefetch == Prefetch::post   ? std::optional(BackwardPrefetch::BACKWARD_POST)
       : prefetch == Prefetch::none ? std::nullopt
                                    : std::optional(BackwardPrefetch::BACKWARD_PRE);
+  cfg.checkpoint_activations = checkpoint_activations;
   cfg.save_path = temp_checkpoint();
   Run run;
   std::mutex mu;
@@ -277,4 +278,13 @@ BOOST_AUTO_TEST_CASE(hybrid_shard_without_backward_prefetch) {
   for (int attempt = 0; attempt < 12; ++attempt) BOOST_TEST_CONTEXT("attempt " << attempt) {
       check_run("sgd", 4, ShardingStrategy::HYBRID_SHARD, false, Prefetch::none, 2);
     }
+}
+
+// FSDP(checkpoint_wrapper(block)): activation checkpointing changes memory, not the numbers.
+BOOST_DATA_TEST_CASE(activation_checkpointing_under_fsdp,
+                     bdata::make({"full", "selective"}) * bdata::make(kOptimizers), mode,
+                     optimizer) {
+  const Run run = train(optimizer, 2, ShardingStrategy::FULL_SHARD, false, Prefetch::pre, 0, 0,
+                        mode);
+  check_losses(run.losses, reference().losses.at(optimizer), "PyTorch");
 }
