@@ -5,6 +5,7 @@ Trains examples/train_gpt at one configuration (default: GPT L4 D256 H4 T128, ba
 AdamW, 1 BLAS thread per rank) in one run, as
   ours:    unsharded (--sharding none), FSDP world 1, FSDP 2 ranks on threads, on MPI and on Gloo
            (mpirun -np 2 --oversubscribe --bind-to none);
+  ceiling: 2 unsharded jobs at once, the most 2 independent ranks could get from the host;
   PyTorch: unsharded, FSDP1 and FSDP2 over gloo (tools/torch_reference/torch_fsdp_gpt.py), when a
            torch >= 2 is importable by --torch-python (default /opt/torch2/bin/python, then
            python3);
@@ -46,8 +47,9 @@ class Run:
     """One line of the table: what ran, and its measurement in each round. The table shows the
     round with the lowest median step time (other jobs on the host only ever add time)."""
 
-    def __init__(self, name, kind, world, command=(), env=None):
+    def __init__(self, name, kind, world, command=(), env=None, batch_world=None):
         self.name, self.kind, self.world = name, kind, world
+        self.batch_world = batch_world or world  # the global batch is batch x batch_world
         self.command, self.env = list(command), dict(env or {})
         self.status = "not run"  # "ok" | "failed: ..." | "unavailable: ..." | "skipped: ..."
         self.rounds = []  # one dict per successful round (see measure_ours / measure_torch)
@@ -63,6 +65,7 @@ class Run:
 
     def to_json(self):
         return {"name": self.name, "kind": self.kind, "world": self.world,
+                "batch_world": self.batch_world,
                 "command": self.command, "env": self.env, "status": self.status,
                 "best": self.best(), "rounds": self.rounds}
 
@@ -223,9 +226,11 @@ def ours(a, train_gpt, init, store_dir, blas_env):
         "--lr", str(a.lr), "--data", a.data, "--load", init, "--log-every", "1",
         "--threads-per-rank", "1"]
     mpirun = ["mpirun", "-np", str(a.ranks), "--oversubscribe", "--bind-to", "none"]
-    runs = [Run("ours unsharded", "ours", 1, common + ["--sharding", "none", "--ranks", "1"],
-                blas_env),
+    unsharded = common + ["--sharding", "none", "--ranks", "1"]
+    runs = [Run("ours unsharded", "ours", 1, unsharded, blas_env),
             Run("ours FSDP threads", "ours", 1, common + ["--ranks", "1"], blas_env),
+            # The host's ceiling for W ranks: W independent unsharded jobs at once.
+            Run("unsharded x%d" % a.ranks, "concurrent", a.ranks, unsharded, blas_env, 1),
             Run("ours FSDP threads", "ours", a.ranks, common + ["--ranks", str(a.ranks)],
                 blas_env)]
     for backend in ("mpi", "gloo"):
@@ -240,9 +245,9 @@ def ours(a, train_gpt, init, store_dir, blas_env):
     return runs
 
 
-def measure_ours(run, a):
-    """One round of one of our runs; the CPU time of steps warmup..steps-1 is read from /proc
-    when rank 0 prints the step lines that bound them."""
+def measure_ours(run, a, world=None):
+    """One round of one of our runs (of `world` ranks; default run.world); the CPU time of steps
+    warmup..steps-1 is read from /proc when rank 0 prints the step lines that bound them."""
     marks = {}
 
     def on_line(line, pid):
@@ -258,7 +263,7 @@ def measure_ours(run, a):
     if rc != 0:
         raise RuntimeError("exit %d: %s" % (rc, tail(err or out)))
     try:
-        m = parse_train_gpt(out, a, run.world)
+        m = parse_train_gpt(out, a, world or run.world)
     except ValueError as e:
         raise RuntimeError("%s: %s" % (e, tail(out))) from None
     # /proc counts clock ticks (10 ms): below 0.2 s in all, the figure would be noise.
@@ -267,6 +272,38 @@ def measure_ours(run, a):
             a.steps - a.warmup)
     m.update(loadavg=load, seconds=secs, rss_mib=rss)
     return m
+
+
+def measure_concurrent(run, a):
+    """W copies of a one-rank run at once: together they do what W perfectly independent ranks
+    would, on this host at this moment (shared caches, memory bandwidth, other jobs)."""
+    results = [None] * run.world
+
+    def one(i):
+        try:
+            results[i] = measure_ours(run, a, 1)
+        except RuntimeError as e:
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(run.world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        if isinstance(r, RuntimeError):
+            raise r
+    tokens_per_s = sum(r["tokens_per_s"] for r in results)
+    cpu = [r.get("cpu_ms_per_step") for r in results]
+    return {"tokens_per_s": tokens_per_s,
+            "ms_per_step": 1000.0 * tokens_per_step(a, run.world) / tokens_per_s,
+            "cpu_ms_per_step": None if None in cpu else sum(cpu),
+            "step_ms": [max(x) for x in zip(*(r["step_ms"] for r in results))],
+            "losses": results[0]["losses"], "exposed_comm_pct": None,
+            "peak_mib": [r["peak_mib"][0] for r in results],
+            "rss_mib": max(r["rss_mib"] for r in results),
+            "loadavg": results[0]["loadavg"], "seconds": max(r["seconds"] for r in results),
+            "processes": results}
 
 
 def torch_version(python):
@@ -325,7 +362,9 @@ def run_round(run, a):
         return
     print("running %s (%d rank(s))..." % (run.name, run.world), file=sys.stderr, flush=True)
     try:
-        run.rounds.append((measure_ours if run.kind == "ours" else measure_torch)(run, a))
+        measure = {"ours": measure_ours, "concurrent": measure_concurrent,
+                   "torch": measure_torch}[run.kind]
+        run.rounds.append(measure(run, a))
         run.status = "ok"
     except Unavailable as e:
         run.status = "unavailable: %s" % e
@@ -338,10 +377,10 @@ def ratio(num, den):
 
 
 def ratios(runs, a):
-    """The issue's ratios, each with its target (None: reported, no target). Each wall-clock
-    ratio is followed by the same from CPU time: what the runs would give on idle cores (other
-    jobs on the host stretch wall time, far less the CPU time a step needs; busy-polling while
-    waiting counts as CPU time, so the CPU-time figures are pessimistic for MPI)."""
+    """The issue's ratios, each with its target (None: reported, no target), and beside them
+    what does not depend on the host's load: CPU-time ratios (other jobs stretch wall time, far
+    less the CPU time a step needs; busy-polling counts as CPU time) and the multi-rank runs
+    against W one-rank jobs run at once (what W independent ranks get from the host)."""
     by = {(r.name, r.world): r for r in runs if r.ok()}
 
     def get(name, world, key):
@@ -365,14 +404,14 @@ def ratios(runs, a):
         TARGETS["world1_overhead"], "lower")
     multi = [r for r in runs if r.kind == "ours" and r.world == a.ranks and r.ok()]
     w1_tps = get("ours FSDP threads", 1, "tokens_per_s")
-    w1_cpu = get("ours FSDP threads", 1, "cpu_ms_per_step")
+    ceiling = get("unsharded x%d" % a.ranks, a.ranks, "tokens_per_s")
+    add("host ceiling: %d unsharded jobs at once / world-1 tokens/s" % a.ranks,
+        ratio(ceiling, w1_tps))
     for r in multi:
         add("%s: %d-rank tokens/s / world-1 tokens/s" % (r.name, a.ranks),
             ratio(r.get("tokens_per_s"), w1_tps), TARGETS["scaling"], "higher")
-        # With every rank on a core of its own, tokens/s scale with tokens per CPU-second.
-        add("  projected on %d idle cores (from CPU time per token)" % a.ranks,
-            ratio(a.ranks * a.ranks * w1_cpu if w1_cpu else None, r.get("cpu_ms_per_step")),
-            TARGETS["scaling"], "higher")
+        add("  / %d unsharded jobs at once (the runtime's share of the host)" % a.ranks,
+            ratio(r.get("tokens_per_s"), ceiling))
     for r in multi:
         add("%s: exposed communication %% of step" % r.name, r.get("exposed_comm_pct"),
             TARGETS["exposed_comm_pct"], "lower")
@@ -394,13 +433,13 @@ def ratios(runs, a):
 
 
 def loss_agreement(runs):
-    """Per run: the largest relative difference of its losses from the first run of its world
-    size (same weights, same global batch: the same losses up to float rounding)."""
+    """Per run: the largest relative difference of its losses from the first run with the same
+    global batch (same weights, same data: the same losses up to float rounding)."""
     first = {}
     for r in runs:
         if not r.ok():
             continue
-        ref = first.setdefault(r.world, r)
+        ref = first.setdefault(r.batch_world, r)
         for m in r.rounds:
             m["loss_reference"] = ref.name
             m["loss_max_rel_diff"] = max(abs(x - y) / max(abs(y), 1e-12)
@@ -439,7 +478,9 @@ def print_table(runs, rat, a, version, note, blas_note):
         "cores the run had (a 2-rank run below 2 shared its cores with other jobs). comm%: time",
         "blocked on collectives. peak MiB: our allocator's peak per rank. RSS: the largest",
         "process's maximum resident set (MiB). dloss: largest relative loss difference from",
-        "the first run of the same W. load: 1-min load average at the run's start."]))
+        "the first run with the same global batch. load: 1-min load average at the run's start.",
+        "unsharded xW: W unsharded one-rank jobs at once (tokens/s: their sum), the most that W",
+        "independent ranks get from this host at this moment."]))
     print()
     print("%-64s %7s %8s" % ("ratio", "value", "target"))
     for x in rat:
@@ -468,7 +509,8 @@ def show(path):
                            steps=c["steps"], warmup=c["warmup"], rounds=c["rounds"])
     runs = []
     for j in saved["runs"]:
-        r = Run(j["name"], j["kind"], j["world"], j["command"], j["env"])
+        r = Run(j["name"], j["kind"], j["world"], j["command"], j["env"],
+                j.get("batch_world"))
         r.status, r.rounds = j["status"], j["rounds"]
         runs.append(r)
     print_table(runs, ratios(runs, a), a, saved["torch_version"], saved["torch_note"],
