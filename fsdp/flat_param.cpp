@@ -312,4 +312,21 @@ void FlatParamHandle::load_full_param(std::size_t param, const Tensor& full) {
   local_shard_.storage()->bump_version();
 }
 
+Tensor FlatParamHandle::shard_piece(std::size_t param) const {
+  const ShardParamInfo info = shard_info(param);
+  return flat_view(local_shard_, info.offset_in_shard, info.numel_in_shard);
+}
+
+void FlatParamHandle::load_shard_piece(std::size_t param, const Tensor& values) {
+  const ShardParamInfo info = shard_info(param);
+  FSDP_CHECK(values.numel() == info.numel_in_shard, ValueError,
+             "loading '{}' of unit '{}': this rank's piece has {} elements, the value {}",
+             params_.at(param).fqn, unit_name_, info.numel_in_shard, values.numel());
+  if (info.numel_in_shard == 0) return;
+  autograd::NoGradGuard no_grad;
+  copy_unversioned(flat_view(local_shard_, info.offset_in_shard, info.numel_in_shard),
+                   values.contiguous().reshape({info.numel_in_shard}).to(dtype_));
+  local_shard_.storage()->bump_version();
+}
+
 }  // namespace fsdp

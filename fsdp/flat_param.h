@@ -109,6 +109,14 @@ class FlatParamHandle {
   // Replaces this rank's shard with the matching part of full (unflattened) values, by
   // parameter index: the load path of a full state dict.
   void load_full_param(std::size_t param, const Tensor& full);
+  // This rank's piece of parameter `param` (layout().shard_info at this rank): a 1-D view of
+  // the shard (empty when the piece is), and its replacement by `values` (the same numel): the
+  // save and load paths of a sharded state dict.
+  ShardParamInfo shard_info(std::size_t param) const {
+    return layout_.shard_info(param, config_.rank);
+  }
+  Tensor shard_piece(std::size_t param) const;
+  void load_shard_piece(std::size_t param, const Tensor& values);
 
  private:
   void set_module_tensor(nn::Module& m, const std::string& name, const Tensor& t, bool as_param);

@@ -1,0 +1,91 @@
+#include "fsdp/state_dict_local.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "fsdp/attribute_forwarding.h"
+#include "fsdp/flat_param.h"
+#include "fsdp/runtime.h"
+
+namespace fsdp {
+
+namespace {
+
+std::string flat_key(FullyShardedDataParallel& unit) {
+  const std::string& prefix = unit.runtime().fqn();
+  return prefix.empty() ? "_flat_param" : prefix + "._flat_param";
+}
+
+// What a flat shard depends on: the rank, the shard group, the layout and the parameters.
+std::string describe(const FlatParamHandle& h) {
+  std::string params;
+  for (const auto& p : h.params())
+    params += fmt::format("{}{}{}", params.empty() ? "" : ", ", p.fqn, shape_str(p.shape));
+  return fmt::format("rank {} of {}; {} elements; params {}", h.config().rank,
+                     h.layout().group_size, h.local_shard().numel(), params);
+}
+
+}  // namespace
+
+LocalStateDict local_state_dict(FullyShardedDataParallel& root) {
+  root.runtime().root_state();
+  autograd::NoGradGuard no_grad;
+  LocalStateDict out;
+  for (auto* unit : root.fsdp_units()) {
+    auto* h = unit->handle();
+    if (h == nullptr) continue;
+    const std::string key = flat_key(*unit);
+    out.tensors.emplace_back(key, h->local_shard().clone());
+    out.metadata[key] = describe(*h);
+  }
+  for (const auto& [name, b] : root.named_buffers())
+    if (b.defined()) out.tensors.emplace_back(clean_tensor_name(name), b.clone());
+  return out;
+}
+
+void load_local_state_dict(FullyShardedDataParallel& root, const LocalStateDict& state) {
+  root.runtime().root_state();
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : state.tensors) by_name[name] = &t;
+  std::set<std::string> used;
+  autograd::NoGradGuard no_grad;
+  for (auto* unit : root.fsdp_units()) {
+    auto* h = unit->handle();
+    if (h == nullptr) continue;
+    const std::string key = flat_key(*unit), ours = describe(*h);
+    auto it = by_name.find(key);
+    auto meta = state.metadata.find(key);
+    FSDP_CHECK(it != by_name.end() && meta != state.metadata.end(), ValueError,
+               "load_local_state_dict: no '{}' in the state dict (this rank's unit is {}): a "
+               "LOCAL_STATE_DICT loads only into the same wrapping and world size; use "
+               "SHARDED_STATE_DICT to load at another",
+               key, ours);
+    FSDP_CHECK(meta->second == ours && it->second->numel() == h->local_shard().numel(), ValueError,
+               "load_local_state_dict: '{}' was saved as {}, but this rank's unit is {}: a "
+               "LOCAL_STATE_DICT loads only into the same wrapping and world size; use "
+               "SHARDED_STATE_DICT to load at another",
+               key, meta->second, ours);
+    used.insert(key);
+    Tensor dst = h->local_shard();
+    copy_unversioned(dst, it->second->reshape({dst.numel()}).to(h->dtype()));
+    dst.storage()->bump_version();
+  }
+  for (const auto& [name, b] : root.named_buffers()) {
+    const std::string fqn = clean_tensor_name(name);
+    auto it = by_name.find(fqn);
+    if (it == by_name.end() || !b.defined()) continue;
+    used.insert(fqn);
+    Tensor dst = b;
+    dst.copy_(*it->second);
+  }
+  for (const auto& [name, t] : state.tensors)
+    FSDP_CHECK(used.count(name), KeyError,
+               "load_local_state_dict: unexpected key '{}' (no flat parameter or buffer of the "
+               "model has this FQN)",
+               name);
+}
+
+}  // namespace fsdp

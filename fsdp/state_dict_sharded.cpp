@@ -1,0 +1,158 @@
+#include "fsdp/state_dict_sharded.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "fsdp/attribute_forwarding.h"
+#include "fsdp/runtime.h"
+
+namespace fsdp {
+
+namespace {
+
+std::string join_fqn(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "." + b;
+}
+
+}  // namespace
+
+std::vector<ParamShard> param_shards(FullyShardedDataParallel& root) {
+  root.runtime().root_state();
+  std::vector<ParamShard> out;
+  for (auto* unit : root.fsdp_units()) {
+    auto* h = unit->handle();
+    if (h == nullptr) continue;
+    // Another rank holds the same pieces: NO_SHARD's other ranks, HYBRID's other replicas.
+    const bool replica =
+        (!h->sharded() && unit->rank() != 0) ||
+        (unit->replicate_group() != nullptr && unit->replicate_group()->rank() != 0);
+    for (std::size_t i = 0; i < h->params().size(); ++i) {
+      ParamShard p;
+      p.unit = unit;
+      p.handle = h;
+      p.index = i;
+      p.fqn = join_fqn(unit->runtime().fqn(), h->params()[i].fqn);
+      p.shape = h->params()[i].shape;
+      p.info = h->shard_info(i);
+      p.replica = replica;
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+ShardedStateDict sharded_state_dict(FullyShardedDataParallel& root) {
+  autograd::NoGradGuard no_grad;
+  ShardedStateDict out;
+  for (const auto& p : param_shards(root)) {
+    if (!p.info.in_shard) continue;
+    out.push_back({p.fqn, p.shape, p.info.intra_param_start, p.handle->shard_piece(p.index).clone(),
+                   p.replica});
+  }
+  for (const auto& [name, b] : root.named_buffers())
+    if (b.defined())
+      out.push_back({clean_tensor_name(name), b.shape(), 0, b.contiguous().reshape({-1}).clone(),
+                     root.rank() != 0});
+  return out;
+}
+
+PieceSet::PieceSet(const ShardedStateDict& pieces) {
+  for (const auto& p : pieces) add(p);
+}
+
+void PieceSet::add(TensorPiece piece) {
+  const std::int64_t total = shape_numel(piece.global_shape);
+  FSDP_CHECK(piece.local.dim() == 1, ValueError,
+             "sharded state dict: piece of '{}' is not 1-D ({})", piece.fqn,
+             shape_str(piece.local.shape()));
+  FSDP_CHECK(piece.offset >= 0 && piece.offset + piece.local.numel() <= total, ValueError,
+             "sharded state dict: piece of '{}' [{}, {}) lies outside its {} elements (shape {})",
+             piece.fqn, piece.offset, piece.offset + piece.local.numel(), total,
+             shape_str(piece.global_shape));
+  auto& list = by_fqn_[piece.fqn];
+  FSDP_CHECK(list.empty() || list.front().global_shape == piece.global_shape, ValueError,
+             "sharded state dict: pieces of '{}' disagree on its shape ({} vs {})", piece.fqn,
+             shape_str(list.front().global_shape), shape_str(piece.global_shape));
+  auto at = std::upper_bound(list.begin(), list.end(), piece.offset,
+                             [](std::int64_t o, const TensorPiece& p) { return o < p.offset; });
+  list.insert(at, std::move(piece));
+}
+
+const Shape& PieceSet::global_shape(const std::string& fqn) const {
+  auto it = by_fqn_.find(fqn);
+  FSDP_CHECK(it != by_fqn_.end(), KeyError, "sharded state dict: no pieces of '{}'", fqn);
+  return it->second.front().global_shape;
+}
+
+std::vector<std::string> PieceSet::keys() const {
+  std::vector<std::string> k;
+  for (const auto& [name, list] : by_fqn_) k.push_back(name);
+  return k;
+}
+
+void PieceSet::read(const std::string& fqn, std::int64_t begin, Tensor dst) const {
+  auto it = by_fqn_.find(fqn);
+  FSDP_CHECK(it != by_fqn_.end(), KeyError, "sharded state dict: no pieces of '{}'", fqn);
+  autograd::NoGradGuard no_grad;
+  const std::int64_t end = begin + dst.numel();
+  std::int64_t pos = begin;
+  const auto& list = it->second;
+  while (pos < end) {
+    // The piece reaching furthest among those that start at or before pos.
+    const TensorPiece* best = nullptr;
+    for (const auto& p : list) {
+      if (p.offset > pos) break;
+      if (p.offset + p.local.numel() > pos &&
+          (best == nullptr || p.offset + p.local.numel() > best->offset + best->local.numel()))
+        best = &p;
+    }
+    FSDP_CHECK(best != nullptr, ValueError,
+               "sharded state dict: element {} of '{}' (shape {}) is in no saved piece", pos, fqn,
+               shape_str(list.front().global_shape));
+    const std::int64_t n = std::min(end, best->offset + best->local.numel()) - pos;
+    dst.narrow(0, pos - begin, n).copy_(best->local.narrow(0, pos - best->offset, n));
+    pos += n;
+  }
+}
+
+void load_sharded_state_dict(FullyShardedDataParallel& root, const PieceSet& saved) {
+  std::set<std::string> used;
+  for (const auto& p : param_shards(root)) {
+    FSDP_CHECK(saved.contains(p.fqn), KeyError,
+               "load_sharded_state_dict: missing key '{}' (a parameter of FSDP unit '{}')", p.fqn,
+               p.unit->runtime().fqn());
+    FSDP_CHECK(saved.global_shape(p.fqn) == p.shape, ValueError,
+               "load_sharded_state_dict: '{}' has shape {} in the state dict but {} in the model",
+               p.fqn, shape_str(saved.global_shape(p.fqn)), shape_str(p.shape));
+    used.insert(p.fqn);
+    if (!p.info.in_shard) continue;
+    Tensor values = empty({p.info.numel_in_shard}, TensorOptions(p.handle->dtype()));
+    saved.read(p.fqn, p.info.intra_param_start, values);
+    p.handle->load_shard_piece(p.index, values);
+  }
+  autograd::NoGradGuard no_grad;
+  for (const auto& [name, b] : root.named_buffers()) {
+    const std::string fqn = clean_tensor_name(name);
+    if (!b.defined() || !saved.contains(fqn)) continue;
+    FSDP_CHECK(saved.global_shape(fqn) == b.shape(), ValueError,
+               "load_sharded_state_dict: buffer '{}' has shape {} in the state dict but {} in "
+               "the model",
+               fqn, shape_str(saved.global_shape(fqn)), shape_str(b.shape()));
+    used.insert(fqn);
+    Tensor flat = empty({b.numel()}, TensorOptions(b.dtype()));
+    saved.read(fqn, 0, flat);
+    Tensor dst = b;
+    dst.copy_(flat.reshape(b.shape()));
+  }
+  for (const auto& key : saved.keys())
+    FSDP_CHECK(used.count(key), KeyError,
+               "load_sharded_state_dict: unexpected key '{}' (no parameter or buffer of the "
+               "model has this FQN)",
+               key);
+}
+
+}  // namespace fsdp

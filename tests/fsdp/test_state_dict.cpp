@@ -1,0 +1,203 @@
+// SHARDED and LOCAL state dicts and the state_dict_type selection: each rank's pieces are the
+// parameters' exact slices, pieces saved at one world size and strategy load at another, a local
+// state dict refuses another world size, and the type is the same on every unit.
+#define BOOST_TEST_MODULE fsdp_state_dict
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+#include "fsdp/full_state_dict.h"
+#include "fsdp/state_dict_local.h"
+#include "fsdp/state_dict_sharded.h"
+#include "fsdp/state_dict_type.h"
+#include "tests/fsdp/runtime_harness.h"
+
+using namespace fsdp;
+using namespace fsdp::testing;
+namespace bdata = boost::unit_test::data;
+
+namespace fsdp::policies {
+std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
+  return os << to_string(s);
+}
+}  // namespace fsdp::policies
+
+namespace {
+
+using Values = std::map<std::string, std::vector<double>>;
+
+// The plain model's parameters and buffers by FQN.
+Values plain_values(std::uint64_t seed) {
+  Values v;
+  auto m = mlp(seed);
+  for (const auto& [name, t] : m->named_parameters()) v[name] = t.to_vector();
+  return v;
+}
+
+// Runs `world` ranks; each wraps mlp(seed) with `o` and calls body; rank 0's full state dict.
+Values run_wrapped(int world, std::uint64_t seed, const RunOptions& o,
+                   const std::function<void(FullyShardedDataParallel&, int)>& body) {
+  Values out;
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = wrap_mlp(mlp(seed), pg, o);
+    body(*model, pg->rank());
+    auto full = full_state_dict(*model, true);
+    for (const auto& [n, t] : full) out[n] = t.to_vector();
+  });
+  return out;
+}
+
+// Every rank's sharded state dict of mlp(seed) wrapped with `o` at `world` ranks.
+ShardedStateDict save_sharded(int world, std::uint64_t seed, const RunOptions& o) {
+  ShardedStateDict all;
+  std::mutex mu;
+  run_wrapped(world, seed, o, [&](FullyShardedDataParallel& m, int) {
+    auto pieces = sharded_state_dict(m);
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& p : pieces) all.push_back(std::move(p));
+  });
+  return all;
+}
+
+RunOptions with(ShardingStrategy s, bool orig, int world) {
+  RunOptions o;
+  o.strategy = s;
+  o.use_orig_params = orig;
+  o.node_size = world >= 2 ? world / 2 : 1;
+  return o;
+}
+
+const std::vector<ShardingStrategy> kStrategies = {
+    ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD,
+    ShardingStrategy::HYBRID_SHARD};
+
+template <typename F>
+void check_message(F&& f, const std::string& needle) {
+  try {
+    f();
+    BOOST_FAIL("no exception; expected one containing: " + needle);
+  } catch (const std::exception& e) {
+    BOOST_TEST_CONTEXT(e.what()) {
+      BOOST_TEST(std::string(e.what()).find(needle) != std::string::npos);
+    }
+  }
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(pieces_are_the_parameters_slices,
+                     bdata::make(kStrategies) * bdata::make({1, 2, 3, 4}) *
+                         bdata::make({false, true}),
+                     strategy, world, orig) {
+  const Values want = plain_values(7);
+  auto pieces = save_sharded(world, 7, with(strategy, orig, world));
+  // Non-replica pieces tile each parameter exactly once, with the plain model's values.
+  std::map<std::string, std::vector<int>> hits;
+  for (const auto& p : pieces) {
+    if (p.replica) continue;
+    BOOST_TEST_CONTEXT(p.fqn << " at " << p.offset) {
+      BOOST_REQUIRE(want.count(p.fqn) == 1u);
+      const auto& w = want.at(p.fqn);
+      BOOST_TEST(shape_numel(p.global_shape) == static_cast<std::int64_t>(w.size()));
+      auto& h = hits[p.fqn];
+      h.resize(w.size());
+      const auto got = p.local.to_vector();
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        BOOST_TEST(got[i] == w[p.offset + i]);
+        ++h[p.offset + i];
+      }
+    }
+  }
+  BOOST_TEST(hits.size() == want.size());
+  for (const auto& [fqn, h] : hits)
+    for (int n : h) BOOST_TEST(n == 1, fqn);
+}
+
+BOOST_DATA_TEST_CASE(sharded_loads_at_another_world_size_and_strategy,
+                     bdata::make({1, 2, 3, 4}) * bdata::make(kStrategies) *
+                         bdata::make({1, 2, 3, 4}) * bdata::make(kStrategies),
+                     save_world, save_strategy, load_world, load_strategy) {
+  const Values want = plain_values(7);
+  const PieceSet saved(save_sharded(save_world, 7, with(save_strategy, false, save_world)));
+  Values got =
+      run_wrapped(load_world, 99, with(load_strategy, true, load_world),
+                  [&](FullyShardedDataParallel& m, int) { load_sharded_state_dict(m, saved); });
+  BOOST_TEST(got.size() == want.size());
+  for (const auto& [fqn, w] : want) BOOST_TEST(got[fqn] == w, fqn);
+}
+
+BOOST_AUTO_TEST_CASE(sharded_load_errors) {
+  ShardedStateDict pieces = save_sharded(2, 7, with(ShardingStrategy::FULL_SHARD, false, 2));
+  // Drop rank 1's piece of "3.weight": rank 1 of a 2-rank load misses those elements.
+  ShardedStateDict partial;
+  for (const auto& p : pieces)
+    if (!(p.fqn == "3.weight" && p.offset > 0)) partial.push_back(p);
+  check_message(
+      [&] {
+        PieceSet s(partial);
+        on_ranks(1, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+          auto m = wrap_mlp(mlp(1), pg, with(ShardingStrategy::FULL_SHARD, false, 1));
+          load_sharded_state_dict(*m, s);
+        });
+      },
+      "of '3.weight' (shape [4, 10]) is in no saved piece");
+  check_message(
+      [&] {
+        PieceSet s;
+        s.add({"x", {2, 3}, 4, zeros({3}), false});
+      },
+      "piece of 'x' [4, 7) lies outside its 6 elements (shape [2, 3])");
+  ShardedStateDict extra = pieces;
+  extra.push_back({"nope", {1}, 0, zeros({1}), false});
+  check_message(
+      [&] {
+        PieceSet s(extra);
+        on_ranks(1, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+          auto m = wrap_mlp(mlp(1), pg, with(ShardingStrategy::FULL_SHARD, false, 1));
+          load_sharded_state_dict(*m, s);
+        });
+      },
+      "unexpected key 'nope'");
+}
+
+BOOST_AUTO_TEST_CASE(local_round_trip_and_refusal) {
+  const Values want = plain_values(7);
+  std::vector<LocalStateDict> saved(2);
+  run_wrapped(2, 7, with(ShardingStrategy::FULL_SHARD, false, 2),
+              [&](FullyShardedDataParallel& m, int rank) { saved[rank] = local_state_dict(m); });
+  BOOST_TEST(saved[0].tensors.front().first == "_flat_param");
+  BOOST_TEST(saved[0].metadata.count("2._flat_param") == 1u);
+  Values got = run_wrapped(
+      2, 99, with(ShardingStrategy::FULL_SHARD, false, 2),
+      [&](FullyShardedDataParallel& m, int rank) { load_local_state_dict(m, saved[rank]); });
+  for (const auto& [fqn, w] : want) BOOST_TEST(got[fqn] == w, fqn);
+  check_message(
+      [&] {
+        run_wrapped(3, 99, with(ShardingStrategy::FULL_SHARD, false, 3),
+                    [&](FullyShardedDataParallel& m, int rank) {
+                      load_local_state_dict(m, saved[rank % 2]);
+                    });
+      },
+      "a LOCAL_STATE_DICT loads only into the same wrapping and world size; use "
+      "SHARDED_STATE_DICT to load at another");
+}
+
+BOOST_AUTO_TEST_CASE(state_dict_type_selection) {
+  on_ranks(1, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = wrap_mlp(mlp(1), pg, with(ShardingStrategy::FULL_SHARD, false, 1));
+    BOOST_TEST(to_string(state_dict_type(*m)) == "StateDictType.FULL_STATE_DICT");
+    {
+      StateDictTypeGuard g(*m, StateDictType::SHARDED_STATE_DICT);
+      BOOST_TEST(to_string(state_dict_type(*m)) == "StateDictType.SHARDED_STATE_DICT");
+    }
+    BOOST_TEST(to_string(state_dict_type(*m)) == "StateDictType.FULL_STATE_DICT");
+    auto* inner = m->fsdp_units().at(1);
+    set_state_dict_type(*inner, StateDictType::LOCAL_STATE_DICT);
+    check_message([&] { state_dict_type(*m); },
+                  "All FSDP modules should have the same state_dict_type.");
+    set_state_dict_type(*m, StateDictType::LOCAL_STATE_DICT);
+    BOOST_TEST(to_string(state_dict_type(*m)) == "StateDictType.LOCAL_STATE_DICT");
+  });
+}
