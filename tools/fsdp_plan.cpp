@@ -1,14 +1,18 @@
 // fsdp-plan: shows which FSDP units a model gets under an auto-wrap policy, what each rank holds
 // and what a training step communicates, for a model described in an fsdp-model/1 file
 // (tools/README.md). Errors: one line on stderr, nothing on stdout, exit status 1 (2 for usage).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "core/error.h"
 #include "tools/plan/format.h"
@@ -30,6 +34,20 @@ std::string one_line(std::string s) {
     out += s[i];
   }
   return out;
+}
+
+// A rank count: an integer from 1 to kMaxWorldSize (ranks are ints), said in one line.
+CLI::Validator rank_count() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::int64_t v = 0;
+        const char* end = s.data() + s.size();
+        auto [p, ec] = std::from_chars(s.data(), end, v);
+        if (ec == std::errc() && p == end && v >= 1 && v <= fsdp::plan::kMaxWorldSize) return "";
+        return fmt::format("expected an integer from 1 to {}, got '{}'", fsdp::plan::kMaxWorldSize,
+                           s);
+      },
+      "INT in [1, 2147483647]");
 }
 
 int fail(const std::string& msg) {
@@ -61,12 +79,14 @@ int main(int argc, char** argv) {
   app.add_flag("--use-orig-params", opts.use_orig_params,
                "use_orig_params=True (the frozen-parameter error becomes a warning)");
   app.add_option("--world-size", opts.world_size, "number of ranks (default 1)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--sharding", sharding, "FULL_SHARD (default), SHARD_GRAD_OP, NO_SHARD, "
-                                         "HYBRID_SHARD");
-  app.add_option("--node-size", opts.node_size,
-                 "ranks per node, over which HYBRID_SHARD shards (default 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(rank_count());
+  app.add_option("--sharding", sharding,
+                 "FULL_SHARD (default), SHARD_GRAD_OP, NO_SHARD, "
+                 "HYBRID_SHARD");
+  auto* node_size = app.add_option("--node-size", opts.node_size,
+                                   "ranks per node, over which HYBRID_SHARD shards (default 8; "
+                                   "it must divide the world size)")
+                        ->check(rank_count());
   app.add_option("--format", format, "table (default), json or dot")
       ->check(CLI::IsMember({"table", "json", "dot"}));
   try {
@@ -79,6 +99,12 @@ int main(int argc, char** argv) {
   }
   try {
     opts.sharding = parse_strategy(sharding);
+    if (node_size->count() > 0 && fsdp::policies::is_hybrid(opts.sharding) &&
+        opts.world_size % opts.node_size != 0)
+      throw InputError(
+          fmt::format("--node-size {} does not divide --world-size {}: {} shards "
+                      "within whole nodes",
+                      opts.node_size, opts.world_size, sharding));
     opts.ignore = ignore;
     if (!policy.empty()) opts.policy = parse_policy(policy);
     // FSDP_PLAN_TIMING=1 prints the time of each phase on stderr.
@@ -88,8 +114,8 @@ int main(int argc, char** argv) {
     auto lap = [&](const char* what) {
       if (!timing) return;
       auto t1 = std::chrono::steady_clock::now();
-      std::cerr << "fsdp-plan: " << what << ": "
-                << std::chrono::duration<double>(t1 - t0).count() << " s (cpu " << double(std::clock() - c0) / CLOCKS_PER_SEC << " s)\n";
+      std::cerr << "fsdp-plan: " << what << ": " << std::chrono::duration<double>(t1 - t0).count()
+                << " s (cpu " << double(std::clock() - c0) / CLOCKS_PER_SEC << " s)\n";
       c0 = std::clock();
       t0 = t1;
     };
@@ -97,17 +123,24 @@ int main(int argc, char** argv) {
     lap("load");
     Plan plan = make_plan(model.root, opts);
     lap("plan");
-    std::string out = format == "json" ? format_json(plan)
+    std::string out = format == "json"  ? format_json(plan)
                       : format == "dot" ? format_dot(plan)
                                         : format_table(plan);
     lap("format");
     if (format == "table")
       for (const auto& w : plan.warnings) std::cerr << "fsdp-plan: warning: " << w << "\n";
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    std::fflush(stdout);
+    errno = 0;
+    const bool written = std::fwrite(out.data(), 1, out.size(), stdout) == out.size() &&
+                         std::fflush(stdout) == 0 && !std::ferror(stdout);
+    if (!written) {
+      const int err = errno;
+      std::cerr << "fsdp-plan: error: writing the " << format
+                << " output to standard output: " << (err ? std::strerror(err) : "write failed")
+                << "\n";
+    }
     // Freeing a million-module tree costs as much as building it; the process ends here.
     std::cerr.flush();
-    std::_Exit(std::ferror(stdout) ? 1 : 0);
+    std::_Exit(written ? 0 : 1);
   } catch (const InputError& e) {
     return fail(e.what());
   } catch (const fsdp::Error& e) {

@@ -1,9 +1,9 @@
 #include "tools/plan/format.h"
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 namespace fsdp::plan {
 
@@ -36,18 +36,19 @@ namespace {
 
 struct TreeNode {
   const nn::Module* module;
-  std::string name;   // slot name ("" for the root)
-  std::string path;   // FQN
+  std::string name;  // slot name ("" for the root)
+  std::string path;  // FQN
   int depth;
-  int unit;           // nearest enclosing unit (the module's own, if it is one), -1 if none
-  bool repeat;        // a module already shown under another path (shared module)
-  bool last;          // last child of its parent (tree drawing)
+  int unit;     // nearest enclosing unit (the module's own, if it is one), -1 if none
+  bool repeat;  // a module already shown under another path (shared module)
+  bool last;    // last child of its parent (tree drawing)
   std::string repeat_of;
 };
 
 // Pre-order over the module tree, each module expanded once (later slots holding the same
 // object are reported as repeats), carrying the nearest enclosing unit.
-void walk(const Plan& plan, const std::function<void(const TreeNode&, const std::string& lead)>& fn) {
+void walk(const Plan& plan,
+          const std::function<void(const TreeNode&, const std::string& lead)>& fn) {
   std::unordered_map<const nn::Module*, std::string> first_path;
   struct Item {
     const nn::Module* m;
@@ -63,8 +64,10 @@ void walk(const Plan& plan, const std::function<void(const TreeNode&, const std:
     auto u = plan.unit_of_module.find(it.m);
     if (u != plan.unit_of_module.end()) unit = static_cast<int>(u->second);
     auto seen = first_path.find(it.m);
-    TreeNode node{it.m, it.name, it.path, it.depth, unit, seen != first_path.end(), it.last,
-                  seen != first_path.end() ? seen->second : ""};
+    TreeNode node{it.m,    it.name,
+                  it.path, it.depth,
+                  unit,    seen != first_path.end(),
+                  it.last, seen != first_path.end() ? seen->second : ""};
     fn(node, it.lead);
     if (node.repeat) continue;
     first_path.emplace(it.m, it.path);
@@ -89,16 +92,23 @@ std::int64_t own_numel(const nn::Module& m) {
 
 const char* sharding_label(ShardingStrategy s) {
   switch (s) {
-    case ShardingStrategy::FULL_SHARD: return "FULL_SHARD";
-    case ShardingStrategy::SHARD_GRAD_OP: return "SHARD_GRAD_OP";
-    case ShardingStrategy::NO_SHARD: return "NO_SHARD";
-    case ShardingStrategy::HYBRID_SHARD: return "HYBRID_SHARD";
-    case ShardingStrategy::_HYBRID_SHARD_ZERO2: return "_HYBRID_SHARD_ZERO2";
+    case ShardingStrategy::FULL_SHARD:
+      return "FULL_SHARD";
+    case ShardingStrategy::SHARD_GRAD_OP:
+      return "SHARD_GRAD_OP";
+    case ShardingStrategy::NO_SHARD:
+      return "NO_SHARD";
+    case ShardingStrategy::HYBRID_SHARD:
+      return "HYBRID_SHARD";
+    case ShardingStrategy::_HYBRID_SHARD_ZERO2:
+      return "_HYBRID_SHARD_ZERO2";
   }
   return "?";
 }
 
-std::string unit_label(const Unit& u) { return u.fqn.empty() ? "(root)" : u.fqn; }
+std::string unit_label(const Unit& u) {
+  return u.fqn.empty() ? "(root)" : u.fqn;
+}
 
 }  // namespace
 
@@ -113,10 +123,10 @@ std::string format_table(const Plan& plan) {
                          : "",
                      o.mixed_precision ? std::string(dtype_name(o.mp_dtype)) : "off",
                      o.use_orig_params ? "   use_orig_params" : "");
-  out += fmt::format("model: {} modules, {} parameters ({}){}\n\n", plan.num_modules,
-                     human_count(plan.model_numel), human_bytes(plan.model_param_bytes),
-                     plan.ignored_numel ? fmt::format(", {} ignored", human_count(plan.ignored_numel))
-                                        : "");
+  out += fmt::format(
+      "model: {} modules, {} parameters ({}){}\n\n", plan.num_modules,
+      human_count(plan.model_numel), human_bytes(plan.model_param_bytes),
+      plan.ignored_numel ? fmt::format(", {} ignored", human_count(plan.ignored_numel)) : "");
   std::unordered_set<const nn::Module*> ignored;
   for (const auto& path : o.ignore)
     for (auto& m : plan.root->get_submodule(path)->modules()) ignored.insert(m.get());
@@ -137,8 +147,8 @@ std::string format_table(const Plan& plan) {
       if (ignored.count(n.module)) line += "  [ignored]";
       if (is_unit) {
         const Unit& un = plan.units[u->second];
-        line += fmt::format("  => unit #{}: {} flattened, {}/rank{}", un.index, human_count(un.numel),
-                            human_bytes(un.per_rank.params),
+        line += fmt::format("  => unit #{}: {} flattened, {}/rank{}", un.index,
+                            human_count(un.numel), human_bytes(un.per_rank.params),
                             un.mixed_precision || !o.mixed_precision ? "" : ", full precision");
       }
     }
@@ -147,8 +157,8 @@ std::string format_table(const Plan& plan) {
 
   out += "\nunits (construction order; per-rank bytes for one rank)\n";
   out += fmt::format("{:>4}  {:<28} {:<22} {:>6} {:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}\n",
-                     "#", "fqn", "type", "params", "numel", "shard", "pad", "params/rk",
-                     "grads/rk", "optim/rk", "allgather");
+                     "#", "fqn", "type", "params", "numel", "shard", "pad", "params/rk", "grads/rk",
+                     "optim/rk", "allgather");
   for (const auto& u : plan.units) {
     std::string f = unit_label(u);
     if (f.size() > 28) f = "…" + f.substr(f.size() - 27);
@@ -260,11 +270,21 @@ class JsonOut {
     out_ += '"';
     for (char c : s) {
       switch (c) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\t': out_ += "\\t"; break;
-        case '\r': out_ += "\\r"; break;
+        case '"':
+          out_ += "\\\"";
+          break;
+        case '\\':
+          out_ += "\\\\";
+          break;
+        case '\n':
+          out_ += "\\n";
+          break;
+        case '\t':
+          out_ += "\\t";
+          break;
+        case '\r':
+          out_ += "\\r";
+          break;
         default:
           if (static_cast<unsigned char>(c) < 0x20)
             out_ += fmt::format("\\u{:04x}", static_cast<int>(c));
@@ -324,8 +344,10 @@ std::string format_json(const Plan& plan) {
     j.field("fqn", u.fqn);
     j.field("type", u.type);
     j.key("parent");
-    if (u.parent < 0) j.null();
-    else j.value(u.parent);
+    if (u.parent < 0)
+      j.null();
+    else
+      j.value(u.parent);
     names.clear();
     for (const auto& p : u.params) names.push_back(p.fqn);
     j.strings("params", names, true);
@@ -376,8 +398,15 @@ std::string format_json(const Plan& plan) {
 namespace {
 std::string dot_escape(const std::string& s) {
   std::string o;
+  // Inside a double-quoted DOT string: quotes and backslashes escaped, line breaks as \n, other
+  // control characters dropped (they would end or corrupt the label).
   for (char c : s) {
     if (c == '"' || c == '\\') o += '\\';
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
+    if (static_cast<unsigned char>(c) < 0x20) continue;
     o += c;
   }
   return o;
@@ -399,15 +428,17 @@ std::string format_dot(const Plan& plan) {
     if (!n.repeat) {
       std::size_t id = node_id.size();
       node_id.emplace(n.module, id);
-      std::string label = (n.depth == 0 ? std::string("(root)") : n.name) + "\\n" +
+      std::string label = dot_escape(n.depth == 0 ? std::string("(root)") : n.name) + "\\n" +
                           dot_escape(n.module->type_name());
       std::int64_t own = own_numel(*n.module);
       if (own > 0) label += "\\n" + human_count(own) + " params";
       std::string attrs = fmt::format("label=\"{}\"", label);
       if (ignored.count(n.module)) attrs += ", style=dashed, color=gray";
       std::string decl = fmt::format("n{} [{}];", id, attrs);
-      if (n.unit >= 0) unit_nodes[n.unit].push_back(decl);
-      else loose_nodes.push_back(decl);
+      if (n.unit >= 0)
+        unit_nodes[n.unit].push_back(decl);
+      else
+        loose_nodes.push_back(decl);
     }
     if (n.depth > 0) {
       const nn::Module* parent = parents.back().second;
@@ -418,8 +449,7 @@ std::string format_dot(const Plan& plan) {
   });
   std::vector<std::vector<std::size_t>> kids(plan.units.size());
   std::vector<std::size_t> tops;
-  for (const auto& u : plan.units)
-    (u.parent >= 0 ? kids[u.parent] : tops).push_back(u.index);
+  for (const auto& u : plan.units) (u.parent >= 0 ? kids[u.parent] : tops).push_back(u.index);
   std::string out = "digraph fsdp_plan {\n  node [shape=box, fontsize=10];\n";
   std::function<void(std::size_t, int)> cluster = [&](std::size_t k, int depth) {
     std::string ind(2 * depth, ' ');

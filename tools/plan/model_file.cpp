@@ -1,14 +1,18 @@
 #include "tools/plan/model_file.h"
 
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "tools/plan/known_classes.h"
@@ -33,11 +37,47 @@ std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std
 
 namespace {
 
+// A JSON value for a message: at most a few levels and about 60 characters, whatever the value
+// (a value nested 100 000 deep or a megabyte long is shown by its start, never serialised whole).
+void brief_into(const json& v, int depth, std::string& out) {
+  constexpr std::size_t kMax = 60;
+  if (v.is_array() || v.is_object()) {
+    if (depth >= 3) {
+      out += v.is_array() ? "[...]" : "{...}";
+      return;
+    }
+    out += v.is_array() ? '[' : '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!first) {
+        if (out.size() > kMax) {
+          out += ",...";
+          break;
+        }
+        out += ',';
+      }
+      first = false;
+      if (v.is_object()) out += json(it.key()).dump() + ':';
+      brief_into(*it, depth + 1, out);
+    }
+    out += v.is_array() ? ']' : '}';
+  } else {
+    out += v.dump();
+  }
+}
+
+std::string brief(const json& v) {
+  std::string out;
+  brief_into(v, 0, out);
+  if (out.size() > 80) out = out.substr(0, 60) + "...";  // a long string or number
+  return out;
+}
+
 // Where a value sits in the document ("module.children[2].module.params[0]"), kept as a chain
 // of parent links so that the 1M-module case builds no strings unless there is an error.
 struct Where {
   const Where* parent;
-  const char* key;   // object key, or nullptr for an array index
+  const char* key;  // object key, or nullptr for an array index
   std::size_t index;
   std::string str() const {
     std::string s = parent ? parent->str() : "";
@@ -45,7 +85,8 @@ struct Where {
       if (!s.empty()) s += '.';
       s += key;
     } else {
-      s += '[';  // appended piecewise: "[" + to_string(...) trips a GCC 12 -Wrestrict false positive
+      s +=
+          '[';  // appended piecewise: "[" + to_string(...) trips a GCC 12 -Wrestrict false positive
       s += std::to_string(index);
       s += ']';
     }
@@ -69,7 +110,8 @@ class Builder {
 
   const std::string& string_member(const json& obj, const char* key, const Where& at) const {
     const json& v = member(obj, key, at);
-    if (!v.is_string()) fail(Where{&at, key, 0}, fmt::format("expected a string, got {}", v.dump()));
+    if (!v.is_string())
+      fail(Where{&at, key, 0}, fmt::format("expected a string, got {}", brief(v)));
     return v.get_ref<const std::string&>();
   }
 
@@ -83,17 +125,17 @@ class Builder {
   Shape shape(const json& obj, const Where& at) const {
     Where w{&at, "shape", 0};
     const json& s = member(obj, "shape", at);
-    if (!s.is_array()) fail(w, fmt::format("shape must be a list of integers, got {}", s.dump()));
+    if (!s.is_array()) fail(w, fmt::format("shape must be a list of integers, got {}", brief(s)));
     Shape out;
     out.reserve(s.size());
     std::int64_t numel = 1;
     for (const auto& d : s) {
       bool ok = d.is_number_integer() && (d.is_number_unsigned() || d.get<std::int64_t>() >= 0);
       if (!ok || (d.is_number_unsigned() && d.get<std::uint64_t>() > INT64_MAX))
-        fail(w, fmt::format("shape must be a list of non-negative integers, got {}", s.dump()));
+        fail(w, fmt::format("shape must be a list of non-negative integers, got {}", brief(s)));
       std::int64_t v = d.get<std::int64_t>();
       if (__builtin_mul_overflow(numel, v, &numel))
-        fail(w, fmt::format("shape {} has more than 2^63 elements", s.dump()));
+        fail(w, fmt::format("shape {} has more than 2^63 elements", brief(s)));
       out.push_back(v);
     }
     return out;
@@ -345,6 +387,20 @@ LoadedModel parse_model(const std::string& text, const std::string& source) {
     if (std::getenv("FSDP_PLAN_TIMING"))
       fmt::print(stderr, "fsdp-plan:   parse JSON: {:.3f} s cpu\n",
                  static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
+  } catch (const json::out_of_range& e) {
+    // "number overflow parsing '1e400'": nlohmann gives no position; find the token.
+    std::string what = e.what();
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    std::size_t at = 0;
+    if (auto q = what.find('\''); q != std::string::npos) {
+      auto q2 = what.find('\'', q + 1);
+      if (q2 != std::string::npos) {
+        auto found = text.find(what.substr(q + 1, q2 - q - 1));
+        if (found != std::string::npos) at = found;
+      }
+    }
+    auto [line, col] = line_and_column(text, at);
+    throw InputError(fmt::format("{}:{}:{}: {}", source, line, col, what));
   } catch (const json::parse_error& e) {
     // nlohmann's byte is one past the offending character.
     auto [line, col] = line_and_column(text, e.byte > 0 ? e.byte - 1 : 0);
@@ -355,14 +411,15 @@ LoadedModel parse_model(const std::string& text, const std::string& source) {
     throw InputError(fmt::format("{}:{}:{}: malformed JSON: {}", source, line, col, what));
   }
   if (!doc.is_object())
-    throw InputError(fmt::format("{}: expected a JSON object {{\"format\": \"{}\", \"module\": ...}}",
-                                 source, kModelFormat));
+    throw InputError(
+        fmt::format("{}: expected a JSON object {{\"format\": \"{}\", \"module\": ...}}", source,
+                    kModelFormat));
   auto fmt_it = doc.find("format");
   if (fmt_it == doc.end())
     throw InputError(fmt::format("{}: missing \"format\" (expected \"{}\")", source, kModelFormat));
   if (!fmt_it->is_string() || fmt_it->get<std::string>() != kModelFormat)
     throw InputError(fmt::format("{}: unknown format version {} (this planner reads \"{}\")",
-                                 source, fmt_it->dump(), kModelFormat));
+                                 source, brief(*fmt_it), kModelFormat));
   Builder b(source);
   LoadedModel out;
   c0 = std::clock();
@@ -376,19 +433,25 @@ LoadedModel parse_model(const std::string& text, const std::string& source) {
 }
 
 LoadedModel load_model(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open the model file: {}", path,
-                                        std::strerror(errno)));
-  std::string text;
-  in.seekg(0, std::ios::end);
-  const auto size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size > 0) {
-    text.resize(static_cast<std::size_t>(size));
-    in.read(text.data(), size);
+  // Regular files, pipes and devices alike (`fsdp-plan <(gen_model)`, /dev/stdin): read to the
+  // end in blocks.
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    throw InputError(fmt::format("{}: cannot open the model file: {}", path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::fclose(f);
+    throw InputError(fmt::format("{}: cannot read the model file: it is a directory", path));
   }
-  if (in.bad() || size < 0)
-    throw InputError(fmt::format("{}: cannot read the model file", path));
+  std::string text;
+  if (S_ISREG(st.st_mode) && st.st_size > 0) text.reserve(static_cast<std::size_t>(st.st_size));
+  char buf[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const int err = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (err)
+    throw InputError(fmt::format("{}: cannot read the model file: {}", path, std::strerror(err)));
   return parse_model(text, path);
 }
 

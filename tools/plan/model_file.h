@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/error.h"
 #include "core/module.h"
 
 namespace fsdp::plan {
@@ -15,9 +16,9 @@ inline constexpr const char* kModelFormat = "fsdp-model/1";
 
 // Any problem with the user's input (model file, policy, paths); the message is one line and
 // names the file and the place in it.
-class InputError : public std::runtime_error {
+class InputError : public fsdp::Error {
  public:
-  using std::runtime_error::runtime_error;
+  using fsdp::Error::Error;
 };
 
 struct LoadedModel {

@@ -1,6 +1,6 @@
 #include "tools/plan/planner.h"
 
-#include "fsdp/flat_param_layout.h"
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,12 +8,12 @@
 #include <set>
 #include <unordered_set>
 
-#include <fmt/format.h>
-
 #include "core/error.h"
 #include "core/traversal/module_sets.h"
 #include "core/warnings.h"
+#include "fsdp/flat_param_layout.h"
 #include "policies/ignored.h"
+#include "tools/plan/checked_math.h"
 #include "tools/plan/model_file.h"
 #include "tools/plan/policy_build.h"
 #include "tools/plan/suggest.h"
@@ -25,11 +25,16 @@ using traversal::ParamSet;
 
 std::string strategy_name(ShardingStrategy s) {
   switch (s) {
-    case ShardingStrategy::FULL_SHARD: return "FULL_SHARD";
-    case ShardingStrategy::SHARD_GRAD_OP: return "SHARD_GRAD_OP";
-    case ShardingStrategy::NO_SHARD: return "NO_SHARD";
-    case ShardingStrategy::HYBRID_SHARD: return "HYBRID_SHARD";
-    case ShardingStrategy::_HYBRID_SHARD_ZERO2: return "_HYBRID_SHARD_ZERO2";
+    case ShardingStrategy::FULL_SHARD:
+      return "FULL_SHARD";
+    case ShardingStrategy::SHARD_GRAD_OP:
+      return "SHARD_GRAD_OP";
+    case ShardingStrategy::NO_SHARD:
+      return "NO_SHARD";
+    case ShardingStrategy::HYBRID_SHARD:
+      return "HYBRID_SHARD";
+    case ShardingStrategy::_HYBRID_SHARD_ZERO2:
+      return "_HYBRID_SHARD_ZERO2";
   }
   return "?";
 }
@@ -38,10 +43,10 @@ ShardingStrategy parse_strategy(const std::string& s) {
   for (auto v : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
                  ShardingStrategy::NO_SHARD, ShardingStrategy::HYBRID_SHARD})
     if (strategy_name(v) == s) return v;
-  throw InputError(fmt::format("--sharding: unknown strategy '{}'{}; choose FULL_SHARD, "
-                               "SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD",
-                               s, did_you_mean(s, {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD",
-                                                   "HYBRID_SHARD"})));
+  throw InputError(
+      fmt::format("--sharding: unknown strategy '{}'{}; choose FULL_SHARD, "
+                  "SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD",
+                  s, did_you_mean(s, {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"})));
 }
 
 namespace {
@@ -50,7 +55,9 @@ bool reshards_after_forward(ShardingStrategy s) {
   return s == ShardingStrategy::FULL_SHARD || s == ShardingStrategy::HYBRID_SHARD;
 }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
 
 struct Ignored {
   ModuleSet modules;  // closed under descendants, as FSDP's _get_ignored_modules
@@ -77,7 +84,7 @@ Ignored resolve_ignored(const nn::ModulePtr& root, const std::vector<std::string
   ig.modules = policies::close_ignored_modules(root, roots);
   ig.params = policies::ignored_params_of(root, ig.modules);
   for (auto& p : root->parameters())
-    if (traversal::contains(ig.params, p)) ig.numel += p.numel();
+    if (traversal::contains(ig.params, p)) add_to(ig.numel, p.numel(), "the ignored numel");
   return ig;
 }
 
@@ -159,8 +166,11 @@ class Planner {
         }
         const TensorImpl* t = all[i];
         const std::int64_t n = t->numel();
-        plan_.model_numel += n;
-        plan_.model_param_bytes += n * static_cast<std::int64_t>(dtype_size(t->dtype));
+        add_to(plan_.model_numel, n, "the model's numel");
+        add_to(plan_.model_param_bytes,
+               checked_mul(n, static_cast<std::int64_t>(dtype_size(t->dtype)),
+                           "the model's parameter bytes"),
+               "the model's parameter bytes");
       }
     }
     {
@@ -202,9 +212,10 @@ class Planner {
     plan_.shard_group_size = o_.world_size;
     if (policies::is_hybrid(plan_.sharding)) {
       if (o_.world_size > o_.node_size && o_.world_size % o_.node_size != 0)
-        throw InputError(fmt::format("--sharding HYBRID_SHARD: world size {} is not a multiple of "
-                                     "the {} ranks per node it shards over",
-                                     o_.world_size, o_.node_size));
+        throw InputError(
+            fmt::format("--sharding HYBRID_SHARD: world size {} is not a multiple of "
+                        "the {} ranks per node it shards over",
+                        o_.world_size, o_.node_size));
       plan_.shard_group_size = std::min(o_.world_size, o_.node_size);
     }
   }
@@ -220,9 +231,9 @@ class Planner {
     std::set<std::string> reported;
     for (const auto& r : refs) {
       if (known.count(r.name) || !reported.insert(r.name).second) continue;
-      plan_.warnings.push_back(fmt::format(
-          "policy class '{}' (--policy column {}) matches no module of the model{}", r.name,
-          r.column, did_you_mean(r.name, names)));
+      plan_.warnings.push_back(
+          fmt::format("policy class '{}' (--policy column {}) matches no module of the model{}",
+                      r.name, r.column, did_you_mean(r.name, names)));
     }
   }
 
@@ -301,9 +312,12 @@ class Planner {
           }
           if (reachable_twice) manager_fqn.emplace(p.impl(), fqn);
           PlannedParam pp{fqn, p.shape(), p.dtype(), p.requires_grad(), p.numel()};
-          u.numel += pp.numel;
-          if (pp.requires_grad) u.trainable_numel += pp.numel;
-          u.bytes_per_dtype[pp.dtype] += pp.numel * static_cast<std::int64_t>(dtype_size(pp.dtype));
+          add_to(u.numel, pp.numel, unit_what(u, "numel"));
+          if (pp.requires_grad) add_to(u.trainable_numel, pp.numel, unit_what(u, "numel"));
+          add_to(u.bytes_per_dtype[pp.dtype],
+                 checked_mul(pp.numel, static_cast<std::int64_t>(dtype_size(pp.dtype)),
+                             unit_what(u, "parameter bytes")),
+                 unit_what(u, "parameter bytes"));
           u.params.push_back(std::move(pp));
         }
         const auto& slots = m->child_slots();
@@ -347,7 +361,8 @@ class Planner {
   void check_uniform(const Unit& u) {
     if (u.bytes_per_dtype.size() > 1) {
       std::string dts;
-      for (auto& [d, b] : u.bytes_per_dtype) dts += (dts.empty() ? "" : ", ") + std::string(dtype_name(d));
+      for (auto& [d, b] : u.bytes_per_dtype)
+        dts += (dts.empty() ? "" : ", ") + std::string(dtype_name(d));
       plan_.warnings.push_back(fmt::format(
           "unit '{}' ({}) would flatten parameters of different dtypes ({}): FSDP requires a "
           "uniform dtype per unit (\"Must flatten tensors with uniform dtype\"); the plan sizes "
@@ -383,32 +398,42 @@ class Planner {
     for (const auto& p : u.params) by_dtype[p.dtype].push_back(p.numel);
     for (auto& [dt, numels] : by_dtype) {
       const auto size = static_cast<std::int64_t>(dtype_size(dt));
-      const std::int64_t csize =
-          u.mixed_precision && is_floating(dt) ? static_cast<std::int64_t>(dtype_size(o_.mp_dtype))
-                                               : size;
+      const std::int64_t csize = u.mixed_precision && is_floating(dt)
+                                     ? static_cast<std::int64_t>(dtype_size(o_.mp_dtype))
+                                     : size;
       // The runtime's own layout function: what the plan predicts is what a rank allocates.
-      const FlatParamLayout layout = flat_param_layout(
-          numels, static_cast<std::size_t>(size), o_.use_orig_params, static_cast<int>(group),
-          sharded);
+      FlatParamLayout layout;
+      try {
+        layout = flat_param_layout(numels, static_cast<std::size_t>(size), o_.use_orig_params,
+                                   static_cast<int>(group), sharded);
+      } catch (const fsdp::Error& e) {
+        throw InputError(fmt::format("unit '{}' ({}): {}", u.fqn, u.type, e.what()));
+      }
       const std::int64_t flat = layout.unpadded_numel;
       const std::int64_t shard = layout.shard_numel;
       const std::int64_t padded = layout.padded_numel;
-      u.flat_numel += flat;
-      u.shard_numel += shard;
-      u.padded_numel += padded;
-      u.per_rank.params += shard * size;
-      if (u.trainable_numel > 0) u.per_rank.grads += shard * size;
+      const std::string numel_what = unit_what(u, "flat parameter numel");
+      const std::string bytes_what = unit_what(u, "bytes");
+      auto bytes = [&](std::int64_t n, std::int64_t s) { return checked_mul(n, s, bytes_what); };
+      add_to(u.flat_numel, flat, numel_what);
+      add_to(u.shard_numel, shard, numel_what);
+      add_to(u.padded_numel, padded, numel_what);
+      add_to(u.per_rank.params, bytes(shard, size), bytes_what);
+      if (u.trainable_numel > 0) add_to(u.per_rank.grads, bytes(shard, size), bytes_what);
       if (sharded) {
-        u.unsharded_bytes += padded * csize;
-        if (u.trainable_numel > 0) u.unsharded_grad_bytes += padded * csize;
+        add_to(u.unsharded_bytes, bytes(padded, csize), bytes_what);
+        if (u.trainable_numel > 0) add_to(u.unsharded_grad_bytes, bytes(padded, csize), bytes_what);
       } else if (u.mixed_precision && csize != size) {
-        u.unsharded_bytes += flat * csize;  // the low-precision copy used for compute
+        // the low-precision copy used for compute
+        add_to(u.unsharded_bytes, bytes(flat, csize), bytes_what);
       }
       if (u.trainable_numel > 0) {
-        if (u.sharding == ShardingStrategy::NO_SHARD) u.all_reduce_bytes += flat * csize;
-        else u.reduce_scatter_bytes += padded * csize;
+        if (u.sharding == ShardingStrategy::NO_SHARD)
+          add_to(u.all_reduce_bytes, bytes(flat, csize), bytes_what);
+        else
+          add_to(u.reduce_scatter_bytes, bytes(padded, csize), bytes_what);
         if (policies::is_hybrid(u.sharding) && o_.world_size > group)
-          u.all_reduce_bytes += shard * csize;
+          add_to(u.all_reduce_bytes, bytes(shard, csize), bytes_what);
       }
     }
     u.padding = u.padded_numel - u.numel;
@@ -416,16 +441,17 @@ class Planner {
       // Adam keeps exp_avg and exp_avg_sq in float32 for every element it updates: the whole
       // flat shard (padding included) with flat parameters, only the trainable originals with
       // use_orig_params.
-      const std::int64_t elems = u.trainable_numel == u.numel
-                                     ? u.shard_numel
-                                     : (sharded ? ceil_div(u.trainable_numel, group)
-                                                : u.trainable_numel);
-      u.per_rank.optimizer = elems * 2 * 4;
+      const std::int64_t elems =
+          u.trainable_numel == u.numel
+              ? u.shard_numel
+              : (sharded ? ceil_div(u.trainable_numel, group) : u.trainable_numel);
+      u.per_rank.optimizer = checked_mul(elems, 2 * 4, unit_what(u, "optimizer bytes"));
     }
     if (sharded) {
       const bool is_root = u.parent < 0;
       u.all_gathers_per_step = reshards_after_forward(u.sharding) && !is_root ? 2 : 1;
-      u.all_gather_bytes = u.all_gathers_per_step * u.unsharded_bytes;
+      u.all_gather_bytes =
+          checked_mul(u.all_gathers_per_step, u.unsharded_bytes, unit_what(u, "all-gather bytes"));
     }
   }
 
@@ -433,25 +459,33 @@ class Planner {
     Totals& t = plan_.totals;
     std::vector<std::int64_t> transient;  // freed after forward and after backward
     for (const auto& u : plan_.units) {
-      t.per_rank.params += u.per_rank.params;
-      t.per_rank.grads += u.per_rank.grads;
-      t.per_rank.optimizer += u.per_rank.optimizer;
-      t.all_gather_bytes += u.all_gather_bytes;
-      t.reduce_scatter_bytes += u.reduce_scatter_bytes;
-      t.all_reduce_bytes += u.all_reduce_bytes;
+      const char* what = "the per-rank totals";
+      add_to(t.per_rank.params, u.per_rank.params, what);
+      add_to(t.per_rank.grads, u.per_rank.grads, what);
+      add_to(t.per_rank.optimizer, u.per_rank.optimizer, what);
+      add_to(t.all_gather_bytes, u.all_gather_bytes, what);
+      add_to(t.reduce_scatter_bytes, u.reduce_scatter_bytes, what);
+      add_to(t.all_reduce_bytes, u.all_reduce_bytes, what);
       t.peak_unsharded_grad_bytes = std::max(t.peak_unsharded_grad_bytes, u.unsharded_grad_bytes);
       if (reshards_after_forward(u.sharding) && u.parent >= 0)
         transient.push_back(u.unsharded_bytes);
       else
-        t.peak_unsharded_param_bytes += u.unsharded_bytes;  // kept from forward to backward
+        add_to(t.peak_unsharded_param_bytes, u.unsharded_bytes, what);  // kept to backward
     }
     // At most two resharding units are unsharded at once: the current one and the prefetched
     // next one (FSDP's rate limiter allows two all-gathers in flight).
     std::sort(transient.rbegin(), transient.rend());
     for (std::size_t i = 0; i < transient.size() && i < 2; ++i)
-      t.peak_unsharded_param_bytes += transient[i];
-    t.peak_bytes =
-        t.per_rank.total() + t.peak_unsharded_param_bytes + t.peak_unsharded_grad_bytes;
+      add_to(t.peak_unsharded_param_bytes, transient[i], "the peak unsharded bytes");
+    const char* peak = "the peak bytes per rank";
+    t.peak_bytes = checked_add(t.per_rank.params, t.per_rank.grads, peak);
+    add_to(t.peak_bytes, t.per_rank.optimizer, peak);
+    add_to(t.peak_bytes, t.peak_unsharded_param_bytes, peak);
+    add_to(t.peak_bytes, t.peak_unsharded_grad_bytes, peak);
+  }
+
+  static std::string unit_what(const Unit& u, const char* quantity) {
+    return fmt::format("unit '{}' ({}): the {}", u.fqn, u.type, quantity);
   }
 
   // FSDP_PLAN_TIMING=1: CPU time of each phase on stderr.
@@ -487,19 +521,21 @@ class Planner {
     }
     return out;
   }
-  std::vector<nn::ModulePtr> modules_;  // per unit
+  std::vector<nn::ModulePtr> modules_;                   // per unit
   std::unordered_set<const TensorImpl*> shared_params_;  // in more than one slot (tied)
-  bool any_shared_module_ = false;  // some module occupies more than one slot
+  bool any_shared_module_ = false;                       // some module occupies more than one slot
   std::unordered_map<std::size_t, std::unordered_set<const nn::Module*>> subtree_;
 };
 
 }  // namespace
 
 Plan make_plan(const nn::ModulePtr& root, const PlanOptions& options) {
-  if (options.world_size < 1)
-    throw InputError(fmt::format("--world-size must be at least 1, got {}", options.world_size));
-  if (options.node_size < 1)
-    throw InputError(fmt::format("--node-size must be at least 1, got {}", options.node_size));
+  if (options.world_size < 1 || options.world_size > kMaxWorldSize)
+    throw InputError(fmt::format("--world-size must be between 1 and {}, got {}", kMaxWorldSize,
+                                 options.world_size));
+  if (options.node_size < 1 || options.node_size > kMaxWorldSize)
+    throw InputError(fmt::format("--node-size must be between 1 and {}, got {}", kMaxWorldSize,
+                                 options.node_size));
   Plan p = Planner(root, options).run();
   p.policy_str = options.policy ? options.policy->str() : "none";
   return p;

@@ -18,6 +18,9 @@ namespace fsdp::plan {
 
 using policies::ShardingStrategy;
 
+// Ranks are ints (the process groups' rank type): the largest world or node size.
+inline constexpr std::int64_t kMaxWorldSize = 2147483647;
+
 struct PlanOptions {
   std::optional<PolicyExpr> policy;  // none: only the root unit
   std::vector<std::string> ignore;   // module FQNs (with their subtrees)
@@ -39,34 +42,34 @@ struct PlannedParam {
 
 // Bytes one rank holds for a unit or for the whole model.
 struct RankMemory {
-  std::int64_t params = 0;      // sharded parameters (full precision)
-  std::int64_t grads = 0;       // sharded gradients (parameter dtype)
-  std::int64_t optimizer = 0;   // Adam: exp_avg + exp_avg_sq, float32
+  std::int64_t params = 0;     // sharded parameters (full precision)
+  std::int64_t grads = 0;      // sharded gradients (parameter dtype)
+  std::int64_t optimizer = 0;  // Adam: exp_avg + exp_avg_sq, float32
   std::int64_t total() const { return params + grads + optimizer; }
 };
 
 struct Unit {
   std::size_t index = 0;
-  std::string fqn;    // module path in the unwrapped model ("" = root)
+  std::string fqn;  // module path in the unwrapped model ("" = root)
   std::string type;
   const nn::Module* module = nullptr;
-  int parent = -1;    // the nearest enclosing unit (index), -1 for the root
+  int parent = -1;  // the nearest enclosing unit (index), -1 for the root
   ShardingStrategy sharding = ShardingStrategy::FULL_SHARD;  // effective
-  bool mixed_precision = false;  // compute in the low-precision dtype
-  std::vector<PlannedParam> params;  // flattening order
-  std::int64_t numel = 0;            // sum of the params' numel
-  std::int64_t trainable_numel = 0;  // requires_grad ones
-  std::int64_t flat_numel = 0;       // + alignment padding (use_orig_params) + world-size padding
-  std::int64_t shard_numel = 0;      // elements per rank (every rank holds this many)
-  std::int64_t padded_numel = 0;     // shard_numel * shard group size: the all-gathered size
-  std::int64_t padding = 0;          // padded_numel - numel
+  bool mixed_precision = false;                              // compute in the low-precision dtype
+  std::vector<PlannedParam> params;                          // flattening order
+  std::int64_t numel = 0;                                    // sum of the params' numel
+  std::int64_t trainable_numel = 0;                          // requires_grad ones
+  std::int64_t flat_numel = 0;    // + alignment padding (use_orig_params) + world-size padding
+  std::int64_t shard_numel = 0;   // elements per rank (every rank holds this many)
+  std::int64_t padded_numel = 0;  // shard_numel * shard group size: the all-gathered size
+  std::int64_t padding = 0;       // padded_numel - numel
   std::map<DType, std::int64_t> bytes_per_dtype;  // unsharded, unpadded
   RankMemory per_rank;
-  std::int64_t unsharded_bytes = 0;      // the all-gathered flat parameter, compute dtype
-  std::int64_t unsharded_grad_bytes = 0; // the unsharded gradient before reduce-scatter
-  std::int64_t all_gather_bytes = 0;     // per step, sum of all-gather output buffers
-  std::int64_t reduce_scatter_bytes = 0; // per step, sum of reduce-scatter input buffers
-  std::int64_t all_reduce_bytes = 0;     // per step (NO_SHARD; HYBRID_SHARD across nodes)
+  std::int64_t unsharded_bytes = 0;       // the all-gathered flat parameter, compute dtype
+  std::int64_t unsharded_grad_bytes = 0;  // the unsharded gradient before reduce-scatter
+  std::int64_t all_gather_bytes = 0;      // per step, sum of all-gather output buffers
+  std::int64_t reduce_scatter_bytes = 0;  // per step, sum of reduce-scatter input buffers
+  std::int64_t all_reduce_bytes = 0;      // per step (NO_SHARD; HYBRID_SHARD across nodes)
   int all_gathers_per_step = 0;
 };
 
@@ -82,12 +85,12 @@ struct Totals {
 
 struct Plan {
   PlanOptions options;
-  std::string policy_str;          // canonical policy, or "none"
+  std::string policy_str;                                    // canonical policy, or "none"
   ShardingStrategy sharding = ShardingStrategy::FULL_SHARD;  // effective (world size 1 clamps)
-  std::int64_t shard_group_size = 1;  // ranks a flat parameter is split over
+  std::int64_t shard_group_size = 1;                         // ranks a flat parameter is split over
   nn::ModulePtr root;
-  std::size_t num_modules = 0;        // distinct module objects
-  std::int64_t model_numel = 0;       // distinct parameters
+  std::size_t num_modules = 0;   // distinct module objects
+  std::int64_t model_numel = 0;  // distinct parameters
   std::int64_t model_param_bytes = 0;
   std::int64_t ignored_numel = 0;
   std::vector<std::string> ignored_modules;  // FQNs as given, plus nothing else

@@ -1,9 +1,9 @@
 #include "tools/plan/policy_expr.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "tools/plan/model_file.h"
 #include "tools/plan/suggest.h"
@@ -40,7 +40,9 @@ class Parser {
 
  private:
   [[noreturn]] void fail(std::size_t at, const std::string& msg) const {
-    throw InputError(fmt::format("--policy '{}': column {}: {}", text_, at + 1, msg));
+    // A policy of a megabyte is quoted by its start: the message stays one readable line.
+    const std::string quoted = text_.size() > 200 ? text_.substr(0, 200) + "..." : text_;
+    throw InputError(fmt::format("--policy '{}': column {}: {}", quoted, at + 1, msg));
   }
 
   static std::string names_list() {
@@ -87,6 +89,17 @@ class Parser {
   PolicyExpr expr() {
     skip_space();
     std::size_t at = pos_;
+    // Every later step (canonical spelling, building, evaluating per module) follows the
+    // nesting, so it is bounded here: the stack and the time stay small whatever the input.
+    if (depth_ > kMaxPolicyDepth)
+      fail(at, fmt::format("policies nested more than {} deep in or(...); list them in one "
+                           "or(A, B, C) instead",
+                           kMaxPolicyDepth));
+    struct Nest {
+      int& d;
+      explicit Nest(int& depth) : d(++depth) {}
+      ~Nest() { --d; }
+    } nest(depth_);
     std::string name = ident("a policy name (" + names_list() + ")");
     PolicyExpr e;
     e.column = at + 1;
@@ -107,8 +120,10 @@ class Parser {
     } else if (name == "or") {
       e.kind = PolicyExpr::Kind::Or;
       expect('(', "after 'or'");
-      if (peek(')')) fail(pos_, "or() needs at least one policy, e.g. or(size(min_num_params=1e6), "
-                                "transformer([Block]))");
+      if (peek(')'))
+        fail(pos_,
+             "or() needs at least one policy, e.g. or(size(min_num_params=1e6), "
+             "transformer([Block]))");
       for (;;) {
         e.operands.push_back(expr());
         if (peek(',')) {
@@ -131,8 +146,8 @@ class Parser {
   std::vector<ClassRef> class_list(const std::string& what) {
     skip_space();
     if (!peek('['))
-      fail(pos_, fmt::format("expected a list of class names [A, B] for {}, found {}", what,
-                             found()));
+      fail(pos_,
+           fmt::format("expected a list of class names [A, B] for {}, found {}", what, found()));
     ++pos_;
     std::vector<ClassRef> out;
     while (!peek(']')) {
@@ -147,8 +162,8 @@ class Parser {
         continue;
       }
       if (!peek(']'))
-        fail(pos_, fmt::format("expected ',' or ']' in the list of class names, found {}",
-                               found()));
+        fail(pos_,
+             fmt::format("expected ',' or ']' in the list of class names, found {}", found()));
     }
     ++pos_;
     return out;
@@ -186,8 +201,7 @@ class Parser {
       if (text_[pos_] != '_') digits += text_[pos_];
       ++pos_;
     }
-    if (digits.empty())
-      fail(at, fmt::format("expected a number for {}, found {}", what, found()));
+    if (digits.empty()) fail(at, fmt::format("expected a number for {}, found {}", what, found()));
     std::size_t used = 0;
     double v = 0;
     try {
@@ -248,24 +262,31 @@ class Parser {
 
   const std::string& text_;
   std::size_t pos_ = 0;
+  int depth_ = 0;  // or(...) nesting of the expression being parsed
 };
 
 }  // namespace
 
-PolicyExpr parse_policy(const std::string& text) { return Parser(text).parse(); }
+PolicyExpr parse_policy(const std::string& text) {
+  return Parser(text).parse();
+}
 
 std::string PolicyExpr::str() const {
   switch (kind) {
-    case Kind::Always: return "always";
+    case Kind::Always:
+      return "always";
     case Kind::Size: {
       std::string s = fmt::format("size(min_num_params={}", min_num_params);
       if (force_leaf) s += ", force_leaf=" + join_classes(*force_leaf);
       if (exclude_wrap) s += ", exclude_wrap=" + join_classes(*exclude_wrap);
       return s + ")";
     }
-    case Kind::Transformer: return "transformer(" + join_classes(classes) + ")";
-    case Kind::Individually: return "individually(" + join_classes(classes) + ")";
-    case Kind::Modules: return "modules(" + join_classes(classes) + ")";
+    case Kind::Transformer:
+      return "transformer(" + join_classes(classes) + ")";
+    case Kind::Individually:
+      return "individually(" + join_classes(classes) + ")";
+    case Kind::Modules:
+      return "modules(" + join_classes(classes) + ")";
     case Kind::Or: {
       std::string s = "or(";
       for (std::size_t i = 0; i < operands.size(); ++i) s += (i ? ", " : "") + operands[i].str();

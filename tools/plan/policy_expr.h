@@ -24,14 +24,17 @@ struct PolicyExpr {
   std::int64_t min_num_params = 100000000;
   std::optional<std::vector<ClassRef>> force_leaf;
   std::optional<std::vector<ClassRef>> exclude_wrap;
-  std::vector<ClassRef> classes;      // transformer / individually / modules
-  std::vector<PolicyExpr> operands;   // or
+  std::vector<ClassRef> classes;     // transformer / individually / modules
+  std::vector<PolicyExpr> operands;  // or
 
   // Canonical spelling, e.g. "or(size(min_num_params=100000000), individually([_BatchNorm]))".
   std::string str() const;
   // Every class name the expression mentions, in order of appearance.
   std::vector<ClassRef> class_refs() const;
 };
+
+// The deepest nesting of or(...) a policy may have (a deeper one is an InputError).
+inline constexpr int kMaxPolicyDepth = 100;
 
 // The names a policy may have, for messages and suggestions.
 const std::vector<std::string>& policy_names();

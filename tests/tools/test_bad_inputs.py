@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""fsdp-plan's bad inputs as a table (issue 12): each row is a command line (model file, policy,
+option) and the exit status and message it must give; the error contract is one line on stderr
+starting with 'fsdp-plan: error:', nothing on stdout. Usage: test_bad_inputs.py FSDP_PLAN"""
+import os
+import subprocess
+import sys
+import tempfile
+
+PLAN = sys.argv[1]
+tmp = tempfile.mkdtemp()
+failures = []
+
+
+def model_file(name, module):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write('{"format": "fsdp-model/1", "module": ' + module + "}")
+    return path
+
+
+def params(*specs):
+    """A root module 'A' with parameters given as (name, shape, dtype)."""
+    ps = ", ".join('{"name": "%s", "shape": %s, "dtype": "%s"}' % s for s in specs)
+    return '{"type": "A", "params": [' + ps + "]}"
+
+
+DEEP = 100000
+INT64_MAX = 2**63 - 1
+small = model_file("small.json", params(("w", "[10]", "float32")))
+big = model_file("big.json", params(("w", "[%d]" % 2**62, "float32")))
+two_max = model_file("two_max.json", params(("w", "[%d]" % INT64_MAX, "uint8"),
+                                            ("v", "[%d]" % INT64_MAX, "uint8")))
+max_u8 = model_file("max_u8.json", params(("w", "[%d]" % INT64_MAX, "uint8")))
+deep_type = model_file("deep_type.json", '{"type": ' + "[" * DEEP + "]" * DEEP + "}")
+deep_shape = model_file("deep_shape.json", '{"type": "A", "params": [{"name": "w", "shape": ' +
+                        "[" * DEEP + "]" * DEEP + "}]}")
+deep_name = model_file("deep_name.json", '{"type": "A", "params": [{"name": ' +
+                       "{\"a\":" * DEEP + "1" + "}" * DEEP + ', "shape": [1]}]}')
+with open(os.path.join(tmp, "deep_format.json"), "w") as f:
+    f.write('{"format": ' + "[" * DEEP + "]" * DEEP + ', "module": {"type": "A"}}')
+huge_number = model_file("huge_number.json",
+                         '{"type": "A",\n "params": [{"name": "w", "shape": [1e400]}]}')
+deep_policy = "or(" * 30000 + "always" + ")" * 30000
+
+# (arguments, exit status, text the one stderr line must contain)
+TABLE = [
+    # arithmetic (defect 2)
+    ([big], 1, "the model's parameter bytes does not fit in 64 bits (4611686018427387904 * 4)"),
+    ([two_max], 1, "the model's numel does not fit in 64 bits"),
+    ([max_u8, "--world-size", "2", "--sharding", "NO_SHARD"], 0, ""),
+    ([max_u8, "--world-size", "2"], 1, "unit '' (A): flat parameter layout"),
+    ([small, "--world-size", "9223372036854775808"], 2,
+     "--world-size: expected an integer from 1 to 2147483647, got '9223372036854775808'"),
+    ([small, "--world-size", "2147483648"], 2, "expected an integer from 1 to 2147483647"),
+    ([small, "--world-size", "0"], 2, "--world-size: expected an integer from 1 to 2147483647, "
+                                      "got '0'"),
+    ([small, "--world-size", "-3"], 2, "--world-size"),
+    ([small, "--world-size", "4x"], 2, "got '4x'"),
+    ([small, "--node-size", "0"], 2, "--node-size: expected an integer from 1 to 2147483647"),
+    ([small, "--sharding", "HYBRID_SHARD", "--world-size", "12", "--node-size", "8"], 1,
+     "--node-size 8 does not divide --world-size 12"),
+    ([small, "--sharding", "HYBRID_SHARD", "--world-size", "4", "--node-size", "8"], 1,
+     "--node-size 8 does not divide --world-size 4: HYBRID_SHARD shards within whole nodes"),
+    ([small, "--sharding", "HYBRID_SHARD", "--world-size", "16", "--node-size", "8"], 0, ""),
+    # deeply nested JSON (defect 3)
+    ([deep_type], 1, "deep_type.json: at module.type: expected a string, got [[[[...]]]]"),
+    ([deep_shape], 1, "at module.params[0].shape: shape must be a list of non-negative "
+                      "integers, got [[[[...]]]]"),
+    ([deep_name], 1, "at module.params[0].name: expected a string, got {\"a\":{\"a\":{\"a\":"),
+    ([os.path.join(tmp, "deep_format.json")], 1, "unknown format version [[[[...]]]]"),
+    # policy expressions (defect 4)
+    ([small, "--policy", deep_policy], 1, "column 304: policies nested more than 100 deep"),
+    ([small, "--policy", "or(" * 100 + "always" + ")" * 100], 0, ""),
+    # the error contract (defect 7)
+    ([tmp], 1, tmp + ": cannot read the model file: it is a directory"),
+    ([huge_number], 1, "huge_number.json:2:37: number overflow parsing '1e400'"),
+    ([os.path.join(tmp, "missing.json")], 1, "cannot open the model file: No such file"),
+]
+
+
+def check(args, code, needle, stdout_to=None):
+    shown = [a if len(a) < 80 else a[:40] + "..." for a in args]
+    r = subprocess.run([PLAN, *args], stdout=stdout_to or subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    what = f"{shown}: rc={r.returncode} stderr={r.stderr[:300]!r}"
+    ok = r.returncode == code
+    if code != 0:
+        lines = r.stderr.splitlines()
+        ok = ok and len(lines) == 1 and lines[0].startswith("fsdp-plan: error: ")
+        ok = ok and needle in lines[0] and not r.stdout
+    if not ok:
+        failures.append(what)
+        print("FAIL:", what, "expected", code, repr(needle))
+
+
+for args, code, needle in TABLE:
+    check(args, code, needle)
+
+# A full disk: the write error is said, not swallowed.
+if os.path.exists("/dev/full"):
+    with open("/dev/full", "w") as full:
+        check([small, "--format", "json"], 1,
+              "writing the json output to standard output: No space left on device",
+              stdout_to=full)
+
+# A pipe (a FIFO) is read like a file.
+fifo = os.path.join(tmp, "fifo")
+os.mkfifo(fifo)
+writer = subprocess.Popen(["sh", "-c", f"cat {small} > {fifo}"])
+r = subprocess.run([PLAN, fifo, "--format", "json"], capture_output=True, text=True, timeout=60)
+writer.wait()
+if r.returncode != 0 or '"numel": 10' not in r.stdout:
+    failures.append(f"fifo: rc={r.returncode} {r.stderr!r}")
+    print("FAIL: fifo", r.returncode, r.stderr)
+
+# dot output escapes child names (quotes, backslashes, line breaks).
+odd = model_file("odd.json", '{"type": "A", "children": [{"name": "a\\"b\\\\c\\nd", "module": '
+                             '{"type": "B"}}]}')
+r = subprocess.run([PLAN, odd, "--format", "dot"], capture_output=True, text=True, timeout=60)
+if r.returncode != 0 or 'label="a\\"b\\\\c\\nd\\nB"' not in r.stdout:
+    failures.append(f"dot escape: {r.stdout!r} {r.stderr!r}")
+    print("FAIL: dot escape", r.stdout)
+
+if failures:
+    print(f"{len(failures)} failure(s)")
+    sys.exit(1)
+print(f"ok: {len(TABLE) + 3} bad inputs")
