@@ -64,6 +64,14 @@ PieceSet::PieceSet(const ShardedStateDict& pieces) {
   for (const auto& p : pieces) add(p);
 }
 
+void PieceSet::declare(const std::string& fqn, const Shape& shape) {
+  auto [it, fresh] = by_fqn_.try_emplace(fqn);
+  if (fresh) it->second.shape = shape;
+  FSDP_CHECK(it->second.shape == shape, ValueError,
+             "sharded state dict: pieces of '{}' disagree on its shape ({} vs {})", fqn,
+             shape_str(it->second.shape), shape_str(shape));
+}
+
 void PieceSet::add(TensorPiece piece) {
   const std::int64_t total = shape_numel(piece.global_shape);
   FSDP_CHECK(piece.local.dim() == 1, ValueError,
@@ -73,10 +81,8 @@ void PieceSet::add(TensorPiece piece) {
              "sharded state dict: piece of '{}' [{}, {}) lies outside its {} elements (shape {})",
              piece.fqn, piece.offset, piece.offset + piece.local.numel(), total,
              shape_str(piece.global_shape));
-  auto& list = by_fqn_[piece.fqn];
-  FSDP_CHECK(list.empty() || list.front().global_shape == piece.global_shape, ValueError,
-             "sharded state dict: pieces of '{}' disagree on its shape ({} vs {})", piece.fqn,
-             shape_str(list.front().global_shape), shape_str(piece.global_shape));
+  declare(piece.fqn, piece.global_shape);
+  auto& list = by_fqn_[piece.fqn].pieces;
   auto at = std::upper_bound(list.begin(), list.end(), piece.offset,
                              [](std::int64_t o, const TensorPiece& p) { return o < p.offset; });
   list.insert(at, std::move(piece));
@@ -85,12 +91,12 @@ void PieceSet::add(TensorPiece piece) {
 const Shape& PieceSet::global_shape(const std::string& fqn) const {
   auto it = by_fqn_.find(fqn);
   FSDP_CHECK(it != by_fqn_.end(), KeyError, "sharded state dict: no pieces of '{}'", fqn);
-  return it->second.front().global_shape;
+  return it->second.shape;
 }
 
 std::vector<std::string> PieceSet::keys() const {
   std::vector<std::string> k;
-  for (const auto& [name, list] : by_fqn_) k.push_back(name);
+  for (const auto& [name, entry] : by_fqn_) k.push_back(name);
   return k;
 }
 
@@ -100,7 +106,7 @@ void PieceSet::read(const std::string& fqn, std::int64_t begin, Tensor dst) cons
   autograd::NoGradGuard no_grad;
   const std::int64_t end = begin + dst.numel();
   std::int64_t pos = begin;
-  const auto& list = it->second;
+  const auto& list = it->second.pieces;
   while (pos < end) {
     // The piece reaching furthest among those that start at or before pos.
     const TensorPiece* best = nullptr;
@@ -112,7 +118,7 @@ void PieceSet::read(const std::string& fqn, std::int64_t begin, Tensor dst) cons
     }
     FSDP_CHECK(best != nullptr, ValueError,
                "sharded state dict: element {} of '{}' (shape {}) is in no saved piece", pos, fqn,
-               shape_str(list.front().global_shape));
+               shape_str(it->second.shape));
     const std::int64_t n = std::min(end, best->offset + best->local.numel()) - pos;
     dst.narrow(0, pos - begin, n).copy_(best->local.narrow(0, pos - best->offset, n));
     pos += n;

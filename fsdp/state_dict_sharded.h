@@ -53,6 +53,9 @@ class PieceSet {
   // ValueError when the piece lies outside its global shape or the shape differs from an
   // earlier piece of the same FQN.
   void add(TensorPiece piece);
+  // Records that `fqn` exists with `shape` though no piece of it was read (a loader that reads
+  // only the pieces its rank needs); ValueError when the shape differs from an earlier one.
+  void declare(const std::string& fqn, const Shape& shape);
   bool contains(const std::string& fqn) const { return by_fqn_.count(fqn) > 0; }
   const Shape& global_shape(const std::string& fqn) const;  // KeyError naming it
   std::vector<std::string> keys() const;
@@ -61,7 +64,11 @@ class PieceSet {
   void read(const std::string& fqn, std::int64_t begin, Tensor dst) const;
 
  private:
-  std::map<std::string, std::vector<TensorPiece>> by_fqn_;  // each sorted by offset
+  struct Entry {
+    Shape shape;
+    std::vector<TensorPiece> pieces;  // sorted by offset
+  };
+  std::map<std::string, Entry> by_fqn_;
 };
 
 // Loads each rank's part of every parameter and every buffer from `saved` (no communication).

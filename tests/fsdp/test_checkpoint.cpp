@@ -1,0 +1,217 @@
+// Sharded checkpoint directories: the files and the index, loading at another world size and
+// strategy (model and optimizer), the newest checkpoint, --keep, a save killed at each of its
+// stages (the previous checkpoint still loads), and damaged files named in the error.
+#define BOOST_TEST_MODULE fsdp_checkpoint
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "core/ops.h"
+#include "core/optim/optim.h"
+#include "fsdp/checkpoint.h"
+#include "fsdp/full_state_dict.h"
+#include "fsdp/optim_state_dict.h"
+#include "tests/fsdp/runtime_harness.h"
+
+using namespace fsdp;
+using namespace fsdp::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Values = std::map<std::string, std::vector<double>>;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/fsdp_ckpt_XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+RunOptions options(ShardingStrategy s, int world, bool orig) {
+  RunOptions o;
+  o.strategy = s;
+  o.use_orig_params = orig;
+  o.node_size = world >= 2 ? world / 2 : 1;
+  return o;
+}
+
+// The model's and optimizer's full state (rank 0) after `steps` AdamW steps on fixed data, then
+// `after(model, optimizer, group)` on every rank.
+struct Full {
+  Values params, optim;
+};
+Full train(int world, const RunOptions& o, std::uint64_t seed, int steps,
+           const std::function<void(FullyShardedDataParallel&, optim::Optimizer&,
+                                    comm::ProcessGroup&)>& before,
+           const std::function<void(FullyShardedDataParallel&, optim::Optimizer&,
+                                    comm::ProcessGroup&)>& after) {
+  Full out;
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = wrap_mlp(mlp(seed), pg, o);
+    optim::AdamWOptions ao;
+    ao.lr = 0.01;
+    optim::AdamW opt(model->parameters(), ao);
+    if (before) before(*model, opt, *pg);
+    const std::int64_t rows = 12 / world;
+    for (int step = 0; step < steps; ++step) {
+      auto x = full({12, 6}, 0.1 * (step + 1)), y = full({12, 4}, -0.2);
+      opt.zero_grad();
+      Tensor out = (*model)(x.narrow(0, pg->rank() * rows, rows).contiguous()).tensor();
+      mse_loss(out, y.narrow(0, pg->rank() * rows, rows).contiguous()).backward();
+      opt.step();
+    }
+    if (after) after(*model, opt, *pg);
+    auto params = full_state_dict(*model, true);
+    auto state = full_optim_state_dict(*model, opt, true);
+    if (pg->rank() != 0) return;
+    for (const auto& [n, t] : params) out.params[n] = t.to_vector();
+    for (const auto& [fqn, m] : state)
+      for (const auto& [k, t] : m) out.optim[fqn + "/" + k] = t.to_vector();
+  });
+  return out;
+}
+
+void check_equal(const Values& got, const Values& want) {
+  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  for (const auto& [k, w] : want) {
+    BOOST_REQUIRE(got.count(k) == 1u);
+    BOOST_TEST(got.at(k) == w, k);
+  }
+}
+
+// Saves a checkpoint of mlp(7) after 2 steps at `world` ranks under `dir`, at step `step`.
+Full save(const fs::path& dir, int world, std::int64_t step, const CheckpointOptions& co = {}) {
+  return train(world, options(ShardingStrategy::FULL_SHARD, world, false), 7, 2, nullptr,
+               [&](FullyShardedDataParallel& m, optim::Optimizer& opt, comm::ProcessGroup& pg) {
+                 save_sharded_checkpoint(dir.string(), m, &opt, {step, step + 1, {}}, pg, co);
+               });
+}
+
+// Loads `path` into mlp(99) at `world` ranks with `strategy`; the full state and the progress.
+Full load(const std::string& path, int world, ShardingStrategy strategy, bool orig,
+          TrainingProgress* progress = nullptr) {
+  return train(
+      world, options(strategy, world, orig), 99, 0,
+      [&](FullyShardedDataParallel& m, optim::Optimizer& opt, comm::ProcessGroup& pg) {
+        auto p = load_sharded_checkpoint(path, m, &opt);
+        if (pg.rank() == 0 && progress != nullptr) *progress = p;
+      },
+      nullptr);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(files_index_and_reload_at_other_world_sizes) {
+  TempDir tmp;
+  const Full saved = save(tmp.path, 2, 2);
+  const fs::path ckpt = tmp.path / "step-00000002";
+  BOOST_TEST(latest_checkpoint(tmp.path.string()).value() == ckpt.string());
+  for (const char* f :
+       {"index.json", "model-rank-00000.safetensors", "model-rank-00001.safetensors",
+        "optim-rank-00000.safetensors", "optim-rank-00001.safetensors"})
+    BOOST_TEST(fs::exists(ckpt / f), f);
+  std::ifstream in(ckpt / "index.json");
+  const auto index = nlohmann::json::parse(in);
+  BOOST_TEST(index.at("world_size").get<int>() == 2);
+  // "0.weight" [10, 6] and "0.bias" [10] (70 elements) form the root unit's flat parameter of
+  // 35 + 35: rank 0 holds 0.weight[0, 35), rank 1 0.weight[35, 60) and all of 0.bias.
+  const auto& w = index.at("model").at("0.weight");
+  BOOST_TEST(w.at("shape").dump() == "[10,6]");
+  BOOST_TEST(w.at("dtype").get<std::string>() == "F32");
+  BOOST_TEST(w.at("pieces").dump() ==
+             R"([{"file":"model-rank-00000.safetensors","numel":35,"offset":0},)"
+             R"({"file":"model-rank-00001.safetensors","numel":25,"offset":35}])");
+  BOOST_TEST(index.at("optim").at("tensors").contains("state.2.0.weight.exp_avg"));
+  BOOST_TEST(index.at("progress").at("step").get<int>() == 2);
+  BOOST_TEST(index.at("progress").at("rng").size() == 2u);
+  for (int world : {1, 2, 3, 4})
+    for (auto s : {ShardingStrategy::FULL_SHARD, ShardingStrategy::NO_SHARD,
+                   ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::HYBRID_SHARD})
+      for (bool orig : {false, true}) {
+        BOOST_TEST_CONTEXT("world " << world << " " << policies::to_string(s) << " orig " << orig) {
+          TrainingProgress p;
+          Full got = load(ckpt.string(), world, s, orig, &p);
+          check_equal(got.params, saved.params);
+          check_equal(got.optim, saved.optim);
+          BOOST_TEST(p.step == 2);
+          BOOST_TEST(p.data_position == 3);
+        }
+      }
+}
+
+BOOST_AUTO_TEST_CASE(latest_keep_and_leftovers) {
+  TempDir tmp;
+  BOOST_TEST(!latest_checkpoint((tmp.path / "none").string()).has_value());
+  fs::create_directories(tmp.path / ".tmp-step-00000009");  // an interrupted save
+  fs::create_directories(tmp.path / "step-00000008");       // no index: incomplete
+  CheckpointOptions keep2;
+  keep2.keep = 2;
+  for (int step : {1, 2, 3}) save(tmp.path, 2, step, keep2);
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(tmp.path)) names.insert(e.path().filename());
+  BOOST_TEST((names == std::set<std::string>{"step-00000002", "step-00000003", "step-00000008"}));
+  BOOST_TEST(latest_checkpoint(tmp.path.string()).value() == (tmp.path / "step-00000003").string());
+}
+
+BOOST_AUTO_TEST_CASE(a_save_killed_at_any_stage_leaves_the_previous_checkpoint) {
+  for (const char* where : {"tmp", "rank files", "index", "rename", "pruned"}) {
+    BOOST_TEST_CONTEXT("killed after " << where) {
+      TempDir tmp;
+      const Full first = save(tmp.path, 2, 1);
+      std::fflush(nullptr);
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        CheckpointOptions co;
+        co.keep = 1;
+        co.on_stage = [&](const std::string& s) {
+          if (s == where) ::_exit(9);
+        };
+        save(tmp.path, 2, 2, co);
+        ::_exit(0);
+      }
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      BOOST_TEST(WIFEXITED(status));
+      BOOST_TEST(WEXITSTATUS(status) == 9);
+      const auto latest = latest_checkpoint(tmp.path.string());
+      BOOST_REQUIRE(latest.has_value());
+      const bool renamed = std::string(where) == "rename" || std::string(where) == "pruned";
+      BOOST_TEST(*latest == (tmp.path / (renamed ? "step-00000002" : "step-00000001")).string());
+      Full got = load(*latest, 2, ShardingStrategy::FULL_SHARD, false);
+      // The second save is of the same state (mlp(7) after 2 steps): both load to it.
+      check_equal(got.params, first.params);
+      if (!renamed) BOOST_TEST(fs::exists(tmp.path / "step-00000001" / "index.json"));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(damaged_files_are_named) {
+  TempDir tmp;
+  save(tmp.path, 2, 1);
+  const fs::path ckpt = tmp.path / "step-00000001";
+  const fs::path f = ckpt / "model-rank-00001.safetensors";
+  fs::resize_file(f, fs::file_size(f) - 8);
+  try {
+    load(ckpt.string(), 2, ShardingStrategy::FULL_SHARD, false);
+    BOOST_FAIL("a truncated file loaded");
+  } catch (const std::exception& e) {
+    BOOST_TEST(std::string(e.what()).find(f.string()) != std::string::npos, e.what());
+  }
+  std::ofstream(ckpt / "index.json") << "{\"format\": \"other\"}";
+  try {
+    load(ckpt.string(), 1, ShardingStrategy::FULL_SHARD, false);
+    BOOST_FAIL("a foreign index loaded");
+  } catch (const std::exception& e) {
+    BOOST_TEST(std::string(e.what()).find("is not a sharded checkpoint index") !=
+               std::string::npos);
+  }
+}
