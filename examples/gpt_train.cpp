@@ -11,6 +11,7 @@
 #include "core/optim/optim.h"
 #include "core/random.h"
 #include "examples/gpt_data.h"
+#include "fsdp/checkpoint.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/fully_sharded_data_parallel.h"
@@ -99,6 +100,27 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   ops::checkpoint_activations(model, cfg.checkpoint_activations,
                               nn::ClassSet{"TransformerEncoderLayer"});
   auto optimizer = make_optimizer(cfg.optimizer, model->parameters(), cfg.lr);
+  FSDP_CHECK((cfg.checkpoint_dir.empty() && cfg.resume_dir.empty()) || fsdp_model != nullptr,
+             ValueError,
+             "train_gpt: --checkpoint-dir and --resume need FSDP (--sharding other "
+             "than none)");
+  int first_step = 0;
+  if (!cfg.resume_dir.empty()) {
+    const auto latest = latest_checkpoint(cfg.resume_dir);
+    FSDP_CHECK(latest.has_value(), ValueError, "--resume: no checkpoint in '{}'", cfg.resume_dir);
+    const TrainingProgress p = load_sharded_checkpoint(*latest, *fsdp_model, optimizer.get());
+    first_step = static_cast<int>(p.data_position);
+    // This rank's generator as the same rank left it (rank 0's for ranks the saver lacked).
+    if (!p.rng.empty())
+      default_generator().set_state(
+          p.rng[static_cast<std::size_t>(rank) < p.rng.size() ? rank : 0]);
+  }
+  auto save_checkpoint = [&](int steps_done) {
+    CheckpointOptions co;
+    co.keep = cfg.keep;
+    save_sharded_checkpoint(cfg.checkpoint_dir, *fsdp_model, optimizer.get(),
+                            {steps_done, steps_done, {}}, *group, co);
+  };
   const std::int64_t T = cfg.model.seq;
 
   auto evaluate = [&]() {
@@ -114,8 +136,9 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   result.eval_before = evaluate();
 
   auto t0 = std::chrono::steady_clock::now();
-  for (int step = 0; step < cfg.steps; ++step) {
-    if (step == 1) {
+  result.first_step = first_step;
+  for (int step = first_step; step < cfg.steps; ++step) {
+    if (step == first_step + 1) {
       // Step 0 builds the execution order and warms the allocator: time from step 1.
       t0 = std::chrono::steady_clock::now();
       if (fsdp_model) fsdp_model->reset_exposed_comm_seconds();
@@ -129,6 +152,9 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     const double global = global_mean(loss.item(), cfg.sharding ? group.get() : nullptr);
     result.losses.push_back(global);
     if (cfg.on_step) cfg.on_step(step, global);
+    if (!cfg.checkpoint_dir.empty() &&
+        ((cfg.save_every > 0 && (step + 1) % cfg.save_every == 0) || step + 1 == cfg.steps))
+      save_checkpoint(step + 1);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (fsdp_model) result.exposed_comm_seconds = fsdp_model->exposed_comm_seconds();

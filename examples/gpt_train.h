@@ -31,12 +31,19 @@ struct GPTTrainConfig {
   std::optional<policies::BackwardPrefetch> backward_prefetch =
       policies::BackwardPrefetch::BACKWARD_PRE;
   bool limit_all_gathers = true;
-  int node_size = 0;  // HYBRID_SHARD: ranks per shard group (0: all ranks on one node)
+  int node_size = 0;          // HYBRID_SHARD: ranks per shard group (0: all ranks on one node)
   double clip_grad_norm = 0;  // > 0: clip the gradients' total norm to it every step
   // Activation checkpointing of the transformer blocks: "none", "full" or "selective".
   std::string checkpoint_activations = "none";
-  std::string load_path;      // a full checkpoint (safetensors) loaded before training
-  std::string save_path;      // the full checkpoint written after training (rank 0)
+  std::string load_path;  // a full checkpoint (safetensors) loaded before training
+  std::string save_path;  // the full checkpoint written after training (rank 0)
+  // Resumable sharded checkpoints (fsdp/checkpoint.h): every save_every steps and after the last
+  // step into checkpoint_dir (keep > 0: only the newest `keep`); resume_dir: continue from the
+  // newest checkpoint there (to `steps` in total), at any world size and strategy.
+  std::string checkpoint_dir;
+  int save_every = 0;
+  int keep = 0;
+  std::string resume_dir;
   // Evaluation: mean loss over eval_batches global batches of eval_data, before and after.
   std::shared_ptr<const std::string> eval_data;
   int eval_batches = 0;
@@ -46,6 +53,7 @@ struct GPTTrainConfig {
 
 struct GPTTrainResult {
   std::vector<double> losses;  // per step, the mean over the global batch (equal on every rank)
+  int first_step = 0;          // the step of losses[0] (> 0 after a resume)
   double seconds = 0;          // the training loop, without the first step
   double exposed_comm_seconds = 0;  // blocked in the runtime's collectives, without step 1
   std::int64_t peak_bytes = 0;      // this rank's peak allocated bytes

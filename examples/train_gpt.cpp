@@ -3,9 +3,9 @@
 // "step <i> loss <x>" (the mean over the global batch), then tokens/s and per-rank peak memory.
 // The data order is exact (examples/gpt_data.h), so N ranks x batch B print the losses of one
 // rank with batch N*B.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -36,14 +36,14 @@ std::shared_ptr<const std::string> read_file(const std::string& path) {
 std::optional<policies::ShardingStrategy> parse_sharding(const std::string& s) {
   using policies::ShardingStrategy;
   if (s == "none") return std::nullopt;
-  for (auto v : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
-                 ShardingStrategy::NO_SHARD, ShardingStrategy::HYBRID_SHARD,
-                 ShardingStrategy::_HYBRID_SHARD_ZERO2})
+  for (auto v :
+       {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD,
+        ShardingStrategy::HYBRID_SHARD, ShardingStrategy::_HYBRID_SHARD_ZERO2})
     if (s == policies::to_string(v) || "ShardingStrategy." + s == policies::to_string(v)) return v;
-  throw ValueError(fmt::format(
-      "--sharding: unknown strategy '{}'; choose FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
-      "HYBRID_SHARD, _HYBRID_SHARD_ZERO2 or none (the unsharded model, one rank)",
-      s));
+  throw ValueError(
+      fmt::format("--sharding: unknown strategy '{}'; choose FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
+                  "HYBRID_SHARD, _HYBRID_SHARD_ZERO2 or none (the unsharded model, one rank)",
+                  s));
 }
 
 std::optional<policies::BackwardPrefetch> parse_prefetch(const std::string& s) {
@@ -59,8 +59,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Train a byte-level GPT with FSDP (fsdp-cpp)"};
   examples::GPTTrainConfig cfg;
   std::string export_path;
-  std::string data_path, eval_path, backend = "threads", sharding = "FULL_SHARD",
-                                    prefetch = "pre";
+  std::string data_path, eval_path, backend = "threads", sharding = "FULL_SHARD", prefetch = "pre";
   int ranks = 2, log_every = 1, threads_per_rank = 1;
   app.add_option("--layers", cfg.model.layers, "transformer blocks")->capture_default_str();
   app.add_option("--d-model", cfg.model.d_model, "model width")->capture_default_str();
@@ -93,6 +92,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--save", cfg.save_path, "write the full checkpoint (safetensors) at the end");
   app.add_option("--load", cfg.load_path, "start from a full checkpoint (safetensors)");
+  app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
+                 "write resumable sharded checkpoints (model, optimizer, progress) here");
+  app.add_option("--save-every", cfg.save_every,
+                 "with --checkpoint-dir: save every K steps (and after the last)");
+  app.add_option("--keep", cfg.keep, "with --checkpoint-dir: keep only the newest N checkpoints");
+  app.add_option("--resume", cfg.resume_dir,
+                 "continue from the newest checkpoint in DIR (to --steps in total)");
   app.add_option("--export-model", export_path,
                  "write the model as an fsdp-model/1 file for fsdp-plan (built on meta)");
   app.add_option("--log-every", log_every, "print every K steps")->capture_default_str();
@@ -111,6 +117,8 @@ int main(int argc, char** argv) {
     FSDP_CHECK(std::isfinite(cfg.lr) && cfg.lr >= 0, ValueError,
                "--lr must be finite and >= 0, got {}", cfg.lr);
     FSDP_CHECK(threads_per_rank >= 1, ValueError, "--threads-per-rank must be >= 1");
+    FSDP_CHECK(cfg.save_every >= 0 && cfg.keep >= 0, ValueError,
+               "--save-every and --keep must be >= 0");
     openblas_set_num_threads(threads_per_rank);
     if (!export_path.empty()) {
       examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
@@ -145,7 +153,7 @@ int main(int argc, char** argv) {
       examples::GPTTrainResult r = examples::train_gpt(c, group);
       std::lock_guard<std::mutex> lock(print_mutex);
       if (rank == 0) {
-        const int timed = std::max(0, cfg.steps - 1);
+        const int timed = std::max(0, cfg.steps - r.first_step - 1);
         fmt::print("model: GPT L{} D{} H{} T{}: {} parameters; {} rank(s), {}, batch {} per rank\n",
                    cfg.model.layers, cfg.model.d_model, cfg.model.heads, cfg.model.seq,
                    r.num_parameters, world, sharding, cfg.batch);
@@ -158,7 +166,8 @@ int main(int argc, char** argv) {
       }
       fmt::print("rank {} peak memory {:.2f} MiB\n", rank, r.peak_bytes / 1048576.0);
       std::fflush(stdout);
-      if (cfg.eval_data && cfg.eval_batches > 0 && cfg.steps > 0 && !(r.eval_after < r.eval_before))
+      if (cfg.eval_data && cfg.eval_batches > 0 && cfg.steps > r.first_step &&
+          !(r.eval_after < r.eval_before))
         throw RuntimeError("the held-out loss did not fall");
     };
 
