@@ -1,0 +1,118 @@
+// train_gpt's resumable checkpoints: N steps in one run equal k steps + save + resume + (N - k)
+// steps bit-identically (every strategy, SGD and AdamW, on thread ranks), and a resume at another
+// world size and strategy (the same global batch) gives the same losses within 1e-5.
+#define BOOST_TEST_MODULE fsdp_checkpoint_train_gpt
+#pragma GCC diagnostic ignored "-Wrestrict"  // GCC 12 on Boost's data-test-case names
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <mutex>
+
+#include "comm/threads/run_threads.h"
+#include "examples/gpt_train.h"
+#include "fsdp/checkpoint.h"
+
+using namespace fsdp;
+using examples::GPTTrainConfig;
+using policies::ShardingStrategy;
+namespace bdata = boost::unit_test::data;
+namespace fs = std::filesystem;
+
+namespace fsdp::policies {
+std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
+  return os << to_string(s);
+}
+}  // namespace fsdp::policies
+
+namespace {
+
+constexpr std::int64_t kGlobalBatch = 4;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/fsdp_resume_XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+GPTTrainConfig config(ShardingStrategy s, int world, const std::string& optimizer, int steps) {
+  static const auto data = [] {
+    std::string text;
+    for (int i = 0; text.size() < 4000; ++i)
+      text += "line " + std::to_string(i * 7919 % 1000) + ": the quick brown fox.\n";
+    return std::make_shared<const std::string>(text);
+  }();
+  GPTTrainConfig c;
+  c.model = examples::GPTConfig{.layers = 2, .d_model = 16, .heads = 2, .seq = 8, .vocab = 256};
+  c.batch = kGlobalBatch / world;
+  c.steps = steps;
+  c.lr = optimizer == "sgd" ? 0.05 : 3e-3;
+  c.optimizer = optimizer;
+  c.seed = 3;
+  c.data = data;
+  c.sharding = s;
+  c.node_size = policies::is_hybrid(s) ? std::max(1, world / 2) : 0;
+  return c;
+}
+
+// Runs `c` on `world` thread ranks; rank 0's losses.
+std::vector<double> run(const GPTTrainConfig& c, int world) {
+  std::vector<double> losses;
+  std::mutex mu;
+  comm::run_threads(world, [&](comm::ProcessGroup& pg) {
+    auto r = examples::train_gpt(
+        c, std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+    std::lock_guard<std::mutex> lock(mu);
+    if (pg.rank() == 0) losses = r.losses;
+  });
+  return losses;
+}
+
+const std::vector<ShardingStrategy> kStrategies = {
+    ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD,
+    ShardingStrategy::HYBRID_SHARD};
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(resume_is_bit_identical,
+                     bdata::make(kStrategies) * bdata::make({"sgd", "adamw"}) *
+                         bdata::make({1, 2, 4}),
+                     strategy, optimizer, world) {
+  TempDir dir;
+  const auto straight = run(config(strategy, world, optimizer, 6), world);
+  GPTTrainConfig first = config(strategy, world, optimizer, 3);
+  first.checkpoint_dir = dir.path.string();
+  first.save_every = 2;  // checkpoints after steps 2 and 3
+  const auto head = run(first, world);
+  BOOST_TEST(fs::exists(dir.path / "step-00000002" / "index.json"));
+  BOOST_TEST(latest_checkpoint(dir.path.string()).value() == (dir.path / "step-00000003").string());
+  GPTTrainConfig second = config(strategy, world, optimizer, 6);
+  second.resume_dir = dir.path.string();
+  const auto tail = run(second, world);
+  std::vector<double> losses = head;
+  losses.insert(losses.end(), tail.begin(), tail.end());
+  BOOST_REQUIRE_EQUAL(losses.size(), 6u);
+  BOOST_TEST(losses == straight, boost::test_tools::per_element());
+}
+
+BOOST_DATA_TEST_CASE(resume_at_another_world_size,
+                     bdata::make({1, 2, 4}) * bdata::make({1, 2, 4}) *
+                         bdata::make({"sgd", "adamw"}),
+                     save_world, load_world, optimizer) {
+  TempDir dir;
+  const auto straight =
+      run(config(ShardingStrategy::FULL_SHARD, save_world, optimizer, 5), save_world);
+  GPTTrainConfig first = config(ShardingStrategy::FULL_SHARD, save_world, optimizer, 2);
+  first.checkpoint_dir = dir.path.string();
+  first.keep = 1;
+  run(first, save_world);
+  GPTTrainConfig second = config(ShardingStrategy::SHARD_GRAD_OP, load_world, optimizer, 5);
+  second.use_orig_params = true;
+  second.resume_dir = dir.path.string();
+  const auto tail = run(second, load_world);
+  BOOST_REQUIRE_EQUAL(tail.size(), 3u);
+  for (std::size_t i = 0; i < tail.size(); ++i)
+    BOOST_TEST(tail[i] == straight[2 + i], boost::test_tools::tolerance(1e-5));
+}
