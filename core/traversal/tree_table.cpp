@@ -94,7 +94,8 @@ TreeTable::TreeTable(nn::Module& root, const ParamSet& ignored_params) {
       __builtin_prefetch(entries_[i + kArraysAhead].module->parameter_slots().data());
     if (i + kTensorsAhead < n)
       for (const auto& slot : entries_[i + kTensorsAhead].module->parameter_slots())
-        __builtin_prefetch(reinterpret_cast<const char*>(slot.second.impl()) - 8);
+        if (const TensorImpl* t = slot.second.impl())  // a None parameter has no object
+          __builtin_prefetch(reinterpret_cast<const char*>(t) - 8);
     std::int64_t own = 0;
     for_each_param(*entries_[i].module, ignored_params, [&](const TensorImpl& t, bool may_repeat) {
       own += t.numel();

@@ -122,7 +122,23 @@ if r.returncode != 0 or 'label="a\\"b\\\\c\\nd\\nB"' not in r.stdout:
     failures.append(f"dot escape: {r.stdout!r} {r.stderr!r}")
     print("FAIL: dot escape", r.stdout)
 
+# A 100 000-deep chain (defect 5): table and dot output stay linear in the number of modules
+# (tree lines are drawn 48 levels deep, then the depth is written), and the chain is complete.
+chain = model_file("chain.json", '{"type": "L", "params": [{"name": "w", "shape": [2]}], '
+                   '"children": [{"name": "c", "module": ' * DEEP + '{"type": "L"}' +
+                   "}]}" * DEEP)
+for fmt, per_module in (("table", 200), ("dot", 100)):
+    r = subprocess.run([PLAN, chain, "--format", fmt], capture_output=True, text=True,
+                       timeout=300)
+    lines = r.stdout.count("\n")
+    if r.returncode != 0 or len(r.stdout) > per_module * DEEP or lines < DEEP:
+        failures.append(f"deep chain {fmt}: rc={r.returncode} {len(r.stdout)} bytes {lines} lines")
+        print("FAIL: deep chain", fmt, r.returncode, len(r.stdout), r.stderr[:200])
+    if fmt == "table" and "┄ [depth 100000] └─ c (L)" not in r.stdout:
+        failures.append("deep chain table: the deepest module's line")
+        print("FAIL: deep chain table line")
+
 if failures:
     print(f"{len(failures)} failure(s)")
     sys.exit(1)
-print(f"ok: {len(TABLE) + 3} bad inputs")
+print(f"ok: {len(TABLE) + 5} bad inputs")

@@ -43,9 +43,9 @@ std::vector<std::string> unit_fqns(const Plan& p) {
   return out;
 }
 
-std::vector<std::string> param_fqns(const Unit& u) {
+std::vector<std::string> param_fqns(const Plan& plan, const Unit& u) {
   std::vector<std::string> out;
-  for (const auto& p : u.params) out.push_back(p.fqn);
+  for (const auto& p : u.params) out.push_back(plan.param_fqn(p));
   return out;
 }
 
@@ -249,7 +249,7 @@ BOOST_AUTO_TEST_CASE(always_wrap_nested_sequential) {
   // test_always_wrap: every module is a unit, children first, the root last.
   auto p = plan_of("nested_sequential.json", "always");
   BOOST_TEST(unit_fqns(p) == Strings({"0", "1", "2.0", "2.1", "2", ""}));
-  BOOST_TEST(param_fqns(p.units[2]) == Strings({"2.0.weight", "2.0.bias"}));
+  BOOST_TEST(param_fqns(p, p.units[2]) == Strings({"2.0.weight", "2.0.bias"}));
   BOOST_TEST(p.units[4].params.empty());
   BOOST_TEST(p.units[5].params.empty());
   BOOST_TEST(p.units[2].parent == 4);
@@ -261,9 +261,9 @@ BOOST_AUTO_TEST_CASE(size_based_nested_sequential) {
   // test_auto_wrap_api: only the inner Sequential (60 numel) reaches 40.
   auto p = plan_of("nested_sequential.json", "size(min_num_params=40)");
   BOOST_TEST(unit_fqns(p) == Strings({"2", ""}));
-  BOOST_TEST(param_fqns(p.units[0]) ==
+  BOOST_TEST(param_fqns(p, p.units[0]) ==
              Strings({"2.0.weight", "2.0.bias", "2.1.weight", "2.1.bias"}));
-  BOOST_TEST(param_fqns(p.units[1]) == Strings({"0.weight", "0.bias", "1.weight", "1.bias"}));
+  BOOST_TEST(param_fqns(p, p.units[1]) == Strings({"0.weight", "0.bias", "1.weight", "1.bias"}));
   // test_main_wrap_api: min_num_params=0 wraps everything.
   BOOST_TEST(unit_fqns(plan_of("nested_sequential.json", "size(min_num_params=0)")) ==
              Strings({"0", "1", "2.0", "2.1", "2", ""}));
@@ -281,7 +281,7 @@ BOOST_AUTO_TEST_CASE(preset_exclude_and_force_leaf) {
   // test_auto_wrap_preset_force_leaf: MultiheadAttention is neither recursed into nor wrapped.
   p = plan_of("force_leaf_mha.json", "size(min_num_params=40)");
   BOOST_TEST(unit_fqns(p) == Strings({"0", ""}));
-  BOOST_TEST(param_fqns(p.units[1]) == Strings({"1.in_proj_weight", "1.in_proj_bias",
+  BOOST_TEST(param_fqns(p, p.units[1]) == Strings({"1.in_proj_weight", "1.in_proj_bias",
                                                 "1.out_proj.weight", "1.out_proj.bias"}));
   // ..._force_leaf_custom: Linear as a force-leaf class leaves only the root.
   p = plan_of("force_leaf_custom.json",
@@ -295,11 +295,11 @@ BOOST_AUTO_TEST_CASE(ignored_modules) {
   BOOST_TEST(unit_fqns(p) == Strings({"0", "2.1", "2", ""}));
   BOOST_TEST(p.ignored_numel == 60);
   for (const auto& u : p.units)
-    for (const auto& f : param_fqns(u)) BOOST_TEST((f.rfind("1.", 0) != 0 && f.rfind("2.0.", 0) != 0));
+    for (const auto& f : param_fqns(p, u)) BOOST_TEST((f.rfind("1.", 0) != 0 && f.rfind("2.0.", 0) != 0));
   // test_auto_wrap_with_ignored_modules: the inner Sequential drops to 30 < 40.
   p = plan_of("nested_sequential.json", "size(min_num_params=40)", {"1", "2.0"});
   BOOST_TEST(unit_fqns(p) == Strings({""}));
-  BOOST_TEST(param_fqns(p.units[0]) == Strings({"0.weight", "0.bias", "2.1.weight", "2.1.bias"}));
+  BOOST_TEST(param_fqns(p, p.units[0]) == Strings({"0.weight", "0.bias", "2.1.weight", "2.1.bias"}));
   std::string m = input_error([] { plan_of("nested_sequential.json", "always", {"2.3"}); });
   BOOST_TEST(has(m, "--ignore '2.3': the model has no module at that path (did you mean"), m);
 }
@@ -314,7 +314,7 @@ BOOST_AUTO_TEST_CASE(transformer_with_shared_params) {
     auto p = plan_of("transformer_shared_params.json", pol, {}, 2);
     BOOST_TEST(unit_fqns(p) == want, pol);
     const Unit& root = p.units.back();
-    auto ps = param_fqns(root);
+    auto ps = param_fqns(p, root);
     // The tied output_proj.weight stays in the root, managed once under its first name.
     BOOST_TEST(ps.front() == "embed_tokens.weight");
     BOOST_TEST(std::count(ps.begin(), ps.end(), "output_proj.weight") == 0);
@@ -335,7 +335,7 @@ BOOST_AUTO_TEST_CASE(shared_parameter_across_units_warns) {
   BOOST_TEST(any_warning(p, "unit 'output_proj' (Linear)"));
   // The first unit constructed manages it.
   for (const auto& u : p.units)
-    if (u.fqn == "output_proj") BOOST_TEST(param_fqns(u) == Strings({"output_proj.bias"}));
+    if (u.fqn == "output_proj") BOOST_TEST(param_fqns(p, u) == Strings({"output_proj.bias"}));
 }
 
 BOOST_AUTO_TEST_CASE(batchnorm_individually_and_mixed_precision) {
@@ -343,7 +343,7 @@ BOOST_AUTO_TEST_CASE(batchnorm_individually_and_mixed_precision) {
   const Strings bns{"bn1", "bn2", "bn3", "sync_bn", ""};
   auto p = plan_of("batchnorm_net.json", "individually([_BatchNorm])");
   BOOST_TEST(unit_fqns(p) == bns);
-  BOOST_TEST(param_fqns(p.units.back()) == Strings({"lin.weight"}));
+  BOOST_TEST(param_fqns(p, p.units.back()) == Strings({"lin.weight"}));
   // Mixed precision: BatchNorms become their own full-precision units whatever the policy.
   p = plan_of("batchnorm_net.json", "size(min_num_params=1e8)", {}, 8, true);
   BOOST_TEST(unit_fqns(p) == bns);
@@ -410,7 +410,7 @@ BOOST_AUTO_TEST_CASE(units_match_pytorch) {
     std::string pol = c["policy"].is_null() ? "" : c["policy"].get<std::string>();
     auto p = plan_of(c["model"], pol, c["ignore"].get<Strings>(), 4);
     std::vector<std::pair<std::string, Strings>> got, want;
-    for (const auto& u : p.units) got.emplace_back(u.fqn, param_fqns(u));
+    for (const auto& u : p.units) got.emplace_back(u.fqn, param_fqns(p, u));
     for (const auto& u : c["units"]) want.emplace_back(u["fqn"], u["params"].get<Strings>());
     BOOST_TEST((got == want), c["model"].get<std::string>() << " " << pol);
     ++n;
@@ -480,7 +480,7 @@ BOOST_AUTO_TEST_CASE(gpt2_small_worked_example) {
   BOOST_TEST(p.units[0].numel == 7087872);
   const Unit& root = p.units.back();
   BOOST_TEST(root.numel == 124439808 - 12 * 7087872);
-  BOOST_TEST(param_fqns(root).front() == "transformer.wte.weight");
+  BOOST_TEST(param_fqns(p, root).front() == "transformer.wte.weight");
   BOOST_TEST(p.warnings.empty());
   std::string json = format_json(p);
   auto j = nlohmann::json::parse(json);

@@ -6,20 +6,19 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <string>
 
 #include "tools/plan/model_file.h"
 
 namespace fsdp::plan {
 
-inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const std::string& what) {
+inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
   std::int64_t r = 0;
   if (__builtin_add_overflow(a, b, &r))
     throw InputError(fmt::format("{} does not fit in 64 bits ({} + {})", what, a, b));
   return r;
 }
 
-inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, const std::string& what) {
+inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
   std::int64_t r = 0;
   if (__builtin_mul_overflow(a, b, &r))
     throw InputError(fmt::format("{} does not fit in 64 bits ({} * {})", what, a, b));
@@ -27,7 +26,7 @@ inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, const std::strin
 }
 
 // a += b, checked.
-inline void add_to(std::int64_t& a, std::int64_t b, const std::string& what) {
+inline void add_to(std::int64_t& a, std::int64_t b, const char* what) {
   a = checked_add(a, b, what);
 }
 

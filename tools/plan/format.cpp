@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <unordered_set>
 
@@ -36,52 +37,77 @@ namespace {
 
 struct TreeNode {
   const nn::Module* module;
-  std::string name;  // slot name ("" for the root)
-  std::string path;  // FQN
+  const std::string* name;  // slot name (nullptr for the root)
   int depth;
-  int unit;     // nearest enclosing unit (the module's own, if it is one), -1 if none
-  bool repeat;  // a module already shown under another path (shared module)
-  bool last;    // last child of its parent (tree drawing)
-  std::string repeat_of;
+  int unit;               // nearest enclosing unit (the module's own, if it is one), -1 if none
+  bool repeat;            // a module already shown under another path (shared module)
+  bool last;              // last child of its parent (tree drawing)
+  std::string repeat_of;  // the FQN where a repeated module was first shown
 };
 
+// Whether the ancestor at each depth (1..depth of the node) is the last child of its parent: the
+// table draws its tree lines from these.
+using LastFlags = std::vector<char>;
+
 // Pre-order over the module tree, each module expanded once (later slots holding the same
-// object are reported as repeats), carrying the nearest enclosing unit.
-void walk(const Plan& plan,
-          const std::function<void(const TreeNode&, const std::string& lead)>& fn) {
-  std::unordered_map<const nn::Module*, std::string> first_path;
+// object are reported as repeats), carrying the nearest enclosing unit. Memory is linear in the
+// number of modules whatever the depth: paths are spelled out only for repeats.
+void walk(const Plan& plan, const std::function<void(const TreeNode&, const LastFlags&)>& fn) {
+  struct Reached {
+    const nn::Module* parent;
+    const std::string* name;
+  };
+  std::unordered_map<const nn::Module*, Reached> first;
+  auto path_of = [&](const nn::Module* m) {
+    std::vector<const std::string*> parts;
+    for (auto it = first.find(m); it != first.end() && it->second.parent;
+         it = first.find(it->second.parent))
+      parts.push_back(it->second.name);
+    std::string out;
+    for (auto p = parts.rbegin(); p != parts.rend(); ++p) {
+      if (!out.empty()) out += '.';
+      out += **p;
+    }
+    return out;
+  };
   struct Item {
     const nn::Module* m;
-    std::string name, path, lead;
+    const nn::Module* parent;
+    const std::string* name;
     int depth, unit;
     bool last;
   };
-  std::vector<Item> stack{{plan.root.get(), "", "", "", 0, -1, true}};
+  LastFlags last_flags;
+  std::vector<Item> stack{{plan.root.get(), nullptr, nullptr, 0, -1, true}};
   while (!stack.empty()) {
-    Item it = std::move(stack.back());
+    Item it = stack.back();
     stack.pop_back();
     int unit = it.unit;
     auto u = plan.unit_of_module.find(it.m);
     if (u != plan.unit_of_module.end()) unit = static_cast<int>(u->second);
-    auto seen = first_path.find(it.m);
-    TreeNode node{it.m,    it.name,
-                  it.path, it.depth,
-                  unit,    seen != first_path.end(),
-                  it.last, seen != first_path.end() ? seen->second : ""};
-    fn(node, it.lead);
-    if (node.repeat) continue;
-    first_path.emplace(it.m, it.path);
-    std::vector<std::pair<std::string, const nn::Module*>> kids;
-    for (const auto& [n, c] : it.m->child_slots())
-      if (c) kids.emplace_back(n, c.get());
-    std::string lead = it.depth == 0 ? "" : it.lead + (it.last ? "   " : "│  ");
-    for (std::size_t i = kids.size(); i-- > 0;) {
-      stack.push_back({kids[i].second, kids[i].first,
-                       it.path.empty() ? kids[i].first : it.path + "." + kids[i].first, lead,
-                       it.depth + 1, unit, i + 1 == kids.size()});
+    const bool repeat = first.count(it.m) > 0;
+    TreeNode node{it.m, it.name, it.depth, unit, repeat, it.last, ""};
+    if (repeat) node.repeat_of = path_of(it.m);
+    last_flags.resize(static_cast<std::size_t>(it.depth));
+    last_flags.push_back(it.last ? 1 : 0);
+    fn(node, last_flags);
+    if (repeat) continue;
+    first.emplace(it.m, Reached{it.parent, it.name});
+    const auto& slots = it.m->child_slots();
+    std::size_t n = 0;
+    for (const auto& slot : slots) n += slot.second ? 1 : 0;
+    std::size_t k = n;
+    for (auto s = slots.rbegin(); s != slots.rend(); ++s) {
+      if (!s->second) continue;
+      stack.push_back({s->second.get(), it.m, &s->first, it.depth + 1, unit, k == n});
+      --k;
     }
   }
 }
+
+// Tree lines are drawn for this many levels; deeper lines say their depth instead, so that the
+// table of a 100 000-deep chain stays linear in the number of modules.
+constexpr int kMaxDrawnDepth = 48;
 
 std::int64_t own_numel(const nn::Module& m) {
   std::int64_t n = 0;
@@ -131,13 +157,15 @@ std::string format_table(const Plan& plan) {
   for (const auto& path : o.ignore)
     for (auto& m : plan.root->get_submodule(path)->modules()) ignored.insert(m.get());
   out += "module tree ([#k] = FSDP unit k, construction order; sizes are what the unit flattens)\n";
-  walk(plan, [&](const TreeNode& n, const std::string& lead) {
-    std::string line = lead;
+  walk(plan, [&](const TreeNode& n, const LastFlags& last) {
+    std::string line;
+    for (int d = 1; d < n.depth && d <= kMaxDrawnDepth; ++d) line += last[d] ? "   " : "│  ";
+    if (n.depth > kMaxDrawnDepth) line += fmt::format("┄ [depth {}] ", n.depth);
     if (n.depth > 0) line += n.last ? "└─ " : "├─ ";
     auto u = plan.unit_of_module.find(n.module);
     bool is_unit = u != plan.unit_of_module.end() && !n.repeat;
     if (is_unit) line += fmt::format("[#{}] ", u->second);
-    line += n.depth == 0 ? std::string("(root)") : n.name;
+    line += n.depth == 0 ? std::string("(root)") : *n.name;
     line += " (" + n.module->type_name() + ")";
     if (n.repeat) {
       line += " = same module as " + (n.repeat_of.empty() ? "(root)" : n.repeat_of);
@@ -349,7 +377,7 @@ std::string format_json(const Plan& plan) {
     else
       j.value(u.parent);
     names.clear();
-    for (const auto& p : u.params) names.push_back(p.fqn);
+    for (const auto& p : u.params) names.push_back(plan.param_fqn(p));
     j.strings("params", names, true);
     j.field("numel", u.numel);
     j.field("trainable_numel", u.trainable_numel);
@@ -422,13 +450,13 @@ std::string format_dot(const Plan& plan) {
   std::unordered_set<const nn::Module*> ignored;
   for (const auto& path : plan.options.ignore)
     for (auto& m : plan.root->get_submodule(path)->modules()) ignored.insert(m.get());
-  std::vector<std::pair<std::string, const nn::Module*>> parents;  // path of parent per depth
-  walk(plan, [&](const TreeNode& n, const std::string&) {
+  std::vector<const nn::Module*> parents;  // the module at each depth of the current path
+  walk(plan, [&](const TreeNode& n, const LastFlags&) {
     if (parents.size() > static_cast<std::size_t>(n.depth)) parents.resize(n.depth);
     if (!n.repeat) {
       std::size_t id = node_id.size();
       node_id.emplace(n.module, id);
-      std::string label = dot_escape(n.depth == 0 ? std::string("(root)") : n.name) + "\\n" +
+      std::string label = dot_escape(n.depth == 0 ? std::string("(root)") : *n.name) + "\\n" +
                           dot_escape(n.module->type_name());
       std::int64_t own = own_numel(*n.module);
       if (own > 0) label += "\\n" + human_count(own) + " params";
@@ -441,18 +469,21 @@ std::string format_dot(const Plan& plan) {
         loose_nodes.push_back(decl);
     }
     if (n.depth > 0) {
-      const nn::Module* parent = parents.back().second;
+      const nn::Module* parent = parents.back();
       edges.push_back(fmt::format("n{} -> n{}{};", node_id.at(parent), node_id.at(n.module),
                                   n.repeat ? " [style=dashed]" : ""));
     }
-    parents.emplace_back(n.path, n.module);
+    parents.push_back(n.module);
   });
   std::vector<std::vector<std::size_t>> kids(plan.units.size());
   std::vector<std::size_t> tops;
   for (const auto& u : plan.units) (u.parent >= 0 ? kids[u.parent] : tops).push_back(u.index);
   std::string out = "digraph fsdp_plan {\n  node [shape=box, fontsize=10];\n";
-  std::function<void(std::size_t, int)> cluster = [&](std::size_t k, int depth) {
-    std::string ind(2 * depth, ' ');
+  // Clusters nest as deep as the units (a 100 000-deep chain under `always`): an explicit stack,
+  // and indentation drawn for at most kMaxDrawnDepth levels.
+  auto indent = [](int depth) { return std::string(2 * std::min(depth, kMaxDrawnDepth), ' '); };
+  auto open_cluster = [&](std::size_t k, int depth) {
+    const std::string ind = indent(depth);
     const Unit& u = plan.units[k];
     out += fmt::format("{}subgraph cluster_unit{} {{\n", ind, k);
     out += fmt::format("{}  label=\"unit #{}: {} ({})\\n{} numel, {}/rank\";\n", ind, k,
@@ -461,10 +492,28 @@ std::string format_dot(const Plan& plan) {
     out += fmt::format("{}  style=rounded; color=\"{}\";\n", ind,
                        u.mixed_precision || !plan.options.mixed_precision ? "blue" : "red");
     for (const auto& d : unit_nodes[k]) out += ind + "  " + d + "\n";
-    for (auto c : kids[k]) cluster(c, depth + 1);
-    out += ind + "}\n";
   };
-  for (auto t : tops) cluster(t, 1);
+  struct Open {
+    std::size_t unit;
+    int depth;
+    std::size_t next_kid;
+  };
+  for (auto t : tops) {
+    std::vector<Open> stack{{t, 1, 0}};
+    open_cluster(t, 1);
+    while (!stack.empty()) {
+      Open& top = stack.back();
+      if (top.next_kid == kids[top.unit].size()) {
+        out += indent(top.depth) + "}\n";
+        stack.pop_back();
+        continue;
+      }
+      const std::size_t c = kids[top.unit][top.next_kid++];
+      const int depth = top.depth + 1;
+      open_cluster(c, depth);
+      stack.push_back({c, depth, 0});
+    }
+  }
   for (const auto& d : loose_nodes) out += "  " + d + "\n";
   for (const auto& e : edges) out += "  " + e + "\n";
   out += "}\n";

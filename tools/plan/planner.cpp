@@ -270,7 +270,7 @@ class Planner {
   // are not ignored and not flattened by an earlier unit, in module.parameters() order.
   void list_params() {
     std::unordered_map<const TensorImpl*, std::size_t> manager;  // param -> unit index
-    std::unordered_map<const TensorImpl*, std::string> manager_fqn;
+    std::unordered_map<const TensorImpl*, std::size_t> manager_path;
     // Per-unit "seen" marks as stamps (unit index + 1), so that a model with a million units
     // allocates no set per unit.
     std::unordered_map<const nn::Module*, std::uint32_t> module_stamp;
@@ -278,12 +278,13 @@ class Planner {
     module_stamp.reserve(plan_.num_modules);
     std::unordered_set<const nn::Module*> earlier_units;
     earlier_units.reserve(plan_.units.size());
-    std::vector<std::pair<std::string, const nn::Module*>> stack;
+    auto& paths = plan_.paths;
+    std::vector<std::pair<std::int64_t, const nn::Module*>> stack;  // (path node, module)
     for (auto& u : plan_.units) {
       const auto stamp = static_cast<std::uint32_t>(u.index + 1);
-      stack.assign(1, {u.fqn, u.module});
+      stack.assign(1, {-static_cast<std::int64_t>(u.index) - 1, u.module});
       while (!stack.empty()) {
-        auto [prefix, m] = std::move(stack.back());
+        auto [prefix, m] = stack.back();
         stack.pop_back();
         auto& ms = module_stamp[m];
         if (ms == stamp) continue;
@@ -301,30 +302,34 @@ class Planner {
             ps = stamp;
           }
           if (traversal::contains(ignored_.params, p)) continue;
-          std::string fqn = prefix.empty() ? name : prefix + "." + name;
+          const std::size_t path = paths.size();
+          paths.push_back({prefix, &name});
           if (reachable_twice) {
             auto mit = manager.find(p.impl());
             if (mit != manager.end()) {
-              check_shared(p, mit->second, manager_fqn[p.impl()], u, fqn);
+              check_shared(mit->second, manager_path[p.impl()], u, path);
               continue;
             }
             manager.emplace(p.impl(), u.index);
+            manager_path.emplace(p.impl(), path);
           }
-          if (reachable_twice) manager_fqn.emplace(p.impl(), fqn);
-          PlannedParam pp{fqn, p.shape(), p.dtype(), p.requires_grad(), p.numel()};
-          add_to(u.numel, pp.numel, unit_what(u, "numel"));
-          if (pp.requires_grad) add_to(u.trainable_numel, pp.numel, unit_what(u, "numel"));
-          add_to(u.bytes_per_dtype[pp.dtype],
-                 checked_mul(pp.numel, static_cast<std::int64_t>(dtype_size(pp.dtype)),
-                             unit_what(u, "parameter bytes")),
-                 unit_what(u, "parameter bytes"));
+          PlannedParam pp{path, p.shape(), p.dtype(), p.requires_grad(), p.numel()};
+          in_unit(u, [&] {
+            add_to(u.numel, pp.numel, "the numel");
+            if (pp.requires_grad) add_to(u.trainable_numel, pp.numel, "the numel");
+            add_to(u.bytes_per_dtype[pp.dtype],
+                   checked_mul(pp.numel, static_cast<std::int64_t>(dtype_size(pp.dtype)),
+                               "the parameter bytes"),
+                   "the parameter bytes");
+          });
           u.params.push_back(std::move(pp));
         }
         const auto& slots = m->child_slots();
-        for (auto it = slots.rbegin(); it != slots.rend(); ++it)
-          if (it->second)
-            stack.emplace_back(prefix.empty() ? it->first : prefix + "." + it->first,
-                               it->second.get());
+        for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
+          if (!it->second) continue;
+          stack.emplace_back(static_cast<std::int64_t>(paths.size()), it->second.get());
+          paths.push_back({prefix, &it->first});
+        }
       }
       earlier_units.insert(u.module);
       check_uniform(u);
@@ -343,10 +348,10 @@ class Planner {
     return it->second.count(inner) > 0;
   }
 
-  void check_shared(const Tensor& p, std::size_t first_unit, const std::string& first_fqn,
-                    const Unit& u, const std::string& fqn) {
-    (void)p;
+  void check_shared(std::size_t first_unit, std::size_t first_path, const Unit& u,
+                    std::size_t path) {
     if (first_unit == u.index) return;
+    const std::string fqn = plan_.param_fqn({path}), first_fqn = plan_.param_fqn({first_path});
     const Unit& f = plan_.units[first_unit];
     if (contains_module(u.index, f.module) || contains_module(f.index, u.module)) return;
     plan_.warnings.push_back(fmt::format(
@@ -392,6 +397,10 @@ class Planner {
   }
 
   void cost(Unit& u) {
+    in_unit(u, [&] { cost_of(u); });
+  }
+
+  void cost_of(Unit& u) {
     const bool sharded = u.sharding != ShardingStrategy::NO_SHARD;
     const std::int64_t group = plan_.shard_group_size;
     std::map<DType, std::vector<std::int64_t>> by_dtype;
@@ -407,13 +416,13 @@ class Planner {
         layout = flat_param_layout(numels, static_cast<std::size_t>(size), o_.use_orig_params,
                                    static_cast<int>(group), sharded);
       } catch (const fsdp::Error& e) {
-        throw InputError(fmt::format("unit '{}' ({}): {}", u.fqn, u.type, e.what()));
+        throw InputError(e.what());
       }
       const std::int64_t flat = layout.unpadded_numel;
       const std::int64_t shard = layout.shard_numel;
       const std::int64_t padded = layout.padded_numel;
-      const std::string numel_what = unit_what(u, "flat parameter numel");
-      const std::string bytes_what = unit_what(u, "bytes");
+      const char* numel_what = "the flat parameter numel";
+      const char* bytes_what = "the bytes";
       auto bytes = [&](std::int64_t n, std::int64_t s) { return checked_mul(n, s, bytes_what); };
       add_to(u.flat_numel, flat, numel_what);
       add_to(u.shard_numel, shard, numel_what);
@@ -445,13 +454,13 @@ class Planner {
           u.trainable_numel == u.numel
               ? u.shard_numel
               : (sharded ? ceil_div(u.trainable_numel, group) : u.trainable_numel);
-      u.per_rank.optimizer = checked_mul(elems, 2 * 4, unit_what(u, "optimizer bytes"));
+      u.per_rank.optimizer = checked_mul(elems, 2 * 4, "the optimizer bytes");
     }
     if (sharded) {
       const bool is_root = u.parent < 0;
       u.all_gathers_per_step = reshards_after_forward(u.sharding) && !is_root ? 2 : 1;
       u.all_gather_bytes =
-          checked_mul(u.all_gathers_per_step, u.unsharded_bytes, unit_what(u, "all-gather bytes"));
+          checked_mul(u.all_gathers_per_step, u.unsharded_bytes, "the all-gather bytes");
     }
   }
 
@@ -484,8 +493,14 @@ class Planner {
     add_to(t.peak_bytes, t.peak_unsharded_grad_bytes, peak);
   }
 
-  static std::string unit_what(const Unit& u, const char* quantity) {
-    return fmt::format("unit '{}' ({}): the {}", u.fqn, u.type, quantity);
+  // Runs `fn`; an input error it throws (an overflow) is said to be in unit `u`.
+  template <typename F>
+  static void in_unit(const Unit& u, F fn) {
+    try {
+      fn();
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("unit '{}' ({}): {}", u.fqn, u.type, e.what()));
+    }
   }
 
   // FSDP_PLAN_TIMING=1: CPU time of each phase on stderr.
@@ -528,6 +543,21 @@ class Planner {
 };
 
 }  // namespace
+
+std::string Plan::param_fqn(const PlannedParam& p) const {
+  std::vector<const std::string*> parts;
+  std::int64_t node = static_cast<std::int64_t>(p.path);
+  while (node >= 0) {
+    parts.push_back(paths[static_cast<std::size_t>(node)].name);
+    node = paths[static_cast<std::size_t>(node)].parent;
+  }
+  std::string out = units[static_cast<std::size_t>(-node - 1)].fqn;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (!out.empty()) out += '.';
+    out += **it;
+  }
+  return out;
+}
 
 Plan make_plan(const nn::ModulePtr& root, const PlanOptions& options) {
   if (options.world_size < 1 || options.world_size > kMaxWorldSize)

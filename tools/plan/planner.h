@@ -33,7 +33,7 @@ struct PlanOptions {
 };
 
 struct PlannedParam {
-  std::string fqn;  // first name in the unit's traversal
+  std::size_t path = 0;  // its first name in the unit's traversal: Plan::param_fqn
   Shape shape;
   DType dtype = DType::Float32;
   bool requires_grad = true;
@@ -83,6 +83,14 @@ struct Totals {
   std::int64_t all_reduce_bytes = 0;
 };
 
+// A name in the plan's table of parameter paths: `name` after the path of node `parent`, or
+// after the FQN of unit -parent-1 when parent < 0. A 100 000-deep chain's parameters thus cost
+// memory linear in their number; their FQNs are spelled out on demand.
+struct PathNode {
+  std::int64_t parent = -1;
+  const std::string* name = nullptr;  // a slot name of a module of the plan's tree
+};
+
 struct Plan {
   PlanOptions options;
   std::string policy_str;                                    // canonical policy, or "none"
@@ -98,6 +106,10 @@ struct Plan {
   std::unordered_map<const nn::Module*, std::size_t> unit_of_module;
   Totals totals;
   std::vector<std::string> warnings;
+  std::vector<PathNode> paths;
+
+  // "layers.0.attn.weight".
+  std::string param_fqn(const PlannedParam& p) const;
 };
 
 // Builds the plan; throws InputError for bad options (unknown --ignore path, ...) and the
