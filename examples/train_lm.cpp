@@ -1,14 +1,16 @@
 // ./run demo: trains TinyLM on real text (Debian's license texts, present on every Debian
 // machine, unless --text is given), printing step, loss and tokens/s.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 
 #include "core/autograd.h"
+#include "core/error.h"
 #include "core/optim/optim.h"
 #include "examples/tiny_lm.h"
 
@@ -34,7 +36,8 @@ double mean_loss(TinyLM& model, const ByteCorpus& corpus, std::int64_t batch, st
   Generator gen(1234);  // the same held-out windows every time
   double total = 0;
   for (int i = 0; i < batches; ++i)
-    total += examples::lm_loss(model, corpus.sample(batch, model.config.context, begin, end, gen)).item();
+    total += examples::lm_loss(model, corpus.sample(batch, model.config.context, begin, end, gen))
+                 .item();
   return total / batches;
 }
 
@@ -67,6 +70,37 @@ std::string sample_text(TinyLM& model, const std::string& prompt, int length, Ge
   return out;
 }
 
+// An integer option's range, said in one line ("--batch: expected an integer from 1 to 65536,
+// got '0'"); CLI11 prefixes the option's name.
+CLI::Validator int_range(std::int64_t lo, std::int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        std::int64_t v = 0;
+        const char* end = s.data() + s.size();
+        auto [p, ec] = std::from_chars(s.data(), end, v);
+        if (ec == std::errc() && p == end && v >= lo && v <= hi) return "";
+        return fmt::format("expected an integer from {} to {}, got '{}'", lo, hi, s);
+      },
+      fmt::format("INT in [{}, {}]", lo, hi));
+}
+
+// A learning rate: a finite number above 0.
+CLI::Validator positive_finite() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        double v = 0;
+        std::size_t used = 0;
+        try {
+          v = std::stod(s, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == s.size() && std::isfinite(v) && v > 0) return "";
+        return fmt::format("expected a finite number above 0, got '{}'", s);
+      },
+      "FLOAT > 0");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,37 +112,77 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 0;
   int log_every = 10;
   std::vector<std::string> texts;
-  app.add_option("--steps", steps, "optimizer steps")->capture_default_str();
-  app.add_option("--batch", batch, "sequences per step")->capture_default_str();
-  app.add_option("--context", cfg.context, "bytes per sequence")->capture_default_str();
-  app.add_option("--d-model", cfg.d_model, "model width")->capture_default_str();
-  app.add_option("--heads", cfg.heads, "attention heads")->capture_default_str();
-  app.add_option("--layers", cfg.layers, "transformer blocks")->capture_default_str();
-  app.add_option("--lr", lr, "AdamW learning rate")->capture_default_str();
+  // Every size has a range (a negative or zero size is refused with the option's name, never
+  // passed on to the model), and the model's shape is checked as a whole below.
+  app.add_option("--steps", steps, "optimizer steps")
+      ->capture_default_str()
+      ->check(int_range(1, 100000000));
+  app.add_option("--batch", batch, "sequences per step")
+      ->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--context", cfg.context, "bytes per sequence")
+      ->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--d-model", cfg.d_model, "model width")
+      ->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--heads", cfg.heads, "attention heads")
+      ->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--layers", cfg.layers, "transformer blocks")
+      ->capture_default_str()
+      ->check(int_range(1, 1024));
+  app.add_option("--lr", lr, "AdamW learning rate")
+      ->capture_default_str()
+      ->check(positive_finite());
   app.add_option("--seed", seed, "random seed")->capture_default_str();
-  app.add_option("--log-every", log_every, "print every N steps")->capture_default_str();
+  app.add_option("--log-every", log_every, "print every N steps")
+      ->capture_default_str()
+      ->check(int_range(1, 100000000));
   app.add_option("--text", texts, "text files to train on (default: /usr/share/common-licenses/*)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "train_lm: error: {} (see train_lm --help)\n", e.what());
+    return 2;
+  }
+  if (cfg.d_model % cfg.heads != 0) {
+    fmt::print(stderr,
+               "train_lm: error: --d-model {} is not a multiple of --heads {} (each head gets "
+               "d_model / heads dimensions)\n",
+               cfg.d_model, cfg.heads);
+    return 2;
+  }
 
   try {
     if (texts.empty()) texts = default_texts();
     ByteCorpus corpus = ByteCorpus::from_files(texts);
     const std::size_t split = corpus.size() * 9 / 10;
-    fmt::print("corpus: {} bytes from {} file(s); train {} / held-out {}\n", corpus.size(), texts.size(),
-               split, corpus.size() - split);
+    // Training windows come from the first 90%, held-out ones from the rest: each part must hold
+    // one window of context + 1 bytes.
+    const auto window = static_cast<std::size_t>(cfg.context) + 1;
+    if (split < window || corpus.size() - split < window)
+      throw ValueError(fmt::format(
+          "the text ({} bytes) is too short for --context {}: its training part ({} bytes) and "
+          "held-out part ({} bytes) must each hold {} bytes",
+          corpus.size(), cfg.context, split, corpus.size() - split, window));
+    fmt::print("corpus: {} bytes from {} file(s); train {} / held-out {}\n", corpus.size(),
+               texts.size(), split, corpus.size() - split);
 
     manual_seed(seed);
     TinyLM model(cfg);
-    fmt::print("model: TinyLM d_model={} heads={} layers={} context={}: {} parameters\n", cfg.d_model,
-               cfg.heads, cfg.layers, cfg.context, model.num_parameters());
+    fmt::print("model: TinyLM d_model={} heads={} layers={} context={}: {} parameters\n",
+               cfg.d_model, cfg.heads, cfg.layers, cfg.context, model.num_parameters());
     optim::AdamWOptions opt_options;
     opt_options.lr = lr;
     optim::AdamW opt(model.parameters(), opt_options);
     Generator gen(seed + 1);
 
     const double first_val = mean_loss(model, corpus, batch, split, corpus.size(), 4);
-    fmt::print("held-out loss before training: {:.4f} (uniform over 256 bytes: {:.4f})\n", first_val,
-               std::log(256.0));
+    fmt::print("held-out loss before training: {:.4f} (uniform over 256 bytes: {:.4f})\n",
+               first_val, std::log(256.0));
     double window_loss = 0;
     int window_steps = 0;
     auto t_window = std::chrono::steady_clock::now();
@@ -133,14 +207,23 @@ int main(int argc, char** argv) {
         t_window = now;
       }
     }
-    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    const double total =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     const double last_val = mean_loss(model, corpus, batch, split, corpus.size(), 4);
-    fmt::print("held-out loss after {} steps: {:.4f} (was {:.4f}); {:.1f} s, {:.0f} tokens/s overall\n",
-               steps, last_val, first_val, total,
-               static_cast<double>(static_cast<std::int64_t>(steps) * batch * cfg.context) / total);
+    fmt::print(
+        "held-out loss after {} steps: {:.4f} (was {:.4f}); {:.1f} s, {:.0f} tokens/s overall\n",
+        steps, last_val, first_val, total,
+        static_cast<double>(static_cast<std::int64_t>(steps) * batch * cfg.context) / total);
     Generator sample_gen(seed + 2);
     fmt::print("sample: {}\n", sample_text(model, "This License", 120, sample_gen));
-    return last_val < first_val ? 0 : 1;
+    if (!(last_val < first_val)) {
+      fmt::print(stderr,
+                 "train_lm: error: the held-out loss did not fall ({:.4f} after {} steps, {:.4f} "
+                 "before)\n",
+                 last_val, steps, first_val);
+      return 1;
+    }
+    return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "train_lm: error: {}\n", e.what());
     return 1;
