@@ -12,6 +12,7 @@
 #include "core/random.h"
 #include "examples/gpt_data.h"
 #include "fsdp/checkpoint.h"
+#include "fsdp/checkpoint_full.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/fully_sharded_data_parallel.h"
@@ -168,9 +169,12 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     } else {
       for (const auto& [name, t] : gpt->named_parameters()) state.emplace_back(name, t);
     }
-    if (rank == 0)
+    const bool one_file = cfg.save_path.ends_with(".safetensors");
+    if (rank == 0 && one_file)
       io::save_safetensors(cfg.save_path, state,
                            {{"format", "pt"}, {"model", "fsdp-cpp train_gpt"}});
+    else if (rank == 0)
+      save_full_checkpoint(cfg.save_path, state, cfg.max_shard_bytes);
   }
   return result;
 }

@@ -36,7 +36,10 @@ struct GPTTrainConfig {
   // Activation checkpointing of the transformer blocks: "none", "full" or "selective".
   std::string checkpoint_activations = "none";
   std::string load_path;  // a full checkpoint (safetensors) loaded before training
-  std::string save_path;  // the full checkpoint written after training (rank 0)
+  // The full checkpoint written after training (rank 0): a .safetensors file, or else a
+  // directory in Hugging Face's layout, sharded above max_shard_bytes (fsdp/checkpoint_full.h).
+  std::string save_path;
+  std::int64_t max_shard_bytes = 5'000'000'000;
   // Resumable sharded checkpoints (fsdp/checkpoint.h): every save_every steps and after the last
   // step into checkpoint_dir (keep > 0: only the newest `keep`); resume_dir: continue from the
   // newest checkpoint there (to `steps` in total), at any world size and strategy.

@@ -90,7 +90,12 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-activations", cfg.checkpoint_activations,
                  "activation checkpointing of the blocks: none | full | selective")
       ->capture_default_str();
-  app.add_option("--save", cfg.save_path, "write the full checkpoint (safetensors) at the end");
+  app.add_option("--save", cfg.save_path,
+                 "write the full checkpoint at the end: FILE.safetensors, or a directory in "
+                 "Hugging Face's layout (model.safetensors, sharded above --max-shard-size)");
+  app.add_option("--max-shard-size", cfg.max_shard_bytes,
+                 "--save DIR: bytes per file of the sharded layout")
+      ->capture_default_str();
   app.add_option("--load", cfg.load_path, "start from a full checkpoint (safetensors)");
   app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
                  "write resumable sharded checkpoints (model, optimizer, progress) here");

@@ -15,6 +15,7 @@
 #include "core/ops.h"
 #include "core/optim/optim.h"
 #include "fsdp/checkpoint.h"
+#include "fsdp/checkpoint_full.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/optim_state_dict.h"
 #include "tests/fsdp/runtime_harness.h"
@@ -213,5 +214,52 @@ BOOST_AUTO_TEST_CASE(damaged_files_are_named) {
   } catch (const std::exception& e) {
     BOOST_TEST(std::string(e.what()).find("is not a sharded checkpoint index") !=
                std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(full_checkpoint_in_hugging_faces_sharded_layout) {
+  TempDir tmp;
+  // mlp's tensors: 0.weight 240 B, 0.bias 40, 2.0.weight 400, 2.0.bias 40, 3.weight 160, 3.bias 16.
+  NamedTensors state;
+  for (const auto& [name, t] : mlp(7)->named_parameters()) state.emplace_back(name, t);
+  BOOST_TEST(save_full_checkpoint(tmp.path.string(), state, 300) == 3);
+  for (const char* f : {"model-00001-of-00003.safetensors", "model-00003-of-00003.safetensors",
+                        "model.safetensors.index.json"})
+    BOOST_TEST(fs::exists(tmp.path / f), f);
+  std::ifstream in(tmp.path / "model.safetensors.index.json");
+  const auto index = nlohmann::json::parse(in);
+  BOOST_TEST(index.at("metadata").at("total_size").get<int>() == 896);
+  // Files fill in order up to 300 bytes; the 400-byte tensor gets a file of its own.
+  BOOST_TEST(index.at("weight_map").at("0.bias").get<std::string>() ==
+             "model-00001-of-00003.safetensors");
+  BOOST_TEST(index.at("weight_map").at("2.0.weight").get<std::string>() ==
+             "model-00002-of-00003.safetensors");
+  BOOST_TEST(index.at("weight_map").at("3.bias").get<std::string>() ==
+             "model-00003-of-00003.safetensors");
+  auto check_loaded = [&] {
+    std::map<std::string, std::vector<double>> got;
+    for (const auto& [n, t] : load_full_checkpoint(tmp.path.string())) got[n] = t.to_vector();
+    BOOST_REQUIRE_EQUAL(got.size(), state.size());
+    for (const auto& [n, t] : state) BOOST_TEST(got.at(n) == t.to_vector(), n);
+  };
+  check_loaded();
+  // Under the limit: one model.safetensors, and the index of the sharded save is gone.
+  BOOST_TEST(save_full_checkpoint(tmp.path.string(), state) == 1);
+  BOOST_TEST(fs::exists(tmp.path / "model.safetensors"));
+  BOOST_TEST(!fs::exists(tmp.path / "model.safetensors.index.json"));
+  check_loaded();
+  // An index naming a file without the tensor is an error naming both.
+  save_full_checkpoint(tmp.path.string(), state, 300);
+  nlohmann::json bad = index;
+  bad["weight_map"]["3.bias"] = "model-00001-of-00003.safetensors";
+  std::ofstream(tmp.path / "model.safetensors.index.json") << bad.dump();
+  try {
+    load_full_checkpoint(tmp.path.string());
+    BOOST_FAIL("loaded");
+  } catch (const std::exception& e) {
+    BOOST_TEST(std::string(e.what()).find("maps '3.bias' to " +
+                                          (tmp.path / "model-00001-of-00003.safetensors").string() +
+                                          ", which has no such tensor") != std::string::npos,
+               e.what());
   }
 }

@@ -1,0 +1,26 @@
+// Full checkpoints in Hugging Face's layout: a directory with model.safetensors, or, when the
+// tensors exceed a size limit, model-0000k-of-0000n.safetensors files (filled in order up to the
+// limit; a tensor larger than the limit gets a file of its own) and model.safetensors.index.json
+// ({"metadata": {"total_size": bytes}, "weight_map": {name: file}}), as transformers'
+// save_pretrained writes and from_pretrained / safetensors read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fsdp/full_state_dict.h"
+
+namespace fsdp {
+
+inline constexpr std::int64_t kDefaultMaxShardBytes = 5'000'000'000;  // transformers' "5GB"
+
+// Writes `state` under `dir` (created). Each file is written atomically and the index last, so
+// a reader never sees an index naming a missing file. Returns the number of files.
+int save_full_checkpoint(const std::string& dir, const NamedTensors& state,
+                         std::int64_t max_shard_bytes = kDefaultMaxShardBytes);
+
+// Reads a directory written by save_full_checkpoint (or by transformers), in the index's
+// order of files. ValueError naming the index and the file when a named file lacks a tensor.
+NamedTensors load_full_checkpoint(const std::string& dir);
+
+}  // namespace fsdp
