@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -46,7 +47,9 @@ double global_mean(double local, comm::ProcessGroup* group) {
 }
 
 // Full-checkpoint values by FQN, with the tied head.weight filled from tok_emb.weight.
+// A .safetensors file or a directory in Hugging Face's layout (fsdp/checkpoint_full.h).
 std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path) {
+  if (std::filesystem::is_directory(path)) return load_full_checkpoint(path);
   return io::load_safetensors(path).tensors;
 }
 

@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-shard-size", cfg.max_shard_bytes,
                  "--save DIR: bytes per file of the sharded layout")
       ->capture_default_str();
-  app.add_option("--load", cfg.load_path, "start from a full checkpoint (safetensors)");
+  app.add_option("--load", cfg.load_path,
+                 "start from a full checkpoint (a .safetensors file or a --save directory)");
   app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
                  "write resumable sharded checkpoints (model, optimizer, progress) here");
   app.add_option("--save-every", cfg.save_every,
