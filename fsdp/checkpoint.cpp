@@ -74,7 +74,7 @@ json write_pieces(const fs::path& file, const ShardedStateDict& pieces) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   json entries = json::array();
   for (const auto& p : pieces) {
-    if (p.replica) continue;
+    if (p.replica || p.local.numel() == 0) continue;
     tensors.emplace_back(p.fqn, p.local);
     entries.push_back({{"key", p.fqn},
                        {"shape", p.global_shape},

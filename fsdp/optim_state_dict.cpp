@@ -81,7 +81,6 @@ ShardedOptimStateDict sharded_optim_state_dict(FullyShardedDataParallel& root,
                  p->replica || p->info.intra_param_start != 0 || !p->info.in_shard});
             continue;
           }
-          if (!p->info.in_shard) continue;
           out.pieces.push_back({optim_state_key(p->fqn, name), p->shape, p->info.intra_param_start,
                                 state_piece(t, op, *p).clone(), p->replica});
         }

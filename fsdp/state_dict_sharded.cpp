@@ -48,8 +48,9 @@ std::vector<ParamShard> param_shards(FullyShardedDataParallel& root) {
 ShardedStateDict sharded_state_dict(FullyShardedDataParallel& root) {
   autograd::NoGradGuard no_grad;
   ShardedStateDict out;
+  // Every parameter on every rank, as upstream's ShardedTensors: a rank without elements of
+  // one holds an empty piece (its state dict still names every key and global shape).
   for (const auto& p : param_shards(root)) {
-    if (!p.info.in_shard) continue;
     out.push_back({p.fqn, p.shape, p.info.intra_param_start, p.handle->shard_piece(p.index).clone(),
                    p.replica});
   }

@@ -41,8 +41,8 @@ struct ParamShard {
 // FQN). Initialises the root's runtime (collective on first use: every rank must call it).
 std::vector<ParamShard> param_shards(FullyShardedDataParallel& root);
 
-// This rank's pieces of every parameter (copies), then every buffer whole (replica on ranks
-// other than 0: buffers are replicated).
+// This rank's pieces of every parameter (copies; empty where the rank holds no element), then
+// every buffer whole (replica on ranks other than 0: buffers are replicated).
 ShardedStateDict sharded_state_dict(FullyShardedDataParallel& root);
 
 // Saved pieces by FQN, from any number of ranks; overlapping pieces must agree (any one is read).
