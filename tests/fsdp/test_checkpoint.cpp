@@ -145,6 +145,7 @@ BOOST_AUTO_TEST_CASE(files_index_and_reload_at_other_world_sizes) {
           check_equal(got.optim, saved.optim);
           BOOST_TEST(p.step == 2);
           BOOST_TEST(p.data_position == 3);
+          BOOST_TEST(p.rng.size() == 2u);
         }
       }
 }
@@ -206,6 +207,22 @@ BOOST_AUTO_TEST_CASE(damaged_files_are_named) {
     BOOST_FAIL("a truncated file loaded");
   } catch (const std::exception& e) {
     BOOST_TEST(std::string(e.what()).find(f.string()) != std::string::npos, e.what());
+  }
+  // An index whose piece lies outside its tensor: the error names the file and the tensor.
+  save(tmp.path, 2, 2);
+  const fs::path ckpt2 = tmp.path / "step-00000002";
+  nlohmann::json index;
+  std::ifstream(ckpt2 / "index.json") >> index;
+  index["model"]["3.weight"]["pieces"][0]["offset"] = 39;
+  std::ofstream(ckpt2 / "index.json") << index.dump();
+  try {
+    load(ckpt2.string(), 2, ShardingStrategy::FULL_SHARD, false);
+    BOOST_FAIL("an index with a piece outside its tensor loaded");
+  } catch (const std::exception& e) {
+    const std::string m = e.what();
+    BOOST_TEST(m.find((ckpt2 / "model-rank-00000.safetensors").string() +
+                      ": sharded state dict: piece of '3.weight' [39, ") != std::string::npos,
+               m);
   }
   std::ofstream(ckpt / "index.json") << "{\"format\": \"other\"}";
   try {
