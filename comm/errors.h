@@ -5,12 +5,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/error.h"
+
 namespace fsdp::comm {
 
-// Any failure of a collective or of a backend (I/O, library error, peer failure).
-class CommError : public std::runtime_error {
+// Any failure of a collective or of a backend (I/O, library error, peer failure). An
+// fsdp::Error, so that one catch handles the library's errors of every layer.
+class CommError : public fsdp::Error {
  public:
-  using std::runtime_error::runtime_error;
+  using fsdp::Error::Error;
 };
 
 // A peer did not arrive (or did not finish) within the configured timeout.

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -57,16 +60,24 @@ const char* env(const char* name) {
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
-int env_int(const char* name, int fallback) {
+// An integer environment variable within [lo, hi]: a value out of range (WORLD_SIZE=4294967298)
+// or not an integer is refused with its name, never truncated.
+std::int64_t env_int(const char* name, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
   const char* v = env(name);
   if (v == nullptr) return fallback;
+  errno = 0;
   char* end = nullptr;
-  long value = std::strtol(v, &end, 10);
+  const long long value = std::strtoll(v, &end, 10);
   if (end == v || *end != '\0')
     throw std::invalid_argument(
         fmt::format("environment variable {}='{}' is not an integer", name, v));
-  return int(value);
+  if (errno == ERANGE || value < lo || value > hi)
+    throw std::invalid_argument(fmt::format(
+        "environment variable {}='{}' is out of range: expected {} to {}", name, v, lo, hi));
+  return value;
 }
+
+constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
 
 }  // namespace
 
@@ -117,14 +128,20 @@ std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
 
 InitOptions options_from_env(InitOptions o) {
   bool under_mpirun = env("OMPI_COMM_WORLD_RANK") != nullptr;
-  if (o.rank < 0) o.rank = under_mpirun ? env_int("OMPI_COMM_WORLD_RANK", -1) : env_int("RANK", -1);
-  if (o.world_size < 0)
-    o.world_size = under_mpirun ? env_int("OMPI_COMM_WORLD_SIZE", -1) : env_int("WORLD_SIZE", -1);
+  // Every variable the layer reads, with its range (tests/comm/test_env.cpp).
+  const char* rank_var = under_mpirun ? "OMPI_COMM_WORLD_RANK" : "RANK";
+  const char* size_var = under_mpirun ? "OMPI_COMM_WORLD_SIZE" : "WORLD_SIZE";
+  if (o.rank < 0) o.rank = static_cast<int>(env_int(rank_var, -1, 0, kIntMax - 1));
+  if (o.world_size < 0) o.world_size = static_cast<int>(env_int(size_var, -1, 1, kIntMax));
+  if (o.rank >= 0 && o.world_size >= 1 && o.rank >= o.world_size)
+    throw std::invalid_argument(fmt::format("{}={} is not below {}={}: ranks are 0 to {}", rank_var,
+                                            o.rank, size_var, o.world_size, o.world_size - 1));
   if (const char* addr = env("MASTER_ADDR")) o.master_addr = addr;
-  o.master_port = env_int("MASTER_PORT", o.master_port);
+  o.master_port = static_cast<int>(env_int("MASTER_PORT", o.master_port, 1, 65535));
   if (const char* path = env("FSDP_STORE_PATH")) o.file_store_path = path;
+  // Up to a day: a longer wait is a hang.
   if (env("FSDP_TIMEOUT_MS") != nullptr)
-    o.timeout = std::chrono::milliseconds(env_int("FSDP_TIMEOUT_MS", 0));
+    o.timeout = std::chrono::milliseconds(env_int("FSDP_TIMEOUT_MS", 0, 1, 86400000));
   return o;
 }
 

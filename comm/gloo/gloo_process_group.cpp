@@ -50,6 +50,20 @@ struct Transfer {
   std::size_t bytes;
 };
 
+// Gloo's own checks end in "[enforce fail at gloo/...cc:N] <condition>. <detail>": internal
+// text that means, at rendezvous, that the ranks disagree on the group (world size, ranks).
+std::string plain_gloo_message(const std::string& what) {
+  if (what.find("enforce fail") == std::string::npos) return what;
+  // Only the check's place is kept ("gloo/transport/tcp/address.cc:45"), for a bug report.
+  std::string at;
+  const auto b = what.find("enforce fail at "), e = what.find(']', b);
+  if (b != std::string::npos && e != std::string::npos) at = what.substr(b + 16, e - b - 16);
+  if (auto slash = at.find("gloo/"); slash != std::string::npos) at = at.substr(slash);
+  return "the ranks disagree on the group (world size or ranks differ between them: every rank "
+         "must be started with the same WORLD_SIZE and a distinct RANK below it; gloo's check " +
+         at + " failed)";
+}
+
 class GlooProcessGroup final : public ProcessGroup {
  public:
   GlooProcessGroup(int rank, int size, const InitOptions& options, std::shared_ptr<Store> store,
@@ -72,7 +86,7 @@ class GlooProcessGroup final : public ProcessGroup {
           where(), options_.timeout.count(), e.what()));
     } catch (const std::exception& e) {
       throw CommError(fmt::format("{}: rendezvous through {} failed: {}", where(),
-                                  store_->describe(), e.what()));
+                                  store_->describe(), plain_gloo_message(e.what())));
     }
     // connectFullMesh returns once this rank's pairs are up, not everyone's: without a barrier a
     // fast rank could close its connections while a slow one is still completing its handshake.
@@ -127,6 +141,7 @@ void GlooProcessGroup::exchange(const Collective& c, const char* phase,
                                 const std::vector<Transfer>& sends,
                                 const std::vector<Transfer>& recvs) {
   const uint64_t slot = uint64_t(context_->nextSlot());
+  const auto start = std::chrono::steady_clock::now();
   std::vector<int> pending;
   try {
     for (auto& r : recvs)
@@ -154,11 +169,17 @@ void GlooProcessGroup::exchange(const Collective& c, const char* phase,
   } catch (const std::exception& e) {
     broken_ = true;
     bool timed_out = std::string(e.what()).find("imed out") != std::string::npos;
+    // A timeout is said with the timeout; a peer that died is said when it was noticed.
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
     broken_reason_ = fmt::format(
-        "{}: {} {} after {} ms ({}){}: {}; gloo closed this group's connections, so it cannot "
-        "be used again",
-        where(), describe(c), timed_out ? "timed out" : "failed", options_.timeout.count(), phase,
-        pending.empty() ? std::string() : " waiting for rank(s) " + join(pending), e.what());
+        "{}: {} {} ({}){}: {}; gloo closed this group's connections, so it cannot be used again",
+        where(), describe(c),
+        timed_out
+            ? fmt::format("timed out after {} ms", options_.timeout.count())
+            : fmt::format("failed after {} ms (timeout {} ms)", elapsed, options_.timeout.count()),
+        phase, pending.empty() ? std::string() : " waiting for rank(s) " + join(pending), e.what());
     if (timed_out) throw CommTimeoutError(broken_reason_);
     throw CommError(broken_reason_);
   }
@@ -334,6 +355,11 @@ std::shared_ptr<ProcessGroup> create_gloo_group(const InitOptions& options) {
         "gloo backend: needs rank and world_size (got rank {} of {}); set RANK/WORLD_SIZE, run "
         "under mpirun, or fill InitOptions",
         options.rank, options.world_size));
+  if (options.timeout.count() <= 0)
+    throw std::invalid_argument(fmt::format(
+        "gloo backend: the timeout must be above 0 ms, got {} ms (InitOptions::timeout or "
+        "FSDP_TIMEOUT_MS)",
+        options.timeout.count()));
   gloo::transport::tcp::attr attr;
   const char* host = std::getenv("FSDP_GLOO_HOSTNAME");  // this rank's address, multi-host runs
   attr.hostname = host != nullptr ? host : "127.0.0.1";
