@@ -1,6 +1,7 @@
 // train_gpt's resumable checkpoints: N steps in one run equal k steps + save + resume + (N - k)
-// steps bit-identically (every strategy, SGD and AdamW, on thread ranks), and a resume at another
-// world size and strategy (the same global batch) gives the same losses within 1e-5.
+// steps bit-identically (every strategy, SGD and AdamW, use_orig_params or not, on thread ranks),
+// and a resume at another world size and strategy (the same global batch) gives the same losses
+// within 1e-5.
 #define BOOST_TEST_MODULE fsdp_checkpoint_train_gpt
 #pragma GCC diagnostic ignored "-Wrestrict"  // GCC 12 on Boost's data-test-case names
 #include <boost/test/data/test_case.hpp>
@@ -72,23 +73,27 @@ std::vector<double> run(const GPTTrainConfig& c, int world) {
 
 const std::vector<ShardingStrategy> kStrategies = {
     ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD,
-    ShardingStrategy::HYBRID_SHARD};
+    ShardingStrategy::HYBRID_SHARD, ShardingStrategy::_HYBRID_SHARD_ZERO2};
 
 }  // namespace
 
 BOOST_DATA_TEST_CASE(resume_is_bit_identical,
                      bdata::make(kStrategies) * bdata::make({"sgd", "adamw"}) *
-                         bdata::make({1, 2, 4}),
-                     strategy, optimizer, world) {
+                         bdata::make({1, 2, 4}) * bdata::make({false, true}),
+                     strategy, optimizer, world, orig) {
   TempDir dir;
-  const auto straight = run(config(strategy, world, optimizer, 6), world);
+  GPTTrainConfig all = config(strategy, world, optimizer, 6);
+  all.use_orig_params = orig;
+  const auto straight = run(all, world);
   GPTTrainConfig first = config(strategy, world, optimizer, 3);
+  first.use_orig_params = orig;
   first.checkpoint_dir = dir.path.string();
   first.save_every = 2;  // checkpoints after steps 2 and 3
   const auto head = run(first, world);
   BOOST_TEST(fs::exists(dir.path / "step-00000002" / "index.json"));
   BOOST_TEST(latest_checkpoint(dir.path.string()).value() == (dir.path / "step-00000003").string());
   GPTTrainConfig second = config(strategy, world, optimizer, 6);
+  second.use_orig_params = orig;
   second.resume_dir = dir.path.string();
   const auto tail = run(second, world);
   std::vector<double> losses = head;
