@@ -7,6 +7,8 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 
 #include "comm/threads/run_threads.h"
@@ -120,4 +122,25 @@ BOOST_DATA_TEST_CASE(resume_at_another_world_size,
   BOOST_REQUIRE_EQUAL(tail.size(), 3u);
   for (std::size_t i = 0; i < tail.size(); ++i)
     BOOST_TEST(tail[i] == straight[2 + i], boost::test_tools::tolerance(1e-5));
+}
+
+BOOST_AUTO_TEST_CASE(activation_checkpointed_blocks_save_clean_names) {
+  TempDir dir;
+  GPTTrainConfig all = config(ShardingStrategy::FULL_SHARD, 2, "adamw", 4);
+  all.checkpoint_activations = "full";
+  const auto straight = run(all, 2);
+  GPTTrainConfig first = all;
+  first.steps = 2;
+  first.checkpoint_dir = dir.path.string();
+  auto losses = run(first, 2);
+  std::ifstream in(dir.path / "step-00000002" / "index.json");
+  const std::string index((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST(index.find("\"blocks.1.linear2.weight\"") != std::string::npos);
+  BOOST_TEST(index.find("_checkpoint_wrapped_module") == std::string::npos);
+  BOOST_TEST(index.find("_fsdp_wrapped_module") == std::string::npos);
+  GPTTrainConfig second = all;
+  second.resume_dir = dir.path.string();
+  const auto tail = run(second, 2);
+  losses.insert(losses.end(), tail.begin(), tail.end());
+  BOOST_TEST(losses == straight, boost::test_tools::per_element());
 }
