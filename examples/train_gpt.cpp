@@ -14,6 +14,7 @@
 
 #include "comm/registry.h"
 #include "comm/threads/run_threads.h"
+#include "core/blas_kernels.h"
 #include "core/error.h"
 #include "examples/gpt_train.h"
 #include "policies/options.h"
@@ -56,6 +57,7 @@ std::optional<policies::BackwardPrefetch> parse_prefetch(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  select_blas_kernels(argv);  // may re-execute with OPENBLAS_CORETYPE set (core/blas_kernels.h)
   CLI::App app{"Train a byte-level GPT with FSDP (fsdp-cpp)"};
   examples::GPTTrainConfig cfg;
   std::string export_path;

@@ -1,6 +1,7 @@
 #include <boost/test/unit_test.hpp>
 #include <thread>
 
+#include "core/blas_kernels.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -251,6 +252,21 @@ BOOST_AUTO_TEST_CASE(generator_state_save_restore) {
   }
   BOOST_TEST(std::abs(sum / n) < 0.05);
   BOOST_TEST(std::abs(sq / n - 1.0) < 0.05);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(blas_kernels)
+
+BOOST_AUTO_TEST_CASE(generic_openblas_cores_are_replaced_on_avx_cpus) {
+  BOOST_TEST(fsdp::better_openblas_coretype("Prescott", true, true).value_or("") == "SkylakeX");
+  BOOST_TEST(fsdp::better_openblas_coretype("prescott", false, true).value_or("") == "Haswell");
+  BOOST_TEST(fsdp::better_openblas_coretype("Nehalem", false, true).value_or("") == "Haswell");
+  BOOST_TEST(!fsdp::better_openblas_coretype("Prescott", false, false).has_value());
+  // A recognised CPU keeps OpenBLAS's choice.
+  BOOST_TEST(!fsdp::better_openblas_coretype("Haswell", true, true).has_value());
+  BOOST_TEST(!fsdp::better_openblas_coretype("Zen", false, true).has_value());
+  BOOST_TEST(!fsdp::better_openblas_coretype("SkylakeX", true, true).has_value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
