@@ -76,6 +76,10 @@ TABLE = [
     ([tmp], 1, tmp + ": cannot read the model file: it is a directory"),
     ([huge_number], 1, "huge_number.json:2:37: number overflow parsing '1e400'"),
     ([os.path.join(tmp, "missing.json")], 1, "cannot open the model file: No such file"),
+    # a place is named once (an input error inside a buffer is not wrapped again)
+    ([model_file("buf.json", '{"type": "A", "buffers": [{"name": "b", "shape": [1e3]}]}')], 1,
+     "error: " + os.path.join(tmp, "buf.json") + ": at module.buffers[0].shape: shape must be a "
+     "list of non-negative integers, got [1000.0]"),
 ]
 
 

@@ -219,6 +219,8 @@ class Builder {
       }
       try {
         m.register_parameter(name, t, requires_grad);
+      } catch (const InputError&) {
+        throw;  // already names the place
       } catch (const fsdp::Error& e) {
         fail(w, e.what());
       }
@@ -238,6 +240,8 @@ class Builder {
       if (auto ps = b.find("persistent"); ps != b.end() && ps->is_boolean()) persistent = *ps;
       try {
         m.register_buffer(name, empty(shape(b, w), TensorOptions(dtype(b, w), kMeta)), persistent);
+      } catch (const InputError&) {
+        throw;  // already names the place
       } catch (const fsdp::Error& e) {
         fail(w, e.what());
       }
@@ -350,6 +354,8 @@ class Builder {
       }
       try {
         f.module->register_module(name, child);
+      } catch (const InputError&) {
+        throw;  // already names the place
       } catch (const fsdp::Error& e) {
         fail(*cw, e.what());
       }
