@@ -19,8 +19,11 @@ starts from the same weights (train_gpt --steps 0 --save) and data, so the losse
 the same global batch agree: the table says by how much.
 
     bench/fsdp/bench_fsdp_train.py [--build build] [--steps 12] [--warmup 2] [--rounds 3]
+    bench/fsdp/bench_fsdp_train.py --show build/bench-results/fsdp_train.json
 
-Writes build/bench-results/fsdp_train.json (--json). Python's standard library only.
+Writes build/bench-results/fsdp_train.json (--json). Our runs get OPENBLAS_CORETYPE when
+OpenBLAS falls back to its Prescott kernels on a CPU that has better ones
+(--openblas-coretype; bench/fsdp/README.md says why). Python's standard library only.
 """
 import argparse
 import datetime
