@@ -141,3 +141,24 @@ BOOST_AUTO_TEST_CASE(policy_nesting_is_bounded) {
   // The policy is quoted by its first 200 characters.
   BOOST_TEST(m.find("--policy '" + nested("or(", "", "", 66) + "or...': ") == 0, m);
 }
+
+BOOST_AUTO_TEST_CASE(always_on_a_deep_chain_names_every_unit) {
+  // A 3000-deep chain under `always`: every module is a unit inside the one above it.
+  const int d = 3000;
+  std::string module = nested(R"({"type": "L", "params": [{"name": "w", "shape": [2]}], )"
+                              R"("children": [{"name": "c", "module": )",
+                              R"({"type": "L"})", "}]}", d);
+  PlanOptions o;
+  o.policy = parse_policy("always");
+  Plan p = make_plan(parse_model(std::string(kHead) + module + "}", "m.json").root, o);
+  BOOST_REQUIRE_EQUAL(p.units.size(), static_cast<std::size_t>(d + 1));
+  std::string deepest = "c";
+  for (int i = 1; i < d; ++i) deepest += ".c";
+  BOOST_TEST(p.units[0].fqn == deepest);  // construction order: the deepest first
+  BOOST_TEST(p.units[1].fqn == deepest.substr(0, deepest.size() - 2));
+  BOOST_TEST(p.units.back().fqn == "");
+  for (std::size_t k = 0; k + 1 < p.units.size(); ++k)
+    BOOST_TEST_REQUIRE(p.units[k].parent == static_cast<int>(k + 1));
+  BOOST_TEST(p.units.back().parent == -1);
+  BOOST_TEST(p.param_fqn(p.units[1].params.at(0)) == deepest.substr(0, deepest.size() - 2) + ".w");
+}

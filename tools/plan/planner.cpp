@@ -136,16 +136,22 @@ class Planner {
     // are spelled out only for the units.
     std::vector<const nn::Module*> modules;
     {
-      std::vector<std::pair<const nn::Module*, Reached>> stack{{root_.get(), {nullptr, nullptr}}};
+      std::vector<std::pair<const nn::Module*, Reached>> stack{
+          {root_.get(), {nullptr, nullptr, -1}}};
       while (!stack.empty()) {
         auto [m, how] = stack.back();
         stack.pop_back();
         if (!reached_.emplace(m, how).second) continue;
+        const auto index = static_cast<std::int64_t>(modules.size());
         modules.push_back(m);
+        parent_index_.push_back(how.parent_index);
+        slot_name_.push_back(how.name);
         const auto& slots = m->child_slots();
         for (auto it = slots.rbegin(); it != slots.rend(); ++it)
-          if (it->second) stack.push_back({it->second.get(), {m, &it->first}});
+          if (it->second) stack.push_back({it->second.get(), {m, &it->first, index}});
       }
+      for (std::size_t i = 0; i < modules.size(); ++i)
+        reached_[modules[i]].index = static_cast<std::int64_t>(i);
     }
     plan_.num_modules = modules.size();
     {
@@ -186,9 +192,10 @@ class Planner {
     lap("policy classes");
     wrap();
     lap("auto-wrap engine");
+    find_parents();
+    name_units();
     list_params();
     lap("unit parameters");
-    find_parents();
     for (auto& u : plan_.units) cost(u);
     totals();
     lap("costs");
@@ -255,7 +262,6 @@ class Planner {
       Unit u;
       u.index = plan_.units.size();
       u.module = r.module.get();
-      u.fqn = path_of(u.module);
       u.type = r.module->type_name();
       auto s = r.options.sharding_strategy.value_or(o_.sharding);
       u.sharding = plan_.sharding == ShardingStrategy::NO_SHARD ? plan_.sharding : s;
@@ -381,17 +387,43 @@ class Planner {
           u.fqn, u.type));
   }
 
-  // The nearest enclosing unit: up the path through which each unit was first reached.
+  std::int64_t index_of(const nn::Module* m) const { return reached_.at(m).index; }
+
+  // The nearest enclosing unit: up the path through which each unit was first reached; one pass
+  // over the modules in pre-order (a parent comes before its children), whatever the depth.
   void find_parents() {
-    for (auto& u : plan_.units) {
-      u.parent = -1;
-      for (auto it = reached_.find(u.module); it != reached_.end() && it->second.parent;
-           it = reached_.find(it->second.parent)) {
-        auto un = plan_.unit_of_module.find(it->second.parent);
-        if (un != plan_.unit_of_module.end()) {
-          u.parent = static_cast<int>(un->second);
-          break;
-        }
+    const std::size_t n = parent_index_.size();
+    std::vector<std::int64_t> unit_at(n, -1), enclosing(n, -1);
+    for (const auto& u : plan_.units)
+      unit_at[static_cast<std::size_t>(index_of(u.module))] = static_cast<std::int64_t>(u.index);
+    for (std::size_t i = 1; i < n; ++i) {
+      const auto p = static_cast<std::size_t>(parent_index_[i]);
+      enclosing[i] = unit_at[p] >= 0 ? unit_at[p] : enclosing[p];
+    }
+    for (auto& u : plan_.units)
+      u.parent = static_cast<int>(enclosing[static_cast<std::size_t>(index_of(u.module))]);
+  }
+
+  // Each unit's FQN: its enclosing unit's, then the path from that unit's module down; units in
+  // pre-order so that the enclosing one is named first. The work is the FQNs' total length.
+  void name_units() {
+    std::vector<std::size_t> order(plan_.units.size());
+    for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return index_of(plan_.units[a].module) < index_of(plan_.units[b].module);
+    });
+    std::vector<const std::string*> parts;
+    for (std::size_t k : order) {
+      Unit& u = plan_.units[k];
+      const std::int64_t stop = u.parent >= 0 ? index_of(plan_.units[u.parent].module) : 0;
+      parts.clear();
+      for (std::int64_t i = index_of(u.module); i != stop && i > 0;
+           i = parent_index_[static_cast<std::size_t>(i)])
+        parts.push_back(slot_name_[static_cast<std::size_t>(i)]);
+      u.fqn = u.parent >= 0 ? plan_.units[u.parent].fqn : std::string();
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+        if (!u.fqn.empty()) u.fqn += '.';
+        u.fqn += **it;
       }
     }
   }
@@ -520,23 +552,14 @@ class Planner {
   Ignored ignored_;
   struct Reached {
     const nn::Module* parent;
-    const std::string* name;  // the slot's name in parent
+    const std::string* name;    // the slot's name in parent
+    std::int64_t parent_index;  // the parent's pre-order index (-1 for the root)
+    std::int64_t index = -1;    // the module's own
   };
   std::unordered_map<const nn::Module*, Reached> reached_;
-  // The module's first path in pre-order ("" for the root).
-  std::string path_of(const nn::Module* m) const {
-    std::vector<const std::string*> parts;
-    for (auto it = reached_.find(m); it != reached_.end() && it->second.parent;
-         it = reached_.find(it->second.parent))
-      parts.push_back(it->second.name);
-    std::string out;
-    for (auto p = parts.rbegin(); p != parts.rend(); ++p) {
-      if (!out.empty()) out += '.';
-      out += **p;
-    }
-    return out;
-  }
-  std::vector<nn::ModulePtr> modules_;                   // per unit
+  std::vector<std::int64_t> parent_index_;     // per pre-order index
+  std::vector<const std::string*> slot_name_;  // per pre-order index (nullptr for the root)
+  std::vector<nn::ModulePtr> modules_;         // per unit
   std::unordered_set<const TensorImpl*> shared_params_;  // in more than one slot (tied)
   bool any_shared_module_ = false;                       // some module occupies more than one slot
   std::unordered_map<std::size_t, std::unordered_set<const nn::Module*>> subtree_;
