@@ -15,13 +15,13 @@
 
 namespace fsdp {
 
-namespace {
-
-std::string join_fqn(const std::string& a, const std::string& b) {
-  if (a.empty()) return b;
-  if (b.empty()) return a;
-  return a + "." + b;
+std::string join_fqn(const std::string& prefix, const std::string& name) {
+  if (prefix.empty()) return name;
+  if (name.empty()) return prefix;
+  return prefix + "." + name;
 }
+
+namespace {
 
 // The unit's FQN from the root (its runtime knows it once the root was initialised).
 std::string unit_prefix(FullyShardedDataParallel& root, FullyShardedDataParallel& unit) {
@@ -37,8 +37,9 @@ NamedTensors full_state_dict(FullyShardedDataParallel& root, bool rank0_only) {
   // The unwrapped model's order (module pre-order, then slot order), as PyTorch's state_dict:
   // gathering goes unit by unit, the result is sorted back.
   std::unordered_map<const nn::Module*, std::size_t> module_order;
-  root.visit_named_modules(
-      [&](const std::string&, const nn::ModulePtr& m) { module_order.emplace(m.get(), module_order.size()); });
+  root.visit_named_modules([&](const std::string&, const nn::ModulePtr& m) {
+    module_order.emplace(m.get(), module_order.size());
+  });
   std::vector<std::pair<std::size_t, std::pair<std::string, Tensor>>> ordered;
   NamedTensors out;
   for (auto* unit : root.fsdp_units()) {

@@ -6,19 +6,10 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "fsdp/attribute_forwarding.h"
+#include "fsdp/full_state_dict.h"
 #include "fsdp/runtime.h"
 
 namespace fsdp {
-
-namespace {
-
-std::string join_fqn(const std::string& a, const std::string& b) {
-  if (a.empty()) return b;
-  if (b.empty()) return a;
-  return a + "." + b;
-}
-
-}  // namespace
 
 std::vector<ParamShard> param_shards(FullyShardedDataParallel& root) {
   root.runtime().root_state();

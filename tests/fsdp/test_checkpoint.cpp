@@ -216,7 +216,7 @@ BOOST_AUTO_TEST_CASE(damaged_files_are_named) {
   index["model"]["3.weight"]["pieces"][0]["offset"] = 39;
   std::ofstream(ckpt2 / "index.json") << index.dump();
   try {
-    load(ckpt2.string(), 2, ShardingStrategy::FULL_SHARD, false);
+    load(ckpt2.string(), 1, ShardingStrategy::FULL_SHARD, false);  // reads every file
     BOOST_FAIL("an index with a piece outside its tensor loaded");
   } catch (const std::exception& e) {
     const std::string m = e.what();
