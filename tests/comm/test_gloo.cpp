@@ -128,3 +128,30 @@ BOOST_AUTO_TEST_CASE(tcp_store_port_in_use_is_a_clear_error) {
     BOOST_TEST(has(e.what(), std::to_string(port)));
   }
 }
+
+// Last in the file: the last rank ends its process. A peer that dies is reported as a failure
+// with the time it took to notice, not as the timeout (issue 12: "failed after 10000 ms").
+BOOST_AUTO_TEST_CASE(a_rank_that_dies_is_reported_as_failed_not_timed_out) {
+  InitOptions o;
+  o.timeout = 60s;
+  auto pg = world(o);
+  const int n = pg->size();
+  pg->barrier();  // every pair connected
+  if (pg->rank() == n - 1) {
+    std::fflush(nullptr);
+    std::_Exit(0);  // dies at once, closing its connections
+  }
+  float x = 1;
+  try {
+    pg->all_reduce(&x, 1, DType::Float32);
+    BOOST_ERROR("expected an error");
+  } catch (const CommTimeoutError& e) {
+    BOOST_ERROR("a dead peer reported as a timeout: " << e.what());
+  } catch (const CommError& e) {
+    BOOST_TEST_MESSAGE(e.what());
+    BOOST_TEST(has(e.what(), "all_reduce"));
+    BOOST_TEST(has(e.what(), " failed after "));
+    BOOST_TEST(has(e.what(), " ms (timeout 60000 ms)"));
+    BOOST_TEST(!has(e.what(), "after 60000 ms"));
+  }
+}
