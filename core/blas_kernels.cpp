@@ -35,8 +35,13 @@ void select_blas_kernels(char** argv) {
       better_openblas_coretype(chosen, __builtin_cpu_supports("avx512f"),
                                __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
   if (!better) return;
+  // The resolved path, not /proc/self/exe: the process keeps its name (ps, pgrep, mpirun logs).
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return;
+  path[n] = '\0';
   setenv("OPENBLAS_CORETYPE", better->c_str(), 1);
-  execv("/proc/self/exe", argv);
+  execv(path, argv);
   unsetenv("OPENBLAS_CORETYPE");  // exec failed: run on with OpenBLAS's own choice
 }
 
