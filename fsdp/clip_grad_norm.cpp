@@ -14,8 +14,8 @@ namespace fsdp {
 double clip_grad_norm_(FullyShardedDataParallel& root, double max_norm, double norm_type) {
   FSDP_CHECK(root.runtime().root_state().units.front() == &root.runtime(), RuntimeError,
              "clip_grad_norm_ should only be called on the root FSDP instance");
-  FSDP_CHECK(norm_type >= 1.0, ValueError,
-             "clip_grad_norm_: norm_type must be >= 1 or inf, got {}", norm_type);
+  FSDP_CHECK(norm_type >= 1.0, ValueError, "clip_grad_norm_: norm_type must be >= 1 or inf, got {}",
+             norm_type);
   const bool inf = std::isinf(norm_type);
   autograd::NoGradGuard no_grad;
   // Each rank's share of the norm: sharded gradients are summed over the shard group below;

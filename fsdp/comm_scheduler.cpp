@@ -1,10 +1,10 @@
 #include "fsdp/comm_scheduler.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <numeric>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -44,7 +44,9 @@ void CommScheduler::wait(comm::Work& work) {
   blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void CommScheduler::enqueue(PendingReduction r) { pending_.push_back(std::move(r)); }
+void CommScheduler::enqueue(PendingReduction r) {
+  pending_.push_back(std::move(r));
+}
 
 void CommScheduler::finish_front() {
   PendingReduction r = std::move(pending_.front());
@@ -60,8 +62,8 @@ void CommScheduler::finish_front() {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
   } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format("FSDP unit '{}': reduction of its gradient failed: {}",
-                                   r.unit, e.what()));
+    throw RuntimeError(
+        fmt::format("FSDP unit '{}': reduction of its gradient failed: {}", r.unit, e.what()));
   }
   if (r.postdivide != 1.0) mul_(r.output, 1.0 / r.postdivide);
   r.handle->accumulate_reduced_grad(r.output);

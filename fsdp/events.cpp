@@ -4,15 +4,21 @@ namespace fsdp {
 
 const char* to_string(RuntimeEvent::Kind kind) {
   switch (kind) {
-    case RuntimeEvent::Kind::Unshard: return "Unshard";
-    case RuntimeEvent::Kind::Prefetch: return "Prefetch";
-    case RuntimeEvent::Kind::Reshard: return "Reshard";
-    case RuntimeEvent::Kind::ReduceGrad: return "ReduceGrad";
+    case RuntimeEvent::Kind::Unshard:
+      return "Unshard";
+    case RuntimeEvent::Kind::Prefetch:
+      return "Prefetch";
+    case RuntimeEvent::Kind::Reshard:
+      return "Reshard";
+    case RuntimeEvent::Kind::ReduceGrad:
+      return "ReduceGrad";
   }
   return "?";
 }
 
-std::string RuntimeEvent::str() const { return std::string(to_string(kind)) + "(" + unit + ")"; }
+std::string RuntimeEvent::str() const {
+  return std::string(to_string(kind)) + "(" + unit + ")";
+}
 
 std::string to_string(const std::vector<RuntimeEvent>& events) {
   std::string out;

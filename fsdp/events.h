@@ -10,7 +10,7 @@ namespace fsdp {
 struct RuntimeEvent {
   enum class Kind { Unshard, Prefetch, Reshard, ReduceGrad };
   Kind kind;
-  std::string unit;  // the unit's FQN from the root ("" for the root, "blocks.0", ...)
+  std::string unit;         // the unit's FQN from the root ("" for the root, "blocks.0", ...)
   std::string str() const;  // "Unshard(blocks.0)", "Prefetch(blocks.1)", ...
   friend bool operator==(const RuntimeEvent&, const RuntimeEvent&) = default;
 };

@@ -19,9 +19,12 @@ Tensor flat_view(const Tensor& t, std::int64_t offset, std::int64_t numel) {
 }  // namespace
 
 FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
-                                 std::vector<SharedParamInfo> shared,
-                                 const FlatParamConfig& config, const std::string& unit_name)
-    : unit_name_(unit_name), config_(config), params_(std::move(params)), shared_(std::move(shared)) {
+                                 std::vector<SharedParamInfo> shared, const FlatParamConfig& config,
+                                 const std::string& unit_name)
+    : unit_name_(unit_name),
+      config_(config),
+      params_(std::move(params)),
+      shared_(std::move(shared)) {
   FSDP_CHECK(!params_.empty(), RuntimeError, "FlatParamHandle for unit '{}': no parameters",
              unit_name_);
   // Validation, as upstream's FlatParamHandle._init_flat_param_and_metadata.
@@ -31,8 +34,8 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
   bool any_requires_grad = false, all_require_grad = true;
   for (const auto& p : params_) {
     FSDP_CHECK(p.orig.is_floating_point(), ValueError,
-               "Cannot flatten integer dtype tensors (unit '{}', parameter '{}' is {})",
-               unit_name_, p.fqn, dtype_name(p.orig.dtype()));
+               "Cannot flatten integer dtype tensors (unit '{}', parameter '{}' is {})", unit_name_,
+               p.fqn, dtype_name(p.orig.dtype()));
     FSDP_CHECK(p.orig.dtype() == dtype_, ValueError,
                "Must flatten tensors with uniform dtype but got {} and {} (unit '{}', parameters "
                "'{}' and '{}')",
@@ -190,8 +193,8 @@ void FlatParamHandle::use_unsharded_param_views(const Tensor& full_grad) {
     p.module->set_parameter(p.name, p.orig);
     values.push_back(p.orig);
   }
-  for (const auto& sp : shared_) set_module_tensor(*sp.module, sp.name, values[sp.primary],
-                                                   config_.use_orig_params);
+  for (const auto& sp : shared_)
+    set_module_tensor(*sp.module, sp.name, values[sp.primary], config_.use_orig_params);
 }
 
 void FlatParamHandle::write_back_unsharded() {
@@ -224,8 +227,8 @@ void FlatParamHandle::use_sharded_views() {
     auto& p = params_[i];
     if (layout_.sharded) {
       const ShardParamInfo info = layout_.shard_info(i, config_.rank);
-      p.orig.set_data(flat_view(local_shard_, info.in_shard ? info.offset_in_shard : 0,
-                                info.numel_in_shard));
+      p.orig.set_data(
+          flat_view(local_shard_, info.in_shard ? info.offset_in_shard : 0, info.numel_in_shard));
     } else {
       p.orig.set_data(
           make_view(local_shard_, p.shape, contiguous_strides(p.shape), layout_.offsets[i]));

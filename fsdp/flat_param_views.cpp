@@ -61,8 +61,8 @@ std::vector<Tensor> flat_param_views(const Tensor& flat, const std::vector<Shape
                               flat.storage_offset() + offsets[i]));
   }
   if (autograd::any_requires_grad({flat})) {
-    auto node = std::make_shared<FlatParamViewsBackward>(flat.numel(), flat.dtype(), shapes,
-                                                         offsets);
+    auto node =
+        std::make_shared<FlatParamViewsBackward>(flat.numel(), flat.dtype(), shapes, offsets);
     autograd::set_history({flat}, views, node);
   }
   return views;

@@ -321,7 +321,9 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
   return handle;
 }
 
-FlatParamHandle* FullyShardedDataParallel::handle() const { return runtime_->handle(); }
+FlatParamHandle* FullyShardedDataParallel::handle() const {
+  return runtime_->handle();
+}
 
 std::vector<FullyShardedDataParallel*> FullyShardedDataParallel::fsdp_units() {
   std::vector<FullyShardedDataParallel*> units;
@@ -347,7 +349,9 @@ const std::vector<RuntimeEvent>& FullyShardedDataParallel::runtime_events() {
   return runtime_->root_state().events;
 }
 
-void FullyShardedDataParallel::clear_runtime_events() { runtime_->root_state().events.clear(); }
+void FullyShardedDataParallel::clear_runtime_events() {
+  runtime_->root_state().events.clear();
+}
 
 double FullyShardedDataParallel::exposed_comm_seconds() {
   return runtime_->root_state().comm.blocked_seconds();

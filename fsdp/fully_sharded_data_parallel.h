@@ -14,10 +14,10 @@
 #include <string>
 
 #include "comm/process_group.h"
-#include "fsdp/events.h"
-#include "fsdp/flat_param.h"
 #include "core/module.h"
 #include "core/traversal/module_sets.h"
+#include "fsdp/events.h"
+#include "fsdp/flat_param.h"
 #include "policies/options.h"
 #include "policies/wrapper_fn.h"
 

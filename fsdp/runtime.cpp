@@ -7,8 +7,8 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/multi_grad_hook.h"
-#include "core/warnings.h"
 #include "core/ops.h"
+#include "core/warnings.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 
@@ -150,8 +150,9 @@ void UnitRuntime::lazy_init() {
     offload = offload || u->owner_.cpu_offload().offload_params;
   }
   if (mixed)
-    warn("FSDP: mixed_precision is not applied yet: parameters, gradients and reductions stay in "
-         "the parameters' dtype");
+    warn(
+        "FSDP: mixed_precision is not applied yet: parameters, gradients and reductions stay in "
+        "the parameters' dtype");
   if (offload)
     warn("FSDP: cpu_offload is not applied yet (parameters already live in host memory on CPU)");
 }
@@ -174,9 +175,10 @@ void UnitRuntime::unshard(bool prefetch) {
   try {
     h->wait_unshard([this](comm::Work& w) { state_->comm.wait(w); });
   } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format("FSDP unit '{}' on rank {}: all-gather of its parameters "
-                                   "failed: {}",
-                                   fqn_, config_.shard_group->rank(), e.what()));
+    throw RuntimeError(
+        fmt::format("FSDP unit '{}' on rank {}: all-gather of its parameters "
+                    "failed: {}",
+                    fqn_, config_.shard_group->rank(), e.what()));
   }
 }
 
@@ -295,13 +297,12 @@ void UnitRuntime::post_backward() {
     auto& queue = st.comm.reduce_queue(config_.shard_group);
     if (h->sharded()) {
       r.output = empty({h->layout().shard_numel}, TensorOptions(g.dtype()));
-      r.work = queue.reduce_scatter_async(g.data_ptr(), r.output.data_ptr(),
-                                          static_cast<std::size_t>(h->layout().shard_numel),
-                                          g.dtype());
+      r.work =
+          queue.reduce_scatter_async(g.data_ptr(), r.output.data_ptr(),
+                                     static_cast<std::size_t>(h->layout().shard_numel), g.dtype());
     } else {
       r.output = g;
-      r.work = queue.all_reduce_async(g.data_ptr(), static_cast<std::size_t>(g.numel()),
-                                      g.dtype());
+      r.work = queue.all_reduce_async(g.data_ptr(), static_cast<std::size_t>(g.numel()), g.dtype());
     }
   } else {
     r.output = h->sharded() ? g.narrow(0, 0, h->layout().shard_numel).contiguous() : g;
@@ -336,8 +337,8 @@ void UnitRuntime::register_reshard_only_hook(const nn::Args& args) {
   for (const auto& v : args.positional) nn::map_tensors(v, collect);
   for (const auto& [k, v] : args.kwargs) nn::map_tensors(v, collect);
   if (inputs.empty()) return;
-  autograd::register_multi_grad_hook(inputs,
-                                     [this](const std::vector<Tensor>&) { post_backward_reshard_only(); });
+  autograd::register_multi_grad_hook(
+      inputs, [this](const std::vector<Tensor>&) { post_backward_reshard_only(); });
 }
 
 nn::Value UnitRuntime::forward(nn::Module& module, const nn::Args& args) {

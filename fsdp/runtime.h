@@ -86,8 +86,8 @@ class UnitRuntime {
 struct RootState {
   std::vector<UnitRuntime*> units;          // pre-order, the root first
   std::vector<UnitRuntime*> forward_order;  // units with parameters, as first run
-  bool order_recorded = false;  // after the first iteration the order is fixed
-  bool sync_gradients = true;   // false inside no_sync()
+  bool order_recorded = false;              // after the first iteration the order is fixed
+  bool sync_gradients = true;               // false inside no_sync()
   bool final_callback_queued = false;
   bool record_events = true;
   std::vector<RuntimeEvent> events;

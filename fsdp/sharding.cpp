@@ -2,7 +2,9 @@
 
 namespace fsdp {
 
-bool is_sharded(ShardingStrategy s) { return s != ShardingStrategy::NO_SHARD; }
+bool is_sharded(ShardingStrategy s) {
+  return s != ShardingStrategy::NO_SHARD;
+}
 
 bool reshards_after_forward(ShardingStrategy s) {
   return s == ShardingStrategy::FULL_SHARD || s == ShardingStrategy::HYBRID_SHARD;

@@ -6,8 +6,8 @@
 
 namespace fsdp {
 
-SummonFullParams::SummonFullParams(FullyShardedDataParallel& root, bool writeback,
-                                   bool rank0_only, bool with_grads)
+SummonFullParams::SummonFullParams(FullyShardedDataParallel& root, bool writeback, bool rank0_only,
+                                   bool with_grads)
     : writeback_(writeback), kept_(!rank0_only || root.rank() == 0) {
   FSDP_CHECK(!(writeback && rank0_only), ValueError,
              "writeback=True and rank0_only=True is not supported, as model parameter shapes "

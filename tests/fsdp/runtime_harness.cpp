@@ -20,9 +20,8 @@ void on_ranks(int world, const std::function<void(std::shared_ptr<comm::ProcessG
 
 nn::ModulePtr mlp(std::uint64_t seed) {
   manual_seed(seed);
-  auto inner = std::make_shared<nn::Sequential>(
-      std::initializer_list<nn::ModulePtr>{std::make_shared<nn::Linear>(10, 10),
-                                           std::make_shared<nn::ReLU>()});
+  auto inner = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(10, 10), std::make_shared<nn::ReLU>()});
   return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
       std::make_shared<nn::Linear>(6, 10), std::make_shared<nn::ReLU>(), inner,
       std::make_shared<nn::Linear>(10, 4)});

@@ -37,7 +37,7 @@ std::shared_ptr<FullyShardedDataParallel> wrap_mlp(const nn::ModulePtr& model,
                                                    const RunOptions& o);
 
 struct RunResult {
-  std::vector<double> losses;  // global mean per step
+  std::vector<double> losses;                                       // global mean per step
   std::vector<std::pair<std::string, std::vector<double>>> params;  // final, by FQN
 };
 // Trains the MLP sharded on `world` ranks (result of rank 0) or, with world 0, the plain model

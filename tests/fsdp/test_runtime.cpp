@@ -4,18 +4,17 @@
 #define BOOST_TEST_MODULE fsdp_runtime
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <map>
 
 #include "comm/fake/fake_process_group.h"
 #include "comm/threads/run_threads.h"
 #include "core/autograd.h"
-#include "core/random.h"
-#include "core/ops.h"
 #include "core/error.h"
 #include "core/nn/nn.h"
+#include "core/ops.h"
 #include "core/optim/optim.h"
+#include "core/random.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/flat_param_layout.h"
 #include "fsdp/full_state_dict.h"
@@ -29,7 +28,9 @@ using namespace fsdp::testing;
 namespace bdata = boost::unit_test::data;
 
 namespace fsdp::policies {
-std::ostream& operator<<(std::ostream& os, ShardingStrategy s) { return os << to_string(s); }
+std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
+  return os << to_string(s);
+}
 }  // namespace fsdp::policies
 
 namespace {
@@ -232,7 +233,8 @@ std::vector<std::pair<std::string, std::vector<double>>> accumulate(bool sharded
   std::vector<std::pair<std::string, std::vector<double>>> params;
   auto batch = [](int micro, std::int64_t rows) {
     Generator gen(50 + static_cast<std::uint64_t>(micro));
-    std::vector<double> x(static_cast<std::size_t>(rows * 6)), y(static_cast<std::size_t>(rows * 4));
+    std::vector<double> x(static_cast<std::size_t>(rows * 6)),
+        y(static_cast<std::size_t>(rows * 4));
     for (auto& v : x) v = gen.uniform();
     for (auto& v : y) v = gen.uniform();
     return std::make_pair(from_vector(x, {rows, 6}), from_vector(y, {rows, 4}));
@@ -262,7 +264,8 @@ std::vector<std::pair<std::string, std::vector<double>>> accumulate(bool sharded
         fsdp->clear_runtime_events();
         run();
         for (const auto& e : fsdp->runtime_events())
-          BOOST_TEST((e.kind != RuntimeEvent::Kind::ReduceGrad), "reduced under no_sync: " << e.str());
+          BOOST_TEST((e.kind != RuntimeEvent::Kind::ReduceGrad),
+                     "reduced under no_sync: " << e.str());
       } else {
         run();
       }
@@ -386,8 +389,9 @@ BOOST_AUTO_TEST_CASE(flattening_validations) {
   Tensor w = mixed->child("1")->param("weight");
   w.requires_grad_(false);
   BOOST_CHECK_EXCEPTION(FullyShardedDataParallel::make(mixed, o), ValueError, [](const auto& e) {
-    return std::string(e.what()).find("Must flatten tensors with uniform `requires_grad` when "
-                                      "`use_orig_params=False`") != std::string::npos;
+    return std::string(e.what()).find(
+               "Must flatten tensors with uniform `requires_grad` when "
+               "`use_orig_params=False`") != std::string::npos;
   });
   auto dtypes = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
       std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::Linear>(2, 2)});
@@ -441,8 +445,8 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(init_and_summon)
 
-BOOST_DATA_TEST_CASE(summon_full_params_reads_writes_back_and_gives_grads, bdata::make({false, true}),
-                     orig) {
+BOOST_DATA_TEST_CASE(summon_full_params_reads_writes_back_and_gives_grads,
+                     bdata::make({false, true}), orig) {
   auto plain = mlp(7);
   const std::vector<double> w0 = plain->child("0")->param("weight").to_vector();
   Tensor x = from_vector(std::vector<double>(24, 0.25), {4, 6});
@@ -474,9 +478,9 @@ BOOST_DATA_TEST_CASE(summon_full_params_reads_writes_back_and_gives_grads, bdata
       Tensor w = model->child("0")->param("weight");
       w.fill_(0.5);
     }
-    BOOST_TEST(full_state_dict(*fsdp, false).front().second.to_vector() ==
-                   std::vector<double>(60, 0.5),
-               boost::test_tools::per_element());
+    BOOST_TEST(
+        full_state_dict(*fsdp, false).front().second.to_vector() == std::vector<double>(60, 0.5),
+        boost::test_tools::per_element());
     BOOST_CHECK_THROW(SummonFullParams(*fsdp, true, /*rank0_only=*/true), ValueError);
     // Training goes on after a summon: the shards are used again.
     (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
@@ -511,7 +515,8 @@ BOOST_DATA_TEST_CASE(meta_init_equals_eager_init, bdata::make({false, true}), or
       fsdp = FullyShardedDataParallel::make(model, o);
     }
     // Each rank keeps its shards only (half of the 105 elements, padded).
-    BOOST_TEST(stats->current_bytes.load() <= static_cast<std::int64_t>((30 + 42 + 21) / 2 + 3) * 4);
+    BOOST_TEST(stats->current_bytes.load() <=
+               static_cast<std::int64_t>((30 + 42 + 21) / 2 + 3) * 4);
     for (const auto& [n, t] : full_state_dict(*fsdp, false))
       BOOST_TEST(t.to_vector() == want.at(n), boost::test_tools::per_element());
   });
@@ -555,7 +560,8 @@ BOOST_DATA_TEST_CASE(a_frozen_unit_reshards_after_its_backward, bdata::make({fal
     const std::string backward = events.substr(events.find("ReduceGrad(3)"));
     BOOST_TEST(backward.find("Reshard(2)") < backward.find("ReduceGrad()"), events);
     for (const auto& [n, t] : full_state_dict(*fsdp, false))
-      BOOST_TEST(t.to_vector() == want.at(n), boost::test_tools::tolerance(1e-5) << boost::test_tools::per_element());
+      BOOST_TEST(t.to_vector() == want.at(n), boost::test_tools::tolerance(1e-5)
+                                                  << boost::test_tools::per_element());
   });
 }
 

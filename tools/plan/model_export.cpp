@@ -44,7 +44,8 @@ class Exporter {
     json buffers = json::array();
     for (const auto& [name, b] : m.buffer_slots())
       if (b.defined())
-        buffers.push_back({{"name", name}, {"shape", b.shape()}, {"dtype", std::string(dtype_name(b.dtype()))}});
+        buffers.push_back(
+            {{"name", name}, {"shape", b.shape()}, {"dtype", std::string(dtype_name(b.dtype()))}});
     out["buffers"] = buffers;
     json children = json::array();
     for (const auto& [name, child] : m.child_slots())
