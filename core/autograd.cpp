@@ -35,8 +35,12 @@ const char* kFreedGraphMessage =
     "backward.";
 }  // namespace
 
-bool is_grad_enabled() { return t_grad_enabled; }
-void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
+bool is_grad_enabled() {
+  return t_grad_enabled;
+}
+void set_grad_enabled(bool enabled) {
+  t_grad_enabled = enabled;
+}
 
 // --- Node
 Node::Node() : sequence_nr_(g_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
@@ -129,10 +133,16 @@ variable_list AccumulateGrad::apply(variable_list&& grad_outputs) {
 SavedTensorHooksGuard::SavedTensorHooksGuard(SavedTensorHooks hooks) {
   t_saved_hooks.push_back(std::move(hooks));
 }
-SavedTensorHooksGuard::~SavedTensorHooksGuard() { t_saved_hooks.pop_back(); }
+SavedTensorHooksGuard::~SavedTensorHooksGuard() {
+  t_saved_hooks.pop_back();
+}
 
-DisableSavedTensorHooksGuard::DisableSavedTensorHooksGuard() { saved_.swap(t_saved_hooks); }
-DisableSavedTensorHooksGuard::~DisableSavedTensorHooksGuard() { saved_.swap(t_saved_hooks); }
+DisableSavedTensorHooksGuard::DisableSavedTensorHooksGuard() {
+  saved_.swap(t_saved_hooks);
+}
+DisableSavedTensorHooksGuard::~DisableSavedTensorHooksGuard() {
+  saved_.swap(t_saved_hooks);
+}
 
 SavedTensor::SavedTensor(const Tensor& t) {
   if (!t.defined()) return;
@@ -248,7 +258,9 @@ class GraphRoot final : public Node {
 };
 
 struct ReadyCompare {
-  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+  bool operator()(const Node* a, const Node* b) const {
+    return a->sequence_nr() < b->sequence_nr();
+  }
 };
 
 // Captures gradients flowing into given edges instead of running accumulators (autograd.grad).
@@ -269,9 +281,10 @@ void run_engine(const variable_list& roots, const variable_list& grad_roots, boo
                "element {} of tensors does not require grad and does not have a grad_fn", i);
     Tensor g = i < grad_roots.size() ? grad_roots[i] : Tensor();
     if (!g.defined()) {
-      FSDP_CHECK(r.numel() == 1, RuntimeError,
-                 "grad can be implicitly created only for scalar outputs (got a tensor of shape {})",
-                 shape_str(r.shape()));
+      FSDP_CHECK(
+          r.numel() == 1, RuntimeError,
+          "grad can be implicitly created only for scalar outputs (got a tensor of shape {})",
+          shape_str(r.shape()));
       g = ones_like(r);
     } else {
       FSDP_CHECK(g.shape() == r.shape(), RuntimeError,
@@ -341,8 +354,10 @@ void run_engine(const variable_list& roots, const variable_list& grad_roots, boo
       if (buf.size() < next->num_outputs()) buf.resize(next->num_outputs());
       if (i < outputs.size() && outputs[i].defined()) {
         Tensor& slot = buf[e.input_nr];
-        if (!slot.defined()) slot = outputs[i];
-        else slot = add(slot, outputs[i]);
+        if (!slot.defined())
+          slot = outputs[i];
+        else
+          slot = add(slot, outputs[i]);
       }
       if (--deps[next] == 0) {
         keep_alive.push_back(e.fn);
@@ -369,8 +384,7 @@ variable_list grad(const variable_list& outputs, const variable_list& inputs,
   Capture capture;
   capture.grads.resize(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    FSDP_CHECK(inputs[i].requires_grad(), RuntimeError,
-               "grad: input {} does not require grad", i);
+    FSDP_CHECK(inputs[i].requires_grad(), RuntimeError, "grad: input {} does not require grad", i);
     Edge e = gradient_edge(inputs[i]);
     capture.at[e.fn.get()].push_back({e.input_nr, i});
   }
@@ -385,9 +399,13 @@ void queue_callback(std::function<void()> callback) {
   t_backward->callbacks.push_back(std::move(callback));
 }
 
-bool in_backward() { return t_backward != nullptr; }
+bool in_backward() {
+  return t_backward != nullptr;
+}
 
-std::uint64_t current_graph_task_id() { return t_backward ? t_backward->id : 0; }
+std::uint64_t current_graph_task_id() {
+  return t_backward ? t_backward->id : 0;
+}
 
 bool will_execute(const Node* node) {
   if (!t_backward || !node) return false;

@@ -155,8 +155,8 @@ class SavedTensor {
 };
 
 // Generic node: saves tensors, calls fn(saved, grad_outputs) in backward.
-using BackwardFn = std::function<variable_list(const variable_list& saved,
-                                               const variable_list& grad_outputs)>;
+using BackwardFn =
+    std::function<variable_list(const variable_list& saved, const variable_list& grad_outputs)>;
 class FunctionNode final : public Node {
  public:
   FunctionNode(std::string name, const variable_list& to_save, BackwardFn fn);

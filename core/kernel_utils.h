@@ -19,31 +19,46 @@ struct BFloat16 {
 
 template <typename T>
 inline double to_double(T v) {
-  if constexpr (std::is_same_v<T, Half>) return half_to_float(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>) return bf16_to_float(v.bits);
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, Half>)
+    return half_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return bf16_to_float(v.bits);
+  else
+    return static_cast<double>(v);
 }
 
 template <typename T>
 inline T from_double(double v) {
-  if constexpr (std::is_same_v<T, Half>) return Half{float_to_half(static_cast<float>(v))};
-  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{float_to_bf16(static_cast<float>(v))};
-  else if constexpr (std::is_same_v<T, bool>) return v != 0.0;
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, Half>)
+    return Half{float_to_half(static_cast<float>(v))};
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BFloat16{float_to_bf16(static_cast<float>(v))};
+  else if constexpr (std::is_same_v<T, bool>)
+    return v != 0.0;
+  else
+    return static_cast<T>(v);
 }
 
 // f.template operator()<T>() for the C++ type T of `dtype`.
 template <typename F>
 decltype(auto) dispatch_all(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::Float16: return f.template operator()<Half>();
-    case DType::BFloat16: return f.template operator()<BFloat16>();
-    case DType::Int64: return f.template operator()<std::int64_t>();
-    case DType::Int32: return f.template operator()<std::int32_t>();
-    case DType::UInt8: return f.template operator()<std::uint8_t>();
-    case DType::Bool: return f.template operator()<bool>();
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    case DType::Float16:
+      return f.template operator()<Half>();
+    case DType::BFloat16:
+      return f.template operator()<BFloat16>();
+    case DType::Int64:
+      return f.template operator()<std::int64_t>();
+    case DType::Int32:
+      return f.template operator()<std::int32_t>();
+    case DType::UInt8:
+      return f.template operator()<std::uint8_t>();
+    case DType::Bool:
+      return f.template operator()<bool>();
   }
   throw TypeError("unknown dtype");
 }
@@ -52,8 +67,10 @@ decltype(auto) dispatch_all(DType dtype, F&& f) {
 template <typename F>
 decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
     default:
       throw TypeError(fmt::format("{}: not implemented for dtype {} (expected float32 or float64)",
                                   op, dtype_name(dtype)));
@@ -61,9 +78,8 @@ decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
 }
 
 inline double load_double(const void* base, DType dtype, std::int64_t index) {
-  return dispatch_all(dtype, [&]<typename T>() {
-    return to_double(static_cast<const T*>(base)[index]);
-  });
+  return dispatch_all(dtype,
+                      [&]<typename T>() { return to_double(static_cast<const T*>(base)[index]); });
 }
 inline void store_double(void* base, DType dtype, std::int64_t index, double v) {
   dispatch_all(dtype, [&]<typename T>() { static_cast<T*>(base)[index] = from_double<T>(v); });
@@ -81,7 +97,8 @@ void for_each_offset(const Shape& sizes, const Shape& strides, F&& f) {
     return;
   }
   std::int64_t counter[16] = {0};
-  FSDP_CHECK(nd <= 16, ValueError, "tensors of more than 16 dimensions are not supported (got {})", nd);
+  FSDP_CHECK(nd <= 16, ValueError, "tensors of more than 16 dimensions are not supported (got {})",
+             nd);
   const std::int64_t inner = sizes[nd - 1], inner_stride = strides[nd - 1];
   std::int64_t base = 0;
   while (true) {
@@ -122,7 +139,8 @@ void for_each_offset2(const Shape& sizes, const Shape& sa, const Shape& sb, F&& 
     f(std::int64_t{0}, std::int64_t{0});
     return;
   }
-  FSDP_CHECK(nd <= 16, ValueError, "tensors of more than 16 dimensions are not supported (got {})", nd);
+  FSDP_CHECK(nd <= 16, ValueError, "tensors of more than 16 dimensions are not supported (got {})",
+             nd);
   std::int64_t counter[16] = {0};
   const std::int64_t inner = sizes[nd - 1], ia = sa[nd - 1], ib = sb[nd - 1];
   std::int64_t a = 0, b = 0;

@@ -15,7 +15,8 @@ class CpuAllocator final : public Allocator {
     if (nbytes == 0) return nullptr;
     std::size_t rounded = (nbytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
-    if (!p) throw RuntimeError(fmt::format("cpu allocator: out of memory allocating {} bytes", nbytes));
+    if (!p)
+      throw RuntimeError(fmt::format("cpu allocator: out of memory allocating {} bytes", nbytes));
     return p;
   }
   void deallocate(void* ptr, std::size_t, Device) override { std::free(ptr); }
@@ -36,10 +37,10 @@ Allocator* allocator_for(Device device) {
     throw RuntimeError("meta tensors have no storage: cannot allocate data on the meta device");
   Allocator* a = g_allocators[static_cast<int>(device.type)];
   if (!a)
-    throw RuntimeError(fmt::format(
-        "no allocator for device {}: this build has no CUDA support (reconfigure with "
-        "-Dcuda=enabled on a machine with the CUDA toolkit)",
-        device.str()));
+    throw RuntimeError(
+        fmt::format("no allocator for device {}: this build has no CUDA support (reconfigure with "
+                    "-Dcuda=enabled on a machine with the CUDA toolkit)",
+                    device.str()));
   return a;
 }
 
@@ -52,7 +53,9 @@ Storage::Storage(std::size_t nbytes, Device device) : device_(device) {
   resize(nbytes);
 }
 
-Storage::~Storage() { release(); }
+Storage::~Storage() {
+  release();
+}
 
 void Storage::release() {
   if (device_.is_meta() || !data_) {

@@ -27,7 +27,8 @@ std::vector<std::string> c3_merge(const std::string& name,
   seqs.push_back(direct);
   std::vector<std::string> out{name};
   while (true) {
-    seqs.erase(std::remove_if(seqs.begin(), seqs.end(), [](auto& s) { return s.empty(); }), seqs.end());
+    seqs.erase(std::remove_if(seqs.begin(), seqs.end(), [](auto& s) { return s.empty(); }),
+               seqs.end());
     if (seqs.empty()) return out;
     std::string pick;
     for (const auto& s : seqs) {
@@ -62,8 +63,8 @@ const ModuleClass& ModuleClass::from_names(const std::string& name,
 
 const ModuleClass& ModuleClass::get(const std::string& name,
                                     std::initializer_list<const ModuleClass*> bases) {
-  std::vector<std::string> mro = bases.size() == 0 ? std::vector<std::string>{name}
-                                                   : c3_merge(name, bases);
+  std::vector<std::string> mro =
+      bases.size() == 0 ? std::vector<std::string>{name} : c3_merge(name, bases);
   std::lock_guard<std::mutex> lock(g_class_mutex);
   auto& slot = class_registry()[mro];
   if (!slot) slot = std::make_unique<ModuleClass>(mro);
@@ -157,9 +158,12 @@ const std::pair<Module::SlotKind, std::size_t>* Module::find_slot(const std::str
 
 void Module::rebuild_index() {
   index_ = std::make_unique<std::unordered_map<std::string, std::pair<SlotKind, std::size_t>>>();
-  for (std::size_t i = 0; i < children_.size(); ++i) index_->emplace(children_[i].first, std::make_pair(SlotKind::Child, i));
-  for (std::size_t i = 0; i < params_.size(); ++i) index_->emplace(params_[i].first, std::make_pair(SlotKind::Param, i));
-  for (std::size_t i = 0; i < buffers_.size(); ++i) index_->emplace(buffers_[i].first, std::make_pair(SlotKind::Buffer, i));
+  for (std::size_t i = 0; i < children_.size(); ++i)
+    index_->emplace(children_[i].first, std::make_pair(SlotKind::Child, i));
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    index_->emplace(params_[i].first, std::make_pair(SlotKind::Param, i));
+  for (std::size_t i = 0; i < buffers_.size(); ++i)
+    index_->emplace(buffers_[i].first, std::make_pair(SlotKind::Buffer, i));
 }
 
 void Module::index_slot(const std::string& name, SlotKind kind, std::size_t index) {
@@ -171,7 +175,8 @@ void Module::index_slot(const std::string& name, SlotKind kind, std::size_t inde
 }
 
 void Module::check_new_name(const std::string& name, const char* what) const {
-  FSDP_CHECK(!name.empty(), KeyError, "{} name can't be empty string \"\" (in {})", what, type_name());
+  FSDP_CHECK(!name.empty(), KeyError, "{} name can't be empty string \"\" (in {})", what,
+             type_name());
   FSDP_CHECK(name.find('.') == std::string::npos, KeyError,
              "{} name can't contain \".\", got: {} (in {})", what, name, type_name());
   for (const auto& [n, t] : tensor_attrs_)
@@ -183,9 +188,10 @@ void Module::check_new_name(const std::string& name, const char* what) const {
     const char* kind = slot->first == SlotKind::Child   ? "child module"
                        : slot->first == SlotKind::Param ? "parameter"
                                                         : "buffer";
-    throw KeyError(fmt::format("attribute '{}' already exists as a {} of {}: cannot register a {} "
-                               "with the same name",
-                               name, kind, type_name(), what));
+    throw KeyError(
+        fmt::format("attribute '{}' already exists as a {} of {}: cannot register a {} "
+                    "with the same name",
+                    name, kind, type_name(), what));
   }
 }
 
@@ -203,8 +209,8 @@ void Module::replace_child(const std::string& name, ModulePtr child) {
 }
 
 void Module::replace_child_at(std::size_t index, ModulePtr child) {
-  FSDP_CHECK(index < children_.size(), IndexError, "{} has no child slot {} (it has {})", type_name(),
-             index, children_.size());
+  FSDP_CHECK(index < children_.size(), IndexError, "{} has no child slot {} (it has {})",
+             type_name(), index, children_.size());
   children_[index].second = std::move(child);
 }
 
@@ -279,7 +285,8 @@ void Module::visit_named_modules(
     Item item = std::move(stack.back());
     stack.pop_back();
     if (remove_duplicate && !memo.insert(item.module.get()).second) continue;
-    if (item.segment) {  // everything handled since the push lies under the parent: its path is intact
+    if (item.segment) {  // everything handled since the push lies under the parent: its path is
+                         // intact
       path.resize(item.parent_len);
       if (!path.empty()) path += '.';
       path += *item.segment;
@@ -305,7 +312,8 @@ ModulePtr Module::get_submodule(const std::string& path) {
   std::string walked;
   while (start <= path.size()) {
     std::size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (!m->has_child(part) || !m->child(part))
       throw KeyError(fmt::format("{} has no attribute `{}` (while resolving '{}')",
                                  walked.empty() ? m->type_name() : walked, part, path));
@@ -357,8 +365,8 @@ const Tensor& Module::param(const std::string& name) const {
 const Tensor& Module::buffer(const std::string& name) const {
   for (const auto& [n, b] : buffers_)
     if (n == name) return b;
-  throw KeyError(fmt::format("{} has no buffer '{}' (buffers: {})", type_name(), name,
-                             list_names(buffers_)));
+  throw KeyError(
+      fmt::format("{} has no buffer '{}' (buffers: {})", type_name(), name, list_names(buffers_)));
 }
 
 void Module::set_parameter(const std::string& name, Tensor p) {
@@ -397,8 +405,8 @@ bool Module::has_tensor_attribute(const std::string& name) const {
 const Tensor& Module::tensor_attribute(const std::string& name) const {
   for (const auto& [n, t] : tensor_attrs_)
     if (n == name) return t;
-  throw KeyError(fmt::format("{} has no tensor attribute '{}' (tensor attributes: {})",
-                             type_name(), name, list_names(tensor_attrs_)));
+  throw KeyError(fmt::format("{} has no tensor attribute '{}' (tensor attributes: {})", type_name(),
+                             name, list_names(tensor_attrs_)));
 }
 
 Tensor Module::remove_tensor_attribute(const std::string& name) {
@@ -462,8 +470,10 @@ std::vector<Tensor> Module::parameters(bool recurse) {
     for (const auto& [n, p] : m.params_)
       if (p.defined() && memo.insert(p.impl()).second) out.push_back(p);
   };
-  if (!recurse) visit(*this);
-  else for (auto& m : modules()) visit(*m);
+  if (!recurse)
+    visit(*this);
+  else
+    for (auto& m : modules()) visit(*m);
   return out;
 }
 
@@ -498,7 +508,8 @@ std::vector<std::pair<std::string, Tensor>> Module::state_dict(const std::string
   return out;
 }
 
-void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state, bool strict) {
+void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state,
+                             bool strict) {
   auto own = state_dict();
   std::map<std::string, Tensor> given(state.begin(), state.end());
   std::vector<std::string> missing, unexpected;
@@ -567,15 +578,19 @@ Value Module::operator()(const Args& args_in) {
 
 HookHandle Module::register_forward_pre_hook(ForwardPreHook hook, bool prepend) {
   auto alive = std::make_shared<bool>(true);
-  if (prepend) pre_hooks_.insert(pre_hooks_.begin(), {alive, std::move(hook)});
-  else pre_hooks_.emplace_back(alive, std::move(hook));
+  if (prepend)
+    pre_hooks_.insert(pre_hooks_.begin(), {alive, std::move(hook)});
+  else
+    pre_hooks_.emplace_back(alive, std::move(hook));
   return HookHandle(alive);
 }
 
 HookHandle Module::register_forward_hook(ForwardHook hook, bool prepend) {
   auto alive = std::make_shared<bool>(true);
-  if (prepend) hooks_.insert(hooks_.begin(), {alive, std::move(hook)});
-  else hooks_.emplace_back(alive, std::move(hook));
+  if (prepend)
+    hooks_.insert(hooks_.begin(), {alive, std::move(hook)});
+  else
+    hooks_.emplace_back(alive, std::move(hook));
   return HookHandle(alive);
 }
 
@@ -589,9 +604,11 @@ Module& Module::to(DType dtype) {
   autograd::NoGradGuard no_grad;
   for (auto& m : modules()) {
     for (auto& [n, p] : m->params_)
-      if (p.defined() && p.is_floating_point() && p.dtype() != dtype) p.set_data(p.detach().to(dtype));
+      if (p.defined() && p.is_floating_point() && p.dtype() != dtype)
+        p.set_data(p.detach().to(dtype));
     for (auto& [n, b] : m->buffers_)
-      if (b.defined() && b.is_floating_point() && b.dtype() != dtype) b.set_data(b.detach().to(dtype));
+      if (b.defined() && b.is_floating_point() && b.dtype() != dtype)
+        b.set_data(b.detach().to(dtype));
   }
   return *this;
 }
@@ -632,8 +649,10 @@ void Module::zero_grad(bool set_to_none) {
   for (auto& p : parameters()) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (set_to_none) p.set_grad(Tensor());
-    else g.zero_();
+    if (set_to_none)
+      p.set_grad(Tensor());
+    else
+      g.zero_();
   }
 }
 

@@ -29,7 +29,8 @@ class ModuleClass {
   static const ModuleClass& get(const std::string& name,
                                 std::initializer_list<const ModuleClass*> bases);
   // For classes described by data (model files): the full ancestor list, nearest first.
-  static const ModuleClass& from_names(const std::string& name, const std::vector<std::string>& mro);
+  static const ModuleClass& from_names(const std::string& name,
+                                       const std::vector<std::string>& mro);
   static const ModuleClass& module();  // "Module"
 
   const std::string& name() const { return mro_.front(); }
@@ -143,7 +144,7 @@ class Module : public std::enable_shared_from_this<Module> {
   void set_tensor_attribute(const std::string& name, Tensor t);
   bool has_tensor_attribute(const std::string& name) const;
   const Tensor& tensor_attribute(const std::string& name) const;  // KeyError when absent
-  Tensor remove_tensor_attribute(const std::string& name);       // KeyError when absent
+  Tensor remove_tensor_attribute(const std::string& name);        // KeyError when absent
   const std::vector<std::pair<std::string, Tensor>>& buffer_slots() const { return buffers_; }
 
   // Tied parameters once (unless remove_duplicate is false), first name wins; undefined skipped.
@@ -158,7 +159,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Parameters and persistent buffers by FQN, PyTorch's state_dict order (no de-duplication).
   std::vector<std::pair<std::string, Tensor>> state_dict(const std::string& prefix = "");
   // Copies values into parameters/buffers by FQN. strict: missing or unexpected keys throw.
-  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state, bool strict = true);
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state,
+                       bool strict = true);
   std::int64_t num_parameters();  // unique parameter elements
 
   // --- calling
@@ -247,11 +249,11 @@ class Module : public std::enable_shared_from_this<Module> {
 
 // Defines static_class() for a module class with the given direct bases, e.g.
 //   class Linear : public Module { public: FSDP_MODULE_CLASS(Linear, Module) ... };
-#define FSDP_MODULE_CLASS(NAME, ...)                                                     \
-  static const ::fsdp::nn::ModuleClass& static_class() {                                  \
-    static const ::fsdp::nn::ModuleClass& cls =                                           \
-        ::fsdp::nn::ModuleClass::get(#NAME, {FSDP_MODULE_BASES_(__VA_ARGS__)});           \
-    return cls;                                                                           \
+#define FSDP_MODULE_CLASS(NAME, ...)                                            \
+  static const ::fsdp::nn::ModuleClass& static_class() {                        \
+    static const ::fsdp::nn::ModuleClass& cls =                                 \
+        ::fsdp::nn::ModuleClass::get(#NAME, {FSDP_MODULE_BASES_(__VA_ARGS__)}); \
+    return cls;                                                                 \
   }
 #define FSDP_MODULE_BASES_(...) FSDP_MODULE_BASES_N_(__VA_ARGS__, 3, 2, 1)(__VA_ARGS__)
 #define FSDP_MODULE_BASES_N_(a, b, c, N, ...) FSDP_MODULE_BASES_##N
@@ -260,6 +262,7 @@ class Module : public std::enable_shared_from_this<Module> {
 #define FSDP_MODULE_BASES_3(A, B, C) &A::static_class(), &B::static_class(), &C::static_class()
 
 // A module class known only by name (e.g. a Python base like "_BatchNorm"), for use as a base.
-const ModuleClass& named_class(const std::string& name, std::initializer_list<const ModuleClass*> bases);
+const ModuleClass& named_class(const std::string& name,
+                               std::initializer_list<const ModuleClass*> bases);
 
 }  // namespace fsdp::nn

@@ -83,7 +83,8 @@ void* Tensor::data_ptr() const {
     if (t.numel() > 0) check_storage_alive(*this, "data_ptr");
     return nullptr;
   }
-  return static_cast<char*>(t.storage->data()) + t.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
+  return static_cast<char*>(t.storage->data()) +
+         t.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
 }
 
 double Tensor::item() const {
@@ -100,7 +101,8 @@ std::vector<double> Tensor::to_vector() const {
   out.reserve(static_cast<std::size_t>(numel()));
   const void* p = data_ptr();
   DType dt = dtype();
-  for_each_offset(shape(), strides(), [&](std::int64_t o) { out.push_back(load_double(p, dt, o)); });
+  for_each_offset(shape(), strides(),
+                  [&](std::int64_t o) { out.push_back(load_double(p, dt, o)); });
   return out;
 }
 
@@ -109,29 +111,59 @@ std::vector<std::int64_t> Tensor::to_int_vector() const {
   return std::vector<std::int64_t>(v.begin(), v.end());
 }
 
-Tensor Tensor::view(const Shape& s) const { return fsdp::view(*this, s); }
-Tensor Tensor::reshape(const Shape& s) const { return fsdp::reshape(*this, s); }
-Tensor Tensor::flatten(std::int64_t a, std::int64_t b) const { return fsdp::flatten(*this, a, b); }
-Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const { return fsdp::transpose(*this, a, b); }
+Tensor Tensor::view(const Shape& s) const {
+  return fsdp::view(*this, s);
+}
+Tensor Tensor::reshape(const Shape& s) const {
+  return fsdp::reshape(*this, s);
+}
+Tensor Tensor::flatten(std::int64_t a, std::int64_t b) const {
+  return fsdp::flatten(*this, a, b);
+}
+Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
+  return fsdp::transpose(*this, a, b);
+}
 Tensor Tensor::t() const {
   FSDP_CHECK(dim() <= 2, ValueError, "t(): expects a tensor of at most 2 dimensions, got shape {}",
              shape_str(shape()));
   return dim() < 2 ? *this : fsdp::transpose(*this, 0, 1);
 }
-Tensor Tensor::permute(const Shape& d) const { return fsdp::permute(*this, d); }
-Tensor Tensor::unsqueeze(std::int64_t d) const { return fsdp::unsqueeze(*this, d); }
-Tensor Tensor::squeeze(std::int64_t d) const { return fsdp::squeeze(*this, d); }
-Tensor Tensor::expand(const Shape& s) const { return fsdp::expand(*this, s); }
+Tensor Tensor::permute(const Shape& d) const {
+  return fsdp::permute(*this, d);
+}
+Tensor Tensor::unsqueeze(std::int64_t d) const {
+  return fsdp::unsqueeze(*this, d);
+}
+Tensor Tensor::squeeze(std::int64_t d) const {
+  return fsdp::squeeze(*this, d);
+}
+Tensor Tensor::expand(const Shape& s) const {
+  return fsdp::expand(*this, s);
+}
 Tensor Tensor::narrow(std::int64_t d, std::int64_t s, std::int64_t l) const {
   return fsdp::narrow(*this, d, s, l);
 }
-Tensor Tensor::select(std::int64_t d, std::int64_t i) const { return fsdp::select(*this, d, i); }
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : fsdp::contiguous(*this); }
-Tensor Tensor::clone() const { return fsdp::clone(*this); }
-Tensor Tensor::to(DType d) const { return d == dtype() ? *this : fsdp::to_dtype(*this, d); }
-Tensor Tensor::to(Device d) const { return d == device() ? *this : fsdp::to_device(*this, d); }
-Tensor Tensor::sum() const { return fsdp::sum(*this); }
-Tensor Tensor::mean() const { return fsdp::mean(*this); }
+Tensor Tensor::select(std::int64_t d, std::int64_t i) const {
+  return fsdp::select(*this, d, i);
+}
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : fsdp::contiguous(*this);
+}
+Tensor Tensor::clone() const {
+  return fsdp::clone(*this);
+}
+Tensor Tensor::to(DType d) const {
+  return d == dtype() ? *this : fsdp::to_dtype(*this, d);
+}
+Tensor Tensor::to(Device d) const {
+  return d == device() ? *this : fsdp::to_device(*this, d);
+}
+Tensor Tensor::sum() const {
+  return fsdp::sum(*this);
+}
+Tensor Tensor::mean() const {
+  return fsdp::mean(*this);
+}
 
 Tensor Tensor::detach() const {
   const auto& t = check();
@@ -155,7 +187,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check_cpu(src, "copy_");
   storage()->bump_version();
   if (src.dtype() == dtype() && src.shape() == shape() && is_contiguous() && src.is_contiguous()) {
-    if (nbytes() && data_ptr() != src.data_ptr()) std::memmove(data_ptr(), src.data_ptr(), nbytes());
+    if (nbytes() && data_ptr() != src.data_ptr())
+      std::memmove(data_ptr(), src.data_ptr(), nbytes());
     return *this;
   }
   Tensor s = src;
@@ -170,8 +203,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
       D* dp = static_cast<D*>(d);
       const S* spp = static_cast<const S*>(sp);
       for_each_offset2(dst.sizes(), dst.strides, sstr, [&](std::int64_t od, std::int64_t os) {
-        if constexpr (std::is_same_v<D, S>) dp[od] = spp[os];
-        else dp[od] = from_double<D>(to_double(spp[os]));
+        if constexpr (std::is_same_v<D, S>)
+          dp[od] = spp[os];
+        else
+          dp[od] = from_double<D>(to_double(spp[os]));
       });
     });
   });
@@ -274,7 +309,8 @@ HookHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) cons
   return HookHandle(alive);
 }
 
-HookHandle Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
+HookHandle Tensor::register_post_accumulate_grad_hook(
+    std::function<void(const Tensor&)> hook) const {
   FSDP_CHECK(is_leaf(), RuntimeError,
              "post accumulate grad hooks cannot be registered on non-leaf tensors (shape {})",
              shape_str(shape()));
@@ -346,11 +382,19 @@ Tensor full(const Shape& shape, double value, TensorOptions o) {
   if (rg) t.requires_grad_(true);
   return t;
 }
-Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); }
-Tensor ones(const Shape& shape, TensorOptions o) { return full(shape, 1.0, o); }
-Tensor scalar_tensor(double value, TensorOptions o) { return full({}, value, o); }
+Tensor zeros(const Shape& shape, TensorOptions o) {
+  return full(shape, 0.0, o);
+}
+Tensor ones(const Shape& shape, TensorOptions o) {
+  return full(shape, 1.0, o);
+}
+Tensor scalar_tensor(double value, TensorOptions o) {
+  return full({}, value, o);
+}
 
-Tensor arange(std::int64_t end, TensorOptions o) { return arange(0.0, static_cast<double>(end), 1.0, o); }
+Tensor arange(std::int64_t end, TensorOptions o) {
+  return arange(0.0, static_cast<double>(end), 1.0, o);
+}
 
 Tensor arange(double start, double end, double step, TensorOptions o) {
   FSDP_CHECK(step != 0.0, ValueError, "arange: step must be nonzero");
@@ -359,7 +403,8 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   Tensor t = empty({n}, o.with_requires_grad(false));
   if (!t.is_meta()) {
     void* p = t.data_ptr();
-    for (std::int64_t i = 0; i < n; ++i) store_double(p, o.dtype, i, start + step * static_cast<double>(i));
+    for (std::int64_t i = 0; i < n; ++i)
+      store_double(p, o.dtype, i, start + step * static_cast<double>(i));
   }
   return t;
 }
@@ -370,7 +415,8 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, Tensor
              shape_str(shape), shape_numel(shape));
   Tensor t = empty(shape, o.with_requires_grad(false));
   void* p = t.data_ptr();
-  for (std::size_t i = 0; i < values.size(); ++i) store_double(p, o.dtype, static_cast<std::int64_t>(i), values[i]);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    store_double(p, o.dtype, static_cast<std::int64_t>(i), values[i]);
   if (o.requires_grad) t.requires_grad_(true);
   return t;
 }
@@ -384,19 +430,28 @@ Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape, 
   dispatch_all(o.dtype, [&]<typename T>() {
     T* tp = static_cast<T*>(p);
     for (std::size_t i = 0; i < values.size(); ++i) {
-      if constexpr (std::is_integral_v<T>) tp[i] = static_cast<T>(values[i]);
-      else tp[i] = from_double<T>(static_cast<double>(values[i]));
+      if constexpr (std::is_integral_v<T>)
+        tp[i] = static_cast<T>(values[i]);
+      else
+        tp[i] = from_double<T>(static_cast<double>(values[i]));
     }
   });
   if (o.requires_grad) t.requires_grad_(true);
   return t;
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype(), t.device())); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype(), t.device())); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype(), t.device())); }
+Tensor empty_like(const Tensor& t) {
+  return empty(t.shape(), TensorOptions(t.dtype(), t.device()));
+}
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.shape(), TensorOptions(t.dtype(), t.device()));
+}
+Tensor ones_like(const Tensor& t) {
+  return ones(t.shape(), TensorOptions(t.dtype(), t.device()));
+}
 
-Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, std::int64_t offset) {
+Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides,
+                 std::int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();
   impl->set_sizes(sizes);
@@ -412,7 +467,9 @@ Generator& default_generator() {
   thread_local Generator gen;
   return gen;
 }
-void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
+void manual_seed(std::uint64_t seed) {
+  default_generator().manual_seed(seed);
+}
 
 double Generator::normal() {
   double u1 = uniform();

@@ -75,9 +75,21 @@ struct TensorOptions {
   TensorOptions() = default;
   TensorOptions(DType d) : dtype(d) {}  // NOLINT: implicit on purpose, empty(shape, DType::Int64)
   TensorOptions(DType d, Device dev, bool rg = false) : dtype(d), device(dev), requires_grad(rg) {}
-  TensorOptions with_dtype(DType d) const { auto o = *this; o.dtype = d; return o; }
-  TensorOptions with_device(Device d) const { auto o = *this; o.device = d; return o; }
-  TensorOptions with_requires_grad(bool r) const { auto o = *this; o.requires_grad = r; return o; }
+  TensorOptions with_dtype(DType d) const {
+    auto o = *this;
+    o.dtype = d;
+    return o;
+  }
+  TensorOptions with_device(Device d) const {
+    auto o = *this;
+    o.device = d;
+    return o;
+  }
+  TensorOptions with_requires_grad(bool r) const {
+    auto o = *this;
+    o.requires_grad = r;
+    return o;
+  }
 };
 
 class Tensor {
@@ -94,7 +106,7 @@ class Tensor {
   const Shape& shape() const { return check().sizes(); }
   const Shape& sizes() const { return check().sizes(); }
   const Shape& strides() const { return check().strides; }
-  std::int64_t size(std::int64_t dim) const;    // negative dims count from the end
+  std::int64_t size(std::int64_t dim) const;  // negative dims count from the end
   std::int64_t stride(std::int64_t dim) const;
   std::int64_t dim() const { return static_cast<std::int64_t>(check().sizes().size()); }
   std::int64_t numel() const { return check().numel(); }
@@ -113,7 +125,7 @@ class Tensor {
   T* data() const {
     return static_cast<T*>(data_ptr());
   }
-  double item() const;  // one-element tensor, any dtype
+  double item() const;                    // one-element tensor, any dtype
   std::vector<double> to_vector() const;  // all elements in row-major order, as double
   std::vector<std::int64_t> to_int_vector() const;
 
@@ -179,7 +191,8 @@ Tensor arange(std::int64_t end, TensorOptions options = DType::Int64);
 Tensor arange(double start, double end, double step = 1.0, TensorOptions options = DType::Int64);
 Tensor scalar_tensor(double value, TensorOptions options = {});
 // From values in row-major order, converted to options.dtype.
-Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions options = {});
+Tensor from_vector(const std::vector<double>& values, const Shape& shape,
+                   TensorOptions options = {});
 inline Tensor from_vector(std::initializer_list<double> values, const Shape& shape,
                           TensorOptions options = {}) {
   return from_vector(std::vector<double>(values), shape, options);

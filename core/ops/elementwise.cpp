@@ -276,7 +276,9 @@ Tensor neg(const Tensor& a) {
 // afterwards, which keeps subnormal results that the fast form flushes to zero.
 constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
 
-inline float exp_in_range(float x) { return functional::fast_exp(x); }
+inline float exp_in_range(float x) {
+  return functional::fast_exp(x);
+}
 
 Tensor exp(const Tensor& a) {
   FSDP_DISPATCH("exp", exp, a);

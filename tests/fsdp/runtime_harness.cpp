@@ -63,7 +63,10 @@ std::pair<Tensor, Tensor> global_batch(int step, int world, std::int64_t batch) 
   return {from_vector(x, {n, 6}), from_vector(y, {n, 4})};
 }
 
-std::unique_ptr<optim::Optimizer> make_opt(const std::string& name, std::vector<Tensor> params) {
+}  // namespace
+
+std::unique_ptr<optim::Optimizer> make_mlp_optimizer(const std::string& name,
+                                                     std::vector<Tensor> params) {
   if (name == "adamw") {
     optim::AdamWOptions o;
     o.lr = 0.01;
@@ -75,14 +78,12 @@ std::unique_ptr<optim::Optimizer> make_opt(const std::string& name, std::vector<
   return std::make_unique<optim::SGD>(std::move(params), o);
 }
 
-}  // namespace
-
 RunResult run_mlp(int world, const RunOptions& o) {
   RunResult result;
   std::mutex mu;
   on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     auto fsdp = wrap_mlp(mlp(7), pg, o);
-    auto opt = make_opt(o.optimizer, fsdp->parameters());
+    auto opt = make_mlp_optimizer(o.optimizer, fsdp->parameters());
     std::vector<double> losses;
     for (int step = 0; step < o.steps; ++step) {
       auto [x, y] = global_batch(step, world, o.batch);
@@ -108,7 +109,7 @@ RunResult run_mlp(int world, const RunOptions& o) {
 RunResult run_mlp_plain(int world_for_batch, const RunOptions& o) {
   RunResult result;
   auto model = mlp(7);
-  auto opt = make_opt(o.optimizer, model->parameters());
+  auto opt = make_mlp_optimizer(o.optimizer, model->parameters());
   for (int step = 0; step < o.steps; ++step) {
     auto [x, y] = global_batch(step, world_for_batch, o.batch);
     opt->zero_grad();

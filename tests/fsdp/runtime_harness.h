@@ -10,6 +10,7 @@
 
 #include "comm/process_group.h"
 #include "core/module.h"
+#include "core/optim/optimizer.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 
 namespace fsdp::testing {
@@ -43,6 +44,9 @@ struct RunResult {
 // Trains the MLP sharded on `world` ranks (result of rank 0) or, with world 0, the plain model
 // on the whole global batch of `world_for_batch` ranks.
 RunResult run_mlp(int world, const RunOptions& o);
+// The optimizers of the MLP tests: "adamw" (lr 0.01) or SGD (lr 0.1, momentum 0.9).
+std::unique_ptr<optim::Optimizer> make_mlp_optimizer(const std::string& name,
+                                                     std::vector<Tensor> params);
 RunResult run_mlp_plain(int world_for_batch, const RunOptions& o);
 
 }  // namespace fsdp::testing

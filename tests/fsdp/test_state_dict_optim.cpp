@@ -40,18 +40,6 @@ std::pair<Tensor, Tensor> batch(int step) {
   return {from_vector(x, {kGlobalBatch, 6}), from_vector(y, {kGlobalBatch, 4})};
 }
 
-std::unique_ptr<optim::Optimizer> make_opt(const std::string& name, std::vector<Tensor> params) {
-  if (name == "adamw") {
-    optim::AdamWOptions o;
-    o.lr = 0.01;
-    return std::make_unique<optim::AdamW>(std::move(params), o);
-  }
-  optim::SGDOptions o;
-  o.lr = 0.1;
-  o.momentum = 0.9;
-  return std::make_unique<optim::SGD>(std::move(params), o);
-}
-
 struct Job {
   int world = 2;
   ShardingStrategy strategy = ShardingStrategy::FULL_SHARD;
@@ -81,7 +69,7 @@ Run run(const Job& job, const std::string& opt_name, int from, int to, const Run
   std::mutex mu;
   on_ranks(job.world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     auto model = wrap_mlp(mlp(7 + static_cast<std::uint64_t>(from)), pg, options(job));
-    auto opt = make_opt(opt_name, model->parameters());
+    auto opt = make_mlp_optimizer(opt_name, model->parameters());
     if (resume != nullptr) {
       load_sharded_state_dict(*model, PieceSet(resume->model_pieces));
       load_sharded_optim_state_dict(*model, *opt, PieceSet(resume->optim_pieces),
@@ -148,7 +136,7 @@ BOOST_DATA_TEST_CASE(full_optim_state_equals_the_plain_optimizers,
                      strategy, world, orig, opt_name) {
   // The plain model on the whole batch.
   auto model = mlp(7);
-  auto opt = make_opt(opt_name, model->parameters());
+  auto opt = make_mlp_optimizer(opt_name, model->parameters());
   for (int step = 0; step < 3; ++step) {
     auto [x, y] = batch(step);
     opt->zero_grad();

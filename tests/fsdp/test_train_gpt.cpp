@@ -284,7 +284,7 @@ BOOST_AUTO_TEST_CASE(hybrid_shard_without_backward_prefetch) {
 BOOST_DATA_TEST_CASE(activation_checkpointing_under_fsdp,
                      bdata::make({"full", "selective"}) * bdata::make(kOptimizers), mode,
                      optimizer) {
-  const Run run = train(optimizer, 2, ShardingStrategy::FULL_SHARD, false, Prefetch::pre, 0, 0,
-                        mode);
+  const Run run =
+      train(optimizer, 2, ShardingStrategy::FULL_SHARD, false, Prefetch::pre, 0, 0, mode);
   check_losses(run.losses, reference().losses.at(optimizer), "PyTorch");
 }

@@ -2,11 +2,9 @@
 // _recursive_wrap and the examples of upstream's test_wrap.py), costs and warnings.
 #define BOOST_TEST_MODULE tools_plan
 #include <boost/test/unit_test.hpp>
-
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/error.h"
 #include "tests/support/fixture.h"
@@ -21,12 +19,13 @@ using namespace fsdp::plan;
 
 namespace {
 
-std::string model_path(const std::string& name) { return fsdp::testing::fixture_path("models/" + name); }
+std::string model_path(const std::string& name) {
+  return fsdp::testing::fixture_path("models/" + name);
+}
 
 Plan plan_of(const std::string& model, const std::string& policy,
-             std::vector<std::string> ignore = {}, std::int64_t world = 1,
-             bool mixed = false, bool orig = false,
-             ShardingStrategy s = ShardingStrategy::FULL_SHARD) {
+             std::vector<std::string> ignore = {}, std::int64_t world = 1, bool mixed = false,
+             bool orig = false, ShardingStrategy s = ShardingStrategy::FULL_SHARD) {
   PlanOptions o;
   if (!policy.empty()) o.policy = parse_policy(policy);
   o.ignore = std::move(ignore);
@@ -94,8 +93,9 @@ BOOST_AUTO_TEST_CASE(policy_forms_parse) {
   BOOST_TEST(parse_policy("size").str() == "size(min_num_params=100000000)");
   BOOST_TEST(parse_policy("size(1e8)").min_num_params == 100000000);
   BOOST_TEST(parse_policy("size(min_num_params=1_000)").min_num_params == 1000);
-  BOOST_TEST(parse_policy("size(min_num_params=2.5e3, force_leaf=[A, B], exclude_wrap=[C])").str() ==
-             "size(min_num_params=2500, force_leaf=[A, B], exclude_wrap=[C])");
+  BOOST_TEST(
+      parse_policy("size(min_num_params=2.5e3, force_leaf=[A, B], exclude_wrap=[C])").str() ==
+      "size(min_num_params=2500, force_leaf=[A, B], exclude_wrap=[C])");
   BOOST_TEST(parse_policy("size(force_leaf_modules=[torch.nn.Linear])").force_leaf->at(0).name ==
              "Linear");
   BOOST_TEST(parse_policy("transformer([Block,])").str() == "transformer([Block])");
@@ -115,14 +115,16 @@ BOOST_AUTO_TEST_CASE(policy_forms_parse) {
 BOOST_AUTO_TEST_CASE(policy_errors_point_at_the_column) {
   auto err = [](const std::string& t) { return input_error([&] { parse_policy(t); }); };
   std::string m = err("sise(min_num_params=1)");
-  BOOST_TEST(has(m, "--policy 'sise(min_num_params=1)': column 1: unknown policy 'sise' (did you "
-                    "mean 'size'?)"),
+  BOOST_TEST(has(m,
+                 "--policy 'sise(min_num_params=1)': column 1: unknown policy 'sise' (did you "
+                 "mean 'size'?)"),
              m);
   m = err("or(size(min_num_params=1), transfomer([A]))");
   BOOST_TEST(has(m, "column 28: unknown policy 'transfomer' (did you mean 'transformer'?)"), m);
   m = err("size(min_params=5)");
-  BOOST_TEST(has(m, "column 6: unknown argument 'min_params' of size() (did you mean "
-                    "'min_num_params'?)"),
+  BOOST_TEST(has(m,
+                 "column 6: unknown argument 'min_params' of size() (did you mean "
+                 "'min_num_params'?)"),
              m);
   m = err("size(min_num_params=1.5)");
   BOOST_TEST(has(m, "column 21: min_num_params must be a non-negative integer, got 1.5"), m);
@@ -193,8 +195,9 @@ BOOST_AUTO_TEST_CASE(model_file_errors) {
   m = load_error("{\"format\": \"fsdp-model/1\", \"module\": {\"type\": \"A\"}");
   BOOST_TEST((has(m, "m.json:1:") && has(m, "malformed JSON")), m);
   m = load_error(R"({"format": "fsdp-model/2", "module": {"type": "A"}})");
-  BOOST_TEST(has(m, "unknown format version \"fsdp-model/2\" (this planner reads "
-                    "\"fsdp-model/1\")"),
+  BOOST_TEST(has(m,
+                 "unknown format version \"fsdp-model/2\" (this planner reads "
+                 "\"fsdp-model/1\")"),
              m);
   m = load_error(R"({"module": {"type": "A"}})");
   BOOST_TEST(has(m, "missing \"format\""), m);
@@ -206,13 +209,17 @@ BOOST_AUTO_TEST_CASE(model_file_errors) {
   BOOST_TEST(has(m, "ref \"m1\" is used before the module with id \"m1\" is defined"), m);
   m = load_error(std::string(kHead) + R"({"type": "A", "params": [{"name": "w", "ref": "p0"}]}})");
   BOOST_TEST(has(m, "at module.params[0].ref: ref \"p0\" names no parameter"), m);
-  m = load_error(std::string(kHead) + R"({"type": "A", "params": [{"name": "w", "shape": [4, -1]}]}})");
-  BOOST_TEST(has(m, "at module.params[0].shape: shape must be a list of non-negative integers, got "
-                    "[4,-1]"),
+  m = load_error(std::string(kHead) +
+                 R"({"type": "A", "params": [{"name": "w", "shape": [4, -1]}]}})");
+  BOOST_TEST(has(m,
+                 "at module.params[0].shape: shape must be a list of non-negative integers, got "
+                 "[4,-1]"),
              m);
-  m = load_error(std::string(kHead) + R"({"type": "A", "params": [{"name": "w", "shape": [4.5]}]}})");
+  m = load_error(std::string(kHead) +
+                 R"({"type": "A", "params": [{"name": "w", "shape": [4.5]}]}})");
   BOOST_TEST(has(m, "shape must be a list of non-negative integers, got [4.5]"), m);
-  m = load_error(std::string(kHead) + R"({"type": "A", "buffers": [{"name": "b", "shape": ["4"]}]}})");
+  m = load_error(std::string(kHead) +
+                 R"({"type": "A", "buffers": [{"name": "b", "shape": ["4"]}]}})");
   BOOST_TEST(has(m, "at module.buffers[0].shape"), m);
   m = load_error(std::string(kHead) + R"({"type": "A", "params": [{"name": "w", "shape": 4}]}})");
   BOOST_TEST(has(m, "shape must be a list of integers, got 4"), m);
@@ -273,8 +280,9 @@ BOOST_AUTO_TEST_CASE(preset_exclude_and_force_leaf) {
   // test_auto_wrap_preset_exclude_wrap: a ModuleList root of two 30-numel Linears.
   auto p = plan_of("modulelist_2x_linear5.json", "size(min_num_params=40)");
   BOOST_TEST(unit_fqns(p) == Strings({""}));
-  BOOST_TEST(any_warning(p, "FSDP will not all-gather parameters for containers that do not "
-                            "implement forward: ModuleList"));
+  BOOST_TEST(any_warning(p,
+                         "FSDP will not all-gather parameters for containers that do not "
+                         "implement forward: ModuleList"));
   // ..._include_children: the 110-numel Linear is wrapped.
   BOOST_TEST(unit_fqns(plan_of("modulelist_linear10.json", "size(min_num_params=40)")) ==
              Strings({"0", ""}));
@@ -282,7 +290,7 @@ BOOST_AUTO_TEST_CASE(preset_exclude_and_force_leaf) {
   p = plan_of("force_leaf_mha.json", "size(min_num_params=40)");
   BOOST_TEST(unit_fqns(p) == Strings({"0", ""}));
   BOOST_TEST(param_fqns(p, p.units[1]) == Strings({"1.in_proj_weight", "1.in_proj_bias",
-                                                "1.out_proj.weight", "1.out_proj.bias"}));
+                                                   "1.out_proj.weight", "1.out_proj.bias"}));
   // ..._force_leaf_custom: Linear as a force-leaf class leaves only the root.
   p = plan_of("force_leaf_custom.json",
               "size(min_num_params=40, force_leaf=[MultiheadAttention, Linear])");
@@ -295,11 +303,13 @@ BOOST_AUTO_TEST_CASE(ignored_modules) {
   BOOST_TEST(unit_fqns(p) == Strings({"0", "2.1", "2", ""}));
   BOOST_TEST(p.ignored_numel == 60);
   for (const auto& u : p.units)
-    for (const auto& f : param_fqns(p, u)) BOOST_TEST((f.rfind("1.", 0) != 0 && f.rfind("2.0.", 0) != 0));
+    for (const auto& f : param_fqns(p, u))
+      BOOST_TEST((f.rfind("1.", 0) != 0 && f.rfind("2.0.", 0) != 0));
   // test_auto_wrap_with_ignored_modules: the inner Sequential drops to 30 < 40.
   p = plan_of("nested_sequential.json", "size(min_num_params=40)", {"1", "2.0"});
   BOOST_TEST(unit_fqns(p) == Strings({""}));
-  BOOST_TEST(param_fqns(p, p.units[0]) == Strings({"0.weight", "0.bias", "2.1.weight", "2.1.bias"}));
+  BOOST_TEST(param_fqns(p, p.units[0]) ==
+             Strings({"0.weight", "0.bias", "2.1.weight", "2.1.bias"}));
   std::string m = input_error([] { plan_of("nested_sequential.json", "always", {"2.3"}); });
   BOOST_TEST(has(m, "--ignore '2.3': the model has no module at that path (did you mean"), m);
 }
@@ -366,13 +376,15 @@ BOOST_AUTO_TEST_CASE(lora_frozen_parameters) {
     BOOST_FAIL("expected ValueError");
   } catch (const ValueError& e) {
     std::string m = e.what();
-    BOOST_TEST(has(m, "layers.0.attn has both parameters with requires_grad=True and False. FSDP "
-                      "does not support wrapping such modules when use_orig_params=False."),
+    BOOST_TEST(has(m,
+                   "layers.0.attn has both parameters with requires_grad=True and False. FSDP "
+                   "does not support wrapping such modules when use_orig_params=False."),
                m);
   }
   auto p = plan_of("lora_model.json", pol, {}, 8, false, true);
-  BOOST_TEST(any_warning(p, "layers.0.attn has both parameters with requires_grad=True and False. "
-                            "We do not recommend wrapping such modules"));
+  BOOST_TEST(any_warning(p,
+                         "layers.0.attn has both parameters with requires_grad=True and False. "
+                         "We do not recommend wrapping such modules"));
   // Wrapping the trainable LoRA Linears separately is fine.
   p = plan_of("lora_model.json", "modules([LoraAttention, LoraMLP, LoraDecoder, Linear])");
   // Per decoder: itself, attn with 6 Linears, mlp with 2 Linears.
@@ -384,16 +396,18 @@ BOOST_AUTO_TEST_CASE(lora_frozen_parameters) {
   } catch (const ValueError& e) {
     m = e.what();
   }
-  BOOST_TEST(has(m, "unit 'layers.0.attn' (LoraAttention) would flatten parameters with "
-                    "requires_grad=True and False"),
+  BOOST_TEST(has(m,
+                 "unit 'layers.0.attn' (LoraAttention) would flatten parameters with "
+                 "requires_grad=True and False"),
              m);
 }
 
 BOOST_AUTO_TEST_CASE(policy_class_matching_nothing_warns) {
   auto p = plan_of("transformer_shared_params.json", "transformer([TransformerEncoderLayr])");
   BOOST_TEST(unit_fqns(p) == Strings({""}));
-  BOOST_TEST(any_warning(p, "policy class 'TransformerEncoderLayr' (--policy column 14) matches no "
-                            "module of the model (did you mean 'TransformerEncoderLayer'"));
+  BOOST_TEST(any_warning(p,
+                         "policy class 'TransformerEncoderLayr' (--policy column 14) matches no "
+                         "module of the model (did you mean 'TransformerEncoderLayer'"));
   // Base classes count: _BatchNorm matches BatchNorm1d.
   BOOST_TEST(!any_warning(plan_of("batchnorm_net.json", "individually([_BatchNorm])"),
                           "matches no module"));
@@ -459,8 +473,9 @@ BOOST_AUTO_TEST_CASE(sharding_padding_and_memory) {
   // World size 1 clamps to NO_SHARD, as FSDP does.
   p = plan_of("nested_sequential.json", "always", {}, 1);
   BOOST_TEST((p.sharding == ShardingStrategy::NO_SHARD));
-  BOOST_TEST(any_warning(p, "FSDP is switching to use `NO_SHARD` instead of "
-                            "ShardingStrategy.FULL_SHARD since the world size is 1."));
+  BOOST_TEST(any_warning(p,
+                         "FSDP is switching to use `NO_SHARD` instead of "
+                         "ShardingStrategy.FULL_SHARD since the world size is 1."));
   // use_orig_params aligns each original parameter to 16 bytes: 25 -> 28, + 5 = 33 -> 36.
   p = plan_of("nested_sequential.json", "always", {}, 4, false, true);
   BOOST_TEST(p.units[0].flat_numel == 36);

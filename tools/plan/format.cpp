@@ -116,22 +116,6 @@ std::int64_t own_numel(const nn::Module& m) {
   return n;
 }
 
-const char* sharding_label(ShardingStrategy s) {
-  switch (s) {
-    case ShardingStrategy::FULL_SHARD:
-      return "FULL_SHARD";
-    case ShardingStrategy::SHARD_GRAD_OP:
-      return "SHARD_GRAD_OP";
-    case ShardingStrategy::NO_SHARD:
-      return "NO_SHARD";
-    case ShardingStrategy::HYBRID_SHARD:
-      return "HYBRID_SHARD";
-    case ShardingStrategy::_HYBRID_SHARD_ZERO2:
-      return "_HYBRID_SHARD_ZERO2";
-  }
-  return "?";
-}
-
 std::string unit_label(const Unit& u) {
   return u.fqn.empty() ? "(root)" : u.fqn;
 }
@@ -142,7 +126,7 @@ std::string format_table(const Plan& plan) {
   const auto& o = plan.options;
   std::string out;
   out += fmt::format("policy: {}   sharding: {} over {} rank{}{}   mixed precision: {}{}\n",
-                     plan.policy_str, sharding_label(plan.sharding), o.world_size,
+                     plan.policy_str, strategy_name(plan.sharding), o.world_size,
                      o.world_size == 1 ? "" : "s",
                      plan.shard_group_size != o.world_size
                          ? fmt::format(" (shards over {} per node)", plan.shard_group_size)
@@ -346,8 +330,8 @@ std::string format_json(const Plan& plan) {
   j.open('{');
   j.field("policy", plan.policy_str);
   j.field("world_size", o.world_size);
-  j.field("sharding", sharding_label(o.sharding));
-  j.field("effective_sharding", sharding_label(plan.sharding));
+  j.field("sharding", strategy_name(o.sharding));
+  j.field("effective_sharding", strategy_name(plan.sharding));
   j.field("shard_group_size", plan.shard_group_size);
   j.field("mixed_precision", o.mixed_precision);
   j.field("param_dtype", o.mixed_precision ? std::string(dtype_name(o.mp_dtype)) : "");
@@ -385,7 +369,7 @@ std::string format_json(const Plan& plan) {
     j.open('{');
     for (const auto& [d, b] : u.bytes_per_dtype) j.field(std::string(dtype_name(d)), b);
     j.close('}');
-    j.field("sharding", sharding_label(u.sharding));
+    j.field("sharding", strategy_name(u.sharding));
     j.field("mixed_precision", u.mixed_precision);
     j.field("flat_numel", u.flat_numel);
     j.field("shard_numel", u.shard_numel);

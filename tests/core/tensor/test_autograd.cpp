@@ -352,9 +352,9 @@ BOOST_AUTO_TEST_CASE(a_freed_storage_is_an_error_naming_the_op) {
     BOOST_FAIL("expected a RuntimeError");
   } catch (const RuntimeError& e) {
     const std::string msg = e.what();
-    BOOST_TEST(msg.rfind("add: the storage of a tensor of shape [2] (float32) has been freed", 0) ==
-                   0u,
-               msg);
+    BOOST_TEST(
+        msg.rfind("add: the storage of a tensor of shape [2] (float32) has been freed", 0) == 0u,
+        msg);
   }
   BOOST_CHECK_THROW((void)v.to_vector(), RuntimeError);
   t.storage()->resize(16);  // refilled: usable again

@@ -35,9 +35,15 @@ class Chain : public Module {
 };
 
 // A diamond hierarchy to check the C3 method resolution order.
-const ModuleClass& base_a() { return ModuleClass::get("A", {&Module::static_class()}); }
-const ModuleClass& base_b() { return ModuleClass::get("B", {&base_a()}); }
-const ModuleClass& base_c() { return ModuleClass::get("C", {&base_a()}); }
+const ModuleClass& base_a() {
+  return ModuleClass::get("A", {&Module::static_class()});
+}
+const ModuleClass& base_b() {
+  return ModuleClass::get("B", {&base_a()});
+}
+const ModuleClass& base_c() {
+  return ModuleClass::get("C", {&base_a()});
+}
 
 }  // namespace
 
@@ -57,7 +63,8 @@ BOOST_AUTO_TEST_CASE(named_modules_preorder_with_shared_modules) {
   BOOST_TEST(names == (std::vector<std::string>{"", "s1", "s1.x", "s1.y"}));
   names.clear();
   for (auto& [n, m] : root->named_modules("model", false)) names.push_back(n);
-  BOOST_TEST(names == (std::vector<std::string>{"model", "model.s1", "model.s1.x", "model.s1.y", "model.s2"}));
+  BOOST_TEST(names == (std::vector<std::string>{"model", "model.s1", "model.s1.x", "model.s1.y",
+                                                "model.s2"}));
   BOOST_TEST(root->named_children().size() == 2u);
   BOOST_TEST(root->child_slots().size() == 3u);
 }
@@ -68,7 +75,8 @@ BOOST_AUTO_TEST_CASE(visit_named_modules_matches_named_modules) {
   auto shared = std::make_shared<Scale>(1.0);
   a->register_module("x", shared);
   a->register_module("y", std::make_shared<Chain>());
-  std::dynamic_pointer_cast<Chain>(a->child("y"))->register_module("z", std::make_shared<Scale>(2.0));
+  std::dynamic_pointer_cast<Chain>(a->child("y"))
+      ->register_module("z", std::make_shared<Scale>(2.0));
   root->register_module("b", shared);
   root->register_module("c", std::make_shared<Scale>(3.0));
   for (bool dedup : {true, false}) {
@@ -110,12 +118,14 @@ BOOST_AUTO_TEST_CASE(named_parameters_tied_once_first_name) {
 
 BOOST_AUTO_TEST_CASE(name_collisions_and_unknown_names_are_errors) {
   Scale s(1.0);
-  BOOST_CHECK_EXCEPTION(s.register_buffer("w", zeros({1})), KeyError,
-                        [](const KeyError& e) { return message_has(e, "'w' already exists as a parameter"); });
+  BOOST_CHECK_EXCEPTION(s.register_buffer("w", zeros({1})), KeyError, [](const KeyError& e) {
+    return message_has(e, "'w' already exists as a parameter");
+  });
   BOOST_CHECK_EXCEPTION(s.register_module("a.b", nullptr), KeyError,
                         [](const KeyError& e) { return message_has(e, "can't contain \".\""); });
-  BOOST_CHECK_EXCEPTION(s.child("nope"), KeyError,
-                        [](const KeyError& e) { return message_has(e, "Scale has no child module 'nope'"); });
+  BOOST_CHECK_EXCEPTION(s.child("nope"), KeyError, [](const KeyError& e) {
+    return message_has(e, "Scale has no child module 'nope'");
+  });
   BOOST_CHECK_EXCEPTION(s.param("v"), KeyError,
                         [](const KeyError& e) { return message_has(e, "(parameters: w)"); });
 }
@@ -128,7 +138,8 @@ BOOST_AUTO_TEST_CASE(replaced_child_is_called_through_its_slot) {
   // A wrapper that doubles whatever the original returns.
   class Wrapper : public Module {
    public:
-    explicit Wrapper(ModulePtr inner) : Module(ModuleClass::get("Wrapper", {&Module::static_class()})) {
+    explicit Wrapper(ModulePtr inner)
+        : Module(ModuleClass::get("Wrapper", {&Module::static_class()})) {
       register_module("inner", std::move(inner));
     }
     Value forward(const Args& a) override { return mul(call_child("inner", a).tensor(), 2.0); }
@@ -146,7 +157,8 @@ BOOST_AUTO_TEST_CASE(isinstance_follows_the_c3_mro) {
   ClassSet set{"A"};
   BOOST_TEST(set.matches(d));
   BOOST_TEST(!ClassSet{"Linear"}.matches(d));
-  const ModuleClass& bn = ModuleClass::from_names("BatchNorm1d", {"_BatchNorm", "_NormBase", "Module"});
+  const ModuleClass& bn =
+      ModuleClass::from_names("BatchNorm1d", {"_BatchNorm", "_NormBase", "Module"});
   BOOST_TEST(ClassSet{"_BatchNorm"}.matches(bn));
   BOOST_TEST(&bn == &ModuleClass::from_names("BatchNorm1d", {"_BatchNorm", "_NormBase", "Module"}));
   Scale s(1.0);
@@ -167,10 +179,11 @@ BOOST_AUTO_TEST_CASE(forward_hooks_order_and_replacement) {
         return Args{Value(mul(a.tensor(0), 10.0))};
       },
       /*prepend=*/true);
-  auto h = s.register_forward_hook([&](Module&, const Args&, const Value& out) -> std::optional<Value> {
-    order.push_back("post");
-    return Value(add(out.tensor(), 1.0));
-  });
+  auto h =
+      s.register_forward_hook([&](Module&, const Args&, const Value& out) -> std::optional<Value> {
+        order.push_back("post");
+        return Value(add(out.tensor(), 1.0));
+      });
   Tensor y = s(from_vector({1}, {1})).tensor();
   BOOST_TEST(order == (std::vector<std::string>{"pre-first", "pre", "post"}));
   BOOST_TEST(y.item() == 21.0);
@@ -206,12 +219,14 @@ BOOST_AUTO_TEST_CASE(state_dict_round_trip_and_strict_errors) {
   b->register_module("s", std::make_shared<Scale>(5.0));
   b->load_state_dict(a->state_dict());
   BOOST_TEST(b->child("s")->param("w").item() == 3.0);
-  BOOST_CHECK_EXCEPTION(b->load_state_dict({{"s.v", zeros({1})}}), RuntimeError, [](const RuntimeError& e) {
-    return message_has(e, "Missing key(s) in state_dict: \"s.w\"") &&
-           message_has(e, "Unexpected key(s) in state_dict: \"s.v\"");
-  });
-  BOOST_CHECK_EXCEPTION(b->load_state_dict({{"s.w", zeros({2})}}), RuntimeError,
-                        [](const RuntimeError& e) { return message_has(e, "size mismatch for s.w"); });
+  BOOST_CHECK_EXCEPTION(b->load_state_dict({{"s.v", zeros({1})}}), RuntimeError,
+                        [](const RuntimeError& e) {
+                          return message_has(e, "Missing key(s) in state_dict: \"s.w\"") &&
+                                 message_has(e, "Unexpected key(s) in state_dict: \"s.v\"");
+                        });
+  BOOST_CHECK_EXCEPTION(
+      b->load_state_dict({{"s.w", zeros({2})}}), RuntimeError,
+      [](const RuntimeError& e) { return message_has(e, "size mismatch for s.w"); });
 }
 
 BOOST_AUTO_TEST_CASE(repr_like_pytorch) {
@@ -275,8 +290,9 @@ BOOST_AUTO_TEST_CASE(values_and_args) {
   Value t(std::vector<Value>{Value(zeros({1})), Value()});
   BOOST_TEST(t.is_tuple());
   BOOST_TEST(t[1].is_none());
-  BOOST_CHECK_EXCEPTION(t.tensor(), TypeError,
-                        [](const TypeError& e) { return message_has(e, "expected a Tensor but got tuple"); });
+  BOOST_CHECK_EXCEPTION(t.tensor(), TypeError, [](const TypeError& e) {
+    return message_has(e, "expected a Tensor but got tuple");
+  });
   Args a({Value(1.0)}, {{"need_weights", Value(false)}});
   BOOST_TEST(a.get(1, "need_weights").to_bool() == false);
   BOOST_TEST(a.get(2, "missing").is_none());

@@ -1,8 +1,8 @@
 #include <boost/test/unit_test.hpp>
 #include <thread>
 
-#include "core/blas_kernels.h"
 #include "core/autograd.h"
+#include "core/blas_kernels.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 
