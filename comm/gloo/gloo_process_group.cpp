@@ -17,8 +17,10 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <sched.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -349,7 +351,17 @@ void warn_if_bound_to_one_cpu(int rank, int size) {
                rank, size);
 }
 
+// A peer that dies leaves its sockets closed; gloo's next write to one must fail as an error
+// (EPIPE, reported with the peer's rank), not kill this process with SIGPIPE. Installed only
+// when the program left SIGPIPE at its default action.
+void ignore_default_sigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+    std::signal(SIGPIPE, SIG_IGN);
+}
+
 std::shared_ptr<ProcessGroup> create_gloo_group(const InitOptions& options) {
+  ignore_default_sigpipe();
   if (options.rank < 0 || options.world_size < 1 || options.rank >= options.world_size)
     throw std::invalid_argument(fmt::format(
         "gloo backend: needs rank and world_size (got rank {} of {}); set RANK/WORLD_SIZE, run "

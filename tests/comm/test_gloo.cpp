@@ -2,6 +2,7 @@
 // the TCP store: the collective matrix against the reference, subgroups, mismatch detection,
 // timeouts, and store errors.
 #define BOOST_TEST_MODULE comm_gloo
+#include <memory>
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <thread>
@@ -118,8 +119,19 @@ BOOST_AUTO_TEST_CASE(tcp_store_port_in_use_is_a_clear_error) {
   auto pg = world();
   if (pg->rank() != 0) return;
   InitOptions o = options_from_env();
+  // The first store takes a port that is free now (a fixed guess may collide with an ephemeral
+  // port of another connection); the second must then fail on it.
   int port = 40000 + int(::getpid() % 20000);
-  TcpStore first("127.0.0.1", port, true, "a", 2s);
+  std::unique_ptr<TcpStore> first;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    try {
+      first = std::make_unique<TcpStore>("127.0.0.1", port, true, "a", 2s);
+      break;
+    } catch (const CommError&) {
+      port = 40000 + (port + 7919) % 20000;
+    }
+  }
+  BOOST_REQUIRE(first != nullptr);
   try {
     TcpStore second("127.0.0.1", port, true, "b", 2s);
     BOOST_ERROR("expected an error");
