@@ -13,9 +13,15 @@
 namespace fsdp::testing {
 
 void on_ranks(int world, const std::function<void(std::shared_ptr<comm::ProcessGroup>)>& body) {
-  comm::run_threads(world, [&](comm::ProcessGroup& pg) {
-    body(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
-  });
+  // A hang (two ranks out of step) fails in a minute rather than at the 5-minute default.
+  comm::ThreadsOptions options;
+  options.timeout = std::chrono::seconds(60);
+  comm::run_threads(
+      world,
+      [&](comm::ProcessGroup& pg) {
+        body(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+      },
+      options);
 }
 
 nn::ModulePtr mlp(std::uint64_t seed) {

@@ -19,6 +19,7 @@
 #include "fsdp/full_state_dict.h"
 #include "fsdp/optim_state_dict.h"
 #include "tests/fsdp/runtime_harness.h"
+#include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
 using namespace fsdp::testing;
@@ -82,10 +83,10 @@ Full train(int world, const RunOptions& o, std::uint64_t seed, int steps,
 }
 
 void check_equal(const Values& got, const Values& want) {
-  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  TS_REQUIRE_EQUAL(got.size(), want.size());
   for (const auto& [k, w] : want) {
-    BOOST_REQUIRE(got.count(k) == 1u);
-    BOOST_TEST(got.at(k) == w, k);
+    TS_REQUIRE(got.count(k) == 1u);
+    TS_TEST(got.at(k) == w, k);
   }
 }
 
@@ -115,25 +116,25 @@ BOOST_AUTO_TEST_CASE(files_index_and_reload_at_other_world_sizes) {
   TempDir tmp;
   const Full saved = save(tmp.path, 2, 2);
   const fs::path ckpt = tmp.path / "step-00000002";
-  BOOST_TEST(latest_checkpoint(tmp.path.string()).value() == ckpt.string());
+  TS_TEST(latest_checkpoint(tmp.path.string()).value() == ckpt.string());
   for (const char* f :
        {"index.json", "model-rank-00000.safetensors", "model-rank-00001.safetensors",
         "optim-rank-00000.safetensors", "optim-rank-00001.safetensors"})
-    BOOST_TEST(fs::exists(ckpt / f), f);
+    TS_TEST(fs::exists(ckpt / f), f);
   std::ifstream in(ckpt / "index.json");
   const auto index = nlohmann::json::parse(in);
-  BOOST_TEST(index.at("world_size").get<int>() == 2);
+  TS_TEST(index.at("world_size").get<int>() == 2);
   // "0.weight" [10, 6] and "0.bias" [10] (70 elements) form the root unit's flat parameter of
   // 35 + 35: rank 0 holds 0.weight[0, 35), rank 1 0.weight[35, 60) and all of 0.bias.
   const auto& w = index.at("model").at("0.weight");
-  BOOST_TEST(w.at("shape").dump() == "[10,6]");
-  BOOST_TEST(w.at("dtype").get<std::string>() == "F32");
-  BOOST_TEST(w.at("pieces").dump() ==
-             R"([{"file":"model-rank-00000.safetensors","numel":35,"offset":0},)"
-             R"({"file":"model-rank-00001.safetensors","numel":25,"offset":35}])");
-  BOOST_TEST(index.at("optim").at("tensors").contains("state.2.0.weight.exp_avg"));
-  BOOST_TEST(index.at("progress").at("step").get<int>() == 2);
-  BOOST_TEST(index.at("progress").at("rng").size() == 2u);
+  TS_TEST(w.at("shape").dump() == "[10,6]");
+  TS_TEST(w.at("dtype").get<std::string>() == "F32");
+  TS_TEST(w.at("pieces").dump() ==
+          R"([{"file":"model-rank-00000.safetensors","numel":35,"offset":0},)"
+          R"({"file":"model-rank-00001.safetensors","numel":25,"offset":35}])");
+  TS_TEST(index.at("optim").at("tensors").contains("state.2.0.weight.exp_avg"));
+  TS_TEST(index.at("progress").at("step").get<int>() == 2);
+  TS_TEST(index.at("progress").at("rng").size() == 2u);
   for (int world : {1, 2, 3, 4})
     for (auto s : {ShardingStrategy::FULL_SHARD, ShardingStrategy::NO_SHARD,
                    ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::HYBRID_SHARD})
@@ -143,16 +144,16 @@ BOOST_AUTO_TEST_CASE(files_index_and_reload_at_other_world_sizes) {
           Full got = load(ckpt.string(), world, s, orig, &p);
           check_equal(got.params, saved.params);
           check_equal(got.optim, saved.optim);
-          BOOST_TEST(p.step == 2);
-          BOOST_TEST(p.data_position == 3);
-          BOOST_TEST(p.rng.size() == 2u);
+          TS_TEST(p.step == 2);
+          TS_TEST(p.data_position == 3);
+          TS_TEST(p.rng.size() == 2u);
         }
       }
 }
 
 BOOST_AUTO_TEST_CASE(latest_keep_and_leftovers) {
   TempDir tmp;
-  BOOST_TEST(!latest_checkpoint((tmp.path / "none").string()).has_value());
+  TS_TEST(!latest_checkpoint((tmp.path / "none").string()).has_value());
   fs::create_directories(tmp.path / ".tmp-step-00000009");  // an interrupted save
   fs::create_directories(tmp.path / "step-00000008");       // no index: incomplete
   CheckpointOptions keep2;
@@ -160,8 +161,8 @@ BOOST_AUTO_TEST_CASE(latest_keep_and_leftovers) {
   for (int step : {1, 2, 3}) save(tmp.path, 2, step, keep2);
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(tmp.path)) names.insert(e.path().filename());
-  BOOST_TEST((names == std::set<std::string>{"step-00000002", "step-00000003", "step-00000008"}));
-  BOOST_TEST(latest_checkpoint(tmp.path.string()).value() == (tmp.path / "step-00000003").string());
+  TS_TEST((names == std::set<std::string>{"step-00000002", "step-00000003", "step-00000008"}));
+  TS_TEST(latest_checkpoint(tmp.path.string()).value() == (tmp.path / "step-00000003").string());
 }
 
 BOOST_AUTO_TEST_CASE(a_save_killed_at_any_stage_leaves_the_previous_checkpoint) {
@@ -182,16 +183,16 @@ BOOST_AUTO_TEST_CASE(a_save_killed_at_any_stage_leaves_the_previous_checkpoint) 
       }
       int status = 0;
       ::waitpid(pid, &status, 0);
-      BOOST_TEST(WIFEXITED(status));
-      BOOST_TEST(WEXITSTATUS(status) == 9);
+      TS_TEST(WIFEXITED(status));
+      TS_TEST(WEXITSTATUS(status) == 9);
       const auto latest = latest_checkpoint(tmp.path.string());
-      BOOST_REQUIRE(latest.has_value());
+      TS_REQUIRE(latest.has_value());
       const bool renamed = std::string(where) == "rename" || std::string(where) == "pruned";
-      BOOST_TEST(*latest == (tmp.path / (renamed ? "step-00000002" : "step-00000001")).string());
+      TS_TEST(*latest == (tmp.path / (renamed ? "step-00000002" : "step-00000001")).string());
       Full got = load(*latest, 2, ShardingStrategy::FULL_SHARD, false);
       // The second save is of the same state (mlp(7) after 2 steps): both load to it.
       check_equal(got.params, first.params);
-      if (!renamed) BOOST_TEST(fs::exists(tmp.path / "step-00000001" / "index.json"));
+      if (!renamed) TS_TEST(fs::exists(tmp.path / "step-00000001" / "index.json"));
     }
   }
 }
@@ -204,9 +205,9 @@ BOOST_AUTO_TEST_CASE(damaged_files_are_named) {
   fs::resize_file(f, fs::file_size(f) - 8);
   try {
     load(ckpt.string(), 2, ShardingStrategy::FULL_SHARD, false);
-    BOOST_FAIL("a truncated file loaded");
+    TS_FAIL("a truncated file loaded");
   } catch (const std::exception& e) {
-    BOOST_TEST(std::string(e.what()).find(f.string()) != std::string::npos, e.what());
+    TS_TEST(std::string(e.what()).find(f.string()) != std::string::npos, e.what());
   }
   // An index whose piece lies outside its tensor: the error names the file and the tensor.
   save(tmp.path, 2, 2);
@@ -217,20 +218,19 @@ BOOST_AUTO_TEST_CASE(damaged_files_are_named) {
   std::ofstream(ckpt2 / "index.json") << index.dump();
   try {
     load(ckpt2.string(), 1, ShardingStrategy::FULL_SHARD, false);  // reads every file
-    BOOST_FAIL("an index with a piece outside its tensor loaded");
+    TS_FAIL("an index with a piece outside its tensor loaded");
   } catch (const std::exception& e) {
     const std::string m = e.what();
-    BOOST_TEST(m.find((ckpt2 / "model-rank-00000.safetensors").string() +
-                      ": sharded state dict: piece of '3.weight' [39, ") != std::string::npos,
-               m);
+    TS_TEST(m.find((ckpt2 / "model-rank-00000.safetensors").string() +
+                   ": sharded state dict: piece of '3.weight' [39, ") != std::string::npos,
+            m);
   }
   std::ofstream(ckpt / "index.json") << "{\"format\": \"other\"}";
   try {
     load(ckpt.string(), 1, ShardingStrategy::FULL_SHARD, false);
-    BOOST_FAIL("a foreign index loaded");
+    TS_FAIL("a foreign index loaded");
   } catch (const std::exception& e) {
-    BOOST_TEST(std::string(e.what()).find("is not a sharded checkpoint index") !=
-               std::string::npos);
+    TS_TEST(std::string(e.what()).find("is not a sharded checkpoint index") != std::string::npos);
   }
 }
 
@@ -239,31 +239,31 @@ BOOST_AUTO_TEST_CASE(full_checkpoint_in_hugging_faces_sharded_layout) {
   // mlp's tensors: 0.weight 240 B, 0.bias 40, 2.0.weight 400, 2.0.bias 40, 3.weight 160, 3.bias 16.
   NamedTensors state;
   for (const auto& [name, t] : mlp(7)->named_parameters()) state.emplace_back(name, t);
-  BOOST_TEST(save_full_checkpoint(tmp.path.string(), state, 300) == 3);
+  TS_TEST(save_full_checkpoint(tmp.path.string(), state, 300) == 3);
   for (const char* f : {"model-00001-of-00003.safetensors", "model-00003-of-00003.safetensors",
                         "model.safetensors.index.json"})
-    BOOST_TEST(fs::exists(tmp.path / f), f);
+    TS_TEST(fs::exists(tmp.path / f), f);
   std::ifstream in(tmp.path / "model.safetensors.index.json");
   const auto index = nlohmann::json::parse(in);
-  BOOST_TEST(index.at("metadata").at("total_size").get<int>() == 896);
+  TS_TEST(index.at("metadata").at("total_size").get<int>() == 896);
   // Files fill in order up to 300 bytes; the 400-byte tensor gets a file of its own.
-  BOOST_TEST(index.at("weight_map").at("0.bias").get<std::string>() ==
-             "model-00001-of-00003.safetensors");
-  BOOST_TEST(index.at("weight_map").at("2.0.weight").get<std::string>() ==
-             "model-00002-of-00003.safetensors");
-  BOOST_TEST(index.at("weight_map").at("3.bias").get<std::string>() ==
-             "model-00003-of-00003.safetensors");
+  TS_TEST(index.at("weight_map").at("0.bias").get<std::string>() ==
+          "model-00001-of-00003.safetensors");
+  TS_TEST(index.at("weight_map").at("2.0.weight").get<std::string>() ==
+          "model-00002-of-00003.safetensors");
+  TS_TEST(index.at("weight_map").at("3.bias").get<std::string>() ==
+          "model-00003-of-00003.safetensors");
   auto check_loaded = [&] {
     std::map<std::string, std::vector<double>> got;
     for (const auto& [n, t] : load_full_checkpoint(tmp.path.string())) got[n] = t.to_vector();
-    BOOST_REQUIRE_EQUAL(got.size(), state.size());
-    for (const auto& [n, t] : state) BOOST_TEST(got.at(n) == t.to_vector(), n);
+    TS_REQUIRE_EQUAL(got.size(), state.size());
+    for (const auto& [n, t] : state) TS_TEST(got.at(n) == t.to_vector(), n);
   };
   check_loaded();
   // Under the limit: one model.safetensors, and the index of the sharded save is gone.
-  BOOST_TEST(save_full_checkpoint(tmp.path.string(), state) == 1);
-  BOOST_TEST(fs::exists(tmp.path / "model.safetensors"));
-  BOOST_TEST(!fs::exists(tmp.path / "model.safetensors.index.json"));
+  TS_TEST(save_full_checkpoint(tmp.path.string(), state) == 1);
+  TS_TEST(fs::exists(tmp.path / "model.safetensors"));
+  TS_TEST(!fs::exists(tmp.path / "model.safetensors.index.json"));
   check_loaded();
   // An index naming a file without the tensor is an error naming both.
   save_full_checkpoint(tmp.path.string(), state, 300);
@@ -272,11 +272,11 @@ BOOST_AUTO_TEST_CASE(full_checkpoint_in_hugging_faces_sharded_layout) {
   std::ofstream(tmp.path / "model.safetensors.index.json") << bad.dump();
   try {
     load_full_checkpoint(tmp.path.string());
-    BOOST_FAIL("loaded");
+    TS_FAIL("loaded");
   } catch (const std::exception& e) {
-    BOOST_TEST(std::string(e.what()).find("maps '3.bias' to " +
-                                          (tmp.path / "model-00001-of-00003.safetensors").string() +
-                                          ", which has no such tensor") != std::string::npos,
-               e.what());
+    TS_TEST(std::string(e.what()).find("maps '3.bias' to " +
+                                       (tmp.path / "model-00001-of-00003.safetensors").string() +
+                                       ", which has no such tensor") != std::string::npos,
+            e.what());
   }
 }

@@ -14,6 +14,7 @@
 #include "comm/threads/run_threads.h"
 #include "examples/gpt_train.h"
 #include "fsdp/checkpoint.h"
+#include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
 using examples::GPTTrainConfig;
@@ -92,16 +93,16 @@ BOOST_DATA_TEST_CASE(resume_is_bit_identical,
   first.checkpoint_dir = dir.path.string();
   first.save_every = 2;  // checkpoints after steps 2 and 3
   const auto head = run(first, world);
-  BOOST_TEST(fs::exists(dir.path / "step-00000002" / "index.json"));
-  BOOST_TEST(latest_checkpoint(dir.path.string()).value() == (dir.path / "step-00000003").string());
+  TS_TEST(fs::exists(dir.path / "step-00000002" / "index.json"));
+  TS_TEST(latest_checkpoint(dir.path.string()).value() == (dir.path / "step-00000003").string());
   GPTTrainConfig second = config(strategy, world, optimizer, 6);
   second.use_orig_params = orig;
   second.resume_dir = dir.path.string();
   const auto tail = run(second, world);
   std::vector<double> losses = head;
   losses.insert(losses.end(), tail.begin(), tail.end());
-  BOOST_REQUIRE_EQUAL(losses.size(), 6u);
-  BOOST_TEST(losses == straight, boost::test_tools::per_element());
+  TS_REQUIRE_EQUAL(losses.size(), 6u);
+  TS_TEST(losses == straight, boost::test_tools::per_element());
 }
 
 BOOST_DATA_TEST_CASE(resume_at_another_world_size,
@@ -119,9 +120,9 @@ BOOST_DATA_TEST_CASE(resume_at_another_world_size,
   second.use_orig_params = true;
   second.resume_dir = dir.path.string();
   const auto tail = run(second, load_world);
-  BOOST_REQUIRE_EQUAL(tail.size(), 3u);
+  TS_REQUIRE_EQUAL(tail.size(), 3u);
   for (std::size_t i = 0; i < tail.size(); ++i)
-    BOOST_TEST(tail[i] == straight[2 + i], boost::test_tools::tolerance(1e-5));
+    TS_TEST(tail[i] == straight[2 + i], boost::test_tools::tolerance(1e-5));
 }
 
 BOOST_AUTO_TEST_CASE(activation_checkpointed_blocks_save_clean_names) {
@@ -135,12 +136,12 @@ BOOST_AUTO_TEST_CASE(activation_checkpointed_blocks_save_clean_names) {
   auto losses = run(first, 2);
   std::ifstream in(dir.path / "step-00000002" / "index.json");
   const std::string index((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  BOOST_TEST(index.find("\"blocks.1.linear2.weight\"") != std::string::npos);
-  BOOST_TEST(index.find("_checkpoint_wrapped_module") == std::string::npos);
-  BOOST_TEST(index.find("_fsdp_wrapped_module") == std::string::npos);
+  TS_TEST(index.find("\"blocks.1.linear2.weight\"") != std::string::npos);
+  TS_TEST(index.find("_checkpoint_wrapped_module") == std::string::npos);
+  TS_TEST(index.find("_fsdp_wrapped_module") == std::string::npos);
   GPTTrainConfig second = all;
   second.resume_dir = dir.path.string();
   const auto tail = run(second, 2);
   losses.insert(losses.end(), tail.begin(), tail.end());
-  BOOST_TEST(losses == straight, boost::test_tools::per_element());
+  TS_TEST(losses == straight, boost::test_tools::per_element());
 }

@@ -22,6 +22,7 @@
 #include "fsdp/sharding.h"
 #include "fsdp/summon_full_params.h"
 #include "tests/fsdp/runtime_harness.h"
+#include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
 using namespace fsdp::testing;
@@ -36,17 +37,17 @@ std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
 namespace {
 
 void check_close(const RunResult& got, const RunResult& want, double rtol = 1e-5) {
-  BOOST_REQUIRE_EQUAL(got.losses.size(), want.losses.size());
+  TS_REQUIRE_EQUAL(got.losses.size(), want.losses.size());
   for (std::size_t i = 0; i < got.losses.size(); ++i)
-    BOOST_TEST(got.losses[i] == want.losses[i], boost::test_tools::tolerance(rtol));
+    TS_TEST(got.losses[i] == want.losses[i], boost::test_tools::tolerance(rtol));
   std::map<std::string, std::vector<double>> w(want.params.begin(), want.params.end());
-  BOOST_REQUIRE_EQUAL(got.params.size(), want.params.size());
+  TS_REQUIRE_EQUAL(got.params.size(), want.params.size());
   for (const auto& [name, values] : got.params) {
     BOOST_TEST_CONTEXT("parameter " << name) {
-      BOOST_REQUIRE(w.count(name) == 1u);
-      BOOST_REQUIRE_EQUAL(values.size(), w[name].size());
+      TS_REQUIRE(w.count(name) == 1u);
+      TS_REQUIRE_EQUAL(values.size(), w[name].size());
       for (std::size_t i = 0; i < values.size(); ++i)
-        BOOST_TEST(values[i] == w[name][i], boost::test_tools::tolerance(1e-4));
+        TS_TEST(values[i] == w[name][i], boost::test_tools::tolerance(1e-4));
     }
   }
 }
@@ -58,50 +59,50 @@ BOOST_AUTO_TEST_SUITE(layout)
 BOOST_AUTO_TEST_CASE(linear_3x3_on_4_ranks) {
   // Upstream's worked example: Linear(3, 3, bias=False) on 4 ranks.
   auto l = flat_param_layout({9}, 4, /*align=*/false, 4, /*sharded=*/true);
-  BOOST_TEST(l.unpadded_numel == 9);
-  BOOST_TEST(l.shard_numel == 3);
-  BOOST_TEST(l.padded_numel == 12);
-  BOOST_TEST(l.shard_begin(3) == 9);
-  BOOST_TEST(l.shard_end(3) == 9);  // the last rank holds only padding
+  TS_TEST(l.unpadded_numel == 9);
+  TS_TEST(l.shard_numel == 3);
+  TS_TEST(l.padded_numel == 12);
+  TS_TEST(l.shard_begin(3) == 9);
+  TS_TEST(l.shard_end(3) == 9);  // the last rank holds only padding
   auto i2 = l.shard_info(0, 2);
-  BOOST_TEST(i2.in_shard);
-  BOOST_TEST(i2.offset_in_shard == 0);
-  BOOST_TEST(i2.numel_in_shard == 3);
-  BOOST_TEST(i2.intra_param_start == 6);
-  BOOST_TEST(i2.intra_param_end == 8);
-  BOOST_TEST(!l.shard_info(0, 3).in_shard);
+  TS_TEST(i2.in_shard);
+  TS_TEST(i2.offset_in_shard == 0);
+  TS_TEST(i2.numel_in_shard == 3);
+  TS_TEST(i2.intra_param_start == 6);
+  TS_TEST(i2.intra_param_end == 8);
+  TS_TEST(!l.shard_info(0, 3).in_shard);
 }
 
 BOOST_AUTO_TEST_CASE(use_orig_params_alignment) {
   // float32: 16-byte alignment = 4 elements; padding before each misaligned parameter and to a
   // multiple of the world size at the end.
   auto l = flat_param_layout({3, 5, 2}, 4, /*align=*/true, 3, /*sharded=*/true);
-  BOOST_TEST((l.offsets == std::vector<std::int64_t>{0, 4, 12}));
-  BOOST_REQUIRE_EQUAL(l.paddings.size(), 3u);
-  BOOST_TEST(l.paddings[0].start == 3);
-  BOOST_TEST(l.paddings[0].numel == 1);
-  BOOST_TEST(l.paddings[1].start == 9);
-  BOOST_TEST(l.paddings[1].numel == 3);
-  BOOST_TEST(l.paddings[2].start == 14);
-  BOOST_TEST(l.paddings[2].numel == 1);
-  BOOST_TEST(l.unpadded_numel == 15);
-  BOOST_TEST(l.shard_numel == 5);
+  TS_TEST((l.offsets == std::vector<std::int64_t>{0, 4, 12}));
+  TS_REQUIRE_EQUAL(l.paddings.size(), 3u);
+  TS_TEST(l.paddings[0].start == 3);
+  TS_TEST(l.paddings[0].numel == 1);
+  TS_TEST(l.paddings[1].start == 9);
+  TS_TEST(l.paddings[1].numel == 3);
+  TS_TEST(l.paddings[2].start == 14);
+  TS_TEST(l.paddings[2].numel == 1);
+  TS_TEST(l.unpadded_numel == 15);
+  TS_TEST(l.shard_numel == 5);
   // Parameter 1 ([4, 9)) spans ranks 0 and 1.
   auto a = l.shard_info(1, 0), b = l.shard_info(1, 1);
-  BOOST_TEST(a.offset_in_shard == 4);
-  BOOST_TEST(a.numel_in_shard == 1);
-  BOOST_TEST(b.offset_in_shard == 0);
-  BOOST_TEST(b.numel_in_shard == 4);
-  BOOST_TEST(b.intra_param_start == 1);
+  TS_TEST(a.offset_in_shard == 4);
+  TS_TEST(a.numel_in_shard == 1);
+  TS_TEST(b.offset_in_shard == 0);
+  TS_TEST(b.numel_in_shard == 4);
+  TS_TEST(b.intra_param_start == 1);
   // NO_SHARD: no right padding, the shard is everything.
   auto n = flat_param_layout({3, 5}, 4, false, 3, false);
-  BOOST_TEST(n.shard_numel == 8);
-  BOOST_TEST(n.padded_numel == 8);
+  TS_TEST(n.shard_numel == 8);
+  TS_TEST(n.padded_numel == 8);
 }
 
 BOOST_AUTO_TEST_CASE(overflow_is_an_error) {
   const std::int64_t big = std::numeric_limits<std::int64_t>::max();
-  BOOST_CHECK_THROW(flat_param_layout({big, big}, 4, false, 2, true), ValueError);
+  TS_CHECK_THROW(flat_param_layout({big, big}, 4, false, 2, true), ValueError);
 }
 
 BOOST_AUTO_TEST_CASE(divide_factors) {
@@ -109,12 +110,12 @@ BOOST_AUTO_TEST_CASE(divide_factors) {
     auto d = gradient_divide_factors(w);
     return std::make_pair(d.pre, d.post);
   };
-  BOOST_TEST((f(1) == std::make_pair(1.0, 1.0)));
-  BOOST_TEST((f(2) == std::make_pair(2.0, 1.0)));
-  BOOST_TEST((f(3) == std::make_pair(2.0, 1.5)));
-  BOOST_TEST((f(4) == std::make_pair(2.0, 2.0)));
-  BOOST_TEST((f(8) == std::make_pair(4.0, 2.0)));
-  BOOST_TEST((f(16) == std::make_pair(4.0, 4.0)));
+  TS_TEST((f(1) == std::make_pair(1.0, 1.0)));
+  TS_TEST((f(2) == std::make_pair(2.0, 1.0)));
+  TS_TEST((f(3) == std::make_pair(2.0, 1.5)));
+  TS_TEST((f(4) == std::make_pair(2.0, 2.0)));
+  TS_TEST((f(8) == std::make_pair(4.0, 2.0)));
+  TS_TEST((f(16) == std::make_pair(4.0, 4.0)));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -193,33 +194,33 @@ const auto kNone = std::optional<BackwardPrefetch>();
 // Root "" holds Linear 0; units "2" and "3" run in that order. The root keeps its parameters
 // from forward to backward under FULL_SHARD; backward runs 3, 2, root.
 BOOST_AUTO_TEST_CASE(full_shard) {
-  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kPre, false)) ==
-             "Unshard(), Unshard(2), Reshard(2), Unshard(3), Reshard(3), "
-             "Unshard(3), Prefetch(2), Reshard(3), ReduceGrad(3), Reshard(2), ReduceGrad(2), "
-             "Reshard(), ReduceGrad()");
-  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kPost, false)) ==
-             "Unshard(), Unshard(2), Reshard(2), Unshard(3), Reshard(3), "
-             "Unshard(3), Reshard(3), Prefetch(2), ReduceGrad(3), Reshard(2), ReduceGrad(2), "
-             "Reshard(), ReduceGrad()");
-  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kNone, false)) ==
-             "Unshard(), Unshard(2), Reshard(2), Unshard(3), Reshard(3), "
-             "Unshard(3), Reshard(3), ReduceGrad(3), Unshard(2), Reshard(2), ReduceGrad(2), "
-             "Reshard(), ReduceGrad()");
+  TS_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kPre, false)) ==
+          "Unshard(), Unshard(2), Reshard(2), Unshard(3), Reshard(3), "
+          "Unshard(3), Prefetch(2), Reshard(3), ReduceGrad(3), Reshard(2), ReduceGrad(2), "
+          "Reshard(), ReduceGrad()");
+  TS_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kPost, false)) ==
+          "Unshard(), Unshard(2), Reshard(2), Unshard(3), Reshard(3), "
+          "Unshard(3), Reshard(3), Prefetch(2), ReduceGrad(3), Reshard(2), ReduceGrad(2), "
+          "Reshard(), ReduceGrad()");
+  TS_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kNone, false)) ==
+          "Unshard(), Unshard(2), Reshard(2), Unshard(3), Reshard(3), "
+          "Unshard(3), Reshard(3), ReduceGrad(3), Unshard(2), Reshard(2), ReduceGrad(2), "
+          "Reshard(), ReduceGrad()");
   // forward_prefetch: the next unit's all-gather is issued when the current one starts.
-  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kNone, true)) ==
-             "Unshard(), Prefetch(2), Prefetch(3), Reshard(2), Reshard(3), "
-             "Unshard(3), Reshard(3), ReduceGrad(3), Unshard(2), Reshard(2), ReduceGrad(2), "
-             "Reshard(), ReduceGrad()");
+  TS_TEST(second_step_events(schedule_options(ShardingStrategy::FULL_SHARD, kNone, true)) ==
+          "Unshard(), Prefetch(2), Prefetch(3), Reshard(2), Reshard(3), "
+          "Unshard(3), Reshard(3), ReduceGrad(3), Unshard(2), Reshard(2), ReduceGrad(2), "
+          "Reshard(), ReduceGrad()");
 }
 
 BOOST_AUTO_TEST_CASE(shard_grad_op_and_no_shard) {
   // SHARD_GRAD_OP keeps every unit unsharded from forward to backward.
-  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::SHARD_GRAD_OP, kPre, false)) ==
-             "Unshard(), Unshard(2), Unshard(3), Reshard(3), ReduceGrad(3), Reshard(2), "
-             "ReduceGrad(2), Reshard(), ReduceGrad()");
+  TS_TEST(second_step_events(schedule_options(ShardingStrategy::SHARD_GRAD_OP, kPre, false)) ==
+          "Unshard(), Unshard(2), Unshard(3), Reshard(3), ReduceGrad(3), Reshard(2), "
+          "ReduceGrad(2), Reshard(), ReduceGrad()");
   // NO_SHARD never gathers: only the all-reduces of the gradients.
-  BOOST_TEST(second_step_events(schedule_options(ShardingStrategy::NO_SHARD, kPre, true)) ==
-             "ReduceGrad(3), ReduceGrad(2), ReduceGrad()");
+  TS_TEST(second_step_events(schedule_options(ShardingStrategy::NO_SHARD, kPre, true)) ==
+          "ReduceGrad(3), ReduceGrad(2), ReduceGrad()");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -264,8 +265,7 @@ std::vector<std::pair<std::string, std::vector<double>>> accumulate(bool sharded
         fsdp->clear_runtime_events();
         run();
         for (const auto& e : fsdp->runtime_events())
-          BOOST_TEST((e.kind != RuntimeEvent::Kind::ReduceGrad),
-                     "reduced under no_sync: " << e.str());
+          TS_TEST((e.kind != RuntimeEvent::Kind::ReduceGrad), "reduced under no_sync: " << e.str());
       } else {
         run();
       }
@@ -310,13 +310,13 @@ BOOST_DATA_TEST_CASE(clip_grad_norm_equals_the_unsharded_norm,
     // half, i.e. the plain gradient / 2.
     (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
     const double norm = clip_grad_norm_(*fsdp, 1e-3);
-    BOOST_TEST(norm == want / 2, boost::test_tools::tolerance(1e-6));
+    TS_TEST(norm == want / 2, boost::test_tools::tolerance(1e-6));
     double clipped = 0;
     for (auto* u : fsdp->fsdp_units())
       if (u->handle())
         for (double v : u->handle()->flat_param().grad().to_vector()) clipped += v * v;
     if (is_sharded(strategy)) pg->all_reduce(&clipped, 1, DType::Float64);
-    BOOST_TEST(std::sqrt(clipped) == 1e-3, boost::test_tools::tolerance(1e-3));
+    TS_TEST(std::sqrt(clipped) == 1e-3, boost::test_tools::tolerance(1e-3));
   });
 }
 
@@ -335,11 +335,11 @@ BOOST_AUTO_TEST_CASE(shared_parameter_across_units_names_both_fqns) {
   model->replace_child("1", FullyShardedDataParallel::make(model->child("1"), o));
   try {
     FullyShardedDataParallel::make(model, o);
-    BOOST_FAIL("expected a ValueError");
+    TS_FAIL("expected a ValueError");
   } catch (const ValueError& e) {
     const std::string msg = e.what();
-    BOOST_TEST(msg.find("'0.weight'") != std::string::npos, msg);
-    BOOST_TEST(msg.find("'1.0.weight'") != std::string::npos, msg);
+    TS_TEST(msg.find("'0.weight'") != std::string::npos, msg);
+    TS_TEST(msg.find("'1.0.weight'") != std::string::npos, msg);
   }
 }
 
@@ -361,7 +361,7 @@ BOOST_AUTO_TEST_CASE(ranks_with_different_models) {
     });
   } catch (const comm::RankFailedError&) {
   }
-  BOOST_TEST(errors.load() == 2);
+  TS_TEST(errors.load() == 2);
 }
 
 BOOST_AUTO_TEST_CASE(calling_a_submodule_inside_a_unit_directly) {
@@ -372,11 +372,11 @@ BOOST_AUTO_TEST_CASE(calling_a_submodule_inside_a_unit_directly) {
     // Linear 0 belongs to the root unit, which is resharded between steps.
     try {
       (*model->child("0"))(ones({1, 6}));
-      BOOST_FAIL("expected a RuntimeError");
+      TS_FAIL("expected a RuntimeError");
     } catch (const RuntimeError& e) {
       const std::string msg = e.what();
-      BOOST_TEST(msg.find("has been freed") != std::string::npos, msg);
-      BOOST_TEST(msg.find("call the FSDP unit") != std::string::npos, msg);
+      TS_TEST(msg.find("has been freed") != std::string::npos, msg);
+      TS_TEST(msg.find("call the FSDP unit") != std::string::npos, msg);
     }
   });
 }
@@ -388,7 +388,7 @@ BOOST_AUTO_TEST_CASE(flattening_validations) {
       std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::Linear>(2, 2)});
   Tensor w = mixed->child("1")->param("weight");
   w.requires_grad_(false);
-  BOOST_CHECK_EXCEPTION(FullyShardedDataParallel::make(mixed, o), ValueError, [](const auto& e) {
+  TS_CHECK_EXCEPTION(FullyShardedDataParallel::make(mixed, o), ValueError, [](const auto& e) {
     return std::string(e.what()).find(
                "Must flatten tensors with uniform `requires_grad` when "
                "`use_orig_params=False`") != std::string::npos;
@@ -396,7 +396,7 @@ BOOST_AUTO_TEST_CASE(flattening_validations) {
   auto dtypes = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
       std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::Linear>(2, 2)});
   dtypes->child("1")->to(DType::Float64);
-  BOOST_CHECK_EXCEPTION(FullyShardedDataParallel::make(dtypes, o), ValueError, [](const auto& e) {
+  TS_CHECK_EXCEPTION(FullyShardedDataParallel::make(dtypes, o), ValueError, [](const auto& e) {
     return std::string(e.what()).find("Must flatten tensors with uniform dtype but got") !=
            std::string::npos;
   });
@@ -435,9 +435,9 @@ BOOST_AUTO_TEST_CASE(peak_parameter_memory_is_bounded) {
     }
     const double peak = static_cast<double>(shards + stats->peak_bytes.load());
     const double bound = static_cast<double>(shards + 2 * largest);
-    BOOST_TEST_MESSAGE("rank " << pg->rank() << ": peak " << peak << " bound " << bound);
-    BOOST_TEST(peak <= 1.1 * bound);
-    BOOST_TEST(stats->current_bytes.load() == 0);  // everything unsharded was freed
+    TS_TEST_MESSAGE("rank " << pg->rank() << ": peak " << peak << " bound " << bound);
+    TS_TEST(peak <= 1.1 * bound);
+    TS_TEST(stats->current_bytes.load() == 0);  // everything unsharded was freed
   });
 }
 
@@ -461,27 +461,26 @@ BOOST_DATA_TEST_CASE(summon_full_params_reads_writes_back_and_gives_grads,
     {
       SummonFullParams full(*fsdp, /*writeback=*/false, false, /*with_grads=*/orig);
       Tensor w = model->child("0")->param("weight");
-      BOOST_TEST((w.shape() == Shape{10, 6}));
-      BOOST_TEST(w.to_vector() == w0, boost::test_tools::per_element());
+      TS_TEST((w.shape() == Shape{10, 6}));
+      TS_TEST(w.to_vector() == w0, boost::test_tools::per_element());
       if (orig) {
         const auto g = w.grad().to_vector();
-        BOOST_REQUIRE_EQUAL(g.size(), g0.size());
+        TS_REQUIRE_EQUAL(g.size(), g0.size());
         for (std::size_t i = 0; i < g.size(); ++i)
-          BOOST_TEST(g[i] == g0[i] / 2, boost::test_tools::tolerance(1e-6));
+          TS_TEST(g[i] == g0[i] / 2, boost::test_tools::tolerance(1e-6));
       }
       w.fill_(0.5);  // not written back
     }
-    BOOST_TEST(full_state_dict(*fsdp, false).front().second.to_vector() == w0,
-               boost::test_tools::per_element());
+    const auto after = full_state_dict(*fsdp, false).front().second.to_vector();  // collective
+    TS_TEST(after == w0, boost::test_tools::per_element());
     {
       SummonFullParams full(*fsdp, /*writeback=*/true);
       Tensor w = model->child("0")->param("weight");
       w.fill_(0.5);
     }
-    BOOST_TEST(
-        full_state_dict(*fsdp, false).front().second.to_vector() == std::vector<double>(60, 0.5),
-        boost::test_tools::per_element());
-    BOOST_CHECK_THROW(SummonFullParams(*fsdp, true, /*rank0_only=*/true), ValueError);
+    const auto written = full_state_dict(*fsdp, false).front().second.to_vector();  // collective
+    TS_TEST(written == std::vector<double>(60, 0.5), boost::test_tools::per_element());
+    TS_CHECK_THROW(SummonFullParams(*fsdp, true, /*rank0_only=*/true), ValueError);
     // Training goes on after a summon: the shards are used again.
     (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
   });
@@ -515,10 +514,9 @@ BOOST_DATA_TEST_CASE(meta_init_equals_eager_init, bdata::make({false, true}), or
       fsdp = FullyShardedDataParallel::make(model, o);
     }
     // Each rank keeps its shards only (half of the 105 elements, padded).
-    BOOST_TEST(stats->current_bytes.load() <=
-               static_cast<std::int64_t>((30 + 42 + 21) / 2 + 3) * 4);
+    TS_TEST(stats->current_bytes.load() <= static_cast<std::int64_t>((30 + 42 + 21) / 2 + 3) * 4);
     for (const auto& [n, t] : full_state_dict(*fsdp, false))
-      BOOST_TEST(t.to_vector() == want.at(n), boost::test_tools::per_element());
+      TS_TEST(t.to_vector() == want.at(n), boost::test_tools::per_element());
   });
 }
 
@@ -556,12 +554,12 @@ BOOST_DATA_TEST_CASE(a_frozen_unit_reshards_after_its_backward, bdata::make({fal
     sgd.step();
     const std::string events = to_string(fsdp->runtime_events());
     // Unit 2 is freed in backward, before the root reduces, not by the final catch-all.
-    BOOST_TEST(events.find("Reshard(2), ReduceGrad(2)") == std::string::npos, events);
+    TS_TEST(events.find("Reshard(2), ReduceGrad(2)") == std::string::npos, events);
     const std::string backward = events.substr(events.find("ReduceGrad(3)"));
-    BOOST_TEST(backward.find("Reshard(2)") < backward.find("ReduceGrad()"), events);
+    TS_TEST(backward.find("Reshard(2)") < backward.find("ReduceGrad()"), events);
     for (const auto& [n, t] : full_state_dict(*fsdp, false))
-      BOOST_TEST(t.to_vector() == want.at(n), boost::test_tools::tolerance(1e-5)
-                                                  << boost::test_tools::per_element());
+      TS_TEST(t.to_vector() == want.at(n), boost::test_tools::tolerance(1e-5)
+                                               << boost::test_tools::per_element());
   });
 }
 

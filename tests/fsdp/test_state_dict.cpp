@@ -14,6 +14,7 @@
 #include "fsdp/state_dict_sharded.h"
 #include "fsdp/state_dict_type.h"
 #include "tests/fsdp/runtime_harness.h"
+#include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
 using namespace fsdp::testing;
@@ -85,10 +86,10 @@ template <typename F>
 void check_message(F&& f, const std::string& needle) {
   try {
     f();
-    BOOST_FAIL("no exception; expected one containing: " + needle);
+    TS_FAIL("no exception; expected one containing: " + needle);
   } catch (const std::exception& e) {
     BOOST_TEST_CONTEXT(e.what()) {
-      BOOST_TEST(std::string(e.what()).find(needle) != std::string::npos);
+      TS_TEST(std::string(e.what()).find(needle) != std::string::npos);
     }
   }
 }
@@ -106,21 +107,21 @@ BOOST_DATA_TEST_CASE(pieces_are_the_parameters_slices,
   for (const auto& p : pieces) {
     if (p.replica) continue;
     BOOST_TEST_CONTEXT(p.fqn << " at " << p.offset) {
-      BOOST_REQUIRE(want.count(p.fqn) == 1u);
+      TS_REQUIRE(want.count(p.fqn) == 1u);
       const auto& w = want.at(p.fqn);
-      BOOST_TEST(shape_numel(p.global_shape) == static_cast<std::int64_t>(w.size()));
+      TS_TEST(shape_numel(p.global_shape) == static_cast<std::int64_t>(w.size()));
       auto& h = hits[p.fqn];
       h.resize(w.size());
       const auto got = p.local.to_vector();
       for (std::size_t i = 0; i < got.size(); ++i) {
-        BOOST_TEST(got[i] == w[p.offset + i]);
+        TS_TEST(got[i] == w[p.offset + i]);
         ++h[p.offset + i];
       }
     }
   }
-  BOOST_TEST(hits.size() == want.size());
+  TS_TEST(hits.size() == want.size());
   for (const auto& [fqn, h] : hits)
-    for (int n : h) BOOST_TEST(n == 1, fqn);
+    for (int n : h) TS_TEST(n == 1, fqn);
 }
 
 BOOST_DATA_TEST_CASE(sharded_loads_at_another_world_size_and_strategy,
@@ -132,8 +133,8 @@ BOOST_DATA_TEST_CASE(sharded_loads_at_another_world_size_and_strategy,
   Values got =
       run_wrapped(load_world, 99, with(load_strategy, true, load_world),
                   [&](FullyShardedDataParallel& m, int) { load_sharded_state_dict(m, saved); });
-  BOOST_TEST(got.size() == want.size());
-  for (const auto& [fqn, w] : want) BOOST_TEST(got[fqn] == w, fqn);
+  TS_TEST(got.size() == want.size());
+  for (const auto& [fqn, w] : want) TS_TEST(got[fqn] == w, fqn);
 }
 
 BOOST_AUTO_TEST_CASE(sharded_load_errors) {
@@ -175,12 +176,12 @@ BOOST_AUTO_TEST_CASE(local_round_trip_and_refusal) {
   std::vector<LocalStateDict> saved(2);
   run_wrapped(2, 7, with(ShardingStrategy::FULL_SHARD, false, 2),
               [&](FullyShardedDataParallel& m, int rank) { saved[rank] = local_state_dict(m); });
-  BOOST_TEST(saved[0].tensors.front().first == "_flat_param");
-  BOOST_TEST(saved[0].metadata.count("2._flat_param") == 1u);
+  TS_TEST(saved[0].tensors.front().first == "_flat_param");
+  TS_TEST(saved[0].metadata.count("2._flat_param") == 1u);
   Values got = run_wrapped(
       2, 99, with(ShardingStrategy::FULL_SHARD, false, 2),
       [&](FullyShardedDataParallel& m, int rank) { load_local_state_dict(m, saved[rank]); });
-  for (const auto& [fqn, w] : want) BOOST_TEST(got[fqn] == w, fqn);
+  for (const auto& [fqn, w] : want) TS_TEST(got[fqn] == w, fqn);
   check_message(
       [&] {
         run_wrapped(3, 99, with(ShardingStrategy::FULL_SHARD, false, 3),
@@ -195,18 +196,18 @@ BOOST_AUTO_TEST_CASE(local_round_trip_and_refusal) {
 BOOST_AUTO_TEST_CASE(state_dict_type_selection) {
   on_ranks(1, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     auto m = wrap_mlp(mlp(1), pg, with(ShardingStrategy::FULL_SHARD, false, 1));
-    BOOST_TEST(to_string(state_dict_type(*m)) == "StateDictType.FULL_STATE_DICT");
+    TS_TEST(to_string(state_dict_type(*m)) == "StateDictType.FULL_STATE_DICT");
     {
       StateDictTypeGuard g(*m, StateDictType::SHARDED_STATE_DICT);
-      BOOST_TEST(to_string(state_dict_type(*m)) == "StateDictType.SHARDED_STATE_DICT");
+      TS_TEST(to_string(state_dict_type(*m)) == "StateDictType.SHARDED_STATE_DICT");
     }
-    BOOST_TEST(to_string(state_dict_type(*m)) == "StateDictType.FULL_STATE_DICT");
+    TS_TEST(to_string(state_dict_type(*m)) == "StateDictType.FULL_STATE_DICT");
     auto* inner = m->fsdp_units().at(1);
     set_state_dict_type(*inner, StateDictType::LOCAL_STATE_DICT);
     check_message([&] { state_dict_type(*m); },
                   "All FSDP modules should have the same state_dict_type.");
     set_state_dict_type(*m, StateDictType::LOCAL_STATE_DICT);
-    BOOST_TEST(to_string(state_dict_type(*m)) == "StateDictType.LOCAL_STATE_DICT");
+    TS_TEST(to_string(state_dict_type(*m)) == "StateDictType.LOCAL_STATE_DICT");
   });
 }
 
@@ -221,10 +222,10 @@ BOOST_DATA_TEST_CASE(state_dict_follows_the_type,
                 set_state_dict_type(m, type);
                 saved[rank] = state_dict(m);
               });
-  BOOST_TEST((saved[0].type == type));
-  BOOST_TEST(saved[0].full.empty() == (type != StateDictType::FULL_STATE_DICT));
-  BOOST_TEST(saved[0].sharded.empty() == (type != StateDictType::SHARDED_STATE_DICT));
-  BOOST_TEST(saved[0].local.tensors.empty() == (type != StateDictType::LOCAL_STATE_DICT));
+  TS_TEST((saved[0].type == type));
+  TS_TEST(saved[0].full.empty() == (type != StateDictType::FULL_STATE_DICT));
+  TS_TEST(saved[0].sharded.empty() == (type != StateDictType::SHARDED_STATE_DICT));
+  TS_TEST(saved[0].local.tensors.empty() == (type != StateDictType::LOCAL_STATE_DICT));
   Values got = run_wrapped(2, 99, with(ShardingStrategy::FULL_SHARD, false, 2),
                            [&](FullyShardedDataParallel& m, int rank) {
                              StateDictTypeGuard g(m, type);
@@ -232,7 +233,7 @@ BOOST_DATA_TEST_CASE(state_dict_follows_the_type,
                              // Each rank loads its own pieces (a sharded state of one rank).
                              load_state_dict(m, s);
                            });
-  for (const auto& [fqn, w] : want) BOOST_TEST(got[fqn] == w, fqn);
+  for (const auto& [fqn, w] : want) TS_TEST(got[fqn] == w, fqn);
   check_message(
       [&] {
         run_wrapped(2, 99, with(ShardingStrategy::FULL_SHARD, false, 2),

@@ -16,6 +16,7 @@
 #include "fsdp/full_state_dict.h"
 #include "fsdp/optim_state_dict.h"
 #include "tests/fsdp/runtime_harness.h"
+#include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
 using namespace fsdp::testing;
@@ -112,18 +113,18 @@ const std::vector<ShardingStrategy> kStrategies = {
 
 void check_close(const std::map<std::string, std::vector<double>>& got,
                  const std::map<std::string, std::vector<double>>& want, double tol) {
-  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  TS_REQUIRE_EQUAL(got.size(), want.size());
   for (const auto& [name, w] : want) {
     BOOST_TEST_CONTEXT(name) {
-      BOOST_REQUIRE(got.count(name) == 1u);
+      TS_REQUIRE(got.count(name) == 1u);
       const auto& g = got.at(name);
-      BOOST_REQUIRE_EQUAL(g.size(), w.size());
+      TS_REQUIRE_EQUAL(g.size(), w.size());
       for (std::size_t i = 0; i < g.size(); ++i)
         if (tol == 0)
-          BOOST_TEST(g[i] == w[i]);
+          TS_TEST(g[i] == w[i]);
         else
-          BOOST_TEST(std::abs(g[i] - w[i]) <= tol * (1e-2 + std::abs(w[i])),
-                     g[i] << " vs " << w[i]);  // relative, absolute near zero
+          TS_TEST(std::abs(g[i] - w[i]) <= tol * (1e-2 + std::abs(w[i])),
+                  g[i] << " vs " << w[i]);  // relative, absolute near zero
     }
   }
 }
@@ -167,7 +168,7 @@ BOOST_DATA_TEST_CASE(resume_at_the_same_world_is_bit_identical,
   Run rest = run(job, opt_name, 2, 5, &first);
   std::vector<double> losses = first.losses;
   losses.insert(losses.end(), rest.losses.begin(), rest.losses.end());
-  BOOST_TEST(losses == straight.losses, boost::test_tools::per_element());
+  TS_TEST(losses == straight.losses, boost::test_tools::per_element());
   check_close(rest.params, straight.params, 0);
   check_close(rest.full_optim.at("0.weight"), straight.full_optim.at("0.weight"), 0);
 }
@@ -182,7 +183,7 @@ BOOST_DATA_TEST_CASE(resume_at_another_world_and_strategy,
   Run straight = run(a, opt_name, 0, 4, nullptr);
   Run first = run(a, opt_name, 0, 2, nullptr);
   Run rest = run(b, opt_name, 2, 4, &first);
-  BOOST_TEST(rest.losses[0] == straight.losses[2], boost::test_tools::tolerance(1e-5));
-  BOOST_TEST(rest.losses[1] == straight.losses[3], boost::test_tools::tolerance(1e-5));
+  TS_TEST(rest.losses[0] == straight.losses[2], boost::test_tools::tolerance(1e-5));
+  TS_TEST(rest.losses[1] == straight.losses[3], boost::test_tools::tolerance(1e-5));
   check_close(rest.params, straight.params, 1e-5);
 }

@@ -33,6 +33,7 @@
 #include "core/tensor.h"
 #include "examples/gpt_train.h"
 #include "tests/support/fixture.h"
+#include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
 using examples::GPTTrainConfig;
@@ -112,7 +113,7 @@ Run train(const std::string& optimizer, int world, std::optional<ShardingStrateg
           std::int64_t global_batch = 0, const std::string& checkpoint_activations = "none") {
   const Reference& ref = reference();
   if (global_batch == 0) global_batch = ref.base.batch;
-  BOOST_REQUIRE(global_batch % world == 0);
+  TS_REQUIRE(global_batch % world == 0);
   GPTTrainConfig cfg = ref.base;
   cfg.optimizer = optimizer;
   cfg.lr = ref.lr.at(optimizer);
@@ -157,11 +158,11 @@ const Run& unsharded(const std::string& optimizer, std::int64_t global_batch = 0
 // Per-step losses within kRtol of `want` (from `source`).
 void check_losses(const std::vector<double>& got, const std::vector<double>& want,
                   const std::string& source) {
-  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  TS_REQUIRE_EQUAL(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i)
-    BOOST_TEST(std::abs(got[i] - want[i]) <= kRtol * std::abs(want[i]),
-               "step " << i << std::setprecision(9) << ": loss " << got[i] << ", " << source << " "
-                       << want[i]);
+    TS_TEST(std::abs(got[i] - want[i]) <= kRtol * std::abs(want[i]),
+            "step " << i << std::setprecision(9) << ": loss " << got[i] << ", " << source << " "
+                    << want[i]);
 }
 
 void check_losses(const std::vector<double>& got, const std::string& optimizer) {
@@ -184,24 +185,24 @@ std::pair<std::size_t, std::size_t> undetermined(const std::string& name,
 // move by the float32 rounding of their larger peers).
 void check_params(const Run& got, const Run& want, const std::string& optimizer) {
   std::map<std::string, Tensor> expected(want.params.begin(), want.params.end());
-  BOOST_TEST(got.params.size() == want.params.size());
+  TS_TEST(got.params.size() == want.params.size());
   const GPTTrainConfig& base = reference().base;
   for (const auto& [name, t] : got.params) {
     BOOST_TEST_CONTEXT("parameter " << name) {
       auto it = expected.find(name);
-      BOOST_TEST_REQUIRE((it != expected.end()), "not in the unsharded checkpoint");
+      TS_TEST_REQUIRE((it != expected.end()), "not in the unsharded checkpoint");
       std::vector<double> a = t.to_vector(), e = it->second.to_vector();
-      BOOST_TEST_REQUIRE(t.shape() == it->second.shape());
+      TS_TEST_REQUIRE(t.shape() == it->second.shape());
       const auto [begin, end] = undetermined(name, optimizer);
       const double bound = reference().lr.at(optimizer) * base.steps;
       for (std::size_t i = begin; i < end; ++i) {
-        BOOST_TEST(std::abs(a[i]) <= bound, "element " << i << " = " << a[i]);
+        TS_TEST(std::abs(a[i]) <= bound, "element " << i << " = " << a[i]);
         a[i] = e[i] = 0;
       }
       double scale = 0;
       for (double v : e) scale = std::max(scale, std::abs(v));
-      BOOST_TEST(testing::close(from_vector(a, t.shape()), from_vector(e, t.shape()), kRtol,
-                                kRtol * scale, name) == "");
+      TS_TEST(testing::close(from_vector(a, t.shape()), from_vector(e, t.shape()), kRtol,
+                             kRtol * scale, name) == "");
     }
   }
 }
@@ -226,14 +227,14 @@ const std::vector<Prefetch> kPrefetch = {Prefetch::pre, Prefetch::post, Prefetch
 BOOST_DATA_TEST_CASE(unsharded_matches_pytorch, bdata::make(kOptimizers), optimizer) {
   const Run& run = unsharded(optimizer);
   check_losses(run.losses, optimizer);
-  BOOST_TEST(run.params.size() == 2u + 2u * 12u + 2u);
-  BOOST_TEST(run.params.front().first == "tok_emb.weight");
-  for (const auto& [name, t] : run.params) BOOST_TEST(name != "head.weight");
+  TS_TEST(run.params.size() == 2u + 2u * 12u + 2u);
+  TS_TEST(run.params.front().first == "tok_emb.weight");
+  for (const auto& [name, t] : run.params) TS_TEST(name != "head.weight");
   // Training moved every parameter away from the fixture's initial weights.
   auto init = io::load_safetensors(reference().base.load_path).tensors;
   std::map<std::string, Tensor> first(init.begin(), init.end());
   for (const auto& [name, t] : run.params)
-    BOOST_TEST(t.to_vector() != first.at(name).to_vector(), name);
+    TS_TEST(t.to_vector() != first.at(name).to_vector(), name);
 }
 
 // 3 ranks do not divide the fixture's batch of 4: 4 sequences per rank, against the plain model

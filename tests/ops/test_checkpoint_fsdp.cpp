@@ -12,6 +12,7 @@
 #include "ops/checkpoint_wrapper.h"
 #include "policies/module_wrap_policy.h"
 #include "tests/ops/ops_test_models.h"
+#include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
 
@@ -85,10 +86,10 @@ BOOST_AUTO_TEST_CASE(fsdp_of_checkpoint_wrapped_blocks_trains_like_the_plain_mod
       got = mine;
     }
   });
-  BOOST_TEST(got.recomputes == kSteps * kLayers);
-  BOOST_REQUIRE(got.losses.size() == want.losses.size());
+  TS_TEST(got.recomputes == kSteps * kLayers);
+  TS_REQUIRE(got.losses.size() == want.losses.size());
   for (std::size_t i = 0; i < got.losses.size(); ++i)
-    BOOST_TEST(got.losses[i] == want.losses[i], boost::test_tools::tolerance(1e-5));
+    TS_TEST(got.losses[i] == want.losses[i], boost::test_tools::tolerance(1e-5));
 }
 
 // Upstream's order: FSDP first (auto-wrapping the blocks), then apply_activation_checkpointing
@@ -110,9 +111,8 @@ BOOST_AUTO_TEST_CASE(checkpointing_applied_after_fsdp_wraps_the_blocks_inside_th
       std::vector<std::string> wrapped;
       for (const auto& [name, m] : root->named_modules())
         if (m->type_name() == "CheckpointWrapper") wrapped.push_back(name);
-      BOOST_TEST(wrapped ==
-                 (std::vector<std::string>{"_fsdp_wrapped_module.0._fsdp_wrapped_module",
-                                           "_fsdp_wrapped_module.1._fsdp_wrapped_module"}));
+      TS_TEST(wrapped == (std::vector<std::string>{"_fsdp_wrapped_module.0._fsdp_wrapped_module",
+                                                   "_fsdp_wrapped_module.1._fsdp_wrapped_module"}));
       optim::SGD opt(root->parameters(), optim::SGDOptions{.lr = 0.1});
       Trained mine;
       const auto before = ops::checkpoint_recompute_count();
@@ -133,10 +133,10 @@ BOOST_AUTO_TEST_CASE(checkpointing_applied_after_fsdp_wraps_the_blocks_inside_th
       }
     });
     BOOST_TEST_CONTEXT("mode " << mode) {
-      BOOST_TEST(got.recomputes == kSteps * kLayers);
-      BOOST_REQUIRE(got.losses.size() == want.losses.size());
+      TS_TEST(got.recomputes == kSteps * kLayers);
+      TS_REQUIRE(got.losses.size() == want.losses.size());
       for (std::size_t i = 0; i < got.losses.size(); ++i)
-        BOOST_TEST(got.losses[i] == want.losses[i], boost::test_tools::tolerance(1e-5));
+        TS_TEST(got.losses[i] == want.losses[i], boost::test_tools::tolerance(1e-5));
     }
   }
 }
