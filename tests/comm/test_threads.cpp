@@ -108,10 +108,11 @@ BOOST_AUTO_TEST_CASE(matrix_every_world_size) {
   for (int world : {1, 2, 3, 4, 5, 8}) {
     BOOST_TEST_MESSAGE("world size " << world);
     run_and_report(world, [](ProcessGroup& pg) {
-      BOOST_CHECK_EQUAL(pg.backend_name(), "threads");
       auto m = testing::default_matrix(pg.size());
       if (pg.size() == 2 || pg.size() == 5) m.large_count = 3 << 20;  // several MB
-      return testing::run_collective_matrix(pg, m);
+      auto failures = testing::run_collective_matrix(pg, m);
+      if (pg.backend_name() != "threads") failures.push_back("backend " + pg.backend_name());
+      return failures;
     });
   }
 }
