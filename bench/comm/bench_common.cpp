@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -14,8 +15,10 @@
 namespace fsdp::comm::bench {
 
 namespace {
-std::size_t parse_size(const std::string& s) {
+// "64K", "16M", "1G" or a plain byte count: at least 1 byte, at most 1 TiB.
+std::size_t parse_size(const std::string& flag, const std::string& s) {
   char* end = nullptr;
+  errno = 0;
   double v = std::strtod(s.c_str(), &end);
   std::string unit = end;
   if (unit == "K" || unit == "KiB")
@@ -24,9 +27,21 @@ std::size_t parse_size(const std::string& s) {
     v *= 1 << 20;
   else if (unit == "G" || unit == "GiB")
     v *= 1 << 30;
-  else if (!unit.empty())
-    throw std::invalid_argument("bad size '" + s + "' (use 64K, 16M, 1G)");
+  else if (!unit.empty() || end == s.c_str())
+    throw std::invalid_argument(
+        fmt::format("{} '{}' is not a size (use a byte count or 64K, 16M, 1G)", flag, s));
+  if (!(v >= 1 && v <= double(std::size_t(1) << 40)))
+    throw std::invalid_argument(fmt::format("{} '{}' is out of range: 1 to 1024G", flag, s));
   return std::size_t(v);
+}
+
+int parse_ranks(const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (end == s.c_str() || *end != '\0' || errno == ERANGE || v < 1 || v > 1024)
+    throw std::invalid_argument(fmt::format("--ranks '{}' is not an integer from 1 to 1024", s));
+  return int(v);
 }
 }  // namespace
 
@@ -39,20 +54,36 @@ Args Args::parse(int argc, char** argv, const char* usage) {
       return argv[++i];
     };
     if (flag == "--min-size")
-      a.min_bytes = parse_size(value());
+      a.min_bytes = parse_size(flag, value());
     else if (flag == "--max-size")
-      a.max_bytes = parse_size(value());
+      a.max_bytes = parse_size(flag, value());
     else if (flag == "--ranks")
-      a.ranks = std::atoi(value().c_str());
+      a.ranks = parse_ranks(value());
     else if (flag == "--json")
       a.json_path = value();
     else {
       std::fprintf(stderr, "%s\n  --min-size 1K --max-size 256M --json FILE%s\n", usage,
                    " [--ranks N (threads)]");
-      std::exit(flag == "--help" ? 0 : 2);
+      if (flag == "--help") std::exit(0);
+      throw std::invalid_argument(fmt::format("unknown option '{}'", flag));
     }
   }
+  if (a.min_bytes > a.max_bytes)
+    throw std::invalid_argument(fmt::format("--min-size ({} bytes) is above --max-size ({} bytes)",
+                                            a.min_bytes, a.max_bytes));
   return a;
+}
+
+int run_main(const char* program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return 1;
+  }
 }
 
 std::vector<std::size_t> sweep(const Args& args) {
@@ -171,7 +202,10 @@ void report(const std::vector<Result>& results, const Args& args) {
                    {"seconds", r.seconds},
                    {"algbw_gbps", r.algbw()},
                    {"busbw_gbps", r.busbw()}});
-  std::ofstream(args.json_path) << out.dump(2) << "\n";
+  std::ofstream file(args.json_path);
+  file << out.dump(2) << "\n";
+  file.close();
+  if (!file) throw std::runtime_error(fmt::format("cannot write {}", args.json_path));
   std::printf("wrote %s\n", args.json_path.c_str());
 }
 

@@ -16,8 +16,15 @@ struct Args {
   std::size_t max_bytes = std::size_t(256) << 20;
   int ranks = 2;  // threads backend only; process backends take the launcher's
   std::string json_path;
+  // Throws std::invalid_argument naming the flag and the value; --help exits 0.
   static Args parse(int argc, char** argv, const char* usage);
 };
+
+// Runs a benchmark's body and turns what it throws into one line on stderr,
+// "<program>: error: <message>", and an exit code: 2 for a bad command line
+// (std::invalid_argument), 1 for anything else (a comm error: a peer that died, a timeout).
+// Without it an uncaught exception ends the benchmark in SIGABRT and a core dump.
+int run_main(const char* program, const std::function<int()>& body);
 
 // Sizes min..max by factors of 4 (the total bytes of the collective, nccl-tests' S).
 std::vector<std::size_t> sweep(const Args& args);

@@ -1,6 +1,7 @@
 // Gloo backend vs gloo's own algorithms (gloo::allgather ring, gloo::allreduce ring,
 // ReduceScatterHalvingDoubling constructed once per size) on a second gloo context, and memcpy.
 //   tests/comm/run_ranks.sh mpirun 2 file bench_comm_gloo --max-size 64M --json gloo.json
+#include <fmt/format.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "bench/comm/bench_common.h"
 #include "comm/registry.h"
@@ -19,13 +21,14 @@
 using namespace fsdp::comm;
 using namespace fsdp::comm::bench;
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_bench(int argc, char** argv) {
   Args args = Args::parse(argc, argv, "bench_comm_gloo: gloo backend vs raw gloo");
   InitOptions o = options_from_env();
-  if (o.file_store_path.empty()) {
-    std::fprintf(stderr, "set FSDP_STORE_PATH (tests/comm/run_ranks.sh does)\n");
-    return 2;
-  }
+  if (o.file_store_path.empty())
+    throw std::invalid_argument(
+        "set FSDP_STORE_PATH to a directory shared by the ranks (tests/comm/run_ranks.sh does)");
   auto pg = create_process_group("gloo", o);
   const int n = pg->size();
   auto sizes = sweep(args);
@@ -35,7 +38,13 @@ int main(int argc, char** argv) {
   gloo::rendezvous::PrefixStore store("raw-gloo", file_store);
   auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
   auto ctx = std::make_shared<gloo::rendezvous::Context>(pg->rank(), n);
-  ctx->connectFullMesh(store, device);
+  ctx->setTimeout(o.timeout);
+  try {
+    ctx->connectFullMesh(store, device);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(
+        fmt::format("raw gloo rendezvous (the baseline) failed: {}", e.what()));
+  }
   for (std::size_t bytes : sizes) {
     Buffers b(bytes, n);
     const std::size_t total = b.total_count * 4;
@@ -79,4 +88,11 @@ int main(int argc, char** argv) {
     report(results, args);
   }
   pg->barrier();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run_main("bench_comm_gloo", [&] { return run_bench(argc, argv); });
 }

@@ -8,7 +8,9 @@
 using namespace fsdp::comm;
 using namespace fsdp::comm::bench;
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_bench(int argc, char** argv) {
   Args args = Args::parse(argc, argv, "bench_comm_mpi: mpi backend vs raw MPI (run by mpirun)");
   auto pg = init_process_group("mpi");  // initialises MPI
   const int n = pg->size();
@@ -40,4 +42,13 @@ int main(int argc, char** argv) {
     report(results, args);
   }
   pg->barrier();
+  return 0;
+}
+
+}  // namespace
+
+// A comm error ends this rank with the message; the mpi backend then ends the job within its
+// timeout (a failed group makes MPI_Finalize give up), so the other ranks do not hang.
+int main(int argc, char** argv) {
+  return run_main("bench_comm_mpi", [&] { return run_bench(argc, argv); });
 }

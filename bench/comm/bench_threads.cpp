@@ -8,7 +8,9 @@
 using namespace fsdp::comm;
 using namespace fsdp::comm::bench;
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_bench(int argc, char** argv) {
   Args args = Args::parse(argc, argv, "bench_comm_threads: threads backend vs memcpy");
   auto sizes = sweep(args);
   std::vector<Result> results = bench_memcpy("threads", args.ranks, sizes);
@@ -24,4 +26,11 @@ int main(int argc, char** argv) {
   });
   std::printf("threads backend, %d ranks\n", args.ranks);
   report(results, args);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run_main("bench_comm_threads", [&] { return run_bench(argc, argv); });
 }
