@@ -2,15 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstdint>
-#include <cstdlib>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 
 #include "comm/builtin_backends.h"
+#include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/join.h"
 
@@ -54,30 +51,6 @@ std::string how_to_enable(const std::string& name) {
            "-Dnccl_home=PREFIX if it is not found)";
   return {};
 }
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return (v != nullptr && *v != '\0') ? v : nullptr;
-}
-
-// An integer environment variable within [lo, hi]: a value out of range (WORLD_SIZE=4294967298)
-// or not an integer is refused with its name, never truncated.
-std::int64_t env_int(const char* name, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
-  const char* v = env(name);
-  if (v == nullptr) return fallback;
-  errno = 0;
-  char* end = nullptr;
-  const long long value = std::strtoll(v, &end, 10);
-  if (end == v || *end != '\0')
-    throw std::invalid_argument(
-        fmt::format("environment variable {}='{}' is not an integer", name, v));
-  if (errno == ERANGE || value < lo || value > hi)
-    throw std::invalid_argument(fmt::format(
-        "environment variable {}='{}' is out of range: expected {} to {}", name, v, lo, hi));
-  return value;
-}
-
-constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
 
 }  // namespace
 
@@ -127,21 +100,16 @@ std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
 }
 
 InitOptions options_from_env(InitOptions o) {
-  bool under_mpirun = env("OMPI_COMM_WORLD_RANK") != nullptr;
-  // Every variable the layer reads, with its range (tests/comm/test_env.cpp).
-  const char* rank_var = under_mpirun ? "OMPI_COMM_WORLD_RANK" : "RANK";
-  const char* size_var = under_mpirun ? "OMPI_COMM_WORLD_SIZE" : "WORLD_SIZE";
-  if (o.rank < 0) o.rank = static_cast<int>(env_int(rank_var, -1, 0, kIntMax - 1));
-  if (o.world_size < 0) o.world_size = static_cast<int>(env_int(size_var, -1, 1, kIntMax));
+  // Every variable is parsed and range-checked in comm/env.cpp (tests/comm/test_env.cpp).
+  if (o.rank < 0) o.rank = env::rank().value_or(-1);
+  if (o.world_size < 0) o.world_size = env::world_size().value_or(-1);
   if (o.rank >= 0 && o.world_size >= 1 && o.rank >= o.world_size)
-    throw std::invalid_argument(fmt::format("{}={} is not below {}={}: ranks are 0 to {}", rank_var,
-                                            o.rank, size_var, o.world_size, o.world_size - 1));
-  if (const char* addr = env("MASTER_ADDR")) o.master_addr = addr;
-  o.master_port = static_cast<int>(env_int("MASTER_PORT", o.master_port, 1, 65535));
-  if (const char* path = env("FSDP_STORE_PATH")) o.file_store_path = path;
-  // Up to a day: a longer wait is a hang.
-  if (env("FSDP_TIMEOUT_MS") != nullptr)
-    o.timeout = std::chrono::milliseconds(env_int("FSDP_TIMEOUT_MS", 0, 1, 86400000));
+    throw EnvError(fmt::format("{}={} is not below {}={}: ranks are 0 to {}", env::rank_variable(),
+                               o.rank, env::world_size_variable(), o.world_size, o.world_size - 1));
+  if (auto addr = env::master_addr()) o.master_addr = *addr;
+  o.master_port = env::master_port().value_or(o.master_port);
+  if (auto path = env::store_path()) o.file_store_path = *path;
+  o.timeout = env::timeout().value_or(o.timeout);
   return o;
 }
 
@@ -152,11 +120,16 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Ini
 std::shared_ptr<ProcessGroup> init_from_env(InitOptions defaults) {
   InitOptions o = options_from_env(std::move(defaults));
   std::string backend;
-  if (const char* b = env("FSDP_BACKEND")) {
-    backend = b;
-  } else if (env("OMPI_COMM_WORLD_RANK") != nullptr && backend_available("mpi")) {
+  if (auto chosen = env::backend()) {
+    backend = *chosen;
+    if (!backend_available(backend) && how_to_enable(backend).empty())
+      throw EnvError(
+          fmt::format("environment variable FSDP_BACKEND='{}' is not a backend "
+                      "(built: {})",
+                      backend, join(available_backends())));
+  } else if (env::under_mpirun() && backend_available("mpi")) {
     backend = "mpi";
-  } else if (env("RANK") != nullptr && env("WORLD_SIZE") != nullptr && backend_available("gloo")) {
+  } else if (env::raw("RANK") && env::raw("WORLD_SIZE") && backend_available("gloo")) {
     backend = "gloo";
   } else {
     backend = "threads";

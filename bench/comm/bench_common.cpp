@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "comm/env.h"
+
 namespace fsdp::comm::bench {
 
 namespace {
@@ -78,6 +80,9 @@ int run_main(const char* program, const std::function<int()>& body) {
   try {
     return body();
   } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return 2;
+  } catch (const EnvError& e) {  // the launch environment is part of the command line
     std::fprintf(stderr, "%s: error: %s\n", program, e.what());
     return 2;
   } catch (const std::exception& e) {

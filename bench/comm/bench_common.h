@@ -22,8 +22,8 @@ struct Args {
 
 // Runs a benchmark's body and turns what it throws into one line on stderr,
 // "<program>: error: <message>", and an exit code: 2 for a bad command line
-// (std::invalid_argument), 1 for anything else (a comm error: a peer that died, a timeout).
-// Without it an uncaught exception ends the benchmark in SIGABRT and a core dump.
+// (std::invalid_argument) or environment (EnvError), 1 for anything else (a comm error: a peer that
+// died, a timeout). Without it an uncaught exception ends the benchmark in SIGABRT and a core dump.
 int run_main(const char* program, const std::function<int()>& body);
 
 // Sizes min..max by factors of 4 (the total bytes of the collective, nccl-tests' S).

@@ -11,15 +11,23 @@
 // The staging buffer (and its registered unbound buffer) is created once per size and reused.
 // Every collective first exchanges a 16-byte signature, so mismatched calls are reported rather
 // than corrupting data (a few tens of microseconds on loopback).
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +35,7 @@
 #include <thread>
 
 #include "comm/builtin_backends.h"
+#include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/gloo/gloo_store_adapter.h"
 #include "comm/join.h"
@@ -78,15 +87,23 @@ class GlooProcessGroup final : public ProcessGroup {
     GlooStoreAdapter adapter(store_, options_.timeout);
     gloo::rendezvous::PrefixStore prefixed(prefix_, adapter);
     context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    context_->setTimeout(options_.timeout);
+    // gloo waits 5 times its timeout for a pair to connect (a 10 s timeout waited 51 s): give
+    // the connection phase a fifth, so that the whole wait stays within the timeout.
+    context_->setTimeout(std::max(std::chrono::milliseconds(1), options_.timeout / 5));
     try {
       context_->connectFullMesh(prefixed, device_);
+      context_->setTimeout(options_.timeout);
     } catch (const CommTimeoutError& e) {
       throw CommTimeoutError(fmt::format(
           "{}: rendezvous timed out after {} ms; the missing keys are the ranks that never "
           "joined: {}",
           where(), options_.timeout.count(), e.what()));
     } catch (const std::exception& e) {
+      // gloo names the peer's address ("Connect timeout [10.77.0.2]:41817").
+      if (std::string(e.what()).find("timeout") != std::string::npos)
+        throw CommTimeoutError(fmt::format(
+            "{}: connecting to the other ranks timed out after {} ms (this rank bound {}): {}",
+            where(), options_.timeout.count(), device_->str(), e.what()));
       throw CommError(fmt::format("{}: rendezvous through {} failed: {}", where(),
                                   store_->describe(), plain_gloo_message(e.what())));
     }
@@ -360,6 +377,75 @@ void ignore_default_sigpipe() {
     std::signal(SIGPIPE, SIG_IGN);
 }
 
+// Names of this host's network interfaces, for a message.
+std::string interface_names() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "unknown";
+  std::vector<std::string> names;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next)
+    if (std::find(names.begin(), names.end(), i->ifa_name) == names.end())
+      names.emplace_back(i->ifa_name);
+  ::freeifaddrs(list);
+  return join(names);
+}
+
+// The local IPv4 address of the route to `host` (a UDP socket's connect sends nothing): the
+// address a peer that reaches `host` reaches this rank by.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0 || found == nullptr)
+    throw CommError(
+        fmt::format("gloo backend: cannot resolve MASTER_ADDR '{}': {}", host, ::gai_strerror(rc)));
+  sockaddr_in peer{};
+  std::memcpy(&peer, found->ai_addr, sizeof peer);
+  ::freeaddrinfo(found);
+  peer.sin_port = htons(std::uint16_t(port));
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in self{};
+  socklen_t len = sizeof self;
+  const bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok)
+    throw CommError(fmt::format(
+        "gloo backend: no route to MASTER_ADDR '{}' ({}): set FSDP_GLOO_IFNAME to the interface "
+        "that reaches the other ranks",
+        host, std::strerror(err)));
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &self.sin_addr, text, sizeof text);
+  return text;
+}
+
+// What this rank's gloo pairs bind to (and advertise to the peers): FSDP_GLOO_HOSTNAME; else the
+// interface FSDP_GLOO_IFNAME (or GLOO_SOCKET_IFNAME) names; else, with a TCP store, the local
+// address of the route to MASTER_ADDR, so that ranks on other hosts can connect (issue 12: every
+// rank advertised 127.0.0.1); else (a file store) loopback.
+gloo::transport::tcp::attr device_attr(const InitOptions& o) {
+  gloo::transport::tcp::attr attr;
+  if (auto host = env::gloo_hostname()) {
+    attr.hostname = *host;
+  } else if (auto iface = env::gloo_ifname()) {
+    if (::if_nametoindex(iface->c_str()) == 0)
+      throw CommError(
+          fmt::format("gloo backend: {}='{}' is not a network interface of this host (it has: {})",
+                      env::gloo_ifname_variable(), *iface, interface_names()));
+    attr.iface = *iface;
+  } else if (o.file_store_path.empty()) {
+    attr.hostname = local_address_towards(o.master_addr, o.master_port);
+  } else {
+    attr.hostname = "127.0.0.1";
+  }
+  return attr;
+}
+
+std::string describe_attr(const gloo::transport::tcp::attr& attr) {
+  return attr.iface.empty() ? attr.hostname : "interface " + attr.iface;
+}
+
 std::shared_ptr<ProcessGroup> create_gloo_group(const InitOptions& options) {
   ignore_default_sigpipe();
   if (options.rank < 0 || options.world_size < 1 || options.rank >= options.world_size)
@@ -372,15 +458,13 @@ std::shared_ptr<ProcessGroup> create_gloo_group(const InitOptions& options) {
         "gloo backend: the timeout must be above 0 ms, got {} ms (InitOptions::timeout or "
         "FSDP_TIMEOUT_MS)",
         options.timeout.count()));
-  gloo::transport::tcp::attr attr;
-  const char* host = std::getenv("FSDP_GLOO_HOSTNAME");  // this rank's address, multi-host runs
-  attr.hostname = host != nullptr ? host : "127.0.0.1";
+  gloo::transport::tcp::attr attr = device_attr(options);
   std::shared_ptr<gloo::transport::Device> device;
   try {
     device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    throw CommError(
-        fmt::format("gloo backend: cannot create a TCP device on {}: {}", attr.hostname, e.what()));
+    throw CommError(fmt::format("gloo backend rank {}: cannot create a TCP device on {}: {}",
+                                options.rank, describe_attr(attr), plain_gloo_message(e.what())));
   }
   warn_if_bound_to_one_cpu(options.rank, options.world_size);
   auto store = make_store(options, options.rank);

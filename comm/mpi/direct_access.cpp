@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/mpi/mpi_process_group.h"
 #include "comm/reduce_kernels.h"
@@ -77,8 +78,7 @@ std::uint64_t probe_value(int rank, std::uint64_t address) {
 
 bool probe_direct_access(MPI_Comm comm, std::vector<pid_t>& pids) {
   pids.clear();
-  const char* env = std::getenv("FSDP_MPI_DIRECT");
-  const bool wanted = !(env && std::strcmp(env, "0") == 0);
+  const bool wanted = env::mpi_direct();
   std::lock_guard lock(mpi_mutex());
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);

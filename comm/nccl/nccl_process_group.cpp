@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "comm/builtin_backends.h"
+#include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/process_group.h"
 #include "comm/registry.h"
@@ -236,7 +237,7 @@ ncclUniqueId exchange_unique_id(const InitOptions& o) {
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
   if (o.rank == 0) FSDP_NCCL_CHECK(ncclGetUniqueId(&id), "nccl backend rank 0");
-  if (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr && backend_available("mpi")) {
+  if (env::under_mpirun() && backend_available("mpi")) {
     auto mpi = create_process_group("mpi", o);
     mpi->broadcast(&id, sizeof id, DType::UInt8, 0);
     return id;

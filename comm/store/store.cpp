@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <thread>
 
+#include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/join.h"
 #include "comm/store/file_store.h"
@@ -33,7 +33,7 @@ std::shared_ptr<Store> make_store(const InitOptions& o, int rank) {
     // Under mpirun every job has a unique namespace: key the files by it, so that a later job can
     // reuse the same directory (files are not removed: a slow rank may still be reading).
     std::string prefix = o.group_name;
-    if (const char* job = std::getenv("PMIX_NAMESPACE")) prefix += std::string("@mpirun-") + job;
+    if (auto job = env::mpirun_job()) prefix += "@mpirun-" + *job;
     return std::make_shared<FileStore>(o.file_store_path, prefix, rank);
   }
   return std::make_shared<TcpStore>(o.master_addr, o.master_port, rank == 0, o.group_name,
