@@ -1,10 +1,12 @@
 // Times forward + backward + AdamW step of (a) one transformer block (d_model 256, 4 heads,
 // seq 128, batch 8) and (b) the demo model, and compares with PyTorch eager on the same shapes
-// and thread count, measured in the same run by bench_training_step_torch.py when
-// /usr/bin/python3 has torch. Prints a table and writes JSON (--json PATH).
-#include <CLI/CLI.hpp>
+// and thread count, measured in the same run by bench_training_step_torch.py. PyTorch comes from
+// --torch-python (default /opt/torch2/bin/python, a current PyTorch); when that cannot import
+// torch the benchmark falls back to /usr/bin/python3 (Debian's 1.13, about 3x slower) and says
+// so loudly. Prints a table per thread count and writes JSON (--json PATH).
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -15,9 +17,13 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/blas_kernels.h"
 #include "core/nn/nn.h"
 #include "core/optim/optim.h"
 #include "examples/tiny_lm.h"
+
+extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename(void);
 
 using namespace fsdp;
 
@@ -31,7 +37,8 @@ double median_ms(Fn&& fn, int warmup, int iters) {
   for (int i = 0; i < iters; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
@@ -71,14 +78,30 @@ double bench_demo_model(int warmup, int iters) {
       warmup, iters);
 }
 
-nlohmann::json run_torch(const std::string& script, int threads, int warmup, int iters) {
-  std::string cmd = fmt::format("/usr/bin/python3 {} --threads {} --warmup {} --iters {} 2>/dev/null",
-                                script, threads, warmup, iters);
+std::string run_command(const std::string& cmd) {
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  if (!pipe) return nullptr;
+  if (!pipe) return {};
   std::string out;
   std::array<char, 4096> buf;
   while (std::fgets(buf.data(), buf.size(), pipe.get())) out += buf.data();
+  return out;
+}
+
+// The first of `candidates` that imports torch, with its version; empty when none does.
+std::pair<std::string, std::string> find_torch_python(const std::vector<std::string>& candidates) {
+  for (const auto& py : candidates) {
+    std::string v =
+        run_command(fmt::format("{} -c 'import torch; print(torch.__version__)' 2>/dev/null", py));
+    while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+    if (!v.empty()) return {py, v};
+  }
+  return {};
+}
+
+nlohmann::json run_torch(const std::string& python, const std::string& script, int threads,
+                         int warmup, int iters) {
+  std::string out = run_command(fmt::format("{} {} --threads {} --warmup {} --iters {} 2>/dev/null",
+                                            python, script, threads, warmup, iters));
   try {
     return nlohmann::json::parse(out);
   } catch (...) {
@@ -86,43 +109,80 @@ nlohmann::json run_torch(const std::string& script, int threads, int warmup, int
   }
 }
 
+const char* label(const std::string& name) {
+  return name == "block" ? "transformer block d256 h4 seq128 batch8"
+                         : "demo TinyLM (d128 h4 L2 ctx64 batch16)";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  select_blas_kernels(argv);  // Debian's OpenBLAS picks SSE3 kernels on this CPU otherwise
   CLI::App app{"fsdp-cpp training-step benchmark vs PyTorch eager"};
-  int warmup = 3, iters = 20, threads = 2;
+  int warmup = 3, iters = 20;
+  std::vector<int> thread_counts{1, 2};
   std::string json_path, torch_script = FSDP_BENCH_DIR "/bench_training_step_torch.py";
+  std::string torch_python = "/opt/torch2/bin/python";
   bool no_torch = false;
   app.add_option("--warmup", warmup)->capture_default_str();
   app.add_option("--iters", iters)->capture_default_str();
-  app.add_option("--threads", threads, "BLAS threads here and torch.set_num_threads there")->capture_default_str();
+  app.add_option("--threads", thread_counts,
+                 "thread counts: OpenBLAS threads here, torch.set_num_threads there")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--torch-python", torch_python,
+                 "python with a current torch (falls back to /usr/bin/python3)")
+      ->capture_default_str();
   app.add_option("--json", json_path, "write results as JSON");
   app.add_flag("--no-torch", no_torch, "skip the PyTorch baseline");
   CLI11_PARSE(app, argc, argv);
-  setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 0);
 
   nlohmann::json result;
-  result["threads"] = threads;
-  result["ours_ms"] = {{"block", bench_block(warmup, iters)}, {"demo_model", bench_demo_model(warmup, iters)}};
-  nlohmann::json torch = no_torch ? nlohmann::json(nullptr) : run_torch(torch_script, threads, warmup, iters);
-  result["torch"] = torch;
-
-  fmt::print("{:<44} {:>12} {:>12} {:>10}\n", "fwd+bwd+AdamW step (median)", "fsdp-cpp ms", "torch ms",
-             "ours/torch");
-  for (const char* name : {"block", "demo_model"}) {
-    double ours = result["ours_ms"][name];
-    std::string label = std::string(name) == "block" ? "transformer block d256 h4 seq128 batch8"
-                                                      : "demo TinyLM (d128 h4 L2 ctx64 batch16)";
-    if (torch.is_object() && torch.contains(name)) {
-      double t = torch[name];
-      result["ratio"][name] = ours / t;
-      fmt::print("{:<44} {:>12.2f} {:>12.2f} {:>10.2f}\n", label, ours, t, ours / t);
-    } else {
-      fmt::print("{:<44} {:>12.2f} {:>12} {:>10}\n", label, ours, "n/a", "n/a");
+  result["openblas_core"] = openblas_get_corename();
+  std::string python, version;
+  if (!no_torch) {
+    std::tie(python, version) = find_torch_python({torch_python, "/usr/bin/python3"});
+    if (python.empty()) {
+      fmt::print("(PyTorch baseline unavailable: neither {} nor /usr/bin/python3 imports torch)\n",
+                 torch_python);
+    } else if (python != torch_python) {
+      fmt::print(
+          "*** WARNING: {} cannot import torch; comparing with {} (torch {}), an OLD PyTorch\n"
+          "*** about 3x slower than current releases on this CPU. Make a venv with a current\n"
+          "*** torch (bench/core/README.md) for a meaningful baseline.\n",
+          torch_python, python, version);
     }
+    result["torch_python"] = python;
+    result["torch_version"] = version;
   }
-  if (torch.is_object()) fmt::print("(torch {} with {} threads)\n", torch.value("version", "?"), threads);
-  else fmt::print("(PyTorch baseline unavailable: /usr/bin/python3 with torch not found)\n");
+  fmt::print("OpenBLAS core: {}; median of {} steps after {} warm-up steps\n",
+             openblas_get_corename(), iters, warmup);
+  for (int threads : thread_counts) {
+    openblas_set_num_threads(threads);
+    nlohmann::json row;
+    row["threads"] = threads;
+    row["ours_ms"] = {{"block", bench_block(warmup, iters)},
+                      {"demo_model", bench_demo_model(warmup, iters)}};
+    nlohmann::json torch = python.empty() ? nlohmann::json(nullptr)
+                                          : run_torch(python, torch_script, threads, warmup, iters);
+    row["torch_ms"] = torch;
+    fmt::print("\n{:<44} {:>12} {:>12} {:>10}\n",
+               fmt::format("fwd+bwd+AdamW step, {} thread{}", threads, threads == 1 ? "" : "s"),
+               "fsdp-cpp ms", "torch ms", "ours/torch");
+    for (const std::string name : {"block", "demo_model"}) {
+      const double ours = row["ours_ms"][name];
+      if (torch.is_object() && torch.contains(name)) {
+        const double t = torch[name];
+        row["ratio"][name] = ours / t;
+        fmt::print("{:<44} {:>12.2f} {:>12.2f} {:>10.2f}\n", label(name), ours, t, ours / t);
+      } else {
+        fmt::print("{:<44} {:>12.2f} {:>12} {:>10}\n", label(name), ours, "n/a", "n/a");
+      }
+    }
+    if (torch.is_object())
+      fmt::print("(torch {} from {}, {} threads)\n", torch.value("version", "?"), python, threads);
+    result["runs"].push_back(row);
+  }
   if (!json_path.empty()) std::ofstream(json_path) << result.dump(2) << "\n";
   return 0;
 }
