@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "bench/policies/bench_models.h"
 #include "core/nn/nn.h"
 #include "core/traversal/wrapper_marker.h"
 #include "policies/auto_wrap.h"
@@ -32,7 +33,8 @@ using nn::ModulePtr;
 
 namespace {
 
-const TensorOptions kMetaF32(DType::Float32, kMeta);
+using bench::blocks_model;
+using bench::kMetaF32;
 // Best of this many runs on the block models, here and in bench_torch_autowrap.py: our time is
 // bound by memory latency, which a busy host disturbs more than PyTorch's interpreter.
 constexpr int kBlockRepeats = 7;
@@ -46,33 +48,6 @@ class BenchWrapper : public nn::Module {
     traversal::mark_as_wrapper(*this, "BenchWrapper");
   }
 };
-
-class Block : public nn::Module {
- public:
-  FSDP_MODULE_CLASS(Block, nn::Module)
-  Block() : nn::Module(static_class()) {
-    auto attn = std::make_shared<nn::ModuleDict>();
-    for (const char* n : {"q", "k", "v", "o"})
-      attn->insert(n, std::make_shared<nn::Linear>(64, 64, true, kMetaF32));
-    register_module("attn", attn);
-    register_module("mlp", std::make_shared<nn::Sequential>(std::vector<ModulePtr>{
-                               std::make_shared<nn::Linear>(64, 256, true, kMetaF32),
-                               std::make_shared<nn::GELU>(),
-                               std::make_shared<nn::Linear>(256, 64, true, kMetaF32)}));
-    register_module("ln1", std::make_shared<nn::LayerNorm>(64, 1e-5, true, true, kMetaF32));
-    register_module("ln2", std::make_shared<nn::LayerNorm>(64, 1e-5, true, true, kMetaF32));
-  }
-};
-
-ModulePtr blocks_model(int blocks) {
-  auto root = std::make_shared<nn::Module>();
-  root->register_module("embed", std::make_shared<nn::Embedding>(1000, 64, std::nullopt, kMetaF32));
-  auto list = std::make_shared<nn::ModuleList>();
-  for (int i = 0; i < blocks; ++i) list->append(std::make_shared<Block>());
-  root->register_module("blocks", list);
-  root->register_module("head", std::make_shared<nn::Linear>(64, 1000, true, kMetaF32));
-  return root;
-}
 
 ModulePtr chain(std::int64_t depth) {
   std::shared_ptr<nn::Sequential> level;
@@ -121,7 +96,8 @@ std::map<std::string, double> run_torch(const std::string& json_out) {
   std::ifstream in(json_out);
   nlohmann::json j;
   in >> j;
-  for (auto& [k, v] : j.items()) out[k] = v.get<double>();
+  for (auto& [k, v] : j.items())
+    if (v.is_number()) out[k] = v.get<double>();
   return out;
 }
 

@@ -97,19 +97,23 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
     parser.add_argument("--blocks", type=int, default=4000)
-    parser.add_argument("--chains", default="400,800,1600")
+    parser.add_argument("--chains", default="400,800,1600", help="depths; '' for none")
+    parser.add_argument("--repeats", type=int, default=7, help="best of this many, block models")
     args = parser.parse_args()
     sys.setrecursionlimit(100000)
     results = {
-        "blocks_size_based": time_case(lambda: Model(args.blocks), size_policy(20000), 7),
+        "blocks_size_based": time_case(lambda: Model(args.blocks), size_policy(20000),
+                                       args.repeats),
         "blocks_transformer": time_case(
             lambda: Model(args.blocks),
             functools.partial(fsdp_wrap.transformer_auto_wrap_policy,
                               transformer_layer_cls={Block}),
-            7),
+            args.repeats),
     }
-    for depth in [int(d) for d in args.chains.split(",")]:
+    for depth in [int(d) for d in args.chains.split(",") if d]:
         results[f"chain_{depth}"] = time_case(lambda: chain(depth), size_policy(int(1e9)), 1)
+    results["torch_version"] = torch.__version__
+    results["modules_per_block_model"] = sum(1 for _ in Model(args.blocks).modules())
     out = json.dumps(results)
     if args.json:
         with open(args.json, "w") as f:

@@ -38,7 +38,7 @@ Plan plan_of(const std::string& model, const std::string& policy,
 
 std::vector<std::string> unit_fqns(const Plan& p) {
   std::vector<std::string> out;
-  for (const auto& u : p.units) out.push_back(u.fqn);
+  for (const auto& u : p.units) out.push_back(p.unit_fqn(u));
   return out;
 }
 
@@ -345,7 +345,7 @@ BOOST_AUTO_TEST_CASE(shared_parameter_across_units_warns) {
   BOOST_TEST(any_warning(p, "unit 'output_proj' (Linear)"));
   // The first unit constructed manages it.
   for (const auto& u : p.units)
-    if (u.fqn == "output_proj") BOOST_TEST(param_fqns(p, u) == Strings({"output_proj.bias"}));
+    if (p.unit_fqn(u) == "output_proj") BOOST_TEST(param_fqns(p, u) == Strings({"output_proj.bias"}));
 }
 
 BOOST_AUTO_TEST_CASE(batchnorm_individually_and_mixed_precision) {
@@ -424,7 +424,7 @@ BOOST_AUTO_TEST_CASE(units_match_pytorch) {
     std::string pol = c["policy"].is_null() ? "" : c["policy"].get<std::string>();
     auto p = plan_of(c["model"], pol, c["ignore"].get<Strings>(), 4);
     std::vector<std::pair<std::string, Strings>> got, want;
-    for (const auto& u : p.units) got.emplace_back(u.fqn, param_fqns(p, u));
+    for (const auto& u : p.units) got.emplace_back(p.unit_fqn(u), param_fqns(p, u));
     for (const auto& u : c["units"]) want.emplace_back(u["fqn"], u["params"].get<Strings>());
     BOOST_TEST((got == want), c["model"].get<std::string>() << " " << pol);
     ++n;
@@ -491,7 +491,7 @@ BOOST_AUTO_TEST_CASE(gpt2_small_worked_example) {
   auto p = plan_of("gpt2_small.json", "transformer([GPT2Block])", {}, 8);
   BOOST_TEST(p.model_numel == 124439808);  // GPT-2 small, tied lm_head counted once
   BOOST_TEST(p.units.size() == 13u);
-  BOOST_TEST(p.units[0].fqn == "transformer.h.0");
+  BOOST_TEST(p.unit_fqn(p.units[0]) == "transformer.h.0");
   BOOST_TEST(p.units[0].numel == 7087872);
   const Unit& root = p.units.back();
   BOOST_TEST(root.numel == 124439808 - 12 * 7087872);

@@ -154,9 +154,9 @@ BOOST_AUTO_TEST_CASE(always_on_a_deep_chain_names_every_unit) {
   BOOST_REQUIRE_EQUAL(p.units.size(), static_cast<std::size_t>(d + 1));
   std::string deepest = "c";
   for (int i = 1; i < d; ++i) deepest += ".c";
-  BOOST_TEST(p.units[0].fqn == deepest);  // construction order: the deepest first
-  BOOST_TEST(p.units[1].fqn == deepest.substr(0, deepest.size() - 2));
-  BOOST_TEST(p.units.back().fqn == "");
+  BOOST_TEST(p.unit_fqn(p.units[0]) == deepest);  // construction order: the deepest first
+  BOOST_TEST(p.unit_fqn(p.units[1]) == deepest.substr(0, deepest.size() - 2));
+  BOOST_TEST(p.unit_fqn(p.units.back()) == "");
   for (std::size_t k = 0; k + 1 < p.units.size(); ++k)
     BOOST_TEST_REQUIRE(p.units[k].parent == static_cast<int>(k + 1));
   BOOST_TEST(p.units.back().parent == -1);

@@ -40,6 +40,7 @@ struct TreeNode {
   const std::string* name;  // slot name (nullptr for the root)
   int depth;
   int unit;               // nearest enclosing unit (the module's own, if it is one), -1 if none
+  int own_unit;           // the unit the module is (not for a repeat), -1 if none
   bool repeat;            // a module already shown under another path (shared module)
   bool last;              // last child of its parent (tree drawing)
   std::string repeat_of;  // the FQN where a repeated module was first shown
@@ -50,56 +51,42 @@ struct TreeNode {
 using LastFlags = std::vector<char>;
 
 // Pre-order over the module tree, each module expanded once (later slots holding the same
-// object are reported as repeats), carrying the nearest enclosing unit. Memory is linear in the
-// number of modules whatever the depth: paths are spelled out only for repeats.
-void walk(const Plan& plan, const std::function<void(const TreeNode&, const LastFlags&)>& fn) {
-  struct Reached {
-    const nn::Module* parent;
-    const std::string* name;
-  };
-  std::unordered_map<const nn::Module*, Reached> first;
-  auto path_of = [&](const nn::Module* m) {
-    std::vector<const std::string*> parts;
-    for (auto it = first.find(m); it != first.end() && it->second.parent;
-         it = first.find(it->second.parent))
-      parts.push_back(it->second.name);
-    std::string out;
-    for (auto p = parts.rbegin(); p != parts.rend(); ++p) {
-      if (!out.empty()) out += '.';
-      out += **p;
-    }
-    return out;
-  };
+// object are reported as repeats), carrying the nearest enclosing unit. It follows the plan's
+// pre-order table: memory is linear in the number of modules whatever the depth, and paths are
+// spelled out only for repeats.
+template <typename Fn>
+void walk(const Plan& plan, Fn&& fn) {
   struct Item {
     const nn::Module* m;
-    const nn::Module* parent;
+    std::int64_t parent;  // pre-order index
     const std::string* name;
     int depth, unit;
     bool last;
   };
   LastFlags last_flags;
-  std::vector<Item> stack{{plan.root.get(), nullptr, nullptr, 0, -1, true}};
+  std::vector<Item> stack{{plan.root.get(), -1, nullptr, 0, -1, true}};
   while (!stack.empty()) {
     Item it = stack.back();
     stack.pop_back();
-    int unit = it.unit;
-    auto u = plan.unit_of_module.find(it.m);
-    if (u != plan.unit_of_module.end()) unit = static_cast<int>(u->second);
-    const bool repeat = first.count(it.m) > 0;
-    TreeNode node{it.m, it.name, it.depth, unit, repeat, it.last, ""};
-    if (repeat) node.repeat_of = path_of(it.m);
+    const std::int64_t index = plan.module_index.find(it.m);
+    const PathNode& first = plan.paths[static_cast<std::size_t>(index)];
+    // The planner's pre-order walk reached each module first through the same slot.
+    const bool repeat = first.parent != it.parent || first.name != it.name;
+    const int own_unit = repeat ? -1 : plan.unit_at[static_cast<std::size_t>(index)];
+    const int unit = own_unit >= 0 ? own_unit : it.unit;
+    TreeNode node{it.m, it.name, it.depth, unit, own_unit, repeat, it.last, ""};
+    if (repeat) node.repeat_of = plan.path_str(static_cast<std::size_t>(index));
     last_flags.resize(static_cast<std::size_t>(it.depth));
     last_flags.push_back(it.last ? 1 : 0);
     fn(node, last_flags);
     if (repeat) continue;
-    first.emplace(it.m, Reached{it.parent, it.name});
     const auto& slots = it.m->child_slots();
     std::size_t n = 0;
     for (const auto& slot : slots) n += slot.second ? 1 : 0;
     std::size_t k = n;
     for (auto s = slots.rbegin(); s != slots.rend(); ++s) {
       if (!s->second) continue;
-      stack.push_back({s->second.get(), it.m, &s->first, it.depth + 1, unit, k == n});
+      stack.push_back({s->second.get(), index, &s->first, it.depth + 1, unit, k == n});
       --k;
     }
   }
@@ -108,6 +95,8 @@ void walk(const Plan& plan, const std::function<void(const TreeNode&, const Last
 // Tree lines are drawn for this many levels; deeper lines say their depth instead, so that the
 // table of a 100 000-deep chain stays linear in the number of modules.
 constexpr int kMaxDrawnDepth = 48;
+// Unit FQNs in dot labels are cut to their last characters beyond this length.
+constexpr std::size_t kMaxLabelChars = 80;
 
 std::int64_t own_numel(const nn::Module& m) {
   std::int64_t n = 0;
@@ -116,8 +105,13 @@ std::int64_t own_numel(const nn::Module& m) {
   return n;
 }
 
-std::string unit_label(const Unit& u) {
-  return u.fqn.empty() ? "(root)" : u.fqn;
+// A unit's FQN, or "(root)"; one longer than `max_chars` is cut to an ellipsis and its last
+// max_chars - 1 characters (so that a 100 000-deep chain's labels stay short).
+std::string unit_label(const Plan& plan, const Unit& u, std::size_t max_chars = std::string::npos) {
+  bool cut = false;
+  std::string f = plan.path_str(u.path, max_chars, &cut);
+  if (cut) return "…" + f.substr(1);
+  return f.empty() ? "(root)" : f;
 }
 
 }  // namespace
@@ -146,9 +140,8 @@ std::string format_table(const Plan& plan) {
     for (int d = 1; d < n.depth && d <= kMaxDrawnDepth; ++d) line += last[d] ? "   " : "│  ";
     if (n.depth > kMaxDrawnDepth) line += fmt::format("┄ [depth {}] ", n.depth);
     if (n.depth > 0) line += n.last ? "└─ " : "├─ ";
-    auto u = plan.unit_of_module.find(n.module);
-    bool is_unit = u != plan.unit_of_module.end() && !n.repeat;
-    if (is_unit) line += fmt::format("[#{}] ", u->second);
+    const bool is_unit = n.own_unit >= 0;
+    if (is_unit) line += fmt::format("[#{}] ", n.own_unit);
     line += n.depth == 0 ? std::string("(root)") : *n.name;
     line += " (" + n.module->type_name() + ")";
     if (n.repeat) {
@@ -158,7 +151,7 @@ std::string format_table(const Plan& plan) {
       if (own > 0) line += "  " + human_count(own) + " params";
       if (ignored.count(n.module)) line += "  [ignored]";
       if (is_unit) {
-        const Unit& un = plan.units[u->second];
+        const Unit& un = plan.units[static_cast<std::size_t>(n.own_unit)];
         line += fmt::format("  => unit #{}: {} flattened, {}/rank{}", un.index,
                             human_count(un.numel), human_bytes(un.per_rank.params),
                             un.mixed_precision || !o.mixed_precision ? "" : ", full precision");
@@ -172,8 +165,7 @@ std::string format_table(const Plan& plan) {
                      "#", "fqn", "type", "params", "numel", "shard", "pad", "params/rk", "grads/rk",
                      "optim/rk", "allgather");
   for (const auto& u : plan.units) {
-    std::string f = unit_label(u);
-    if (f.size() > 28) f = "…" + f.substr(f.size() - 27);
+    std::string f = unit_label(plan, u, 28);
     std::string t = u.type.size() > 22 ? u.type.substr(0, 21) + "…" : u.type;
     out += fmt::format("{:>4}  {:<28} {:<22} {:>6} {:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}\n",
                        u.index, f, t, u.params.size(), human_count(u.numel),
@@ -353,7 +345,7 @@ std::string format_json(const Plan& plan) {
   for (const auto& u : plan.units) {
     j.open('{');
     j.field("index", u.index);
-    j.field("fqn", u.fqn);
+    j.field("fqn", plan.unit_fqn(u));
     j.field("type", u.type);
     j.key("parent");
     if (u.parent < 0)
@@ -471,8 +463,8 @@ std::string format_dot(const Plan& plan) {
     const Unit& u = plan.units[k];
     out += fmt::format("{}subgraph cluster_unit{} {{\n", ind, k);
     out += fmt::format("{}  label=\"unit #{}: {} ({})\\n{} numel, {}/rank\";\n", ind, k,
-                       dot_escape(unit_label(u)), dot_escape(u.type), human_count(u.numel),
-                       human_bytes(u.per_rank.params));
+                       dot_escape(unit_label(plan, u, kMaxLabelChars)), dot_escape(u.type),
+                       human_count(u.numel), human_bytes(u.per_rank.params));
     out += fmt::format("{}  style=rounded; color=\"{}\";\n", ind,
                        u.mixed_precision || !plan.options.mixed_precision ? "blue" : "red");
     for (const auto& d : unit_nodes[k]) out += ind + "  " + d + "\n";

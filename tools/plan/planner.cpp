@@ -132,33 +132,37 @@ class Planner {
   }
 
   Plan run() {
-    // Pre-order (named_modules' order), remembering how each module was first reached; paths
-    // are spelled out only for the units.
+    // Pre-order (named_modules' order), remembering the slot each module is first reached
+    // through: the first nodes of the plan's name table. Paths are spelled out on demand.
     std::vector<const nn::Module*> modules;
+    auto& paths = plan_.paths;
+    auto& index = plan_.module_index;
+    std::size_t slots = 1;  // the root's
     {
-      std::vector<std::pair<const nn::Module*, Reached>> stack{
-          {root_.get(), {nullptr, nullptr, -1}}};
+      struct Item {
+        const nn::Module* module;
+        std::int64_t parent;
+        const std::string* name;
+      };
+      std::vector<Item> stack{{root_.get(), -1, nullptr}};
       while (!stack.empty()) {
-        auto [m, how] = stack.back();
+        const Item it = stack.back();
         stack.pop_back();
-        if (!reached_.emplace(m, how).second) continue;
-        const auto index = static_cast<std::int64_t>(modules.size());
-        modules.push_back(m);
-        parent_index_.push_back(how.parent_index);
-        slot_name_.push_back(how.name);
-        const auto& slots = m->child_slots();
-        for (auto it = slots.rbegin(); it != slots.rend(); ++it)
-          if (it->second) stack.push_back({it->second.get(), {m, &it->first, index}});
+        const auto i = static_cast<std::int64_t>(modules.size());
+        if (index.insert(it.module, i) != i) continue;
+        modules.push_back(it.module);
+        paths.push_back({it.parent, it.name});
+        const auto& children = it.module->child_slots();
+        for (auto c = children.rbegin(); c != children.rend(); ++c)
+          if (c->second) {
+            stack.push_back({c->second.get(), i, &c->first});
+            ++slots;
+          }
       }
-      for (std::size_t i = 0; i < modules.size(); ++i)
-        reached_[modules[i]].index = static_cast<std::int64_t>(i);
     }
     plan_.num_modules = modules.size();
+    any_shared_module_ = slots != modules.size();
     {
-      std::size_t slots = 1;  // the root's
-      for (const auto& m : modules)
-        for (const auto& [name, c] : m->child_slots()) slots += c ? 1 : 0;
-      any_shared_module_ = slots != modules.size();
       // Tied parameters: a sort finds repeats faster than a hash set of millions of entries.
       std::vector<const TensorImpl*> all;
       for (const auto& m : modules)
@@ -193,7 +197,6 @@ class Planner {
     wrap();
     lap("auto-wrap engine");
     find_parents();
-    name_units();
     list_params();
     lap("unit parameters");
     for (auto& u : plan_.units) cost(u);
@@ -245,6 +248,7 @@ class Planner {
   }
 
   void wrap() {
+    plan_.unit_at.assign(plan_.num_modules, -1);
     auto opts = root_options(o_);
     std::vector<Recorded> recorded;
     if (o_.policy) {
@@ -262,11 +266,12 @@ class Planner {
       Unit u;
       u.index = plan_.units.size();
       u.module = r.module.get();
+      u.path = static_cast<std::size_t>(index_of(u.module));
       u.type = r.module->type_name();
       auto s = r.options.sharding_strategy.value_or(o_.sharding);
       u.sharding = plan_.sharding == ShardingStrategy::NO_SHARD ? plan_.sharding : s;
       u.mixed_precision = r.options.mixed_precision.has_value();
-      plan_.unit_of_module.emplace(u.module, u.index);
+      if (plan_.unit_at[u.path] < 0) plan_.unit_at[u.path] = static_cast<std::int32_t>(u.index);
       plan_.units.push_back(std::move(u));
       modules_.push_back(r.module);
     }
@@ -277,31 +282,36 @@ class Planner {
   void list_params() {
     std::unordered_map<const TensorImpl*, std::size_t> manager;  // param -> unit index
     std::unordered_map<const TensorImpl*, std::size_t> manager_path;
-    // Per-unit "seen" marks as stamps (unit index + 1), so that a model with a million units
-    // allocates no set per unit.
-    std::unordered_map<const nn::Module*, std::uint32_t> module_stamp;
+    // Per-unit "seen" marks as stamps (unit index + 1) per pre-order index, so that a model with
+    // a million units allocates no set per unit.
+    std::vector<std::uint32_t> module_stamp(plan_.num_modules, 0);
     std::unordered_map<const TensorImpl*, std::uint32_t> param_stamp;
-    module_stamp.reserve(plan_.num_modules);
-    std::unordered_set<const nn::Module*> earlier_units;
-    earlier_units.reserve(plan_.units.size());
+    std::vector<char> earlier_unit(plan_.num_modules, 0);
     auto& paths = plan_.paths;
-    std::vector<std::pair<std::int64_t, const nn::Module*>> stack;  // (path node, module)
+    struct Item {
+      std::int64_t node;   // the path the unit's traversal reached the module by
+      std::int64_t index;  // the module's pre-order index
+      const nn::Module* module;
+    };
+    std::vector<Item> stack;
     for (auto& u : plan_.units) {
       const auto stamp = static_cast<std::uint32_t>(u.index + 1);
-      stack.assign(1, {-static_cast<std::int64_t>(u.index) - 1, u.module});
+      const auto unit_index = static_cast<std::int64_t>(u.path);
+      stack.assign(1, {unit_index, unit_index, u.module});
       while (!stack.empty()) {
-        auto [prefix, m] = stack.back();
+        const auto [prefix, mi, m] = stack.back();
         stack.pop_back();
-        auto& ms = module_stamp[m];
+        auto& ms = module_stamp[static_cast<std::size_t>(mi)];
         if (ms == stamp) continue;
         ms = stamp;
-        if (m != u.module && earlier_units.count(m)) continue;
+        if (mi != unit_index && earlier_unit[static_cast<std::size_t>(mi)]) continue;
         if (traversal::contains(ignored_.modules, m)) continue;
         for (const auto& [name, p] : m->parameter_slots()) {
           if (!p.defined()) continue;
           // Without shared modules, only a tied parameter can be reached twice: the others
           // need no bookkeeping (this keeps a million-module plan fast).
-          const bool reachable_twice = any_shared_module_ || shared_params_.count(p.impl());
+          const bool reachable_twice =
+              any_shared_module_ || (!shared_params_.empty() && shared_params_.count(p.impl()));
           if (reachable_twice) {
             auto& ps = param_stamp[p.impl()];
             if (ps == stamp) continue;
@@ -333,11 +343,18 @@ class Planner {
         const auto& slots = m->child_slots();
         for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
           if (!it->second) continue;
-          stack.emplace_back(static_cast<std::int64_t>(paths.size()), it->second.get());
-          paths.push_back({prefix, &it->first});
+          const std::int64_t ci = index_of(it->second.get());
+          // Reached along its pre-order path: that path's node; by another slot: a new node.
+          const PathNode& first = paths[static_cast<std::size_t>(ci)];
+          std::int64_t node = ci;
+          if (prefix != mi || first.parent != mi || first.name != &it->first) {
+            node = static_cast<std::int64_t>(paths.size());
+            paths.push_back({prefix, &it->first});
+          }
+          stack.push_back({node, ci, it->second.get()});
         }
       }
-      earlier_units.insert(u.module);
+      earlier_unit[u.path] = 1;
       check_uniform(u);
     }
   }
@@ -359,13 +376,14 @@ class Planner {
     if (first_unit == u.index) return;
     const std::string fqn = plan_.param_fqn({path}), first_fqn = plan_.param_fqn({first_path});
     const Unit& f = plan_.units[first_unit];
+    const std::string f_fqn = plan_.unit_fqn(f), u_fqn = plan_.unit_fqn(u);
     if (contains_module(u.index, f.module) || contains_module(f.index, u.module)) return;
     plan_.warnings.push_back(fmt::format(
         "parameter '{}' is shared with '{}', which lies in unit '{}' ({}), while unit '{}' ({}) "
         "also uses it and neither unit contains the other: unit '{}' manages it (it was "
         "constructed first), and FSDP then fails at run time when unit '{}' uses it; wrap both "
         "users in one unit (e.g. a common ancestor) or untie the weights",
-        fqn, first_fqn, f.fqn, f.type, u.fqn, u.type, f.fqn, u.fqn));
+        fqn, first_fqn, f_fqn, f.type, u_fqn, u.type, f_fqn, u_fqn));
   }
 
   // FlatParamHandle's checks for what is flattened together.
@@ -378,54 +396,30 @@ class Planner {
           "unit '{}' ({}) would flatten parameters of different dtypes ({}): FSDP requires a "
           "uniform dtype per unit (\"Must flatten tensors with uniform dtype\"); the plan sizes "
           "one flat parameter per dtype",
-          u.fqn, u.type, dts));
+          plan_.unit_fqn(u), u.type, dts));
     }
     if (!o_.use_orig_params && u.trainable_numel > 0 && u.trainable_numel < u.numel)
       throw ValueError(fmt::format(
           "unit '{}' ({}) would flatten parameters with requires_grad=True and False: Must "
           "flatten tensors with uniform `requires_grad` when `use_orig_params=False`",
-          u.fqn, u.type));
+          plan_.unit_fqn(u), u.type));
   }
 
-  std::int64_t index_of(const nn::Module* m) const { return reached_.at(m).index; }
+  std::int64_t index_of(const nn::Module* m) const { return plan_.module_index.find(m); }
 
   // The nearest enclosing unit: up the path through which each unit was first reached; one pass
   // over the modules in pre-order (a parent comes before its children), whatever the depth.
   void find_parents() {
-    const std::size_t n = parent_index_.size();
+    const auto& paths = plan_.paths;
+    const std::size_t n = plan_.num_modules;
+    // A module wrapped twice (shared, reached through two slots): its later unit encloses.
     std::vector<std::int64_t> unit_at(n, -1), enclosing(n, -1);
-    for (const auto& u : plan_.units)
-      unit_at[static_cast<std::size_t>(index_of(u.module))] = static_cast<std::int64_t>(u.index);
+    for (const auto& u : plan_.units) unit_at[u.path] = static_cast<std::int64_t>(u.index);
     for (std::size_t i = 1; i < n; ++i) {
-      const auto p = static_cast<std::size_t>(parent_index_[i]);
+      const auto p = static_cast<std::size_t>(paths[i].parent);
       enclosing[i] = unit_at[p] >= 0 ? unit_at[p] : enclosing[p];
     }
-    for (auto& u : plan_.units)
-      u.parent = static_cast<int>(enclosing[static_cast<std::size_t>(index_of(u.module))]);
-  }
-
-  // Each unit's FQN: its enclosing unit's, then the path from that unit's module down; units in
-  // pre-order so that the enclosing one is named first. The work is the FQNs' total length.
-  void name_units() {
-    std::vector<std::size_t> order(plan_.units.size());
-    for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return index_of(plan_.units[a].module) < index_of(plan_.units[b].module);
-    });
-    std::vector<const std::string*> parts;
-    for (std::size_t k : order) {
-      Unit& u = plan_.units[k];
-      const std::int64_t stop = u.parent >= 0 ? index_of(plan_.units[u.parent].module) : 0;
-      parts.clear();
-      for (std::int64_t i = index_of(u.module); i != stop && i > 0;
-           i = parent_index_[static_cast<std::size_t>(i)])
-        parts.push_back(slot_name_[static_cast<std::size_t>(i)]);
-      u.fqn = u.parent >= 0 ? plan_.units[u.parent].fqn : std::string();
-      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-        if (!u.fqn.empty()) u.fqn += '.';
-        u.fqn += **it;
-      }
-    }
+    for (auto& u : plan_.units) u.parent = static_cast<int>(enclosing[u.path]);
   }
 
   void cost(Unit& u) {
@@ -527,11 +521,11 @@ class Planner {
 
   // Runs `fn`; an input error it throws (an overflow) is said to be in unit `u`.
   template <typename F>
-  static void in_unit(const Unit& u, F fn) {
+  void in_unit(const Unit& u, F fn) const {
     try {
       fn();
     } catch (const InputError& e) {
-      throw InputError(fmt::format("unit '{}' ({}): {}", u.fqn, u.type, e.what()));
+      throw InputError(fmt::format("unit '{}' ({}): {}", plan_.unit_fqn(u), u.type, e.what()));
     }
   }
 
@@ -550,16 +544,7 @@ class Planner {
   PlanOptions o_;
   Plan plan_;
   Ignored ignored_;
-  struct Reached {
-    const nn::Module* parent;
-    const std::string* name;    // the slot's name in parent
-    std::int64_t parent_index;  // the parent's pre-order index (-1 for the root)
-    std::int64_t index = -1;    // the module's own
-  };
-  std::unordered_map<const nn::Module*, Reached> reached_;
-  std::vector<std::int64_t> parent_index_;     // per pre-order index
-  std::vector<const std::string*> slot_name_;  // per pre-order index (nullptr for the root)
-  std::vector<nn::ModulePtr> modules_;         // per unit
+  std::vector<nn::ModulePtr> modules_;                   // per unit
   std::unordered_set<const TensorImpl*> shared_params_;  // in more than one slot (tied)
   bool any_shared_module_ = false;                       // some module occupies more than one slot
   std::unordered_map<std::size_t, std::unordered_set<const nn::Module*>> subtree_;
@@ -567,17 +552,30 @@ class Planner {
 
 }  // namespace
 
-std::string Plan::param_fqn(const PlannedParam& p) const {
+std::string Plan::path_str(std::size_t node, std::size_t max_chars, bool* cut) const {
   std::vector<const std::string*> parts;
-  std::int64_t node = static_cast<std::int64_t>(p.path);
-  while (node >= 0) {
-    parts.push_back(paths[static_cast<std::size_t>(node)].name);
-    node = paths[static_cast<std::size_t>(node)].parent;
+  std::size_t chars = 0;
+  if (cut) *cut = false;
+  for (auto n = static_cast<std::int64_t>(node); n >= 0;
+       n = paths[static_cast<std::size_t>(n)].parent) {
+    const std::string* name = paths[static_cast<std::size_t>(n)].name;
+    if (!name) continue;  // the root
+    chars += name->size() + (parts.empty() ? 0 : 1);
+    parts.push_back(name);
+    if (chars > max_chars && paths[static_cast<std::size_t>(n)].parent >= 0) {
+      if (cut) *cut = true;
+      break;
+    }
   }
-  std::string out = units[static_cast<std::size_t>(-node - 1)].fqn;
+  std::string out;
+  out.reserve(chars);
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
     if (!out.empty()) out += '.';
     out += **it;
+  }
+  if (out.size() > max_chars) {
+    if (cut) *cut = true;
+    out.erase(0, out.size() - max_chars);
   }
   return out;
 }

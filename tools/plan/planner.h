@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/module.h"
+#include "core/traversal/pointer_index.h"
 #include "policies/options.h"
 #include "tools/plan/policy_expr.h"
 
@@ -50,7 +51,7 @@ struct RankMemory {
 
 struct Unit {
   std::size_t index = 0;
-  std::string fqn;  // module path in the unwrapped model ("" = root)
+  std::size_t path = 0;  // its module's node in Plan::paths: Plan::unit_fqn
   std::string type;
   const nn::Module* module = nullptr;
   int parent = -1;  // the nearest enclosing unit (index), -1 for the root
@@ -83,9 +84,11 @@ struct Totals {
   std::int64_t all_reduce_bytes = 0;
 };
 
-// A name in the plan's table of parameter paths: `name` after the path of node `parent`, or
-// after the FQN of unit -parent-1 when parent < 0. A 100 000-deep chain's parameters thus cost
-// memory linear in their number; their FQNs are spelled out on demand.
+// A node of the plan's table of names: `name` after the path of node `parent` (-1: at the top).
+// The first Plan::num_modules nodes are the modules in pre-order, each under the slot it is
+// first reached through (the root's name is null); parameter names and the other paths a unit
+// reaches a module by follow. A 100 000-deep chain's FQNs thus cost memory linear in their
+// number; they are spelled out on demand.
 struct PathNode {
   std::int64_t parent = -1;
   const std::string* name = nullptr;  // a slot name of a module of the plan's tree
@@ -103,13 +106,20 @@ struct Plan {
   std::int64_t ignored_numel = 0;
   std::vector<std::string> ignored_modules;  // FQNs as given, plus nothing else
   std::vector<Unit> units;                   // construction order, root last
-  std::unordered_map<const nn::Module*, std::size_t> unit_of_module;
   Totals totals;
   std::vector<std::string> warnings;
   std::vector<PathNode> paths;
+  traversal::PointerIndex module_index;  // module -> its pre-order index (= its node in paths)
+  std::vector<std::int32_t> unit_at;     // per pre-order index: the module's first unit, or -1
 
   // "layers.0.attn.weight".
-  std::string param_fqn(const PlannedParam& p) const;
+  std::string param_fqn(const PlannedParam& p) const { return path_str(p.path); }
+  // The unit's module path in the unwrapped model ("" = root).
+  std::string unit_fqn(const Unit& u) const { return path_str(u.path); }
+  // The dotted path of node `node`; when it is longer than `max_chars`, only its last
+  // `max_chars` characters, and *cut is set (the work is bounded by max_chars, not the depth).
+  std::string path_str(std::size_t node, std::size_t max_chars = std::string::npos,
+                       bool* cut = nullptr) const;
 };
 
 // Builds the plan; throws InputError for bad options (unknown --ignore path, ...) and the

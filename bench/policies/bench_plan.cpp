@@ -1,0 +1,257 @@
+// fsdp-plan end to end (a process: read the model file, auto-wrap, cost, format) against
+// PyTorch's `_recursive_wrap` alone on the same model, measured in the same run:
+//  (a) the 4000-block model of bench_models.h (48 004 modules), exported to a model file, with
+//      transformer({Block}) and size_based(min_num_params=20000); the median wall time of
+//      several fsdp-plan runs against the best of PyTorch's (bench_torch_autowrap.py, with
+//      /opt/torch2's current PyTorch when present, else Debian's 1.13);
+//  (b) a model of 1 001 103 modules (tests/tools/bench_plan_1m.py's: 100 stages of 715 blocks,
+//      87 MB of JSON) under four policies, JSON output, world size 64.
+// Usage: bench_plan [--plan FSDP_PLAN] [--runs N] [--json OUT] [--no-torch] [--no-1m]
+// Prints a table and writes JSON (default bench_plan.json).
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/policies/bench_models.h"
+#include "tools/plan/model_export.h"
+
+#ifndef FSDP_BENCH_DIR
+#define FSDP_BENCH_DIR "."
+#endif
+#ifndef FSDP_PLAN_EXE
+#define FSDP_PLAN_EXE "fsdp-plan"
+#endif
+
+namespace {
+
+struct Timing {
+  double wall = 0;  // seconds
+  double cpu = 0;   // user + system seconds
+  long max_rss_kb = 0;
+};
+
+// Runs argv with stdout and stderr to /dev/null; its wall and CPU time.
+Timing run_process(const std::vector<std::string>& args) {
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    std::FILE* null = std::fopen("/dev/null", "w");
+    if (null) {
+      dup2(fileno(null), 1);
+      dup2(fileno(null), 2);
+    }
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  Timing t;
+  t.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  t.cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+          1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  t.max_rss_kb = ru.ru_maxrss;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(fmt::format("{} failed (status {})", args[0], status));
+  return t;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct Summary {
+  double wall_median, wall_min, cpu_median;
+  long max_rss_kb;
+};
+
+Summary time_plan(const std::vector<std::string>& args, int runs) {
+  std::vector<double> wall, cpu;
+  long rss = 0;
+  for (int r = 0; r < runs; ++r) {
+    Timing t = run_process(args);
+    wall.push_back(t.wall);
+    cpu.push_back(t.cpu);
+    rss = std::max(rss, t.max_rss_kb);
+  }
+  return {median(wall), *std::min_element(wall.begin(), wall.end()), median(cpu), rss};
+}
+
+// PyTorch's _recursive_wrap on the 4000-block model: seconds per case, and the version.
+nlohmann::json run_torch(const std::string& json_out) {
+  const char* pythons[] = {"/opt/torch2/bin/python", "/usr/bin/python3"};
+  for (const char* py : pythons) {
+    if (access(py, X_OK) != 0) continue;
+    if (std::system(fmt::format("{} -c 'import torch' >/dev/null 2>&1", py).c_str()) != 0) continue;
+    std::string cmd = fmt::format("{} " FSDP_BENCH_DIR
+                                  "/bench_torch_autowrap.py --chains '' --repeats 3 --json {} "
+                                  ">/dev/null 2>&1",
+                                  py, json_out);
+    if (std::system(cmd.c_str()) != 0) continue;
+    std::ifstream in(json_out);
+    nlohmann::json j;
+    in >> j;
+    j["python"] = py;
+    return j;
+  }
+  return nullptr;
+}
+
+// tests/tools/bench_plan_1m.py's model, written without Python: 3 + stages * (1 + 14 * blocks)
+// modules.
+void write_1m_model(const std::string& path, int stages, int per_stage) {
+  const int d = 32;
+  auto linear = [](int i, int o) {
+    return fmt::format(R"({{"type":"Linear","params":[{{"name":"weight","shape":[{},{}]}},)"
+                       R"({{"name":"bias","shape":[{}]}}]}})",
+                       o, i, o);
+  };
+  const std::string norm =
+      fmt::format(R"({{"type":"LayerNorm","params":[{{"name":"weight","shape":[{}]}},)"
+                  R"({{"name":"bias","shape":[{}]}}]}})",
+                  d, d);
+  auto child = [](const std::string& name, const std::string& m) {
+    return fmt::format(R"({{"name":"{}","module":{}}})", name, m);
+  };
+  const std::string drop = R"({"type":"Dropout"})";
+  std::string attn = R"({"type":"Attention","children":[)";
+  for (const char* n : {"q", "k", "v", "o"}) attn += child(n, linear(d, d)) + ",";
+  attn += child("drop", drop) + "]}";
+  const std::string mlp = R"({"type":"MLP","children":[)" + child("fc1", linear(d, 4 * d)) + "," +
+                          child("act", R"({"type":"GELU"})") + "," +
+                          child("fc2", linear(4 * d, d)) + "," + child("drop", drop) + "]}";
+  const std::string block = R"({"type":"Block","children":[)" + child("ln1", norm) + "," +
+                            child("attn", attn) + "," + child("ln2", norm) + "," +
+                            child("mlp", mlp) + "]}";
+  std::ofstream f(path);
+  f << R"({"format":"fsdp-model/1","module":{"type":"Model","children":[)"
+    << R"({"name":"embed","module":{"type":"Embedding","params":[{"name":"weight","shape":[50000,)"
+    << d << "]}]}},"
+    << R"({"name":"layers","module":{"type":"ModuleList","children":[)";
+  for (int s = 0; s < stages; ++s) {
+    if (s) f << ',';
+    f << R"({"name":")" << s << R"(","module":{"type":"ModuleList","children":[)";
+    for (int b = 0; b < per_stage; ++b) {
+      if (b) f << ',';
+      f << child(std::to_string(b), block);
+    }
+    f << "]}}";
+  }
+  f << "]}}]}}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string plan = FSDP_PLAN_EXE, json_path = "bench_plan.json";
+  int runs = 7;
+  bool torch = true, big = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--plan" && i + 1 < argc)
+      plan = argv[++i];
+    else if (a == "--runs" && i + 1 < argc)
+      runs = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
+    else if (a == "--no-torch")
+      torch = false;
+    else if (a == "--no-1m")
+      big = false;
+    else {
+      std::fprintf(stderr,
+                   "usage: bench_plan [--plan FSDP_PLAN] [--runs N] [--json OUT] [--no-torch] "
+                   "[--no-1m]\n");
+      return 2;
+    }
+  }
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("bench_plan.{}", getpid());
+  fs::create_directories(dir);
+  nlohmann::json out;
+
+  // (a) the 4000-block model.
+  const std::string blocks_file = (dir / "blocks4000.json").string();
+  {
+    auto model = fsdp::bench::blocks_model(4000);
+    fsdp::plan::write_model_file(*model, blocks_file);
+    out["blocks_model"] = {{"modules", model->modules().size()},
+                           {"file_bytes", fs::file_size(blocks_file)}};
+  }
+  nlohmann::json theirs = torch ? run_torch((dir / "torch.json").string()) : nullptr;
+  const double torch_modules =
+      theirs.is_object() ? theirs["modules_per_block_model"].get<double>() : 0;
+  std::printf("fsdp-plan end to end (median of %d runs) vs PyTorch _recursive_wrap alone%s\n", runs,
+              theirs.is_object() ? fmt::format(" (torch {}, best of 3)",
+                                               theirs["torch_version"].get<std::string>())
+                                       .c_str()
+                                 : " (PyTorch not found)");
+  std::printf("%-34s %9s %9s %9s %9s %10s %8s\n", "case", "wall s", "min s", "cpu s", "RSS MB",
+              "torch s", "speedup");
+  struct Case {
+    const char* name;
+    const char* policy;
+    const char* torch_key;
+  };
+  for (const Case& c :
+       {Case{"blocks4000 transformer([Block])", "transformer([Block])", "blocks_transformer"},
+        Case{"blocks4000 size(min_num_params=20000)", "size(min_num_params=20000)",
+             "blocks_size_based"}}) {
+    Summary s = time_plan({plan, blocks_file, "--policy", c.policy, "--world-size", "8"}, runs);
+    double t = theirs.is_object() && theirs.contains(c.torch_key)
+                   ? theirs[c.torch_key].get<double>() * torch_modules * 1e-6
+                   : 0;
+    std::printf("%-34s %9.3f %9.3f %9.3f %9.0f %10s %8s\n", c.name, s.wall_median, s.wall_min,
+                s.cpu_median, s.max_rss_kb / 1024.0, t > 0 ? fmt::format("{:.3f}", t).c_str() : "-",
+                t > 0 ? fmt::format("{:.1f}x", t / s.wall_median).c_str() : "-");
+    auto& j = out["cases"][c.name];
+    j = {{"wall_median_s", s.wall_median},
+         {"wall_min_s", s.wall_min},
+         {"cpu_median_s", s.cpu_median},
+         {"max_rss_kb", s.max_rss_kb}};
+    if (t > 0) j["torch_recursive_wrap_s"] = t, j["speedup"] = t / s.wall_median;
+  }
+  if (theirs.is_object())
+    out["torch"] = {{"version", theirs["torch_version"]}, {"python", theirs["python"]}};
+
+  // (b) a million modules.
+  if (big) {
+    const std::string big_file = (dir / "model_1m.json").string();
+    write_1m_model(big_file, 100, 715);
+    out["model_1m"] = {{"modules", 3 + 100 * (1 + 14 * 715)},
+                       {"file_bytes", fs::file_size(big_file)}};
+    std::printf("\n%d modules, %.0f MB of JSON, --format json --world-size 64 (one run each)\n",
+                3 + 100 * (1 + 14 * 715), static_cast<double>(fs::file_size(big_file)) / 1e6);
+    for (const char* policy :
+         {"none", "transformer([Block])", "size(min_num_params=100000)", "always"}) {
+      std::vector<std::string> args{plan, big_file, "--format", "json", "--world-size", "64"};
+      if (std::strcmp(policy, "none") != 0) args.insert(args.end(), {"--policy", policy});
+      Summary s = time_plan(args, 1);
+      std::printf("%-34s %9.2f %9s %9.2f %9.0f\n", policy, s.wall_median, "", s.cpu_median,
+                  s.max_rss_kb / 1024.0);
+      out["cases"][std::string("1m ") + policy] = {
+          {"wall_s", s.wall_median}, {"cpu_s", s.cpu_median}, {"max_rss_kb", s.max_rss_kb}};
+    }
+  }
+  fs::remove_all(dir);
+  std::ofstream(json_path) << out.dump(2) << "\n";
+  return 0;
+}
