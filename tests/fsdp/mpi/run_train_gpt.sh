@@ -10,6 +10,11 @@
 #   mpi-stop, gloo-stop
 #               rank 1 stops (SIGSTOP) after step 2: the other ranks' collectives time out
 #               (FSDP_TIMEOUT_MS), their error names rank 1, and the job ends non-zero.
+#   mpi-resume, gloo-resume
+#               for each strategy, 6 steps in one job equal 3 steps + save + a resumed job of 3
+#               (--checkpoint-dir, --resume): the same printed losses and byte-identical final
+#               checkpoints (model and optimizer shards); the step-3 checkpoint resumed on 1 and
+#               on 4 (NP 2) or 2 thread ranks gives the job's losses within 1e-5 relative.
 # Exits 77 (skipped) when mpirun or the backend is absent. Every launch is bounded by `timeout`.
 set -u
 mode=$1 np=$2 exe=$3 fixtures=$4
@@ -151,7 +156,88 @@ fault() {  # SIG
   fi
 }
 
+# Launches under mpirun, or skips (77) when the backend was not built: must_launch NAME OUT ...
+must_launch() {
+  name=$1 out=$2
+  shift 2
+  launch "$out" "$out.err" "$@" && return 0
+  if grep -q "was not built" "$out.err"; then
+    echo "skip: $(grep -m1 'was not built' "$out.err")"
+    exit 77
+  fi
+  echo "FAIL $name: mpirun -np $np exited non-zero"
+  cat "$out" "$out.err"
+  fail=1
+  return 1
+}
+
+# 6 steps straight == 3 steps, save, resume, 3 steps; then the step-3 checkpoint at other world
+# sizes (thread ranks, the same global batch): check_resume NAME [train_gpt flags...]
+check_resume() {
+  name=$1
+  shift
+  r="$dir/resume.$(date +%s%N)"
+  mkdir -p "$r"
+  must_launch "$name" "$r/straight.out" --steps 6 --checkpoint-dir "$r/straight" "$@" || return
+  must_launch "$name" "$r/head.out" --steps 3 --checkpoint-dir "$r/resumed" "$@" || return
+  mkdir "$r/other" && cp -r "$r/resumed/step-00000003" "$r/other/"
+  must_launch "$name" "$r/tail.out" --steps 6 --checkpoint-dir "$r/resumed" \
+    --resume "$r/resumed" "$@" || return
+  losses "$r/straight.out" >"$r/straight.losses"
+  { losses "$r/head.out"; losses "$r/tail.out"; } >"$r/resumed.losses"
+  if [ "$(wc -l <"$r/straight.losses")" -eq 6 ] && cmp -s "$r/straight.losses" "$r/resumed.losses"
+  then
+    echo "ok   $name: $backend np $np, 6 steps = 3 + resume + 3 (identical losses)"
+  else
+    echo "FAIL $name: $backend np $np, resumed losses differ (straight | resumed)"
+    paste "$r/straight.losses" "$r/resumed.losses"
+    fail=1
+  fi
+  same_files=1
+  for f in "$r/straight/step-00000006"/*; do
+    cmp "$f" "$r/resumed/step-00000006/${f##*/}" || same_files=0
+  done
+  if [ $same_files -eq 1 ]; then
+    echo "ok   $name: the step-6 checkpoints are byte-identical ($(find "$r/straight/step-00000006" \
+      -type f | wc -l) files)"
+  else
+    echo "FAIL $name: the step-6 checkpoints differ"
+    fail=1
+  fi
+  awk '$1 >= 3' "$r/straight.losses" >"$r/straight.tail"
+  for ranks in 1 $((np == 2 ? 4 : 2)); do
+    # The flags that need NP ranks are dropped (HYBRID's node size is recomputed).
+    flags="" prev=""
+    for a in "$@"; do
+      [ "$a" = --node-size ] || [ "$prev" = --node-size ] || flags="$flags $a"
+      prev=$a
+    done
+    timeout "$limit" "$exe" $model --backend threads --ranks $ranks \
+      --batch $((global_batch / ranks)) --steps 6 --resume "$r/other" $flags \
+      >"$r/threads$ranks.out" 2>&1 || { echo "FAIL $name: resume on $ranks thread ranks failed"
+      cat "$r/threads$ranks.out"; fail=1; continue; }
+    losses "$r/threads$ranks.out" >"$r/threads$ranks.losses"
+    if same_losses "$r/straight.tail" "$r/threads$ranks.losses" >"$r/diff"; then
+      echo "ok   $name: saved at $backend np $np, resumed on $ranks thread rank(s): within 1e-5"
+    else
+      echo "FAIL $name: saved at $backend np $np, resumed on $ranks thread rank(s)"
+      cat "$r/diff"
+      fail=1
+    fi
+  done
+}
+
 case $mode in
+mpi-resume | gloo-resume)
+  check_resume "FULL_SHARD adamw" --optimizer adamw --lr 0.003
+  check_resume "SHARD_GRAD_OP orig-params sgd" --optimizer sgd --lr 0.1 --sharding SHARD_GRAD_OP \
+    --use-orig-params
+  check_resume "NO_SHARD adamw" --optimizer adamw --lr 0.003 --sharding NO_SHARD
+  check_resume "HYBRID_SHARD node 1 sgd" --optimizer sgd --lr 0.1 --sharding HYBRID_SHARD \
+    --node-size 1
+  check_resume "_HYBRID_SHARD_ZERO2 orig-params adamw" --optimizer adamw --lr 0.003 \
+    --sharding _HYBRID_SHARD_ZERO2 --use-orig-params
+  ;;
 mpi | gloo)
   check_losses "FULL_SHARD sgd" --steps 8 --optimizer sgd --lr 0.1
   check_losses "SHARD_GRAD_OP orig-params post adamw" --steps 8 --optimizer adamw --lr 0.003 \
@@ -186,7 +272,7 @@ mpi-stop | gloo-stop)
   fi
   ;;
 *)
-  echo "usage: $0 mpi|gloo|mpi-kill|mpi-stop|gloo-stop NP TRAIN_GPT FIXTURE_DIR"
+  echo "usage: $0 mpi|gloo|mpi-kill|mpi-stop|gloo-stop|mpi-resume|gloo-resume NP TRAIN_GPT FIXTURE_DIR"
   exit 2
   ;;
 esac
