@@ -14,16 +14,18 @@
 #include <condition_variable>
 #include <cstring>
 #include <map>
+#include <string_view>
 #include <thread>
 
 #include "comm/errors.h"
+#include "comm/store/tcp_store_protocol.h"
 
 namespace fsdp::comm {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr char kSet = 'S', kGet = 'G', kCheck = 'C';
+namespace wire = tcp_store_protocol;
 
 // Waits until fd is readable/writable or the deadline passes (false) .
 bool wait_fd(int fd, short events, Clock::time_point deadline) {
@@ -78,8 +80,6 @@ sockaddr_in resolve(const std::string& address, int port) {
   addr.sin_port = htons(std::uint16_t(port));
   return addr;
 }
-
-const auto kForever = std::chrono::hours(24 * 365);
 
 }  // namespace
 
@@ -140,55 +140,63 @@ class TcpStoreServer {
     }
   }
 
-  bool read_blob(int fd, std::string& out) {
-    std::uint32_t n = 0;
-    if (!recv_all(fd, &n, 4, Clock::now() + kForever)) return false;
-    out.resize(n);
-    return n == 0 || recv_all(fd, out.data(), n, Clock::now() + kForever);
-  }
-
   bool reply(int fd, char status, const std::string& data) {
-    std::uint32_t n = std::uint32_t(data.size());
-    auto deadline = Clock::now() + std::chrono::seconds(30);
-    return send_all(fd, &status, 1, deadline) && send_all(fd, &n, 4, deadline) &&
-           (n == 0 || send_all(fd, data.data(), n, deadline));
+    const std::string bytes = wire::encode_reply({status, data});
+    return send_all(fd, bytes.data(), bytes.size(), Clock::now() + std::chrono::seconds(30));
   }
 
-  void serve(int fd) {
-    for (;;) {
-      char op = 0;
-      // Poll in short steps so that shutdown is noticed.
-      pollfd p{fd, POLLIN, 0};
-      int rc = ::poll(&p, 1, 100);
-      if (stopping_) break;
-      if (rc <= 0) continue;
-      std::string key, value;
-      if (!recv_all(fd, &op, 1, Clock::now() + kForever) || !read_blob(fd, key) ||
-          !read_blob(fd, value))
-        break;
-      bool ok = true;
-      if (op == kSet) {
-        {
-          std::lock_guard lock(mutex_);
-          data_[key] = value;
-        }
-        cv_.notify_all();
-        ok = reply(fd, 0, "");
-      } else if (op == kCheck) {
+  // Answers one request; false ends the connection.
+  bool handle(int fd, wire::Request& request) {
+    if (request.op == wire::kSet) {
+      {
         std::lock_guard lock(mutex_);
-        bool present = data_.count(key) != 0;
-        ok = reply(fd, present ? 1 : 0, "");
-      } else if (op == kGet) {
-        std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return stopping_ || data_.count(key) != 0; });
-        if (stopping_) break;
-        std::string found = data_[key];
-        lock.unlock();
-        ok = reply(fd, 0, found);
-      } else {
-        break;
+        data_[request.key] = std::move(request.value);
       }
-      if (!ok) break;
+      cv_.notify_all();
+      return reply(fd, 0, "");
+    }
+    if (request.op == wire::kCheck) {
+      std::unique_lock lock(mutex_);
+      const bool present = data_.count(request.key) != 0;
+      lock.unlock();
+      return reply(fd, present ? 1 : 0, "");
+    }
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return stopping_ || data_.count(request.key) != 0; });
+    if (stopping_) return false;
+    std::string found = data_[request.key];
+    lock.unlock();
+    return reply(fd, 0, found);
+  }
+
+  // Reads whatever arrives and answers each complete request. Bytes that are not a request (a
+  // stray client, a port scanner) end that connection, never the server; a shutdown is noticed
+  // within 100 ms even while a client is silent in the middle of a request.
+  void serve(int fd) {
+    std::string pending;
+    std::vector<char> chunk(std::size_t(64) << 10);
+    bool open = true;
+    while (open && !stopping_) {
+      pollfd p{fd, POLLIN, 0};
+      const int rc = ::poll(&p, 1, 100);
+      if (rc < 0 && errno != EINTR) break;
+      if (rc <= 0) continue;
+      const ssize_t k = ::recv(fd, chunk.data(), chunk.size(), 0);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) break;
+      pending.append(chunk.data(), std::size_t(k));
+      std::size_t used = 0;
+      for (;;) {
+        wire::Request request;
+        const auto parsed = wire::parse_request(std::string_view(pending).substr(used), request);
+        if (parsed.status == wire::ParseStatus::NeedMore) break;
+        if (parsed.status == wire::ParseStatus::Invalid || !handle(fd, request)) {
+          open = false;
+          break;
+        }
+        used += parsed.consumed;
+      }
+      pending.erase(0, used);
     }
     ::close(fd);
   }
@@ -239,48 +247,54 @@ std::string TcpStore::describe() const {
 
 std::vector<char> TcpStore::request(char op, const std::string& key, const std::vector<char>& value,
                                     std::chrono::milliseconds timeout) {
+  const std::string bytes =
+      wire::encode_request({op, prefix_ + "/" + key, std::string(value.begin(), value.end())});
   std::lock_guard lock(mutex_);
   if (socket_ < 0) throw CommError(fmt::format("{}: connection lost earlier", describe()));
-  const std::string full_key = prefix_ + "/" + key;
   const auto deadline = Clock::now() + timeout;
-  std::uint32_t key_len = std::uint32_t(full_key.size()), value_len = std::uint32_t(value.size());
-  bool sent = send_all(socket_, &op, 1, deadline) && send_all(socket_, &key_len, 4, deadline) &&
-              send_all(socket_, full_key.data(), key_len, deadline) &&
-              send_all(socket_, &value_len, 4, deadline) &&
-              (value_len == 0 || send_all(socket_, value.data(), value_len, deadline));
-  char status = 0;
-  std::uint32_t n = 0;
-  std::vector<char> reply;
-  bool received =
-      sent && recv_all(socket_, &status, 1, deadline) && recv_all(socket_, &n, 4, deadline);
+  std::string reply_bytes(wire::kReplyHeaderBytes, '\0');
+  wire::Reply reply;
+  wire::ParseResult parsed;
+  bool received = send_all(socket_, bytes.data(), bytes.size(), deadline) &&
+                  recv_all(socket_, reply_bytes.data(), reply_bytes.size(), deadline);
   if (received) {
-    reply.resize(n);
-    received = n == 0 || recv_all(socket_, reply.data(), n, deadline);
+    parsed = wire::parse_reply(reply_bytes, reply);
+    if (parsed.status == wire::ParseStatus::NeedMore) {
+      // The header is whole: the data's length is known and within the limit.
+      const std::size_t header = reply_bytes.size();
+      reply_bytes.resize(parsed.needed);
+      received =
+          recv_all(socket_, reply_bytes.data() + header, reply_bytes.size() - header, deadline);
+      if (received) parsed = wire::parse_reply(reply_bytes, reply);
+    }
   }
-  if (!received) {
+  if (!received || parsed.status != wire::ParseStatus::Complete) {
     ::close(socket_);  // the stream is out of step now; later requests fail clearly
     socket_ = -1;
+    if (received)
+      throw CommError(fmt::format("{}: malformed reply to the request for key '{}': {}", describe(),
+                                  key, parsed.error));
     if (Clock::now() + std::chrono::milliseconds(5) >= deadline)
       throw CommTimeoutError(fmt::format("{}: timed out after {} ms waiting for key '{}'",
                                          describe(), timeout.count(), key));
     throw CommError(fmt::format("{}: connection to rank 0's store lost (request for key '{}')",
                                 describe(), key));
   }
-  if (op == kCheck) return std::vector<char>(1, status);
-  return reply;
+  if (op == wire::kCheck) return std::vector<char>(1, reply.status);
+  return std::vector<char>(reply.data.begin(), reply.data.end());
 }
 
 void TcpStore::set(const std::string& key, const std::vector<char>& value) {
-  request(kSet, key, value, std::chrono::minutes(1));
+  request(wire::kSet, key, value, std::chrono::minutes(1));
 }
 
 std::vector<char> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
-  return request(kGet, key, {}, timeout);
+  return request(wire::kGet, key, {}, timeout);
 }
 
 bool TcpStore::check(const std::vector<std::string>& keys) {
   for (auto& k : keys)
-    if (request(kCheck, k, {}, std::chrono::minutes(1))[0] == 0) return false;
+    if (request(wire::kCheck, k, {}, std::chrono::minutes(1))[0] == 0) return false;
   return true;
 }
 
