@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/autograd.h"
+#include "core/dtype_convert.h"
 #include "core/kernel_utils.h"
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
@@ -194,6 +195,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
   Tensor s = src;
   // Reading from a buffer we are writing to: copy the source first.
   if (src.storage() == storage()) s = src.clone();
+  if (s.shape() == shape() && is_contiguous() && s.is_contiguous() &&
+      convert_contiguous(data_ptr(), dtype(), s.data_ptr(), s.dtype(), numel()))
+    return *this;
   Shape sstr = broadcast_strides(s, dst.sizes());
   void* d = data_ptr();
   const void* sp = s.data_ptr();

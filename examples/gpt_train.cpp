@@ -60,6 +60,9 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   FSDP_CHECK(cfg.data != nullptr, ValueError, "train_gpt: no training data");
   FSDP_CHECK(cfg.sharding.has_value() || group->size() == 1, ValueError,
              "train_gpt: the unsharded model runs on one rank (got {} ranks)", group->size());
+  FSDP_CHECK(!cfg.mixed_precision || cfg.sharding.has_value(), ValueError,
+             "train_gpt: mixed precision is FSDP's (--mixed-precision needs --sharding other "
+             "than none)");
   auto stats = std::make_shared<MemoryStats>();
   MemoryStatsScope scope(stats);
   GPTTrainResult result;
@@ -88,6 +91,11 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     else
       o.backward_prefetch = policies::Setting<BackwardPrefetch>::none();
     o.limit_all_gathers = cfg.limit_all_gathers;
+    if (cfg.mixed_precision) {
+      MixedPrecision mp;
+      mp.param_dtype = mp.reduce_dtype = mp.buffer_dtype = *cfg.mixed_precision;
+      o.mixed_precision = mp;
+    }
     if (!cfg.policy.empty())
       o.auto_wrap_policy = plan::build_policy(plan::parse_policy(cfg.policy));
     fsdp_model = FullyShardedDataParallel::make(gpt, o);
@@ -161,7 +169,12 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
       save_checkpoint(step + 1);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (fsdp_model) result.exposed_comm_seconds = fsdp_model->exposed_comm_seconds();
+  if (fsdp_model) {
+    result.exposed_comm_seconds = fsdp_model->exposed_comm_seconds();
+    const CommBytes bytes = fsdp_model->comm_bytes();
+    result.all_gather_bytes = bytes.all_gather;
+    result.reduce_bytes = bytes.reduce_scatter + bytes.all_reduce;
+  }
   result.eval_after = evaluate();
   result.peak_bytes = stats->peak_bytes.load();
 

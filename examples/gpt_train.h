@@ -35,6 +35,9 @@ struct GPTTrainConfig {
   double clip_grad_norm = 0;  // > 0: clip the gradients' total norm to it every step
   // Activation checkpointing of the transformer blocks: "none", "full" or "selective".
   std::string checkpoint_activations = "none";
+  // Mixed precision (FSDP only): parameters all-gathered and computed in this dtype (bfloat16 or
+  // float16), gradients reduced in it, buffers kept in it; float32 shards for the optimizer.
+  std::optional<DType> mixed_precision;
   std::string load_path;  // a full checkpoint (safetensors) loaded before training
   // The full checkpoint written after training (rank 0): a .safetensors file, or else a
   // directory in Hugging Face's layout, sharded above max_shard_bytes (fsdp/checkpoint_full.h).
@@ -60,6 +63,8 @@ struct GPTTrainResult {
   double seconds = 0;          // the training loop, without the first step
   double exposed_comm_seconds = 0;  // blocked in the runtime's collectives, without step 1
   std::int64_t peak_bytes = 0;      // this rank's peak allocated bytes
+  // Bytes this rank's unit collectives moved over the whole run (FSDP only).
+  std::uint64_t all_gather_bytes = 0, reduce_bytes = 0;
   double eval_before = 0, eval_after = 0;
   std::int64_t num_parameters = 0;
 };

@@ -54,6 +54,13 @@ std::optional<policies::BackwardPrefetch> parse_prefetch(const std::string& s) {
   return std::nullopt;
 }
 
+std::optional<DType> parse_mixed_precision(const std::string& s) {
+  if (s == "bf16" || s == "bfloat16") return DType::BFloat16;
+  if (s == "fp16" || s == "float16") return DType::Float16;
+  FSDP_CHECK(s == "none", ValueError, "--mixed-precision: '{}' is not bf16, fp16 or none", s);
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,6 +69,7 @@ int main(int argc, char** argv) {
   examples::GPTTrainConfig cfg;
   std::string export_path;
   std::string data_path, eval_path, backend = "threads", sharding = "FULL_SHARD", prefetch = "pre";
+  std::string mixed_precision = "none";
   int ranks = 2, log_every = 1, threads_per_rank = 1;
   app.add_option("--layers", cfg.model.layers, "transformer blocks")->capture_default_str();
   app.add_option("--d-model", cfg.model.d_model, "model width")->capture_default_str();
@@ -89,6 +97,10 @@ int main(int argc, char** argv) {
   app.add_flag("--forward-prefetch", cfg.forward_prefetch, "prefetch the next unit in forward");
   app.add_option("--backward-prefetch", prefetch, "pre | post | none")->capture_default_str();
   app.add_option("--clip-grad-norm", cfg.clip_grad_norm, "clip the total gradient norm");
+  app.add_option("--mixed-precision", mixed_precision,
+                 "all-gather and compute in bf16 or fp16 (float32 shards for the optimizer, "
+                 "gradients reduced in the same dtype): bf16 | fp16 | none")
+      ->capture_default_str();
   app.add_option("--checkpoint-activations", cfg.checkpoint_activations,
                  "activation checkpointing of the blocks: none | full | selective")
       ->capture_default_str();
@@ -137,6 +149,7 @@ int main(int argc, char** argv) {
     if (!eval_path.empty()) cfg.eval_data = read_file(eval_path);
     cfg.sharding = parse_sharding(sharding);
     cfg.backward_prefetch = parse_prefetch(prefetch);
+    cfg.mixed_precision = parse_mixed_precision(mixed_precision);
 
     std::mutex print_mutex;
     auto run_rank = [&](const std::shared_ptr<comm::ProcessGroup>& group) {
@@ -169,6 +182,10 @@ int main(int argc, char** argv) {
           fmt::print("tokens/s {:.0f}  ms/step {:.1f}  exposed communication {:.1f}%\n",
                      tokens_per_step * timed / r.seconds, 1000.0 * r.seconds / timed,
                      100.0 * r.exposed_comm_seconds / r.seconds);
+        if (cfg.sharding && timed > 0)
+          fmt::print("communicated per step: all-gather {:.2f} MiB, reduce {:.2f} MiB\n",
+                     r.all_gather_bytes / 1048576.0 / (cfg.steps - r.first_step),
+                     r.reduce_bytes / 1048576.0 / (cfg.steps - r.first_step));
         if (cfg.eval_data && cfg.eval_batches > 0)
           fmt::print("held-out loss before {:.6f} after {:.6f}\n", r.eval_before, r.eval_after);
       }

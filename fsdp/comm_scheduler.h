@@ -30,8 +30,18 @@ struct PendingReduction {
   double postdivide = 1.0;
 };
 
+// Bytes moved by the unit collectives of one rank (what it receives into the unsharded buffer for
+// an all-gather, what it contributes for a reduction).
+struct CommBytes {
+  std::uint64_t all_gather = 0;
+  std::uint64_t reduce_scatter = 0;
+  std::uint64_t all_reduce = 0;
+};
+
 class CommScheduler {
  public:
+  CommBytes bytes;  // counted by the runtime as it issues the collectives
+
   // The all-gather queue and the reduction queue of `group` (made on first use: every rank of
   // the group must ask for them in the same order, as for any new_group).
   comm::ProcessGroup& all_gather_queue(const std::shared_ptr<comm::ProcessGroup>& group);

@@ -16,6 +16,18 @@ Tensor flat_view(const Tensor& t, std::int64_t offset, std::int64_t numel) {
   return make_view(t, {numel}, {1}, t.storage_offset() + offset);
 }
 
+// A 1-D tensor of `numel` elements of `dtype` over `storage` (which may be empty: freed).
+Tensor over_storage(const std::shared_ptr<Storage>& storage, std::int64_t numel, DType dtype,
+                    Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = storage;
+  impl->set_sizes({numel});
+  impl->strides = {1};
+  impl->dtype = dtype;
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+
 }  // namespace
 
 FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
@@ -53,6 +65,15 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
              "(unit '{}')",
              unit_name_);
   requires_grad_ = any_requires_grad;
+  // Upstream's _init_param_reduce_dtypes: a param_dtype alone also sets the reduction dtype.
+  compute_dtype_ = config_.param_dtype.value_or(dtype_);
+  reduce_dtype_ = config_.param_dtype && !config_.reduce_dtype
+                      ? *config_.param_dtype
+                      : config_.reduce_dtype.value_or(dtype_);
+  for (DType d : {compute_dtype_, reduce_dtype_})
+    FSDP_CHECK(is_floating(d), ValueError,
+               "FSDP unit '{}': mixed precision dtypes must be floating, got {}", unit_name_,
+               dtype_name(d));
 
   std::vector<std::int64_t> numels;
   numels.reserve(params_.size());
@@ -65,15 +86,7 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
   const TensorOptions opts(dtype_, device);
   full_storage_ = std::make_shared<Storage>(
       meta ? 0 : static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dtype_), device);
-  {
-    auto impl = std::make_shared<TensorImpl>();
-    impl->storage = full_storage_;
-    impl->set_sizes({layout_.padded_numel});
-    impl->strides = {1};
-    impl->dtype = dtype_;
-    impl->device = device;
-    full_padded_ = Tensor(std::move(impl));
-  }
+  full_padded_ = over_storage(full_storage_, layout_.padded_numel, dtype_, device);
   if (!meta) {
     autograd::NoGradGuard no_grad;
     full_padded_.zero_();
@@ -118,11 +131,22 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
       s.module->set_tensor_attribute(s.name, views_[s.primary]);
     }
   }
+  if (uses_param_mixed_precision()) {
+    // The buffer built above holds the parameters' own dtype: sharded, it becomes the
+    // full-precision unsharded buffer; NO_SHARD, it is the shard itself. The compute-dtype
+    // buffer is allocated at each unshard.
+    if (layout_.sharded) {
+      full_prec_storage_ = full_storage_;
+      full_prec_padded_ = full_padded_;
+    }
+    full_storage_ = std::make_shared<Storage>(0, device);
+    full_padded_ = over_storage(full_storage_, layout_.padded_numel, compute_dtype_, device);
+  }
   if (layout_.sharded) {
-    full_storage_->resize(0);
+    (full_prec_storage_ ? full_prec_storage_ : full_storage_)->resize(0);
     unsharded_ = false;
   } else {
-    unsharded_ = true;
+    unsharded_ = !uses_param_mixed_precision();
   }
   use_sharded_views();
 }
@@ -135,11 +159,46 @@ void FlatParamHandle::set_module_tensor(nn::Module& m, const std::string& name, 
     m.set_tensor_attribute(name, t);
 }
 
-void FlatParamHandle::unshard_async(comm::ProcessGroup& group) {
-  if (is_unsharded() || pending_unshard_) return;
-  full_storage_->resize(static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dtype_));
-  pending_unshard_ = group.all_gather_async(local_shard_.data_ptr(), full_padded_.data_ptr(),
-                                            static_cast<std::size_t>(layout_.shard_numel), dtype_);
+bool FlatParamHandle::is_unsharded_in(bool full_precision) const {
+  if (!needs_unshard()) return true;
+  if (!unsharded_) return false;
+  return !uses_param_mixed_precision() || unsharded_low_ == !full_precision;
+}
+
+bool FlatParamHandle::unshard_in_flight_in(bool full_precision) const {
+  return pending_unshard_ != nullptr &&
+         (!uses_param_mixed_precision() || unsharded_low_ == !full_precision);
+}
+
+void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precision) {
+  if (!needs_unshard() || is_unsharded_in(full_precision) || unshard_in_flight_in(full_precision))
+    return;
+  if (unsharded_ || pending_unshard_) reshard();  // unsharded in the other precision
+  const bool low = uses_param_mixed_precision() && !full_precision;
+  unsharded_low_ = low;
+  if (!layout_.sharded) {
+    // NO_SHARD under mixed precision: the shard is the full-precision parameter; the compute
+    // copy is a cast of it.
+    if (low) {
+      full_storage_->resize(static_cast<std::size_t>(layout_.padded_numel) *
+                            dtype_size(compute_dtype_));
+      copy_unversioned(flat_view(full_padded_, 0, local_shard_.numel()), local_shard_);
+    }
+    unsharded_ = true;
+    return;
+  }
+  const bool into_full_prec = uses_param_mixed_precision() && !low;
+  Storage& storage = into_full_prec ? *full_prec_storage_ : *full_storage_;
+  const Tensor& dst = into_full_prec ? full_prec_padded_ : full_padded_;
+  storage.resize(static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dst.dtype()));
+  const void* src = local_shard_.data_ptr();
+  if (low) {
+    mp_shard_ = empty({layout_.shard_numel}, TensorOptions(compute_dtype_, local_shard_.device()));
+    copy_unversioned(mp_shard_, local_shard_);
+    src = mp_shard_.data_ptr();
+  }
+  pending_unshard_ = group.all_gather_async(
+      src, dst.data_ptr(), static_cast<std::size_t>(layout_.shard_numel), dst.dtype());
 }
 
 void FlatParamHandle::wait_unshard(const std::function<void(comm::Work&)>& wait) {
@@ -150,14 +209,24 @@ void FlatParamHandle::wait_unshard(const std::function<void(comm::Work&)>& wait)
     wait(*work);
   else
     work->wait();
+  mp_shard_ = Tensor();
   unsharded_ = true;
+}
+
+const Tensor& FlatParamHandle::unsharded_padded() const {
+  FSDP_CHECK(is_unsharded() && !pending_unshard_, RuntimeError,
+             "FSDP unit '{}': the flat parameter is not unsharded (internal schedule error)",
+             unit_name_);
+  if (!uses_param_mixed_precision()) return full_padded_;
+  if (unsharded_low_) return full_padded_;
+  return layout_.sharded ? full_prec_padded_ : local_shard_;
 }
 
 void FlatParamHandle::use_unsharded_flat_param() {
   FSDP_CHECK(is_unsharded(), RuntimeError,
              "FSDP unit '{}': the flat parameter is not unsharded (internal schedule error)",
              unit_name_);
-  if (layout_.sharded) flat_param_.set_data(full_padded_);
+  if (needs_unshard()) flat_param_.set_data(unsharded_padded());
 }
 
 void FlatParamHandle::use_unsharded_views() {
@@ -175,7 +244,7 @@ void FlatParamHandle::use_unsharded_views() {
 void FlatParamHandle::use_unsharded_param_views(const Tensor& full_grad) {
   use_unsharded_flat_param();
   autograd::NoGradGuard no_grad;
-  const Tensor& full = sharded() ? full_padded_ : local_shard_;
+  const Tensor& full = needs_unshard() ? unsharded_padded() : local_shard_;
   auto view = [&](const Tensor& base, std::size_t i) {
     return make_view(base, params_[i].shape, contiguous_strides(params_[i].shape),
                      base.storage_offset() + layout_.offsets[i]);
@@ -198,21 +267,26 @@ void FlatParamHandle::use_unsharded_param_views(const Tensor& full_grad) {
 }
 
 void FlatParamHandle::write_back_unsharded() {
-  if (!sharded()) return;  // the views are the shard itself
+  const Tensor& full = unsharded_padded();
+  if (full.is_same(local_shard_) || !needs_unshard()) return;  // the views are the shard itself
+  if (!sharded()) {  // a compute-dtype copy (never summoned so, but kept consistent)
+    copy_unversioned(local_shard_, flat_view(full, 0, local_shard_.numel()));
+    local_shard_.storage()->bump_version();
+    return;
+  }
   const std::int64_t b = layout_.shard_begin(config_.rank), e = layout_.shard_end(config_.rank);
   if (e > b) {
-    copy_unversioned(flat_view(local_shard_, 0, e - b), flat_view(full_padded_, b, e - b));
+    copy_unversioned(flat_view(local_shard_, 0, e - b), flat_view(full, b, e - b));
     local_shard_.storage()->bump_version();
   }
 }
 
 void FlatParamHandle::reshard() {
-  if (!layout_.sharded) return;
-  FSDP_CHECK(!pending_unshard_, RuntimeError,
-             "FSDP unit '{}': reshard while its all-gather is in flight (internal schedule error)",
-             unit_name_);
+  if (!needs_unshard()) return;
+  if (pending_unshard_) wait_unshard();  // a prefetch in the other precision, say
   flat_param_.set_data(local_shard_);
   full_storage_->resize(0);
+  if (full_prec_storage_) full_prec_storage_->resize(0);
   unsharded_ = false;
   use_sharded_views();
 }
@@ -261,10 +335,12 @@ Tensor FlatParamHandle::take_unsharded_grad() {
 
 void FlatParamHandle::accumulate_reduced_grad(const Tensor& shard_grad) {
   autograd::NoGradGuard no_grad;
+  const DType grad_dtype = config_.keep_low_precision_grads ? compute_dtype_ : dtype_;
+  const Tensor g = shard_grad.dtype() == grad_dtype ? shard_grad : shard_grad.to(grad_dtype);
   if (saved_grad_shard_.defined()) {
-    add_(saved_grad_shard_, shard_grad);
+    add_(saved_grad_shard_, g);
   } else {
-    saved_grad_shard_ = shard_grad;
+    saved_grad_shard_ = g;
   }
 }
 

@@ -41,6 +41,13 @@ struct FlatParamConfig {
   bool use_orig_params = false;
   int rank = 0;        // in the shard group
   int group_size = 1;  // the shard group's size
+  // Mixed precision, as the unit's MixedPrecision: param_dtype is the dtype the parameters are
+  // all-gathered and computed in (the shard stays in their own dtype: the optimizer's master
+  // weights); reduce_dtype the dtype gradients are reduced in (param_dtype when only that is
+  // given); keep_low_precision_grads leaves the reduced gradient in param_dtype.
+  std::optional<DType> param_dtype;
+  std::optional<DType> reduce_dtype;
+  bool keep_low_precision_grads = false;
 };
 
 class FlatParamHandle {
@@ -60,14 +67,28 @@ class FlatParamHandle {
   // This rank's shard [shard_numel] (for NO_SHARD the whole flat buffer).
   const Tensor& local_shard() const { return local_shard_; }
   DType dtype() const { return dtype_; }
+  // The dtype of the unsharded parameters in forward and backward, and of gradient reduction.
+  DType compute_dtype() const { return compute_dtype_; }
+  DType reduce_dtype() const { return reduce_dtype_; }
+  bool uses_param_mixed_precision() const { return compute_dtype_ != dtype_; }
   bool sharded() const { return layout_.sharded; }
+  // Whether using the parameters needs an unshard: sharded, or a low-precision copy to make.
+  bool needs_unshard() const { return sharded() || uses_param_mixed_precision(); }
   bool requires_grad() const { return requires_grad_; }
 
   // --- unshard / reshard
-  bool is_unsharded() const { return !sharded() || unsharded_; }
+  // Unsharded (or in flight) in any precision.
+  bool is_unsharded() const { return !needs_unshard() || unsharded_; }
   bool unshard_in_flight() const { return pending_unshard_ != nullptr; }
-  // Allocates the unsharded buffer and starts the all-gather on `group` (no-op if unsharded).
-  void unshard_async(comm::ProcessGroup& group);
+  // Unsharded (or in flight) in the precision asked for: full precision is the parameters' own
+  // dtype (summon_full_params, state dicts, eval under FSDP_USE_FULL_PREC_IN_EVAL=1), otherwise
+  // the compute dtype.
+  bool is_unsharded_in(bool full_precision) const;
+  bool unshard_in_flight_in(bool full_precision) const;
+  // Allocates the unsharded buffer and starts the all-gather on `group` (no-op if unsharded in
+  // that precision; unsharded in the other one, it reshards first). Mixed precision: the shard
+  // is cast to the compute dtype first, so the all-gather moves 16-bit elements.
+  void unshard_async(comm::ProcessGroup& group, bool full_precision = false);
   // Waits for an all-gather in flight (through `wait` when given, e.g. to time it); afterwards
   // the unsharded buffer holds the parameters.
   void wait_unshard(const std::function<void(comm::Work&)>& wait = nullptr);
@@ -88,7 +109,8 @@ class FlatParamHandle {
   void use_unsharded_param_views(const Tensor& full_grad);
   // Copies this rank's part of the unsharded buffer back into its shard (writeback).
   void write_back_unsharded();
-  const Tensor& full_padded() const { return full_padded_; }
+  // The unsharded padded flat buffer in use (it must be unsharded).
+  const Tensor& unsharded_padded() const;
 
   // --- gradients
   // Before backward: a sharded gradient left from an earlier backward is kept aside (and
@@ -97,7 +119,9 @@ class FlatParamHandle {
   // After AccumulateGrad: the unsharded flat gradient to reduce (the flat parameter's .grad is
   // cleared).
   Tensor take_unsharded_grad();
-  // Adds a reduced gradient shard [shard_numel] to the gradient kept from earlier backwards.
+  // Adds a reduced gradient shard [shard_numel] (any floating dtype: it is cast to the
+  // gradient's dtype, the parameters' own unless keep_low_precision_grads) to the gradient kept
+  // from earlier backwards.
   void accumulate_reduced_grad(const Tensor& shard_grad);
   // End of backward. Synced: the flat parameter's .grad (and, use_orig_params, the original
   // parameters' .grad as views of it) is the reduced sharded gradient. Under no_sync(): the
@@ -126,13 +150,20 @@ class FlatParamHandle {
   std::vector<SharedParamInfo> shared_;
   FlatParamLayout layout_;
   DType dtype_ = DType::Float32;
+  DType compute_dtype_ = DType::Float32;
+  DType reduce_dtype_ = DType::Float32;
   bool requires_grad_ = true;
   Tensor flat_param_;
   Tensor local_shard_;
   std::shared_ptr<Storage> full_storage_;  // the unsharded buffer, resized to 0 when freed
-  Tensor full_padded_;                     // [padded_numel] over full_storage_
+  Tensor full_padded_;                     // [padded_numel] over full_storage_, compute dtype
+  // Mixed precision and sharded: the unsharded buffer in the parameters' own dtype.
+  std::shared_ptr<Storage> full_prec_storage_;
+  Tensor full_prec_padded_;
   bool unsharded_ = false;
+  bool unsharded_low_ = false;  // the unsharded values are in the compute dtype (mixed precision)
   std::shared_ptr<comm::Work> pending_unshard_;
+  Tensor mp_shard_;  // the shard cast to the compute dtype, alive while its all-gather runs
   Tensor saved_grad_shard_;
   bool unreduced_grad_kept_ = false;
   std::vector<Tensor> views_;  // the last unsharded views (index = params_)

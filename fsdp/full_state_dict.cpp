@@ -63,7 +63,9 @@ NamedTensors full_state_dict(FullyShardedDataParallel& root, bool rank0_only) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [order, entry] : ordered) out.push_back(std::move(entry));
   for (const auto& [name, b] : root.named_buffers())
-    if (b.defined()) out.emplace_back(clean_tensor_name(name), b.clone());
+    if (b.defined())
+      out.emplace_back(clean_tensor_name(name),
+                       root.runtime().root_state().buffer_for_state_dict(b).clone());
   return out;
 }
 

@@ -314,6 +314,9 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
   cfg.use_orig_params = use_orig_params_;
   cfg.rank = rank_;
   cfg.group_size = world_size_;
+  cfg.param_dtype = mixed_precision_.param_dtype;
+  cfg.reduce_dtype = mixed_precision_.reduce_dtype;
+  cfg.keep_low_precision_grads = mixed_precision_.keep_low_precision_grads;
   auto handle = std::make_unique<FlatParamHandle>(std::move(params), std::move(shared), cfg,
                                                   module.type_name());
   if (!use_orig_params_)
@@ -355,6 +358,10 @@ void FullyShardedDataParallel::clear_runtime_events() {
 
 double FullyShardedDataParallel::exposed_comm_seconds() {
   return runtime_->root_state().comm.blocked_seconds();
+}
+
+CommBytes FullyShardedDataParallel::comm_bytes() {
+  return runtime_->root_state().comm.bytes;
 }
 
 void FullyShardedDataParallel::reset_exposed_comm_seconds() {

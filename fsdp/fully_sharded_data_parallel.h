@@ -16,6 +16,7 @@
 #include "comm/process_group.h"
 #include "core/module.h"
 #include "core/traversal/module_sets.h"
+#include "fsdp/comm_scheduler.h"
 #include "fsdp/events.h"
 #include "fsdp/flat_param.h"
 #include "policies/options.h"
@@ -107,6 +108,9 @@ class FullyShardedDataParallel : public nn::Module {
   // Seconds this rank was blocked waiting for the runtime's collectives since the last reset.
   double exposed_comm_seconds();
   void reset_exposed_comm_seconds();
+  // Bytes this rank's unit collectives moved since the first forward (mixed precision halves
+  // them).
+  CommBytes comm_bytes();
 
  private:
   std::unique_ptr<FlatParamHandle> init_flat_param(nn::Module& module, const UnitConfig& unit);

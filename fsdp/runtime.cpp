@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <functional>
 
 #include "core/autograd.h"
@@ -24,6 +25,32 @@ void for_each_unit(FullyShardedDataParallel& root,
     if (auto* unit = dynamic_cast<FullyShardedDataParallel*>(m.get()))
       fn(*unit, clean_tensor_name(name));
   });
+}
+
+// Upstream's FSDP_USE_FULL_PREC_IN_EVAL: "1" runs eval() forwards in full precision. Read at
+// each use (a process may set it after start-up).
+bool full_precision_in_eval() {
+  const char* v = std::getenv("FSDP_USE_FULL_PREC_IN_EVAL");
+  return v != nullptr && std::string(v) == "1";
+}
+
+// The buffers of `unit`'s own modules: not those of nested units or ignored modules.
+std::vector<Tensor> unit_buffers(FullyShardedDataParallel& unit) {
+  std::vector<Tensor> out;
+  std::vector<nn::Module*> stack;
+  for (const auto& [name, child] : unit.child_slots())
+    if (child) stack.push_back(child.get());
+  while (!stack.empty()) {
+    nn::Module* m = stack.back();
+    stack.pop_back();
+    if (dynamic_cast<FullyShardedDataParallel*>(m) != nullptr || unit.ignored_modules().count(m))
+      continue;
+    for (const auto& [name, b] : m->buffer_slots())
+      if (b.defined()) out.push_back(b);
+    for (const auto& [name, child] : m->child_slots())
+      if (child) stack.push_back(child.get());
+  }
+  return out;
 }
 
 }  // namespace
@@ -58,9 +85,15 @@ int RootState::unshards_in_flight(bool backward) const {
 
 void RootState::reshard_all() {
   for (auto* u : units)
-    if (u->handle() != nullptr && u->handle()->sharded() &&
+    if (u->handle() != nullptr && u->handle()->needs_unshard() &&
         (u->handle()->is_unsharded() || u->handle()->unshard_in_flight()))
       u->reshard();
+}
+
+Tensor RootState::buffer_for_state_dict(const Tensor& buffer) const {
+  for (const auto& b : mixed_precision_buffers)
+    if (b.buffer.is_same(buffer) && buffer.dtype() != b.original) return buffer.to(b.original);
+  return buffer;
 }
 
 void RootState::final_callback() {
@@ -70,8 +103,8 @@ void RootState::final_callback() {
     if (h == nullptr) continue;
     // Catch-all reshard: units whose post-backward hook did not run (no gradient reached them)
     // or that keep parameters under no_sync().
-    if (h->sharded() && (h->is_unsharded() || h->unshard_in_flight())) u->reshard();
-    if (!h->sharded()) h->use_sharded_views();
+    if (h->needs_unshard() && (h->is_unsharded() || h->unshard_in_flight())) u->reshard();
+    if (!h->needs_unshard()) h->use_sharded_views();
     h->finalize_gradients(sync_gradients);
   }
   for (auto* u : units) {
@@ -141,18 +174,18 @@ void UnitRuntime::lazy_init() {
     }
   }
   for (auto* u : state_->units) u->register_post_backward_hook();
-  // Options accepted for construction (auto-wrap decisions depend on them) whose runtime part is
-  // not built yet: say so once instead of silently computing something else.
-  bool mixed = false, offload = false;
+  // Buffers in their unit's buffer_dtype (upstream casts them in the root's lazy init); the
+  // original dtype is kept for state dicts and eval in full precision.
   for (auto* u : state_->units) {
-    const auto& mp = u->owner_.mixed_precision();
-    mixed = mixed || mp.param_dtype || mp.reduce_dtype || mp.buffer_dtype;
-    offload = offload || u->owner_.cpu_offload().offload_params;
+    const auto& dt = u->owner_.mixed_precision().buffer_dtype;
+    if (!dt) continue;
+    for (const Tensor& b : unit_buffers(u->owner_))
+      if (b.defined() && b.is_floating_point())
+        state_->mixed_precision_buffers.push_back({b, b.dtype(), *dt});
   }
-  if (mixed)
-    warn(
-        "FSDP: mixed_precision is not applied yet: parameters, gradients and reductions stay in "
-        "the parameters' dtype");
+  cast_buffers_for_mode();
+  bool offload = false;
+  for (auto* u : state_->units) offload = offload || u->owner_.cpu_offload().offload_params;
   if (offload)
     warn("FSDP: cpu_offload is not applied yet (parameters already live in host memory on CPU)");
 }
@@ -164,12 +197,51 @@ void UnitRuntime::register_post_backward_hook() {
       [this](const Tensor&) { post_backward(); });
 }
 
-void UnitRuntime::unshard(bool prefetch) {
+bool UnitRuntime::force_full_precision() const {
+  return handle_ != nullptr && handle_->uses_param_mixed_precision() && full_precision_in_eval() &&
+         !owner_.is_training();
+}
+
+std::optional<DType> UnitRuntime::forward_input_dtype() const {
+  const auto& mp = owner_.mixed_precision();
+  if (!mp.param_dtype) return std::nullopt;
+  // Upstream: the root casts when cast_root_forward_inputs and no unit of its tree runs in full
+  // precision; every unit with parameters casts when cast_forward_inputs and it does not.
+  if (is_root() && mp.cast_root_forward_inputs) {
+    bool any_handle = false, all_low = true;
+    for (const auto* u : state_->units) {
+      if (u->handle_ == nullptr) continue;
+      any_handle = true;
+      all_low = all_low && !u->force_full_precision();
+    }
+    if (any_handle && all_low) return mp.param_dtype;
+  }
+  if (handle_ != nullptr && mp.cast_forward_inputs && !force_full_precision())
+    return mp.param_dtype;
+  return std::nullopt;
+}
+
+void UnitRuntime::cast_buffers_for_mode() {
+  // Eval under FSDP_USE_FULL_PREC_IN_EVAL=1 computes with the buffers' original dtypes.
+  const bool full = full_precision_in_eval() && !owner_.is_training();
+  autograd::NoGradGuard no_grad;
+  for (auto& b : state_->mixed_precision_buffers) {
+    const DType want = full ? b.original : b.low;
+    if (b.buffer.dtype() != want) b.buffer.set_data(b.buffer.to(want));
+  }
+}
+
+void UnitRuntime::unshard(bool prefetch, bool full_precision) {
   auto* h = handle_.get();
-  if (h == nullptr || h->is_unsharded()) return;
-  if (!h->unshard_in_flight()) {
+  if (h == nullptr || h->is_unsharded_in(full_precision)) return;
+  if (!h->unshard_in_flight_in(full_precision)) {
     state_->record(prefetch ? RuntimeEvent::Kind::Prefetch : RuntimeEvent::Kind::Unshard, *this);
-    h->unshard_async(state_->comm.all_gather_queue(config_.shard_group));
+    if (h->sharded() && config_.shard_group->size() > 1)
+      state_->comm.bytes.all_gather +=
+          static_cast<std::uint64_t>(h->layout().padded_numel) *
+          dtype_size(full_precision || !h->uses_param_mixed_precision() ? h->dtype()
+                                                                        : h->compute_dtype());
+    h->unshard_async(state_->comm.all_gather_queue(config_.shard_group), full_precision);
   }
   if (prefetch) return;
   try {
@@ -185,14 +257,15 @@ void UnitRuntime::unshard(bool prefetch) {
 void UnitRuntime::prefetch(UnitRuntime* next) {
   if (next == nullptr || next->handle_ == nullptr) return;
   auto* h = next->handle_.get();
-  if (h->is_unsharded() || h->unshard_in_flight()) return;
+  const bool full = !in_backward_ && next->force_full_precision();
+  if (h->is_unsharded_in(full) || h->unshard_in_flight_in(full)) return;
   if (config_.limit_all_gathers && state_->unshards_in_flight(in_backward_) >= 2) return;
-  next->unshard(/*prefetch=*/true);
+  next->unshard(/*prefetch=*/true, full);
 }
 
 void UnitRuntime::reshard(bool record) {
   auto* h = handle_.get();
-  if (h == nullptr || !h->sharded()) return;
+  if (h == nullptr || !h->needs_unshard()) return;
   if (h->unshard_in_flight()) h->wait_unshard();
   if (!h->is_unsharded()) return;
   if (record) state_->record(RuntimeEvent::Kind::Reshard, *this);
@@ -213,11 +286,12 @@ void UnitRuntime::pre_forward() {
       }
       st.final_callback_queued = false;
       st.reshard_all();
+      cast_buffers_for_mode();
     }
   }
   if (handle_ == nullptr) return;
   if (!st.order_recorded && st.order_index(this) < 0) st.forward_order.push_back(this);
-  unshard(false);
+  unshard(false, force_full_precision());
   handle_->use_unsharded_views();
   if (config_.forward_prefetch && st.order_recorded) {
     const int i = st.order_index(this);
@@ -273,16 +347,19 @@ void UnitRuntime::post_backward() {
   FSDP_CHECK(!grad.requires_grad(), RuntimeError, "FSDP does not support gradients of gradients");
   post_backward_done_ = true;
   in_backward_ = true;
-  if (h->sharded() && (st.sync_gradients || reshards_after_forward(config_.strategy))) reshard();
+  if (h->needs_unshard() && (st.sync_gradients || reshards_after_forward(config_.strategy)))
+    reshard();
   if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_POST) {
     const int i = st.order_index(this);
     if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
   }
   if (!st.sync_gradients) return;
 
-  // Reduce: pre-divide, reduce-scatter (all-reduce for NO_SHARD) on the reduction queue.
+  // Reduce: cast to the reduction dtype, pre-divide, reduce-scatter (all-reduce for NO_SHARD) on
+  // the reduction queue.
   autograd::NoGradGuard no_grad;
   Tensor g = h->take_unsharded_grad();
+  if (g.dtype() != h->reduce_dtype()) g = g.to(h->reduce_dtype());
   const int shard_size = config_.shard_group->size();
   const int replicas = config_.replicate_group ? config_.replicate_group->size() : 1;
   const DivideFactors f = gradient_divide_factors(shard_size * replicas);
@@ -295,12 +372,15 @@ void UnitRuntime::post_backward() {
   r.postdivide = f.post;
   if (shard_size > 1) {
     auto& queue = st.comm.reduce_queue(config_.shard_group);
+    const auto bytes = static_cast<std::uint64_t>(g.numel()) * dtype_size(g.dtype());
     if (h->sharded()) {
+      st.comm.bytes.reduce_scatter += bytes;
       r.output = empty({h->layout().shard_numel}, TensorOptions(g.dtype()));
       r.work =
           queue.reduce_scatter_async(g.data_ptr(), r.output.data_ptr(),
                                      static_cast<std::size_t>(h->layout().shard_numel), g.dtype());
     } else {
+      st.comm.bytes.all_reduce += bytes;
       r.output = g;
       r.work = queue.all_reduce_async(g.data_ptr(), static_cast<std::size_t>(g.numel()), g.dtype());
     }
@@ -317,7 +397,7 @@ void UnitRuntime::post_backward_reshard_only() {
   auto& st = *state_;
   post_backward_done_ = true;
   in_backward_ = true;
-  if (handle_->sharded() && (st.sync_gradients || reshards_after_forward(config_.strategy)))
+  if (handle_->needs_unshard() && (st.sync_gradients || reshards_after_forward(config_.strategy)))
     reshard();
   if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_POST) {
     const int i = st.order_index(this);
@@ -341,8 +421,18 @@ void UnitRuntime::register_reshard_only_hook(const nn::Args& args) {
       inputs, [this](const std::vector<Tensor>&) { post_backward_reshard_only(); });
 }
 
-nn::Value UnitRuntime::forward(nn::Module& module, const nn::Args& args) {
+nn::Value UnitRuntime::forward(nn::Module& module, const nn::Args& in) {
   pre_forward();
+  nn::Args cast;
+  if (auto dtype = forward_input_dtype()) {
+    // Upstream's _cast_forward_inputs: floating tensors only, and only those of another dtype.
+    auto to = [&](const Tensor& t) {
+      return t.defined() && t.is_floating_point() && t.dtype() != *dtype ? t.to(*dtype) : t;
+    };
+    for (const auto& v : in.positional) cast.positional.push_back(nn::map_tensors(v, to));
+    for (const auto& [k, v] : in.kwargs) cast.kwargs[k] = nn::map_tensors(v, to);
+  }
+  const nn::Args& args = forward_input_dtype() ? cast : in;
   if (handle_ != nullptr && !handle_->requires_grad() && autograd::is_grad_enabled())
     register_reshard_only_hook(args);
   nn::Value out = module(args);
@@ -352,7 +442,7 @@ nn::Value UnitRuntime::forward(nn::Module& module, const nn::Args& args) {
 
 void UnitRuntime::unshard_now() {
   if (!state_) lazy_init();
-  unshard(false);
+  unshard(false, /*full_precision=*/true);
   if (handle_ != nullptr) {
     autograd::NoGradGuard no_grad;
     handle_->use_unsharded_views();
@@ -361,7 +451,7 @@ void UnitRuntime::unshard_now() {
 
 void UnitRuntime::reshard_now() {
   if (handle_ == nullptr) return;
-  if (handle_->sharded())
+  if (handle_->needs_unshard())
     reshard();
   else
     handle_->use_sharded_views();

@@ -64,8 +64,13 @@ class UnitRuntime {
   void post_backward();
   void post_backward_reshard_only();
   void register_reshard_only_hook(const nn::Args& args);
-  void unshard(bool prefetch);
+  void unshard(bool prefetch, bool full_precision = false);
   void prefetch(UnitRuntime* next);
+  // Mixed precision: the parameters are used in full precision now (eval with
+  // FSDP_USE_FULL_PREC_IN_EVAL=1), and the dtype this unit's forward inputs are cast to.
+  bool force_full_precision() const;
+  std::optional<DType> forward_input_dtype() const;
+  void cast_buffers_for_mode();
   void reshard(bool record = true);
   void register_post_backward_hook();
 
@@ -81,6 +86,14 @@ class UnitRuntime {
   bool post_backward_hook_registered_ = false;
 };
 
+// A buffer cast to its unit's MixedPrecision.buffer_dtype (it keeps its original dtype for
+// state dicts and for eval in full precision).
+struct MixedPrecisionBuffer {
+  Tensor buffer;
+  DType original;
+  DType low;
+};
+
 // State shared by every unit of one root's tree (upstream shares it through the root's
 // _lazy_init): the units, the recorded forward order, the collectives, the event log.
 struct RootState {
@@ -92,6 +105,7 @@ struct RootState {
   bool record_events = true;
   std::vector<RuntimeEvent> events;
   CommScheduler comm;
+  std::vector<MixedPrecisionBuffer> mixed_precision_buffers;
 
   void record(RuntimeEvent::Kind kind, const UnitRuntime& unit);
   // Position of `unit` in forward_order (-1 when absent).
@@ -102,6 +116,8 @@ struct RootState {
   void final_callback();
   // Frees every unit's unsharded parameters that are still held (none expected afterwards).
   void reshard_all();
+  // A buffer as state dicts save it: in its original dtype when mixed precision cast it.
+  Tensor buffer_for_state_dict(const Tensor& buffer) const;
 };
 
 }  // namespace fsdp

@@ -48,6 +48,7 @@ std::shared_ptr<FullyShardedDataParallel> wrap_mlp(const nn::ModulePtr& model,
     w.backward_prefetch = *o.backward_prefetch;
   else
     w.backward_prefetch = policies::Setting<BackwardPrefetch>::none();
+  if (o.mixed_precision) w.mixed_precision = *o.mixed_precision;
   for (const char* name : {"2", "3"})
     model->replace_child(name, FullyShardedDataParallel::make(model->child(name), w));
   return FullyShardedDataParallel::make(model, w);
@@ -95,7 +96,7 @@ RunResult run_mlp(int world, const RunOptions& o) {
       auto [x, y] = global_batch(step, world, o.batch);
       opt->zero_grad();
       Tensor out = (*fsdp)(rows(x, pg->rank() * o.batch, o.batch)).tensor();
-      Tensor loss = mse_loss(out, rows(y, pg->rank() * o.batch, o.batch));
+      Tensor loss = mse_loss(out.to(DType::Float32), rows(y, pg->rank() * o.batch, o.batch));
       loss.backward();
       opt->step();
       double l = loss.item();

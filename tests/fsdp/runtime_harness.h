@@ -30,6 +30,7 @@ struct RunOptions {
   std::string optimizer = "sgd";
   int steps = 4;
   std::int64_t batch = 3;  // rows per rank
+  std::optional<MixedPrecision> mixed_precision;
 };
 
 // Wraps mlp(seed) as FSDP(root) with units for children "2" and "3" (manual nesting).

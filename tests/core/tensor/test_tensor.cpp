@@ -1,8 +1,10 @@
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <thread>
 
 #include "core/autograd.h"
 #include "core/blas_kernels.h"
+#include "core/dtype_convert.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 
@@ -267,6 +269,42 @@ BOOST_AUTO_TEST_CASE(generic_openblas_cores_are_replaced_on_avx_cpus) {
   BOOST_TEST(!fsdp::better_openblas_coretype("Haswell", true, true).has_value());
   BOOST_TEST(!fsdp::better_openblas_coretype("Zen", false, true).has_value());
   BOOST_TEST(!fsdp::better_openblas_coretype("SkylakeX", true, true).has_value());
+}
+
+// The bulk converters (vectorised) agree with the scalar ones on every float16 and bfloat16
+// value, round to nearest even on ties, and Tensor::to takes them.
+BOOST_AUTO_TEST_CASE(bulk_dtype_conversion_matches_the_scalar_converters) {
+  std::vector<std::uint16_t> all(65536);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::uint16_t>(i);
+  std::vector<float> f(all.size());
+  std::vector<std::uint16_t> back(all.size());
+  for (DType d : {DType::Float16, DType::BFloat16}) {
+    const bool half = d == DType::Float16;
+    BOOST_REQUIRE(fsdp::convert_contiguous(f.data(), DType::Float32, all.data(), d, 65536));
+    BOOST_REQUIRE(fsdp::convert_contiguous(back.data(), d, f.data(), DType::Float32, 65536));
+    int mismatches = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const float want = half ? fsdp::half_to_float(all[i]) : fsdp::bf16_to_float(all[i]);
+      if (std::isnan(want)) {
+        if (!std::isnan(f[i])) ++mismatches;
+        continue;
+      }
+      if (f[i] != want || back[i] != all[i]) ++mismatches;
+    }
+    BOOST_TEST(mismatches == 0, dtype_name(d));
+  }
+  // Ties round to even: 1 + 2^-8 is halfway between two bfloat16 values (1 and 1 + 2^-7).
+  const float ties[] = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -(1.0f + 1.0f / 256)};
+  std::uint16_t out[3];
+  BOOST_REQUIRE(fsdp::convert_contiguous(out, DType::BFloat16, ties, DType::Float32, 3));
+  for (int i = 0; i < 3; ++i) BOOST_TEST(out[i] == fsdp::float_to_bf16(ties[i]));
+  BOOST_TEST(out[0] == 0x3f80);
+  BOOST_TEST(out[1] == 0x3f82);
+  Tensor x = from_vector(std::vector<double>{1.0, -2.5, 65504.0, 1e-8}, {4});
+  BOOST_TEST(x.to(DType::Float16).to(DType::Float32).to_vector() ==
+                 (std::vector<double>{1.0, -2.5, 65504.0, 0.0}),
+             boost::test_tools::per_element());
+  BOOST_TEST(!fsdp::convert_contiguous(out, DType::Int32, ties, DType::Float32, 0));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
