@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -23,6 +24,8 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr const char* kMetadataKey = "__metadata__";
+// The reference implementation's limit: a longer header is a damaged or hostile file.
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
 struct DTypeCode {
   DType dtype;
@@ -238,6 +241,73 @@ std::map<std::string, std::string> parse_metadata(const std::string& path,
 
 }  // namespace
 
+namespace {
+
+// Where a reader's bytes come from: a file (pread) or memory. read(dst, n, offset) is false when
+// the bytes end first.
+struct ByteSource {
+  std::uint64_t size;
+  std::function<bool(void*, std::size_t, std::uint64_t)> read;
+};
+
+// The one parser behind load_safetensors and parse_safetensors; `name` names the file in errors.
+SafetensorsFile parse(const std::string& name, const ByteSource& src) {
+  const std::uint64_t size = src.size;
+  std::uint64_t header_len = 0;
+  FSDP_CHECK(size >= 8 && src.read(&header_len, 8, 0), ValueError,
+             "load_safetensors: {}: the file has {} bytes, too few for the 8-byte header length",
+             name, size);
+  FSDP_CHECK(header_len <= size - 8, ValueError,
+             "load_safetensors: {}: header length {} runs past the end of the file ({} bytes)",
+             name, header_len, size);
+  FSDP_CHECK(header_len <= kMaxHeaderBytes, ValueError,
+             "load_safetensors: {}: header length {} exceeds the limit of {} bytes", name,
+             header_len, kMaxHeaderBytes);
+  std::string text(header_len, '\0');
+  FSDP_CHECK(src.read(text.data(), text.size(), 8), ValueError,
+             "load_safetensors: {}: cannot read the {}-byte header", name, header_len);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ValueError(
+        fmt::format("load_safetensors: {}: the header is not valid JSON: {}", name, e.what()));
+  }
+  FSDP_CHECK(header.is_object(), ValueError,
+             "load_safetensors: {}: the header must be a JSON object, got {}", name,
+             header.type_name());
+
+  const std::uint64_t data_start = 8 + header_len, data_size = size - data_start;
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const auto& [key, v] : header.items()) {
+    if (key == kMetadataKey)
+      out.metadata = parse_metadata(name, v);
+    else
+      entries.push_back(parse_entry(name, key, v, data_size));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (std::size_t i = 1; i < entries.size(); ++i) {
+    const Entry &a = entries[i - 1], &b = entries[i];
+    FSDP_CHECK(b.begin >= a.end, ValueError,
+               "load_safetensors: {}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", name,
+               a.name, a.begin, a.end, b.name, b.begin, b.end);
+  }
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    const std::uint64_t n = e.end - e.begin;
+    FSDP_CHECK(n == 0 || src.read(t.data_ptr(), n, data_start + e.begin), ValueError,
+               "load_safetensors: {}: tensor '{}': cannot read bytes [{}, {}) (truncated file?)",
+               name, e.name, e.begin, e.end);
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace
+
 SafetensorsFile load_safetensors(const std::string& path) {
   std::error_code ec;
   FSDP_CHECK(!std::filesystem::is_directory(path, ec), ValueError,
@@ -248,55 +318,19 @@ SafetensorsFile load_safetensors(const std::string& path) {
   struct stat st {};
   FSDP_CHECK(::fstat(fd.get(), &st) == 0, ValueError, "load_safetensors: cannot stat {}: {}", path,
              std::strerror(errno));
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-  std::uint64_t header_len = 0;
-  FSDP_CHECK(size >= 8 && read_at(fd.get(), &header_len, 8, 0), ValueError,
-             "load_safetensors: {}: the file has {} bytes, too few for the 8-byte header length",
-             path, size);
-  FSDP_CHECK(header_len <= size - 8, ValueError,
-             "load_safetensors: {}: header length {} runs past the end of the file ({} bytes)",
-             path, header_len, size);
-  std::string text(header_len, '\0');
-  FSDP_CHECK(read_at(fd.get(), text.data(), text.size(), 8), ValueError,
-             "load_safetensors: {}: cannot read the {}-byte header", path, header_len);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ValueError(
-        fmt::format("load_safetensors: {}: the header is not valid JSON: {}", path, e.what()));
-  }
-  FSDP_CHECK(header.is_object(), ValueError,
-             "load_safetensors: {}: the header must be a JSON object, got {}", path,
-             header.type_name());
+  const int raw = fd.get();
+  return parse(path, {static_cast<std::uint64_t>(st.st_size),
+                      [raw](void* dst, std::size_t n, std::uint64_t offset) {
+                        return read_at(raw, dst, n, offset);
+                      }});
+}
 
-  const std::uint64_t data_start = 8 + header_len, data_size = size - data_start;
-  SafetensorsFile out;
-  std::vector<Entry> entries;
-  for (const auto& [name, v] : header.items()) {
-    if (name == kMetadataKey)
-      out.metadata = parse_metadata(path, v);
-    else
-      entries.push_back(parse_entry(path, name, v, data_size));
-  }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  for (std::size_t i = 1; i < entries.size(); ++i) {
-    const Entry &a = entries[i - 1], &b = entries[i];
-    FSDP_CHECK(b.begin >= a.end, ValueError,
-               "load_safetensors: {}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path,
-               a.name, a.begin, a.end, b.name, b.begin, b.end);
-  }
-  for (const Entry& e : entries) {
-    Tensor t = empty(e.shape, e.dtype);
-    const std::uint64_t n = e.end - e.begin;
-    FSDP_CHECK(n == 0 || read_at(fd.get(), t.data_ptr(), n, data_start + e.begin), ValueError,
-               "load_safetensors: {}: tensor '{}': cannot read bytes [{}, {}) (truncated file?)",
-               path, e.name, e.begin, e.end);
-    out.tensors.emplace_back(e.name, std::move(t));
-  }
-  return out;
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name) {
+  return parse(name, {bytes.size(), [bytes](void* dst, std::size_t n, std::uint64_t offset) {
+                        if (offset > bytes.size() || n > bytes.size() - offset) return false;
+                        if (n > 0) std::memcpy(dst, bytes.data() + offset, n);
+                        return true;
+                      }});
 }
 
 }  // namespace fsdp::io

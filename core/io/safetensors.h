@@ -26,8 +26,11 @@ struct SafetensorsFile {
 };
 
 // Reads a whole file into CPU tensors. Every malformation is a ValueError naming the file (and
-// the tensor, where one is involved).
+// the tensor, where one is involved); a header above 100 MB is refused, as the reference does.
 SafetensorsFile load_safetensors(const std::string& path);
+
+// The same reader over bytes in memory; `name` stands for the file in errors (tests, fuzzing).
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name);
 
 // The format's dtype codes: "F32", "F64", "F16", "BF16", "I64", "I32", "U8", "BOOL".
 std::string_view safetensors_dtype_code(DType dtype);
