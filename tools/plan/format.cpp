@@ -135,29 +135,30 @@ std::string format_table(const Plan& plan) {
   for (const auto& path : o.ignore)
     for (auto& m : plan.root->get_submodule(path)->modules()) ignored.insert(m.get());
   out += "module tree ([#k] = FSDP unit k, construction order; sizes are what the unit flattens)\n";
+  auto to = std::back_inserter(out);
   walk(plan, [&](const TreeNode& n, const LastFlags& last) {
-    std::string line;
-    for (int d = 1; d < n.depth && d <= kMaxDrawnDepth; ++d) line += last[d] ? "   " : "│  ";
-    if (n.depth > kMaxDrawnDepth) line += fmt::format("┄ [depth {}] ", n.depth);
-    if (n.depth > 0) line += n.last ? "└─ " : "├─ ";
+    for (int d = 1; d < n.depth && d <= kMaxDrawnDepth; ++d) out += last[d] ? "   " : "│  ";
+    if (n.depth > kMaxDrawnDepth) fmt::format_to(to, "┄ [depth {}] ", n.depth);
+    if (n.depth > 0) out += n.last ? "└─ " : "├─ ";
     const bool is_unit = n.own_unit >= 0;
-    if (is_unit) line += fmt::format("[#{}] ", n.own_unit);
-    line += n.depth == 0 ? std::string("(root)") : *n.name;
-    line += " (" + n.module->type_name() + ")";
+    if (is_unit) fmt::format_to(to, "[#{}] ", n.own_unit);
+    out += n.depth == 0 ? std::string_view("(root)") : std::string_view(*n.name);
+    fmt::format_to(to, " ({})", n.module->type_name());
     if (n.repeat) {
-      line += " = same module as " + (n.repeat_of.empty() ? "(root)" : n.repeat_of);
+      out += " = same module as ";
+      out += n.repeat_of.empty() ? "(root)" : n.repeat_of;
     } else {
       std::int64_t own = own_numel(*n.module);
-      if (own > 0) line += "  " + human_count(own) + " params";
-      if (ignored.count(n.module)) line += "  [ignored]";
+      if (own > 0) fmt::format_to(to, "  {} params", human_count(own));
+      if (!ignored.empty() && ignored.count(n.module)) out += "  [ignored]";
       if (is_unit) {
         const Unit& un = plan.units[static_cast<std::size_t>(n.own_unit)];
-        line += fmt::format("  => unit #{}: {} flattened, {}/rank{}", un.index,
-                            human_count(un.numel), human_bytes(un.per_rank.params),
-                            un.mixed_precision || !o.mixed_precision ? "" : ", full precision");
+        fmt::format_to(to, "  => unit #{}: {} flattened, {}/rank{}", un.index,
+                       human_count(un.numel), human_bytes(un.per_rank.params),
+                       un.mixed_precision || !o.mixed_precision ? "" : ", full precision");
       }
     }
-    out += line + "\n";
+    out += '\n';
   });
 
   out += "\nunits (construction order; per-rank bytes for one rank)\n";

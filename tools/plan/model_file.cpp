@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/error.h"
 #include "tools/plan/known_classes.h"
@@ -360,36 +360,43 @@ class Builder {
     return *cit->second;
   }
 
-  nn::ModulePtr define(const Fields& f, const Where& at) {
+  // A module with an id: refs name it; `open` while its definition is being read (a ref to it
+  // then would make it contain itself).
+  struct Defined {
+    nn::ModulePtr module;
+    bool open = true;
+  };
+
+  // The module defined by `f`, and its entry when it has an id.
+  std::pair<nn::ModulePtr, Defined*> define(const Fields& f, const Where& at) {
     auto m = std::make_shared<nn::Module>(module_class(f, at));
     add_params(*m, f, at);
     add_buffers(*m, f, at);
+    Defined* entry = nullptr;
     if (auto id = optional_id(f.id, at)) {
       define_id(*id, at);
-      modules_.emplace(*id, m);
+      entry = &modules_.emplace(*id, Defined{m}).first->second;
     }
     ++definitions_;
-    return m;
+    return {std::move(m), entry};
   }
 
   // Depth-first in document order with an explicit stack (files may nest very deeply).
   nn::ModulePtr build(element root_obj, const Where& root_where) {
     struct Frame {
       nn::ModulePtr module;
+      Defined* defined;  // null without an id
       const Where* where;
       array::iterator next, end;
       std::size_t index = 0;
       const Where* children_where = nullptr;
     };
     // Wheres that frames point at (a frame's own and its children list's).
-    auto keep = [&](Where w) -> const Where* {
-      wheres_.push_back(std::make_unique<Where>(w));
-      return wheres_.back().get();
-    };
+    auto keep = [&](Where w) -> const Where* { return &wheres_.emplace_back(w); };
     auto open = [&](const Fields& f, const Where* w) -> Frame {
       Frame fr;
       fr.where = w;
-      fr.module = define(f, *w);
+      std::tie(fr.module, fr.defined) = define(f, *w);
       if (auto children = optional_array(f.children, "children", *w)) {
         fr.next = children->begin();
         fr.end = children->end();
@@ -403,12 +410,11 @@ class Builder {
     std::vector<Frame> stack;
     stack.push_back(open(root_fields, &root_where));
     nn::ModulePtr root = stack.back().module;
-    std::unordered_set<const nn::Module*> open_modules{root.get()};
     std::string name;
     while (!stack.empty()) {
       Frame& f = stack.back();
       if (!f.children_where || f.next == f.end) {
-        open_modules.erase(f.module.get());
+        if (f.defined) f.defined->open = false;
         stack.pop_back();
         continue;
       }
@@ -433,11 +439,11 @@ class Builder {
         const std::string_view ref(*mf.ref);
         auto it = modules_.find(ref);
         if (it == modules_.end()) undefined(rw, "module", ref);
-        if (open_modules.count(it->second.get()))
+        if (it->second.open)
           fail(rw, fmt::format("ref \"{}\" names an enclosing module: a module cannot contain "
                                "itself",
                                ref));
-        child = it->second;
+        child = it->second.module;
       } else {
         // The Where chain of the child's frame outlives this iteration: keep it.
         sub = open(mf, keep(Where{keep(cw), "module", 0}));
@@ -451,7 +457,6 @@ class Builder {
         fail(cw, e.what());
       }
       if (sub) {
-        open_modules.insert(child.get());
         stack.push_back(std::move(*sub));  // invalidates f
       }
     }
@@ -464,9 +469,9 @@ class Builder {
   std::string source_;
   element doc_;
   // Ids are views into the parsed document, which outlives the builder.
-  std::unordered_map<std::string_view, nn::ModulePtr> modules_;
+  std::unordered_map<std::string_view, Defined> modules_;
   std::unordered_map<std::string_view, Tensor> params_;
-  std::vector<std::unique_ptr<Where>> wheres_;
+  std::deque<Where> wheres_;  // stable addresses: frames point at them
   std::unordered_map<std::string, const nn::ModuleClass*> classes_;
   std::string class_key_, name_;
   std::size_t definitions_ = 0;

@@ -329,7 +329,7 @@ class Planner {
             manager.emplace(p.impl(), u.index);
             manager_path.emplace(p.impl(), path);
           }
-          PlannedParam pp{path, p.shape(), p.dtype(), p.requires_grad(), p.numel()};
+          PlannedParam pp{path, p.impl(), p.dtype(), p.requires_grad(), p.numel()};
           in_unit(u, [&] {
             add_to(u.numel, pp.numel, "the numel");
             if (pp.requires_grad) add_to(u.trainable_numel, pp.numel, "the numel");

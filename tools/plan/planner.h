@@ -34,8 +34,8 @@ struct PlanOptions {
 };
 
 struct PlannedParam {
-  std::size_t path = 0;  // its first name in the unit's traversal: Plan::param_fqn
-  Shape shape;
+  std::size_t path = 0;                // its first name in the unit's traversal: Plan::param_fqn
+  const TensorImpl* tensor = nullptr;  // the parameter (its shape: tensor->sizes())
   DType dtype = DType::Float32;
   bool requires_grad = true;
   std::int64_t numel = 0;
