@@ -1,15 +1,20 @@
 #include "core/memory.h"
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
+#include <string>
 
+#include "core/caching_allocator.h"
 #include "core/error.h"
+#include "core/memory_timeline.h"
 
 namespace fsdp {
 
 namespace {
-class CpuAllocator final : public Allocator {
+
+// std::aligned_alloc and free, with allocated-bytes counters (reserved = allocated).
+class MallocAllocator final : public Allocator {
  public:
   void* allocate(std::size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
@@ -17,31 +22,122 @@ class CpuAllocator final : public Allocator {
     void* p = std::aligned_alloc(64, rounded);
     if (!p)
       throw RuntimeError(fmt::format("cpu allocator: out of memory allocating {} bytes", nbytes));
+    allocated_.on_alloc(static_cast<std::int64_t>(rounded));
+    requested_.on_alloc(static_cast<std::int64_t>(nbytes));
     return p;
   }
-  void deallocate(void* ptr, std::size_t, Device) override { std::free(ptr); }
+  void deallocate(void* ptr, std::size_t nbytes, Device) override {
+    if (!ptr) return;
+    std::free(ptr);
+    allocated_.on_free(static_cast<std::int64_t>((nbytes + 63) / 64 * 64));
+    requested_.on_free(static_cast<std::int64_t>(nbytes));
+  }
+  AllocatorStats stats() const override {
+    AllocatorStats s;
+    s.allocated_bytes = s.reserved_bytes = allocated_.current_bytes.load();
+    s.allocated_bytes_peak = s.reserved_bytes_peak = allocated_.peak_bytes.load();
+    s.requested_bytes = requested_.current_bytes.load();
+    s.requested_bytes_peak = requested_.peak_bytes.load();
+    s.num_allocs = s.num_system_allocs = s.cache_misses = allocated_.num_allocs.load();
+    s.num_frees = s.num_system_frees = allocated_.num_frees.load();
+    return s;
+  }
+  void reset_peak_stats() override {
+    allocated_.reset_peak();
+    requested_.reset_peak();
+  }
+  std::string_view name() const override { return "malloc"; }
+
+ private:
+  MemoryStats allocated_, requested_;
 };
 
-CpuAllocator g_cpu_allocator;
-Allocator* g_allocators[3] = {&g_cpu_allocator, nullptr, nullptr};
-std::mutex g_alloc_registry_mutex;
+struct Registry {
+  std::array<std::atomic<Allocator*>, 3> allocators{};
+  std::atomic<CpuAllocatorKind> cpu_kind{CpuAllocatorKind::Caching};
+  // A bad FSDP_CPU_ALLOCATOR: every CPU allocation throws it until set_cpu_allocator() is called
+  // (an exception out of a static initialiser would leave its guard locked).
+  std::string env_error;
+  std::atomic<bool> has_env_error{false};
+  Registry() {
+    if (const char* v = std::getenv("FSDP_CPU_ALLOCATOR"); v && *v) {
+      try {
+        cpu_kind = parse_cpu_allocator_kind(v);
+      } catch (const ValueError& e) {
+        env_error = e.what();
+        has_env_error = true;
+      }
+    }
+    allocators[0] = &cpu_allocator(cpu_kind.load());
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
 }  // namespace
 
+Allocator& cpu_allocator(CpuAllocatorKind kind) {
+  static MallocAllocator malloc_allocator;
+  return kind == CpuAllocatorKind::Malloc ? static_cast<Allocator&>(malloc_allocator)
+                                          : cpu_caching_allocator();
+}
+
+CpuAllocatorKind parse_cpu_allocator_kind(std::string_view value) {
+  if (value == "caching") return CpuAllocatorKind::Caching;
+  if (value == "malloc") return CpuAllocatorKind::Malloc;
+  throw ValueError(
+      fmt::format("FSDP_CPU_ALLOCATOR: unknown allocator '{}' (expected caching or "
+                  "malloc)",
+                  value));
+}
+
+std::string_view cpu_allocator_kind_name(CpuAllocatorKind kind) {
+  return kind == CpuAllocatorKind::Malloc ? "malloc" : "caching";
+}
+
+void set_cpu_allocator(CpuAllocatorKind kind) {
+  Registry& r = registry();
+  r.cpu_kind = kind;
+  r.allocators[0] = &cpu_allocator(kind);
+  r.has_env_error = false;
+}
+
+CpuAllocatorKind cpu_allocator_kind() {
+  return registry().cpu_kind.load();
+}
+
 void register_allocator(DeviceType type, Allocator* allocator) {
-  std::lock_guard<std::mutex> lock(g_alloc_registry_mutex);
-  g_allocators[static_cast<int>(type)] = allocator;
+  registry().allocators[static_cast<int>(type)] = allocator;
 }
 
 Allocator* allocator_for(Device device) {
   if (device.is_meta())
     throw RuntimeError("meta tensors have no storage: cannot allocate data on the meta device");
-  Allocator* a = g_allocators[static_cast<int>(device.type)];
+  Registry& r = registry();
+  if (device.is_cpu() && r.has_env_error.load(std::memory_order_relaxed))
+    throw ValueError(r.env_error);
+  Allocator* a = r.allocators[static_cast<int>(device.type)].load();
   if (!a)
     throw RuntimeError(
         fmt::format("no allocator for device {}: this build has no CUDA support (reconfigure with "
                     "-Dcuda=enabled on a machine with the CUDA toolkit)",
                     device.str()));
   return a;
+}
+
+AllocatorStats allocator_stats(Device device) {
+  return allocator_for(device)->stats();
+}
+
+void reset_allocator_peak_stats(Device device) {
+  allocator_for(device)->reset_peak_stats();
+}
+
+void empty_cache(Device device) {
+  allocator_for(device)->empty_cache();
 }
 
 Storage::Storage(std::size_t nbytes, Device device) : device_(device) {
@@ -62,9 +158,12 @@ void Storage::release() {
     if (!device_.is_meta()) nbytes_ = 0;
     return;
   }
-  allocator_for(device_)->deallocate(data_, nbytes_, device_);
-  global_memory_stats(device_.type).on_free(static_cast<std::int64_t>(nbytes_));
-  scopes_.on_free(static_cast<std::int64_t>(nbytes_));
+  auto n = static_cast<std::int64_t>(nbytes_);
+  allocator_->deallocate(data_, nbytes_, device_);
+  global_memory_stats(device_.type).on_free(n);
+  scopes_.on_free(n);
+  if (timeline_) timeline_->record(-n, category_);
+  timeline_.reset();
   data_ = nullptr;
   nbytes_ = 0;
 }
@@ -76,15 +175,24 @@ void Storage::resize(std::size_t nbytes) {
   }
   if (nbytes == nbytes_ && (data_ || nbytes == 0)) return;
   void* fresh = nullptr;
+  Allocator* allocator = nullptr;
+  MemoryScopes context;
   if (nbytes > 0) {
-    fresh = allocator_for(device_)->allocate(nbytes, device_);
-    global_memory_stats(device_.type).on_alloc(static_cast<std::int64_t>(nbytes));
-    scopes_.on_alloc(static_cast<std::int64_t>(nbytes));
+    allocator = allocator_for(device_);
+    fresh = allocator->allocate(nbytes, device_);
+    auto n = static_cast<std::int64_t>(nbytes);
+    global_memory_stats(device_.type).on_alloc(n);
+    scopes_.on_alloc(n);
+    context = MemoryScopes::current();
+    if (context.timeline()) context.timeline()->record(n, context.category());
     if (data_ && device_.is_cpu()) std::memcpy(fresh, data_, std::min(nbytes, nbytes_));
   }
   release();
   data_ = fresh;
   nbytes_ = nbytes;
+  allocator_ = allocator;
+  category_ = context.category();
+  timeline_ = context.timeline();
 }
 
 }  // namespace fsdp

@@ -48,12 +48,13 @@ MemoryStatsScope::MemoryStatsScope(std::shared_ptr<MemoryStats> stats) : prev_(t
   bool charged = stats != nullptr;
   for (const MemoryScopes::Link* l = prev_.head_.get(); l && charged; l = l->outer.get())
     if (l->stats == stats) charged = false;
-  t_scopes = MemoryScopes(std::make_shared<const MemoryScopes::Link>(
-      MemoryScopes::Link{std::move(stats), prev_.head_, charged}));
+  t_scopes.head_ = std::make_shared<const MemoryScopes::Link>(
+      MemoryScopes::Link{std::move(stats), prev_.head_, charged});
 }
 
+// Only the chain is restored: a category or timeline scope nested inside restores its own.
 MemoryStatsScope::~MemoryStatsScope() {
-  t_scopes = std::move(prev_);
+  t_scopes.head_ = std::move(prev_.head_);
 }
 
 std::shared_ptr<MemoryStats> MemoryStatsScope::current() {
@@ -66,6 +67,23 @@ MemoryScopesGuard::MemoryScopesGuard(MemoryScopes scopes) : prev_(std::move(t_sc
 
 MemoryScopesGuard::~MemoryScopesGuard() {
   t_scopes = std::move(prev_);
+}
+
+MemoryCategoryScope::MemoryCategoryScope(MemoryCategory category) : prev_(t_scopes.category_) {
+  t_scopes.category_ = category;
+}
+
+MemoryCategoryScope::~MemoryCategoryScope() {
+  t_scopes.category_ = prev_;
+}
+
+MemoryTimelineScope::MemoryTimelineScope(std::shared_ptr<MemoryTimeline> timeline)
+    : prev_(std::move(t_scopes.timeline_)) {
+  t_scopes.timeline_ = std::move(timeline);
+}
+
+MemoryTimelineScope::~MemoryTimelineScope() {
+  t_scopes.timeline_ = std::move(prev_);
 }
 
 }  // namespace fsdp

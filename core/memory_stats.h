@@ -1,7 +1,9 @@
 // Memory statistics: current and peak bytes, globally per device type and per scope. Scopes nest
 // (an allocation is charged to every enclosing scope) and travel with work handed to other
 // threads (comm's worker threads run a queued collective under the scopes of the thread that
-// queued it). Standalone: comm/ links it without the tensor library.
+// queued it). The same thread context carries the memory category and the memory timeline
+// (core/memory_timeline.h) that allocations are recorded under, so those travel too.
+// Standalone: comm/ links it without the tensor library.
 #pragma once
 
 #include <atomic>
@@ -9,8 +11,11 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/memory_category.h"
 
 namespace fsdp {
+
+class MemoryTimeline;
 
 struct MemoryStats {
   std::atomic<std::int64_t> current_bytes{0};
@@ -28,12 +33,14 @@ MemoryStats& global_memory_stats(DeviceType type);
 
 // The scopes current on a thread, innermost first: an immutable chain, so a copy is one
 // shared_ptr (a storage keeps the chain it was allocated under and charges its frees back to it
-// from any thread).
+// from any thread). With them: the thread's memory category and memory timeline (if recording).
 class MemoryScopes {
  public:
   MemoryScopes() = default;
   static MemoryScopes current();  // this thread's
   bool empty() const { return head_ == nullptr; }
+  MemoryCategory category() const { return category_; }
+  const std::shared_ptr<MemoryTimeline>& timeline() const { return timeline_; }
   // Charges every scope of the chain once (a stats object entered twice counts once).
   void on_alloc(std::int64_t n) const;
   void on_free(std::int64_t n) const;
@@ -41,9 +48,12 @@ class MemoryScopes {
  private:
   friend class MemoryStatsScope;
   friend class MemoryScopesGuard;
+  friend class MemoryCategoryScope;
+  friend class MemoryTimelineScope;
   struct Link;
-  explicit MemoryScopes(std::shared_ptr<const Link> head) : head_(std::move(head)) {}
   std::shared_ptr<const Link> head_;
+  MemoryCategory category_ = MemoryCategory::Other;
+  std::shared_ptr<MemoryTimeline> timeline_;
 };
 
 // While alive, storages this thread allocates are charged to `stats` and to every enclosing
@@ -71,6 +81,32 @@ class MemoryScopesGuard {
 
  private:
   MemoryScopes prev_;
+};
+
+// While alive, storages this thread allocates (and work it queues to comm's worker threads)
+// are of category `category` (parameters, gradients, ...).
+class MemoryCategoryScope {
+ public:
+  explicit MemoryCategoryScope(MemoryCategory category);
+  ~MemoryCategoryScope();
+  MemoryCategoryScope(const MemoryCategoryScope&) = delete;
+  MemoryCategoryScope& operator=(const MemoryCategoryScope&) = delete;
+
+ private:
+  MemoryCategory prev_;
+};
+
+// While alive, allocations and frees of storages this thread allocates (and of work it queues)
+// are recorded in `timeline`; null stops recording.
+class MemoryTimelineScope {
+ public:
+  explicit MemoryTimelineScope(std::shared_ptr<MemoryTimeline> timeline);
+  ~MemoryTimelineScope();
+  MemoryTimelineScope(const MemoryTimelineScope&) = delete;
+  MemoryTimelineScope& operator=(const MemoryTimelineScope&) = delete;
+
+ private:
+  std::shared_ptr<MemoryTimeline> prev_;
 };
 
 }  // namespace fsdp

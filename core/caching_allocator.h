@@ -1,0 +1,58 @@
+// The caching CPU allocator: freed blocks stay with the allocator and serve later requests of
+// (nearly) the same size, so an FSDP step that frees and re-allocates the same unsharded
+// parameters, gradients and activations every iteration takes no new pages from the system
+// after the first step (no page faults: bench/memory). Large blocks are mmapped and kept mapped
+// while cached; small ones come from malloc. empty_cache() gives every cached block back.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/memory.h"
+
+namespace fsdp {
+
+class CachingCpuAllocator final : public Allocator {
+ public:
+  struct Options {
+    std::size_t mmap_threshold = 256 * 1024;  // blocks at least this large are mmapped
+    // A cached block serves a request when it is at most size / slack_divisor bytes larger
+    // (best fit): no split, so at most 1/8 of a block is lost to a smaller request.
+    std::size_t slack_divisor = 8;
+    // A freed block that would take the cached bytes over this goes back to the system.
+    std::size_t max_cached_bytes = SIZE_MAX;
+  };
+  CachingCpuAllocator() : CachingCpuAllocator(Options{}) {}
+  explicit CachingCpuAllocator(Options options) : options_(options) {}
+  ~CachingCpuAllocator() override;  // gives back the cached blocks (live ones are leaked)
+
+  void* allocate(std::size_t nbytes, Device device) override;
+  void deallocate(void* ptr, std::size_t nbytes, Device device) override;
+  AllocatorStats stats() const override;
+  void reset_peak_stats() override;
+  void empty_cache() override;
+  std::string_view name() const override { return "caching"; }
+
+  // The size of the block that serves a request of `nbytes` (64 bytes, or a page from the
+  // mmap threshold up).
+  std::size_t block_size(std::size_t nbytes) const;
+
+ private:
+  void* system_allocate(std::size_t size);  // null when the system has no memory
+  void system_free(void* ptr, std::size_t size);
+  void release_cached_locked();
+
+  Options options_;
+  mutable std::mutex mutex_;
+  std::multimap<std::size_t, void*> cached_;       // free blocks by size: best fit
+  std::unordered_map<void*, std::size_t> in_use_;  // block sizes of live allocations
+  AllocatorStats stats_;
+};
+
+// The process's caching CPU allocator (the default CPU allocator, core/memory.h).
+CachingCpuAllocator& cpu_caching_allocator();
+
+}  // namespace fsdp
