@@ -187,7 +187,10 @@ void UnitRuntime::lazy_init() {
   bool offload = false;
   for (auto* u : state_->units) offload = offload || u->owner_.cpu_offload().offload_params;
   if (offload)
-    warn("FSDP: cpu_offload is not applied yet (parameters already live in host memory on CPU)");
+    warn(
+        "FSDP: CPUOffload(offload_params=True) on the CPU device: the sharded parameters and "
+        "gradients already live in host memory and the optimizer steps there, so nothing is "
+        "moved; unlike upstream's CUDA offload, gradient accumulation without no_sync() works");
 }
 
 void UnitRuntime::register_post_backward_hook() {

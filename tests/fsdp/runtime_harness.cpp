@@ -49,6 +49,7 @@ std::shared_ptr<FullyShardedDataParallel> wrap_mlp(const nn::ModulePtr& model,
   else
     w.backward_prefetch = policies::Setting<BackwardPrefetch>::none();
   if (o.mixed_precision) w.mixed_precision = *o.mixed_precision;
+  if (o.offload_params) w.cpu_offload = CPUOffload{.offload_params = true};
   for (const char* name : {"2", "3"})
     model->replace_child(name, FullyShardedDataParallel::make(model->child(name), w));
   return FullyShardedDataParallel::make(model, w);

@@ -31,6 +31,7 @@ struct RunOptions {
   int steps = 4;
   std::int64_t batch = 3;  // rows per rank
   std::optional<MixedPrecision> mixed_precision;
+  bool offload_params = false;
 };
 
 // Wraps mlp(seed) as FSDP(root) with units for children "2" and "3" (manual nesting).

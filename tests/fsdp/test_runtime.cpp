@@ -2,6 +2,7 @@
 // global batch (every strategy, world sizes, use_orig_params, prefetch modes), the schedule's
 // events, gradient accumulation, clip_grad_norm_, full state dicts and the error cases.
 #define BOOST_TEST_MODULE fsdp_runtime
+#include <atomic>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "core/ops.h"
 #include "core/optim/optim.h"
 #include "core/random.h"
+#include "core/warnings.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/flat_param_layout.h"
 #include "fsdp/full_state_dict.h"
@@ -444,6 +446,27 @@ BOOST_AUTO_TEST_CASE(peak_parameter_memory_is_bounded) {
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(init_and_summon)
+
+// CPU offload on the CPU device: accepted, said once per rank, and training is unchanged
+// (gradient accumulation too: the gradients never leave host memory).
+BOOST_AUTO_TEST_CASE(cpu_offload_is_accepted_with_a_note_and_changes_nothing) {
+  RunOptions o;
+  o.steps = 3;
+  const RunResult plain = run_mlp(2, o);
+  o.offload_params = true;
+  std::atomic<int> notes{0};
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    WarningCapture cap;
+    auto fsdp = wrap_mlp(mlp(7), pg, o);
+    for (int i = 0; i < 2; ++i)
+      (*fsdp)(from_vector(std::vector<double>(12, 0.5), {2, 6})).tensor().sum().backward();
+    for (const auto& w : cap.warnings())
+      if (w.message.find("CPUOffload(offload_params=True)") != std::string::npos) ++notes;
+  });
+  TS_TEST(notes.load() == 2);
+  const RunResult offloaded = run_mlp(2, o);
+  TS_TEST(offloaded.losses == plain.losses, boost::test_tools::per_element());
+}
 
 BOOST_DATA_TEST_CASE(summon_full_params_reads_writes_back_and_gives_grads,
                      bdata::make({false, true}), orig) {
