@@ -1,0 +1,29 @@
+// An outside program that uses fsdp-cpp as an installed library: two ranks of the threads backend
+// all-reduce, and an environment error is caught as an fsdp::Error. Prints "consumer ok".
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "comm/registry.h"
+#include "comm/threads/run_threads.h"
+#include "core/error.h"
+
+int main() {
+  std::vector<float> sums(2);
+  fsdp::comm::run_threads(2, [&](fsdp::comm::ProcessGroup& pg) {
+    float v = float(pg.rank() + 1);
+    pg.all_reduce(&v, 1, fsdp::DType::Float32);
+    sums[std::size_t(pg.rank())] = v;
+  });
+  setenv("WORLD_SIZE", "0", 1);
+  bool caught = false;
+  try {
+    fsdp::comm::options_from_env();
+  } catch (const fsdp::Error& e) {  // one root for every layer's errors
+    caught = true;
+  }
+  const bool ok = sums[0] == 3.0f && sums[1] == 3.0f && caught;
+  fmt::print("consumer {}\n", ok ? "ok" : "FAILED");
+  return ok ? 0 : 1;
+}
