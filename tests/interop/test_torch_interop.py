@@ -7,7 +7,8 @@
    one .safetensors file and in Hugging Face's sharded layout. Each is read with a few lines of
    plain Python (the json header + torch.frombuffer) and, when importable, with the
    `safetensors` package; loaded into the equivalent torch.nn GPT (train_gpt_ref.py, strict), it
-   gives the logits that interop_gpt_logits computes here from the same file, within 1e-5.
+   gives the logits that interop_gpt_logits computes here from the same file, within 1e-5. The
+   sharded checkpoint directory of the same run, assembled in PyTorch from index.json, equals it.
 2. PyTorch -> here: PyTorch trains 3 steps and saves its state dict as safetensors (the tied
    head.weight once; safetensors.torch.save_file where it works, else the plain writer); train_gpt --load continues from it (2 ranks, FULL_SHARD)
    with the losses of PyTorch's continuation from the same file (a fresh optimizer on both sides:
@@ -17,6 +18,7 @@ Exits 77 (skipped) when torch is absent; without the `safetensors` package the p
 runs (and says so).
 """
 import json
+import math
 import os
 import re
 import struct
@@ -95,6 +97,23 @@ def read_dir(path, reader):
     return out
 
 
+def read_sharded(path):
+    """A sharded checkpoint (fsdp/checkpoint.h) as full tensors: index.json lists each tensor's
+    pieces (file, offset and numel in the flattened tensor)."""
+    with open(os.path.join(path, "index.json")) as f:
+        index = json.load(f)
+    files = {}
+    out = {}
+    for key, t in index["model"].items():
+        flat = torch.empty(math.prod(t["shape"]), dtype=DTYPES[t["dtype"]])
+        for p in t["pieces"]:
+            if p["file"] not in files:
+                files[p["file"]] = read_plain(os.path.join(path, p["file"]))
+            flat[p["offset"]:p["offset"] + p["numel"]] = files[p["file"]][key].reshape(-1)
+        out[key] = flat.reshape(t["shape"])
+    return out
+
+
 def torch_logits(state, inputs):
     model = train_gpt_ref.GPT(**MODEL)
     state = dict(state)
@@ -114,6 +133,12 @@ def here_to_torch(train_gpt, logits_exe, fixtures, tmp):
     hf = os.path.join(tmp, "hf")
     run([train_gpt] + common + ["--save", single])
     run([train_gpt] + common + ["--save", hf, "--max-shard-size", "40000"])
+    ckpt = os.path.join(tmp, "ckpt")
+    run([train_gpt] + common + ["--checkpoint-dir", ckpt])
+    full = read_plain(single)
+    sharded = read_sharded(os.path.join(ckpt, "step-00000003"))
+    same = sorted(sharded) == sorted(full) and all(torch.equal(sharded[k], full[k]) for k in full)
+    check(same, "the sharded checkpoint (2 ranks) assembled in PyTorch equals the full one")
     n_files = len([f for f in os.listdir(hf) if f.endswith(".safetensors")])
     check(n_files > 1, "the Hugging Face layout has %d files (sharded)" % n_files)
 
