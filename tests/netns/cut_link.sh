@@ -1,14 +1,18 @@
 #!/bin/sh
-# A host cut off mid-collective: NP ranks, each in its own network namespace (netns_lib.sh), run
-# netns_rank (all_reduce in a loop); once all are ready, the last host's link goes down. Every
-# rank must then end with a timeout error naming a peer (the ranks still connected name the cut
-# rank) within the configured timeout, and the whole job must end: no hang.
-#   cut_link.sh gloo|mpi NP NETNS_RANK_EXE
+# Faults across hosts: NP ranks, each in its own network namespace (netns_lib.sh), run
+# netns_rank (all_reduce in a loop); once all are ready, the last rank's host gets FAULT:
+#   cut   its link goes down (default): every rank ends with a timeout naming a peer (the ranks
+#         still connected name the cut rank)
+#   stop  the rank is frozen (SIGSTOP): the others end with a timeout naming it
+#   kill  the rank dies (SIGKILL, gloo only: mpirun ends an MPI job itself when a rank dies): the
+#         others end with an error naming it, when they notice or at the timeout
+# in every case within the configured timeout, and the whole job ends: no hang.
+#   cut_link.sh gloo|mpi NP NETNS_RANK_EXE [cut|stop|kill]
 # Bounds: FSDP_TIMEOUT_MS=3000; each rank is killed after 60 s; the ranks must all have ended
 # within 2 x the timeout + 10 s of the cut (the second timeout: the mpi backend gives MPI_Finalize
 # one timeout before it ends the process).
 set -u
-backend=$1 np=$2 exe=$3
+backend=$1 np=$2 exe=$3 fault=${4:-cut}
 here=$(dirname "$(readlink -f "$0")")
 . "$here/netns_lib.sh"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-netns.XXXXXX") || exit 1
@@ -82,8 +86,21 @@ while :; do
 done
 sleep 0.5
 cut_at=$(date +%s%N)
-netns_cut "$cut"
-echo "host $cut ($(netns_addr "$cut")) cut off; waiting for the ranks"
+victim=$(sed -n 's/.*ready (pid \([0-9]*\)).*/\1/p' "$dir/out$cut")
+case "$fault" in
+  cut) netns_cut "$cut" ;;
+  stop) kill -STOP "$victim" ;;
+  kill) kill -KILL "$victim" ;;
+esac
+echo "rank $cut at $(netns_addr "$cut"): $fault; waiting for the ranks"
+if [ "$fault" = stop ] && [ "$backend" = gloo ]; then
+  # Nobody else ends a frozen rank of a job without a launcher: once the others have ended, the
+  # test does (its own process, by pid).
+  for p in $pids; do
+    [ "$p" = "$(echo $pids | cut -d' ' -f$((cut + 1)))" ] || wait "$p"
+  done
+  kill -KILL "$victim"
+fi
 for p in $pids; do wait "$p"; done
 launcher_pid=""
 ended_ms=$((($(date +%s%N) - cut_at) / 1000000))
@@ -93,11 +110,17 @@ failures=0
 r=0
 while [ "$r" -lt "$np" ]; do
   echo "== rank $r: $(cat "$dir/err$r" 2>/dev/null | head -c 600)"
+  if [ "$r" = "$cut" ] && [ "$fault" != cut ]; then
+    r=$((r + 1))
+    continue  # frozen or killed: it says nothing
+  fi
   if [ "$r" != "$cut" ]; then
     pattern="timed out after $timeout_ms ms.*waiting for rank(s) [0-9, ]*\\b$cut\\b"
   else
     pattern="timed out after $timeout_ms ms.*waiting for rank(s) [0-9]"
   fi
+  [ "$fault" = kill ] &&
+    pattern="\\(timed out after $timeout_ms ms\\|failed after [0-9]* ms\\).*waiting for rank(s) [0-9, ]*\\b$cut\\b"
   if ! grep -q "^rank $r: error after .*$pattern" "$dir/err$r" 2>/dev/null; then
     echo "FAIL: rank $r did not end with a timeout naming its peer ($pattern)"
     failures=$((failures + 1))

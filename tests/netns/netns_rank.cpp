@@ -1,9 +1,11 @@
 // One rank of a job that the tests in this folder run across network namespaces and cut off.
 // init_from_env() makes the group (FSDP_BACKEND: gloo or mpi). After a first all_reduce, which
-// proves every rank is connected, it writes "rank R: ready" and then all-reduces 256 KiB until
+// proves every rank is connected, it writes "rank R: ready (pid P)" and then all-reduces 256 KiB until
 // --seconds pass (default 120). An error ends it with "rank R: error after S s: <message>" on
 // stderr and exit code 1; the normal end writes "rank R: done" and exits 0.
 //   netns_rank [--seconds S]
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +27,7 @@ int main(int argc, char** argv) {
     rank = pg->rank();
     std::vector<float> data(64 << 10, 1.0f);
     pg->all_reduce(data.data(), data.size(), fsdp::DType::Float32);
-    std::printf("rank %d: ready\n", rank);
+    std::printf("rank %d: ready (pid %d)\n", rank, int(::getpid()));
     std::fflush(stdout);
     ready_at = Clock::now();
     while (std::chrono::duration<double>(Clock::now() - ready_at).count() < seconds)
