@@ -47,8 +47,10 @@ ShardedStateDict sharded_state_dict(FullyShardedDataParallel& root) {
   }
   for (const auto& [name, b] : root.named_buffers())
     if (b.defined())
-      out.push_back({clean_tensor_name(name), b.shape(), 0, b.contiguous().reshape({-1}).clone(),
-                     root.rank() != 0});
+      out.push_back(
+          {clean_tensor_name(name), b.shape(), 0,
+           root.runtime().root_state().buffer_for_state_dict(b).contiguous().reshape({-1}).clone(),
+           root.rank() != 0});
   return out;
 }
 

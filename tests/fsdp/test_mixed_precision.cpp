@@ -20,6 +20,7 @@
 #include "core/ops.h"
 #include "examples/gpt_train.h"
 #include "fsdp/full_state_dict.h"
+#include "fsdp/state_dict_sharded.h"
 #include "fsdp/summon_full_params.h"
 #include "policies/module_wrap_policy.h"
 #include "tests/fsdp/runtime_harness.h"
@@ -248,6 +249,8 @@ BOOST_AUTO_TEST_CASE(buffers_cast_to_buffer_dtype_and_saved_in_full_precision) {
       }
     }
     TS_TEST(found);
+    for (const auto& piece : sharded_state_dict(*fsdp))
+      TS_TEST((piece.local.dtype() == DType::Float32), piece.fqn);
   });
 }
 
