@@ -5,6 +5,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/kernel_utils.h"
+#include "core/optim/update_kernels.h"
 
 namespace fsdp::optim {
 
@@ -41,37 +42,6 @@ AdamOptions AdamOptions::from_map(const std::map<std::string, double>& m) {
 }
 
 namespace {
-// One Adam(W) update of a parameter in its own dtype, in torch's order of operations.
-template <typename T>
-void adam_update(T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, std::int64_t step,
-                 const AdamOptions& o, bool decoupled) {
-  const double b1 = o.betas.first, b2 = o.betas.second;
-  const T tb1 = static_cast<T>(b1), tb2 = static_cast<T>(b2);
-  const T one_b1 = static_cast<T>(1.0 - b1), one_b2 = static_cast<T>(1.0 - b2);
-  const T wd = static_cast<T>(o.weight_decay), eps = static_cast<T>(o.eps);
-  const T decay = static_cast<T>(1.0 - o.lr * o.weight_decay);
-  const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(b2, static_cast<double>(step));
-  const T neg_step_size = static_cast<T>(-(o.lr / bc1));
-  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  const bool l2 = !decoupled && o.weight_decay != 0.0;
-  const bool decay_param = decoupled && o.weight_decay != 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    T grad = o.maximize ? -g[i] : g[i];
-    if (decay_param) p[i] = p[i] * decay;
-    if (l2) grad = grad + wd * p[i];
-    m[i] = m[i] * tb1 + one_b1 * grad;
-    v[i] = v[i] * tb2 + one_b2 * grad * grad;
-    T second = v[i];
-    if (vmax) {
-      vmax[i] = std::max(vmax[i], v[i]);
-      second = vmax[i];
-    }
-    T denom = std::sqrt(second) / bc2_sqrt + eps;
-    p[i] = p[i] + neg_step_size * m[i] / denom;
-  }
-}
-
 Tensor& state_tensor(ParamState& s, const char* name, const Tensor& like) {
   auto it = s.tensors.find(name);
   if (it == s.tensors.end()) it = s.tensors.emplace(name, zeros_like(like)).first;
@@ -91,9 +61,11 @@ void adam_step(Group& g, const AdamOptions& o, bool decoupled, const char* op) {
     Tensor& v = state_tensor(s, "exp_avg_sq", p);
     Tensor vmax = o.amsgrad ? state_tensor(s, "max_exp_avg_sq", p) : Tensor();
     ++s.step;
+    const AdamScalars k{o.lr,           o.betas.first, o.betas.second, o.eps,
+                        o.weight_decay, decoupled,     o.maximize,     s.step};
     dispatch_float(p.dtype(), op, [&]<typename T>() {
-      adam_update<T>(p.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(),
-                     vmax.defined() ? vmax.data<T>() : nullptr, p.numel(), s.step, o, decoupled);
+      adam_update_flat<T>(p.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(),
+                          vmax.defined() ? vmax.data<T>() : nullptr, p.numel(), k);
     });
     p.storage()->bump_version();
   }

@@ -3,6 +3,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/kernel_utils.h"
+#include "core/optim/update_kernels.h"
 
 namespace fsdp::optim {
 
@@ -43,27 +44,6 @@ SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) {
   add_groups(std::move(groups));
 }
 
-namespace {
-// The update of one parameter, in its own dtype, in torch's order of operations:
-// d = ±g + wd*p; buf = d (first step) or mom*buf + (1-damp)*d; d = d + mom*buf (nesterov) or
-// buf; p = p - lr*d.
-template <typename T>
-void sgd_update(T* p, const T* g, T* buf, bool first, std::int64_t n, const SGDOptions& o) {
-  const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
-  const T keep = static_cast<T>(1.0 - o.dampening), neg_lr = static_cast<T>(-o.lr);
-  const bool decay = o.weight_decay != 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    T d = o.maximize ? -g[i] : g[i];
-    if (decay) d = d + wd * p[i];
-    if (buf) {
-      buf[i] = first ? d : buf[i] * mom + keep * d;
-      d = o.nesterov ? d + mom * buf[i] : buf[i];
-    }
-    p[i] = p[i] + neg_lr * d;
-  }
-}
-}  // namespace
-
 void SGD::step() {
   autograd::NoGradGuard no_grad;
   for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -84,9 +64,11 @@ void SGD::step() {
         if (first) it = s.tensors.emplace("momentum_buffer", empty_like(p)).first;
         buf = it->second;
       }
+      const SgdScalars k{o.lr,       o.momentum, o.dampening, o.weight_decay,
+                         o.nesterov, o.maximize, first};
       dispatch_float(p.dtype(), "SGD.step", [&]<typename T>() {
-        sgd_update<T>(p.data<T>(), grad.data<T>(), buf.defined() ? buf.data<T>() : nullptr, first,
-                      p.numel(), o);
+        sgd_update_flat<T>(p.data<T>(), grad.data<T>(), buf.defined() ? buf.data<T>() : nullptr,
+                           p.numel(), k);
       });
       p.storage()->bump_version();
     }
