@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts{1, 2};
   std::string json_path, torch_script = FSDP_BENCH_DIR "/bench_training_step_torch.py";
   std::string torch_python = "/opt/torch2/bin/python";
+  std::string model = "both";
   bool no_torch = false;
   app.add_option("--warmup", warmup)->capture_default_str();
   app.add_option("--iters", iters)->capture_default_str();
@@ -135,6 +136,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--json", json_path, "write results as JSON");
   app.add_flag("--no-torch", no_torch, "skip the PyTorch baseline");
+  app.add_option("--model", model, "block, demo or both (one model: for profiling)")
+      ->check(CLI::IsMember({"block", "demo", "both"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   nlohmann::json result;
@@ -161,8 +165,8 @@ int main(int argc, char** argv) {
     openblas_set_num_threads(threads);
     nlohmann::json row;
     row["threads"] = threads;
-    row["ours_ms"] = {{"block", bench_block(warmup, iters)},
-                      {"demo_model", bench_demo_model(warmup, iters)}};
+    row["ours_ms"] = {{"block", model != "demo" ? bench_block(warmup, iters) : 0.0},
+                      {"demo_model", model != "block" ? bench_demo_model(warmup, iters) : 0.0}};
     nlohmann::json torch = python.empty() ? nlohmann::json(nullptr)
                                           : run_torch(python, torch_script, threads, warmup, iters);
     row["torch_ms"] = torch;

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <limits>
 
+#include "core/dispatch/dispatch_mode.h"
 #include "core/nn/init.h"
 #include "core/nn/linear.h"
 #include "core/ops.h"
+#include "core/ops/attention_heads.h"
 #include "core/warnings.h"
 
 namespace fsdp::nn {
@@ -186,30 +188,45 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
     wk = param("k_proj_weight");
     wv = param("v_proj_weight");
   }
-  if (qkv_same_embed_dim && query_in.is_same(key_in) && key_in.is_same(value_in)) {
+  const bool self_attention =
+      qkv_same_embed_dim && query_in.is_same(key_in) && key_in.is_same(value_in);
+  const bool fused_heads = self_attention && !has_parameter("bias_k") && !add_zero_attn &&
+                           !q.is_meta() && !dispatch::any_mode_active() &&
+                           (q.dtype() == DType::Float32 || q.dtype() == DType::Float64) &&
+                           param("in_proj_weight").dtype() == q.dtype();
+  if (self_attention) {
     // Self-attention: one product with the packed weight, as torch's _in_projection_packed.
     Tensor proj = linear(q, param("in_proj_weight"), b);
-    q = proj.narrow(-1, 0, E);
-    k = proj.narrow(-1, E, E);
-    v = proj.narrow(-1, 2 * E, E);
+    if (fused_heads) {
+      // Straight into heads, q scaled: one pass forward and backward (core/ops/attention_heads.h).
+      std::vector<Tensor> qkv = split_heads(proj, 3, H, std::sqrt(static_cast<double>(head_dim)));
+      q = qkv[0];
+      k = qkv[1];
+      v = qkv[2];
+    } else {
+      q = proj.narrow(-1, 0, E);
+      k = proj.narrow(-1, E, E);
+      v = proj.narrow(-1, 2 * E, E);
+    }
   } else {
     q = linear(q, wq, bias_part(0));
     k = linear(k, wk, bias_part(1));
     v = linear(v, wv, bias_part(2));
   }
 
+  const std::int64_t kv_len = fused_heads ? k.size(1) : k.size(0);  // S
   // Masks as additive float masks: attn_mask (1 or N*H, L, S).
   Tensor mask = additive_mask(a.attn_mask, q.dtype(), "attn_mask");
   if (mask.defined()) {
     if (mask.dim() == 2) {
-      FSDP_CHECK(mask.size(0) == tgt_len && mask.size(1) == k.size(0), RuntimeError,
+      FSDP_CHECK(mask.size(0) == tgt_len && mask.size(1) == kv_len, RuntimeError,
                  "The shape of the 2D attn_mask is {}, but should be ({}, {}).",
-                 shape_str(mask.shape()), tgt_len, k.size(0));
+                 shape_str(mask.shape()), tgt_len, kv_len);
       mask = mask.unsqueeze(0);
     } else if (mask.dim() == 3) {
-      FSDP_CHECK(mask.size(0) == bsz * H && mask.size(1) == tgt_len && mask.size(2) == k.size(0),
+      FSDP_CHECK(mask.size(0) == bsz * H && mask.size(1) == tgt_len && mask.size(2) == kv_len,
                  RuntimeError, "The shape of the 3D attn_mask is {}, but should be ({}, {}, {}).",
-                 shape_str(mask.shape()), bsz * H, tgt_len, k.size(0));
+                 shape_str(mask.shape()), bsz * H, tgt_len, kv_len);
     } else {
       throw RuntimeError(fmt::format("attn_mask's dimension {} is not supported", mask.dim()));
     }
@@ -223,9 +240,11 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
     kpm = pad_last(kpm);
   }
   // Heads: (L, N, E) -> (N*H, L, head_dim).
-  q = q.contiguous().view({tgt_len, bsz * H, head_dim}).transpose(0, 1);
-  k = k.contiguous().view({k.size(0), bsz * H, head_dim}).transpose(0, 1);
-  v = v.contiguous().view({v.size(0), bsz * H, head_dim}).transpose(0, 1);
+  if (!fused_heads) {
+    q = q.contiguous().view({tgt_len, bsz * H, head_dim}).transpose(0, 1);
+    k = k.contiguous().view({k.size(0), bsz * H, head_dim}).transpose(0, 1);
+    v = v.contiguous().view({v.size(0), bsz * H, head_dim}).transpose(0, 1);
+  }
   if (add_zero_attn) {
     Tensor z = zeros({bsz * H, 1, head_dim}, TensorOptions(k.dtype(), k.device()));
     k = cat({k, z}, 1);
@@ -245,7 +264,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
 
   // Scaled dot-product attention.
   const double p = is_training() ? dropout : 0.0;
-  q = div(q, std::sqrt(static_cast<double>(head_dim)));
+  if (!fused_heads) q = div(q, std::sqrt(static_cast<double>(head_dim)));
   Tensor scores = bmm(q, k.transpose(1, 2));
   if (mask.defined()) scores = add(mask, scores);
   Tensor attn = softmax(scores, -1);

@@ -1,0 +1,94 @@
+#include "core/ops/attention_heads.h"
+
+#include <cstring>
+
+#include "core/ops/op_utils.h"
+
+namespace fsdp {
+using namespace ops_detail;
+
+namespace {
+
+struct HeadsLayout {
+  std::int64_t L, N, parts, heads, hd;
+  std::int64_t row() const { return parts * heads * hd; }  // one (l, n) row of packed
+};
+
+// Forward: heads[p][(n*H + h), l, :] = packed[l, n, p, h, :] (/ divisor for p == 0).
+// Backward runs the same loop the other way (kToPacked), undefined parts giving zeros.
+template <typename T, bool kToPacked>
+void move_heads(T* packed, const std::vector<T*>& heads, const HeadsLayout& s, T divisor) {
+  const std::int64_t hd = s.hd;
+  const auto bytes = static_cast<std::size_t>(hd) * sizeof(T);
+  for (std::int64_t l = 0; l < s.L; ++l)
+    for (std::int64_t n = 0; n < s.N; ++n) {
+      T* row = packed + (l * s.N + n) * s.row();
+      for (std::int64_t p = 0; p < s.parts; ++p)
+        for (std::int64_t h = 0; h < s.heads; ++h) {
+          T* pk = row + (p * s.heads + h) * hd;
+          T* hp = heads[static_cast<std::size_t>(p)];
+          if constexpr (kToPacked) {
+            if (!hp) {
+              std::memset(pk, 0, bytes);
+              continue;
+            }
+            const T* src = hp + ((n * s.heads + h) * s.L + l) * hd;
+            if (p == 0 && divisor != T(1))
+              for (std::int64_t d = 0; d < hd; ++d) pk[d] = src[d] / divisor;
+            else
+              std::memcpy(pk, src, bytes);
+          } else {
+            T* dst = hp + ((n * s.heads + h) * s.L + l) * hd;
+            if (p == 0 && divisor != T(1))
+              for (std::int64_t d = 0; d < hd; ++d) dst[d] = pk[d] / divisor;
+            else
+              std::memcpy(dst, pk, bytes);
+          }
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<Tensor> split_heads(const Tensor& packed, std::int64_t parts, std::int64_t heads,
+                                double first_divisor) {
+  FSDP_CHECK(packed.dim() == 3 && parts > 0 && heads > 0 && packed.size(2) % (parts * heads) == 0,
+             RuntimeError,
+             "split_heads: expected packed (L, N, parts * heads * head_dim), got shape {} for {} "
+             "parts of {} heads",
+             shape_str(packed.shape()), parts, heads);
+  FSDP_CHECK(packed.dtype() == DType::Float32 || packed.dtype() == DType::Float64, TypeError,
+             "split_heads: not implemented for dtype {} (shape {}); expected float32 or float64",
+             dtype_name(packed.dtype()), shape_str(packed.shape()));
+  FSDP_CHECK(!check_devices("split_heads", packed), NotImplementedError,
+             "split_heads: meta tensors are not supported (shape {})", shape_str(packed.shape()));
+  const HeadsLayout s{packed.size(0), packed.size(1), parts, heads,
+                      packed.size(2) / (parts * heads)};
+  const DType dt = packed.dtype();
+  Tensor src = packed.contiguous();
+  std::vector<Tensor> out;
+  for (std::int64_t p = 0; p < parts; ++p)
+    out.push_back(empty({s.N * heads, s.L, s.hd}, TensorOptions(dt, kCPU)));
+  dispatch_float(dt, "split_heads", [&]<typename T>() {
+    std::vector<T*> dst;
+    for (auto& t : out) dst.push_back(t.data<T>());
+    move_heads<T, false>(src.data<T>(), dst, s, static_cast<T>(first_divisor));
+  });
+  autograd::record("SplitHeadsBackward", {packed}, out, {},
+                   [s, dt, first_divisor, shape = packed.shape()](
+                       const variable_list&, const variable_list& g) -> variable_list {
+                     Tensor grad = empty(shape, TensorOptions(dt, kCPU));
+                     std::vector<Tensor> parts_in;
+                     for (const auto& gi : g)
+                       parts_in.push_back(gi.defined() ? gi.contiguous() : Tensor());
+                     dispatch_float(dt, "split_heads", [&]<typename T>() {
+                       std::vector<T*> src;
+                       for (auto& t : parts_in) src.push_back(t.defined() ? t.data<T>() : nullptr);
+                       move_heads<T, true>(grad.data<T>(), src, s, static_cast<T>(first_divisor));
+                     });
+                     return {grad};
+                   });
+  return out;
+}
+
+}  // namespace fsdp
