@@ -123,15 +123,19 @@ int main(int argc, char** argv) {
     lap("load");
     Plan plan = make_plan(model.root, opts);
     lap("plan");
-    std::string out = format == "json"  ? format_json(plan)
-                      : format == "dot" ? format_dot(plan)
-                                        : format_table(plan);
+    // JSON is written as it is made (it can be far larger than the plan); the others at once.
+    errno = 0;
+    bool written = true;
+    std::string out;
+    if (format == "json")
+      written = write_json(plan, stdout);
+    else
+      out = format == "dot" ? format_dot(plan) : format_table(plan);
     lap("format");
     if (format == "table")
       for (const auto& w : plan.warnings) std::cerr << "fsdp-plan: warning: " << w << "\n";
-    errno = 0;
-    const bool written = std::fwrite(out.data(), 1, out.size(), stdout) == out.size() &&
-                         std::fflush(stdout) == 0 && !std::ferror(stdout);
+    written = written && std::fwrite(out.data(), 1, out.size(), stdout) == out.size() &&
+              std::fflush(stdout) == 0 && !std::ferror(stdout);
     if (!written) {
       const int err = errno;
       std::cerr << "fsdp-plan: error: writing the " << format

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import json
 
 PLAN = sys.argv[1]
 tmp = tempfile.mkdtemp()
@@ -142,7 +143,47 @@ for fmt, per_module in (("table", 200), ("dot", 100)):
         failures.append("deep chain table: the deepest module's line")
         print("FAIL: deep chain table line")
 
+
+def chain_file(name, depth):
+    """A chain `depth` modules deep below the root, each level an L with a 2-element parameter."""
+    return model_file(name, '{"type": "L", "params": [{"name": "w", "shape": [2]}], '
+                      '"children": [{"name": "c", "module": ' * depth + '{"type": "L"}' +
+                      "}]}" * depth)
+
+
+# --policy always on a 200 000-deep chain (defect 5): every module is a unit, and unit FQNs are
+# spelled only where printed (the table keeps their last 27 characters), so the run is linear in
+# the chain, not quadratic (it ran out of memory before).
+DEEPER = 200000
+r = subprocess.run([PLAN, chain_file("chain200k.json", DEEPER), "--policy", "always"],
+                   capture_output=True, text=True, timeout=300)
+deepest_row = "   0  …" + "c." * 13 + "c L "
+if r.returncode != 0 or r.stdout.count("=> unit #") != DEEPER + 1 or deepest_row not in r.stdout:
+    failures.append(f"always on a {DEEPER}-deep chain: rc={r.returncode} {r.stderr[:200]!r}")
+    print("FAIL: always on a deep chain", r.returncode, r.stderr[:200])
+
+# JSON spells every FQN in full: its size is the sum of their lengths (quadratic in a chain's
+# depth), and it is written as it is made. A 5 000-deep chain: 5 000 parameters in the root unit
+# (25 MB of FQNs); under `always`, one unit per module with its full FQN.
+SOME = 5000
+chain5k = chain_file("chain5k.json", SOME)
+for policy, check in (
+        ([], lambda d: len(d["units"]) == 1 and len(d["units"][0]["params"]) == SOME and
+         d["units"][0]["params"][-1] == "c." * (SOME - 1) + "w"),
+        (["--policy", "always"], lambda d: len(d["units"]) == SOME + 1 and
+         d["units"][0]["fqn"] == ".".join(["c"] * SOME) and
+         d["units"][1]["params"] == ["c." * (SOME - 1) + "w"] and
+         d["units"][SOME]["fqn"] == "")):
+    r = subprocess.run([PLAN, chain5k, "--format", "json"] + policy, capture_output=True,
+                       text=True, timeout=300)
+    ok = r.returncode == 0
+    if ok:
+        ok = check(json.loads(r.stdout))
+    if not ok:
+        failures.append(f"json of a {SOME}-deep chain {policy}: rc={r.returncode}")
+        print("FAIL: json of a deep chain", policy, r.returncode, r.stderr[:200])
+
 if failures:
     print(f"{len(failures)} failure(s)")
     sys.exit(1)
-print(f"ok: {len(TABLE) + 5} bad inputs")
+print(f"ok: {len(TABLE) + 8} bad inputs")

@@ -197,7 +197,16 @@ namespace {
 // A small streaming JSON writer: a million-unit plan is written without building a DOM.
 class JsonOut {
  public:
+  // With a sink, the text goes to it in blocks of about kBlock bytes as it is made.
+  explicit JsonOut(std::FILE* sink = nullptr) : sink_(sink) {}
   std::string str() { return std::move(out_); }
+  // Writes what is buffered to the sink; false once a write has failed.
+  bool flush() {
+    if (sink_ && !out_.empty() && ok_)
+      ok_ = std::fwrite(out_.data(), 1, out_.size(), sink_) == out_.size();
+    out_.clear();
+    return ok_;
+  }
   void open(char c) {
     comma();
     out_ += c;
@@ -209,6 +218,7 @@ class JsonOut {
     if (!first_) newline();
     out_ += c;
     first_ = false;
+    if (sink_ && out_.size() >= kBlock) flush();
   }
   void key(const std::string& k) {
     comma();
@@ -231,6 +241,7 @@ class JsonOut {
     comma();
     out_ += v ? "true" : "false";
   }
+  void raw(const char* text) { out_ += text; }
   void null() {
     comma();
     out_ += "null";
@@ -240,6 +251,20 @@ class JsonOut {
     key(k);
     value(v);
   }
+  // An inline list whose items come one by one: begin_list(key), item(s)..., end_list().
+  void begin_list(const std::string& k) {
+    key(k);
+    comma();
+    out_ += '[';
+    list_first_ = true;
+  }
+  void item(const std::string& s) {
+    if (!list_first_) out_ += ", ";
+    list_first_ = false;
+    string(s);
+    if (sink_ && out_.size() >= kBlock) flush();
+  }
+  void end_list() { out_ += ']'; }
   void strings(const std::string& k, const std::vector<std::string>& v, bool inline_list) {
     key(k);
     if (inline_list) {
@@ -273,8 +298,14 @@ class JsonOut {
   }
   void string(const std::string& s) {
     out_ += '"';
-    for (char c : s) {
-      switch (c) {
+    // Runs of plain characters are appended whole (FQNs run to gigabytes on deep chains).
+    const char* run = s.data();
+    const char* end = s.data() + s.size();
+    for (const char* c = run; c != end; ++c) {
+      const auto u = static_cast<unsigned char>(*c);
+      if (u >= 0x20 && u != '"' && u != '\\') continue;
+      out_.append(run, c);
+      switch (*c) {
         case '"':
           out_ += "\\\"";
           break;
@@ -291,17 +322,20 @@ class JsonOut {
           out_ += "\\r";
           break;
         default:
-          if (static_cast<unsigned char>(c) < 0x20)
-            out_ += fmt::format("\\u{:04x}", static_cast<int>(c));
-          else
-            out_ += c;
+          out_ += fmt::format("\\u{:04x}", static_cast<int>(u));
       }
+      run = c + 1;
     }
+    out_.append(run, end);
     out_ += '"';
   }
+  static constexpr std::size_t kBlock = 1 << 20;
+  std::FILE* sink_;
+  bool ok_ = true;
   std::string out_;
   bool first_ = true;
   bool pending_key_ = false;
+  bool list_first_ = true;
   int depth_ = 0;
 };
 
@@ -314,9 +348,10 @@ void memory_fields(JsonOut& j, const RankMemory& m) {
 
 }  // namespace
 
-std::string format_json(const Plan& plan) {
+namespace {
+
+void json_into(const Plan& plan, JsonOut& j) {
   const auto& o = plan.options;
-  JsonOut j;
   j.open('{');
   j.field("format", "fsdp-plan/1");
   j.key("config");
@@ -342,7 +377,6 @@ std::string format_json(const Plan& plan) {
   j.close('}');
   j.key("units");
   j.open('[');
-  std::vector<std::string> names;
   for (const auto& u : plan.units) {
     j.open('{');
     j.field("index", u.index);
@@ -353,9 +387,9 @@ std::string format_json(const Plan& plan) {
       j.null();
     else
       j.value(u.parent);
-    names.clear();
-    for (const auto& p : u.params) names.push_back(plan.param_fqn(p));
-    j.strings("params", names, true);
+    j.begin_list("params");
+    for (const auto& p : u.params) j.item(plan.param_fqn(p));
+    j.end_list();
     j.field("numel", u.numel);
     j.field("trainable_numel", u.trainable_numel);
     j.key("bytes_per_dtype");
@@ -397,7 +431,21 @@ std::string format_json(const Plan& plan) {
   j.close('}');
   j.strings("warnings", plan.warnings, false);
   j.close('}');
-  return j.str() + "\n";
+  j.raw("\n");
+}
+
+}  // namespace
+
+std::string format_json(const Plan& plan) {
+  JsonOut j;
+  json_into(plan, j);
+  return j.str();
+}
+
+bool write_json(const Plan& plan, std::FILE* out) {
+  JsonOut j(out);
+  json_into(plan, j);
+  return j.flush();
 }
 
 namespace {

@@ -12,14 +12,32 @@ namespace {
 
 using nlohmann::json;
 
+// Ids are written only for what occupies more than one slot (shared modules, tied parameters),
+// as tools/export_torch_model.py does: the reader then keeps no table of a million ids.
 class Exporter {
  public:
+  explicit Exporter(const nn::Module& root) {
+    std::vector<const nn::Module*> stack{&root};
+    ++module_slots_[&root];
+    while (!stack.empty()) {
+      const nn::Module* m = stack.back();
+      stack.pop_back();
+      for (const auto& [name, p] : m->parameter_slots())
+        if (p.defined()) ++param_slots_[p.impl()];
+      for (const auto& [name, child] : m->child_slots())
+        if (child && ++module_slots_[child.get()] == 1) stack.push_back(child.get());
+    }
+  }
+
   json module(const nn::Module& m) {
     auto known = module_ids_.find(&m);
     if (known != module_ids_.end()) return json{{"ref", known->second}};
-    const std::string id = "m" + std::to_string(module_ids_.size());
-    module_ids_.emplace(&m, id);
-    json out{{"type", m.type_name()}, {"id", id}};
+    json out{{"type", m.type_name()}};
+    if (module_slots_.at(&m) > 1) {
+      const std::string id = "m" + std::to_string(module_ids_.size());
+      module_ids_.emplace(&m, id);
+      out["id"] = id;
+    }
     json bases = json::array();
     const auto& mro = m.module_class().mro();
     for (std::size_t i = 1; i < mro.size(); ++i) bases.push_back(mro[i]);
@@ -32,13 +50,16 @@ class Exporter {
         params.push_back({{"name", name}, {"ref", tied->second}});
         continue;
       }
-      const std::string pid = "p" + std::to_string(param_ids_.size());
-      param_ids_.emplace(p.impl(), pid);
-      params.push_back({{"name", name},
-                        {"shape", p.shape()},
-                        {"dtype", std::string(dtype_name(p.dtype()))},
-                        {"requires_grad", p.requires_grad()},
-                        {"id", pid}});
+      json param{{"name", name},
+                 {"shape", p.shape()},
+                 {"dtype", std::string(dtype_name(p.dtype()))},
+                 {"requires_grad", p.requires_grad()}};
+      if (param_slots_.at(p.impl()) > 1) {
+        const std::string pid = "p" + std::to_string(param_ids_.size());
+        param_ids_.emplace(p.impl(), pid);
+        param["id"] = pid;
+      }
+      params.push_back(std::move(param));
     }
     out["params"] = params;
     json buffers = json::array();
@@ -55,6 +76,8 @@ class Exporter {
   }
 
  private:
+  std::unordered_map<const nn::Module*, std::size_t> module_slots_;
+  std::unordered_map<const TensorImpl*, std::size_t> param_slots_;
   std::unordered_map<const nn::Module*, std::string> module_ids_;
   std::unordered_map<const TensorImpl*, std::string> param_ids_;
 };
@@ -62,7 +85,7 @@ class Exporter {
 }  // namespace
 
 std::string model_to_json(nn::Module& root) {
-  Exporter e;
+  Exporter e(root);
   json doc{{"format", "fsdp-model/1"}, {"module", e.module(root)}};
   return doc.dump();
 }
