@@ -269,7 +269,7 @@ SafetensorsFile parse(const std::string& name, const ByteSource& src) {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range: 1e999
     throw ValueError(
         fmt::format("load_safetensors: {}: the header is not valid JSON: {}", name, e.what()));
   }

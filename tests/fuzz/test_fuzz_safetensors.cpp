@@ -199,6 +199,10 @@ BOOST_AUTO_TEST_CASE(nested_json) {
   expect_error(file_of(R"({"__metadata__":)" + objects + "}", 0),
                {"__metadata__ value of 'x' is not a string"});
   expect_error(file_of(std::string(depth, '['), 0), {"the header is not valid JSON"});
+  // A number beyond double's range is nlohmann's out_of_range, not a parse_error (found by
+  // the libFuzzer target).
+  expect_error(file_of(R"({"__metadata__":1e999})", 0),
+               {"the header is not valid JSON", "number overflow"});
 }
 
 // Seeded random edits anywhere in the file (overwrite, insert, delete, cut), 20 000 of them.
