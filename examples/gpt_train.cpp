@@ -2,13 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/io/safetensors.h"
 #include "core/memory.h"
+#include "core/memory_stats.h"
+#include "core/memory_timeline.h"
+#include "core/memory_timeline_svg.h"
 #include "core/optim/optim.h"
 #include "core/random.h"
 #include "examples/gpt_data.h"
@@ -51,6 +56,47 @@ double global_mean(double local, comm::ProcessGroup* group) {
 std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path) {
   if (std::filesystem::is_directory(path)) return load_full_checkpoint(path);
   return io::load_safetensors(path).tensors;
+}
+
+}  // namespace
+
+namespace {
+
+// Bytes of the parameters as the optimizer sees them (FSDP: this rank's shards).
+std::int64_t resident_parameter_bytes(nn::Module& model) {
+  std::int64_t n = 0;
+  for (const auto& p : model.parameters()) n += static_cast<std::int64_t>(p.nbytes());
+  return n;
+}
+
+std::int64_t optimizer_state_bytes(const optim::Optimizer& opt) {
+  std::int64_t n = 0;
+  for (std::size_t g = 0; g < opt.num_param_groups(); ++g)
+    for (std::size_t i = 0; i < opt.params(g).size(); ++i)
+      for (const auto& [name, t] : opt.state(g, i).tensors)
+        if (t.defined()) n += static_cast<std::int64_t>(t.nbytes());
+  return n;
+}
+
+// The step's peak against FSDP's bound: own shards of parameters, gradients (as many bytes as
+// the parameters) and optimizer state, the two largest unsharded units, and the activations.
+void report_step_memory(const MemoryTimeline& timeline, nn::Module& model,
+                        const optim::Optimizer& opt, FullyShardedDataParallel* fsdp_model,
+                        GPTTrainResult& result) {
+  result.step_peak_bytes = timeline.peak_total_bytes();
+  result.step_peak_by_category = timeline.bytes_at_peak_total();
+  std::vector<std::int64_t> units;
+  if (fsdp_model != nullptr)
+    for (auto* u : fsdp_model->fsdp_units())
+      if (u->handle() && u->handle()->needs_unshard())
+        units.push_back(u->handle()->layout().padded_numel *
+                        static_cast<std::int64_t>(dtype_size(u->handle()->compute_dtype())));
+  std::sort(units.rbegin(), units.rend());
+  const std::int64_t params = resident_parameter_bytes(model);
+  result.memory_bound_bytes =
+      2 * params + optimizer_state_bytes(opt) +
+      timeline.peak_bytes()[static_cast<std::size_t>(MemoryCategory::Activations)];
+  for (std::size_t i = 0; i < units.size() && i < 2; ++i) result.memory_bound_bytes += units[i];
 }
 
 }  // namespace
@@ -149,6 +195,9 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
 
   auto t0 = std::chrono::steady_clock::now();
   result.first_step = first_step;
+  // One step's memory by category: the second (the optimizer state exists), or the only one.
+  const int timeline_step = std::min(first_step + 1, cfg.steps - 1);
+  std::shared_ptr<MemoryTimeline> timeline;
   for (int step = first_step; step < cfg.steps; ++step) {
     if (step == first_step + 1) {
       // Step 0 builds the execution order and warms the allocator: time from step 1.
@@ -157,10 +206,34 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     }
     TokenBatch b = gpt_batch(*cfg.data, step, cfg.batch, world, rank, T);
     optimizer->zero_grad();
-    Tensor loss = gpt_loss(*model, b.inputs, b.targets);
-    loss.backward();
+    std::optional<MemoryTimelineScope> recording;
+    if (step == timeline_step) {
+      timeline = std::make_shared<MemoryTimeline>();
+      // What lives across steps, allocated before the recording: the shards and the state.
+      timeline->record(resident_parameter_bytes(*model), MemoryCategory::Parameters);
+      timeline->record(optimizer_state_bytes(*optimizer), MemoryCategory::OptimizerState);
+      recording.emplace(timeline);
+    }
+    Tensor loss;
+    {
+      MemoryCategoryScope activations(MemoryCategory::Activations);
+      loss = gpt_loss(*model, b.inputs, b.targets);
+      loss.backward();
+    }
     if (cfg.clip_grad_norm > 0 && fsdp_model) clip_grad_norm_(*fsdp_model, cfg.clip_grad_norm);
-    optimizer->step();
+    {
+      MemoryCategoryScope state(MemoryCategory::OptimizerState);
+      mark_memory_event("optimizer step");
+      optimizer->step();
+    }
+    if (recording) {
+      recording.reset();
+      report_step_memory(*timeline, *model, *optimizer, fsdp_model.get(), result);
+      if (!cfg.memory_timeline.empty() && rank == 0)
+        write_memory_timeline_svg(
+            *timeline, cfg.memory_timeline,
+            {.title = fmt::format("train_gpt memory, rank 0 of {}, step {}", world, step)});
+    }
     const double global = global_mean(loss.item(), cfg.sharding ? group.get() : nullptr);
     result.losses.push_back(global);
     if (cfg.on_step) cfg.on_step(step, global);

@@ -2,6 +2,7 @@
 // (sharded against unsharded) and the benchmark all run exactly this loop.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "core/memory_category.h"
 #include "examples/gpt.h"
 #include "policies/options.h"
 
@@ -53,6 +55,9 @@ struct GPTTrainConfig {
   // Evaluation: mean loss over eval_batches global batches of eval_data, before and after.
   std::shared_ptr<const std::string> eval_data;
   int eval_batches = 0;
+  // An SVG chart of one training step's memory by category (rank 0; the second step, when the
+  // optimizer state exists), with the units' forward and backward marked.
+  std::string memory_timeline;
   // Called on every rank after each step with (step, global mean loss).
   std::function<void(int, double)> on_step;
 };
@@ -63,6 +68,12 @@ struct GPTTrainResult {
   double seconds = 0;          // the training loop, without the first step
   double exposed_comm_seconds = 0;  // blocked in the runtime's collectives, without step 1
   std::int64_t peak_bytes = 0;      // this rank's peak allocated bytes
+  // One step's memory (the second, or the only one): its peak, by category at that peak, and the
+  // bound FSDP promises: own shards of parameters, gradients and optimizer state + the two
+  // largest unsharded units + activations.
+  std::int64_t step_peak_bytes = 0;
+  std::array<std::int64_t, kNumMemoryCategories> step_peak_by_category{};
+  std::int64_t memory_bound_bytes = 0;
   // Bytes this rank's unit collectives moved over the whole run (FSDP only).
   std::uint64_t all_gather_bytes = 0, reduce_bytes = 0;
   double eval_before = 0, eval_after = 0;

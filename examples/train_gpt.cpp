@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
                  "all-gather and compute in bf16 or fp16 (float32 shards for the optimizer, "
                  "gradients reduced in the same dtype): bf16 | fp16 | none")
       ->capture_default_str();
+  app.add_option("--memory-timeline", cfg.memory_timeline,
+                 "write an SVG chart of one step's memory by category (rank 0) to FILE");
   app.add_option("--checkpoint-activations", cfg.checkpoint_activations,
                  "activation checkpointing of the blocks: none | full | selective")
       ->capture_default_str();
@@ -189,7 +191,14 @@ int main(int argc, char** argv) {
         if (cfg.eval_data && cfg.eval_batches > 0)
           fmt::print("held-out loss before {:.6f} after {:.6f}\n", r.eval_before, r.eval_after);
       }
-      fmt::print("rank {} peak memory {:.2f} MiB\n", rank, r.peak_bytes / 1048576.0);
+      fmt::print("rank {} peak memory {:.2f} MiB", rank, r.peak_bytes / 1048576.0);
+      if (r.memory_bound_bytes > 0)
+        fmt::print(
+            "; one step: peak {:.2f} MiB = {:.2f} x the bound {:.2f} MiB (shards, two "
+            "largest units, activations)",
+            r.step_peak_bytes / 1048576.0, double(r.step_peak_bytes) / double(r.memory_bound_bytes),
+            r.memory_bound_bytes / 1048576.0);
+      fmt::print("\n");
       std::fflush(stdout);
       if (cfg.eval_data && cfg.eval_batches > 0 && cfg.steps > r.first_step &&
           !(r.eval_after < r.eval_before))

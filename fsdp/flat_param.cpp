@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/memory_stats.h"
 #include "core/ops.h"
 #include "fsdp/flat_param_views.h"
 
@@ -65,6 +66,7 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
              "(unit '{}')",
              unit_name_);
   requires_grad_ = any_requires_grad;
+  MemoryCategoryScope category(MemoryCategory::Parameters);
   // Upstream's _init_param_reduce_dtypes: a param_dtype alone also sets the reduction dtype.
   compute_dtype_ = config_.param_dtype.value_or(dtype_);
   reduce_dtype_ = config_.param_dtype && !config_.reduce_dtype
@@ -180,6 +182,7 @@ void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precisi
     // NO_SHARD under mixed precision: the shard is the full-precision parameter; the compute
     // copy is a cast of it.
     if (low) {
+      MemoryCategoryScope category(MemoryCategory::Parameters);
       full_storage_->resize(static_cast<std::size_t>(layout_.padded_numel) *
                             dtype_size(compute_dtype_));
       copy_unversioned(flat_view(full_padded_, 0, local_shard_.numel()), local_shard_);
@@ -190,9 +193,13 @@ void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precisi
   const bool into_full_prec = uses_param_mixed_precision() && !low;
   Storage& storage = into_full_prec ? *full_prec_storage_ : *full_storage_;
   const Tensor& dst = into_full_prec ? full_prec_padded_ : full_padded_;
-  storage.resize(static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dst.dtype()));
+  {
+    MemoryCategoryScope category(MemoryCategory::Parameters);
+    storage.resize(static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dst.dtype()));
+  }
   const void* src = local_shard_.data_ptr();
   if (low) {
+    MemoryCategoryScope category(MemoryCategory::CommBuffers);
     mp_shard_ = empty({layout_.shard_numel}, TensorOptions(compute_dtype_, local_shard_.device()));
     copy_unversioned(mp_shard_, local_shard_);
     src = mp_shard_.data_ptr();
@@ -335,6 +342,7 @@ Tensor FlatParamHandle::take_unsharded_grad() {
 
 void FlatParamHandle::accumulate_reduced_grad(const Tensor& shard_grad) {
   autograd::NoGradGuard no_grad;
+  MemoryCategoryScope category(MemoryCategory::Gradients);
   const DType grad_dtype = config_.keep_low_precision_grads ? compute_dtype_ : dtype_;
   const Tensor g = shard_grad.dtype() == grad_dtype ? shard_grad : shard_grad.to(grad_dtype);
   if (saved_grad_shard_.defined()) {

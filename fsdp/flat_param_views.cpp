@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/memory_stats.h"
 
 namespace fsdp {
 
@@ -22,6 +23,7 @@ class FlatParamViewsBackward final : public autograd::Node {
   std::string name() const override { return "FlatParamViewsBackward"; }
 
   autograd::variable_list apply(autograd::variable_list&& grads) override {
+    MemoryCategoryScope category(MemoryCategory::Gradients);
     Tensor flat_grad = zeros({flat_numel_}, TensorOptions(dtype_));
     for (std::size_t i = 0; i < grads.size() && i < shapes_.size(); ++i) {
       if (!grads[i].defined()) continue;

@@ -7,6 +7,8 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/memory_stats.h"
+#include "core/memory_timeline.h"
 #include "core/multi_grad_hook.h"
 #include "core/ops.h"
 #include "core/warnings.h"
@@ -200,6 +202,11 @@ void UnitRuntime::register_post_backward_hook() {
       [this](const Tensor&) { post_backward(); });
 }
 
+void UnitRuntime::mark_unit_event(const char* what) const {
+  if (!MemoryScopes::current().timeline()) return;  // the common case: nothing records
+  mark_memory_event(fmt::format("{} {}", fqn_.empty() ? "(root)" : fqn_, what));
+}
+
 bool UnitRuntime::force_full_precision() const {
   return handle_ != nullptr && handle_->uses_param_mixed_precision() && full_precision_in_eval() &&
          !owner_.is_training();
@@ -293,6 +300,7 @@ void UnitRuntime::pre_forward() {
     }
   }
   if (handle_ == nullptr) return;
+  mark_unit_event("forward");
   if (!st.order_recorded && st.order_index(this) < 0) st.forward_order.push_back(this);
   unshard(false, force_full_precision());
   handle_->use_unsharded_views();
@@ -333,6 +341,7 @@ void UnitRuntime::pre_backward() {
     autograd::queue_callback([state] { state->final_callback(); });
   }
   if (handle_ == nullptr) return;
+  mark_unit_event("backward");
   unshard(false);
   handle_->use_unsharded_flat_param();
   if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_PRE) {
@@ -362,7 +371,11 @@ void UnitRuntime::post_backward() {
   // the reduction queue.
   autograd::NoGradGuard no_grad;
   Tensor g = h->take_unsharded_grad();
-  if (g.dtype() != h->reduce_dtype()) g = g.to(h->reduce_dtype());
+  if (g.dtype() != h->reduce_dtype()) {
+    MemoryCategoryScope category(MemoryCategory::CommBuffers);
+    g = g.to(h->reduce_dtype());
+  }
+  MemoryCategoryScope category(MemoryCategory::Gradients);
   const int shard_size = config_.shard_group->size();
   const int replicas = config_.replicate_group ? config_.replicate_group->size() : 1;
   const DivideFactors f = gradient_divide_factors(shard_size * replicas);

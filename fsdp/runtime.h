@@ -71,6 +71,8 @@ class UnitRuntime {
   bool force_full_precision() const;
   std::optional<DType> forward_input_dtype() const;
   void cast_buffers_for_mode();
+  // Marks "<unit> forward|backward" on the memory timeline this thread records into, if any.
+  void mark_unit_event(const char* what) const;
   void reshard(bool record = true);
   void register_post_backward_hook();
 

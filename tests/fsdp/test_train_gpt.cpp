@@ -289,3 +289,36 @@ BOOST_DATA_TEST_CASE(activation_checkpointing_under_fsdp,
       train(optimizer, 2, ShardingStrategy::FULL_SHARD, false, Prefetch::pre, 0, 0, mode);
   check_losses(run.losses, reference().losses.at(optimizer), "PyTorch");
 }
+
+// One step's memory by category: the peak stays within 1.1x FSDP's bound (own shards of
+// parameters, gradients and optimizer state + the two largest unsharded units + activations),
+// every category that must appear does, and the SVG chart names them.
+BOOST_DATA_TEST_CASE(step_memory_within_the_bound_and_charted,
+                     bdata::make({ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP}),
+                     strategy) {
+  GPTTrainConfig cfg = reference().base;
+  cfg.steps = 3;
+  cfg.batch = 4;
+  cfg.sharding = strategy;
+  const std::string svg = temp_checkpoint() + ".svg";
+  cfg.memory_timeline = svg;
+  std::vector<examples::GPTTrainResult> results(2);
+  comm::run_threads(2, [&](comm::ProcessGroup& pg) {
+    results[std::size_t(pg.rank())] = examples::train_gpt(
+        cfg, std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+  });
+  for (const auto& r : results) {
+    BOOST_TEST(r.memory_bound_bytes > 0);
+    BOOST_TEST(r.step_peak_bytes <= 1.1 * double(r.memory_bound_bytes));
+    for (MemoryCategory c : {MemoryCategory::Parameters, MemoryCategory::OptimizerState,
+                             MemoryCategory::Activations})
+      BOOST_TEST(r.step_peak_by_category[std::size_t(c)] > 0, memory_category_name(c));
+  }
+  std::ifstream in(svg);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::filesystem::remove(svg);
+  BOOST_TEST(text.starts_with("<?xml"));
+  for (const char* name : {"parameters", "gradients", "optimizer state", "activations"})
+    BOOST_TEST(text.find(name) != std::string::npos, name);
+  BOOST_TEST(text.find("blocks.0 forward") != std::string::npos);
+}
