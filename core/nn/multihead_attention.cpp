@@ -8,6 +8,7 @@
 #include "core/nn/linear.h"
 #include "core/ops.h"
 #include "core/ops/attention_heads.h"
+#include "core/ops/blocked_attention.h"
 #include "core/warnings.h"
 
 namespace fsdp::nn {
@@ -265,11 +266,22 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
   // Scaled dot-product attention.
   const double p = is_training() ? dropout : 0.0;
   if (!fused_heads) q = div(q, std::sqrt(static_cast<double>(head_dim)));
-  Tensor scores = bmm(q, k.transpose(1, 2));
-  if (mask.defined()) scores = add(mask, scores);
-  Tensor attn = softmax(scores, -1);
-  if (p > 0.0) attn = fsdp::dropout(attn, p, true);
-  Tensor out = bmm(attn, v);  // (N*H, L, head_dim)
+  // Long sequences without weights or dropout: keys in blocks, no (L, S) scores held.
+  const DType dt = q.dtype();
+  const bool blocked = !a.need_weights && p == 0.0 && src_len > kBlockedAttentionMinKeys &&
+                       (dt == DType::Float32 || dt == DType::Float64) && !q.is_meta() &&
+                       !dispatch::any_mode_active() &&
+                       (!mask.defined() || (mask.dtype() == dt && !mask.requires_grad()));
+  Tensor attn, out;
+  if (blocked) {
+    out = blocked_attention(q, k, v, mask);
+  } else {
+    Tensor scores = bmm(q, k.transpose(1, 2));
+    if (mask.defined()) scores = add(mask, scores);
+    attn = softmax(scores, -1);
+    if (p > 0.0) attn = fsdp::dropout(attn, p, true);
+    out = bmm(attn, v);  // (N*H, L, head_dim)
+  }
   out = out.transpose(0, 1).contiguous().view({tgt_len * bsz, E});
   // Through the slot: a wrapped out_proj runs through its wrapper.
   out = call_child("out_proj", out).view({tgt_len, bsz, E});
