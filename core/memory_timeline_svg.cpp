@@ -106,7 +106,7 @@ std::string memory_timeline_svg(const MemoryTimeline& timeline,
   const auto peaks = timeline.peak_bytes();
   const std::vector<State> states = states_of(records, options.max_points);
 
-  const double left = 80, right = 230, top = 50, bottom = 60;
+  const double left = 80, right = 290, top = 50, bottom = 60;
   const double w = options.width, h = options.height;
   const double plot_w = std::max(10.0, w - left - right), plot_h = std::max(10.0, h - top - bottom);
 
@@ -176,13 +176,14 @@ std::string memory_timeline_svg(const MemoryTimeline& timeline,
       "memory (MB)</text>\n",
       left + plot_w / 2, h - 15, top + plot_h / 2, top + plot_h / 2);
 
-  // Events: a dashed line and its name, written upwards.
+  // Events: a dashed line and its name, written upwards from the top of the plot down.
   for (const auto& e : events) {
     double ex = x(static_cast<double>(e.time_ns) / 1e6);
     svg += fmt::format(
         "<g class=\"event\"><line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" "
         "stroke=\"#333333\" stroke-dasharray=\"3,3\"/>"
-        "<text x=\"{3:.1f}\" y=\"{4}\" font-size=\"9\" transform=\"rotate(-90 {3:.1f} {4})\">"
+        "<text x=\"{3:.1f}\" y=\"{4}\" font-size=\"9\" text-anchor=\"end\" "
+        "transform=\"rotate(-90 {3:.1f} {4})\">"
         "{5}</text></g>\n",
         ex, top, top + plot_h, ex - 2, top + 4, xml_escape(e.name));
   }
