@@ -11,6 +11,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -29,22 +30,36 @@ using namespace fsdp;
 
 namespace {
 
-// Median milliseconds per call of fn over `iters` calls after `warmup` calls.
-template <typename Fn>
-double median_ms(Fn&& fn, int warmup, int iters) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+// Milliseconds of this process's CPU time (all threads).
+double cpu_now_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
-double bench_block(int warmup, int iters) {
+// Median wall and CPU milliseconds per call of fn over `iters` calls after `warmup` calls. On a
+// shared host other jobs stretch the wall clock; the CPU time a step needs barely moves.
+struct Timing {
+  double wall_ms, cpu_ms;
+};
+template <typename Fn>
+Timing median_ms(Fn&& fn, int warmup, int iters) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> wall, cpu;
+  for (int i = 0; i < iters; ++i) {
+    const double c0 = cpu_now_ms();
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    wall.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(cpu_now_ms() - c0);
+  }
+  std::sort(wall.begin(), wall.end());
+  std::sort(cpu.begin(), cpu.end());
+  return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
+}
+
+Timing bench_block(int warmup, int iters) {
   manual_seed(0);
   nn::TransformerEncoderLayerOptions o;
   o.dim_feedforward = 1024;
@@ -63,7 +78,7 @@ double bench_block(int warmup, int iters) {
       warmup, iters);
 }
 
-double bench_demo_model(int warmup, int iters) {
+Timing bench_demo_model(int warmup, int iters) {
   manual_seed(0);
   examples::TinyLMConfig cfg;  // the demo's defaults
   examples::TinyLM model(cfg);
@@ -165,26 +180,33 @@ int main(int argc, char** argv) {
     openblas_set_num_threads(threads);
     nlohmann::json row;
     row["threads"] = threads;
-    row["ours_ms"] = {{"block", model != "demo" ? bench_block(warmup, iters) : 0.0},
-                      {"demo_model", model != "block" ? bench_demo_model(warmup, iters) : 0.0}};
+    const Timing none{0, 0};
+    const Timing block = model != "demo" ? bench_block(warmup, iters) : none;
+    const Timing demo = model != "block" ? bench_demo_model(warmup, iters) : none;
+    row["ours_ms"] = {{"block", block.wall_ms}, {"demo_model", demo.wall_ms}};
+    row["ours_cpu_ms"] = {{"block", block.cpu_ms}, {"demo_model", demo.cpu_ms}};
     nlohmann::json torch = python.empty() ? nlohmann::json(nullptr)
                                           : run_torch(python, torch_script, threads, warmup, iters);
     row["torch_ms"] = torch;
-    fmt::print("\n{:<44} {:>12} {:>12} {:>10}\n",
+    fmt::print("\n{:<42} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}\n",
                fmt::format("fwd+bwd+AdamW step, {} thread{}", threads, threads == 1 ? "" : "s"),
-               "fsdp-cpp ms", "torch ms", "ours/torch");
+               "ours ms", "torch ms", "ratio", "ours cpu", "torch cpu", "ratio");
     for (const std::string name : {"block", "demo_model"}) {
-      const double ours = row["ours_ms"][name];
+      const double ours = row["ours_ms"][name], ours_cpu = row["ours_cpu_ms"][name];
       if (torch.is_object() && torch.contains(name)) {
-        const double t = torch[name];
+        const double t = torch[name], tc = torch.value(name + "_cpu", 0.0);
         row["ratio"][name] = ours / t;
-        fmt::print("{:<44} {:>12.2f} {:>12.2f} {:>10.2f}\n", label(name), ours, t, ours / t);
+        row["cpu_ratio"][name] = tc > 0 ? ours_cpu / tc : 0.0;
+        fmt::print("{:<42} {:>9.2f} {:>9.2f} {:>7.2f} {:>9.2f} {:>9.2f} {:>7.2f}\n", label(name),
+                   ours, t, ours / t, ours_cpu, tc, tc > 0 ? ours_cpu / tc : 0.0);
       } else {
-        fmt::print("{:<44} {:>12.2f} {:>12} {:>10}\n", label(name), ours, "n/a", "n/a");
+        fmt::print("{:<42} {:>9.2f} {:>9} {:>7} {:>9.2f} {:>9} {:>7}\n", label(name), ours, "n/a",
+                   "n/a", ours_cpu, "n/a", "n/a");
       }
     }
     if (torch.is_object())
-      fmt::print("(torch {} from {}, {} threads)\n", torch.value("version", "?"), python, threads);
+      fmt::print("(torch {} from {}, {} threads; cpu = CPU ms per step, all threads)\n",
+                 torch.value("version", "?"), python, threads);
     result["runs"].push_back(row);
   }
   if (!json_path.empty()) std::ofstream(json_path) << result.dump(2) << "\n";

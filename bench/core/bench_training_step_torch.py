@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch eager baseline for bench_training_step: the same models, shapes and thread count.
-Prints one JSON object {"block": ms, "demo_model": ms, "version": ...} (median ms per step)."""
+Prints one JSON object {"block": ms, "block_cpu": ms, "demo_model": ms, "demo_model_cpu": ms,
+"version": ...}: median wall and CPU ms per step."""
 import argparse
 import json
 import time
@@ -34,15 +35,19 @@ class TinyLM(nn.Module):
 
 
 def median_ms(fn, warmup, iters):
+    """Median wall and CPU (process, all threads) milliseconds per call."""
     for _ in range(warmup):
         fn()
-    times = []
+    times, cpu = [], []
     for _ in range(iters):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
+        cpu.append((time.process_time() - c0) * 1e3)
     times.sort()
-    return times[len(times) // 2]
+    cpu.sort()
+    return times[len(times) // 2], cpu[len(cpu) // 2]
 
 
 def main():
@@ -73,9 +78,10 @@ def main():
         F.cross_entropy(logits.reshape(-1, 256), window[:, 1:].reshape(-1)).backward()
         opt2.step()
 
-    print(json.dumps({"block": median_ms(block_step, a.warmup, a.iters),
-                      "demo_model": median_ms(model_step, a.warmup, a.iters),
-                      "version": torch.__version__}))
+    block, block_cpu = median_ms(block_step, a.warmup, a.iters)
+    demo, demo_cpu = median_ms(model_step, a.warmup, a.iters)
+    print(json.dumps({"block": block, "block_cpu": block_cpu, "demo_model": demo,
+                      "demo_model_cpu": demo_cpu, "version": torch.__version__}))
 
 
 if __name__ == "__main__":
