@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <functional>
+#include <string_view>
 #include <unordered_set>
 
 namespace fsdp::plan {
@@ -220,20 +222,22 @@ class JsonOut {
     first_ = false;
     if (sink_ && out_.size() >= kBlock) flush();
   }
-  void key(const std::string& k) {
+  void key(std::string_view k) {
     comma();
     string(k);
     out_ += ": ";
     pending_key_ = true;
   }
-  void value(const std::string& v) {
+  void value(std::string_view v) {
     comma();
     string(v);
   }
-  void value(const char* v) { value(std::string(v)); }
+  void value(const std::string& v) { value(std::string_view(v)); }
+  void value(const char* v) { value(std::string_view(v)); }
   void value(std::int64_t v) {
     comma();
-    out_ += std::to_string(v);
+    char buf[24];
+    out_.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
   }
   void value(std::size_t v) { value(static_cast<std::int64_t>(v)); }
   void value(int v) { value(static_cast<std::int64_t>(v)); }
@@ -247,12 +251,12 @@ class JsonOut {
     out_ += "null";
   }
   template <typename T>
-  void field(const std::string& k, const T& v) {
+  void field(std::string_view k, const T& v) {
     key(k);
     value(v);
   }
   // An inline list whose items come one by one: begin_list(key), item(s)..., end_list().
-  void begin_list(const std::string& k) {
+  void begin_list(std::string_view k) {
     key(k);
     comma();
     out_ += '[';
@@ -265,7 +269,7 @@ class JsonOut {
     if (sink_ && out_.size() >= kBlock) flush();
   }
   void end_list() { out_ += ']'; }
-  void strings(const std::string& k, const std::vector<std::string>& v, bool inline_list) {
+  void strings(std::string_view k, const std::vector<std::string>& v, bool inline_list) {
     key(k);
     if (inline_list) {
       comma();
@@ -296,7 +300,7 @@ class JsonOut {
     if (depth_ > 0) newline();
     first_ = false;
   }
-  void string(const std::string& s) {
+  void string(std::string_view s) {
     out_ += '"';
     // Runs of plain characters are appended whole (FQNs run to gigabytes on deep chains).
     const char* run = s.data();
