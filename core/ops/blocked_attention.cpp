@@ -1,13 +1,12 @@
 #include "core/ops/blocked_attention.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "core/functional/vec_math.h"
+#include "core/ops/blas_gemm.h"
 #include "core/ops/op_utils.h"
 
 namespace fsdp {
@@ -18,20 +17,6 @@ namespace {
 constexpr std::int64_t kQueryBlock = 64;
 constexpr std::int64_t kKeyBlock = 128;
 
-// Row-major C (m x n) = alpha * op(A) op(B) + beta * C.
-template <typename T>
-void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a,
-          std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
-  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, TA, TB, M, N, K, 1.0f, a, static_cast<blasint>(lda), b,
-                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-  else
-    cblas_dgemm(CblasRowMajor, TA, TB, M, N, K, 1.0, a, static_cast<blasint>(lda), b,
-                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-}
-
 struct Dims {
   std::int64_t B, L, S, D, Dv;
   std::int64_t mask_batch_stride;  // 0 when one (L, S) mask serves every batch entry
@@ -41,8 +26,8 @@ struct Dims {
 template <typename T>
 void block_scores(const Dims& d, const T* q, const T* k, const T* mask, std::int64_t b,
                   std::int64_t i0, std::int64_t nq, std::int64_t j0, std::int64_t nk, T* s) {
-  gemm<T>(false, true, nq, nk, d.D, q + (b * d.L + i0) * d.D, d.D, k + (b * d.S + j0) * d.D, d.D,
-          T(0), s, nk);
+  blas_gemm<T>(false, true, nq, nk, d.D, q + (b * d.L + i0) * d.D, d.D, k + (b * d.S + j0) * d.D,
+               d.D, T(0), s, nk);
   if (!mask) return;
   const T* mb = mask + b * d.mask_batch_stride;
   for (std::int64_t i = 0; i < nq; ++i) {
@@ -80,8 +65,8 @@ void forward(const Dims& d, const T* q, const T* k, const T* v, const T* mask, T
           T* orow = o + i * d.Dv;
           for (std::int64_t c = 0; c < d.Dv; ++c) orow[c] *= alpha;
         }
-        gemm<T>(false, false, nq, d.Dv, nk, s.data(), nk, v + (b * d.S + j0) * d.Dv, d.Dv, T(1), o,
-                d.Dv);
+        blas_gemm<T>(false, false, nq, d.Dv, nk, s.data(), nk, v + (b * d.S + j0) * d.Dv, d.Dv,
+                     T(1), o, d.Dv);
       }
       for (std::int64_t i = 0; i < nq; ++i) {
         const T inv = T(1) / row_sum[i];  // a fully masked row gives nan, as softmax does
@@ -120,19 +105,19 @@ void backward(const Dims& d, const T* q, const T* k, const T* v, const T* mask, 
         }
         const T* kb = k + (b * d.S + j0) * d.D;
         const T* vb = v + (b * d.S + j0) * d.Dv;
-        gemm<T>(true, false, nk, d.Dv, nq, p.data(), nk, gb, d.Dv, T(1), dv + (b * d.S + j0) * d.Dv,
-                d.Dv);
-        gemm<T>(false, true, nq, nk, d.Dv, gb, d.Dv, vb, d.Dv, T(0), dp.data(), nk);
+        blas_gemm<T>(true, false, nk, d.Dv, nq, p.data(), nk, gb, d.Dv, T(1),
+                     dv + (b * d.S + j0) * d.Dv, d.Dv);
+        blas_gemm<T>(false, true, nq, nk, d.Dv, gb, d.Dv, vb, d.Dv, T(0), dp.data(), nk);
         for (std::int64_t i = 0; i < nq; ++i) {
           const T dr = drow[i0 + i];
           T* pr = p.data() + i * nk;
           const T* dpr = dp.data() + i * nk;
           for (std::int64_t j = 0; j < nk; ++j) pr[j] = pr[j] * (dpr[j] - dr);  // dS in p
         }
-        gemm<T>(false, false, nq, d.D, nk, p.data(), nk, kb, d.D, T(1), dq + (b * d.L + i0) * d.D,
-                d.D);
-        gemm<T>(true, false, nk, d.D, nq, p.data(), nk, qb, d.D, T(1), dk + (b * d.S + j0) * d.D,
-                d.D);
+        blas_gemm<T>(false, false, nq, d.D, nk, p.data(), nk, kb, d.D, T(1),
+                     dq + (b * d.L + i0) * d.D, d.D);
+        blas_gemm<T>(true, false, nk, d.D, nq, p.data(), nk, qb, d.D, T(1),
+                     dk + (b * d.S + j0) * d.D, d.D);
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/dispatch/intercept.h"
+#include "core/ops/blas_gemm.h"
 #include "core/ops/op_utils.h"
 
 namespace fsdp {
@@ -51,12 +52,8 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64
   }
   BlasMatrix la = *blas_layout(m, k, as0, as1);
   BlasMatrix lb = *blas_layout(k, n, bs0, bs1);
-  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, la.trans, lb.trans, M, N, K, 1.0f, a, la.ld, b, lb.ld, beta, c, N);
-  } else {
-    cblas_dgemm(CblasRowMajor, la.trans, lb.trans, M, N, K, 1.0, a, la.ld, b, lb.ld, beta, c, N);
-  }
+  blas_gemm<T>(la.trans == CblasTrans, lb.trans == CblasTrans, m, n, k, a, la.ld, b, lb.ld, beta, c,
+               n);
 }
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
