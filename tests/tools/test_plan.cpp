@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "tests/support/fixture.h"
 #include "tools/plan/format.h"
+#include "tools/plan/model_export.h"
 #include "tools/plan/model_file.h"
 #include "tools/plan/planner.h"
 #include "tools/plan/policy_expr.h"
@@ -189,6 +190,33 @@ BOOST_AUTO_TEST_CASE(model_file_builds_meta_modules_with_sharing) {
   BOOST_TEST(root->num_parameters() == 24);
 }
 
+BOOST_AUTO_TEST_CASE(exported_model_has_ids_only_where_shared) {
+  // A module in two slots and a weight tied across two modules: the exporter writes ids for
+  // those two only, and reading the file back restores both identities.
+  const std::string text = std::string(kHead) + R"({"type": "Net", "children": [
+      {"name": "a", "module": {"type": "Linear", "id": "s", "params": [
+          {"name": "weight", "shape": [4, 4], "id": "w"}, {"name": "bias", "shape": [4]}]}},
+      {"name": "b", "module": {"ref": "s"}},
+      {"name": "c", "module": {"type": "Linear", "params": [{"name": "weight", "ref": "w"}]}},
+      {"name": "d", "module": {"type": "ReLU"}}]}})";
+  auto root = parse_model(text, "m.json").root;
+  const auto doc = nlohmann::json::parse(model_to_json(*root));
+  const auto& children = doc["module"]["children"];
+  BOOST_TEST(!doc["module"].contains("id"));
+  BOOST_TEST(children[0]["module"]["id"] == "m0");
+  BOOST_TEST(children[0]["module"]["params"][0]["id"] == "p0");
+  BOOST_TEST(!children[0]["module"]["params"][1].contains("id"));
+  BOOST_TEST(children[1]["module"] == nlohmann::json({{"ref", "m0"}}));
+  BOOST_TEST(children[2]["module"]["params"][0] ==
+             nlohmann::json({{"name", "weight"}, {"ref", "p0"}}));
+  BOOST_TEST(!children[2]["module"].contains("id"));
+  BOOST_TEST(!children[3]["module"].contains("id"));
+  auto back = parse_model(doc.dump(), "exported.json").root;
+  BOOST_TEST(back->child("a") == back->child("b"));
+  BOOST_TEST(back->child("c")->param("weight").impl() == back->child("a")->param("weight").impl());
+  BOOST_TEST(back->num_parameters() == 20);
+}
+
 BOOST_AUTO_TEST_CASE(model_file_errors) {
   std::string m = load_error("{\"format\": \"fsdp-model/1\",\n  \"module\": {\"type\": }}");
   BOOST_TEST(has(m, "m.json:2:22: malformed JSON"), m);
@@ -345,7 +373,8 @@ BOOST_AUTO_TEST_CASE(shared_parameter_across_units_warns) {
   BOOST_TEST(any_warning(p, "unit 'output_proj' (Linear)"));
   // The first unit constructed manages it.
   for (const auto& u : p.units)
-    if (p.unit_fqn(u) == "output_proj") BOOST_TEST(param_fqns(p, u) == Strings({"output_proj.bias"}));
+    if (p.unit_fqn(u) == "output_proj")
+      BOOST_TEST(param_fqns(p, u) == Strings({"output_proj.bias"}));
 }
 
 BOOST_AUTO_TEST_CASE(batchnorm_individually_and_mixed_precision) {
