@@ -22,6 +22,22 @@ struct Dims {
   std::int64_t mask_batch_stride;  // 0 when one (L, S) mask serves every batch entry
 };
 
+// True when the mask removes every score of the block (a causal mask's upper blocks): its
+// probabilities are all zero, so forward and backward skip it.
+template <typename T>
+bool block_masked(const Dims& d, const T* mask, std::int64_t b, std::int64_t i0, std::int64_t nq,
+                  std::int64_t j0, std::int64_t nk) {
+  if (!mask) return false;
+  const T* mb = mask + b * d.mask_batch_stride;
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  for (std::int64_t i = 0; i < nq; ++i) {
+    const T* mr = mb + (i0 + i) * d.S + j0;
+    for (std::int64_t j = 0; j < nk; ++j)
+      if (mr[j] != neg_inf) return false;
+  }
+  return true;
+}
+
 // Scores of queries [i0, i0 + nq) against keys [j0, j0 + nk) of batch entry b, mask added.
 template <typename T>
 void block_scores(const Dims& d, const T* q, const T* k, const T* mask, std::int64_t b,
@@ -50,6 +66,7 @@ void forward(const Dims& d, const T* q, const T* k, const T* v, const T* mask, T
       std::fill(row_sum.begin(), row_sum.end(), T(0));
       for (std::int64_t j0 = 0; j0 < d.S; j0 += kKeyBlock) {
         const std::int64_t nk = std::min(kKeyBlock, d.S - j0);
+        if (block_masked(d, mask, b, i0, nq, j0, nk)) continue;
         block_scores(d, q, k, mask, b, i0, nq, j0, nk, s.data());
         for (std::int64_t i = 0; i < nq; ++i) {
           T* sr = s.data() + i * nk;
@@ -97,6 +114,7 @@ void backward(const Dims& d, const T* q, const T* k, const T* v, const T* mask, 
       const T* gb = dout + (b * d.L + i0) * d.Dv;
       for (std::int64_t j0 = 0; j0 < d.S; j0 += kKeyBlock) {
         const std::int64_t nk = std::min(kKeyBlock, d.S - j0);
+        if (block_masked(d, mask, b, i0, nq, j0, nk)) continue;
         block_scores(d, q, k, mask, b, i0, nq, j0, nk, p.data());
         for (std::int64_t i = 0; i < nq; ++i) {
           T* pr = p.data() + i * nk;
