@@ -1,7 +1,8 @@
 """PyTorch baseline for bench_autowrap: times torch.distributed.fsdp.wrap._recursive_wrap (the
 engine behind FSDP's callable auto-wrap policies) on the same meta-device models.
 
-Run with Debian's python3-torch (1.13): /usr/bin/python3 bench_torch_autowrap.py [--json OUT].
+Run with a current PyTorch (/opt/torch2/bin/python) or Debian's python3-torch (1.13):
+PYTHON bench_torch_autowrap.py [--json OUT] [--blocks N] [--chains D,D] [--repeats N].
 Prints one JSON object {case: microseconds_per_module}. Torch 1.13 on Python 3.11 needs a
 dataclass workaround to import torch.distributed.fsdp (shared/reference/toolchain.md §6).
 """
@@ -34,9 +35,11 @@ def _allow_mutable_dataclass_defaults():
     dataclasses._get_field = patched
 
 
-_allow_mutable_dataclass_defaults()
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
+
+if torch.__version__.startswith("1."):
+    _allow_mutable_dataclass_defaults()  # only 1.13 needs it; it breaks torch 2's dataclasses
 from torch.distributed.fsdp import wrap as fsdp_wrap  # noqa: E402
 
 
