@@ -8,6 +8,7 @@
 
 #include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
+#include "core/functional/masked_softmax.h"
 #include "core/functional/vec_math.h"
 #include "core/ops.h"
 
@@ -159,7 +160,62 @@ Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
   return out;
 }
 
+// The backward node of softmax along the last (contiguous) dim, saving the output.
+void record_softmax_backward(const Tensor& input, const Tensor& out, const RowLayout& layout,
+                             DType out_dtype) {
+  autograd::record("SoftmaxBackward", {input}, {out}, {out},
+                   [layout, out_dtype](const autograd::variable_list& saved,
+                                       const autograd::variable_list& grads) {
+                     if (!grads[0].defined()) return autograd::variable_list{Tensor()};
+                     Tensor yc = functional::compute_input(saved[0]);
+                     const DType c = yc.dtype();
+                     Tensor g = functional::contiguous_as(grads[0], c);
+                     Tensor dx = empty(yc.shape(), TensorOptions(c));
+                     dispatch_float(c, "softmax", [&]<typename T>() {
+                       softmax_backward<T, false>(yc.data<T>(), g.data<T>(), dx.data<T>(), layout);
+                     });
+                     return autograd::variable_list{functional::to_result_dtype(dx, out_dtype)};
+                   });
+}
+
 }  // namespace
+
+Tensor masked_softmax(const Tensor& scores, const Tensor& mask) {
+  const char* op = "masked_softmax";
+  const DType dt = scores.dtype();
+  FSDP_CHECK(scores.dim() == 3 && (dt == DType::Float32 || dt == DType::Float64) &&
+                 mask.defined() && mask.dtype() == dt,
+             RuntimeError,
+             "{}: expected float32/float64 scores (B, L, S) and a mask of their dtype, got "
+             "scores {} of shape {} and mask {}",
+             op, dtype_name(dt), shape_str(scores.shape()),
+             mask.defined() ? shape_str(mask.shape()) : std::string("undefined"));
+  const std::int64_t B = scores.size(0), L = scores.size(1), S = scores.size(2);
+  const bool fits = (mask.dim() == 2 && mask.size(0) == L && mask.size(1) == S) ||
+                    (mask.dim() == 3 && (mask.size(0) == 1 || mask.size(0) == B) &&
+                     mask.size(1) == L && mask.size(2) == S);
+  FSDP_CHECK(fits, RuntimeError,
+             "{}: mask of shape {} does not fit scores of shape {}; expected (L, S), (1, L, S) "
+             "or (B, L, S)",
+             op, shape_str(mask.shape()), shape_str(scores.shape()));
+  FSDP_CHECK(!functional::any_meta({&scores, &mask}, op), NotImplementedError,
+             "{}: meta tensors are not supported (scores shape {})", op, shape_str(scores.shape()));
+  Tensor x = scores.contiguous(), m = mask.detach().contiguous();
+  const std::int64_t mask_stride = m.dim() == 3 && m.size(0) == B && B > 1 ? L * S : 0;
+  Tensor y = empty(scores.shape(), TensorOptions(dt));
+  const RowLayout layout{B * L, S, 1};
+  dispatch_float(dt, op, [&]<typename T>() {
+    const T* xs = x.data<T>();
+    const T* ms = m.data<T>();
+    T* ys = y.data<T>();
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t i = 0; i < L * S; ++i)
+        ys[b * L * S + i] = ms[b * mask_stride + i] + xs[b * L * S + i];
+    softmax_forward<T, false>(ys, ys, layout);  // row by row, in place
+  });
+  record_softmax_backward(scores, y, layout, dt);
+  return y;
+}
 
 Tensor softmax(const Tensor& a, std::int64_t dim) {
   FSDP_DISPATCH("softmax", softmax, a, dim);

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/dispatch/dispatch_mode.h"
+#include "core/functional/masked_softmax.h"
 #include "core/nn/init.h"
 #include "core/nn/linear.h"
 #include "core/ops.h"
@@ -277,8 +278,17 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
     out = blocked_attention(q, k, v, mask);
   } else {
     Tensor scores = bmm(q, k.transpose(1, 2));
-    if (mask.defined()) scores = add(mask, scores);
-    attn = softmax(scores, -1);
+    // A (1 or N*H, L, S) mask is added inside the softmax (one tensor and pass fewer).
+    const bool fuse_mask = mask.defined() && mask.dim() == 3 && mask.size(1) == tgt_len &&
+                           mask.dtype() == dt && !mask.requires_grad() && !q.is_meta() &&
+                           !dispatch::any_mode_active() &&
+                           (dt == DType::Float32 || dt == DType::Float64);
+    if (fuse_mask) {
+      attn = masked_softmax(scores, mask);
+    } else {
+      if (mask.defined()) scores = add(mask, scores);
+      attn = softmax(scores, -1);
+    }
     if (p > 0.0) attn = fsdp::dropout(attn, p, true);
     out = bmm(attn, v);  // (N*H, L, head_dim)
   }
