@@ -2,9 +2,9 @@
 // (bmm, mask, softmax, bmm: holds B*H x L x L scores and probabilities) against blocked_attention
 // (key blocks, online softmax), per sequence length. Shows where MultiheadAttention's switch
 // (kBlockedAttentionMinKeys) belongs and the score memory the blocked path does not hold.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -75,8 +75,8 @@ int main(int argc, char** argv) {
     const double blocked = time_attention(bh, len, true, iters);
     // Scores and probabilities, float, held from forward to backward by the materialised path.
     const double mib = 2.0 * static_cast<double>(bh * len * len) * 4 / (1 << 20);
-    fmt::print("{:>6} {:>16.2f} {:>12.2f} {:>8.2f} {:>20.1f}\n", len, full, blocked,
-               blocked / full, mib);
+    fmt::print("{:>6} {:>16.2f} {:>12.2f} {:>8.2f} {:>20.1f}\n", len, full, blocked, blocked / full,
+               mib);
   }
   return 0;
 }
