@@ -162,14 +162,20 @@ void GlooProcessGroup::exchange(const Collective& c, const char* phase,
   const uint64_t slot = uint64_t(context_->nextSlot());
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> pending;
+  int posting = -1;  // the peer of the send or receive being posted: gloo fails there at once
   try {
     for (auto& r : recvs)
       if (r.bytes > 0) {
+        posting = r.peer;
         r.buffer->recv(r.peer, slot, r.offset, r.bytes);
         pending.push_back(r.peer);
       }
     for (auto& s : sends)
-      if (s.bytes > 0) s.buffer->send(s.peer, slot, s.offset, s.bytes);
+      if (s.bytes > 0) {
+        posting = s.peer;
+        s.buffer->send(s.peer, slot, s.offset, s.bytes);
+      }
+    posting = -1;
     // One deadline for the whole exchange, however many peers it waits for.
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     auto left = [&] {
@@ -183,10 +189,20 @@ void GlooProcessGroup::exchange(const Collective& c, const char* phase,
       r.buffer->waitRecv(&source, left());
       pending.erase(std::remove(pending.begin(), pending.end(), source), pending.end());
     }
+    // The receives are in; what is left to wait for is the sends' peers.
     for (auto& s : sends)
-      if (s.bytes > 0) s.buffer->waitSend(left());
+      if (s.bytes > 0) pending.push_back(s.peer);
+    for (auto& s : sends) {
+      if (s.bytes == 0) continue;
+      int target = -1;
+      s.buffer->waitSend(&target, left());
+      pending.erase(std::remove(pending.begin(), pending.end(), target), pending.end());
+    }
   } catch (const std::exception& e) {
     broken_ = true;
+    // A peer whose connection broke while its transfer was being posted is the one to name.
+    if (posting >= 0 && std::find(pending.begin(), pending.end(), posting) == pending.end())
+      pending.insert(pending.begin(), posting);
     bool timed_out = std::string(e.what()).find("imed out") != std::string::npos;
     // A timeout is said with the timeout; a peer that died is said when it was noticed.
     const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -117,7 +117,8 @@ std::string compare(const Bytes& actual, const Bytes& expected, DType dtype,
                     std::size_t offset_elems) {
   if (actual.size() != expected.size())
     return fmt::format("size {} bytes, expected {}", actual.size(), expected.size());
-  if (std::memcmp(actual.data(), expected.data(), actual.size()) == 0) return "";
+  // Empty buffers may have null data(), which memcmp must not get (UBSan: nonnull argument).
+  if (actual.empty() || std::memcmp(actual.data(), expected.data(), actual.size()) == 0) return "";
   const std::size_t n = actual.size() / dtype_size(dtype);
   for (std::size_t i = 0; i < n; ++i) {
     double a = load(dtype, actual.data(), i), e = load(dtype, expected.data(), i);
