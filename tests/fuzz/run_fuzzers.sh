@@ -22,7 +22,8 @@ for t in "${targets[@]}"; do
   cp -n tests/fuzz/corpus/"${t#fuzz_}"/* "$corpus"/ 2>/dev/null || true
   echo "== $t: $seconds s"
   "$dir/tests/fuzz/$t" -max_total_time="$seconds" -artifact_prefix="$dir/crash-$t-" \
-    -print_final_stats=1 "$corpus" 2>&1 | grep -E "^(#[0-9]+ *DONE|stat::number_of_executed_units|==.*ERROR|SUMMARY|artifact)" || true
+    -print_final_stats=1 "$corpus" 2>&1 |
+    grep -E "^(#[0-9]+ *DONE|stat::number_of_executed_units|==.*ERROR|SUMMARY|artifact)" || true
   if ls "$dir"/crash-"$t"-* >/dev/null 2>&1; then
     echo "$t: CRASH, reproduce with: $dir/tests/fuzz/$t $(ls "$dir"/crash-"$t"-* | head -n 1)"
     exit 1

@@ -15,7 +15,8 @@ trap 'rm -rf "$work"' EXIT
 cp "$src/tests/install/subproject/meson.build" "$src/tests/install/consumer.cpp" "$work/"
 mkdir "$work/subprojects"
 ln -s "$src" "$work/subprojects/fsdp-cpp"
-meson setup "$work/build" "$work" >"$work/setup.log" 2>&1 || { tail -n 20 "$work/setup.log"; exit 1; }
+meson setup "$work/build" "$work" >"$work/setup.log" 2>&1 ||
+  { tail -n 20 "$work/setup.log"; exit 1; }
 ninja -C "$work/build" consumer >"$work/build.log" 2>&1 || { tail -n 20 "$work/build.log"; exit 1; }
 "$work/build/consumer" | tee "$work/out"
 grep -qx "consumer ok" "$work/out"

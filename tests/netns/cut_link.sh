@@ -124,7 +124,8 @@ while [ "$r" -lt "$np" ]; do
   # connections, and a rank that was reading from it may report that one instead (a cascade:
   # gloo has no channel to say why a peer left). Each names a peer; one must name the killed rank.
   [ "$fault" = kill ] &&
-    pattern="\\(timed out after $timeout_ms ms\\|failed after [0-9]* ms\\).*waiting for rank(s) [0-9]"
+    pattern="\\(timed out after $timeout_ms ms\\|failed after [0-9]* ms\\).*\
+waiting for rank(s) [0-9]"
   [ "$fault" = kill ] && grep -q "waiting for rank(s) [0-9, ]*\\b$cut\\b" "$dir/err$r" &&
     named_victim=1
   if ! grep -q "^rank $r: error after .*$pattern" "$dir/err$r" 2>/dev/null; then
