@@ -43,8 +43,9 @@ class Allocator {
 void register_allocator(DeviceType type, Allocator* allocator);
 Allocator* allocator_for(Device device);  // throws if none is registered for that device type
 
-// The CPU allocators. The default is FSDP_CPU_ALLOCATOR's (`caching` if unset). A storage is
-// always freed by the allocator that allocated it, so switching at any time is safe.
+// The CPU allocators. The default is FSDP_CPU_ALLOCATOR's (`caching` if unset; `malloc` in an
+// AddressSanitizer build). A storage is always freed by the allocator that allocated it, so
+// switching at any time is safe.
 enum class CpuAllocatorKind { Caching, Malloc };
 void set_cpu_allocator(CpuAllocatorKind kind);
 CpuAllocatorKind cpu_allocator_kind();
