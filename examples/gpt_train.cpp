@@ -202,7 +202,10 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     if (step == first_step + 1) {
       // Step 0 builds the execution order and warms the allocator: time from step 1.
       t0 = std::chrono::steady_clock::now();
-      if (fsdp_model) fsdp_model->reset_exposed_comm_seconds();
+      if (fsdp_model) {
+        fsdp_model->reset_exposed_comm_seconds();
+        fsdp_model->reset_comm_bytes();
+      }
     }
     TokenBatch b = gpt_batch(*cfg.data, step, cfg.batch, world, rank, T);
     optimizer->zero_grad();

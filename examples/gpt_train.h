@@ -74,7 +74,7 @@ struct GPTTrainResult {
   std::int64_t step_peak_bytes = 0;
   std::array<std::int64_t, kNumMemoryCategories> step_peak_by_category{};
   std::int64_t memory_bound_bytes = 0;
-  // Bytes this rank's unit collectives moved over the whole run (FSDP only).
+  // Bytes this rank's unit collectives moved in the timed steps (all but the first; FSDP only).
   std::uint64_t all_gather_bytes = 0, reduce_bytes = 0;
   double eval_before = 0, eval_after = 0;
   std::int64_t num_parameters = 0;

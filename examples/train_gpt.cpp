@@ -186,8 +186,7 @@ int main(int argc, char** argv) {
                      100.0 * r.exposed_comm_seconds / r.seconds);
         if (cfg.sharding && timed > 0)
           fmt::print("communicated per step: all-gather {:.2f} MiB, reduce {:.2f} MiB\n",
-                     r.all_gather_bytes / 1048576.0 / (cfg.steps - r.first_step),
-                     r.reduce_bytes / 1048576.0 / (cfg.steps - r.first_step));
+                     r.all_gather_bytes / 1048576.0 / timed, r.reduce_bytes / 1048576.0 / timed);
         if (cfg.eval_data && cfg.eval_batches > 0)
           fmt::print("held-out loss before {:.6f} after {:.6f}\n", r.eval_before, r.eval_after);
       }

@@ -364,6 +364,10 @@ CommBytes FullyShardedDataParallel::comm_bytes() {
   return runtime_->root_state().comm.bytes;
 }
 
+void FullyShardedDataParallel::reset_comm_bytes() {
+  runtime_->root_state().comm.bytes = {};
+}
+
 void FullyShardedDataParallel::reset_exposed_comm_seconds() {
   runtime_->root_state().comm.reset_blocked_seconds();
 }

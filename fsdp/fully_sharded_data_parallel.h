@@ -111,6 +111,7 @@ class FullyShardedDataParallel : public nn::Module {
   // Bytes this rank's unit collectives moved since the first forward (mixed precision halves
   // them).
   CommBytes comm_bytes();
+  void reset_comm_bytes();
 
  private:
   std::unique_ptr<FlatParamHandle> init_flat_param(nn::Module& module, const UnitConfig& unit);
