@@ -10,8 +10,8 @@
 // Usage: bench_plan [--plan FSDP_PLAN] [--runs N] [--json OUT] [--no-torch] [--no-1m]
 // Prints a table and writes JSON (default bench_plan.json).
 #include <fcntl.h>
-#include <malloc.h>
 #include <fmt/format.h>
+#include <malloc.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
