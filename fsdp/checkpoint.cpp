@@ -124,7 +124,9 @@ std::string save_sharded_checkpoint(const std::string& dir, FullyShardedDataPara
   json mine = {{"rank", rank}};
   const auto& g = default_generator().get_state();
   mine["rng"] = {g.seed, g.counter};
-  mine["model"] = write_pieces(tmp / rank_file("model", rank), sharded_state_dict(root));
+  // Views of the shards, written at once: no copy of the model (bench/checkpoint).
+  mine["model"] =
+      write_pieces(tmp / rank_file("model", rank), sharded_state_dict(root, /*copy=*/false));
   if (optimizer != nullptr) {
     ShardedOptimStateDict o = sharded_optim_state_dict(root, *optimizer);
     mine["optim"] = write_pieces(tmp / rank_file("optim", rank), o.pieces);

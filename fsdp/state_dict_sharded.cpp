@@ -36,14 +36,15 @@ std::vector<ParamShard> param_shards(FullyShardedDataParallel& root) {
   return out;
 }
 
-ShardedStateDict sharded_state_dict(FullyShardedDataParallel& root) {
+ShardedStateDict sharded_state_dict(FullyShardedDataParallel& root, bool copy) {
   autograd::NoGradGuard no_grad;
   ShardedStateDict out;
   // Every parameter on every rank, as upstream's ShardedTensors: a rank without elements of
   // one holds an empty piece (its state dict still names every key and global shape).
   for (const auto& p : param_shards(root)) {
-    out.push_back({p.fqn, p.shape, p.info.intra_param_start, p.handle->shard_piece(p.index).clone(),
-                   p.replica});
+    Tensor piece = p.handle->shard_piece(p.index);
+    out.push_back(
+        {p.fqn, p.shape, p.info.intra_param_start, copy ? piece.clone() : piece, p.replica});
   }
   for (const auto& [name, b] : root.named_buffers())
     if (b.defined())

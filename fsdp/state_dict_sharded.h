@@ -41,9 +41,10 @@ struct ParamShard {
 // FQN). Initialises the root's runtime (collective on first use: every rank must call it).
 std::vector<ParamShard> param_shards(FullyShardedDataParallel& root);
 
-// This rank's pieces of every parameter (copies; empty where the rank holds no element), then
-// every buffer whole (replica on ranks other than 0: buffers are replicated).
-ShardedStateDict sharded_state_dict(FullyShardedDataParallel& root);
+// This rank's pieces of every parameter (empty where the rank holds no element), then every
+// buffer whole (replica on ranks other than 0: buffers are replicated). Copies, unless `copy` is
+// false: then views of the shards, valid until the next step (a checkpoint writes them at once).
+ShardedStateDict sharded_state_dict(FullyShardedDataParallel& root, bool copy = true);
 
 // Saved pieces by FQN, from any number of ranks; overlapping pieces must agree (any one is read).
 class PieceSet {
