@@ -495,9 +495,10 @@ std::vector<std::pair<std::string, Tensor>> Module::state_dict(const std::string
   std::vector<std::pair<std::string, Tensor>> out;
   std::vector<std::pair<std::string, Module*>> stack{{prefix, this}};
   while (!stack.empty()) {
-    auto [p, m] = stack.back();
+    const auto [p, m] = stack.back();
     stack.pop_back();
-    auto join = [&](const std::string& n) { return p.empty() ? n : p + "." + n; };
+    // Captured by name (clang 14 cannot capture a structured binding).
+    auto join = [&base = p](const std::string& n) { return base.empty() ? n : base + "." + n; };
     for (const auto& [n, t] : m->params_)
       if (t.defined()) out.emplace_back(join(n), t);
     for (const auto& [n, t] : m->buffers_)
