@@ -2,9 +2,9 @@
 // the TCP store: the collective matrix against the reference, subgroups, mismatch detection,
 // timeouts, and store errors.
 #define BOOST_TEST_MODULE comm_gloo
-#include <memory>
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 
 #include "comm/errors.h"

@@ -310,8 +310,8 @@ BOOST_DATA_TEST_CASE(step_memory_within_the_bound_and_charted,
   for (const auto& r : results) {
     BOOST_TEST(r.memory_bound_bytes > 0);
     BOOST_TEST(r.step_peak_bytes <= 1.1 * double(r.memory_bound_bytes));
-    for (MemoryCategory c : {MemoryCategory::Parameters, MemoryCategory::OptimizerState,
-                             MemoryCategory::Activations})
+    for (MemoryCategory c :
+         {MemoryCategory::Parameters, MemoryCategory::OptimizerState, MemoryCategory::Activations})
       BOOST_TEST(r.step_peak_by_category[std::size_t(c)] > 0, memory_category_name(c));
   }
   std::ifstream in(svg);

@@ -1,8 +1,8 @@
 // One rank of a job that the tests in this folder run across network namespaces and cut off.
 // init_from_env() makes the group (FSDP_BACKEND: gloo or mpi). After a first all_reduce, which
 // proves every rank is connected, it writes "rank R: ready (pid P)" and then all-reduces
-// 256 KiB until --seconds pass (default 120). An error ends it with "rank R: error after S s: <message>" on
-// stderr and exit code 1; the normal end writes "rank R: done" and exits 0.
+// 256 KiB until --seconds pass (default 120). An error ends it with "rank R: error after S s:
+// <message>" on stderr and exit code 1; the normal end writes "rank R: done" and exits 0.
 //   netns_rank [--seconds S]
 #include <unistd.h>
 

@@ -24,10 +24,10 @@ inline std::unique_lock<std::recursive_mutex> lock_boost_test() {
 
 }  // namespace fsdp::testing
 
-#define FSDP_TS(...)                                                     \
-  do {                                                                   \
-    auto fsdp_ts_lock_ = ::fsdp::testing::lock_boost_test();             \
-    __VA_ARGS__;                                                         \
+#define FSDP_TS(...)                                         \
+  do {                                                       \
+    auto fsdp_ts_lock_ = ::fsdp::testing::lock_boost_test(); \
+    __VA_ARGS__;                                             \
   } while (0)
 
 #define TS_TEST(...) FSDP_TS(BOOST_TEST(__VA_ARGS__))
