@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <type_traits>
 #include <typeinfo>
@@ -72,6 +73,10 @@ enum class BackwardPrefetch { BACKWARD_PRE, BACKWARD_POST };
 
 std::string to_string(ShardingStrategy s);  // "ShardingStrategy.FULL_SHARD", as Python prints it
 std::string to_string(BackwardPrefetch p);  // "BackwardPrefetch.BACKWARD_PRE"
+// Streams as to_string (test frameworks print values this way).
+inline std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
+  return os << to_string(s);
+}
 bool is_hybrid(ShardingStrategy s);
 
 // torch.distributed.fsdp.MixedPrecision with its defaults.

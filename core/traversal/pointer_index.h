@@ -6,13 +6,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/traversal/pointer_hash.h"
+
 namespace fsdp::traversal {
 
 class PointerIndex {
  public:
   static constexpr std::int64_t kAbsent = -1;
 
-  explicit PointerIndex(std::size_t expected = 64) { rehash(capacity_for(expected)); }
+  explicit PointerIndex(std::size_t expected = 64) { rehash(pointer_table_capacity(expected)); }
   // Maps p (non-null) to index unless p is present; returns the index p maps to.
   std::int64_t insert(const void* p, std::int64_t index) {
     if ((size_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
@@ -32,18 +34,7 @@ class PointerIndex {
     const void* key = nullptr;
     std::int64_t index = kAbsent;
   };
-  static std::size_t capacity_for(std::size_t n) {
-    std::size_t c = 16;
-    while (c < n * 2) c *= 2;
-    return c;
-  }
-  std::size_t slot_of(const void* p) const {
-    auto x = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p));
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;  // murmur3 finaliser: spreads aligned addresses
-    x ^= x >> 33;
-    return static_cast<std::size_t>(x) & mask_;
-  }
+  std::size_t slot_of(const void* p) const { return pointer_hash(p) & mask_; }
   std::int64_t insert_unchecked(const void* p, std::int64_t index) {
     for (std::size_t i = slot_of(p);; i = (i + 1) & mask_) {
       if (slots_[i].key == p) return slots_[i].index;

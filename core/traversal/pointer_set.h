@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/traversal/pointer_hash.h"
+
 namespace fsdp::traversal {
 
 class PointerSet {
  public:
-  explicit PointerSet(std::size_t expected = 64) { rehash(capacity_for(expected)); }
+  explicit PointerSet(std::size_t expected = 64) { rehash(pointer_table_capacity(expected)); }
   // Inserts p (non-null); true when it was not present.
   bool insert(const void* p) {
     if ((size_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
@@ -32,18 +34,7 @@ class PointerSet {
   }
 
  private:
-  static std::size_t capacity_for(std::size_t n) {
-    std::size_t c = 16;
-    while (c < n * 2) c *= 2;
-    return c;
-  }
-  std::size_t slot_of(const void* p) const {
-    auto x = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p));
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;  // murmur3 finaliser: spreads aligned addresses
-    x ^= x >> 33;
-    return static_cast<std::size_t>(x) & mask_;
-  }
+  std::size_t slot_of(const void* p) const { return pointer_hash(p) & mask_; }
   bool insert_unchecked(const void* p) {
     for (std::size_t i = slot_of(p);; i = (i + 1) & mask_) {
       if (slots_[i] == p) return false;

@@ -22,12 +22,6 @@ using policies::ShardingStrategy;
 namespace bdata = boost::unit_test::data;
 namespace fs = std::filesystem;
 
-namespace fsdp::policies {
-std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
-  return os << to_string(s);
-}
-}  // namespace fsdp::policies
-
 namespace {
 
 constexpr std::int64_t kGlobalBatch = 4;

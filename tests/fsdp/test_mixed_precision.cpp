@@ -32,12 +32,6 @@ using namespace fsdp::testing;
 using policies::ShardingStrategy;
 namespace bdata = boost::unit_test::data;
 
-namespace fsdp::policies {
-std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
-  return os << to_string(s);
-}
-}  // namespace fsdp::policies
-
 namespace {
 
 MixedPrecision bf16_params() {

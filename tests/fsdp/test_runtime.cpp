@@ -30,12 +30,6 @@ using namespace fsdp;
 using namespace fsdp::testing;
 namespace bdata = boost::unit_test::data;
 
-namespace fsdp::policies {
-std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
-  return os << to_string(s);
-}
-}  // namespace fsdp::policies
-
 namespace {
 
 void check_close(const RunResult& got, const RunResult& want, double rtol = 1e-5) {

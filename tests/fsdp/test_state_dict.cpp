@@ -20,12 +20,6 @@ using namespace fsdp;
 using namespace fsdp::testing;
 namespace bdata = boost::unit_test::data;
 
-namespace fsdp::policies {
-std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
-  return os << to_string(s);
-}
-}  // namespace fsdp::policies
-
 namespace fsdp {
 std::ostream& operator<<(std::ostream& os, StateDictType t) {
   return os << to_string(t);

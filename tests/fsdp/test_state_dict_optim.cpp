@@ -22,12 +22,6 @@ using namespace fsdp;
 using namespace fsdp::testing;
 namespace bdata = boost::unit_test::data;
 
-namespace fsdp::policies {
-std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
-  return os << to_string(s);
-}
-}  // namespace fsdp::policies
-
 namespace {
 
 constexpr std::int64_t kGlobalBatch = 12;  // rows per step, split over the ranks

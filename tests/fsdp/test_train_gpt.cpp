@@ -41,12 +41,6 @@ using policies::BackwardPrefetch;
 using policies::ShardingStrategy;
 namespace bdata = boost::unit_test::data;
 
-namespace fsdp::policies {
-std::ostream& operator<<(std::ostream& os, ShardingStrategy s) {
-  return os << to_string(s);
-}
-}  // namespace fsdp::policies
-
 namespace {
 
 constexpr double kRtol = 1e-5;

@@ -8,6 +8,7 @@
 #include "core/functional/masked_softmax.h"
 #include "core/nn/transformer.h"
 #include "core/ops.h"
+#include "tests/support/error_message.h"
 
 namespace fsdp::testing {
 namespace {
@@ -49,14 +50,7 @@ BOOST_AUTO_TEST_CASE(equals_softmax_of_the_sum) {
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_the_shapes) {
-  auto message = [](auto&& fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto&& fn) { return testing::error_message(fn); };
   BOOST_TEST(message([] {
                masked_softmax(zeros({2, 3, 4}), zeros({2, 4}));
              }) ==

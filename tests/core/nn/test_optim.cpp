@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/optim/optim.h"
+#include "tests/support/error_message.h"
 #include "tests/support/fixture.h"
 
 using namespace fsdp;
@@ -140,14 +141,7 @@ BOOST_AUTO_TEST_CASE(param_groups_have_their_own_options) {
 BOOST_AUTO_TEST_CASE(validation_messages) {
   Tensor p = ones({2});
   p.requires_grad_(true);
-  auto msg = [](auto&& f) {
-    try {
-      f();
-    } catch (const ValueError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto msg = [](auto&& f) { return testing::error_message<ValueError>(f); };
   BOOST_TEST(msg([&] { SGD({p}, {.lr = -1}); }) == "Invalid learning rate: -1");
   BOOST_TEST(msg([&] { SGD({p}, {.lr = 0.1, .momentum = -0.5}); }) ==
              "Invalid momentum value: -0.5");

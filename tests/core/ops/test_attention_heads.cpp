@@ -7,6 +7,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/ops/attention_heads.h"
+#include "tests/support/error_message.h"
 
 namespace fsdp::testing {
 namespace {
@@ -77,14 +78,7 @@ BOOST_AUTO_TEST_CASE(split_heads_reads_non_contiguous_input) {
 }
 
 BOOST_AUTO_TEST_CASE(split_heads_errors_name_the_shape) {
-  auto message = [](auto&& fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto&& fn) { return testing::error_message(fn); };
   BOOST_TEST(message([] {
                split_heads(zeros({2, 3, 10}), 3, 2);
              }) ==

@@ -11,6 +11,7 @@
 #include "core/nn/transformer.h"
 #include "core/ops.h"
 #include "core/ops/blocked_attention.h"
+#include "tests/support/error_message.h"
 
 namespace fsdp::testing {
 namespace {
@@ -101,14 +102,7 @@ BOOST_AUTO_TEST_CASE(multihead_attention_uses_it_for_long_sequences) {
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_the_shapes) {
-  auto message = [](auto&& fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto&& fn) { return testing::error_message(fn); };
   BOOST_TEST(message([] {
                blocked_attention(zeros({2, 3, 4}), zeros({2, 5, 3}), zeros({2, 5, 2}), Tensor());
              }) ==
