@@ -50,6 +50,7 @@ const std::vector<Knob>& knobs() {
        "gloo: the network interface to bind to (else GLOO_SOCKET_IFNAME; default: the one that "
        "reaches MASTER_ADDR)"},
       {"FSDP_MPI_DIRECT", "1", "mpi: 0 sends all data as MPI messages"},
+      {"FSDP_GLOO_DIRECT", "1", "gloo: 0 sends all data over TCP, never reads peers' memory"},
       {"PMIX_NAMESPACE", "-", "set by mpirun; keys a reused file store directory by job"},
   };
   return all;
@@ -151,11 +152,21 @@ std::optional<std::string> gloo_ifname() {
   return v;
 }
 
-bool mpi_direct() {
-  auto v = raw("FSDP_MPI_DIRECT");
+namespace {
+// A switch that is on unless set to 0.
+bool on_unless_zero(const char* name) {
+  auto v = raw(name);
   if (!v || *v == "1") return true;
   if (*v == "0") return false;
-  refuse("FSDP_MPI_DIRECT", *v, "neither 0 nor 1");
+  refuse(name, *v, "neither 0 nor 1");
+}
+}  // namespace
+
+bool mpi_direct() {
+  return on_unless_zero("FSDP_MPI_DIRECT");
+}
+bool gloo_direct() {
+  return on_unless_zero("FSDP_GLOO_DIRECT");
 }
 
 }  // namespace fsdp::comm::env

@@ -55,6 +55,7 @@ std::optional<std::string> gloo_hostname();
 std::optional<std::string> gloo_ifname();
 const char* gloo_ifname_variable();  // the one of the two that is set
 bool mpi_direct();                   // FSDP_MPI_DIRECT: 1 (default) or 0
+bool gloo_direct();                  // FSDP_GLOO_DIRECT: 1 (default) or 0
 
 // --- parsing, for the accessors above and the tests -------------------------------------------
 // The variable's value; nullopt when unset or empty.

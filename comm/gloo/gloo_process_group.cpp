@@ -35,6 +35,7 @@
 #include <thread>
 
 #include "comm/builtin_backends.h"
+#include "comm/direct_access.h"
 #include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/gloo/gloo_store_adapter.h"
@@ -110,11 +111,16 @@ class GlooProcessGroup final : public ProcessGroup {
     // connectFullMesh returns once this rank's pairs are up, not everyone's: without a barrier a
     // fast rank could close its connections while a slow one is still completing its handshake.
     execute(Collective{});
+    probe_direct_access();
   }
 
   ~GlooProcessGroup() override { shutdown_executor(); }
 
   std::string backend_name() const override { return "gloo"; }
+  std::string transport() const override {
+    if (!direct_.on()) return "gloo: tcp";
+    return direct::Path::describe("gloo", "tcp below");
+  }
 
  protected:
   void execute(const Collective& c) override;
@@ -129,6 +135,14 @@ class GlooProcessGroup final : public ProcessGroup {
   void exchange(const Collective& c, const char* phase, const std::vector<Transfer>& sends,
                 const std::vector<Transfer>& recvs);
   void check_signatures(const Collective& c);
+  // Sends `bytes` at `mine` to every peer and receives peer p's into theirs + p * bytes.
+  void exchange_with_peers(const Collective& c, const char* phase, const void* mine, void* theirs,
+                           std::size_t bytes);
+  // Whether every rank can read the others' memory (same host, ptrace rights): then large
+  // collectives take the direct path (comm/direct_access.h). FSDP_GLOO_DIRECT=0 turns it off.
+  void probe_direct_access();
+  void require_matching(const CollectiveSignature& mine,
+                        const std::vector<CollectiveSignature>& theirs) const;
   void all_gather(const Collective& c);
   void reduce_scatter(const Collective& c);
   void all_reduce(const Collective& c);
@@ -143,6 +157,7 @@ class GlooProcessGroup final : public ProcessGroup {
   std::unique_ptr<UnboundBuffer> staging_buffer_;
   bool broken_ = false;
   std::string broken_reason_;
+  direct::Path direct_;
 };
 
 UnboundBuffer* GlooProcessGroup::staging(std::size_t bytes) {
@@ -220,24 +235,52 @@ void GlooProcessGroup::exchange(const Collective& c, const char* phase,
   }
 }
 
-void GlooProcessGroup::check_signatures(const Collective& c) {
+void GlooProcessGroup::exchange_with_peers(const Collective& c, const char* phase,
+                                           const void* mine, void* theirs, std::size_t bytes) {
   const int n = size(), me = rank();
-  CollectiveSignature mine = CollectiveSignature::of(c);
-  std::vector<CollectiveSignature> theirs(static_cast<std::size_t>(n));
-  auto out = wrap(&mine, sizeof mine);
-  auto in = wrap(theirs.data(), theirs.size() * sizeof mine);
+  auto out = wrap(mine, bytes);
+  auto in = wrap(theirs, bytes * std::size_t(n));
   std::vector<Transfer> sends, recvs;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == me) continue;
-    sends.push_back({out.get(), peer, 0, sizeof mine});
-    recvs.push_back({in.get(), peer, std::size_t(peer) * sizeof mine, sizeof mine});
+    sends.push_back({out.get(), peer, 0, bytes});
+    recvs.push_back({in.get(), peer, std::size_t(peer) * bytes, bytes});
   }
-  exchange(c, "signature exchange", sends, recvs);
-  for (int peer = 0; peer < n; ++peer)
-    if (peer != me && !(theirs[std::size_t(peer)] == mine))
+  exchange(c, phase, sends, recvs);
+}
+
+void GlooProcessGroup::require_matching(const CollectiveSignature& mine,
+                                        const std::vector<CollectiveSignature>& theirs) const {
+  for (int peer = 0; peer < size(); ++peer)
+    if (peer != rank() && !(theirs[std::size_t(peer)] == mine))
       throw CommMismatchError(
           fmt::format("{}: mismatched collectives: this rank called {}, rank {} called {}", where(),
                       mine.str(), peer, theirs[std::size_t(peer)].str()));
+}
+
+void GlooProcessGroup::check_signatures(const Collective& c) {
+  CollectiveSignature mine = CollectiveSignature::of(c);
+  std::vector<CollectiveSignature> theirs(static_cast<std::size_t>(size()));
+  exchange_with_peers(c, "signature exchange", &mine, theirs.data(), sizeof mine);
+  require_matching(mine, theirs);
+}
+
+void GlooProcessGroup::probe_direct_access() {
+  if (size() < 2) return;
+  const Collective barrier{};
+  const direct::Probe probe(rank(), size());
+  const direct::ProbeWord mine = probe.mine();
+  std::vector<direct::ProbeWord> all(static_cast<std::size_t>(size()));
+  exchange_with_peers(barrier, "direct-access probe", &mine, all.data(), sizeof mine);
+  all[std::size_t(rank())] = mine;
+  // Every rank says whether it could read every other; all must (and nobody frees its word
+  // before every peer has read it: this exchange comes after all the reads).
+  const char ok = env::gloo_direct() && probe.can_read_all(all, rank()) ? 1 : 0;
+  std::vector<char> oks(static_cast<std::size_t>(size()));
+  exchange_with_peers(barrier, "direct-access probe", &ok, oks.data(), 1);
+  oks[std::size_t(rank())] = ok;
+  if (std::all_of(oks.begin(), oks.end(), [](char v) { return v == 1; }))
+    direct_ = direct::Path(std::move(all), probe.mailbox());
 }
 
 void GlooProcessGroup::all_gather(const Collective& c) {
@@ -343,6 +386,22 @@ void GlooProcessGroup::execute(const Collective& c) {
     throw CommAbortedError(fmt::format("{}: {} refused: an earlier collective failed: {}", where(),
                                        describe(c), broken_reason_));
   if (size() == 1) return run_single_rank(c);
+  if (direct_.eligible(c)) {  // checks signatures through its descriptors
+    direct::Transport t;
+    t.require_matching = [&](const CollectiveSignature& mine,
+                             const std::vector<CollectiveSignature>& theirs) {
+      require_matching(mine, theirs);
+    };
+    t.fail = [&](const std::string& reason, bool timed_out) {
+      broken_ = true;
+      broken_reason_ = reason;
+      if (timed_out) throw CommTimeoutError(reason);
+      throw CommError(reason);
+    };
+    t.where = where();
+    t.timeout = options_.timeout;
+    return direct_.run(c, rank(), t);
+  }
   // The signature exchange doubles as the barrier (every rank hears from every other).
   check_signatures(c);
   if (c.bytes() == 0) return;

@@ -14,8 +14,8 @@
 //   broadcast:      MPI_Ibcast, barrier: MPI_Ibarrier (progressed the same way)
 //
 // When every rank runs on one host and may read the others' memory, all_gather, reduce_scatter
-// and all_reduce of at least kDirectMinBytes per rank take the direct path instead
-// (direct_access.cpp): MPI carries only small descriptors, and each rank reads what it needs
+// and all_reduce of at least direct::kMinBytes per rank take the direct path instead
+// (comm/direct_access.h): MPI carries only small descriptors, and each rank reads what it needs
 // straight from its peers' buffers.
 #include "comm/mpi/mpi_process_group.h"
 
@@ -114,8 +114,8 @@ constexpr std::size_t kSmallAllReduceBytes = std::size_t(2) << 10;
 }  // namespace
 
 MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, int rank, int size, const InitOptions& options,
-                                 std::vector<pid_t> pids)
-    : ProcessGroup(rank, size), comm_(comm), options_(options), pids_(std::move(pids)) {}
+                                 direct::Path direct)
+    : ProcessGroup(rank, size), comm_(comm), options_(options), direct_(std::move(direct)) {}
 
 MpiProcessGroup::~MpiProcessGroup() {
   shutdown_executor();
@@ -125,10 +125,11 @@ MpiProcessGroup::~MpiProcessGroup() {
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-void MpiProcessGroup::fail(const std::string& reason) {
+void MpiProcessGroup::fail(const std::string& reason, bool timed_out) {
   broken_ = true;
   mark_job_broken(options_.timeout);
   broken_reason_ = reason;
+  if (timed_out) throw CommTimeoutError(reason);
   throw CommError(reason);
 }
 
@@ -229,6 +230,19 @@ void MpiProcessGroup::require_matching(const CollectiveSignature& mine,
                       mine.str(), peer, theirs[std::size_t(peer)].str()));
 }
 
+void MpiProcessGroup::exchange_with_peers(const void* mine, void* theirs, std::size_t bytes,
+                                          const Collective& c, int tag, const char* phase,
+                                          Deadline deadline) {
+  const int n = size(), me = rank();
+  Pending p;
+  for (int k = 1; k < n; ++k) {
+    const int from = (me - k + n) % n, to = (me + k) % n;
+    post(p, false, static_cast<char*>(theirs) + std::size_t(from) * bytes, bytes, from, tag);
+    post(p, true, mine, bytes, to, tag);
+  }
+  wait_all(p, c, phase, deadline);
+}
+
 void MpiProcessGroup::check_signatures(const Collective& c, int tag) {
   CollectiveSignature mine = CollectiveSignature::of(c);
   std::vector<CollectiveSignature> theirs(static_cast<std::size_t>(size()));
@@ -326,7 +340,7 @@ void MpiProcessGroup::execute(const Collective& c) {
   // Tags: 4 per collective (data, second phase, signature), cycling below MPI's minimum TAG_UB.
   const int tag = int(4 * (sequence_++ % 8000));
   if (size() == 1) return run_single_rank(c);
-  if (direct_eligible(c)) return direct_collective(c, tag);  // always checks signatures
+  if (direct_.eligible(c)) return direct_collective(c);  // always checks signatures
   if (options_.check_signatures) check_signatures(c, tag + 2);
   switch (c.kind) {
     case CollectiveKind::AllGather:
@@ -369,10 +383,10 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::make_subgroup(const std::vector<i
   }
   if (sub == MPI_COMM_NULL) return nullptr;
   MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
-  std::vector<pid_t> pids;
-  if (!pids_.empty()) probe_direct_access(sub, pids);
+  direct::Path path;
+  if (direct_.on()) probe_direct_access(sub, path);
   return std::make_shared<MpiProcessGroup>(sub, new_rank, int(ranks.size()), options_,
-                                           std::move(pids));
+                                           std::move(path));
 }
 
 namespace {
@@ -393,9 +407,9 @@ std::shared_ptr<ProcessGroup> create_mpi_group(const InitOptions& options) {
         "mpi backend: options ask for rank {} of {}, but mpirun started this process as rank {} "
         "of {}",
         options.rank, options.world_size, rank, size));
-  std::vector<pid_t> pids;
-  probe_direct_access(comm, pids);
-  return std::make_shared<MpiProcessGroup>(comm, rank, size, options, std::move(pids));
+  direct::Path path;
+  probe_direct_access(comm, path);
+  return std::make_shared<MpiProcessGroup>(comm, rank, size, options, std::move(path));
 }
 
 }  // namespace

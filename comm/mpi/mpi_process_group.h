@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/collective.h"
+#include "comm/direct_access.h"
 #include "comm/init_options.h"
 #include "comm/process_group.h"
 
@@ -37,14 +38,14 @@ std::mutex& mpi_mutex();
 
 // Whether every rank of `comm` runs on this host and can read the others' memory with
 // process_vm_readv (Linux cross-memory attach); collective over `comm`. FSDP_MPI_DIRECT=0 turns
-// it off. Fills the ranks' process ids when true.
-bool probe_direct_access(MPI_Comm comm, std::vector<pid_t>& pids);
+// it off. Sets `path` on when true, off otherwise.
+bool probe_direct_access(MPI_Comm comm, direct::Path& path);
 
 class MpiProcessGroup final : public ProcessGroup {
  public:
-  // `pids`: every rank's process id when the direct path is on (probe_direct_access), else empty.
+  // `direct`: the same-host path (probe_direct_access), on or off.
   MpiProcessGroup(MPI_Comm comm, int rank, int size, const InitOptions& options,
-                  std::vector<pid_t> pids);
+                  direct::Path direct);
   ~MpiProcessGroup() override;
 
   std::string backend_name() const override { return "mpi"; }
@@ -69,7 +70,8 @@ class MpiProcessGroup final : public ProcessGroup {
   // and a CommTimeoutError names the peers that never answered.
   void wait_all(Pending& p, const Collective& c, const char* phase);
   void wait_all(Pending& p, const Collective& c, const char* phase, Deadline deadline);
-  [[noreturn]] void fail(const std::string& reason);  // breaks the group, throws CommError
+  // Breaks the group, throws CommError (CommTimeoutError when `timed_out`).
+  [[noreturn]] void fail(const std::string& reason, bool timed_out = false);
   // Sends `bytes` at `mine` to every peer and receives each peer's into theirs + peer * bytes.
   void exchange_with_peers(const void* mine, void* theirs, std::size_t bytes, const Collective& c,
                            int tag, const char* phase, Deadline deadline);
@@ -86,12 +88,8 @@ class MpiProcessGroup final : public ProcessGroup {
   char* staging(std::size_t bytes);
 
   // --- direct path (direct_access.cpp): ranks on one host read each other's buffers with
-  // process_vm_readv instead of sending them through MPI.
-  bool direct_eligible(const Collective& c) const;
-  void direct_collective(const Collective& c, int tag);
-  // Copies `bytes` at address `remote` of rank `peer` to `local`.
-  void read_peer(int peer, std::uint64_t remote, void* local, std::size_t bytes,
-                 const Collective& c);
+  // process_vm_readv instead of sending them through MPI (comm/direct_access.h).
+  void direct_collective(const Collective& c);
 
   MPI_Comm comm_;
   InitOptions options_;
@@ -99,8 +97,7 @@ class MpiProcessGroup final : public ProcessGroup {
   bool broken_ = false;
   std::string broken_reason_;
   std::vector<char> staging_;  // persistent: grown, pre-touched, never shrunk
-  std::vector<pid_t> pids_;    // non-empty when the direct path is on
-  std::vector<char> pieces_;   // persistent landing buffer for pieces read from peers
+  direct::Path direct_;        // on when every rank can read the others' memory
 };
 
 }  // namespace mpi

@@ -30,6 +30,7 @@ const char* const kAllVariables[] = {"RANK",
                                      "FSDP_GLOO_IFNAME",
                                      "GLOO_SOCKET_IFNAME",
                                      "FSDP_MPI_DIRECT",
+                                     "FSDP_GLOO_DIRECT",
                                      "PMIX_NAMESPACE"};
 
 using Vars = std::vector<std::pair<const char*, const char*>>;
@@ -148,6 +149,9 @@ BOOST_AUTO_TEST_CASE(every_bad_value_is_refused_with_its_name) {
       {{{"FSDP_MPI_DIRECT", "yes"}},
        [] { env::mpi_direct(); },
        "environment variable FSDP_MPI_DIRECT='yes' is neither 0 nor 1"},
+      {{{"FSDP_GLOO_DIRECT", "off"}},
+       [] { env::gloo_direct(); },
+       "environment variable FSDP_GLOO_DIRECT='off' is neither 0 nor 1"},
   };
   for (const auto& c : cases) {
     BOOST_TEST_CONTEXT(c.message) {
@@ -171,7 +175,8 @@ BOOST_AUTO_TEST_CASE(good_values_are_read) {
                {"FSDP_TIMEOUT_MS", "2500"},
                {"FSDP_STORE_PATH", "/tmp/store"},
                {"GLOO_SOCKET_IFNAME", "veth0"},
-               {"FSDP_MPI_DIRECT", "0"}});
+               {"FSDP_MPI_DIRECT", "0"},
+               {"FSDP_GLOO_DIRECT", "0"}});
   InitOptions o = options_from_env();
   BOOST_TEST(o.rank == 3);
   BOOST_TEST(o.world_size == 8);
@@ -182,6 +187,7 @@ BOOST_AUTO_TEST_CASE(good_values_are_read) {
   BOOST_TEST(*env::gloo_ifname() == "veth0");
   BOOST_TEST(env::gloo_ifname_variable() == std::string("GLOO_SOCKET_IFNAME"));
   BOOST_TEST(!env::mpi_direct());
+  BOOST_TEST(!env::gloo_direct());
 }
 
 BOOST_AUTO_TEST_CASE(unset_and_empty_values_keep_the_defaults) {
@@ -193,6 +199,7 @@ BOOST_AUTO_TEST_CASE(unset_and_empty_values_keep_the_defaults) {
   BOOST_TEST(o.master_port == 29500);
   BOOST_TEST(o.timeout.count() == 300000);
   BOOST_TEST(env::mpi_direct());
+  BOOST_TEST(env::gloo_direct());
 }
 
 BOOST_AUTO_TEST_CASE(every_knob_is_listed_once) {
@@ -200,7 +207,7 @@ BOOST_AUTO_TEST_CASE(every_knob_is_listed_once) {
   for (const auto& k : env::knobs()) BOOST_TEST(names.insert(k.name).second, k.name);
   for (const char* n : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "FSDP_STORE_PATH",
                         "FSDP_TIMEOUT_MS", "FSDP_BACKEND", "FSDP_GLOO_HOSTNAME", "FSDP_GLOO_IFNAME",
-                        "FSDP_MPI_DIRECT", "PMIX_NAMESPACE"})
+                        "FSDP_MPI_DIRECT", "FSDP_GLOO_DIRECT", "PMIX_NAMESPACE"})
     BOOST_TEST(names.count(n) == 1u, n);
 }
 

@@ -5,6 +5,8 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "comm/errors.h"
@@ -85,6 +87,39 @@ BOOST_AUTO_TEST_CASE(mismatched_dtypes_are_reported) {
   float x = 1;
   pg->all_reduce(&x, 1, DType::Float32);  // still usable afterwards
   BOOST_TEST(x == float(pg->size()));
+}
+
+// Ranks on one host read each other's memory unless FSDP_GLOO_DIRECT=0 (comm/direct_access.h);
+// either way a large call with another dtype is a mismatch, and the group stays usable.
+BOOST_AUTO_TEST_CASE(transport_follows_FSDP_GLOO_DIRECT_and_large_mismatches_are_caught) {
+  auto pg = world();
+  const char* direct = std::getenv("FSDP_GLOO_DIRECT");
+  if (direct && std::string(direct) == "0")
+    BOOST_TEST(pg->transport() == "gloo: tcp");
+  else
+    BOOST_TEST(pg->transport() ==
+               "gloo: direct reads of peer memory (process_vm_readv) from 16 KiB per rank, tcp "
+               "below");
+  std::vector<std::uint8_t> buf(std::size_t(1) << 20);
+  const DType t = pg->rank() == 0 ? DType::Float32 : DType::Int32;
+  try {
+    pg->all_reduce(buf.data(), buf.size() / 4, t);
+    BOOST_ERROR("expected CommMismatchError");
+  } catch (const CommMismatchError& e) {
+    BOOST_TEST(has(e.what(), "mismatched collectives"));
+    BOOST_TEST(has(e.what(), pg->rank() == 0 ? "int32" : "float32"));
+  }
+  // A subgroup probes again: the reversed world all-gathers 64 KiB per rank.
+  std::vector<int> reversed;
+  for (int r = pg->size() - 1; r >= 0; --r) reversed.push_back(r);
+  auto rev = pg->new_group(reversed);
+  BOOST_REQUIRE(rev);
+  BOOST_TEST(rev->transport() == pg->transport());
+  const std::size_t count = 16384;
+  std::vector<float> mine(count, float(pg->rank())), all(count * std::size_t(pg->size()));
+  rev->all_gather(mine.data(), all.data(), count, DType::Float32);
+  for (int r = 0; r < pg->size(); ++r)
+    BOOST_TEST(all[std::size_t(r) * count + count - 1] == float(pg->size() - 1 - r));
 }
 
 BOOST_AUTO_TEST_CASE(a_rank_that_never_joins_times_out_naming_it) {

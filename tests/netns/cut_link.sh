@@ -33,7 +33,7 @@ netns_up "$np"
 
 # The environment of rank R, run on host R.
 rank_cmd() {
-  echo "ip netns exec $(netns_name "$1") env FSDP_BACKEND=$backend FSDP_TIMEOUT_MS=$timeout_ms \
+  echo "ip netns exec $(netns_name "$1") env FSDP_BACKEND=$backend FSDP_TIMEOUT_MS=$timeout_ms FSDP_GLOO_DIRECT=0 \
 MASTER_ADDR=$(netns_addr 0) MASTER_PORT=29500 timeout 60 $exe"
 }
 

@@ -20,7 +20,7 @@ for mode in route ifname; do
   pids=""
   for r in 0 1; do
     netns_exec "$r" env RANK=$r WORLD_SIZE=2 MASTER_ADDR="$(netns_addr 0)" MASTER_PORT=29500 \
-      FSDP_TIMEOUT_MS=10000 $extra timeout 60 "$exe" --run_test=collective_matrix \
+      FSDP_TIMEOUT_MS=10000 FSDP_GLOO_DIRECT=0 $extra timeout 60 "$exe" --run_test=collective_matrix \
       >"$dir/$mode$r" 2>&1 &
     pids="$pids $!"
   done
