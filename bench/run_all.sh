@@ -2,7 +2,8 @@
 # Runs every benchmark built in build/ and leaves JSON results in build/bench-results/.
 # Arguments go to bench_training_step (e.g. --steps). COMM_MAX_SIZE (default 64M) bounds the
 # collective sweeps; MPI and Gloo run 2 ranks under mpirun when it is installed. The FSDP training
-# benchmark (bench/fsdp) uses PyTorch from /opt/torch2 when it is there.
+# benchmark (bench/fsdp) uses PyTorch from /opt/torch2 when it is there. The checkpoint benchmark
+# writes about 1 GB per save to CHECKPOINT_DIR (default build/bench-results/checkpoint-scratch).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 out=build/bench-results
@@ -10,8 +11,16 @@ mkdir -p "$out"
 max=${COMM_MAX_SIZE:-64M}
 echo "== training step vs PyTorch =="
 build/bench/core/bench_training_step --json "$out/training_step.json" "$@"
+echo "== attention: materialised vs blocked =="
+build/bench/core/bench_attention
 echo "== auto-wrap vs PyTorch =="
 build/bench/policies/bench_autowrap "$out/autowrap.json"
+echo "== fsdp-plan end to end vs PyTorch's _recursive_wrap =="
+build/bench/policies/bench_plan --plan build/tools/fsdp-plan --json "$out/plan.json"
+echo "== caching vs plain allocator: page faults and step time =="
+build/bench/memory/bench_memory --json "$out/memory.json"
+echo "== activation checkpointing: none vs full vs selective =="
+build/bench/ops/bench_checkpoint --json "$out/activation_checkpoint.json"
 echo "== threads collectives vs memcpy =="
 build/bench/comm/bench_comm_threads --ranks 2 --max-size "$max" --json "$out/comm_threads.json"
 if command -v mpirun >/dev/null; then
@@ -29,3 +38,8 @@ if command -v mpirun >/dev/null; then
 fi
 echo "== FSDP training: unsharded, FSDP on threads/mpi/gloo, PyTorch FSDP1/FSDP2 =="
 bench/fsdp/bench_fsdp_train.py --build build --json "$out/fsdp_train.json"
+echo "== checkpoints: full and sharded save/load vs the disk =="
+scratch=${CHECKPOINT_DIR:-$out/checkpoint-scratch}
+mkdir -p "$scratch"
+build/bench/checkpoint/bench_checkpoint --dir "$scratch" --json "$out/checkpoint.json"
+rm -rf "$scratch"
