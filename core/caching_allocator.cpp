@@ -47,24 +47,79 @@ void CachingCpuAllocator::system_free(void* ptr, std::size_t size) {
     munmap(ptr, size);
 }
 
+std::multimap<std::size_t, void*>::iterator CachingCpuAllocator::find_cached_locked(
+    std::size_t want) {
+  auto it = cached_.lower_bound(want);
+  if (it == cached_.end()) return it;
+  // Small blocks are served by exact sizes only: a malloc'd block and an mmapped one must not be
+  // confused when they are given back (the size decides which).
+  if (it->first == want || want < options_.mmap_threshold)
+    return it->first == want ? it : cached_.end();
+  // Large: the smallest block at most 1/8 larger, whole; else the smallest one that leaves a
+  // large block when split (its front serves the request); else none.
+  if (it->first - want <= want / options_.slack_divisor) return it;
+  return cached_.lower_bound(want + options_.mmap_threshold);
+}
+
+void CachingCpuAllocator::take_cached_locked(std::multimap<std::size_t, void*>::iterator it) {
+  if (it->first >= options_.mmap_threshold) free_large_.erase(it->second);
+  cached_.erase(it);
+}
+
+void CachingCpuAllocator::erase_cached_locked(void* ptr, std::size_t size) {
+  auto [first, last] = cached_.equal_range(size);
+  for (auto it = first; it != last; ++it)
+    if (it->second == ptr) return take_cached_locked(it);
+}
+
+void CachingCpuAllocator::cache_locked(void* ptr, std::size_t size) {
+  if (size >= options_.mmap_threshold) {
+    // Merge with the free large blocks just before and after it: one block again for a later
+    // larger request (munmap gives back any page range, across mappings too).
+    auto* p = static_cast<char*>(ptr);
+    auto next = free_large_.find(p + size);
+    if (next != free_large_.end()) {
+      const std::size_t next_size = next->second;
+      erase_cached_locked(next->first, next_size);
+      size += next_size;
+      ++stats_.num_merges;
+    }
+    auto prev = free_large_.lower_bound(p);
+    if (prev != free_large_.begin()) {
+      --prev;
+      if (static_cast<char*>(prev->first) + prev->second == p) {
+        void* prev_ptr = prev->first;
+        const std::size_t prev_size = prev->second;
+        erase_cached_locked(prev_ptr, prev_size);
+        ptr = prev_ptr;
+        size += prev_size;
+        ++stats_.num_merges;
+      }
+    }
+    free_large_.emplace(ptr, size);
+  }
+  cached_.emplace(size, ptr);
+  stats_.cached_blocks = static_cast<std::int64_t>(cached_.size());
+}
+
 void* CachingCpuAllocator::allocate(std::size_t nbytes, Device) {
   if (nbytes == 0) return nullptr;
   const std::size_t want = block_size(nbytes);
   std::lock_guard lock(mutex_);
   void* p = nullptr;
   std::size_t size = want;
-  auto it = cached_.lower_bound(want);
-  // Small blocks are served by exact sizes only: a malloc'd block and an mmapped one must not be
-  // confused when they are given back (the size decides which).
-  bool fits = it != cached_.end() &&
-              (it->first == want || (want >= options_.mmap_threshold &&
-                                     it->first - want <= want / options_.slack_divisor));
-  if (fits) {
+  if (auto it = find_cached_locked(want); it != cached_.end()) {
     p = it->second;
     size = it->first;
-    cached_.erase(it);
+    take_cached_locked(it);
     ++stats_.cache_hits;
-    --stats_.cached_blocks;
+    if (size - want >= options_.mmap_threshold) {
+      // Split: the front serves the request, the rest stays cached.
+      cache_locked(static_cast<char*>(p) + want, size - want);
+      size = want;
+      ++stats_.num_splits;
+    }
+    stats_.cached_blocks = static_cast<std::int64_t>(cached_.size());
   } else {
     ++stats_.cache_misses;
     p = system_allocate(want);
@@ -107,8 +162,7 @@ void CachingCpuAllocator::deallocate(void* ptr, std::size_t nbytes, Device) {
     stats_.reserved_bytes -= static_cast<std::int64_t>(size);
     return;
   }
-  cached_.emplace(size, ptr);
-  ++stats_.cached_blocks;
+  cache_locked(ptr, size);
 }
 
 void CachingCpuAllocator::release_cached_locked() {
@@ -118,6 +172,7 @@ void CachingCpuAllocator::release_cached_locked() {
     stats_.reserved_bytes -= static_cast<std::int64_t>(size);
   }
   cached_.clear();
+  free_large_.clear();
   stats_.cached_blocks = 0;
 }
 

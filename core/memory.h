@@ -26,6 +26,7 @@ struct AllocatorStats {
   std::int64_t cache_hits = 0, cache_misses = 0;  // allocations served from / not from the cache
   std::int64_t num_system_allocs = 0, num_system_frees = 0;  // blocks taken from / given back
   std::int64_t num_alloc_retries = 0;  // system allocations retried after emptying the cache
+  std::int64_t num_splits = 0, num_merges = 0;  // cached blocks split to serve / merged when freed
   std::int64_t cached_blocks = 0;
 };
 
