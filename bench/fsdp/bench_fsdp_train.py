@@ -135,7 +135,7 @@ def tail(text, n=6):
 
 STEP_RE = re.compile(r"^step (\d+) loss (\S+) tokens/s (\S+)$", re.M)
 SUMMARY_RE = re.compile(r"tokens/s (\S+)\s+ms/step (\S+)\s+exposed communication (\S+)%")
-PEAK_RE = re.compile(r"^rank (\d+) peak memory (\S+) MiB$", re.M)
+PEAK_RE = re.compile(r"^rank (\d+) peak memory (\S+) MiB(?:;.*)?$", re.M)
 
 
 def parse_train_gpt(out, a, world):
