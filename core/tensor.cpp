@@ -202,6 +202,22 @@ Tensor& Tensor::copy_(const Tensor& src) {
   void* d = data_ptr();
   const void* sp = s.data_ptr();
   DType dd = dst.dtype, sd = s.dtype();
+  // Rows contiguous on both sides (a narrowed or row-strided view): the bulk converter per row.
+  const std::size_t nd = dst.sizes().size();
+  if (nd >= 1 && dd != sd && dst.strides[nd - 1] == 1 && sstr[nd - 1] == 1 && numel() > 0) {
+    const std::int64_t row = dst.sizes()[nd - 1];
+    Shape outer(dst.sizes().begin(), dst.sizes().end() - 1);
+    Shape dso(dst.strides.begin(), dst.strides.end() - 1), sso(sstr.begin(), sstr.end() - 1);
+    auto* db = static_cast<char*>(d);
+    const auto* sb = static_cast<const char*>(sp);
+    const std::size_t de = dtype_size(dd), se = dtype_size(sd);
+    bool converted = true;
+    for_each_offset2(outer, dso, sso, [&](std::int64_t od, std::int64_t os) {
+      converted = converted && convert_contiguous(db + std::size_t(od) * de, dd,
+                                                  sb + std::size_t(os) * se, sd, row);
+    });
+    if (converted) return *this;
+  }
   dispatch_all(dd, [&]<typename D>() {
     dispatch_all(sd, [&]<typename S>() {
       D* dp = static_cast<D*>(d);

@@ -7,6 +7,7 @@
 
 #include "core/dispatch/intercept.h"
 #include "core/ops/blas_gemm.h"
+#include "core/ops/gemm16.h"
 #include "core/ops/op_utils.h"
 
 namespace fsdp {
@@ -72,12 +73,20 @@ bool is_16bit(DType t) {
 }
 
 // Batched product of [B, m, k] and [B, k, n] into a fresh [B, m, n] tensor (no autograd);
-// 16-bit floats multiply in float32.
+// 16-bit floats multiply in float32, block by block (gemm16.h).
 Tensor batched_product(const Tensor& a_in, const Tensor& b_in) {
   DType dt = a_in.dtype();
   if (is_16bit(dt)) {
-    Tensor r = batched_product(as_dtype(a_in, DType::Float32), as_dtype(b_in, DType::Float32));
-    return as_dtype(r, dt);
+    const std::int64_t B = a_in.size(0), m = a_in.size(1), k = a_in.size(2), n = b_in.size(2);
+    Tensor out = empty({B, m, n}, TensorOptions(dt, kCPU));
+    const auto* pa = a_in.data<std::uint16_t>();
+    const auto* pb = b_in.data<std::uint16_t>();
+    auto* pc = out.data<std::uint16_t>();
+    for (std::int64_t i = 0; i < B; ++i)
+      gemm_16bit(dt, m, n, k, pa + i * a_in.stride(0), a_in.stride(1), a_in.stride(2),
+                 pb + i * b_in.stride(0), b_in.stride(1), b_in.stride(2), nullptr, pc + i * m * n,
+                 n);
+    return out;
   }
   Tensor a = blas_ready(a_in), b = blas_ready(b_in);
   const std::int64_t B = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
@@ -215,14 +224,24 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const DType dt = input.dtype();
   if (meta) {
     out = empty(out_shape, TensorOptions(dt, kMeta));
+  } else if (is_16bit(dt)) {
+    autograd::NoGradGuard ng;
+    Tensor x = reshape(input.detach(), {-1, in});
+    Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+    Tensor o = empty({x.size(0), outf}, TensorOptions(dt, kCPU));
+    // out = x @ weight^T (+ bias): weight^T is read through its strides.
+    gemm_16bit(dt, x.size(0), outf, in, x.data<std::uint16_t>(), x.stride(0), x.stride(1),
+               weight.data<std::uint16_t>(), weight.stride(1), weight.stride(0),
+               bc.defined() ? bc.data<std::uint16_t>() : nullptr, o.data<std::uint16_t>(), outf);
+    out = reshape(o, out_shape);
   } else {
     autograd::NoGradGuard ng;
-    DType ct = is_16bit(dt) ? DType::Float32 : dt;
-    Tensor x = blas_ready(reshape(as_dtype(input.detach(), ct), {-1, in}));
-    Tensor w = blas_ready(as_dtype(weight.detach(), ct));
+    DType ct = dt;
+    Tensor x = blas_ready(reshape(input.detach(), {-1, in}));
+    Tensor w = blas_ready(weight.detach());
     const std::int64_t rows = x.size(0);
     Tensor o = empty({rows, outf}, TensorOptions(ct, kCPU));
-    Tensor bc = bias.defined() ? as_dtype(bias.detach(), ct).contiguous() : Tensor();
+    Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
     dispatch_float(ct, "linear", [&]<typename T>() {
       // The bias in every row (a row copy: the generic broadcasting copy_ was 2% of a step).
       if (bc.defined())
@@ -233,7 +252,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
       gemm<T>(rows, outf, in, x.data<T>(), x.stride(0), x.stride(1), w.data<T>(), w.stride(1),
               w.stride(0), o.data<T>(), bias.defined() ? T(1) : T(0));
     });
-    out = reshape(as_dtype(o, dt), out_shape);
+    out = reshape(o, out_shape);
   }
   bool ri = input.requires_grad(), rw = weight.requires_grad();
   bool rb = bias.defined() && bias.requires_grad();

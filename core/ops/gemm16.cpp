@@ -1,0 +1,107 @@
+#include "core/ops/gemm16.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/dtype_convert.h"
+#include "core/ops/blas_gemm.h"
+
+namespace fsdp::ops_detail {
+
+namespace {
+
+// Floats per converted block (1 MiB: a block of each operand fits this CPU's 2 MiB L2 per core;
+// the weights of a d_model 256 GPT are one block, converted once per product).
+constexpr std::int64_t kBlockFloats = std::int64_t(256) << 10;
+
+void to_float(DType dt, float* dst, const std::uint16_t* src, std::int64_t n) {
+  convert_contiguous(dst, DType::Float32, src, dt, n);
+}
+
+float one_to_float(DType dt, std::uint16_t v) {
+  return dt == DType::BFloat16 ? bf16_to_float(v) : half_to_float(v);
+}
+
+// How a converted block is laid out for sgemm.
+struct Layout {
+  bool trans;
+  std::int64_t ld;
+};
+
+// Rows [r0, r0 + rows) of a matrix with `cols` columns and strides (s0, s1), converted to float32
+// into buf: row-major when its rows are contiguous, else column-major when its columns are (the
+// layout says which), else element by element.
+Layout convert_rows(DType dt, const std::uint16_t* x, std::int64_t s0, std::int64_t s1,
+                    std::int64_t r0, std::int64_t rows, std::int64_t cols, float* buf) {
+  const std::uint16_t* base = x + r0 * s0;
+  if (s1 == 1 || cols == 1) {
+    for (std::int64_t r = 0; r < rows; ++r) to_float(dt, buf + r * cols, base + r * s0, cols);
+    return {false, cols};
+  }
+  if (s0 == 1 || rows == 1) {
+    for (std::int64_t c = 0; c < cols; ++c) to_float(dt, buf + c * rows, base + c * s1, rows);
+    return {true, rows};
+  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      buf[r * cols + c] = one_to_float(dt, base[r * s0 + c * s1]);
+  return {false, cols};
+}
+
+// Rows (or columns) per block for operands with k elements per row: about kBlockFloats floats.
+std::int64_t block_rows(std::int64_t k, std::int64_t total) {
+  const std::int64_t rows = std::max<std::int64_t>(16, kBlockFloats / std::max<std::int64_t>(k, 1));
+  return std::min(total, rows);
+}
+
+struct Scratch {
+  std::vector<float> a, b, c, bias;
+};
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+}  // namespace
+
+void gemm_16bit(DType dt, std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a,
+                std::int64_t as0, std::int64_t as1, const std::uint16_t* b, std::int64_t bs0,
+                std::int64_t bs1, const std::uint16_t* bias, std::uint16_t* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  const std::int64_t mb = block_rows(k, m), nb = block_rows(k, n);
+  Scratch& s = scratch();
+  s.a.resize(std::size_t(mb * std::max<std::int64_t>(k, 1)));
+  s.b.resize(std::size_t(nb * std::max<std::int64_t>(k, 1)));
+  s.c.resize(std::size_t(mb * nb));
+  if (bias) {
+    s.bias.resize(std::size_t(n));
+    to_float(dt, s.bias.data(), bias, n);
+  }
+  for (std::int64_t j0 = 0; j0 < n; j0 += nb) {
+    const std::int64_t cols = std::min(nb, n - j0);
+    // Columns [j0, j0 + cols) of b are rows of its transpose (strides swapped).
+    Layout lb{false, cols};
+    if (k > 0) lb = convert_rows(dt, b, bs1, bs0, j0, cols, k, s.b.data());
+    for (std::int64_t i0 = 0; i0 < m; i0 += mb) {
+      const std::int64_t rows = std::min(mb, m - i0);
+      float* cb = s.c.data();
+      for (std::int64_t r = 0; r < rows; ++r)
+        if (bias)
+          std::copy_n(s.bias.data() + j0, cols, cb + r * cols);
+        else if (k == 0)
+          std::fill_n(cb + r * cols, cols, 0.f);
+      if (k > 0) {
+        const Layout la = convert_rows(dt, a, as0, as1, i0, rows, k, s.a.data());
+        // The converted columns of b form b's block transposed unless they were converted
+        // column-major.
+        blas_gemm<float>(la.trans, !lb.trans, rows, cols, k, s.a.data(), la.ld, s.b.data(), lb.ld,
+                         bias ? 1.f : 0.f, cb, cols);
+      }
+      for (std::int64_t r = 0; r < rows; ++r)
+        convert_contiguous(c + (i0 + r) * ldc + j0, dt, cb + r * cols, DType::Float32, cols);
+    }
+  }
+}
+
+}  // namespace fsdp::ops_detail
