@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "core/autograd.h"
@@ -255,18 +256,24 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   result.peak_bytes = stats->peak_bytes.load();
 
   if (!cfg.save_path.empty()) {
-    std::vector<std::pair<std::string, Tensor>> state;
-    if (fsdp_model) {
-      state = full_state_dict(*fsdp_model, /*rank0_only=*/true);
-    } else {
-      for (const auto& [name, t] : gpt->named_parameters()) state.emplace_back(name, t);
-    }
+    const std::map<std::string, std::string> metadata = {{"format", "pt"},
+                                                         {"model", "fsdp-cpp train_gpt"}};
     const bool one_file = cfg.save_path.ends_with(".safetensors");
-    if (rank == 0 && one_file)
-      io::save_safetensors(cfg.save_path, state,
-                           {{"format", "pt"}, {"model", "fsdp-cpp train_gpt"}});
-    else if (rank == 0)
-      save_full_checkpoint(cfg.save_path, state, cfg.max_shard_bytes);
+    if (fsdp_model && one_file) {
+      // Streamed: each unit written as it is gathered, no copy of the model on rank 0.
+      save_full_state_dict(*fsdp_model, cfg.save_path, metadata);
+    } else {
+      std::vector<std::pair<std::string, Tensor>> state;
+      if (fsdp_model) {
+        state = full_state_dict(*fsdp_model, /*rank0_only=*/true);
+      } else {
+        for (const auto& [name, t] : gpt->named_parameters()) state.emplace_back(name, t);
+      }
+      if (rank == 0 && one_file)
+        io::save_safetensors(cfg.save_path, state, metadata);
+      else if (rank == 0)
+        save_full_checkpoint(cfg.save_path, state, cfg.max_shard_bytes);
+    }
   }
   return result;
 }

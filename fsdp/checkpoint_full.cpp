@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -78,6 +80,38 @@ int save_full_checkpoint(const std::string& dir, const NamedTensors& state,
   write_atomically(base / kIndex, index.dump(2) + "\n");
   fs::remove(base / kSingle);
   return static_cast<int>(n);
+}
+
+void save_full_state_dict(FullyShardedDataParallel& root, const std::string& path,
+                          const std::map<std::string, std::string>& metadata) {
+  std::optional<io::SafetensorsWriter> writer;
+  std::exception_ptr failure;
+  // Under HYBRID_SHARD every shard group has a rank 0 holding the full values: the one of the
+  // first replica writes.
+  const auto& replicas = root.replicate_group();
+  const bool writes = !replicas || replicas->rank() == 0;
+  visit_full_state_dict(
+      root, /*rank0_only=*/true,
+      [&](const std::vector<FullEntry>& entries) {
+        if (!writes) return;
+        std::vector<io::SafetensorsWriter::Spec> specs;
+        for (const auto& e : entries) specs.push_back({e.name, e.dtype, e.shape});
+        try {
+          writer.emplace(path, std::move(specs), metadata);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      },
+      [&](std::size_t k, const Tensor& value) {
+        if (failure || !writer) return;
+        try {
+          writer->write(k, value);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      });
+  if (failure) std::rethrow_exception(failure);
+  if (writer) writer->finish();
 }
 
 NamedTensors load_full_checkpoint(const std::string& dir) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "fsdp/full_state_dict.h"
@@ -18,6 +19,16 @@ inline constexpr std::int64_t kDefaultMaxShardBytes = 5'000'000'000;  // transfo
 // a reader never sees an index naming a missing file. Returns the number of files.
 int save_full_checkpoint(const std::string& dir, const NamedTensors& state,
                          std::int64_t max_shard_bytes = kDefaultMaxShardBytes);
+
+// One safetensors file holding the full state dict of `root`: the same bytes as
+// io::save_safetensors(path, full_state_dict(root, true), metadata), streamed (see
+// visit_full_state_dict): rank 0 writes the header first, then each parameter straight from
+// its unit's all-gathered buffer (pwrite at its offset, no copy of the model, one unit unsharded
+// at a time), the buffers, fsync and an atomic rename. Every rank must call it; rank 0 writes
+// (under HYBRID_SHARD, rank 0 of the first replica), and its write error is raised there after
+// the last all-gather.
+void save_full_state_dict(FullyShardedDataParallel& root, const std::string& path,
+                          const std::map<std::string, std::string>& metadata = {});
 
 // Reads a directory written by save_full_checkpoint (or by transformers), in the index's
 // order of files. ValueError naming the index and the file when a named file lacks a tensor.

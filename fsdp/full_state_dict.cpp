@@ -29,43 +29,113 @@ std::string unit_prefix(FullyShardedDataParallel& root, FullyShardedDataParallel
   return unit.runtime().fqn();
 }
 
-}  // namespace
+// One parameter of the full state dict: where it comes from and its FQN.
+struct FullParam {
+  FullyShardedDataParallel* unit;
+  std::size_t param;  // index in the unit's handle
+  std::string fqn;
+};
 
-NamedTensors full_state_dict(FullyShardedDataParallel& root, bool rank0_only) {
-  autograd::NoGradGuard no_grad;
-  const bool keep = !rank0_only || root.rank() == 0;
-  // The unwrapped model's order (module pre-order, then slot order), as PyTorch's state_dict:
-  // gathering goes unit by unit, the result is sorted back.
+// The full state dict's parameters in the unwrapped model's order (module pre-order, then slot
+// order), as PyTorch's state_dict: gathering goes unit by unit, the result is in this order.
+// position[u][i] is the place of unit u's parameter i.
+std::vector<FullParam> full_params(FullyShardedDataParallel& root,
+                                   std::vector<std::vector<std::size_t>>& position) {
   std::unordered_map<const nn::Module*, std::size_t> module_order;
   root.visit_named_modules([&](const std::string&, const nn::ModulePtr& m) {
     module_order.emplace(m.get(), module_order.size());
   });
-  std::vector<std::pair<std::size_t, std::pair<std::string, Tensor>>> ordered;
-  NamedTensors out;
-  for (auto* unit : root.fsdp_units()) {
-    auto* h = unit->handle();
+  std::vector<std::pair<std::size_t, FullParam>> ordered;
+  std::vector<std::pair<std::size_t, std::size_t>> unit_param;
+  const auto units = root.fsdp_units();
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    auto* h = units[u]->handle();
     if (h == nullptr) continue;
-    const std::string prefix = unit_prefix(root, *unit);
-    unit->runtime().unshard_now();
+    const std::string prefix = unit_prefix(root, *units[u]);
+    for (std::size_t i = 0; i < h->params().size(); ++i) {
+      const auto& p = h->params()[i];
+      ordered.push_back({module_order.at(p.module), {units[u], i, join_fqn(prefix, p.fqn)}});
+      unit_param.emplace_back(u, i);
+    }
+  }
+  std::vector<std::size_t> perm(ordered.size());
+  for (std::size_t k = 0; k < perm.size(); ++k) perm[k] = k;
+  std::stable_sort(perm.begin(), perm.end(), [&](std::size_t a, std::size_t b) {
+    return ordered[a].first < ordered[b].first;
+  });
+  position.assign(units.size(), {});
+  for (std::size_t u = 0; u < units.size(); ++u)
+    if (units[u]->handle() != nullptr) position[u].resize(units[u]->handle()->params().size());
+  std::vector<FullParam> out;
+  for (std::size_t k : perm) {
+    const auto [u, i] = unit_param[k];
+    position[u][i] = out.size();
+    out.push_back(std::move(ordered[k].second));
+  }
+  return out;
+}
+
+// Unshards each unit in turn (every rank: they are collectives) and gives `use` a view of each
+// of its parameters' full values, with the parameter's place in full_params' order.
+template <typename Use>
+void for_each_full_param(FullyShardedDataParallel& root,
+                         const std::vector<std::vector<std::size_t>>& position, bool keep,
+                         Use&& use) {
+  const auto units = root.fsdp_units();
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    auto* h = units[u]->handle();
+    if (h == nullptr) continue;
+    unit_prefix(root, *units[u]);
+    units[u]->runtime().unshard_now();
     if (keep) {
       Tensor full = h->flat_param();
       for (std::size_t i = 0; i < h->params().size(); ++i) {
         const auto& p = h->params()[i];
-        Tensor v = make_view(full, p.shape, contiguous_strides(p.shape),
-                             full.storage_offset() + h->layout().offsets[i]);
-        ordered.push_back({module_order.at(p.module), {join_fqn(prefix, p.fqn), v.clone()}});
+        use(position[u][i], make_view(full, p.shape, contiguous_strides(p.shape),
+                                      full.storage_offset() + h->layout().offsets[i]));
       }
     }
-    unit->runtime().reshard_now();
+    units[u]->runtime().reshard_now();
   }
-  if (!keep) return out;
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [order, entry] : ordered) out.push_back(std::move(entry));
+}
+
+}  // namespace
+
+void visit_full_state_dict(FullyShardedDataParallel& root, bool rank0_only,
+                           const std::function<void(const std::vector<FullEntry>&)>& begin,
+                           const std::function<void(std::size_t, const Tensor&)>& each) {
+  autograd::NoGradGuard no_grad;
+  const bool keep = !rank0_only || root.rank() == 0;
+  std::vector<std::vector<std::size_t>> position;
+  const std::vector<FullParam> params = full_params(root, position);
+  NamedTensors buffers;
   for (const auto& [name, b] : root.named_buffers())
     if (b.defined())
-      out.emplace_back(clean_tensor_name(name),
-                       root.runtime().root_state().buffer_for_state_dict(b).clone());
+      buffers.emplace_back(clean_tensor_name(name),
+                           root.runtime().root_state().buffer_for_state_dict(b));
+  if (keep) {
+    std::vector<FullEntry> entries;
+    for (const auto& p : params) {
+      const auto* h = p.unit->handle();
+      entries.push_back({p.fqn, h->dtype(), h->params()[p.param].shape});
+    }
+    for (const auto& [name, b] : buffers) entries.push_back({name, b.dtype(), b.shape()});
+    begin(entries);
+  }
+  for_each_full_param(root, position, keep, each);
+  if (!keep) return;
+  for (std::size_t k = 0; k < buffers.size(); ++k) each(params.size() + k, buffers[k].second);
+}
+
+NamedTensors full_state_dict(FullyShardedDataParallel& root, bool rank0_only) {
+  NamedTensors out;
+  visit_full_state_dict(
+      root, rank0_only,
+      [&](const std::vector<FullEntry>& entries) {
+        out.resize(entries.size());
+        for (std::size_t k = 0; k < entries.size(); ++k) out[k].first = entries[k].name;
+      },
+      [&](std::size_t k, const Tensor& v) { out[k].second = v.clone(); });
   return out;
 }
 

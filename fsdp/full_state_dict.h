@@ -4,6 +4,7 @@
 // Tied parameters appear once, under their first FQN.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,23 @@ std::string join_fqn(const std::string& prefix, const std::string& name);
 // Every rank of the root's groups must call it. With rank0_only, ranks other than 0 get an
 // empty list (they still take part in the all-gathers).
 NamedTensors full_state_dict(FullyShardedDataParallel& root, bool rank0_only = true);
+
+// One entry of the full state dict: its FQN, dtype and shape.
+struct FullEntry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+};
+
+// full_state_dict without the copy: on the ranks that keep it (rank 0 with rank0_only), `begin`
+// receives every entry in state-dict order (parameters, then buffers), then `each(k, value)`
+// entry k's value as its unit is gathered (a view, valid during the call only: one unit is
+// unsharded at a time). Every rank of the root's groups must call it; `each` should not throw
+// (the other ranks would wait in the next unit's all-gather): record a failure and raise it
+// after the call.
+void visit_full_state_dict(FullyShardedDataParallel& root, bool rank0_only,
+                           const std::function<void(const std::vector<FullEntry>&)>& begin,
+                           const std::function<void(std::size_t, const Tensor&)>& each);
 
 // Loads full values by FQN (as full_state_dict writes them; a tied parameter may be given under
 // any of its FQNs). Strict: a missing parameter or an unknown key is a KeyError naming it, a

@@ -27,6 +27,7 @@
 #include "core/io/safetensors.h"
 #include "examples/gpt.h"
 #include "fsdp/checkpoint.h"
+#include "fsdp/checkpoint_full.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 #include "tools/plan/policy_build.h"
@@ -134,8 +135,7 @@ Times run_world(int world, const examples::GPTConfig& cfg, const fs::path& dir, 
       if (lead) fs::remove_all(sharded);  // each save starts from the same page cache
       baseline();
       timed(times.full_save, [&] {
-        NamedTensors state = full_state_dict(*model, /*rank0_only=*/true);
-        if (lead) io::save_safetensors(full.string(), state, {{"format", "pt"}});
+        save_full_state_dict(*model, full.string(), {{"format", "pt"}});
       });
       timed(times.full_load,
             [&] { load_full_state_dict(*model, io::load_safetensors(full.string()).tensors); });

@@ -58,18 +58,6 @@ class FileDescriptor {
   int fd_;
 };
 
-void write_all(int fd, const void* data, std::size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    FSDP_CHECK(w > 0, RuntimeError, "save_safetensors: cannot write {}: {}", path,
-               std::strerror(errno));
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
 // Reads exactly n bytes at `offset`; false when the file ends first.
 bool read_at(int fd, void* data, std::size_t n, std::uint64_t offset) {
   char* p = static_cast<char*>(data);
@@ -84,27 +72,47 @@ bool read_at(int fd, void* data, std::size_t n, std::uint64_t offset) {
   return true;
 }
 
-// The header JSON of `tensors` (already contiguous, on the CPU), in the order given.
-std::string header_json(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                        const std::map<std::string, std::string>& metadata) {
+// The header JSON of `specs`, in the order given; `offsets` receives each tensor's offset from
+// the start of the data.
+std::string header_json(const std::vector<SafetensorsWriter::Spec>& specs,
+                        const std::map<std::string, std::string>& metadata,
+                        std::vector<std::uint64_t>& offsets) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     auto& m = header[kMetadataKey] = nlohmann::ordered_json::object();
     for (const auto& [k, v] : metadata) m[k] = v;
   }
   std::uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
+  offsets.clear();
+  for (const auto& spec : specs) {
+    const std::uint64_t bytes = std::uint64_t(shape_numel(spec.shape)) * dtype_size(spec.dtype);
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
-    entry["dtype"] = safetensors_dtype_code(t.dtype());
-    entry["shape"] = t.shape();
-    entry["data_offsets"] = {offset, offset + t.nbytes()};
-    offset += t.nbytes();
-    header[name] = std::move(entry);
+    entry["dtype"] = safetensors_dtype_code(spec.dtype);
+    entry["shape"] = spec.shape;
+    entry["data_offsets"] = {offset, offset + bytes};
+    offsets.push_back(offset);
+    offset += bytes;
+    header[spec.name] = std::move(entry);
   }
   std::string json = header.dump();
   // Pad with spaces so that the data starts 8-byte aligned, as the reference writer does.
   json.append((8 - json.size() % 8) % 8, ' ');
   return json;
+}
+
+// Writes exactly n bytes at `offset`.
+void write_at(int fd, const void* data, std::size_t n, std::uint64_t offset,
+              const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    FSDP_CHECK(w > 0, RuntimeError, "save_safetensors: cannot write {}: {}", path,
+               std::strerror(errno));
+    p += w;
+    n -= static_cast<std::size_t>(w);
+    offset += static_cast<std::uint64_t>(w);
+  }
 }
 
 void fsync_directory_of(const std::string& path) {
@@ -122,49 +130,94 @@ std::string_view safetensors_dtype_code(DType dtype) {
   throw ValueError(fmt::format("safetensors has no code for dtype {}", dtype_name(dtype)));
 }
 
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
-  std::vector<std::pair<std::string, Tensor>> contiguous;
-  contiguous.reserve(tensors.size());
+SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<Spec> specs,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)), tmp_(path_ + ".tmp"), specs_(std::move(specs)) {
   std::set<std::string> names;
-  for (const auto& [name, t] : tensors) {
-    FSDP_CHECK(name != kMetadataKey, ValueError,
-               "save_safetensors: {}: '{}' is reserved for the metadata", path, kMetadataKey);
-    FSDP_CHECK(names.insert(name).second, ValueError,
-               "save_safetensors: {}: tensor '{}' is given twice", path, name);
-    FSDP_CHECK(t.defined(), ValueError, "save_safetensors: {}: tensor '{}' is undefined", path,
-               name);
-    FSDP_CHECK(!t.is_meta(), ValueError,
-               "save_safetensors: {}: tensor '{}' is on the meta device (no data to write)", path,
-               name);
-    Tensor c = t.detach();
-    if (!c.device().is_cpu()) c = c.to(kCPU);
-    contiguous.emplace_back(name, c.contiguous());
+  for (const auto& spec : specs_) {
+    FSDP_CHECK(spec.name != kMetadataKey, ValueError,
+               "save_safetensors: {}: '{}' is reserved for the metadata", path_, kMetadataKey);
+    FSDP_CHECK(names.insert(spec.name).second, ValueError,
+               "save_safetensors: {}: tensor '{}' is given twice", path_, spec.name);
   }
-  const std::string json = header_json(contiguous, metadata);
-
-  const std::string tmp = path + ".tmp";
-  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  FSDP_CHECK(fd.get() >= 0, RuntimeError, "save_safetensors: cannot create {}: {}", tmp,
+  const std::string json = header_json(specs_, metadata, offsets_);
+  const std::uint64_t data_start = sizeof(std::uint64_t) + json.size();
+  for (auto& o : offsets_) o += data_start;
+  written_.assign(specs_.size(), false);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  FSDP_CHECK(fd_ >= 0, RuntimeError, "save_safetensors: cannot create {}: {}", tmp_,
              std::strerror(errno));
   try {
     std::uint64_t n = json.size();  // little-endian on this host (static_assert above)
-    write_all(fd.get(), &n, sizeof n, tmp);
-    write_all(fd.get(), json.data(), json.size(), tmp);
-    for (const auto& [name, t] : contiguous)
-      if (t.nbytes() > 0) write_all(fd.get(), t.data_ptr(), t.nbytes(), tmp);
-    FSDP_CHECK(::fsync(fd.get()) == 0, RuntimeError, "save_safetensors: cannot sync {}: {}", tmp,
-               std::strerror(errno));
-    FSDP_CHECK(::close(fd.release()) == 0, RuntimeError, "save_safetensors: cannot close {}: {}",
-               tmp, std::strerror(errno));
-    FSDP_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, RuntimeError,
-               "save_safetensors: cannot rename {} to {}: {}", tmp, path, std::strerror(errno));
+    write_at(fd_, &n, sizeof n, 0, tmp_);
+    write_at(fd_, json.data(), json.size(), sizeof n, tmp_);
   } catch (...) {
-    ::unlink(tmp.c_str());
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
     throw;
   }
-  fsync_directory_of(path);
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+}
+
+void SafetensorsWriter::write(std::size_t index, const Tensor& t) {
+  FSDP_CHECK(index < specs_.size(), ValueError,
+             "save_safetensors: {}: tensor index {} out of range ({} tensors)", path_, index,
+             specs_.size());
+  const Spec& spec = specs_[index];
+  FSDP_CHECK(fd_ >= 0, RuntimeError, "save_safetensors: {}: written to after finish()", path_);
+  FSDP_CHECK(!written_[index], ValueError, "save_safetensors: {}: tensor '{}' is written twice",
+             path_, spec.name);
+  FSDP_CHECK(t.defined(), ValueError, "save_safetensors: {}: tensor '{}' is undefined", path_,
+             spec.name);
+  FSDP_CHECK(!t.is_meta(), ValueError,
+             "save_safetensors: {}: tensor '{}' is on the meta device (no data to write)", path_,
+             spec.name);
+  FSDP_CHECK(t.dtype() == spec.dtype && t.shape() == spec.shape, ValueError,
+             "save_safetensors: {}: tensor '{}' is {} {} but the header says {} {}", path_,
+             spec.name, dtype_name(t.dtype()), shape_str(t.shape()), dtype_name(spec.dtype),
+             shape_str(spec.shape));
+  Tensor c = t.detach();
+  if (!c.device().is_cpu()) c = c.to(kCPU);
+  c = c.contiguous();
+  if (c.nbytes() > 0) write_at(fd_, c.data_ptr(), c.nbytes(), offsets_[index], tmp_);
+  written_[index] = true;
+}
+
+void SafetensorsWriter::finish() {
+  FSDP_CHECK(fd_ >= 0, RuntimeError, "save_safetensors: {}: finish() called twice", path_);
+  for (std::size_t i = 0; i < specs_.size(); ++i)
+    FSDP_CHECK(written_[i], RuntimeError, "save_safetensors: {}: tensor '{}' was never written",
+               path_, specs_[i].name);
+  FSDP_CHECK(::fsync(fd_) == 0, RuntimeError, "save_safetensors: cannot sync {}: {}", tmp_,
+             std::strerror(errno));
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0 || ::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    throw RuntimeError(fmt::format("save_safetensors: cannot close {} or rename it to {}: {}", tmp_,
+                                   path_, std::strerror(err)));
+  }
+  fsync_directory_of(path_);
+}
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsWriter::Spec> specs;
+  specs.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    FSDP_CHECK(t.defined(), ValueError, "save_safetensors: {}: tensor '{}' is undefined", path,
+               name);
+    specs.push_back({name, t.dtype(), t.shape()});
+  }
+  SafetensorsWriter writer(path, std::move(specs), metadata);
+  for (std::size_t i = 0; i < tensors.size(); ++i) writer.write(i, tensors[i].second);
+  writer.finish();
 }
 
 namespace {

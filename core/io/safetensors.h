@@ -4,6 +4,7 @@
 // so a checkpoint written here loads there (shared/DESIGN.md, decision 2).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -19,6 +20,38 @@ namespace fsdp::io {
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+
+// A safetensors file written as its tensors become available, in any order: the header (names,
+// dtypes, shapes, hence every offset) first, each tensor's bytes straight from its buffer to its
+// place in the file (pwrite, no copy), then fsync and an atomic rename in finish(). The bytes
+// equal save_safetensors' for the same tensors in the same order (save_safetensors is this
+// writer). Destroyed without finish(), it removes its temporary file.
+class SafetensorsWriter {
+ public:
+  struct Spec {
+    std::string name;
+    DType dtype;
+    Shape shape;
+  };
+  SafetensorsWriter(std::string path, std::vector<Spec> specs,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // Writes tensor `index` of the specs; ValueError when its dtype or shape differs from the
+  // spec's or it was written before.
+  void write(std::size_t index, const Tensor& t);
+  // RuntimeError naming the first tensor never written; else syncs and renames into place.
+  void finish();
+
+ private:
+  std::string path_, tmp_;
+  std::vector<Spec> specs_;
+  std::vector<std::uint64_t> offsets_;  // of each tensor's bytes in the file
+  std::vector<bool> written_;
+  int fd_ = -1;
+};
 
 struct SafetensorsFile {
   std::vector<std::pair<std::string, Tensor>> tensors;  // in the order of their bytes in the file

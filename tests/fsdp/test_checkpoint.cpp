@@ -2,6 +2,7 @@
 // strategy (model and optimizer), the newest checkpoint, --keep, a save killed at each of its
 // stages (the previous checkpoint still loads), and damaged files named in the error.
 #define BOOST_TEST_MODULE fsdp_checkpoint
+#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "core/io/safetensors.h"
 #include "core/ops.h"
 #include "core/optim/optim.h"
 #include "fsdp/checkpoint.h"
@@ -279,4 +281,72 @@ BOOST_AUTO_TEST_CASE(full_checkpoint_in_hugging_faces_sharded_layout) {
                                        ", which has no such tensor") != std::string::npos,
             e.what());
   }
+}
+
+// save_full_state_dict streams each unit's parameters to the file as the unit is gathered: the
+// file is byte for byte what gathering the whole state dict and saving it gives, at every world
+// size and strategy, in mixed precision too (full precision is saved).
+BOOST_AUTO_TEST_CASE(streamed_full_save_equals_gather_then_save) {
+  TempDir tmp;
+  auto bytes = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  int cases = 0;
+  for (int world : {1, 2, 3})
+    for (auto strategy : {ShardingStrategy::FULL_SHARD, ShardingStrategy::NO_SHARD})
+      for (bool bf16 : {false, true}) {
+        RunOptions o;
+        o.strategy = strategy;
+        if (bf16) {
+          MixedPrecision mp;
+          mp.param_dtype = DType::BFloat16;
+          o.mixed_precision = mp;
+        }
+        const fs::path streamed = tmp.path / fmt::format("streamed{}.safetensors", cases);
+        const fs::path gathered = tmp.path / fmt::format("gathered{}.safetensors", cases);
+        ++cases;
+        on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+          auto model = wrap_mlp(mlp(7), pg, o);
+          save_full_state_dict(*model, streamed.string(), meta);
+          NamedTensors state = full_state_dict(*model, /*rank0_only=*/true);
+          if (pg->rank() == 0) io::save_safetensors(gathered.string(), state, meta);
+        });
+        TS_TEST(fs::exists(streamed));
+        TS_TEST(!fs::exists(streamed.string() + ".tmp"));
+        TS_TEST(bytes(streamed) == bytes(gathered), streamed.string());
+      }
+  // HYBRID_SHARD, 4 ranks in 2 shard groups: both groups' rank 0 hold the values, one writes.
+  {
+    RunOptions o;
+    o.strategy = ShardingStrategy::HYBRID_SHARD;
+    o.node_size = 2;
+    const fs::path streamed = tmp.path / "hybrid_streamed.safetensors";
+    const fs::path gathered = tmp.path / "hybrid_gathered.safetensors";
+    on_ranks(4, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+      auto model = wrap_mlp(mlp(7), pg, o);
+      save_full_state_dict(*model, streamed.string(), meta);
+      NamedTensors state = full_state_dict(*model, /*rank0_only=*/true);
+      if (pg->rank() == 0) io::save_safetensors(gathered.string(), state, meta);
+    });
+    TS_TEST(bytes(streamed) == bytes(gathered));
+  }
+  // A file that cannot be created: rank 0 raises, after every unit was gathered (the others
+  // return normally instead of waiting in an all-gather rank 0 never joins).
+  std::mutex mu;
+  std::vector<std::string> errors(2);
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = wrap_mlp(mlp(7), pg, RunOptions{});
+    try {
+      save_full_state_dict(*model, (tmp.path / "missing" / "x.safetensors").string());
+    } catch (const std::exception& e) {
+      std::lock_guard lock(mu);
+      errors[std::size_t(pg->rank())] = e.what();
+    }
+  });
+  TS_TEST(errors[0].find("save_safetensors: cannot create " +
+                         (tmp.path / "missing" / "x.safetensors.tmp").string()) == 0,
+          errors[0]);
+  TS_TEST(errors[1].empty(), errors[1]);
 }
