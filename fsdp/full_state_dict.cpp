@@ -76,17 +76,28 @@ std::vector<FullParam> full_params(FullyShardedDataParallel& root,
 }
 
 // Unshards each unit in turn (every rank: they are collectives) and gives `use` a view of each
-// of its parameters' full values, with the parameter's place in full_params' order.
+// of its parameters' full values, with the parameter's place in full_params' order. With
+// `drain`, unit k stays unsharded while unit k + 1 is gathered, and drain() is called before
+// unit k is resharded: what `use` started with unit k's views may run during that gather.
 template <typename Use>
 void for_each_full_param(FullyShardedDataParallel& root,
                          const std::vector<std::vector<std::size_t>>& position, bool keep,
-                         Use&& use) {
+                         Use&& use, const std::function<void()>& drain) {
   const auto units = root.fsdp_units();
+  FullyShardedDataParallel* previous = nullptr;
+  auto reshard_previous = [&] {
+    if (previous == nullptr) return;
+    if (drain) drain();
+    previous->runtime().reshard_now();
+    previous = nullptr;
+  };
   for (std::size_t u = 0; u < units.size(); ++u) {
     auto* h = units[u]->handle();
     if (h == nullptr) continue;
     unit_prefix(root, *units[u]);
+    if (!drain) reshard_previous();
     units[u]->runtime().unshard_now();
+    reshard_previous();
     if (keep) {
       Tensor full = h->flat_param();
       for (std::size_t i = 0; i < h->params().size(); ++i) {
@@ -95,15 +106,17 @@ void for_each_full_param(FullyShardedDataParallel& root,
                                       full.storage_offset() + h->layout().offsets[i]));
       }
     }
-    units[u]->runtime().reshard_now();
+    previous = units[u];
   }
+  reshard_previous();
 }
 
 }  // namespace
 
 void visit_full_state_dict(FullyShardedDataParallel& root, bool rank0_only,
                            const std::function<void(const std::vector<FullEntry>&)>& begin,
-                           const std::function<void(std::size_t, const Tensor&)>& each) {
+                           const std::function<void(std::size_t, const Tensor&)>& each,
+                           const std::function<void()>& drain) {
   autograd::NoGradGuard no_grad;
   const bool keep = !rank0_only || root.rank() == 0;
   std::vector<std::vector<std::size_t>> position;
@@ -122,7 +135,7 @@ void visit_full_state_dict(FullyShardedDataParallel& root, bool rank0_only,
     for (const auto& [name, b] : buffers) entries.push_back({name, b.dtype(), b.shape()});
     begin(entries);
   }
-  for_each_full_param(root, position, keep, each);
+  for_each_full_param(root, position, keep, each, drain);
   if (!keep) return;
   for (std::size_t k = 0; k < buffers.size(); ++k) each(params.size() + k, buffers[k].second);
 }

@@ -34,10 +34,13 @@ struct FullEntry {
 // entry k's value as its unit is gathered (a view, valid during the call only: one unit is
 // unsharded at a time). Every rank of the root's groups must call it; `each` should not throw
 // (the other ranks would wait in the next unit's all-gather): record a failure and raise it
-// after the call.
+// after the call. With `drain`, a unit's views stay valid until drain() returns: the unit is
+// resharded only after the next unit's all-gather, so `each` may hand its views to another
+// thread (two units unsharded at a time, as limit_all_gathers allows).
 void visit_full_state_dict(FullyShardedDataParallel& root, bool rank0_only,
                            const std::function<void(const std::vector<FullEntry>&)>& begin,
-                           const std::function<void(std::size_t, const Tensor&)>& each);
+                           const std::function<void(std::size_t, const Tensor&)>& each,
+                           const std::function<void()>& drain = {});
 
 // Loads full values by FQN (as full_state_dict writes them; a tied parameter may be given under
 // any of its FQNs). Strict: a missing parameter or an unknown key is a KeyError naming it, a
