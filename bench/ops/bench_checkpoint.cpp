@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/blas_kernels.h"
 #include "core/memory.h"
 #include "core/ops.h"
 #include "core/optim/optim.h"
@@ -93,6 +94,7 @@ struct Run {
 }  // namespace
 
 int main(int argc, char** argv) {
+  select_blas_kernels(argv);  // as train_gpt: Debian's OpenBLAS picks SSE3 kernels on this CPU
   CLI::App app{"activation checkpointing: memory and step time, none vs full vs selective"};
   examples::GPTConfig cfg;
   std::int64_t batch = 8;
