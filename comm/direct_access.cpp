@@ -126,6 +126,9 @@ ProbeWord Probe::mine() const {
 }
 
 bool Probe::can_read_all(const std::vector<ProbeWord>& all, int rank) const {
+#if !defined(__x86_64__)
+  return false;  // the mailboxes rely on x86-64's store order (Path::exchange)
+#endif
   for (int r = 0; r < int(all.size()); ++r) {
     if (r == rank) continue;
     std::uint64_t value = 0;
@@ -193,7 +196,8 @@ void Path::exchange(const void* mine, void* theirs, std::size_t bytes, const cha
     const ProbeWord& peer = peers_[std::size_t(to)];
     const std::uint64_t at = peer.mailbox + slot * sizeof(Slot);
     // Payload first, sequence number second, in two calls: the peer sees the number only
-    // after the payload is in place.
+    // after the payload is in place (x86-64 keeps stores in order; another architecture would
+    // need a fence between the two writes' stores, which user space cannot add to the kernel's).
     int err = write_process(pid_t(peer.pid), at + offsetof(Slot, payload), mine, bytes);
     if (err == 0) err = write_process(pid_t(peer.pid), at, &sequence, sizeof sequence);
     if (err != 0)
