@@ -162,14 +162,15 @@ void Path::run_small(const Collective& c, int me, const Transport& t) {
   const int n = int(peers_.size());
   SmallMessage mine{};
   mine.signature = CollectiveSignature::of(c);
-  if (c.kind == CollectiveKind::AllReduce) std::memcpy(mine.data, c.output, c.bytes());
+  if (c.kind == CollectiveKind::AllReduce && c.bytes() > 0)
+    std::memcpy(mine.data, c.output, c.bytes());
   std::vector<SmallMessage> theirs(static_cast<std::size_t>(n));
   exchange(&mine, theirs.data(), sizeof mine, "small message exchange", me, c, t);
   theirs[std::size_t(me)] = mine;
   std::vector<CollectiveSignature> signatures;
   for (const auto& m : theirs) signatures.push_back(m.signature);
   t.require_matching(mine.signature, signatures);
-  if (c.kind == CollectiveKind::Barrier) return;
+  if (c.kind == CollectiveKind::Barrier || c.bytes() == 0) return;
   // Every rank reduces all n contributions in rank order, the same result as the two phases.
   std::vector<const void*> inputs;
   for (const auto& m : theirs) inputs.push_back(m.data);
