@@ -157,13 +157,15 @@ void UnitRuntime::lazy_init() {
   const auto& group = config_.shard_group;
   if (group->size() > 1) {
     std::int64_t sig[3] = {0, 0, 0};
+    std::uint64_t hash = 0;  // unsigned: the hash wraps around (signed overflow is undefined)
     for (auto* u : state_->units) {
       if (u->handle_ == nullptr) continue;
       sig[0] += 1;
       sig[1] += u->handle_->layout().unpadded_numel;
-      sig[2] = sig[2] * 1000003 + u->handle_->layout().unpadded_numel +
-               static_cast<std::int64_t>(u->handle_->params().size());
+      hash = hash * 1000003u + static_cast<std::uint64_t>(u->handle_->layout().unpadded_numel) +
+             static_cast<std::uint64_t>(u->handle_->params().size());
     }
+    sig[2] = static_cast<std::int64_t>(hash);
     std::vector<std::int64_t> all(3 * static_cast<std::size_t>(group->size()));
     group->all_gather(sig, all.data(), 3, DType::Int64);
     for (int r = 0; r < group->size(); ++r) {
