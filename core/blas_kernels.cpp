@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 extern "C" char* openblas_get_corename(void);
+extern "C" void openblas_set_num_threads(int);
 
 namespace fsdp {
 
@@ -44,5 +45,7 @@ void select_blas_kernels(char** argv) {
   execv(path, argv);
   unsetenv("OPENBLAS_CORETYPE");  // exec failed: run on with OpenBLAS's own choice
 }
+
+void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 
 }  // namespace fsdp

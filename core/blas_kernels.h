@@ -21,4 +21,8 @@ std::optional<std::string> better_openblas_coretype(const std::string& chosen, b
 // off. Call it first thing in main, before threads or MPI start.
 void select_blas_kernels(char** argv);
 
+// The number of threads OpenBLAS's routines use from now on. OpenBLAS reads OPENBLAS_NUM_THREADS
+// only when it loads, before main: a program that takes a thread count calls this instead.
+void set_blas_threads(int threads);
+
 }  // namespace fsdp

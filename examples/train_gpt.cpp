@@ -22,8 +22,6 @@
 
 using namespace fsdp;
 
-extern "C" void openblas_set_num_threads(int);
-
 namespace {
 
 std::shared_ptr<const std::string> read_file(const std::string& path) {
@@ -141,7 +139,7 @@ int main(int argc, char** argv) {
     FSDP_CHECK(threads_per_rank >= 1, ValueError, "--threads-per-rank must be >= 1");
     FSDP_CHECK(cfg.save_every >= 0 && cfg.keep >= 0, ValueError,
                "--save-every and --keep must be >= 0");
-    openblas_set_num_threads(threads_per_rank);
+    set_blas_threads(threads_per_rank);
     if (!export_path.empty()) {
       examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
       plan::write_model_file(meta_model, export_path);

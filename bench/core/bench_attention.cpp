@@ -15,8 +15,6 @@
 #include "core/ops.h"
 #include "core/ops/blocked_attention.h"
 
-extern "C" void openblas_set_num_threads(int);
-
 using namespace fsdp;
 
 namespace {
@@ -67,7 +65,7 @@ int main(int argc, char** argv) {
   app.add_option("--heads", bh, "batch x heads")->capture_default_str();
   app.add_option("--lengths", lengths)->delimiter(',')->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  openblas_set_num_threads(threads);
+  set_blas_threads(threads);
   fmt::print("{:>6} {:>16} {:>12} {:>8} {:>20}\n", "L", "materialised ms", "blocked ms", "ratio",
              "scores not held MiB");
   for (std::int64_t len : lengths) {

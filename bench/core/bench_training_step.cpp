@@ -23,7 +23,6 @@
 #include "core/optim/optim.h"
 #include "examples/tiny_lm.h"
 
-extern "C" void openblas_set_num_threads(int);
 extern "C" char* openblas_get_corename(void);
 
 using namespace fsdp;
@@ -177,7 +176,7 @@ int main(int argc, char** argv) {
   fmt::print("OpenBLAS core: {}; median of {} steps after {} warm-up steps\n",
              openblas_get_corename(), iters, warmup);
   for (int threads : thread_counts) {
-    openblas_set_num_threads(threads);
+    set_blas_threads(threads);
     nlohmann::json row;
     row["threads"] = threads;
     const Timing none{0, 0};

@@ -25,8 +25,6 @@
 #include "core/memory_timeline_svg.h"
 #include "examples/gpt_train.h"
 
-extern "C" void openblas_set_num_threads(int);
-
 using namespace fsdp;
 
 namespace {
@@ -216,7 +214,7 @@ int main(int argc, char** argv) {
                "--train-steps >= 3, --ranks >= 1\n");
     return 2;
   }
-  openblas_set_num_threads(1);  // one BLAS thread per rank, as train_gpt's default
+  set_blas_threads(1);  // one BLAS thread per rank, as train_gpt's default
   const CpuAllocatorKind initial = cpu_allocator_kind();
 
   // Unit sizes of a GPT-like model: embeddings, 6 blocks of 3 MiB and a 40 MiB one (above

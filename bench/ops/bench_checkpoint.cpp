@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "BLAS threads")->capture_default_str();
   app.add_option("--json", json_path, "write results as JSON");
   CLI11_PARSE(app, argc, argv);
-  setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 0);
+  set_blas_threads(threads);
 
   // The variants' steps alternate, so a busy machine slows them alike.
   std::vector<std::unique_ptr<Run>> runs;

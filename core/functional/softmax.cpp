@@ -181,6 +181,7 @@ void record_softmax_backward(const Tensor& input, const Tensor& out, const RowLa
 }  // namespace
 
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask) {
+  FSDP_DISPATCH("masked_softmax", masked_softmax, scores, mask);
   const char* op = "masked_softmax";
   const DType dt = scores.dtype();
   FSDP_CHECK(scores.dim() == 3 && (dt == DType::Float32 || dt == DType::Float64) &&
@@ -198,8 +199,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask) {
              "{}: mask of shape {} does not fit scores of shape {}; expected (L, S), (1, L, S) "
              "or (B, L, S)",
              op, shape_str(mask.shape()), shape_str(scores.shape()));
-  FSDP_CHECK(!functional::any_meta({&scores, &mask}, op), NotImplementedError,
-             "{}: meta tensors are not supported (scores shape {})", op, shape_str(scores.shape()));
+  if (functional::any_meta({&scores, &mask}, op)) return functional::meta_empty(scores.shape(), dt);
   Tensor x = scores.contiguous(), m = mask.detach().contiguous();
   const std::int64_t mask_stride = m.dim() == 3 && m.size(0) == B && B > 1 ? L * S : 0;
   Tensor y = empty(scores.shape(), TensorOptions(dt));

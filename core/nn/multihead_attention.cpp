@@ -192,8 +192,9 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
   }
   const bool self_attention =
       qkv_same_embed_dim && query_in.is_same(key_in) && key_in.is_same(value_in);
+  // split_heads and masked_softmax are core ops like any other (dispatch modes and meta tensors
+  // see them), so tracing, fake mode and selective checkpointing take the fast path too.
   const bool fused_heads = self_attention && !has_parameter("bias_k") && !add_zero_attn &&
-                           !q.is_meta() && !dispatch::any_mode_active() &&
                            (q.dtype() == DType::Float32 || q.dtype() == DType::Float64) &&
                            param("in_proj_weight").dtype() == q.dtype();
   if (self_attention) {
@@ -280,8 +281,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
     Tensor scores = bmm(q, k.transpose(1, 2));
     // A (1 or N*H, L, S) mask is added inside the softmax (one tensor and pass fewer).
     const bool fuse_mask = mask.defined() && mask.dim() == 3 && mask.size(1) == tgt_len &&
-                           mask.dtype() == dt && !mask.requires_grad() && !q.is_meta() &&
-                           !dispatch::any_mode_active() &&
+                           mask.dtype() == dt && !mask.requires_grad() &&
                            (dt == DType::Float32 || dt == DType::Float64);
     if (fuse_mask) {
       attn = masked_softmax(scores, mask);

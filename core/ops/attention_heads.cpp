@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/dispatch/intercept.h"
 #include "core/ops/op_utils.h"
 
 namespace fsdp {
@@ -52,6 +53,7 @@ void move_heads(T* packed, const std::vector<T*>& heads, const HeadsLayout& s, T
 
 std::vector<Tensor> split_heads(const Tensor& packed, std::int64_t parts, std::int64_t heads,
                                 double first_divisor) {
+  FSDP_DISPATCH("split_heads", split_heads, packed, parts, heads, first_divisor);
   FSDP_CHECK(packed.dim() == 3 && parts > 0 && heads > 0 && packed.size(2) % (parts * heads) == 0,
              RuntimeError,
              "split_heads: expected packed (L, N, parts * heads * head_dim), got shape {} for {} "
@@ -60,11 +62,15 @@ std::vector<Tensor> split_heads(const Tensor& packed, std::int64_t parts, std::i
   FSDP_CHECK(packed.dtype() == DType::Float32 || packed.dtype() == DType::Float64, TypeError,
              "split_heads: not implemented for dtype {} (shape {}); expected float32 or float64",
              dtype_name(packed.dtype()), shape_str(packed.shape()));
-  FSDP_CHECK(!check_devices("split_heads", packed), NotImplementedError,
-             "split_heads: meta tensors are not supported (shape {})", shape_str(packed.shape()));
   const HeadsLayout s{packed.size(0), packed.size(1), parts, heads,
                       packed.size(2) / (parts * heads)};
   const DType dt = packed.dtype();
+  if (check_devices("split_heads", packed)) {  // meta: shapes only (fake-mode propagation)
+    std::vector<Tensor> out;
+    for (std::int64_t p = 0; p < parts; ++p)
+      out.push_back(empty({s.N * heads, s.L, s.hd}, TensorOptions(dt, kMeta)));
+    return out;
+  }
   Tensor src = packed.contiguous();
   std::vector<Tensor> out;
   for (std::int64_t p = 0; p < parts; ++p)

@@ -2,7 +2,10 @@
 // replacing calls, nesting, and the fake (meta) mode.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+
 #include "core/dispatch/dispatch_mode.h"
+#include "core/nn/nn.h"
 #include "core/ops.h"
 #include "ops/fake_mode.h"
 #include "tests/ops/ops_test_models.h"
@@ -194,6 +197,28 @@ BOOST_AUTO_TEST_CASE(fake_mode_propagates_shapes_without_data) {
   BOOST_TEST(y.shape() == (Shape{4}));
   BOOST_TEST(fake->fake(x).is_same(fake->fake(x)));  // one fake per real tensor
   BOOST_TEST(fake->fake(x).is_meta());
+}
+
+BOOST_AUTO_TEST_CASE(fake_mode_runs_self_attention_through_its_fused_ops) {
+  // MultiheadAttention's fused head split and masked softmax are core ops: under a mode they are
+  // seen (and propagate meta shapes) like any other, so modes do not change the kernels it runs.
+  manual_seed(0);
+  nn::MultiheadAttention mha(8, 2, nn::MultiheadAttentionOptions{.batch_first = true});
+  Tensor x = randn({2, 5, 8});
+  Tensor mask = zeros({5, 5});
+  auto fake = std::make_shared<ops::FakeTensorMode>();
+  auto rec = std::make_shared<RecordingMode>();
+  std::pair<Tensor, Tensor> out;
+  {
+    dispatch::ModeGuard g(fake);
+    dispatch::ModeGuard r(rec);
+    out = mha.forward(x, x, x, nn::AttentionArgs{.need_weights = false, .attn_mask = mask});
+  }
+  const auto& seen = rec->ops;
+  BOOST_TEST(out.first.is_meta());
+  BOOST_TEST(out.first.shape() == (Shape{2, 5, 8}));
+  BOOST_TEST(std::count(seen.begin(), seen.end(), "split_heads") == 1);
+  BOOST_TEST(std::count(seen.begin(), seen.end(), "masked_softmax") == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
