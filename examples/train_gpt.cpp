@@ -16,6 +16,7 @@
 #include "comm/threads/run_threads.h"
 #include "core/blas_kernels.h"
 #include "core/error.h"
+#include "core/memory_category.h"
 #include "examples/gpt_train.h"
 #include "policies/options.h"
 #include "tools/plan/model_export.h"
@@ -196,6 +197,18 @@ int main(int argc, char** argv) {
             r.step_peak_bytes / 1048576.0, double(r.step_peak_bytes) / double(r.memory_bound_bytes),
             r.memory_bound_bytes / 1048576.0);
       fmt::print("\n");
+      if (r.step_peak_bytes > 0) {
+        // What the step's peak is made of (the memory timeline's categories at that moment).
+        fmt::print("rank {} at the step's peak:", rank);
+        const char* sep = " ";
+        for (MemoryCategory c : kMemoryCategories) {
+          const auto bytes = r.step_peak_by_category[static_cast<std::size_t>(c)];
+          if (bytes == 0) continue;
+          fmt::print("{}{} {:.2f} MiB", sep, memory_category_name(c), bytes / 1048576.0);
+          sep = ", ";
+        }
+        fmt::print("\n");
+      }
       std::fflush(stdout);
       if (cfg.eval_data && cfg.eval_batches > 0 && cfg.steps > r.first_step &&
           !(r.eval_after < r.eval_before))

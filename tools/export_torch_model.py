@@ -45,6 +45,21 @@ def _dtype_name(dtype):
     return str(dtype).replace("torch.", "")
 
 
+def hyperparameters(m):
+    """What parameter shapes do not show and fsdp-plan's activation estimate needs."""
+    import torch.nn as nn
+    if isinstance(m, nn.MultiheadAttention):
+        return {"num_heads": int(m.num_heads), "dropout": float(m.dropout)}
+    if isinstance(m, nn.modules.dropout._DropoutNd):
+        return {"p": float(m.p)}
+    if isinstance(m, nn.TransformerEncoderLayer):
+        # torch keeps the activation as a function; 2 marks GELU in its fast-path flag.
+        gelu = getattr(m, "activation_relu_or_gelu", 0) == 2 or \
+            getattr(m.activation, "__name__", "") == "gelu" or isinstance(m.activation, nn.GELU)
+        return {"activation": "gelu" if gelu else "relu", "norm_first": bool(m.norm_first)}
+    return {}
+
+
 def export_model(model):
     """Return the fsdp-model/1 document (a dict) for `model`."""
     import torch.nn as nn
@@ -110,6 +125,9 @@ def export_model(model):
             buffers.append(e)
         if buffers:
             d["buffers"] = buffers
+        attrs = hyperparameters(m)
+        if attrs:
+            d["attributes"] = attrs
         return d
 
     # Iterative pre-order in registration order: an object is defined where it is first

@@ -87,6 +87,12 @@ int main(int argc, char** argv) {
                                    "ranks per node, over which HYBRID_SHARD shards (default 8; "
                                    "it must divide the world size)")
                         ->check(rank_count());
+  app.add_option("--batch", opts.batch,
+                 "sequences per rank per step: with --seq, estimate the activations and the "
+                 "peak with them")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  app.add_option("--seq", opts.seq, "tokens per sequence (with --batch)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   app.add_option("--format", format, "table (default), json or dot")
       ->check(CLI::IsMember({"table", "json", "dot"}));
   try {

@@ -131,6 +131,20 @@ expect_error([model("nested_sequential.json"), "--format", "xml"], "--format", c
 expect_error([model("nested_sequential.json"), "--world-size", "0"], "--world-size", code=2)
 expect_error([], "MODEL.json", code=2)
 
+# --- activations: --batch and --seq ------------------------------------------------------------
+r = run(model("gpt2_small.json"), "--policy", "transformer([GPT2Block])", "--batch", "2",
+        "--seq", "128", "--format", "json")
+check(r.returncode == 0, f"activations rc {r.stderr}")
+if r.returncode == 0:
+    pr = json.loads(r.stdout)["per_rank"]
+    check(pr["activation_bytes"] > 0 and
+          pr["peak_with_activations_bytes"] >= pr["peak_bytes"] + 0, "activation bytes")
+    check(pr["activations"]["batch"] == 2 and pr["activations"]["seq"] == 128, "batch and seq")
+r = run(model("gpt2_small.json"), "--batch", "2", "--seq", "128")
+check(r.returncode == 0 and "peak total incl. activations" in r.stdout, "activations table")
+expect_error([model("gpt2_small.json"), "--batch", "2"], "--batch and --seq go together")
+expect_error([model("gpt2_small.json"), "--batch", "0", "--seq", "4"], "--batch: Value 0 not in range", 2)
+
 if failures:
     print(f"{len(failures)} failure(s)")
     sys.exit(1)

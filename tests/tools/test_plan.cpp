@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/nn/nn.h"
 #include "tests/support/fixture.h"
 #include "tools/plan/format.h"
 #include "tools/plan/model_export.h"
@@ -541,4 +542,68 @@ BOOST_AUTO_TEST_CASE(human_readable_sizes) {
   BOOST_TEST(human_bytes(3LL << 30) == "3.00 GiB");
   BOOST_TEST(human_count(124439808) == "124M");
   BOOST_TEST(human_count(1500) == "1.5K");
+}
+
+// --batch/--seq: the activation estimate of a layer whose terms are counted by hand (N = 2 x 3
+// rows, float32): TransformerEncoderLayer(d 8, 2 heads, ff 16, GELU) then a Linear(8 -> 10) head.
+BOOST_AUTO_TEST_CASE(activation_estimate_counts_what_each_module_saves) {
+  nn::TransformerLayerOptions o;
+  o.dim_feedforward = 16;
+  o.dropout = 0.0;
+  o.activation = "gelu";
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->append(std::make_shared<nn::TransformerEncoderLayer>(8, 2, o));
+  seq->append(std::make_shared<nn::Linear>(8, 10));
+  // Through the model file, as fsdp-plan reads it: the attributes travel.
+  auto root = parse_model(model_to_json(*seq), "m.json").root;
+  PlanOptions opts;
+  opts.batch = 2;
+  opts.seq = 3;
+  const Plan p = make_plan(root, opts);
+  BOOST_REQUIRE(p.activations.has_value());
+  const auto& a = *p.activations;
+  const std::int64_t N = 6, f = 4;
+  BOOST_TEST(a.by_type.at("TransformerEncoderLayer") == N * 16 * f);           // GELU's input
+  BOOST_TEST(a.by_type.at("MultiheadAttention") == 4 * N * 8 * f + N * 2 * 3 * f);  // +probs
+  BOOST_TEST(a.by_type.at("NonDynamicallyQuantizableLinear") == N * 8 * f);    // out_proj
+  BOOST_TEST(a.by_type.at("Linear") == N * (8 + 16 + 8) * f);                  // linear1, 2, head
+  BOOST_TEST(a.by_type.at("LayerNorm") == 2 * (N * 8 * f + N * 2 * 4));        // input + stats
+  BOOST_TEST(a.by_type.at("loss") == 2 * N * 10 * f);                          // logits + grad
+  BOOST_TEST(a.bytes == 3216);
+  BOOST_TEST(a.assumed.empty());
+  BOOST_TEST(a.not_estimated.empty());
+  const Totals& t = p.totals;
+  BOOST_TEST(t.activation_bytes == 3216);
+  BOOST_TEST(t.peak_with_activations_bytes ==
+             std::max(t.peak_bytes, t.per_rank.params + t.per_rank.optimizer +
+                                        t.peak_unsharded_param_bytes + 3216));
+  // In the table and in JSON.
+  const std::string table = format_table(p);
+  BOOST_TEST(table.find("activations (estimate, batch 2 x seq 3)") != std::string::npos);
+  BOOST_TEST(table.find("peak total incl. activations") != std::string::npos);
+  const auto j = nlohmann::json::parse(format_json(p));
+  BOOST_TEST(j["per_rank"]["activation_bytes"].get<std::int64_t>() == 3216);
+  BOOST_TEST(j["per_rank"]["activations"]["by_type"]["loss"].get<std::int64_t>() == 480);
+}
+
+BOOST_AUTO_TEST_CASE(activation_estimate_says_what_it_assumed_and_skipped) {
+  // No attributes (an older model file): heads assumed from head_dim 64, ReLU assumed; a custom
+  // module's own forward is listed.
+  const std::string text = std::string(kHead) + R"({"type": "Net", "bases": ["Module"],
+      "children": [{"name": "attn", "module": {"type": "MultiheadAttention",
+        "params": [{"name": "in_proj_weight", "shape": [384, 128], "dtype": "float32"}]}}]}})";
+  PlanOptions opts;
+  opts.batch = 1;
+  opts.seq = 4;
+  const Plan p = make_plan(parse_model(text, "m.json").root, opts);
+  const auto& a = *p.activations;
+  BOOST_TEST(a.by_type.at("MultiheadAttention") == 4 * 4 * 128 * 4 + 4 * 2 * 4 * 4);
+  BOOST_REQUIRE(a.assumed.size() == 1u);
+  BOOST_TEST(a.assumed[0] ==
+             "MultiheadAttention: num_heads not in the model file: 2 assumed (head_dim 64)");
+  BOOST_TEST(a.not_estimated == std::vector<std::string>{"Net"});
+  PlanOptions half;
+  half.batch = 1;
+  BOOST_TEST(input_error([&] { make_plan(parse_model(text, "m.json").root, half); }) ==
+             "--batch and --seq go together and must be positive (got --batch 1 --seq 0)");
 }

@@ -177,7 +177,8 @@ std::string format_table(const Plan& plan) {
                        human_bytes(u.all_gather_bytes));
   }
   const auto& t = plan.totals;
-  out += "\nper rank (Adam, fp32 states; activations not included)\n";
+  out += plan.activations ? "\nper rank (Adam, fp32 states)\n"
+                          : "\nper rank (Adam, fp32 states; activations not included)\n";
   auto row = [&](const std::string& k, std::int64_t v) {
     out += fmt::format("  {:<48} {:>12}\n", k, human_bytes(v));
   };
@@ -187,6 +188,24 @@ std::string format_table(const Plan& plan) {
   row("peak unsharded parameters (all-gathered)", t.peak_unsharded_param_bytes);
   row("peak unsharded gradient (before reduce-scatter)", t.peak_unsharded_grad_bytes);
   row("peak total", t.peak_bytes);
+  if (const auto& a = plan.activations) {
+    row(fmt::format("activations (estimate, batch {} x seq {})", a->batch, a->seq),
+        t.activation_bytes);
+    for (const auto& [type, bytes] : a->by_type) row("  " + type, bytes);
+    row("peak total incl. activations", t.peak_with_activations_bytes);
+    for (const auto& line : a->assumed) out += "  assumed: " + line + "\n";
+    if (!a->not_estimated.empty()) {
+      out += "  own forward not estimated (their children are):";
+      for (std::size_t i = 0; i < a->not_estimated.size(); ++i) {
+        if (i == 8) {
+          out += fmt::format(" and {} more", a->not_estimated.size() - 8);
+          break;
+        }
+        out += (i ? ", " : " ") + a->not_estimated[i];
+      }
+      out += "\n";
+    }
+  }
   out += "per step, per rank (collective buffer sizes)\n";
   row("all-gather", t.all_gather_bytes);
   row("reduce-scatter", t.reduce_scatter_bytes);
@@ -426,6 +445,21 @@ void json_into(const Plan& plan, JsonOut& j) {
   j.field("peak_unsharded_param_bytes", t.peak_unsharded_param_bytes);
   j.field("peak_unsharded_grad_bytes", t.peak_unsharded_grad_bytes);
   j.field("peak_bytes", t.peak_bytes);
+  if (const auto& a = plan.activations) {
+    j.field("activation_bytes", t.activation_bytes);
+    j.field("peak_with_activations_bytes", t.peak_with_activations_bytes);
+    j.key("activations");
+    j.open('{');
+    j.field("batch", a->batch);
+    j.field("seq", a->seq);
+    j.key("by_type");
+    j.open('{');
+    for (const auto& [type, bytes] : a->by_type) j.field(type, bytes);
+    j.close('}');
+    j.strings("assumed", a->assumed, false);
+    j.strings("not_estimated", a->not_estimated, false);
+    j.close('}');
+  }
   j.close('}');
   j.key("per_step");
   j.open('{');

@@ -5,6 +5,9 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/nn/dropout.h"
+#include "core/nn/multihead_attention.h"
+#include "core/nn/transformer.h"
 
 namespace fsdp::plan {
 
@@ -72,7 +75,25 @@ class Exporter {
     for (const auto& [name, child] : m.child_slots())
       if (child) children.push_back({{"name", name}, {"module", module(*child)}});
     out["children"] = children;
+    json attrs = attributes(m);
+    if (!attrs.empty()) out["attributes"] = attrs;
     return out;
+  }
+
+  // The hyperparameters that parameter shapes do not show and the planner's activation
+  // estimate needs (tools/plan/activations.h).
+  static json attributes(const nn::Module& m) {
+    json a = json::object();
+    if (const auto* mha = dynamic_cast<const nn::MultiheadAttention*>(&m)) {
+      a["num_heads"] = mha->num_heads;
+      a["dropout"] = mha->dropout;
+    } else if (const auto* d = dynamic_cast<const nn::DropoutBase*>(&m)) {
+      a["p"] = d->p;
+    } else if (const auto* t = dynamic_cast<const nn::TransformerEncoderLayer*>(&m)) {
+      a["activation"] = t->options.activation;
+      a["norm_first"] = t->options.norm_first;
+    }
+    return a;
   }
 
  private:

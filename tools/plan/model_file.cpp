@@ -133,7 +133,7 @@ struct Where {
 // The members of a module, parameter or buffer object, found in one pass over its keys (a
 // repeated key: the last one counts, as nlohmann::json reads it).
 struct Fields {
-  std::optional<element> type, bases, id, ref, params, buffers, children;  // a module
+  std::optional<element> type, bases, id, ref, params, buffers, children, attributes;  // a module
   std::optional<element> module;                                           // a child slot
   std::optional<element> name, shape, dtype, requires_grad, persistent;    // a tensor
 
@@ -146,6 +146,7 @@ struct Fields {
         {"params", &Fields::params},
         {"buffers", &Fields::buffers},
         {"children", &Fields::children},
+        {"attributes", &Fields::attributes},
         {"module", &Fields::module},
         {"name", &Fields::name},
         {"shape", &Fields::shape},
@@ -329,6 +330,39 @@ class Builder {
     }
   }
 
+  // "attributes": {"num_heads": 4, "activation": "gelu", ...}: hyperparameters, kept as module
+  // attributes named kHyperparameterPrefix + key (std::int64_t, double, bool or std::string);
+  // other values are refused.
+  void add_attributes(nn::Module& m, const Fields& f, const Where& at) {
+    if (!f.attributes || is_null(*f.attributes)) return;
+    const Where w{&at, "attributes", 0};
+    if (f.attributes->type() != element_type::OBJECT) fail(w, "expected an object of values");
+    for (auto kv : object(*f.attributes)) {
+      const std::string key = kHyperparameterPrefix + std::string(kv.key);
+      switch (kv.value.type()) {
+        case element_type::INT64:
+          m.set_attr(key, std::int64_t(kv.value));
+          break;
+        case element_type::UINT64:
+          m.set_attr(key, static_cast<double>(std::uint64_t(kv.value)));
+          break;
+        case element_type::DOUBLE:
+          m.set_attr(key, double(kv.value));
+          break;
+        case element_type::BOOL:
+          m.set_attr(key, bool(kv.value));
+          break;
+        case element_type::STRING:
+          m.set_attr(key, std::string(std::string_view(kv.value)));
+          break;
+        default:
+          fail(w, fmt::format("attribute '{}': expected a number, a boolean or a string",
+                              kv.key.size() > 64 ? std::string(kv.key.substr(0, 64)) + "..."
+                                                 : std::string(kv.key)));
+      }
+    }
+  }
+
   const nn::ModuleClass& module_class(const Fields& f, const Where& at) {
     const std::string_view type = string_member(f.type, "type", at);
     // Classes are interned by (name, ancestry); a model repeats a few classes a million times,
@@ -372,6 +406,7 @@ class Builder {
     auto m = std::make_shared<nn::Module>(module_class(f, at));
     add_params(*m, f, at);
     add_buffers(*m, f, at);
+    add_attributes(*m, f, at);
     Defined* entry = nullptr;
     if (auto id = optional_id(f.id, at)) {
       define_id(*id, at);

@@ -13,6 +13,9 @@
 namespace fsdp::plan {
 
 inline constexpr const char* kModelFormat = "fsdp-model/1";
+// A module's "attributes" (hyperparameters such as num_heads) become module attributes named
+// with this prefix: "hparam.num_heads".
+inline constexpr const char* kHyperparameterPrefix = "hparam.";
 
 // Any problem with the user's input (model file, policy, paths); the message is one line and
 // names the file and the place in it.

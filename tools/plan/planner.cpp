@@ -587,8 +587,23 @@ Plan make_plan(const nn::ModulePtr& root, const PlanOptions& options) {
   if (options.node_size < 1 || options.node_size > kMaxWorldSize)
     throw InputError(fmt::format("--node-size must be between 1 and {}, got {}", kMaxWorldSize,
                                  options.node_size));
+  if ((options.batch > 0) != (options.seq > 0) || options.batch < 0 || options.seq < 0)
+    throw InputError(fmt::format(
+        "--batch and --seq go together and must be positive (got --batch {} --seq {})",
+        options.batch, options.seq));
   Plan p = Planner(root, options).run();
   p.policy_str = options.policy ? options.policy->str() : "none";
+  if (options.batch > 0) {
+    const std::int64_t elem = options.mixed_precision ? dtype_size(options.mp_dtype) : 4;
+    p.activations = estimate_activations(*root, options.batch, options.seq, elem);
+    Totals& t = p.totals;
+    const char* what = "the peak bytes with activations";
+    t.activation_bytes = p.activations->bytes;
+    std::int64_t held = checked_add(t.per_rank.params, t.per_rank.optimizer, what);
+    add_to(held, t.peak_unsharded_param_bytes, what);
+    add_to(held, t.activation_bytes, what);
+    t.peak_with_activations_bytes = std::max(held, t.peak_bytes);
+  }
   return p;
 }
 

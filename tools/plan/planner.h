@@ -13,6 +13,7 @@
 #include "core/module.h"
 #include "core/traversal/pointer_index.h"
 #include "policies/options.h"
+#include "tools/plan/activations.h"
 #include "tools/plan/policy_expr.h"
 
 namespace fsdp::plan {
@@ -31,6 +32,8 @@ struct PlanOptions {
   std::int64_t world_size = 1;
   ShardingStrategy sharding = ShardingStrategy::FULL_SHARD;
   std::int64_t node_size = 8;  // GPUs per node: HYBRID_SHARD shards within a node
+  // Per-rank input for the activation estimate (tools/plan/activations.h); 0: no estimate.
+  std::int64_t batch = 0, seq = 0;
 };
 
 struct PlannedParam {
@@ -79,6 +82,11 @@ struct Totals {
   std::int64_t peak_unsharded_param_bytes = 0;
   std::int64_t peak_unsharded_grad_bytes = 0;
   std::int64_t peak_bytes = 0;  // per_rank.total() + both peaks
+  // With --batch/--seq: the estimate's bytes, and the peak when the step's activations are all
+  // held (end of forward: shards, optimizer state, unsharded parameters, activations; gradients
+  // are freed by zero_grad(set_to_none=True)) or peak_bytes, whichever is larger.
+  std::int64_t activation_bytes = 0;
+  std::int64_t peak_with_activations_bytes = 0;
   std::int64_t all_gather_bytes = 0;
   std::int64_t reduce_scatter_bytes = 0;
   std::int64_t all_reduce_bytes = 0;
@@ -107,6 +115,7 @@ struct Plan {
   std::vector<std::string> ignored_modules;  // FQNs as given, plus nothing else
   std::vector<Unit> units;                   // construction order, root last
   Totals totals;
+  std::optional<ActivationEstimate> activations;  // with PlanOptions::batch/seq
   std::vector<std::string> warnings;
   std::vector<PathNode> paths;
   traversal::PointerIndex module_index;  // module -> its pre-order index (= its node in paths)
