@@ -59,14 +59,33 @@ Tensor activation(const Tensor& a, const char* op, const char* node, bool save_o
   functional::check_floating(a, op, "input");
   if (functional::any_meta({&a}, op)) return functional::meta_empty(a.shape(), a.dtype());
   const DType out_dtype = a.dtype();
-  Tensor x = functional::compute_input(a);
-  Tensor out = functional::to_result_dtype(map_unary(x, op, fwd), out_dtype);
+  Tensor out;
+  if (functional::is_16bit_float(out_dtype) && a.is_contiguous()) {
+    // 16-bit: converted a chunk at a time, in the same pass.
+    out = empty(a.shape(), TensorOptions(out_dtype));
+    functional::map_16bit<1>(out_dtype, {a.data<std::uint16_t>()}, out.data<std::uint16_t>(),
+                             a.numel(), [&](const auto& in, float* y, std::int64_t n) {
+                               unary_loop(in[0], y, n, fwd);
+                             });
+  } else {
+    out = functional::to_result_dtype(map_unary(functional::compute_input(a), op, fwd), out_dtype);
+  }
   autograd::record(
       node, {a}, {out}, {save_output ? out : a},
       [out_dtype, op, bwd](const autograd::variable_list& saved,
                            const autograd::variable_list& grads) {
         if (!grads[0].defined()) return autograd::variable_list{Tensor()};
-        return autograd::variable_list{map_backward(saved[0], grads[0], out_dtype, op, bwd)};
+        const Tensor& s = saved[0];
+        if (functional::is_16bit_float(out_dtype) && s.dtype() == out_dtype &&
+            s.is_contiguous() && grads[0].dtype() == out_dtype && grads[0].is_contiguous()) {
+          Tensor dx = empty(s.shape(), TensorOptions(out_dtype));
+          functional::map_16bit<2>(
+              out_dtype, {s.data<std::uint16_t>(), grads[0].data<std::uint16_t>()},
+              dx.data<std::uint16_t>(), s.numel(),
+              [&](const auto& in, float* y, std::int64_t n) { binary_loop(in[0], in[1], y, n, bwd); });
+          return autograd::variable_list{dx};
+        }
+        return autograd::variable_list{map_backward(s, grads[0], out_dtype, op, bwd)};
       });
   return out;
 }

@@ -2,10 +2,13 @@
 // dim wrapping and device checks. Internal to core/functional.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 
 #include "core/autograd.h"
+#include "core/dtype_convert.h"
 #include "core/kernel_utils.h"
 #include "core/tensor.h"
 
@@ -43,6 +46,31 @@ inline Tensor to_result_dtype(const Tensor& t, DType d) {
   Tensor out = empty(t.shape(), TensorOptions(d, t.device()));
   out.copy_(t);
   return out;
+}
+
+inline bool is_16bit_float(DType d) {
+  return d == DType::Float16 || d == DType::BFloat16;
+}
+
+// An element-wise kernel over contiguous 16-bit tensors of dtype `d`, computed in float32 a
+// chunk at a time: each chunk of the inputs is converted into a small buffer, `body(ins, out,
+// len)` computes `len` float32 outputs from the float32 inputs ins[0..N), and they are rounded
+// into `out`. One pass over memory, no float32 copies of whole tensors.
+template <std::size_t N, typename Body>
+void map_16bit(DType d, const std::array<const std::uint16_t*, N>& in, std::uint16_t* out,
+               std::int64_t n, Body body) {
+  constexpr std::int64_t kChunk = 2048;
+  alignas(64) float bin[N][kChunk];
+  alignas(64) float bout[kChunk];
+  std::array<const float*, N> ins;
+  for (std::size_t k = 0; k < N; ++k) ins[k] = bin[k];
+  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::int64_t len = std::min(kChunk, n - i0);
+    for (std::size_t k = 0; k < N; ++k)
+      convert_contiguous(bin[k], DType::Float32, in[k] + i0, d, len);
+    body(ins, bout, len);
+    convert_contiguous(out + i0, d, bout, DType::Float32, len);
+  }
 }
 
 inline Tensor meta_empty(const Shape& shape, DType d) {

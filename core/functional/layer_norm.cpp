@@ -1,6 +1,7 @@
 // layer_norm over the trailing `normalized_shape` dims: each of the M rows of N elements is
 // normalised with its own mean and biased variance, then scaled by weight and shifted by bias
 // (both of shape normalized_shape, optional). Forward keeps per-row mean and 1/std for backward.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -75,6 +76,20 @@ void layer_norm_backward(const T* x, const T* w, const T* mean, const T* rstd, c
   }
 }
 
+// For 16-bit tensors: fn(r0, rows, a, b, c) over blocks of about 16K elements of whole rows
+// (at least one row), with three float32 scratch buffers of rows * n elements each.
+template <typename F>
+void for_row_blocks(std::int64_t m, std::int64_t n, F fn) {
+  const std::int64_t rb = std::max<std::int64_t>(1, (std::int64_t(1) << 14) / std::max<std::int64_t>(n, 1));
+  thread_local std::vector<float> a, b, c;
+  const auto size = static_cast<std::size_t>(std::min(rb, m) * n);
+  a.resize(size);
+  b.resize(size);
+  c.resize(size);
+  for (std::int64_t r0 = 0; r0 < m; r0 += rb)
+    fn(r0, std::min(rb, m - r0), a.data(), b.data(), c.data());
+}
+
 Tensor from_doubles(const std::vector<double>& v, const Shape& shape, DType d) {
   return from_vector(v, shape, TensorOptions(d));
 }
@@ -114,17 +129,33 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   const DType cd = functional::compute_dtype(out_dtype);
   const std::int64_t n = shape_numel(normalized_shape);
   const std::int64_t m = n > 0 ? input.numel() / n : 0;
-  Tensor x = functional::contiguous_as(input, cd);
   Tensor w = weight.defined() ? functional::contiguous_as(weight, cd) : Tensor();
   Tensor b = bias.defined() ? functional::contiguous_as(bias, cd) : Tensor();
-  Tensor y = empty(in_shape, TensorOptions(cd));
   Tensor mean = empty({m}, TensorOptions(cd));
   Tensor rstd = empty({m}, TensorOptions(cd));
-  dispatch_float(cd, op, [&]<typename T>() {
-    layer_norm_forward<T>(x.data<T>(), functional::ptr_or_null<T>(w), functional::ptr_or_null<T>(b),
-                          y.data<T>(), mean.data<T>(), rstd.data<T>(), m, n, eps);
-  });
-  Tensor out = functional::to_result_dtype(y, out_dtype);
+  Tensor out;
+  if (functional::is_16bit_float(out_dtype) && input.is_contiguous()) {
+    // 16-bit: blocks of rows converted to float32, normalised and rounded in one pass.
+    out = empty(in_shape, TensorOptions(out_dtype));
+    const auto* xs = input.data<std::uint16_t>();
+    auto* ys = out.data<std::uint16_t>();
+    for_row_blocks(m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* yb, float*) {
+      convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
+      layer_norm_forward<float>(xb, functional::ptr_or_null<float>(w),
+                                functional::ptr_or_null<float>(b), yb, mean.data<float>() + r0,
+                                rstd.data<float>() + r0, rows, n, eps);
+      convert_contiguous(ys + r0 * n, out_dtype, yb, DType::Float32, rows * n);
+    });
+  } else {
+    Tensor x = functional::contiguous_as(input, cd);
+    Tensor y = empty(in_shape, TensorOptions(cd));
+    dispatch_float(cd, op, [&]<typename T>() {
+      layer_norm_forward<T>(x.data<T>(), functional::ptr_or_null<T>(w),
+                            functional::ptr_or_null<T>(b), y.data<T>(), mean.data<T>(),
+                            rstd.data<T>(), m, n, eps);
+    });
+    out = functional::to_result_dtype(y, out_dtype);
+  }
 
   const bool has_w = weight.defined(), has_b = bias.defined();
   const DType w_dtype = has_w ? weight.dtype() : cd, b_dtype = has_b ? bias.dtype() : cd;
@@ -134,18 +165,39 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
           const autograd::variable_list& saved, const autograd::variable_list& grads) {
         autograd::variable_list result(3);
         if (!grads[0].defined()) return result;
-        Tensor xs = functional::contiguous_as(saved[0], cd);
         Tensor ws = has_w ? functional::contiguous_as(saved[1], cd) : Tensor();
-        Tensor g = functional::contiguous_as(grads[0], cd);
-        Tensor dx = empty(in_shape, TensorOptions(cd));
         std::vector<double> dw(has_w ? static_cast<std::size_t>(n) : 0);
         std::vector<double> db(has_b ? static_cast<std::size_t>(n) : 0);
-        dispatch_float(cd, "layer_norm", [&]<typename T>() {
-          layer_norm_backward<T>(xs.data<T>(), functional::ptr_or_null<T>(ws), saved[2].data<T>(),
-                                 saved[3].data<T>(), g.data<T>(), dx.data<T>(),
-                                 has_w ? dw.data() : nullptr, has_b ? db.data() : nullptr, m, n);
-        });
-        result[0] = functional::to_result_dtype(dx, out_dtype);
+        const Tensor& g0 = grads[0];
+        if (functional::is_16bit_float(out_dtype) && saved[0].dtype() == out_dtype &&
+            saved[0].is_contiguous() && g0.dtype() == out_dtype && g0.is_contiguous()) {
+          Tensor dx = empty(in_shape, TensorOptions(out_dtype));
+          const auto* xs = saved[0].data<std::uint16_t>();
+          const auto* gs = g0.data<std::uint16_t>();
+          auto* ds = dx.data<std::uint16_t>();
+          for_row_blocks(m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* db16,
+                                   float* gb) {
+            convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
+            convert_contiguous(gb, DType::Float32, gs + r0 * n, out_dtype, rows * n);
+            layer_norm_backward<float>(xb, functional::ptr_or_null<float>(ws),
+                                       saved[2].data<float>() + r0, saved[3].data<float>() + r0,
+                                       gb, db16, has_w ? dw.data() : nullptr,
+                                       has_b ? db.data() : nullptr, rows, n);
+            convert_contiguous(ds + r0 * n, out_dtype, db16, DType::Float32, rows * n);
+          });
+          result[0] = dx;
+        } else {
+          Tensor xs = functional::contiguous_as(saved[0], cd);
+          Tensor g = functional::contiguous_as(g0, cd);
+          Tensor dx = empty(in_shape, TensorOptions(cd));
+          dispatch_float(cd, "layer_norm", [&]<typename T>() {
+            layer_norm_backward<T>(xs.data<T>(), functional::ptr_or_null<T>(ws),
+                                   saved[2].data<T>(), saved[3].data<T>(), g.data<T>(),
+                                   dx.data<T>(), has_w ? dw.data() : nullptr,
+                                   has_b ? db.data() : nullptr, m, n);
+          });
+          result[0] = functional::to_result_dtype(dx, out_dtype);
+        }
         if (has_w) result[1] = from_doubles(dw, normalized_shape, w_dtype);
         if (has_b) result[2] = from_doubles(db, normalized_shape, b_dtype);
         return result;

@@ -69,7 +69,11 @@ void gemm_16bit(DType dt, std::int64_t m, std::int64_t n, std::int64_t k, const 
                 std::int64_t as0, std::int64_t as1, const std::uint16_t* b, std::int64_t bs0,
                 std::int64_t bs1, const std::uint16_t* bias, std::uint16_t* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
-  const std::int64_t mb = block_rows(k, m), nb = block_rows(k, n);
+  // Rows of a per block also bound the float32 product block (mb x nb) to kBlockFloats / 2, so
+  // the product is rounded to 16 bits while it is still in cache.
+  const std::int64_t nb = block_rows(k, n);
+  const std::int64_t mb =
+      std::min(block_rows(k, m), std::max<std::int64_t>(16, kBlockFloats / 2 / nb));
   Scratch& s = scratch();
   s.a.resize(std::size_t(mb * std::max<std::int64_t>(k, 1)));
   s.b.resize(std::size_t(nb * std::max<std::int64_t>(k, 1)));
@@ -102,6 +106,53 @@ void gemm_16bit(DType dt, std::int64_t m, std::int64_t n, std::int64_t k, const 
         convert_contiguous(c + (i0 + r) * ldc + j0, dt, cb + r * cols, DType::Float32, cols);
     }
   }
+}
+
+void linear_backward_16bit(DType dt, std::int64_t rows, std::int64_t in, std::int64_t out,
+                           const std::uint16_t* g, const std::uint16_t* x, const std::uint16_t* w,
+                           std::int64_t ws0, std::int64_t ws1, std::uint16_t* gx,
+                           std::uint16_t* gw, std::uint16_t* gb) {
+  if (rows == 0 || in == 0 || out == 0) {
+    // Empty products: the gradients that exist are zeros.
+    if (gw) std::fill_n(gw, in * out, std::uint16_t(0));
+    if (gb) std::fill_n(gb, out, std::uint16_t(0));
+    return;
+  }
+  Scratch& s = scratch();
+  thread_local std::vector<float> wf, gwf, gbf, gxf;
+  if (gx) {
+    wf.resize(std::size_t(out * in));
+    convert_rows(dt, w, ws0, ws1, 0, out, in, wf.data());  // row-major out x in
+  }
+  if (gw) gwf.assign(std::size_t(out * in), 0.f);
+  if (gb) gbf.assign(std::size_t(out), 0.f);
+  // Rows per block: the converted g and x blocks and the gx block within kBlockFloats.
+  const std::int64_t per_row = out + 2 * in;
+  const std::int64_t rb = std::min(rows, std::max<std::int64_t>(16, kBlockFloats / per_row));
+  s.a.resize(std::size_t(rb * out));
+  s.b.resize(std::size_t(rb * in));
+  gxf.resize(std::size_t(rb * in));
+  for (std::int64_t r0 = 0; r0 < rows; r0 += rb) {
+    const std::int64_t n = std::min(rb, rows - r0);
+    to_float(dt, s.a.data(), g + r0 * out, n * out);
+    if (gx) {
+      blas_gemm<float>(false, false, n, in, out, s.a.data(), out, wf.data(), in, 0.f, gxf.data(),
+                       in);
+      convert_contiguous(gx + r0 * in, dt, gxf.data(), DType::Float32, n * in);
+    }
+    if (gw) {
+      to_float(dt, s.b.data(), x + r0 * in, n * in);
+      blas_gemm<float>(true, false, out, in, n, s.a.data(), out, s.b.data(), in, 1.f,
+                       gwf.data(), in);
+    }
+    if (gb)
+      for (std::int64_t r = 0; r < n; ++r) {
+        const float* gr = s.a.data() + r * out;
+        for (std::int64_t j = 0; j < out; ++j) gbf[std::size_t(j)] += gr[j];
+      }
+  }
+  if (gw) convert_contiguous(gw, dt, gwf.data(), DType::Float32, out * in);
+  if (gb) convert_contiguous(gb, dt, gbf.data(), DType::Float32, out);
 }
 
 }  // namespace fsdp::ops_detail

@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <cstring>
+#include <optional>
 
 #include "core/dispatch/intercept.h"
 #include "core/ops/blas_gemm.h"
@@ -100,6 +101,35 @@ Tensor batched_product(const Tensor& a_in, const Tensor& b_in) {
               b.stride(1), b.stride(2), pc + i * m * n, T(0));
   });
   return out;
+}
+
+// Linear's backward for 16-bit tensors in one pass over the output gradient
+// (ops_detail::linear_backward_16bit), when nothing needs a graph of the backward itself and the
+// weight is small enough; nothing otherwise (the caller then runs the separate products).
+std::optional<variable_list> linear_backward_fused16(const variable_list& saved, const Tensor& g,
+                                                     bool ri, bool rw, bool rb, std::int64_t in,
+                                                     std::int64_t outf, const Shape& ishape) {
+  const DType dt = g.dtype();
+  if (!is_16bit(dt) || autograd::is_grad_enabled() || g.is_meta() ||
+      in * outf > kLinearBackward16MaxWeight)
+    return std::nullopt;
+  const Tensor& x = saved[0];
+  const Tensor& w = saved[1];
+  if ((rw && (!x.defined() || x.dtype() != dt)) || (ri && (!w.defined() || w.dtype() != dt)))
+    return std::nullopt;
+  Tensor g2 = reshape(g, {-1, outf}).contiguous();
+  const std::int64_t rows = g2.size(0);
+  Tensor x2 = rw ? reshape(x, {-1, in}).contiguous() : Tensor();
+  Tensor gx = ri ? empty({rows, in}, TensorOptions(dt, kCPU)) : Tensor();
+  Tensor gw = rw ? empty({outf, in}, TensorOptions(dt, kCPU)) : Tensor();
+  Tensor gb = rb ? empty({outf}, TensorOptions(dt, kCPU)) : Tensor();
+  linear_backward_16bit(dt, rows, in, outf, g2.data<std::uint16_t>(),
+                        rw ? x2.data<std::uint16_t>() : nullptr,
+                        ri ? w.data<std::uint16_t>() : nullptr, ri ? w.stride(0) : 0,
+                        ri ? w.stride(1) : 0, ri ? gx.data<std::uint16_t>() : nullptr,
+                        rw ? gw.data<std::uint16_t>() : nullptr,
+                        rb ? gb.data<std::uint16_t>() : nullptr);
+  return variable_list{ri ? reshape(gx, ishape) : Tensor(), gw, gb};
 }
 
 }  // namespace
@@ -260,6 +290,9 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
                    {rw ? input : Tensor(), ri ? weight : Tensor()},
                    [ri, rw, rb, in, outf, ishape = input.shape()](
                        const variable_list& s, const variable_list& g) -> variable_list {
+                     if (auto fused = linear_backward_fused16(s, g[0], ri, rw, rb, in, outf,
+                                                              ishape))
+                       return *fused;
                      Tensor g2 = reshape(g[0], {-1, outf});
                      Tensor gi = ri ? reshape(mm(g2, s[1]), ishape) : Tensor();
                      Tensor gw = rw ? mm(transpose(g2, 0, 1), reshape(s[0], {-1, in})) : Tensor();
