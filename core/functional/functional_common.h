@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/dtype_convert.h"
@@ -71,6 +72,20 @@ void map_16bit(DType d, const std::array<const std::uint16_t*, N>& in, std::uint
     body(ins, bout, len);
     convert_contiguous(out + i0, d, bout, DType::Float32, len);
   }
+}
+
+// For 16-bit tensors: fn(r0, rows, a, b, c) over blocks of about 16K elements of whole rows
+// (at least one row), with three float32 scratch buffers of rows * n elements each.
+template <typename F>
+void for_row_blocks(std::int64_t m, std::int64_t n, F fn) {
+  const std::int64_t rb = std::max<std::int64_t>(1, (std::int64_t(1) << 14) / std::max<std::int64_t>(n, 1));
+  thread_local std::vector<float> a, b, c;
+  const auto size = static_cast<std::size_t>(std::min(rb, m) * n);
+  a.resize(size);
+  b.resize(size);
+  c.resize(size);
+  for (std::int64_t r0 = 0; r0 < m; r0 += rb)
+    fn(r0, std::min(rb, m - r0), a.data(), b.data(), c.data());
 }
 
 inline Tensor meta_empty(const Shape& shape, DType d) {

@@ -76,20 +76,6 @@ void layer_norm_backward(const T* x, const T* w, const T* mean, const T* rstd, c
   }
 }
 
-// For 16-bit tensors: fn(r0, rows, a, b, c) over blocks of about 16K elements of whole rows
-// (at least one row), with three float32 scratch buffers of rows * n elements each.
-template <typename F>
-void for_row_blocks(std::int64_t m, std::int64_t n, F fn) {
-  const std::int64_t rb = std::max<std::int64_t>(1, (std::int64_t(1) << 14) / std::max<std::int64_t>(n, 1));
-  thread_local std::vector<float> a, b, c;
-  const auto size = static_cast<std::size_t>(std::min(rb, m) * n);
-  a.resize(size);
-  b.resize(size);
-  c.resize(size);
-  for (std::int64_t r0 = 0; r0 < m; r0 += rb)
-    fn(r0, std::min(rb, m - r0), a.data(), b.data(), c.data());
-}
-
 Tensor from_doubles(const std::vector<double>& v, const Shape& shape, DType d) {
   return from_vector(v, shape, TensorOptions(d));
 }
@@ -139,7 +125,7 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
     out = empty(in_shape, TensorOptions(out_dtype));
     const auto* xs = input.data<std::uint16_t>();
     auto* ys = out.data<std::uint16_t>();
-    for_row_blocks(m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* yb, float*) {
+    functional::for_row_blocks(m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* yb, float*) {
       convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
       layer_norm_forward<float>(xb, functional::ptr_or_null<float>(w),
                                 functional::ptr_or_null<float>(b), yb, mean.data<float>() + r0,
@@ -175,7 +161,7 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
           const auto* xs = saved[0].data<std::uint16_t>();
           const auto* gs = g0.data<std::uint16_t>();
           auto* ds = dx.data<std::uint16_t>();
-          for_row_blocks(m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* db16,
+          functional::for_row_blocks(m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* db16,
                                    float* gb) {
             convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
             convert_contiguous(gb, DType::Float32, gs + r0 * n, out_dtype, rows * n);

@@ -4,9 +4,11 @@
 // innermost, so every pass walks memory in order.
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "core/dispatch/intercept.h"
+#include "core/dtype_convert.h"
 #include "core/functional/functional_common.h"
 #include "core/functional/masked_softmax.h"
 #include "core/functional/vec_math.h"
@@ -131,6 +133,29 @@ void softmax_backward(const T* y, const T* g, T* dx, const RowLayout& l) {
   }
 }
 
+// Softmax's backward over 16-bit rows (the last dim, contiguous), a block of rows at a time;
+// nothing when the tensors are not such rows.
+template <bool kLog>
+std::optional<Tensor> backward_16bit(const Tensor& y, const Tensor& g, const RowLayout& layout) {
+  const DType dt = y.dtype();
+  if (!functional::is_16bit_float(dt) || layout.inner != 1 || !y.is_contiguous() ||
+      g.dtype() != dt || !g.is_contiguous())
+    return std::nullopt;
+  Tensor dx = empty(y.shape(), TensorOptions(dt));
+  const auto* ys = y.data<std::uint16_t>();
+  const auto* gs = g.data<std::uint16_t>();
+  auto* ds = dx.data<std::uint16_t>();
+  const std::int64_t n = layout.n;
+  functional::for_row_blocks(layout.outer, n, [&](std::int64_t r0, std::int64_t rows, float* yb,
+                                                  float* gb, float* db) {
+    convert_contiguous(yb, DType::Float32, ys + r0 * n, dt, rows * n);
+    convert_contiguous(gb, DType::Float32, gs + r0 * n, dt, rows * n);
+    softmax_backward<float, kLog>(yb, gb, db, RowLayout{rows, n, 1});
+    convert_contiguous(ds + r0 * n, dt, db, DType::Float32, rows * n);
+  });
+  return dx;
+}
+
 template <bool kLog>
 Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
   functional::check_floating(a, op, "input");
@@ -139,15 +164,32 @@ Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
   const DType out_dtype = a.dtype();
   const DType cd = functional::compute_dtype(out_dtype);
   const RowLayout layout = functional::row_layout(a.shape(), d);
-  Tensor x = functional::compute_input(a);
-  Tensor y = empty(a.shape(), TensorOptions(cd));
-  dispatch_float(cd, op,
-                 [&]<typename T>() { softmax_forward<T, kLog>(x.data<T>(), y.data<T>(), layout); });
-  Tensor out = functional::to_result_dtype(y, out_dtype);
+  Tensor out;
+  if (functional::is_16bit_float(out_dtype) && layout.inner == 1 && a.is_contiguous()) {
+    // 16-bit rows: blocks of rows converted, normalised and rounded in one pass.
+    out = empty(a.shape(), TensorOptions(out_dtype));
+    const auto* xs = a.data<std::uint16_t>();
+    auto* ys = out.data<std::uint16_t>();
+    const std::int64_t n = layout.n;
+    functional::for_row_blocks(layout.outer, n, [&](std::int64_t r0, std::int64_t rows,
+                                                    float* xb, float* yb, float*) {
+      convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
+      softmax_forward<float, kLog>(xb, yb, RowLayout{rows, n, 1});
+      convert_contiguous(ys + r0 * n, out_dtype, yb, DType::Float32, rows * n);
+    });
+  } else {
+    Tensor x = functional::compute_input(a);
+    Tensor y = empty(a.shape(), TensorOptions(cd));
+    dispatch_float(
+        cd, op, [&]<typename T>() { softmax_forward<T, kLog>(x.data<T>(), y.data<T>(), layout); });
+    out = functional::to_result_dtype(y, out_dtype);
+  }
   autograd::record(kLog ? "LogSoftmaxBackward" : "SoftmaxBackward", {a}, {out}, {out},
                    [layout, out_dtype, op](const autograd::variable_list& saved,
                                            const autograd::variable_list& grads) {
                      if (!grads[0].defined()) return autograd::variable_list{Tensor()};
+                     if (auto dx = backward_16bit<kLog>(saved[0], grads[0], layout))
+                       return autograd::variable_list{*dx};
                      Tensor yc = functional::compute_input(saved[0]);
                      const DType c = yc.dtype();
                      Tensor g = functional::contiguous_as(grads[0], c);
@@ -167,6 +209,8 @@ void record_softmax_backward(const Tensor& input, const Tensor& out, const RowLa
                    [layout, out_dtype](const autograd::variable_list& saved,
                                        const autograd::variable_list& grads) {
                      if (!grads[0].defined()) return autograd::variable_list{Tensor()};
+                     if (auto dx = backward_16bit<false>(saved[0], grads[0], layout))
+                       return autograd::variable_list{*dx};
                      Tensor yc = functional::compute_input(saved[0]);
                      const DType c = yc.dtype();
                      Tensor g = functional::contiguous_as(grads[0], c);
