@@ -162,10 +162,11 @@ inline float bf16_to_float(std::uint16_t b) {
 inline std::uint16_t float_to_bf16(float f) {
   std::uint32_t x;
   std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((x >> 16) | 0x40u);  // quiet nan
-  std::uint32_t lsb = (x >> 16) & 1u;
-  x += 0x7fffu + lsb;
-  return std::uint16_t(x >> 16);
+  // Round to nearest even; a NaN stays a (quiet) NaN. A select, not a branch, so loops of
+  // conversions vectorise.
+  const std::uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const std::uint32_t nan = (x >> 16) | 0x40u;
+  return std::uint16_t((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
 }  // namespace fsdp

@@ -228,10 +228,9 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask) {
   FSDP_DISPATCH("masked_softmax", masked_softmax, scores, mask);
   const char* op = "masked_softmax";
   const DType dt = scores.dtype();
-  FSDP_CHECK(scores.dim() == 3 && (dt == DType::Float32 || dt == DType::Float64) &&
-                 mask.defined() && mask.dtype() == dt,
+  FSDP_CHECK(scores.dim() == 3 && is_floating(dt) && mask.defined() && mask.dtype() == dt,
              RuntimeError,
-             "{}: expected float32/float64 scores (B, L, S) and a mask of their dtype, got "
+             "{}: expected floating-point scores (B, L, S) and a mask of their dtype, got "
              "scores {} of shape {} and mask {}",
              op, dtype_name(dt), shape_str(scores.shape()),
              mask.defined() ? shape_str(mask.shape()) : std::string("undefined"));
@@ -248,6 +247,29 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask) {
   const std::int64_t mask_stride = m.dim() == 3 && m.size(0) == B && B > 1 ? L * S : 0;
   Tensor y = empty(scores.shape(), TensorOptions(dt));
   const RowLayout layout{B * L, S, 1};
+  if (functional::is_16bit_float(dt)) {
+    // 16-bit: the mask (once per distinct batch) and blocks of score rows in float32; the sum
+    // is not rounded before the softmax, only its result.
+    const auto* xs = x.data<std::uint16_t>();
+    const auto* ms = m.data<std::uint16_t>();
+    auto* ys = y.data<std::uint16_t>();
+    std::vector<float> mf(static_cast<std::size_t>(L * S));
+    for (std::int64_t b = 0; b < B; ++b) {
+      if (b == 0 || mask_stride != 0)
+        convert_contiguous(mf.data(), DType::Float32, ms + b * mask_stride, dt, L * S);
+      const std::int64_t base = b * L * S;
+      functional::for_row_blocks(L, S, [&](std::int64_t r0, std::int64_t rows, float* xb,
+                                           float* yb, float*) {
+        convert_contiguous(xb, DType::Float32, xs + base + r0 * S, dt, rows * S);
+        const float* mr = mf.data() + r0 * S;
+        for (std::int64_t i = 0; i < rows * S; ++i) xb[i] += mr[i];
+        softmax_forward<float, false>(xb, yb, RowLayout{rows, S, 1});
+        convert_contiguous(ys + base + r0 * S, dt, yb, DType::Float32, rows * S);
+      });
+    }
+    record_softmax_backward(scores, y, layout, dt);
+    return y;
+  }
   dispatch_float(dt, op, [&]<typename T>() {
     const T* xs = x.data<T>();
     const T* ms = m.data<T>();

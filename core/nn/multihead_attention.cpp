@@ -195,7 +195,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
   // split_heads and masked_softmax are core ops like any other (dispatch modes and meta tensors
   // see them), so tracing, fake mode and selective checkpointing take the fast path too.
   const bool fused_heads = self_attention && !has_parameter("bias_k") && !add_zero_attn &&
-                           (q.dtype() == DType::Float32 || q.dtype() == DType::Float64) &&
+                           is_floating(q.dtype()) &&
                            param("in_proj_weight").dtype() == q.dtype();
   if (self_attention) {
     // Self-attention: one product with the packed weight, as torch's _in_projection_packed.
@@ -281,8 +281,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
     Tensor scores = bmm(q, k.transpose(1, 2));
     // A (1 or N*H, L, S) mask is added inside the softmax (one tensor and pass fewer).
     const bool fuse_mask = mask.defined() && mask.dim() == 3 && mask.size(1) == tgt_len &&
-                           mask.dtype() == dt && !mask.requires_grad() &&
-                           (dt == DType::Float32 || dt == DType::Float64);
+                           mask.dtype() == dt && !mask.requires_grad() && is_floating(dt);
     if (fuse_mask) {
       attn = masked_softmax(scores, mask);
     } else {

@@ -16,11 +16,16 @@ struct HeadsLayout {
 };
 
 // Forward: heads[p][(n*H + h), l, :] = packed[l, n, p, h, :] (/ divisor for p == 0).
-// Backward runs the same loop the other way (kToPacked), undefined parts giving zeros.
+// Backward runs the same loop the other way (kToPacked), undefined parts giving zeros. T is the
+// storage type (16-bit floats divide in float and round once).
 template <typename T, bool kToPacked>
-void move_heads(T* packed, const std::vector<T*>& heads, const HeadsLayout& s, T divisor) {
+void move_heads(T* packed, const std::vector<T*>& heads, const HeadsLayout& s,
+                compute_t<T> divisor) {
   const std::int64_t hd = s.hd;
   const auto bytes = static_cast<std::size_t>(hd) * sizeof(T);
+  auto divide = [&](T* dst, const T* src) {
+    for (std::int64_t d = 0; d < hd; ++d) dst[d] = store<T>(load(src[d]) / divisor);
+  };
   for (std::int64_t l = 0; l < s.L; ++l)
     for (std::int64_t n = 0; n < s.N; ++n) {
       T* row = packed + (l * s.N + n) * s.row();
@@ -34,19 +39,34 @@ void move_heads(T* packed, const std::vector<T*>& heads, const HeadsLayout& s, T
               continue;
             }
             const T* src = hp + ((n * s.heads + h) * s.L + l) * hd;
-            if (p == 0 && divisor != T(1))
-              for (std::int64_t d = 0; d < hd; ++d) pk[d] = src[d] / divisor;
+            if (p == 0 && divisor != compute_t<T>(1))
+              divide(pk, src);
             else
               std::memcpy(pk, src, bytes);
           } else {
             T* dst = hp + ((n * s.heads + h) * s.L + l) * hd;
-            if (p == 0 && divisor != T(1))
-              for (std::int64_t d = 0; d < hd; ++d) dst[d] = pk[d] / divisor;
+            if (p == 0 && divisor != compute_t<T>(1))
+              divide(dst, pk);
             else
               std::memcpy(dst, pk, bytes);
           }
         }
     }
+}
+
+// f.template operator()<T>() for the storage types split_heads takes.
+template <typename F>
+void dispatch_heads(DType dt, F&& f) {
+  switch (dt) {
+    case DType::BFloat16:
+      f.template operator()<BFloat16>();
+      return;
+    case DType::Float16:
+      f.template operator()<Half>();
+      return;
+    default:
+      dispatch_float(dt, "split_heads", f);
+  }
 }
 
 }  // namespace
@@ -59,8 +79,8 @@ std::vector<Tensor> split_heads(const Tensor& packed, std::int64_t parts, std::i
              "split_heads: expected packed (L, N, parts * heads * head_dim), got shape {} for {} "
              "parts of {} heads",
              shape_str(packed.shape()), parts, heads);
-  FSDP_CHECK(packed.dtype() == DType::Float32 || packed.dtype() == DType::Float64, TypeError,
-             "split_heads: not implemented for dtype {} (shape {}); expected float32 or float64",
+  FSDP_CHECK(is_floating(packed.dtype()), TypeError,
+             "split_heads: not implemented for dtype {} (shape {}); expected a floating dtype",
              dtype_name(packed.dtype()), shape_str(packed.shape()));
   const HeadsLayout s{packed.size(0), packed.size(1), parts, heads,
                       packed.size(2) / (parts * heads)};
@@ -75,10 +95,10 @@ std::vector<Tensor> split_heads(const Tensor& packed, std::int64_t parts, std::i
   std::vector<Tensor> out;
   for (std::int64_t p = 0; p < parts; ++p)
     out.push_back(empty({s.N * heads, s.L, s.hd}, TensorOptions(dt, kCPU)));
-  dispatch_float(dt, "split_heads", [&]<typename T>() {
+  dispatch_heads(dt, [&]<typename T>() {
     std::vector<T*> dst;
     for (auto& t : out) dst.push_back(t.data<T>());
-    move_heads<T, false>(src.data<T>(), dst, s, static_cast<T>(first_divisor));
+    move_heads<T, false>(src.data<T>(), dst, s, static_cast<compute_t<T>>(first_divisor));
   });
   autograd::record("SplitHeadsBackward", {packed}, out, {},
                    [s, dt, first_divisor, shape = packed.shape()](
@@ -87,10 +107,11 @@ std::vector<Tensor> split_heads(const Tensor& packed, std::int64_t parts, std::i
                      std::vector<Tensor> parts_in;
                      for (const auto& gi : g)
                        parts_in.push_back(gi.defined() ? gi.contiguous() : Tensor());
-                     dispatch_float(dt, "split_heads", [&]<typename T>() {
+                     dispatch_heads(dt, [&]<typename T>() {
                        std::vector<T*> src;
                        for (auto& t : parts_in) src.push_back(t.defined() ? t.data<T>() : nullptr);
-                       move_heads<T, true>(grad.data<T>(), src, s, static_cast<T>(first_divisor));
+                       move_heads<T, true>(grad.data<T>(), src, s,
+                                           static_cast<compute_t<T>>(first_divisor));
                      });
                      return {grad};
                    });

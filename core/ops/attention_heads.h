@@ -14,7 +14,7 @@ namespace fsdp {
 
 // Splits packed (L, N, parts * heads * head_dim) into `parts` contiguous (N * heads, L, head_dim)
 // tensors; part 0 is divided by `first_divisor` (the attention scale of q). Differentiable (one
-// node for all parts); float32 and float64 on CPU.
+// node for all parts); every floating dtype on CPU (16-bit ones divide in float, rounding once).
 std::vector<Tensor> split_heads(const Tensor& packed, std::int64_t parts, std::int64_t heads,
                                 double first_divisor = 1.0);
 

@@ -4,8 +4,10 @@
 #include <boost/test/unit_test.hpp>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/autograd.h"
+#include "core/functional/masked_softmax.h"
 #include "core/ops.h"
 #include "tests/core/functional/functional_check.h"
 
@@ -90,6 +92,38 @@ BOOST_AUTO_TEST_CASE(softmax_in_row_blocks_equals_float32_rounded) {
         // y * (g - sum(g y)) cancels): close to the float32 gradient on its scale, not equal.
         BOOST_TEST(xs.grad().dtype() == dt);
         const auto got = values(xs.grad()), want = values(x32.grad());
+        double diff = 0, scale = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          diff = std::max(diff, std::abs(got[i] - want[i]));
+          scale = std::max(scale, std::abs(want[i]));
+        }
+        BOOST_TEST(diff <= 2e-2 * scale);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(masked_softmax_16bit_is_the_float32_softmax_of_the_unrounded_sum) {
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    for (const Shape& mask_shape : {Shape{40, 30}, Shape{1, 40, 30}, Shape{6, 40, 30}}) {
+      manual_seed(10);
+      Tensor scores = converted(mul(randn({6, 40, 30}), 3.0), dt);
+      Tensor mask = converted(randn(mask_shape), dt);
+      // Masked-out entries.
+      mask = masked_fill(mask, gt(randn(mask_shape), full(mask_shape, 1.0)),
+                         -std::numeric_limits<double>::infinity());
+      Tensor s = scores.clone().requires_grad_();
+      Tensor y = masked_softmax(s, mask);
+      Tensor g = converted(randn({6, 40, 30}), dt);
+      y.backward(g);
+      // The reference: softmax in float32 of scores + mask summed in float32, rounded once.
+      Tensor s32 = converted(scores, DType::Float32).requires_grad_();
+      Tensor y32 = softmax(add(s32, converted(mask, DType::Float32)), -1);
+      y32.backward(converted(g, DType::Float32));
+      BOOST_TEST_CONTEXT(dtype_name(dt) << " mask " << shape_str(mask_shape)) {
+        BOOST_TEST(y.dtype() == dt);
+        BOOST_TEST(values(y) == values(converted(y32, dt)));
+        const auto got = values(s.grad()), want = values(s32.grad());
         double diff = 0, scale = 0;
         for (std::size_t i = 0; i < got.size(); ++i) {
           diff = std::max(diff, std::abs(got[i] - want[i]));

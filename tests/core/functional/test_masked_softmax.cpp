@@ -59,7 +59,7 @@ BOOST_AUTO_TEST_CASE(errors_name_the_shapes) {
   BOOST_TEST(message([] {
                masked_softmax(zeros({3, 4}), zeros({3, 4}));
              }) ==
-             "masked_softmax: expected float32/float64 scores (B, L, S) and a mask of their "
+             "masked_softmax: expected floating-point scores (B, L, S) and a mask of their "
              "dtype, got scores float32 of shape [3, 4] and mask [3, 4]");
 }
 
