@@ -16,6 +16,7 @@
 #include "comm/threads/run_threads.h"
 #include "core/blas_kernels.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/memory_category.h"
 #include "examples/gpt_train.h"
 #include "policies/options.h"
@@ -141,6 +142,7 @@ int main(int argc, char** argv) {
     FSDP_CHECK(cfg.save_every >= 0 && cfg.keep >= 0, ValueError,
                "--save-every and --keep must be >= 0");
     set_blas_threads(threads_per_rank);
+    set_num_threads(threads_per_rank);  // element-wise kernels (core/parallel.h)
     if (!export_path.empty()) {
       examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
       plan::write_model_file(meta_model, export_path);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -19,6 +20,7 @@
 
 #include "core/autograd.h"
 #include "core/blas_kernels.h"
+#include "core/parallel.h"
 #include "core/nn/nn.h"
 #include "core/optim/optim.h"
 #include "examples/tiny_lm.h"
@@ -138,7 +140,7 @@ int main(int argc, char** argv) {
   std::string json_path, torch_script = FSDP_BENCH_DIR "/bench_training_step_torch.py";
   std::string torch_python = "/opt/torch2/bin/python";
   std::string model = "both";
-  bool no_torch = false;
+  bool no_torch = false, no_pool = false;
   app.add_option("--warmup", warmup)->capture_default_str();
   app.add_option("--iters", iters)->capture_default_str();
   app.add_option("--threads", thread_counts,
@@ -149,6 +151,8 @@ int main(int argc, char** argv) {
                  "python with a current torch (falls back to /usr/bin/python3)")
       ->capture_default_str();
   app.add_option("--json", json_path, "write results as JSON");
+  app.add_flag("--no-pool", no_pool,
+               "element-wise kernels on one thread (matrix products still use OpenBLAS's threads)");
   app.add_flag("--no-torch", no_torch, "skip the PyTorch baseline");
   app.add_option("--model", model, "block, demo or both (one model: for profiling)")
       ->check(CLI::IsMember({"block", "demo", "both"}))
@@ -177,6 +181,7 @@ int main(int argc, char** argv) {
              openblas_get_corename(), iters, warmup);
   for (int threads : thread_counts) {
     set_blas_threads(threads);
+    set_num_threads(no_pool ? 1 : threads);  // the intra-op pool (core/parallel.h)
     nlohmann::json row;
     row["threads"] = threads;
     const Timing none{0, 0};

@@ -7,6 +7,7 @@
 #include "core/functional/functional_common.h"
 #include "core/functional/vec_math.h"
 #include "core/ops.h"
+#include "core/parallel.h"
 
 namespace fsdp {
 namespace {
@@ -33,7 +34,12 @@ Tensor map_unary(const Tensor& x, const char* op, Fwd fwd) {
   const DType cd = x.dtype();
   Tensor y = empty(x.shape(), TensorOptions(cd));
   const std::int64_t n = x.numel();
-  dispatch_float(cd, op, [&]<typename T>() { unary_loop(x.data<T>(), y.data<T>(), n, fwd); });
+  dispatch_float(cd, op, [&]<typename T>() {
+    const T* xs = x.data<T>();
+    T* ys = y.data<T>();
+    parallel_for(0, n, kParallelGrain,
+                 [&](std::int64_t b, std::int64_t e) { unary_loop(xs + b, ys + b, e - b, fwd); });
+  });
   return y;
 }
 
@@ -46,8 +52,14 @@ Tensor map_backward(const Tensor& saved, const Tensor& grad, DType out_dtype, co
   Tensor g = functional::contiguous_as(grad, cd);
   Tensor dx = empty(s.shape(), TensorOptions(cd));
   const std::int64_t n = s.numel();
-  dispatch_float(
-      cd, op, [&]<typename T>() { binary_loop(s.data<T>(), g.data<T>(), dx.data<T>(), n, bwd); });
+  dispatch_float(cd, op, [&]<typename T>() {
+    const T* ss = s.data<T>();
+    const T* gs = g.data<T>();
+    T* ds = dx.data<T>();
+    parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      binary_loop(ss + b, gs + b, ds + b, e - b, bwd);
+    });
+  });
   return functional::to_result_dtype(dx, out_dtype);
 }
 

@@ -11,6 +11,7 @@
 #include "core/autograd.h"
 #include "core/dtype_convert.h"
 #include "core/kernel_utils.h"
+#include "core/parallel.h"
 #include "core/tensor.h"
 
 namespace fsdp::functional {
@@ -47,6 +48,11 @@ inline Tensor to_result_dtype(const Tensor& t, DType d) {
   Tensor out = empty(t.shape(), TensorOptions(d, t.device()));
   out.copy_(t);
   return out;
+}
+
+// Rows of n elements per intra-op thread chunk (core/parallel.h): about kParallelGrain elements.
+inline std::int64_t row_grain(std::int64_t n) {
+  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(n, 1));
 }
 
 inline bool is_16bit_float(DType d) {

@@ -9,6 +9,7 @@
 #include "core/functional/functional_common.h"
 #include "core/functional/vec_math.h"
 #include "core/ops.h"
+#include "core/parallel.h"
 
 namespace fsdp {
 namespace {
@@ -76,6 +77,24 @@ void layer_norm_backward(const T* x, const T* w, const T* mean, const T* rstd, c
   }
 }
 
+// dw[j] += sum_rows g * xhat and db[j] += sum_rows g for columns [j0, j1), rows in order (the
+// sums layer_norm_backward makes, column by column so column ranges can run on threads).
+template <typename T>
+void layer_norm_param_grads(const T* x, const T* mean, const T* rstd, const T* g, double* dw,
+                            double* db, std::int64_t m, std::int64_t n, std::int64_t j0,
+                            std::int64_t j1) {
+  for (std::int64_t r = 0; r < m; ++r) {
+    const T* xr = x + r * n;
+    const T* gr = g + r * n;
+    const T mu = mean[r], rs = rstd[r];
+    if (dw)
+      for (std::int64_t j = j0; j < j1; ++j)
+        dw[j] += static_cast<double>(gr[j] * ((xr[j] - mu) * rs));
+    if (db)
+      for (std::int64_t j = j0; j < j1; ++j) db[j] += static_cast<double>(gr[j]);
+  }
+}
+
 Tensor from_doubles(const std::vector<double>& v, const Shape& shape, DType d) {
   return from_vector(v, shape, TensorOptions(d));
 }
@@ -136,9 +155,15 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
     Tensor x = functional::contiguous_as(input, cd);
     Tensor y = empty(in_shape, TensorOptions(cd));
     dispatch_float(cd, op, [&]<typename T>() {
-      layer_norm_forward<T>(x.data<T>(), functional::ptr_or_null<T>(w),
-                            functional::ptr_or_null<T>(b), y.data<T>(), mean.data<T>(),
-                            rstd.data<T>(), m, n, eps);
+      const T* xs = x.data<T>();
+      T* ys = y.data<T>();
+      T* ms = mean.data<T>();
+      T* rs = rstd.data<T>();
+      parallel_for(0, m, functional::row_grain(n), [&](std::int64_t r0, std::int64_t r1) {
+        layer_norm_forward<T>(xs + r0 * n, functional::ptr_or_null<T>(w),
+                              functional::ptr_or_null<T>(b), ys + r0 * n, ms + r0, rs + r0,
+                              r1 - r0, n, eps);
+      });
     });
     out = functional::to_result_dtype(y, out_dtype);
   }
@@ -177,10 +202,20 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
           Tensor g = functional::contiguous_as(g0, cd);
           Tensor dx = empty(in_shape, TensorOptions(cd));
           dispatch_float(cd, "layer_norm", [&]<typename T>() {
-            layer_norm_backward<T>(xs.data<T>(), functional::ptr_or_null<T>(ws),
-                                   saved[2].data<T>(), saved[3].data<T>(), g.data<T>(),
-                                   dx.data<T>(), has_w ? dw.data() : nullptr,
-                                   has_b ? db.data() : nullptr, m, n);
+            const T *xp = xs.data<T>(), *mp = saved[2].data<T>(), *rp = saved[3].data<T>();
+            const T* gp = g.data<T>();
+            T* dp = dx.data<T>();
+            // dx by rows, then the parameter gradients by columns, each across the threads.
+            parallel_for(0, m, functional::row_grain(n), [&](std::int64_t r0, std::int64_t r1) {
+              layer_norm_backward<T>(xp + r0 * n, functional::ptr_or_null<T>(ws), mp + r0,
+                                     rp + r0, gp + r0 * n, dp + r0 * n, nullptr, nullptr,
+                                     r1 - r0, n);
+            });
+            if (has_w || has_b)
+              parallel_for(0, n, functional::row_grain(m), [&](std::int64_t j0, std::int64_t j1) {
+                layer_norm_param_grads<T>(xp, mp, rp, gp, has_w ? dw.data() : nullptr,
+                                          has_b ? db.data() : nullptr, m, n, j0, j1);
+              });
           });
           result[0] = functional::to_result_dtype(dx, out_dtype);
         }

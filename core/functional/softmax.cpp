@@ -133,6 +133,23 @@ void softmax_backward(const T* y, const T* g, T* dx, const RowLayout& l) {
   }
 }
 
+// The row kernels over the intra-op threads (core/parallel.h), for rows along the last dim.
+template <typename T, bool kLog>
+void softmax_forward_par(const T* x, T* y, const RowLayout& l) {
+  if (l.inner != 1) return softmax_forward<T, kLog>(x, y, l);
+  parallel_for(0, l.outer, functional::row_grain(l.n), [&](std::int64_t r0, std::int64_t r1) {
+    softmax_forward<T, kLog>(x + r0 * l.n, y + r0 * l.n, RowLayout{r1 - r0, l.n, 1});
+  });
+}
+template <typename T, bool kLog>
+void softmax_backward_par(const T* y, const T* g, T* dx, const RowLayout& l) {
+  if (l.inner != 1) return softmax_backward<T, kLog>(y, g, dx, l);
+  parallel_for(0, l.outer, functional::row_grain(l.n), [&](std::int64_t r0, std::int64_t r1) {
+    softmax_backward<T, kLog>(y + r0 * l.n, g + r0 * l.n, dx + r0 * l.n,
+                              RowLayout{r1 - r0, l.n, 1});
+  });
+}
+
 // Softmax's backward over 16-bit rows (the last dim, contiguous), a block of rows at a time;
 // nothing when the tensors are not such rows.
 template <bool kLog>
@@ -181,7 +198,7 @@ Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
     Tensor x = functional::compute_input(a);
     Tensor y = empty(a.shape(), TensorOptions(cd));
     dispatch_float(
-        cd, op, [&]<typename T>() { softmax_forward<T, kLog>(x.data<T>(), y.data<T>(), layout); });
+        cd, op, [&]<typename T>() { softmax_forward_par<T, kLog>(x.data<T>(), y.data<T>(), layout); });
     out = functional::to_result_dtype(y, out_dtype);
   }
   autograd::record(kLog ? "LogSoftmaxBackward" : "SoftmaxBackward", {a}, {out}, {out},
@@ -195,7 +212,7 @@ Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
                      Tensor g = functional::contiguous_as(grads[0], c);
                      Tensor dx = empty(yc.shape(), TensorOptions(c));
                      dispatch_float(c, op, [&]<typename T>() {
-                       softmax_backward<T, kLog>(yc.data<T>(), g.data<T>(), dx.data<T>(), layout);
+                       softmax_backward_par<T, kLog>(yc.data<T>(), g.data<T>(), dx.data<T>(), layout);
                      });
                      return autograd::variable_list{functional::to_result_dtype(dx, out_dtype)};
                    });
@@ -216,7 +233,7 @@ void record_softmax_backward(const Tensor& input, const Tensor& out, const RowLa
                      Tensor g = functional::contiguous_as(grads[0], c);
                      Tensor dx = empty(yc.shape(), TensorOptions(c));
                      dispatch_float(c, "softmax", [&]<typename T>() {
-                       softmax_backward<T, false>(yc.data<T>(), g.data<T>(), dx.data<T>(), layout);
+                       softmax_backward_par<T, false>(yc.data<T>(), g.data<T>(), dx.data<T>(), layout);
                      });
                      return autograd::variable_list{functional::to_result_dtype(dx, out_dtype)};
                    });
@@ -274,10 +291,15 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask) {
     const T* xs = x.data<T>();
     const T* ms = m.data<T>();
     T* ys = y.data<T>();
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t i = 0; i < L * S; ++i)
-        ys[b * L * S + i] = ms[b * mask_stride + i] + xs[b * L * S + i];
-    softmax_forward<T, false>(ys, ys, layout);  // row by row, in place
+    parallel_for(0, B, std::max<std::int64_t>(1, kParallelGrain / (L * S)),
+                 [&](std::int64_t b0, std::int64_t b1) {
+                   for (std::int64_t b = b0; b < b1; ++b) {
+                     T* yb = ys + b * L * S;
+                     for (std::int64_t i = 0; i < L * S; ++i)
+                       yb[i] = ms[b * mask_stride + i] + xs[b * L * S + i];
+                     softmax_forward<T, false>(yb, yb, RowLayout{L, S, 1});  // in place
+                   }
+                 });
   });
   record_softmax_backward(scores, y, layout, dt);
   return y;

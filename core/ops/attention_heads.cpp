@@ -1,9 +1,11 @@
 #include "core/ops/attention_heads.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/dispatch/intercept.h"
 #include "core/ops/op_utils.h"
+#include "core/parallel.h"
 
 namespace fsdp {
 using namespace ops_detail;
@@ -19,14 +21,14 @@ struct HeadsLayout {
 // Backward runs the same loop the other way (kToPacked), undefined parts giving zeros. T is the
 // storage type (16-bit floats divide in float and round once).
 template <typename T, bool kToPacked>
-void move_heads(T* packed, const std::vector<T*>& heads, const HeadsLayout& s,
-                compute_t<T> divisor) {
+void move_heads_rows(T* packed, const std::vector<T*>& heads, const HeadsLayout& s,
+                     compute_t<T> divisor, std::int64_t l0, std::int64_t l1) {
   const std::int64_t hd = s.hd;
   const auto bytes = static_cast<std::size_t>(hd) * sizeof(T);
   auto divide = [&](T* dst, const T* src) {
     for (std::int64_t d = 0; d < hd; ++d) dst[d] = store<T>(load(src[d]) / divisor);
   };
-  for (std::int64_t l = 0; l < s.L; ++l)
+  for (std::int64_t l = l0; l < l1; ++l)
     for (std::int64_t n = 0; n < s.N; ++n) {
       T* row = packed + (l * s.N + n) * s.row();
       for (std::int64_t p = 0; p < s.parts; ++p)
@@ -52,6 +54,16 @@ void move_heads(T* packed, const std::vector<T*>& heads, const HeadsLayout& s,
           }
         }
     }
+}
+
+// Positions [0, L) split across the intra-op threads.
+template <typename T, bool kToPacked>
+void move_heads(T* packed, const std::vector<T*>& heads, const HeadsLayout& s,
+                compute_t<T> divisor) {
+  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, s.N * s.row()));
+  parallel_for(0, s.L, grain, [&](std::int64_t l0, std::int64_t l1) {
+    move_heads_rows<T, kToPacked>(packed, heads, s, divisor, l0, l1);
+  });
 }
 
 // f.template operator()<T>() for the storage types split_heads takes.

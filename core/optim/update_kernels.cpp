@@ -4,6 +4,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/parallel.h"
+
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
@@ -157,8 +159,12 @@ void adam_update_flat(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T* max
                       std::int64_t n, const AdamScalars& s) {
   const AdamConsts<T> c(s);
   const bool wd = s.weight_decay != 0.0;
-  adam_dispatch<T>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, n, c, s.decoupled && wd,
-                   !s.decoupled && wd, max_exp_avg_sq != nullptr, s.maximize);
+  parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+    adam_dispatch<T>(param + b, grad + b, exp_avg + b, exp_avg_sq + b,
+                     max_exp_avg_sq ? max_exp_avg_sq + b : nullptr, e - b, c,
+                     s.decoupled && wd, !s.decoupled && wd, max_exp_avg_sq != nullptr,
+                     s.maximize);
+  });
 }
 
 template <typename T>

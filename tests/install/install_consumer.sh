@@ -4,9 +4,10 @@
 # copies outside the source tree with nothing but `pkg-config fsdp-cpp` flags: consumer.cpp and
 # examples/autowrap_transformer.cpp, unchanged; each linked against the shared library and
 # against the static one, and run.
-#   install_consumer.sh BUILD_DIR SOURCE_DIR
+#   install_consumer.sh BUILD_DIR SOURCE_DIR [EXTRA_CXXFLAGS]
+# EXTRA_CXXFLAGS: the sanitizer flags of a sanitized build (its consumers need its runtime).
 set -eu
-build=$1 src=$2
+build=$1 src=$2 extra=${3:-}
 dest=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-install.XXXXXX")
 trap 'rm -rf "$dest"' EXIT
 meson install -C "$build" --no-rebuild --quiet --tags devel,runtime --destdir "$dest" >/dev/null
@@ -26,9 +27,9 @@ mkdir "$dest/work"
 cp "$src/tests/install/consumer.cpp" "$src/examples/autowrap_transformer.cpp" "$dest/work/"
 cd "$dest/work"
 for prog in consumer autowrap_transformer; do
-  g++ -std=c++20 -O1 $cflags "$prog.cpp" -o "$prog" $libs
+  g++ -std=c++20 -O1 $extra $cflags "$prog.cpp" -o "$prog" $libs
   LD_LIBRARY_PATH="$libdir" "./$prog" >"$prog.out"
-  g++ -std=c++20 -O1 $cflags "$prog.cpp" -o "$prog-static" $static_libs
+  g++ -std=c++20 -O1 $extra $cflags "$prog.cpp" -o "$prog-static" $static_libs
   "./$prog-static" >"$prog-static.out"
   cmp -s "$prog.out" "$prog-static.out" || { echo "FAIL: $prog: shared and static differ"; exit 1; }
   tail -n 1 "$prog.out"

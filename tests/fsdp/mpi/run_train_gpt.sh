@@ -50,6 +50,8 @@ launch() {
   store="$dir/store.$(date +%s%N)"
   mkdir "$store"
   # gloo's network thread needs a core beside the caller's (comm/README.md): unbound ranks.
+  # FSDP_RANK_ENV: VAR=value words set in the ranks only, not in mpirun (.ci/sanitize.sh).
+  for kv in ${FSDP_RANK_ENV:-}; do set -- -x "$kv" "$@"; done
   FSDP_STORE_PATH=$store FSDP_TEST_JOB=$tag FSDP_TIMEOUT_MS=$comm_timeout_ms timeout "$limit" \
     mpirun --oversubscribe --bind-to none -np "$np" -x FSDP_STORE_PATH -x FSDP_TEST_JOB \
     -x FSDP_TIMEOUT_MS "$@" >"$out" 2>"$err"

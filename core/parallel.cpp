@@ -1,0 +1,141 @@
+#include "core/parallel.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fsdp {
+namespace {
+
+thread_local bool t_in_region = false;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// How long an idle worker spins before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+class Pool {
+ public:
+  explicit Pool(int threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+  }
+  ~Pool() {
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+  std::int64_t threads() const { return static_cast<std::int64_t>(workers_.size()) + 1; }
+
+  // False when another thread holds the pool (the caller then runs the range itself).
+  bool run(std::int64_t begin, std::int64_t end, std::int64_t chunks,
+           const std::function<void(std::int64_t, std::int64_t)>& fn) {
+    std::unique_lock lock(busy_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    fn_ = &fn;
+    begin_ = begin;
+    end_ = end;
+    chunks_ = std::min(chunks, threads());
+    pending_.store(static_cast<int>(chunks_ - 1), std::memory_order_relaxed);
+    // Sequentially consistent with the workers' announce-then-recheck below: either this sees a
+    // sleeper and wakes it, or the sleeper sees the new generation and does not sleep.
+    generation_.fetch_add(1);
+    if (sleepers_.load() > 0) generation_.notify_all();
+    t_in_region = true;
+    run_chunk(0);
+    t_in_region = false;
+    while (pending_.load(std::memory_order_acquire) > 0) cpu_relax();
+    return true;
+  }
+
+ private:
+  void run_chunk(std::int64_t c) const {
+    const std::int64_t n = end_ - begin_;
+    const std::int64_t b = begin_ + n * c / chunks_, e = begin_ + n * (c + 1) / chunks_;
+    if (b < e) (*fn_)(b, e);
+  }
+
+  void work(std::int64_t index) {
+    t_in_region = true;
+    // The generation at construction, not a load here: a run may publish before this thread
+    // starts, and it must see that as new.
+    std::uint32_t seen = 0;
+    for (;;) {
+      std::uint32_t g = generation_.load();
+      if (g == seen) {
+        const auto until = std::chrono::steady_clock::now() + kSpin;
+        while ((g = generation_.load()) == seen &&
+               std::chrono::steady_clock::now() < until)
+          for (int i = 0; i < 32; ++i) cpu_relax();
+      }
+      if (g == seen) {
+        sleepers_.fetch_add(1);
+        // Checked again after announcing the sleep: a generation published in between would
+        // not wake this worker.
+        if (generation_.load() == seen) generation_.wait(seen);
+        sleepers_.fetch_sub(1);
+        continue;
+      }
+      seen = g;
+      if (stop_.load()) return;
+      if (index < chunks_) {
+        run_chunk(index);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
+      }
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex busy_;
+  // 32 bits: std::atomic<int>::wait is a futex on the word itself (only equality matters).
+  std::atomic<std::uint32_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  const std::function<void(std::int64_t, std::int64_t)>* fn_ = nullptr;
+  std::int64_t begin_ = 0, end_ = 0, chunks_ = 1;
+};
+
+std::mutex g_mutex;
+std::shared_ptr<Pool> g_pool;
+std::atomic<int> g_threads{1};
+
+}  // namespace
+
+void set_num_threads(int n) {
+  n = std::max(n, 1);
+  std::lock_guard lock(g_mutex);
+  g_pool.reset();
+  if (n > 1) g_pool = std::make_shared<Pool>(n);
+  g_threads.store(n);
+}
+
+int get_num_threads() {
+  return g_threads.load(std::memory_order_relaxed);
+}
+
+namespace parallel_detail {
+
+bool in_parallel_region() {
+  return t_in_region;
+}
+
+void run(std::int64_t begin, std::int64_t end, std::int64_t chunks,
+         const std::function<void(std::int64_t, std::int64_t)>& fn) {
+  std::shared_ptr<Pool> pool;
+  {
+    std::lock_guard lock(g_mutex);
+    pool = g_pool;
+  }
+  if (!pool || !pool->run(begin, end, chunks, fn)) fn(begin, end);
+}
+
+}  // namespace parallel_detail
+}  // namespace fsdp
