@@ -21,10 +21,31 @@ inline void cpu_relax() {
 // How long an idle worker spins before it sleeps.
 constexpr auto kSpin = std::chrono::microseconds(50);
 
+// One parallel_for call: the range cut into chunks that the caller and the workers take from a
+// shared counter. Shared with the workers through Pool::job_.
+struct Job {
+  Job(const std::function<void(std::int64_t, std::int64_t)>* f, std::int64_t b, std::int64_t e,
+      std::int64_t c)
+      : fn(f), begin(b), end(e), chunks(c) {}
+  const std::function<void(std::int64_t, std::int64_t)>* fn;
+  std::int64_t begin, end, chunks;
+  std::atomic<std::int64_t> next{0}, done{0};  // chunks taken, chunks finished
+
+  // Runs chunks until none is left.
+  void take_chunks() {
+    const std::int64_t n = end - begin;
+    for (std::int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      const std::int64_t b = begin + n * c / chunks, e = begin + n * (c + 1) / chunks;
+      if (b < e) (*fn)(b, e);
+      done.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
+};
+
 class Pool {
  public:
   explicit Pool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
   ~Pool() {
     stop_.store(true);
@@ -34,35 +55,33 @@ class Pool {
   }
   std::int64_t threads() const { return static_cast<std::int64_t>(workers_.size()) + 1; }
 
-  // False when another thread holds the pool (the caller then runs the range itself).
+  // False when another thread holds the pool (the caller then runs the range itself). Several
+  // chunks per thread, taken from a shared counter: a worker that is slow to wake (its core
+  // busy) leaves its share to the others instead of holding them up.
   bool run(std::int64_t begin, std::int64_t end, std::int64_t chunks,
            const std::function<void(std::int64_t, std::int64_t)>& fn) {
     std::unique_lock lock(busy_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
-    fn_ = &fn;
-    begin_ = begin;
-    end_ = end;
-    chunks_ = std::min(chunks, threads());
-    pending_.store(static_cast<int>(chunks_ - 1), std::memory_order_relaxed);
-    // Sequentially consistent with the workers' announce-then-recheck below: either this sees a
+    auto job = std::make_shared<Job>(&fn, begin, end, std::min(chunks * kChunksPerThread, end - begin));
+    job_.store(job);
+    // Sequentially consistent with the workers' announce-then-recheck: either this sees a
     // sleeper and wakes it, or the sleeper sees the new generation and does not sleep.
     generation_.fetch_add(1);
     if (sleepers_.load() > 0) generation_.notify_all();
     t_in_region = true;
-    run_chunk(0);
+    job->take_chunks();
     t_in_region = false;
-    while (pending_.load(std::memory_order_acquire) > 0) cpu_relax();
+    // Every chunk taken is finished: a worker that comes later holds the job (shared) but finds
+    // no chunk, so it never calls fn, which ends with this call.
+    while (job->done.load(std::memory_order_acquire) < job->chunks) cpu_relax();
+    job_.store(nullptr);
     return true;
   }
 
  private:
-  void run_chunk(std::int64_t c) const {
-    const std::int64_t n = end_ - begin_;
-    const std::int64_t b = begin_ + n * c / chunks_, e = begin_ + n * (c + 1) / chunks_;
-    if (b < e) (*fn_)(b, e);
-  }
+  static constexpr std::int64_t kChunksPerThread = 1;
 
-  void work(std::int64_t index) {
+  void work() {
     t_in_region = true;
     // The generation at construction, not a load here: a run may publish before this thread
     // starts, and it must see that as new.
@@ -71,8 +90,7 @@ class Pool {
       std::uint32_t g = generation_.load();
       if (g == seen) {
         const auto until = std::chrono::steady_clock::now() + kSpin;
-        while ((g = generation_.load()) == seen &&
-               std::chrono::steady_clock::now() < until)
+        while ((g = generation_.load()) == seen && std::chrono::steady_clock::now() < until)
           for (int i = 0; i < 32; ++i) cpu_relax();
       }
       if (g == seen) {
@@ -85,10 +103,7 @@ class Pool {
       }
       seen = g;
       if (stop_.load()) return;
-      if (index < chunks_) {
-        run_chunk(index);
-        pending_.fetch_sub(1, std::memory_order_acq_rel);
-      }
+      if (std::shared_ptr<Job> job = job_.load()) job->take_chunks();
     }
   }
 
@@ -96,11 +111,9 @@ class Pool {
   std::mutex busy_;
   // 32 bits: std::atomic<int>::wait is a futex on the word itself (only equality matters).
   std::atomic<std::uint32_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<std::shared_ptr<Job>> job_;  // the current call's, shared with late workers
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
-  const std::function<void(std::int64_t, std::int64_t)>* fn_ = nullptr;
-  std::int64_t begin_ = 0, end_ = 0, chunks_ = 1;
 };
 
 std::mutex g_mutex;
