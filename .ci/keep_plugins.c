@@ -3,7 +3,7 @@
  * cannot name the module of the memory they never free ("<unknown module>") and the third-party
  * suppressions in .ci/lsan.supp cannot match it. With the plugins kept, their leaks are named
  * and suppressed, and a leak of ours still fails the test. */
-int dlclose(void *handle) {
+int dlclose(void* handle) {
   (void)handle;
   return 0;
 }

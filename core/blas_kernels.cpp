@@ -46,6 +46,8 @@ void select_blas_kernels(char** argv) {
   unsetenv("OPENBLAS_CORETYPE");  // exec failed: run on with OpenBLAS's own choice
 }
 
-void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
+void set_blas_threads(int threads) {
+  openblas_set_num_threads(threads);
+}
 
 }  // namespace fsdp

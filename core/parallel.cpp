@@ -55,15 +55,16 @@ class Pool {
   }
   std::int64_t threads() const { return static_cast<std::int64_t>(workers_.size()) + 1; }
 
-  // False when another thread holds the pool (the caller then runs the range itself). Several
-  // chunks per thread, taken from a shared counter: a worker that is slow to wake (its core
-  // busy) leaves its share to the others instead of holding them up.
+  // False when another thread holds the pool (the caller then runs the range itself). The
+  // chunks are taken from a shared counter: a worker that is slow to wake (its core busy, e.g.
+  // with OpenBLAS's spinning thread) leaves its chunk to the caller instead of holding it up.
   bool run(std::int64_t begin, std::int64_t end, std::int64_t chunks,
            const std::function<void(std::int64_t, std::int64_t)>& fn) {
     std::unique_lock lock(busy_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
-    auto job = std::make_shared<Job>(&fn, begin, end, std::min(chunks * kChunksPerThread, end - begin));
-    job_.store(job);
+    auto job =
+        std::make_shared<Job>(&fn, begin, end, std::min(chunks * kChunksPerThread, end - begin));
+    set_job(job);
     // Sequentially consistent with the workers' announce-then-recheck: either this sees a
     // sleeper and wakes it, or the sleeper sees the new generation and does not sleep.
     generation_.fetch_add(1);
@@ -74,12 +75,22 @@ class Pool {
     // Every chunk taken is finished: a worker that comes later holds the job (shared) but finds
     // no chunk, so it never calls fn, which ends with this call.
     while (job->done.load(std::memory_order_acquire) < job->chunks) cpu_relax();
-    job_.store(nullptr);
+    set_job(nullptr);
     return true;
   }
 
  private:
+  // More chunks than threads were slower on the demo model (bench/core/README.md).
   static constexpr std::int64_t kChunksPerThread = 1;
+
+  void set_job(std::shared_ptr<Job> job) {
+    std::lock_guard lock(job_mutex_);
+    job_ = std::move(job);
+  }
+  std::shared_ptr<Job> current_job() {
+    std::lock_guard lock(job_mutex_);
+    return job_;
+  }
 
   void work() {
     t_in_region = true;
@@ -103,7 +114,7 @@ class Pool {
       }
       seen = g;
       if (stop_.load()) return;
-      if (std::shared_ptr<Job> job = job_.load()) job->take_chunks();
+      if (std::shared_ptr<Job> job = current_job()) job->take_chunks();
     }
   }
 
@@ -111,7 +122,11 @@ class Pool {
   std::mutex busy_;
   // 32 bits: std::atomic<int>::wait is a futex on the word itself (only equality matters).
   std::atomic<std::uint32_t> generation_{0};
-  std::atomic<std::shared_ptr<Job>> job_;  // the current call's, shared with late workers
+  // The current call's job, shared with late workers. Under a mutex rather than in a
+  // std::atomic<std::shared_ptr>: libstdc++ 12 implements that with a lock bit ThreadSanitizer
+  // cannot see, and this lock is taken once per call and per wake.
+  std::mutex job_mutex_;
+  std::shared_ptr<Job> job_;
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
 };

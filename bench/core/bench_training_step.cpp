@@ -7,11 +7,11 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -20,9 +20,9 @@
 
 #include "core/autograd.h"
 #include "core/blas_kernels.h"
-#include "core/parallel.h"
 #include "core/nn/nn.h"
 #include "core/optim/optim.h"
+#include "core/parallel.h"
 #include "examples/tiny_lm.h"
 
 extern "C" char* openblas_get_corename(void);

@@ -75,10 +75,9 @@ Tensor activation(const Tensor& a, const char* op, const char* node, bool save_o
   if (functional::is_16bit_float(out_dtype) && a.is_contiguous()) {
     // 16-bit: converted a chunk at a time, in the same pass.
     out = empty(a.shape(), TensorOptions(out_dtype));
-    functional::map_16bit<1>(out_dtype, {a.data<std::uint16_t>()}, out.data<std::uint16_t>(),
-                             a.numel(), [&](const auto& in, float* y, std::int64_t n) {
-                               unary_loop(in[0], y, n, fwd);
-                             });
+    functional::map_16bit<1>(
+        out_dtype, {a.data<std::uint16_t>()}, out.data<std::uint16_t>(), a.numel(),
+        [&](const auto& in, float* y, std::int64_t n) { unary_loop(in[0], y, n, fwd); });
   } else {
     out = functional::to_result_dtype(map_unary(functional::compute_input(a), op, fwd), out_dtype);
   }
@@ -88,13 +87,14 @@ Tensor activation(const Tensor& a, const char* op, const char* node, bool save_o
                            const autograd::variable_list& grads) {
         if (!grads[0].defined()) return autograd::variable_list{Tensor()};
         const Tensor& s = saved[0];
-        if (functional::is_16bit_float(out_dtype) && s.dtype() == out_dtype &&
-            s.is_contiguous() && grads[0].dtype() == out_dtype && grads[0].is_contiguous()) {
+        if (functional::is_16bit_float(out_dtype) && s.dtype() == out_dtype && s.is_contiguous() &&
+            grads[0].dtype() == out_dtype && grads[0].is_contiguous()) {
           Tensor dx = empty(s.shape(), TensorOptions(out_dtype));
           functional::map_16bit<2>(
               out_dtype, {s.data<std::uint16_t>(), grads[0].data<std::uint16_t>()},
-              dx.data<std::uint16_t>(), s.numel(),
-              [&](const auto& in, float* y, std::int64_t n) { binary_loop(in[0], in[1], y, n, bwd); });
+              dx.data<std::uint16_t>(), s.numel(), [&](const auto& in, float* y, std::int64_t n) {
+                binary_loop(in[0], in[1], y, n, bwd);
+              });
           return autograd::variable_list{dx};
         }
         return autograd::variable_list{map_backward(s, grads[0], out_dtype, op, bwd)};

@@ -84,7 +84,8 @@ void map_16bit(DType d, const std::array<const std::uint16_t*, N>& in, std::uint
 // (at least one row), with three float32 scratch buffers of rows * n elements each.
 template <typename F>
 void for_row_blocks(std::int64_t m, std::int64_t n, F fn) {
-  const std::int64_t rb = std::max<std::int64_t>(1, (std::int64_t(1) << 14) / std::max<std::int64_t>(n, 1));
+  const std::int64_t rb =
+      std::max<std::int64_t>(1, (std::int64_t(1) << 14) / std::max<std::int64_t>(n, 1));
   thread_local std::vector<float> a, b, c;
   const auto size = static_cast<std::size_t>(std::min(rb, m) * n);
   a.resize(size);

@@ -144,13 +144,14 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
     out = empty(in_shape, TensorOptions(out_dtype));
     const auto* xs = input.data<std::uint16_t>();
     auto* ys = out.data<std::uint16_t>();
-    functional::for_row_blocks(m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* yb, float*) {
-      convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
-      layer_norm_forward<float>(xb, functional::ptr_or_null<float>(w),
-                                functional::ptr_or_null<float>(b), yb, mean.data<float>() + r0,
-                                rstd.data<float>() + r0, rows, n, eps);
-      convert_contiguous(ys + r0 * n, out_dtype, yb, DType::Float32, rows * n);
-    });
+    functional::for_row_blocks(
+        m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* yb, float*) {
+          convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
+          layer_norm_forward<float>(xb, functional::ptr_or_null<float>(w),
+                                    functional::ptr_or_null<float>(b), yb, mean.data<float>() + r0,
+                                    rstd.data<float>() + r0, rows, n, eps);
+          convert_contiguous(ys + r0 * n, out_dtype, yb, DType::Float32, rows * n);
+        });
   } else {
     Tensor x = functional::contiguous_as(input, cd);
     Tensor y = empty(in_shape, TensorOptions(cd));
@@ -161,8 +162,8 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
       T* rs = rstd.data<T>();
       parallel_for(0, m, functional::row_grain(n), [&](std::int64_t r0, std::int64_t r1) {
         layer_norm_forward<T>(xs + r0 * n, functional::ptr_or_null<T>(w),
-                              functional::ptr_or_null<T>(b), ys + r0 * n, ms + r0, rs + r0,
-                              r1 - r0, n, eps);
+                              functional::ptr_or_null<T>(b), ys + r0 * n, ms + r0, rs + r0, r1 - r0,
+                              n, eps);
       });
     });
     out = functional::to_result_dtype(y, out_dtype);
@@ -186,16 +187,16 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
           const auto* xs = saved[0].data<std::uint16_t>();
           const auto* gs = g0.data<std::uint16_t>();
           auto* ds = dx.data<std::uint16_t>();
-          functional::for_row_blocks(m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* db16,
-                                   float* gb) {
-            convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
-            convert_contiguous(gb, DType::Float32, gs + r0 * n, out_dtype, rows * n);
-            layer_norm_backward<float>(xb, functional::ptr_or_null<float>(ws),
-                                       saved[2].data<float>() + r0, saved[3].data<float>() + r0,
-                                       gb, db16, has_w ? dw.data() : nullptr,
-                                       has_b ? db.data() : nullptr, rows, n);
-            convert_contiguous(ds + r0 * n, out_dtype, db16, DType::Float32, rows * n);
-          });
+          functional::for_row_blocks(
+              m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* db16, float* gb) {
+                convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
+                convert_contiguous(gb, DType::Float32, gs + r0 * n, out_dtype, rows * n);
+                layer_norm_backward<float>(xb, functional::ptr_or_null<float>(ws),
+                                           saved[2].data<float>() + r0, saved[3].data<float>() + r0,
+                                           gb, db16, has_w ? dw.data() : nullptr,
+                                           has_b ? db.data() : nullptr, rows, n);
+                convert_contiguous(ds + r0 * n, out_dtype, db16, DType::Float32, rows * n);
+              });
           result[0] = dx;
         } else {
           Tensor xs = functional::contiguous_as(saved[0], cd);
@@ -207,9 +208,8 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
             T* dp = dx.data<T>();
             // dx by rows, then the parameter gradients by columns, each across the threads.
             parallel_for(0, m, functional::row_grain(n), [&](std::int64_t r0, std::int64_t r1) {
-              layer_norm_backward<T>(xp + r0 * n, functional::ptr_or_null<T>(ws), mp + r0,
-                                     rp + r0, gp + r0 * n, dp + r0 * n, nullptr, nullptr,
-                                     r1 - r0, n);
+              layer_norm_backward<T>(xp + r0 * n, functional::ptr_or_null<T>(ws), mp + r0, rp + r0,
+                                     gp + r0 * n, dp + r0 * n, nullptr, nullptr, r1 - r0, n);
             });
             if (has_w || has_b)
               parallel_for(0, n, functional::row_grain(m), [&](std::int64_t j0, std::int64_t j1) {

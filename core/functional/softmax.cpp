@@ -163,13 +163,13 @@ std::optional<Tensor> backward_16bit(const Tensor& y, const Tensor& g, const Row
   const auto* gs = g.data<std::uint16_t>();
   auto* ds = dx.data<std::uint16_t>();
   const std::int64_t n = layout.n;
-  functional::for_row_blocks(layout.outer, n, [&](std::int64_t r0, std::int64_t rows, float* yb,
-                                                  float* gb, float* db) {
-    convert_contiguous(yb, DType::Float32, ys + r0 * n, dt, rows * n);
-    convert_contiguous(gb, DType::Float32, gs + r0 * n, dt, rows * n);
-    softmax_backward<float, kLog>(yb, gb, db, RowLayout{rows, n, 1});
-    convert_contiguous(ds + r0 * n, dt, db, DType::Float32, rows * n);
-  });
+  functional::for_row_blocks(
+      layout.outer, n, [&](std::int64_t r0, std::int64_t rows, float* yb, float* gb, float* db) {
+        convert_contiguous(yb, DType::Float32, ys + r0 * n, dt, rows * n);
+        convert_contiguous(gb, DType::Float32, gs + r0 * n, dt, rows * n);
+        softmax_backward<float, kLog>(yb, gb, db, RowLayout{rows, n, 1});
+        convert_contiguous(ds + r0 * n, dt, db, DType::Float32, rows * n);
+      });
   return dx;
 }
 
@@ -188,17 +188,18 @@ Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
     const auto* xs = a.data<std::uint16_t>();
     auto* ys = out.data<std::uint16_t>();
     const std::int64_t n = layout.n;
-    functional::for_row_blocks(layout.outer, n, [&](std::int64_t r0, std::int64_t rows,
-                                                    float* xb, float* yb, float*) {
-      convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
-      softmax_forward<float, kLog>(xb, yb, RowLayout{rows, n, 1});
-      convert_contiguous(ys + r0 * n, out_dtype, yb, DType::Float32, rows * n);
-    });
+    functional::for_row_blocks(
+        layout.outer, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* yb, float*) {
+          convert_contiguous(xb, DType::Float32, xs + r0 * n, out_dtype, rows * n);
+          softmax_forward<float, kLog>(xb, yb, RowLayout{rows, n, 1});
+          convert_contiguous(ys + r0 * n, out_dtype, yb, DType::Float32, rows * n);
+        });
   } else {
     Tensor x = functional::compute_input(a);
     Tensor y = empty(a.shape(), TensorOptions(cd));
-    dispatch_float(
-        cd, op, [&]<typename T>() { softmax_forward_par<T, kLog>(x.data<T>(), y.data<T>(), layout); });
+    dispatch_float(cd, op, [&]<typename T>() {
+      softmax_forward_par<T, kLog>(x.data<T>(), y.data<T>(), layout);
+    });
     out = functional::to_result_dtype(y, out_dtype);
   }
   autograd::record(kLog ? "LogSoftmaxBackward" : "SoftmaxBackward", {a}, {out}, {out},
@@ -212,7 +213,8 @@ Tensor softmax_impl(const Tensor& a, std::int64_t dim, const char* op) {
                      Tensor g = functional::contiguous_as(grads[0], c);
                      Tensor dx = empty(yc.shape(), TensorOptions(c));
                      dispatch_float(c, op, [&]<typename T>() {
-                       softmax_backward_par<T, kLog>(yc.data<T>(), g.data<T>(), dx.data<T>(), layout);
+                       softmax_backward_par<T, kLog>(yc.data<T>(), g.data<T>(), dx.data<T>(),
+                                                     layout);
                      });
                      return autograd::variable_list{functional::to_result_dtype(dx, out_dtype)};
                    });
@@ -233,7 +235,8 @@ void record_softmax_backward(const Tensor& input, const Tensor& out, const RowLa
                      Tensor g = functional::contiguous_as(grads[0], c);
                      Tensor dx = empty(yc.shape(), TensorOptions(c));
                      dispatch_float(c, "softmax", [&]<typename T>() {
-                       softmax_backward_par<T, false>(yc.data<T>(), g.data<T>(), dx.data<T>(), layout);
+                       softmax_backward_par<T, false>(yc.data<T>(), g.data<T>(), dx.data<T>(),
+                                                      layout);
                      });
                      return autograd::variable_list{functional::to_result_dtype(dx, out_dtype)};
                    });
@@ -275,14 +278,14 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask) {
       if (b == 0 || mask_stride != 0)
         convert_contiguous(mf.data(), DType::Float32, ms + b * mask_stride, dt, L * S);
       const std::int64_t base = b * L * S;
-      functional::for_row_blocks(L, S, [&](std::int64_t r0, std::int64_t rows, float* xb,
-                                           float* yb, float*) {
-        convert_contiguous(xb, DType::Float32, xs + base + r0 * S, dt, rows * S);
-        const float* mr = mf.data() + r0 * S;
-        for (std::int64_t i = 0; i < rows * S; ++i) xb[i] += mr[i];
-        softmax_forward<float, false>(xb, yb, RowLayout{rows, S, 1});
-        convert_contiguous(ys + base + r0 * S, dt, yb, DType::Float32, rows * S);
-      });
+      functional::for_row_blocks(
+          L, S, [&](std::int64_t r0, std::int64_t rows, float* xb, float* yb, float*) {
+            convert_contiguous(xb, DType::Float32, xs + base + r0 * S, dt, rows * S);
+            const float* mr = mf.data() + r0 * S;
+            for (std::int64_t i = 0; i < rows * S; ++i) xb[i] += mr[i];
+            softmax_forward<float, false>(xb, yb, RowLayout{rows, S, 1});
+            convert_contiguous(ys + base + r0 * S, dt, yb, DType::Float32, rows * S);
+          });
     }
     record_softmax_backward(scores, y, layout, dt);
     return y;

@@ -195,8 +195,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
   // split_heads and masked_softmax are core ops like any other (dispatch modes and meta tensors
   // see them), so tracing, fake mode and selective checkpointing take the fast path too.
   const bool fused_heads = self_attention && !has_parameter("bias_k") && !add_zero_attn &&
-                           is_floating(q.dtype()) &&
-                           param("in_proj_weight").dtype() == q.dtype();
+                           is_floating(q.dtype()) && param("in_proj_weight").dtype() == q.dtype();
   if (self_attention) {
     // Self-attention: one product with the packed weight, as torch's _in_projection_packed.
     Tensor proj = linear(q, param("in_proj_weight"), b);

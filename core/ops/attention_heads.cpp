@@ -60,7 +60,8 @@ void move_heads_rows(T* packed, const std::vector<T*>& heads, const HeadsLayout&
 template <typename T, bool kToPacked>
 void move_heads(T* packed, const std::vector<T*>& heads, const HeadsLayout& s,
                 compute_t<T> divisor) {
-  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, s.N * s.row()));
+  const std::int64_t grain =
+      std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, s.N * s.row()));
   parallel_for(0, s.L, grain, [&](std::int64_t l0, std::int64_t l1) {
     move_heads_rows<T, kToPacked>(packed, heads, s, divisor, l0, l1);
   });

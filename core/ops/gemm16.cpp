@@ -110,8 +110,8 @@ void gemm_16bit(DType dt, std::int64_t m, std::int64_t n, std::int64_t k, const 
 
 void linear_backward_16bit(DType dt, std::int64_t rows, std::int64_t in, std::int64_t out,
                            const std::uint16_t* g, const std::uint16_t* x, const std::uint16_t* w,
-                           std::int64_t ws0, std::int64_t ws1, std::uint16_t* gx,
-                           std::uint16_t* gw, std::uint16_t* gb) {
+                           std::int64_t ws0, std::int64_t ws1, std::uint16_t* gx, std::uint16_t* gw,
+                           std::uint16_t* gb) {
   if (rows == 0 || in == 0 || out == 0) {
     // Empty products: the gradients that exist are zeros.
     if (gw) std::fill_n(gw, in * out, std::uint16_t(0));
@@ -142,8 +142,8 @@ void linear_backward_16bit(DType dt, std::int64_t rows, std::int64_t in, std::in
     }
     if (gw) {
       to_float(dt, s.b.data(), x + r0 * in, n * in);
-      blas_gemm<float>(true, false, out, in, n, s.a.data(), out, s.b.data(), in, 1.f,
-                       gwf.data(), in);
+      blas_gemm<float>(true, false, out, in, n, s.a.data(), out, s.b.data(), in, 1.f, gwf.data(),
+                       in);
     }
     if (gb)
       for (std::int64_t r = 0; r < n; ++r) {

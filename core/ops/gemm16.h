@@ -33,7 +33,7 @@ inline constexpr std::int64_t kLinearBackward16MaxWeight = std::int64_t(1) << 20
 // accumulated in float32, so out * in must be at most kLinearBackward16MaxWeight.
 void linear_backward_16bit(DType dt, std::int64_t rows, std::int64_t in, std::int64_t out,
                            const std::uint16_t* g, const std::uint16_t* x, const std::uint16_t* w,
-                           std::int64_t ws0, std::int64_t ws1, std::uint16_t* gx,
-                           std::uint16_t* gw, std::uint16_t* gb);
+                           std::int64_t ws0, std::int64_t ws1, std::uint16_t* gx, std::uint16_t* gw,
+                           std::uint16_t* gb);
 
 }  // namespace fsdp::ops_detail

@@ -123,12 +123,11 @@ std::optional<variable_list> linear_backward_fused16(const variable_list& saved,
   Tensor gx = ri ? empty({rows, in}, TensorOptions(dt, kCPU)) : Tensor();
   Tensor gw = rw ? empty({outf, in}, TensorOptions(dt, kCPU)) : Tensor();
   Tensor gb = rb ? empty({outf}, TensorOptions(dt, kCPU)) : Tensor();
-  linear_backward_16bit(dt, rows, in, outf, g2.data<std::uint16_t>(),
-                        rw ? x2.data<std::uint16_t>() : nullptr,
-                        ri ? w.data<std::uint16_t>() : nullptr, ri ? w.stride(0) : 0,
-                        ri ? w.stride(1) : 0, ri ? gx.data<std::uint16_t>() : nullptr,
-                        rw ? gw.data<std::uint16_t>() : nullptr,
-                        rb ? gb.data<std::uint16_t>() : nullptr);
+  linear_backward_16bit(
+      dt, rows, in, outf, g2.data<std::uint16_t>(), rw ? x2.data<std::uint16_t>() : nullptr,
+      ri ? w.data<std::uint16_t>() : nullptr, ri ? w.stride(0) : 0, ri ? w.stride(1) : 0,
+      ri ? gx.data<std::uint16_t>() : nullptr, rw ? gw.data<std::uint16_t>() : nullptr,
+      rb ? gb.data<std::uint16_t>() : nullptr);
   return variable_list{ri ? reshape(gx, ishape) : Tensor(), gw, gb};
 }
 
@@ -286,19 +285,19 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   }
   bool ri = input.requires_grad(), rw = weight.requires_grad();
   bool rb = bias.defined() && bias.requires_grad();
-  autograd::record("LinearBackward0", {input, weight, bias}, {out},
-                   {rw ? input : Tensor(), ri ? weight : Tensor()},
-                   [ri, rw, rb, in, outf, ishape = input.shape()](
-                       const variable_list& s, const variable_list& g) -> variable_list {
-                     if (auto fused = linear_backward_fused16(s, g[0], ri, rw, rb, in, outf,
-                                                              ishape))
-                       return *fused;
-                     Tensor g2 = reshape(g[0], {-1, outf});
-                     Tensor gi = ri ? reshape(mm(g2, s[1]), ishape) : Tensor();
-                     Tensor gw = rw ? mm(transpose(g2, 0, 1), reshape(s[0], {-1, in})) : Tensor();
-                     Tensor gb = rb ? sum(g2, {0}) : Tensor();
-                     return {gi, gw, gb};
-                   });
+  autograd::record(
+      "LinearBackward0", {input, weight, bias}, {out},
+      {rw ? input : Tensor(), ri ? weight : Tensor()},
+      [ri, rw, rb, in, outf, ishape = input.shape()](const variable_list& s,
+                                                     const variable_list& g) -> variable_list {
+        if (auto fused = linear_backward_fused16(s, g[0], ri, rw, rb, in, outf, ishape))
+          return *fused;
+        Tensor g2 = reshape(g[0], {-1, outf});
+        Tensor gi = ri ? reshape(mm(g2, s[1]), ishape) : Tensor();
+        Tensor gw = rw ? mm(transpose(g2, 0, 1), reshape(s[0], {-1, in})) : Tensor();
+        Tensor gb = rb ? sum(g2, {0}) : Tensor();
+        return {gi, gw, gb};
+      });
   return out;
 }
 

@@ -161,9 +161,8 @@ void adam_update_flat(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T* max
   const bool wd = s.weight_decay != 0.0;
   parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
     adam_dispatch<T>(param + b, grad + b, exp_avg + b, exp_avg_sq + b,
-                     max_exp_avg_sq ? max_exp_avg_sq + b : nullptr, e - b, c,
-                     s.decoupled && wd, !s.decoupled && wd, max_exp_avg_sq != nullptr,
-                     s.maximize);
+                     max_exp_avg_sq ? max_exp_avg_sq + b : nullptr, e - b, c, s.decoupled && wd,
+                     !s.decoupled && wd, max_exp_avg_sq != nullptr, s.maximize);
   });
 }
 

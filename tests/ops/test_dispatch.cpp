@@ -1,8 +1,7 @@
 // The op-interception mode stack (core/dispatch): what a mode sees, running, recording and
 // replacing calls, nesting, and the fake (meta) mode.
-#include <boost/test/unit_test.hpp>
-
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 
 #include "core/dispatch/dispatch_mode.h"
 #include "core/nn/nn.h"

@@ -563,12 +563,12 @@ BOOST_AUTO_TEST_CASE(activation_estimate_counts_what_each_module_saves) {
   BOOST_REQUIRE(p.activations.has_value());
   const auto& a = *p.activations;
   const std::int64_t N = 6, f = 4;
-  BOOST_TEST(a.by_type.at("TransformerEncoderLayer") == N * 16 * f);           // GELU's input
+  BOOST_TEST(a.by_type.at("TransformerEncoderLayer") == N * 16 * f);                // GELU's input
   BOOST_TEST(a.by_type.at("MultiheadAttention") == 4 * N * 8 * f + N * 2 * 3 * f);  // +probs
-  BOOST_TEST(a.by_type.at("NonDynamicallyQuantizableLinear") == N * 8 * f);    // out_proj
-  BOOST_TEST(a.by_type.at("Linear") == N * (8 + 16 + 8) * f);                  // linear1, 2, head
-  BOOST_TEST(a.by_type.at("LayerNorm") == 2 * (N * 8 * f + N * 2 * 4));        // input + stats
-  BOOST_TEST(a.by_type.at("loss") == 2 * N * 10 * f);                          // logits + grad
+  BOOST_TEST(a.by_type.at("NonDynamicallyQuantizableLinear") == N * 8 * f);         // out_proj
+  BOOST_TEST(a.by_type.at("Linear") == N * (8 + 16 + 8) * f);            // linear1, 2, head
+  BOOST_TEST(a.by_type.at("LayerNorm") == 2 * (N * 8 * f + N * 2 * 4));  // input + stats
+  BOOST_TEST(a.by_type.at("loss") == 2 * N * 10 * f);                    // logits + grad
   BOOST_TEST(a.bytes == 3216);
   BOOST_TEST(a.assumed.empty());
   BOOST_TEST(a.not_estimated.empty());

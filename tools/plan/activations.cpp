@@ -152,8 +152,7 @@ class Estimator {
 ActivationEstimate estimate_activations(const nn::Module& root, std::int64_t batch,
                                         std::int64_t seq, std::int64_t elem_bytes) {
   if (batch <= 0 || seq <= 0)
-    throw InputError(
-        fmt::format("--batch and --seq must be positive (got {} and {})", batch, seq));
+    throw InputError(fmt::format("--batch and --seq must be positive (got {} and {})", batch, seq));
   return Estimator(batch, seq, elem_bytes).run(root);
 }
 

@@ -30,7 +30,7 @@ namespace fsdp::plan {
 
 struct ActivationEstimate {
   std::int64_t batch = 0, seq = 0;
-  std::int64_t bytes = 0;                      // everything below
+  std::int64_t bytes = 0;                       // everything below
   std::map<std::string, std::int64_t> by_type;  // module type (or "loss") -> bytes
   std::vector<std::string> assumed;             // "MultiheadAttention: num_heads not given, ..."
   std::vector<std::string> not_estimated;       // types with own forwards this does not know

@@ -134,8 +134,8 @@ struct Where {
 // repeated key: the last one counts, as nlohmann::json reads it).
 struct Fields {
   std::optional<element> type, bases, id, ref, params, buffers, children, attributes;  // a module
-  std::optional<element> module;                                           // a child slot
-  std::optional<element> name, shape, dtype, requires_grad, persistent;    // a tensor
+  std::optional<element> module;                                         // a child slot
+  std::optional<element> name, shape, dtype, requires_grad, persistent;  // a tensor
 
   explicit Fields(object obj) {
     static constexpr std::pair<std::string_view, std::optional<element> Fields::*> kKeys[] = {

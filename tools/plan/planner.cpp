@@ -588,9 +588,9 @@ Plan make_plan(const nn::ModulePtr& root, const PlanOptions& options) {
     throw InputError(fmt::format("--node-size must be between 1 and {}, got {}", kMaxWorldSize,
                                  options.node_size));
   if ((options.batch > 0) != (options.seq > 0) || options.batch < 0 || options.seq < 0)
-    throw InputError(fmt::format(
-        "--batch and --seq go together and must be positive (got --batch {} --seq {})",
-        options.batch, options.seq));
+    throw InputError(
+        fmt::format("--batch and --seq go together and must be positive (got --batch {} --seq {})",
+                    options.batch, options.seq));
   Plan p = Planner(root, options).run();
   p.policy_str = options.policy ? options.policy->str() : "none";
   if (options.batch > 0) {

@@ -1,8 +1,8 @@
 // The 16-bit paths of GELU and layer norm convert a chunk (a block of rows) at a time instead of
 // whole float32 copies: their values and gradients equal the float32 computation on the
 // converted inputs, rounded once, on sizes that span several chunks.
-#include <boost/test/unit_test.hpp>
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
 

@@ -1,9 +1,8 @@
 // The intra-op pool (core/parallel.h): parallel_for covers its range once, runs nested and
 // concurrent calls correctly, and the kernels that split across it give the same bits as on one
 // thread (their chunks never change what is summed in what order).
-#include <boost/test/unit_test.hpp>
-
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <thread>
 #include <vector>
 
