@@ -4,7 +4,8 @@
 #     backends, the stores, the environment knobs, the TcpStore protocol mutation test) and the
 #     gloo backend at 2 shell-launched ranks, over TCP and over the same-host direct path;
 #   - TSan (build-tsan/): the threads backend, whose ranks are threads of one process (a race
-#     there is silent corruption).
+#     there is silent corruption), and the intra-op thread pool (core/parallel.h, built on its
+#     own with tests/core/ops/pool_stress.cpp).
 # These need only the comm library, so each tree builds in about two minutes on 2 cores. The
 # whole suite under ASan + UBSan (./run sanitize) needs every library rebuilt with sanitizers:
 # over an hour on 2 cores, which does not fit beside the normal build in a 30-minute CI.
@@ -58,5 +59,8 @@ tsan=${FSDP_TSAN_DIR:-build-tsan}
 setup "$tsan" thread
 ninja -C "$tsan" tests/comm/test_comm_threads >/dev/null
 run "tsan threads backend" "$tsan/tests/comm/test_comm_threads"
+c++ -std=c++20 -O1 -g -fsanitize=thread -pthread -I. tests/core/ops/pool_stress.cpp \
+  core/parallel.cpp -o "$tsan/pool_stress"
+run "tsan intra-op pool" "$tsan/pool_stress"
 
 exit $failed
