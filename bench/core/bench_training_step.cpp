@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/torch_python.h"
 #include "core/autograd.h"
 #include "core/blas_kernels.h"
 #include "core/nn/nn.h"
@@ -94,30 +95,11 @@ Timing bench_demo_model(int warmup, int iters) {
       warmup, iters);
 }
 
-std::string run_command(const std::string& cmd) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  if (!pipe) return {};
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), pipe.get())) out += buf.data();
-  return out;
-}
-
-// The first of `candidates` that imports torch, with its version; empty when none does.
-std::pair<std::string, std::string> find_torch_python(const std::vector<std::string>& candidates) {
-  for (const auto& py : candidates) {
-    std::string v =
-        run_command(fmt::format("{} -c 'import torch; print(torch.__version__)' 2>/dev/null", py));
-    while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
-    if (!v.empty()) return {py, v};
-  }
-  return {};
-}
-
 nlohmann::json run_torch(const std::string& python, const std::string& script, int threads,
                          int warmup, int iters) {
-  std::string out = run_command(fmt::format("{} {} --threads {} --warmup {} --iters {} 2>/dev/null",
-                                            python, script, threads, warmup, iters));
+  std::string out =
+      bench::run_command(fmt::format("{} {} --threads {} --warmup {} --iters {} 2>/dev/null",
+                                     python, script, threads, warmup, iters));
   try {
     return nlohmann::json::parse(out);
   } catch (...) {
@@ -163,17 +145,10 @@ int main(int argc, char** argv) {
   result["openblas_core"] = openblas_get_corename();
   std::string python, version;
   if (!no_torch) {
-    std::tie(python, version) = find_torch_python({torch_python, "/usr/bin/python3"});
-    if (python.empty()) {
-      fmt::print("(PyTorch baseline unavailable: neither {} nor /usr/bin/python3 imports torch)\n",
-                 torch_python);
-    } else if (python != torch_python) {
-      fmt::print(
-          "*** WARNING: {} cannot import torch; comparing with {} (torch {}), an OLD PyTorch\n"
-          "*** about 3x slower than current releases on this CPU. Make a venv with a current\n"
-          "*** torch (bench/core/README.md) for a meaningful baseline.\n",
-          torch_python, python, version);
-    }
+    const auto found = bench::find_torch_python({torch_python, "/usr/bin/python3"});
+    bench::warn_unless_preferred(found, torch_python);
+    python = found.python;
+    version = found.version;
     result["torch_python"] = python;
     result["torch_version"] = version;
   }

@@ -23,6 +23,7 @@
 #include "core/memory.h"
 #include "core/ops.h"
 #include "core/optim/optim.h"
+#include "core/parallel.h"
 #include "examples/gpt.h"
 #include "ops/checkpoint_wrapper.h"
 
@@ -107,10 +108,12 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch)->capture_default_str();
   app.add_option("--warmup", warmup)->capture_default_str();
   app.add_option("--iters", iters)->capture_default_str();
-  app.add_option("--threads", threads, "BLAS threads")->capture_default_str();
+  app.add_option("--threads", threads, "BLAS threads and intra-op threads (core/parallel.h)")
+      ->capture_default_str();
   app.add_option("--json", json_path, "write results as JSON");
   CLI11_PARSE(app, argc, argv);
   set_blas_threads(threads);
+  set_num_threads(threads);  // element-wise kernels, as train_gpt sizes them
 
   // The variants' steps alternate, so a busy machine slows them alike.
   std::vector<std::unique_ptr<Run>> runs;
@@ -133,8 +136,8 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   out["config"] = {{"layers", cfg.layers}, {"d_model", cfg.d_model}, {"heads", cfg.heads},
                    {"seq", cfg.seq},       {"batch", batch},         {"threads", threads}};
-  fmt::print("GPT L{} d{} h{} seq{} batch{}, {} BLAS threads, median of {} steps\n", cfg.layers,
-             cfg.d_model, cfg.heads, cfg.seq, batch, threads, iters);
+  fmt::print("GPT L{} d{} h{} seq{} batch{}, {} threads (BLAS and intra-op), median of {} steps\n",
+             cfg.layers, cfg.d_model, cfg.heads, cfg.seq, batch, threads, iters);
   fmt::print("{:<10} {:>10} {:>10} {:>8} {:>10} {:>8} {:>10} {:>8} {:>12}\n", "variant",
              "recomputes", "held MiB", "held x", "peak MiB", "peak x", "step ms", "time x",
              "max |dloss|");

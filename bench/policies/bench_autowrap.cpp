@@ -1,11 +1,12 @@
-// Auto-wrap speed on meta-device models, against PyTorch 1.13's _recursive_wrap in the same run.
+// Auto-wrap speed on meta-device models, against PyTorch's _recursive_wrap in the same run.
 //  (a) 4000 transformer-like blocks (ModuleDict of four Linear(64,64), Sequential(Linear(64,256),
 //      GELU, Linear(256,64)), two LayerNorm(64)) between Embedding(1000,64) and Linear(64,1000),
 //      with size_based(min_num_params=20000) and transformer({Block});
 //  (b) chains of nested Sequentials (one Linear(4,4) per level), depth 1600 and 100000, with
 //      size_based(min_num_params=1e9): PyTorch recounts every subtree (quadratic); we are linear.
-// Prints microseconds per module and writes JSON (argv[1], default bench_autowrap.json). When
-// /usr/bin/python3 can import torch, runs bench_torch_autowrap.py and prints the ratios.
+// Prints microseconds per module and writes JSON (argv[1], default bench_autowrap.json). With a
+// python that imports torch (bench/torch_python.h: /opt/torch2 first), runs
+// bench_torch_autowrap.py and prints the ratios and the torch version.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "bench/policies/bench_models.h"
+#include "bench/torch_python.h"
 #include "core/nn/nn.h"
 #include "core/traversal/wrapper_marker.h"
 #include "policies/auto_wrap.h"
@@ -87,10 +89,14 @@ Result time_case(const std::function<ModulePtr()>& build, const policies::AutoWr
   return best;
 }
 
-std::map<std::string, double> run_torch(const std::string& json_out) {
+// PyTorch's _recursive_wrap on the same models (bench_torch_autowrap.py): microseconds per module
+// per case, and "torch_version"/"python" in `info`.
+std::map<std::string, double> run_torch(const std::string& json_out, nlohmann::json& info) {
   std::map<std::string, double> out;
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) return out;
-  std::string cmd = "/usr/bin/python3 " FSDP_BENCH_DIR "/bench_torch_autowrap.py --json " +
+  const auto found = bench::find_torch_python(bench::default_torch_pythons());
+  bench::warn_unless_preferred(found, bench::default_torch_pythons().front());
+  if (found.python.empty()) return out;
+  std::string cmd = found.python + " " FSDP_BENCH_DIR "/bench_torch_autowrap.py --json " +
                     json_out + " >/dev/null";
   if (std::system(cmd.c_str()) != 0) return out;
   std::ifstream in(json_out);
@@ -98,6 +104,7 @@ std::map<std::string, double> run_torch(const std::string& json_out) {
   in >> j;
   for (auto& [k, v] : j.items())
     if (v.is_number()) out[k] = v.get<double>();
+  info = {{"version", found.version}, {"python", found.python}};
   return out;
 }
 
@@ -118,7 +125,12 @@ int main(int argc, char** argv) {
         [depth] { return chain(depth); }, policies::size_based_auto_wrap_policy(1'000'000'000), 3);
 
   std::map<std::string, double> torch;
-  if (!skip_torch) torch = run_torch(json_path + ".torch.json");
+  nlohmann::json torch_info;
+  if (!skip_torch) torch = run_torch(json_path + ".torch.json", torch_info);
+  if (!torch.empty())
+    std::printf("PyTorch baseline: torch %s (%s)\n",
+                torch_info["version"].get<std::string>().c_str(),
+                torch_info["python"].get<std::string>().c_str());
 
   std::printf("%-22s %9s %8s %14s %14s %10s\n", "case", "modules", "wrapped", "ours us/module",
               "torch us/mod", "speedup");
@@ -144,6 +156,7 @@ int main(int argc, char** argv) {
   if (torch.count("chain_1600") && torch.count("chain_400"))
     std::printf("torch depth 1600 vs 400, us/module ratio: %.2f (4.0 = quadratic)\n",
                 torch["chain_1600"] / torch["chain_400"]);
+  if (!torch.empty()) j["torch"] = torch_info;
   std::ofstream(json_path) << j.dump(2) << "\n";
   return 0;
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/policies/bench_models.h"
+#include "bench/torch_python.h"
 #include "tools/plan/model_export.h"
 
 #ifndef FSDP_BENCH_DIR
@@ -99,22 +100,19 @@ Summary time_plan(const std::vector<std::string>& args, int runs) {
 
 // PyTorch's _recursive_wrap on the 4000-block model: seconds per case, and the version.
 nlohmann::json run_torch(const std::string& json_out) {
-  const char* pythons[] = {"/opt/torch2/bin/python", "/usr/bin/python3"};
-  for (const char* py : pythons) {
-    if (access(py, X_OK) != 0) continue;
-    if (std::system(fmt::format("{} -c 'import torch' >/dev/null 2>&1", py).c_str()) != 0) continue;
-    std::string cmd = fmt::format("{} " FSDP_BENCH_DIR
-                                  "/bench_torch_autowrap.py --chains '' --repeats 3 --json {} "
-                                  ">/dev/null 2>&1",
-                                  py, json_out);
-    if (std::system(cmd.c_str()) != 0) continue;
-    std::ifstream in(json_out);
-    nlohmann::json j;
-    in >> j;
-    j["python"] = py;
-    return j;
-  }
-  return nullptr;
+  const auto found = fsdp::bench::find_torch_python(fsdp::bench::default_torch_pythons());
+  fsdp::bench::warn_unless_preferred(found, fsdp::bench::default_torch_pythons().front());
+  if (found.python.empty()) return nullptr;
+  std::string cmd = fmt::format("{} " FSDP_BENCH_DIR
+                                "/bench_torch_autowrap.py --chains '' --repeats 3 --json {} "
+                                ">/dev/null 2>&1",
+                                found.python, json_out);
+  if (std::system(cmd.c_str()) != 0) return nullptr;
+  std::ifstream in(json_out);
+  nlohmann::json j;
+  in >> j;
+  j["python"] = found.python;
+  return j;
 }
 
 // tests/tools/bench_plan_1m.py's model, written without Python: 3 + stages * (1 + 14 * blocks)

@@ -24,6 +24,14 @@ class HopAwareMode : public HopMode {
     return nn::Value("handled " + op.name());
   }
 };
+
+// Claims to take higher-order operators but has no handle_hop to take them with.
+class ClaimsOperatorsMode : public dispatch::DispatchMode {
+ public:
+  std::string name() const override { return "ClaimsOperatorsMode"; }
+  nn::Value handle(const dispatch::OpCall& call) override { return call.run(); }
+  bool supports_higher_order_operators() const override { return true; }
+};
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(higher_order_operators)
@@ -121,6 +129,13 @@ BOOST_AUTO_TEST_CASE(a_mode_without_a_rule_is_an_error_unless_it_takes_operators
   {
     dispatch::ModeGuard g(std::make_shared<FakeTensorMode>());  // a key, but no kernel for it
     BOOST_CHECK_THROW(op(HopArgs{}), NotImplementedError);
+  }
+  {
+    dispatch::ModeGuard g(std::make_shared<ClaimsOperatorsMode>());
+    BOOST_CHECK_EXCEPTION(op(HopArgs{}), TypeError, [](const TypeError& e) {
+      return std::string(e.what()) ==
+             "ClaimsOperatorsMode supports higher-order operators but is not a HopMode";
+    });
   }
   dispatch::ModeGuard g(std::make_shared<HopAwareMode>());
   BOOST_TEST(op(HopArgs{}).str() == "handled test_modes");

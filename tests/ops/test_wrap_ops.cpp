@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/autograd.h"
+#include "core/random.h"
 #include "core/warnings.h"
 #include "ops/checkpoint.h"
 #include "ops/fake_mode.h"
@@ -121,6 +122,30 @@ BOOST_AUTO_TEST_CASE(wrap_activation_checkpoint_recomputes_and_matches_eager_gra
                                  "wrap_activation_checkpoint: the function must be a GraphModule, "
                                  "got function";
                         });
+}
+
+// Upstream passes use_reentrant=False and preserve_rng_state=False whatever the caller gave:
+// use_reentrant=True (which checkpoint itself refuses here) is accepted, and the recompute draws
+// a fresh dropout mask instead of replaying the forward's.
+BOOST_AUTO_TEST_CASE(wrap_activation_checkpoint_forces_non_reentrant_without_rng_preservation) {
+  Function drop = [](const nn::Args& a) { return nn::Value(dropout(a.tensor(0), 0.5, true)); };
+  Tensor x = ones({4096}, DType::Float64).requires_grad_();
+  GraphModulePtr body = graph::trace(drop, {x.detach()});
+  const Kwargs callers{{"use_reentrant", Object(true)}, {"preserve_rng_state", Object(true)}};
+
+  manual_seed(7);
+  Tensor y = wrap_activation_checkpoint(Object(nn::ModulePtr(body)), {x}, callers).tensor();
+  sum(y).backward();
+  // The input is ones and p = 0.5: y is the forward's mask times 2, the gradient the recompute's.
+  BOOST_TEST(y.to_vector() != x.grad().to_vector());
+
+  // Plain checkpoint with the same seed replays the forward's mask, as its default promises.
+  x.set_grad(Tensor());
+  manual_seed(7);
+  Tensor replayed = checkpoint(drop, {x}, Kwargs{{"use_reentrant", Object(false)}}).tensor();
+  sum(replayed).backward();
+  BOOST_TEST(replayed.to_vector() == y.to_vector());
+  BOOST_TEST(replayed.to_vector() == x.grad().to_vector());
 }
 
 BOOST_AUTO_TEST_CASE(divide_kwargs_splits_checkpoint_keywords_in_call_order) {
