@@ -447,12 +447,12 @@ std::string describe_attr(const gloo::transport::tcp::attr& attr) {
 std::shared_ptr<ProcessGroup> create_gloo_group(const InitOptions& options) {
   ignore_default_sigpipe();
   if (options.rank < 0 || options.world_size < 1 || options.rank >= options.world_size)
-    throw std::invalid_argument(fmt::format(
+    throw ValueError(fmt::format(
         "gloo backend: needs rank and world_size (got rank {} of {}); set RANK/WORLD_SIZE, run "
         "under mpirun, or fill InitOptions",
         options.rank, options.world_size));
   if (options.timeout.count() <= 0)
-    throw std::invalid_argument(fmt::format(
+    throw ValueError(fmt::format(
         "gloo backend: the timeout must be above 0 ms, got {} ms (InitOptions::timeout or "
         "FSDP_TIMEOUT_MS)",
         options.timeout.count()));

@@ -300,7 +300,7 @@ std::shared_ptr<ProcessGroup> create_mpi_group(const InitOptions& options) {
   }
   if ((options.rank >= 0 && options.rank != rank) ||
       (options.world_size >= 0 && options.world_size != size))
-    throw std::invalid_argument(fmt::format(
+    throw ValueError(fmt::format(
         "mpi backend: options ask for rank {} of {}, but mpirun started this process as rank {} "
         "of {}",
         options.rank, options.world_size, rank, size));
