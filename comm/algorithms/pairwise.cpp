@@ -64,7 +64,7 @@ void gather_bytes(PeerLink& link, const Collective& c, const char* phase, const 
   auto into_place = [&](int from) { return Landing{all + std::size_t(from) * bytes, bytes}; };
   post_round(link, into_place, [&](int) { return Outgoing{mine, bytes}; });
   // The local copy overlaps the transfers: both only read `mine`.
-  if (mine != own) std::memcpy(own, mine, bytes);
+  if (mine != own && bytes > 0) std::memcpy(own, mine, bytes);
   link.wait(c, phase);
 }
 

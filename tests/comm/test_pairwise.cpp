@@ -82,7 +82,7 @@ class MemoryLink final : public algorithms::PeerLink {
         throw CommMismatchError(
             fmt::format("memory rank {}: {} ({}): rank {} sent {} bytes, {} expected", rank_,
                         describe(c), phase, r.peer, message.size(), r.bytes));
-      std::memcpy(r.data, message.data(), r.bytes);
+      if (r.bytes > 0) std::memcpy(r.data, message.data(), r.bytes);
     }
   }
   char* scratch(std::size_t bytes) override {
