@@ -1,14 +1,14 @@
 // Gloo backend (Debian's libgloo, TCP transport).
 //
 // Gloo provides the connections (a full mesh of TCP pairs, rendezvous through our FileStore or
-// TcpStore) and its unbound-buffer send/recv; the collectives are our own pairwise exchanges over
-// it, like the MPI backend's:
+// TcpStore) and its unbound-buffer send/recv; the collectives are the pairwise algorithms of
+// comm/algorithms over it (GlooProcessGroup::Link), the same code as the MPI backend's:
 //   - gloo 0.5 has reduce-scatter only as ReduceScatterHalvingDoubling (a typed class per buffer,
 //     no AVG, float16 summed in float16) and no bfloat16 at all; a direct exchange plus our
 //     reduction kernel gives every dtype and op, float32 accumulation, and results bit-identical
 //     to the threads and MPI backends;
 //   - waiting per peer lets a timeout name the ranks that never answered.
-// The staging buffer (and its registered unbound buffer) is created once per size and reused.
+// The scratch buffer (and its unbound buffer) is created once per size and reused.
 // Every collective first exchanges a 16-byte signature, so mismatched calls are reported rather
 // than corrupting data (a few tens of microseconds on loopback).
 #include <arpa/inet.h>
@@ -28,12 +28,21 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "comm/algorithms/pairwise.h"
+#include "comm/algorithms/signature_check.h"
 #include "comm/builtin_backends.h"
 #include "comm/direct_access.h"
 #include "comm/env.h"
@@ -53,14 +62,6 @@ using gloo::transport::UnboundBuffer;
 
 // Up to this size an all_reduce sends whole buffers in one exchange instead of two phases.
 constexpr std::size_t kSmallAllReduceBytes = std::size_t(64) << 10;
-
-// One transfer of a pairwise exchange: `bytes` at `offset` of `buffer`, to or from `peer`.
-struct Transfer {
-  UnboundBuffer* buffer;
-  int peer;
-  std::size_t offset;
-  std::size_t bytes;
-};
 
 // Gloo's own checks end in "[enforce fail at gloo/...cc:N] <condition>. <detail>": internal
 // text that means, at rendezvous, that the ranks disagree on the group (world size, ranks).
@@ -128,141 +129,180 @@ class GlooProcessGroup final : public ProcessGroup {
                                               int call_index) override;
 
  private:
-  std::unique_ptr<UnboundBuffer> wrap(const void* p, std::size_t bytes) {
-    return context_->createUnboundBuffer(const_cast<void*>(p), std::max<std::size_t>(bytes, 1));
-  }
-  UnboundBuffer* staging(std::size_t bytes);
-  void exchange(const Collective& c, const char* phase, const std::vector<Transfer>& sends,
-                const std::vector<Transfer>& recvs);
-  void check_signatures(const Collective& c);
-  // Sends `bytes` at `mine` to every peer and receives peer p's into theirs + p * bytes.
-  void exchange_with_peers(const Collective& c, const char* phase, const void* mine, void* theirs,
-                           std::size_t bytes);
+  // The TCP path's PeerLink (comm/algorithms) over gloo's unbound buffers: each round takes one
+  // slot of the context, and waits for all its transfers against one deadline.
+  class Link final : public algorithms::PeerLink {
+   public:
+    explicit Link(GlooProcessGroup& group) : group_(group) {}
+
+    int rank() const override { return group_.rank(); }
+    int size() const override { return group_.size(); }
+    void post_send(const void* data, std::size_t bytes, int peer) override {
+      post(data, bytes, peer, true);
+    }
+    void post_recv(void* data, std::size_t bytes, int peer) override {
+      post(data, bytes, peer, false);
+    }
+    void wait(const Collective& c, const char* phase) override;
+    char* scratch(std::size_t bytes) override;
+
+   private:
+    struct Transfer {
+      UnboundBuffer* buffer;
+      int peer;
+    };
+    // A caller's buffer wrapped for this round.
+    struct Wrapped {
+      std::uintptr_t begin;
+      std::size_t bytes;
+      std::unique_ptr<UnboundBuffer> buffer;
+    };
+
+    // A failure while posting (gloo throws at once for a peer whose connection broke) is kept
+    // for wait(), which reports it with the collective and the phase.
+    void post(const void* data, std::size_t bytes, int peer, bool send);
+    // The unbound buffer holding [data, data + bytes) and data's offset in it: the scratch
+    // buffer's own, or a wrap of the caller's buffer kept until the round ends.
+    std::pair<UnboundBuffer*, std::size_t> buffer_for(const void* data, std::size_t bytes);
+    void end_round();
+
+    GlooProcessGroup& group_;
+    bool round_open_ = false;
+    std::uint64_t slot_ = 0;
+    std::chrono::steady_clock::time_point round_start_;
+    std::vector<Transfer> sends_, recvs_;
+    std::vector<Wrapped> wrapped_;
+    std::exception_ptr post_error_;
+    int posting_peer_ = -1;  // the peer of post_error_
+    std::vector<char> scratch_;
+    std::unique_ptr<UnboundBuffer> scratch_buffer_;
+  };
+
+  // Breaks the group, throws CommError (CommTimeoutError when `timed_out`).
+  [[noreturn]] void fail(const std::string& reason, bool timed_out);
   // Whether every rank can read the others' memory (same host, ptrace rights): then large
   // collectives take the direct path (comm/direct_access.h). FSDP_GLOO_DIRECT=0 turns it off.
   void probe_direct_access();
-  void require_matching(const CollectiveSignature& mine,
-                        const std::vector<CollectiveSignature>& theirs) const;
-  void all_gather(const Collective& c);
-  void reduce_scatter(const Collective& c);
-  void all_reduce(const Collective& c);
-  void broadcast(const Collective& c);
 
   InitOptions options_;
   std::shared_ptr<Store> store_;
   std::string prefix_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
-  std::vector<char> staging_;
-  std::unique_ptr<UnboundBuffer> staging_buffer_;
+  Link link_{*this};
   bool broken_ = false;
   std::string broken_reason_;
   direct::Path direct_;
 };
 
-UnboundBuffer* GlooProcessGroup::staging(std::size_t bytes) {
-  if (!staging_buffer_ || staging_.size() < bytes) {
-    staging_buffer_.reset();
-    staging_.clear();
-    staging_.shrink_to_fit();
-    staging_.resize(std::max<std::size_t>(bytes, 1));
-    staging_buffer_ = wrap(staging_.data(), staging_.size());
-  }
-  return staging_buffer_.get();
+void GlooProcessGroup::fail(const std::string& reason, bool timed_out) {
+  broken_ = true;
+  broken_reason_ = reason;
+  if (timed_out) throw CommTimeoutError(reason);
+  throw CommError(reason);
 }
 
-void GlooProcessGroup::exchange(const Collective& c, const char* phase,
-                                const std::vector<Transfer>& sends,
-                                const std::vector<Transfer>& recvs) {
-  const uint64_t slot = uint64_t(context_->nextSlot());
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<int> pending;
-  int posting = -1;  // the peer of the send or receive being posted: gloo fails there at once
+char* GlooProcessGroup::Link::scratch(std::size_t bytes) {
+  if (!scratch_buffer_ || scratch_.size() < bytes) {
+    scratch_buffer_.reset();
+    scratch_.clear();
+    scratch_.shrink_to_fit();
+    scratch_.resize(std::max<std::size_t>(bytes, 1));
+    scratch_buffer_ = group_.context_->createUnboundBuffer(scratch_.data(), scratch_.size());
+  }
+  return scratch_.data();
+}
+
+std::pair<UnboundBuffer*, std::size_t> GlooProcessGroup::Link::buffer_for(const void* data,
+                                                                          std::size_t bytes) {
+  const auto at = reinterpret_cast<std::uintptr_t>(data);
+  auto holds = [&](std::uintptr_t begin, std::size_t size) {
+    return at >= begin && at + bytes <= begin + size;
+  };
+  if (scratch_buffer_ && holds(reinterpret_cast<std::uintptr_t>(scratch_.data()), scratch_.size()))
+    return {scratch_buffer_.get(), at - reinterpret_cast<std::uintptr_t>(scratch_.data())};
+  for (auto& w : wrapped_)
+    if (holds(w.begin, w.bytes)) return {w.buffer.get(), at - w.begin};
+  wrapped_.push_back(
+      {at, bytes, group_.context_->createUnboundBuffer(const_cast<void*>(data), bytes)});
+  return {wrapped_.back().buffer.get(), 0};
+}
+
+void GlooProcessGroup::Link::post(const void* data, std::size_t bytes, int peer, bool send) {
+  if (!round_open_) {
+    end_round();  // whatever a round left that threw before its wait
+    round_open_ = true;
+    slot_ = uint64_t(group_.context_->nextSlot());
+    round_start_ = std::chrono::steady_clock::now();
+  }
+  if (bytes == 0 || post_error_) return;
   try {
-    for (auto& r : recvs)
-      if (r.bytes > 0) {
-        posting = r.peer;
-        r.buffer->recv(r.peer, slot, r.offset, r.bytes);
-        pending.push_back(r.peer);
-      }
-    for (auto& s : sends)
-      if (s.bytes > 0) {
-        posting = s.peer;
-        s.buffer->send(s.peer, slot, s.offset, s.bytes);
-      }
-    posting = -1;
-    // One deadline for the whole exchange, however many peers it waits for.
-    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    auto [buffer, offset] = buffer_for(data, bytes);
+    if (send)
+      buffer->send(peer, slot_, offset, bytes);
+    else
+      buffer->recv(peer, slot_, offset, bytes);
+    (send ? sends_ : recvs_).push_back({buffer, peer});
+  } catch (const std::exception&) {
+    post_error_ = std::current_exception();
+    posting_peer_ = peer;
+  }
+}
+
+void GlooProcessGroup::Link::end_round() {
+  round_open_ = false;
+  sends_.clear();
+  recvs_.clear();
+  wrapped_.clear();
+  post_error_ = nullptr;
+  posting_peer_ = -1;
+}
+
+void GlooProcessGroup::Link::wait(const Collective& c, const char* phase) {
+  std::vector<int> pending;  // the peers not heard from yet
+  try {
+    for (auto& r : recvs_) pending.push_back(r.peer);
+    if (post_error_) std::rethrow_exception(post_error_);
+    // One deadline for the whole round, however many peers it waits for.
+    const auto deadline = std::chrono::steady_clock::now() + group_.options_.timeout;
     auto left = [&] {
       return std::max(std::chrono::milliseconds(1),
                       std::chrono::duration_cast<std::chrono::milliseconds>(
                           deadline - std::chrono::steady_clock::now()));
     };
-    for (auto& r : recvs) {
-      if (r.bytes == 0) continue;
+    for (auto& r : recvs_) {
       int source = -1;
       r.buffer->waitRecv(&source, left());
       pending.erase(std::remove(pending.begin(), pending.end(), source), pending.end());
     }
     // The receives are in; what is left to wait for is the sends' peers.
-    for (auto& s : sends)
-      if (s.bytes > 0) pending.push_back(s.peer);
-    for (auto& s : sends) {
-      if (s.bytes == 0) continue;
+    for (auto& s : sends_) pending.push_back(s.peer);
+    for (auto& s : sends_) {
       int target = -1;
       s.buffer->waitSend(&target, left());
       pending.erase(std::remove(pending.begin(), pending.end(), target), pending.end());
     }
   } catch (const std::exception& e) {
-    broken_ = true;
     // A peer whose connection broke while its transfer was being posted is the one to name.
-    if (posting >= 0 && std::find(pending.begin(), pending.end(), posting) == pending.end())
-      pending.insert(pending.begin(), posting);
-    bool timed_out = std::string(e.what()).find("imed out") != std::string::npos;
+    if (posting_peer_ >= 0 &&
+        std::find(pending.begin(), pending.end(), posting_peer_) == pending.end())
+      pending.insert(pending.begin(), posting_peer_);
+    const bool timed_out = std::string(e.what()).find("imed out") != std::string::npos;
     // A timeout is said with the timeout; a peer that died is said when it was noticed.
     const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::steady_clock::now() - start)
+                             std::chrono::steady_clock::now() - round_start_)
                              .count();
-    broken_reason_ = fmt::format(
+    const auto timeout = group_.options_.timeout.count();
+    const std::string reason = fmt::format(
         "{}: {} {} ({}){}: {}; gloo closed this group's connections, so it cannot be used again",
-        where(), describe(c),
-        timed_out
-            ? fmt::format("timed out after {} ms", options_.timeout.count())
-            : fmt::format("failed after {} ms (timeout {} ms)", elapsed, options_.timeout.count()),
+        group_.where(), describe(c),
+        timed_out ? fmt::format("timed out after {} ms", timeout)
+                  : fmt::format("failed after {} ms (timeout {} ms)", elapsed, timeout),
         phase, pending.empty() ? std::string() : " waiting for rank(s) " + join(pending), e.what());
-    if (timed_out) throw CommTimeoutError(broken_reason_);
-    throw CommError(broken_reason_);
+    end_round();
+    group_.fail(reason, timed_out);
   }
-}
-
-void GlooProcessGroup::exchange_with_peers(const Collective& c, const char* phase,
-                                           const void* mine, void* theirs, std::size_t bytes) {
-  const int n = size(), me = rank();
-  auto out = wrap(mine, bytes);
-  auto in = wrap(theirs, bytes * std::size_t(n));
-  std::vector<Transfer> sends, recvs;
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == me) continue;
-    sends.push_back({out.get(), peer, 0, bytes});
-    recvs.push_back({in.get(), peer, std::size_t(peer) * bytes, bytes});
-  }
-  exchange(c, phase, sends, recvs);
-}
-
-void GlooProcessGroup::require_matching(const CollectiveSignature& mine,
-                                        const std::vector<CollectiveSignature>& theirs) const {
-  for (int peer = 0; peer < size(); ++peer)
-    if (peer != rank() && !(theirs[std::size_t(peer)] == mine))
-      throw CommMismatchError(
-          fmt::format("{}: mismatched collectives: this rank called {}, rank {} called {}", where(),
-                      mine.str(), peer, theirs[std::size_t(peer)].str()));
-}
-
-void GlooProcessGroup::check_signatures(const Collective& c) {
-  CollectiveSignature mine = CollectiveSignature::of(c);
-  std::vector<CollectiveSignature> theirs(static_cast<std::size_t>(size()));
-  exchange_with_peers(c, "signature exchange", &mine, theirs.data(), sizeof mine);
-  require_matching(mine, theirs);
+  end_round();
 }
 
 void GlooProcessGroup::probe_direct_access() {
@@ -271,114 +311,14 @@ void GlooProcessGroup::probe_direct_access() {
   const direct::Probe probe(rank(), size());
   const direct::ProbeWord mine = probe.mine();
   std::vector<direct::ProbeWord> all(static_cast<std::size_t>(size()));
-  exchange_with_peers(barrier, "direct-access probe", &mine, all.data(), sizeof mine);
-  all[std::size_t(rank())] = mine;
+  algorithms::gather_bytes(link_, barrier, "direct-access probe", &mine, all.data(), sizeof mine);
   // Every rank says whether it could read every other; all must (and nobody frees its word
   // before every peer has read it: this exchange comes after all the reads).
   const char ok = env::gloo_direct() && probe.can_read_all(all, rank()) ? 1 : 0;
   std::vector<char> oks(static_cast<std::size_t>(size()));
-  exchange_with_peers(barrier, "direct-access probe", &ok, oks.data(), 1);
-  oks[std::size_t(rank())] = ok;
+  algorithms::gather_bytes(link_, barrier, "direct-access probe", &ok, oks.data(), 1);
   if (std::all_of(oks.begin(), oks.end(), [](char v) { return v == 1; }))
     direct_ = direct::Path(std::move(all), probe.mailbox());
-}
-
-void GlooProcessGroup::all_gather(const Collective& c) {
-  const int n = size(), me = rank();
-  const std::size_t bytes = c.bytes();
-  char* out = static_cast<char*>(c.output);
-  if (c.input != out + std::size_t(me) * bytes)
-    std::memcpy(out + std::size_t(me) * bytes, c.input, bytes);
-  auto buffer = wrap(out, bytes * std::size_t(n));
-  std::vector<Transfer> sends, recvs;
-  for (int k = 1; k < n; ++k) {
-    int from = (me - k + n) % n, to = (me + k) % n;
-    recvs.push_back({buffer.get(), from, std::size_t(from) * bytes, bytes});
-    sends.push_back({buffer.get(), to, std::size_t(me) * bytes, bytes});
-  }
-  exchange(c, "exchange", sends, recvs);
-}
-
-void GlooProcessGroup::reduce_scatter(const Collective& c) {
-  const int n = size(), me = rank();
-  const std::size_t bytes = c.bytes();
-  UnboundBuffer* stage = staging(bytes * std::size_t(n));
-  auto input = wrap(c.input, bytes * std::size_t(n));
-  std::vector<Transfer> sends, recvs;
-  for (int k = 1; k < n; ++k) {
-    int from = (me - k + n) % n, to = (me + k) % n;
-    recvs.push_back({stage, from, std::size_t(from) * bytes, bytes});
-    sends.push_back({input.get(), to, std::size_t(to) * bytes, bytes});
-  }
-  exchange(c, "exchange", sends, recvs);
-  const char* in = static_cast<const char*>(c.input);
-  std::vector<const void*> inputs(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r)
-    inputs[std::size_t(r)] =
-        r == me ? in + std::size_t(me) * bytes : staging_.data() + std::size_t(r) * bytes;
-  reduce_buffers(c.op, c.dtype, c.output, inputs.data(), n, c.count, n);
-}
-
-void GlooProcessGroup::all_reduce(const Collective& c) {
-  const int n = size(), me = rank();
-  const std::size_t elem = dtype_size(c.dtype);
-  char* data = static_cast<char*>(c.output);
-  if (c.bytes() <= kSmallAllReduceBytes) {
-    // One exchange of whole buffers, then every rank reduces all n copies in rank order (the
-    // same result as the two phases below): each exchange costs a rendezvous through gloo.
-    const std::size_t bytes = c.bytes();
-    UnboundBuffer* stage = staging(bytes * std::size_t(n));
-    auto buffer = wrap(data, bytes);
-    std::vector<Transfer> sends, recvs;
-    for (int k = 1; k < n; ++k) {
-      int from = (me - k + n) % n, to = (me + k) % n;
-      recvs.push_back({stage, from, std::size_t(from) * bytes, bytes});
-      sends.push_back({buffer.get(), to, 0, bytes});
-    }
-    exchange(c, "exchange", sends, recvs);
-    std::vector<const void*> inputs(static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r)
-      inputs[std::size_t(r)] = r == me ? data : staging_.data() + std::size_t(r) * bytes;
-    return reduce_buffers(c.op, c.dtype, data, inputs.data(), n, c.count, n);
-  }
-  auto [my_begin, my_end] = share_of(c.count, n, me);
-  const std::size_t my_bytes = (my_end - my_begin) * elem;
-  UnboundBuffer* stage = staging(my_bytes * std::size_t(n));
-  auto buffer = wrap(data, c.bytes());
-  std::vector<Transfer> sends, recvs;
-  for (int k = 1; k < n; ++k) {
-    int from = (me - k + n) % n, to = (me + k) % n;
-    auto [to_begin, to_end] = share_of(c.count, n, to);
-    recvs.push_back({stage, from, std::size_t(from) * my_bytes, my_bytes});
-    sends.push_back({buffer.get(), to, to_begin * elem, (to_end - to_begin) * elem});
-  }
-  exchange(c, "reduce-scatter phase", sends, recvs);
-  std::vector<const void*> inputs(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r)
-    inputs[std::size_t(r)] =
-        r == me ? data + my_begin * elem : staging_.data() + std::size_t(r) * my_bytes;
-  reduce_buffers(c.op, c.dtype, data + my_begin * elem, inputs.data(), n, my_end - my_begin, n);
-  sends.clear();
-  recvs.clear();
-  for (int k = 1; k < n; ++k) {
-    int from = (me - k + n) % n, to = (me + k) % n;
-    auto [from_begin, from_end] = share_of(c.count, n, from);
-    recvs.push_back({buffer.get(), from, from_begin * elem, (from_end - from_begin) * elem});
-    sends.push_back({buffer.get(), to, my_begin * elem, my_bytes});
-  }
-  exchange(c, "all-gather phase", sends, recvs);
-}
-
-void GlooProcessGroup::broadcast(const Collective& c) {
-  auto buffer = wrap(c.output, c.bytes());
-  std::vector<Transfer> sends, recvs;
-  if (rank() == c.root) {
-    for (int peer = 0; peer < size(); ++peer)
-      if (peer != rank()) sends.push_back({buffer.get(), peer, 0, c.bytes()});
-  } else {
-    recvs.push_back({buffer.get(), c.root, 0, c.bytes()});
-  }
-  exchange(c, "exchange", sends, recvs);
 }
 
 void GlooProcessGroup::execute(const Collective& c) {
@@ -390,33 +330,16 @@ void GlooProcessGroup::execute(const Collective& c) {
     direct::Transport t;
     t.require_matching = [&](const CollectiveSignature& mine,
                              const std::vector<CollectiveSignature>& theirs) {
-      require_matching(mine, theirs);
+      algorithms::require_matching(where(), rank(), mine, theirs);
     };
-    t.fail = [&](const std::string& reason, bool timed_out) {
-      broken_ = true;
-      broken_reason_ = reason;
-      if (timed_out) throw CommTimeoutError(reason);
-      throw CommError(reason);
-    };
+    t.fail = [&](const std::string& reason, bool timed_out) { fail(reason, timed_out); };
     t.where = where();
     t.timeout = options_.timeout;
     return direct_.run(c, rank(), t);
   }
   // The signature exchange doubles as the barrier (every rank hears from every other).
-  check_signatures(c);
-  if (c.bytes() == 0) return;
-  switch (c.kind) {
-    case CollectiveKind::AllGather:
-      return all_gather(c);
-    case CollectiveKind::ReduceScatter:
-      return reduce_scatter(c);
-    case CollectiveKind::AllReduce:
-      return all_reduce(c);
-    case CollectiveKind::Broadcast:
-      return broadcast(c);
-    case CollectiveKind::Barrier:
-      return;
-  }
+  algorithms::check_signatures(link_, c, where());
+  if (c.bytes() > 0) algorithms::run(link_, c, kSmallAllReduceBytes);
 }
 
 std::shared_ptr<ProcessGroup> GlooProcessGroup::make_subgroup(const std::vector<int>& ranks,
@@ -524,12 +447,12 @@ std::string describe_attr(const gloo::transport::tcp::attr& attr) {
 std::shared_ptr<ProcessGroup> create_gloo_group(const InitOptions& options) {
   ignore_default_sigpipe();
   if (options.rank < 0 || options.world_size < 1 || options.rank >= options.world_size)
-    throw std::invalid_argument(fmt::format(
+    throw ValueError(fmt::format(
         "gloo backend: needs rank and world_size (got rank {} of {}); set RANK/WORLD_SIZE, run "
         "under mpirun, or fill InitOptions",
         options.rank, options.world_size));
   if (options.timeout.count() <= 0)
-    throw std::invalid_argument(fmt::format(
+    throw ValueError(fmt::format(
         "gloo backend: the timeout must be above 0 ms, got {} ms (InitOptions::timeout or "
         "FSDP_TIMEOUT_MS)",
         options.timeout.count()));

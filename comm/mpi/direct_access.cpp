@@ -1,8 +1,10 @@
 // The MPI backend's use of the same-host direct path (comm/direct_access.h): the probe over
 // MPI when a group is made, and MPI messages as the path's descriptor transport.
+#include "comm/direct_access.h"
+
 #include <fmt/format.h>
 
-#include "comm/direct_access.h"
+#include "comm/algorithms/signature_check.h"
 #include "comm/env.h"
 #include "comm/mpi/mpi_process_group.h"
 
@@ -26,9 +28,9 @@ bool probe_direct_access(MPI_Comm comm, direct::Path& path) {
   const direct::Probe probe(rank, size);
   const direct::ProbeWord mine = probe.mine();
   std::vector<direct::ProbeWord> all(static_cast<std::size_t>(size));
-  FSDP_MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE,
-                               comm),
-                 "mpi backend: probing shared memory");
+  FSDP_MPI_CHECK(
+      MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm),
+      "mpi backend: probing shared memory");
   int ok = wanted && node_size == size && probe.can_read_all(all, rank);
   // Every rank has read every word it needed before anyone leaves (and frees its word).
   FSDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm),
@@ -47,7 +49,7 @@ void MpiProcessGroup::direct_collective(const Collective& c) {
   direct::Transport t;
   t.require_matching = [&](const CollectiveSignature& mine,
                            const std::vector<CollectiveSignature>& theirs) {
-    require_matching(mine, theirs);
+    algorithms::require_matching(where(), rank(), mine, theirs);
   };
   t.fail = [&](const std::string& reason, bool timed_out) { fail(reason, timed_out); };
   t.where = where();

@@ -7,10 +7,8 @@
 // near memory bandwidth; and a progress loop we own can give up after the configured timeout,
 // naming the ranks that never answered, where a blocking MPI call would hang forever.
 //
-//   all_gather:     every rank sends its input to every peer, straight into their outputs
-//   reduce_scatter: chunk p goes to rank p (pairwise exchange) into a persistent staging buffer,
-//                   then one local reduction over ranks in rank order (bit-identical to threads)
-//   all_reduce:     reduce_scatter of near-equal shares in place, then all_gather of the shares
+//   all_gather, reduce_scatter, all_reduce and the signature check: the pairwise algorithms of
+//                   comm/algorithms, over this backend's PeerLink (MpiProcessGroup::Link)
 //   broadcast:      MPI_Ibcast, barrier: MPI_Ibarrier (progressed the same way)
 //
 // When every rank runs on one host and may read the others' memory, all_gather, reduce_scatter
@@ -32,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "comm/algorithms/pairwise.h"
+#include "comm/algorithms/signature_check.h"
 #include "comm/builtin_backends.h"
 #include "comm/errors.h"
 #include "comm/join.h"
@@ -133,15 +133,6 @@ void MpiProcessGroup::fail(const std::string& reason, bool timed_out) {
   throw CommError(reason);
 }
 
-char* MpiProcessGroup::staging(std::size_t bytes) {
-  if (staging_.size() < bytes) {
-    staging_.clear();
-    staging_.shrink_to_fit();
-    staging_.resize(bytes);  // value-initialised: pages are touched once, here
-  }
-  return staging_.data();
-}
-
 void MpiProcessGroup::post(Pending& p, bool send, const void* buf, std::size_t bytes, int peer,
                            int tag) {
   // Messages above 1 GiB go as several (MPI counts are int); the receiver splits identically.
@@ -166,12 +157,8 @@ void MpiProcessGroup::post(Pending& p, bool send, const void* buf, std::size_t b
 }
 
 void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phase) {
-  wait_all(p, c, phase, std::chrono::steady_clock::now() + options_.timeout);
-}
-
-void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phase,
-                               Deadline deadline) {
   if (p.requests.empty()) return;
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
   std::vector<MPI_Status> statuses(p.requests.size());
   for (int polls = 0;; ++polls) {
@@ -197,13 +184,11 @@ void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phas
           if (p.expected_bytes[i] != SIZE_MAX) MPI_Cancel(&p.requests[i]);
         }
       }
-      broken_ = true;
-      mark_job_broken(options_.timeout);
-      broken_reason_ = fmt::format(
-          "{}: {} timed out after {} ms ({}) waiting for rank(s) {}; pending MPI messages were "
-          "abandoned, so this group cannot be used again (end the job, e.g. MPI_Abort)",
-          where(), describe(c), options_.timeout.count(), phase, join(missing));
-      throw CommTimeoutError(broken_reason_);
+      fail(fmt::format(
+               "{}: {} timed out after {} ms ({}) waiting for rank(s) {}; pending MPI messages "
+               "were abandoned, so this group cannot be used again (end the job, e.g. MPI_Abort)",
+               where(), describe(c), options_.timeout.count(), phase, join(missing)),
+           true);
     }
   }
   for (std::size_t i = 0; i < p.requests.size(); ++i) {
@@ -221,156 +206,68 @@ void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phas
   p.expected_bytes.clear();
 }
 
-void MpiProcessGroup::require_matching(const CollectiveSignature& mine,
-                                       const std::vector<CollectiveSignature>& theirs) const {
-  for (int peer = 0; peer < size(); ++peer)
-    if (peer != rank() && !(theirs[std::size_t(peer)] == mine))
-      throw CommMismatchError(
-          fmt::format("{}: mismatched collectives: this rank called {}, rank {} called {}", where(),
-                      mine.str(), peer, theirs[std::size_t(peer)].str()));
+void MpiProcessGroup::Link::start(int tag) {
+  tag_ = tag;
+  pending_.requests.clear();
+  pending_.peers.clear();
+  pending_.expected_bytes.clear();
 }
 
-void MpiProcessGroup::exchange_with_peers(const void* mine, void* theirs, std::size_t bytes,
-                                          const Collective& c, int tag, const char* phase,
-                                          Deadline deadline) {
-  const int n = size(), me = rank();
+void MpiProcessGroup::Link::post_send(const void* data, std::size_t bytes, int peer) {
+  group_.post(pending_, true, data, bytes, peer, tag_);
+}
+
+void MpiProcessGroup::Link::post_recv(void* data, std::size_t bytes, int peer) {
+  group_.post(pending_, false, data, bytes, peer, tag_);
+}
+
+void MpiProcessGroup::Link::wait(const Collective& c, const char* phase) {
+  ++tag_;  // the next round's messages can never match this round's receives
+  group_.wait_all(pending_, c, phase);
+}
+
+char* MpiProcessGroup::Link::scratch(std::size_t bytes) {
+  if (scratch_.size() < bytes) {
+    scratch_.clear();
+    scratch_.shrink_to_fit();
+    scratch_.resize(bytes);  // value-initialised: pages are touched once, here
+  }
+  return scratch_.data();
+}
+
+void MpiProcessGroup::broadcast_or_barrier(const Collective& c) {
   Pending p;
-  for (int k = 1; k < n; ++k) {
-    const int from = (me - k + n) % n, to = (me + k) % n;
-    post(p, false, static_cast<char*>(theirs) + std::size_t(from) * bytes, bytes, from, tag);
-    post(p, true, mine, bytes, to, tag);
-  }
-  wait_all(p, c, phase, deadline);
-}
-
-void MpiProcessGroup::check_signatures(const Collective& c, int tag) {
-  CollectiveSignature mine = CollectiveSignature::of(c);
-  std::vector<CollectiveSignature> theirs(static_cast<std::size_t>(size()));
-  exchange_with_peers(&mine, theirs.data(), sizeof(CollectiveSignature), c, tag,
-                      "signature exchange", std::chrono::steady_clock::now() + options_.timeout);
-  require_matching(mine, theirs);
-}
-
-void MpiProcessGroup::all_gather(const Collective& c, int tag) {
-  const int n = size(), me = rank();
-  const std::size_t bytes = c.bytes();
-  char* out = static_cast<char*>(c.output);
-  Pending p;
-  for (int k = 1; k < n; ++k) {  // staggered peer order spreads the load
-    int from = (me - k + n) % n, to = (me + k) % n;
-    post(p, false, out + std::size_t(from) * bytes, bytes, from, tag);
-    post(p, true, c.input, bytes, to, tag);
-  }
-  if (c.input != out + std::size_t(me) * bytes)
-    std::memcpy(out + std::size_t(me) * bytes, c.input, bytes);
-  wait_all(p, c, "exchange");
-}
-
-void MpiProcessGroup::reduce_scatter(const Collective& c, int tag) {
-  const int n = size(), me = rank();
-  const std::size_t bytes = c.bytes();
-  const char* in = static_cast<const char*>(c.input);
-  char* stage = staging(bytes * std::size_t(n));
-  Pending p;
-  for (int k = 1; k < n; ++k) {
-    int from = (me - k + n) % n, to = (me + k) % n;
-    post(p, false, stage + std::size_t(from) * bytes, bytes, from, tag);
-    post(p, true, in + std::size_t(to) * bytes, bytes, to, tag);
-  }
-  wait_all(p, c, "exchange");
-  std::vector<const void*> inputs(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r)
-    inputs[std::size_t(r)] =
-        r == me ? in + std::size_t(me) * bytes : stage + std::size_t(r) * bytes;
-  reduce_buffers(c.op, c.dtype, c.output, inputs.data(), n, c.count, n);
-}
-
-void MpiProcessGroup::all_reduce(const Collective& c, int tag) {
-  const int n = size(), me = rank();
-  const std::size_t elem = dtype_size(c.dtype);
-  char* data = static_cast<char*>(c.output);
-  if (c.bytes() <= kSmallAllReduceBytes) {
-    // One exchange of whole buffers, then every rank reduces all n copies (rank order, so the
-    // result is the same as the two-phase form's): half the latency for scalars and small
-    // vectors (losses, norms).
-    const std::size_t bytes = c.bytes();
-    char* stage = staging(bytes * std::size_t(n));
-    Pending p;
-    for (int k = 1; k < n; ++k) {
-      int from = (me - k + n) % n, to = (me + k) % n;
-      post(p, false, stage + std::size_t(from) * bytes, bytes, from, tag);
-      post(p, true, data, bytes, to, tag);
-    }
-    wait_all(p, c, "exchange");
-    std::vector<const void*> inputs(static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r)
-      inputs[std::size_t(r)] = r == me ? data : stage + std::size_t(r) * bytes;
-    return reduce_buffers(c.op, c.dtype, data, inputs.data(), n, c.count, n);
-  }
-  auto [my_begin, my_end] = share_of(c.count, n, me);
-  const std::size_t my_bytes = (my_end - my_begin) * elem;
-  char* stage = staging(my_bytes * std::size_t(n));
-  // Phase 1: share p of our data to rank p; every rank's copy of our share into staging.
-  Pending p;
-  for (int k = 1; k < n; ++k) {
-    int from = (me - k + n) % n, to = (me + k) % n;
-    auto [to_begin, to_end] = share_of(c.count, n, to);
-    post(p, false, stage + std::size_t(from) * my_bytes, my_bytes, from, tag);
-    post(p, true, data + to_begin * elem, (to_end - to_begin) * elem, to, tag);
-  }
-  wait_all(p, c, "reduce-scatter phase");
-  std::vector<const void*> inputs(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r)
-    inputs[std::size_t(r)] = r == me ? data + my_begin * elem : stage + std::size_t(r) * my_bytes;
-  reduce_buffers(c.op, c.dtype, data + my_begin * elem, inputs.data(), n, my_end - my_begin, n);
-  // Phase 2: all-gather the reduced shares in place.
-  for (int k = 1; k < n; ++k) {
-    int from = (me - k + n) % n, to = (me + k) % n;
-    auto [from_begin, from_end] = share_of(c.count, n, from);
-    post(p, false, data + from_begin * elem, (from_end - from_begin) * elem, from, tag + 1);
-    post(p, true, data + my_begin * elem, my_bytes, to, tag + 1);
-  }
-  wait_all(p, c, "all-gather phase");
+  std::size_t offset = 0, bytes = c.bytes();
+  do {
+    std::size_t len = std::min(kMaxMessage, bytes - offset);
+    MPI_Request request;
+    std::lock_guard lock(mpi_mutex());
+    if (c.kind == CollectiveKind::Barrier)
+      FSDP_MPI_CHECK(MPI_Ibarrier(comm_, &request), where());
+    else
+      FSDP_MPI_CHECK(MPI_Ibcast(static_cast<char*>(c.output) + offset, int(len), MPI_BYTE, c.root,
+                                comm_, &request),
+                     where());
+    p.requests.push_back(request);
+    p.peers.push_back(c.kind == CollectiveKind::Barrier ? -1 : c.root);
+    p.expected_bytes.push_back(SIZE_MAX);
+    offset += len;
+  } while (offset < bytes);
+  wait_all(p, c, "collective");
 }
 
 void MpiProcessGroup::execute(const Collective& c) {
   if (broken_)
     throw CommAbortedError(fmt::format("{}: {} refused: an earlier collective failed: {}", where(),
                                        describe(c), broken_reason_));
-  // Tags: 4 per collective (data, second phase, signature), cycling below MPI's minimum TAG_UB.
-  const int tag = int(4 * (sequence_++ % 8000));
+  // Tags: 4 per collective (one per round), cycling below MPI's minimum TAG_UB (32767).
+  link_.start(int(4 * (sequence_++ % 8000)));
   if (size() == 1) return run_single_rank(c);
   if (direct_.eligible(c)) return direct_collective(c);  // always checks signatures
-  if (options_.check_signatures) check_signatures(c, tag + 2);
-  switch (c.kind) {
-    case CollectiveKind::AllGather:
-      return all_gather(c, tag);
-    case CollectiveKind::ReduceScatter:
-      return reduce_scatter(c, tag);
-    case CollectiveKind::AllReduce:
-      return all_reduce(c, tag);
-    case CollectiveKind::Broadcast:
-    case CollectiveKind::Barrier: {
-      Pending p;
-      std::size_t offset = 0, bytes = c.bytes();
-      do {
-        std::size_t len = std::min(kMaxMessage, bytes - offset);
-        MPI_Request request;
-        std::lock_guard lock(mpi_mutex());
-        if (c.kind == CollectiveKind::Barrier)
-          FSDP_MPI_CHECK(MPI_Ibarrier(comm_, &request), where());
-        else
-          FSDP_MPI_CHECK(MPI_Ibcast(static_cast<char*>(c.output) + offset, int(len), MPI_BYTE,
-                                    c.root, comm_, &request),
-                         where());
-        p.requests.push_back(request);
-        p.peers.push_back(c.kind == CollectiveKind::Barrier ? -1 : c.root);
-        p.expected_bytes.push_back(SIZE_MAX);
-        offset += len;
-      } while (offset < bytes);
-      return wait_all(p, c, "collective");
-    }
-  }
+  if (options_.check_signatures) algorithms::check_signatures(link_, c, where());
+  if (c.kind == CollectiveKind::Broadcast || c.kind == CollectiveKind::Barrier)
+    return broadcast_or_barrier(c);
+  algorithms::run(link_, c, kSmallAllReduceBytes);
 }
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::make_subgroup(const std::vector<int>& ranks,
@@ -403,7 +300,7 @@ std::shared_ptr<ProcessGroup> create_mpi_group(const InitOptions& options) {
   }
   if ((options.rank >= 0 && options.rank != rank) ||
       (options.world_size >= 0 && options.world_size != size))
-    throw std::invalid_argument(fmt::format(
+    throw ValueError(fmt::format(
         "mpi backend: options ask for rank {} of {}, but mpirun started this process as rank {} "
         "of {}",
         options.rank, options.world_size, rank, size));

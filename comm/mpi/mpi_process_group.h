@@ -5,13 +5,13 @@
 #include <mpi.h>
 #include <sys/types.h>
 
-#include <chrono>
 #include <cstddef>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "comm/algorithms/peer_link.h"
 #include "comm/collective.h"
 #include "comm/direct_access.h"
 #include "comm/init_options.h"
@@ -57,35 +57,44 @@ class MpiProcessGroup final : public ProcessGroup {
                                               int call_index) override;
 
  private:
-  using Deadline = std::chrono::steady_clock::time_point;
-  // Outstanding requests of one collective and the peer each one talks to.
+  // Outstanding requests of one round and the peer each one talks to.
   struct Pending {
     std::vector<MPI_Request> requests;
     std::vector<int> peers;
     std::vector<std::size_t> expected_bytes;  // receives only; SIZE_MAX for sends
   };
 
+  // The message path's PeerLink (comm/algorithms): Isend/Irecv, progressed by wait_all; each
+  // round of a collective has its own tag.
+  class Link final : public algorithms::PeerLink {
+   public:
+    explicit Link(MpiProcessGroup& group) : group_(group) {}
+    // Begins a collective whose round i uses tag + i (at most 4 rounds); requests left by a
+    // collective that failed before its wait are dropped.
+    void start(int tag);
+
+    int rank() const override { return group_.rank(); }
+    int size() const override { return group_.size(); }
+    void post_send(const void* data, std::size_t bytes, int peer) override;
+    void post_recv(void* data, std::size_t bytes, int peer) override;
+    void wait(const Collective& c, const char* phase) override;
+    char* scratch(std::size_t bytes) override;
+
+   private:
+    MpiProcessGroup& group_;
+    Pending pending_;
+    int tag_ = 0;
+    std::vector<char> scratch_;  // persistent: grown, pre-touched, never shrunk
+  };
+
   void post(Pending& p, bool send, const void* buf, std::size_t bytes, int peer, int tag);
-  // Progresses p until done; past the deadline (default: the timeout from now) the group breaks
-  // and a CommTimeoutError names the peers that never answered.
+  // Progresses p until done; past the timeout from now the group breaks and a CommTimeoutError
+  // names the peers that never answered.
   void wait_all(Pending& p, const Collective& c, const char* phase);
-  void wait_all(Pending& p, const Collective& c, const char* phase, Deadline deadline);
   // Breaks the group, throws CommError (CommTimeoutError when `timed_out`).
   [[noreturn]] void fail(const std::string& reason, bool timed_out = false);
-  // Sends `bytes` at `mine` to every peer and receives each peer's into theirs + peer * bytes.
-  void exchange_with_peers(const void* mine, void* theirs, std::size_t bytes, const Collective& c,
-                           int tag, const char* phase, Deadline deadline);
-
-  // Throws CommMismatchError when some peer's call differs from this rank's (theirs[rank] unused).
-  void require_matching(const CollectiveSignature& mine,
-                        const std::vector<CollectiveSignature>& theirs) const;
-
-  // --- message path (mpi_process_group.cpp)
-  void check_signatures(const Collective& c, int tag);
-  void all_gather(const Collective& c, int tag);
-  void reduce_scatter(const Collective& c, int tag);
-  void all_reduce(const Collective& c, int tag);
-  char* staging(std::size_t bytes);
+  // Broadcast (MPI_Ibcast) and barrier (MPI_Ibarrier), progressed by wait_all.
+  void broadcast_or_barrier(const Collective& c);
 
   // --- direct path (direct_access.cpp): ranks on one host read each other's buffers with
   // process_vm_readv instead of sending them through MPI (comm/direct_access.h).
@@ -96,8 +105,8 @@ class MpiProcessGroup final : public ProcessGroup {
   std::uint64_t sequence_ = 0;
   bool broken_ = false;
   std::string broken_reason_;
-  std::vector<char> staging_;  // persistent: grown, pre-touched, never shrunk
-  direct::Path direct_;        // on when every rank can read the others' memory
+  Link link_{*this};
+  direct::Path direct_;  // on when every rank can read the others' memory
 };
 
 }  // namespace mpi

@@ -219,4 +219,18 @@ std::vector<std::string> run_collective_matrix(ProcessGroup& pg, const MatrixOpt
   return failures;
 }
 
+std::string expected_dtype_mismatch(const ProcessGroup& pg, std::size_t count) {
+  auto call = [&](const char* dtype) {
+    return fmt::format("all_reduce(count={}, dtype={}, op=sum, device=cpu)", count, dtype);
+  };
+  return pg.rank() == 0 ? fmt::format(
+                              "{}: mismatched collectives: this rank called {}, rank 1 "
+                              "called {}",
+                              pg.where(), call("float32"), call("int32"))
+                        : fmt::format(
+                              "{}: mismatched collectives: this rank called {}, rank 0 "
+                              "called {}",
+                              pg.where(), call("int32"), call("float32"));
+}
+
 }  // namespace fsdp::comm::testing

@@ -37,4 +37,9 @@ MatrixOptions default_matrix(int world_size);
 // the reference. Returns the failures ("" entries never).
 std::vector<std::string> run_collective_matrix(ProcessGroup& pg, const MatrixOptions& m);
 
+// What the mismatch check (comm/algorithms/signature_check.h) tells rank pg.rank() when rank 0
+// calls all_reduce(count) with float32 and every other rank with int32: each rank names the first
+// rank whose call differs from its own.
+std::string expected_dtype_mismatch(const ProcessGroup& pg, std::size_t count);
+
 }  // namespace fsdp::comm::testing

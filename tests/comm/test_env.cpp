@@ -233,7 +233,7 @@ BOOST_AUTO_TEST_CASE(gloo_refuses_a_negative_timeout_in_its_words) {
   try {
     create_process_group("gloo", o);
     BOOST_FAIL("no error");
-  } catch (const std::invalid_argument& e) {
+  } catch (const fsdp::ValueError& e) {  // an fsdp::Error, like every error of the library
     BOOST_TEST(std::string(e.what()) ==
                "gloo backend: the timeout must be above 0 ms, got -1 ms (InitOptions::timeout "
                "or FSDP_TIMEOUT_MS)");
