@@ -82,7 +82,7 @@ int run_main(const char* program, const std::function<int()>& body) {
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "%s: error: %s\n", program, e.what());
     return 2;
-  } catch (const EnvError& e) {  // the launch environment is part of the command line
+  } catch (const fsdp::ValueError& e) {  // bad arguments to a backend, or the launch environment
     std::fprintf(stderr, "%s: error: %s\n", program, e.what());
     return 2;
   } catch (const std::exception& e) {
