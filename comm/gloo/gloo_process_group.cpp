@@ -229,7 +229,8 @@ void GlooProcessGroup::exchange(const Collective& c, const char* phase,
         timed_out
             ? fmt::format("timed out after {} ms", options_.timeout.count())
             : fmt::format("failed after {} ms (timeout {} ms)", elapsed, options_.timeout.count()),
-        phase, pending.empty() ? std::string() : " waiting for rank(s) " + join(pending), e.what());
+        phase, pending.empty() ? std::string() : " waiting for rank(s) " + name_ranks(pending),
+        e.what());
     if (timed_out) throw CommTimeoutError(broken_reason_);
     throw CommError(broken_reason_);
   }
@@ -399,6 +400,7 @@ void GlooProcessGroup::execute(const Collective& c) {
       throw CommError(reason);
     };
     t.where = where();
+    t.name_ranks = [&](const std::vector<int>& ranks) { return name_ranks(ranks); };
     t.timeout = options_.timeout;
     return direct_.run(c, rank(), t);
   }

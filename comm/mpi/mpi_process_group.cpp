@@ -202,7 +202,7 @@ void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phas
       broken_reason_ = fmt::format(
           "{}: {} timed out after {} ms ({}) waiting for rank(s) {}; pending MPI messages were "
           "abandoned, so this group cannot be used again (end the job, e.g. MPI_Abort)",
-          where(), describe(c), options_.timeout.count(), phase, join(missing));
+          where(), describe(c), options_.timeout.count(), phase, name_ranks(missing));
       throw CommTimeoutError(broken_reason_);
     }
   }
