@@ -74,6 +74,8 @@ class ProcessGroup {
   // Ranks of this group for a message: "1, 2", or in a subgroup "1, 2 (world ranks 3, 5)", so
   // that an error names the process a user can find, not only its position in the subgroup.
   std::string name_ranks(const std::vector<int>& ranks) const;
+  // The world rank of rank r of this group (r itself in the world group).
+  int world_rank(int r) const { return world_ranks_.empty() ? r : world_ranks_[std::size_t(r)]; }
 
  protected:
   // Runs c synchronously on the calling thread; c is already validated.

@@ -33,8 +33,10 @@
 #include <vector>
 
 #include "comm/builtin_backends.h"
+#include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/join.h"
+#include "comm/mpi/stop_report.h"
 #include "comm/process_group.h"
 #include "comm/reduce_kernels.h"
 #include "comm/registry.h"
@@ -85,6 +87,7 @@ void ensure_mpi_initialized() {
         fmt::format("mpi backend: MPI provides thread level {} but the backend "
                     "needs MPI_THREAD_SERIALIZED or better",
                     provided));
+  install_stop_report(env::under_mpirun());
   std::atexit([] {
     int done = 0;
     MPI_Finalized(&done);
@@ -174,6 +177,7 @@ void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phas
   if (p.requests.empty()) return;
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
   std::vector<MPI_Status> statuses(p.requests.size());
+  StopReportScope report(*this, c, phase, p.peers);
   for (int polls = 0;; ++polls) {
     int done = 0;
     {
