@@ -18,8 +18,8 @@
 #              so the launcher is what dies (SIGKILL): its ranks must not outlive it; each ends
 #              with an error naming the collective it was in and the ranks it was waiting for
 # Every survivor's last line on stderr about the collective must name it (all_reduce) and a rank,
-# within the timeout (+1 s) of the fault, and the whole job must end within 2 x the timeout + 5 s (the
-# mpi backend gives MPI_Finalize one timeout after a failure before it ends the process).
+# within the timeout (+1 s) of the fault, and the whole job must end within 2 x the timeout + 5 s
+# (the mpi backend gives MPI_Finalize one timeout after a failure before it ends the process).
 #   fault_trial.sh gloo|mpi NP NETNS_RANK_EXE cut|stop|kill|storedies
 # Prints the ranks' errors and, last, one line:
 #   RESULT <backend> <fault> np<NP> pass|fail error_ms=<latest error> job_ms=<job end>
@@ -28,7 +28,7 @@
 set -euo pipefail
 backend=$1 np=$2 exe=$3 fault=$4
 here=$(dirname "$(readlink -f "$0")")
-# shellcheck source=netns_lib.sh
+# shellcheck source-path=SCRIPTDIR source=netns_lib.sh
 . "$here/netns_lib.sh"
 case "$backend/$fault" in
   gloo/cut | gloo/stop | gloo/kill | gloo/storedies | mpi/cut | mpi/stop | mpi/kill | \
