@@ -87,6 +87,10 @@ void ensure_mpi_initialized() {
         fmt::format("mpi backend: MPI provides thread level {} but the backend "
                     "needs MPI_THREAD_SERIALIZED or better",
                     provided));
+  int world_rank = 0, world_size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  set_stop_report_world(world_rank, world_size);
   install_stop_report(env::under_mpirun());
   std::atexit([] {
     int done = 0;
@@ -344,6 +348,7 @@ void MpiProcessGroup::execute(const Collective& c) {
   // Tags: 4 per collective (data, second phase, signature), cycling below MPI's minimum TAG_UB.
   const int tag = int(4 * (sequence_++ % 8000));
   if (size() == 1) return run_single_rank(c);
+  StopReportScope report(*this, c);  // what this rank says if mpirun ends it meanwhile
   if (direct_.eligible(c)) return direct_collective(c);  // always checks signatures
   if (options_.check_signatures) check_signatures(c, tag + 2);
   switch (c.kind) {

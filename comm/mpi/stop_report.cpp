@@ -17,6 +17,7 @@ namespace {
 constexpr int kSlots = 16;
 std::atomic<const StopReportScope::Note*> g_notes[kSlots];
 std::atomic<pid_t> g_launcher{0};  // this rank's parent under mpirun (mpirun or its orted)
+std::atomic<int> g_world_rank{-1}, g_world_size{0};
 
 // Text built in a fixed buffer: a signal handler may not allocate or call fmt.
 struct Line {
@@ -37,6 +38,19 @@ struct Line {
   }
 };
 
+void add_cause(Line& l, int sig) {
+  l.add(" ended by signal ");
+  l.add(sig);
+  if (sig == SIGHUP) {
+    // PR_SET_PDEATHSIG: the launcher, whose PMIx server is the job's key-value store, is gone.
+    l.add(": its launcher (pid ");
+    l.add(g_launcher.load());
+    l.add(", the job's PMIx store) died, so the job cannot go on");
+  } else {
+    l.add(" (mpirun's way to end the job after a rank failed; its report names that rank)");
+  }
+}
+
 void report(const StopReportScope::Note& n, int sig) {
   Line l;
   const ProcessGroup& g = *n.group;
@@ -55,38 +69,42 @@ void report(const StopReportScope::Note& n, int sig) {
   l.add(static_cast<long long>(n.collective->count));
   l.add(", dtype=");
   l.add(dtype_name(n.collective->dtype));
-  if (sig == SIGHUP) {
-    // PR_SET_PDEATHSIG: the launcher, whose PMIx server is the job's key-value store, is gone.
-    l.add(") ended by signal ");
-    l.add(sig);
-    l.add(": its launcher (pid ");
-    l.add(g_launcher.load());
-    l.add(", the job's PMIx store) died, so the job cannot go on; it was in its ");
+  l.add(")");
+  add_cause(l, sig);
+  // The ranks: those of the phase being waited for, else every other rank of the group.
+  std::vector<int> none;
+  const std::vector<int>& peers = n.peers ? *n.peers : none;
+  const int count = n.peers ? int(peers.size()) : g.size();
+  auto peer = [&](int i) { return n.peers ? peers[std::size_t(i)] : i; };
+  auto listed = [&](int i) {
+    if (!n.peers && i == g.rank()) return false;
+    for (int j = 0; j < i; ++j)
+      if (peer(j) == peer(i)) return false;
+    return true;
+  };
+  if (n.phase) {
+    l.add(" in its ");
+    l.add(n.phase);
+    l.add(", exchanging with rank(s) ");
   } else {
-    l.add(") ended by signal ");
-    l.add(sig);
-    l.add(" (mpirun's way to end the job after a rank failed; its report names that rank) in its ");
+    l.add(" in it, between exchanges with its group's other rank(s) ");
   }
-  l.add(n.phase);
-  l.add(", exchanging with rank(s) ");
-  const std::vector<int>& peers = *n.peers;
-  bool world_differs = false;
-  for (std::size_t i = 0; i < peers.size(); ++i) {
-    bool seen = false;
-    for (std::size_t j = 0; j < i; ++j) seen = seen || peers[j] == peers[i];
-    if (seen) continue;
-    if (l.text[l.size - 1] != ' ') l.add(", ");
-    l.add(peers[i]);
-    world_differs = world_differs || g.world_rank(peers[i]) != peers[i];
+  bool first = true, world_differs = false;
+  for (int i = 0; i < count; ++i) {
+    if (!listed(i)) continue;
+    l.add(first ? "" : ", ");
+    l.add(peer(i));
+    first = false;
+    world_differs = world_differs || g.world_rank(peer(i)) != peer(i);
   }
   if (world_differs) {
     l.add(" (world ranks");
-    for (std::size_t i = 0; i < peers.size(); ++i) {
-      bool seen = false;
-      for (std::size_t j = 0; j < i; ++j) seen = seen || peers[j] == peers[i];
-      if (seen) continue;
-      l.add(i == 0 ? " " : ", ");
-      l.add(g.world_rank(peers[i]));
+    first = true;
+    for (int i = 0; i < count; ++i) {
+      if (!listed(i)) continue;
+      l.add(first ? " " : ", ");
+      l.add(g.world_rank(peer(i)));
+      first = false;
     }
     l.add(")");
   }
@@ -95,8 +113,30 @@ void report(const StopReportScope::Note& n, int sig) {
 }
 
 void on_stop_signal(int sig) {
-  for (auto& slot : g_notes)
-    if (const StopReportScope::Note* n = slot.load()) report(*n, sig);
+  bool reported = false;
+  for (auto& slot : g_notes) {
+    const StopReportScope::Note* n = slot.load();
+    if (n == nullptr) continue;
+    // A whole collective is reported only when none of its waits is.
+    bool waiting = false;
+    for (auto& other : g_notes) {
+      const StopReportScope::Note* o = other.load();
+      waiting = waiting || (o && o != n && o->collective == n->collective && o->phase);
+    }
+    if (n->phase || !waiting) report(*n, sig);
+    reported = true;
+  }
+  if (!reported && g_world_rank.load() >= 0) {
+    Line l;
+    l.add("mpi rank ");
+    l.add(g_world_rank.load());
+    l.add("/");
+    l.add(g_world_size.load());
+    l.add(":");
+    add_cause(l, sig);
+    l.add(" between collectives\n");
+    [[maybe_unused]] auto written = ::write(STDERR_FILENO, l.text, l.size);
+  }
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -111,7 +151,17 @@ bool handle(int sig) {
 
 }  // namespace
 
+void set_stop_report_world(int rank, int size) {
+  g_world_size = size;
+  g_world_rank = rank;
+}
+
 void install_stop_report(bool under_launcher) {
+  // A peer that dies leaves its TCP connections reset: Open MPI's next write to one must fail
+  // (EPIPE), not end this rank silently with SIGPIPE before it can report (as gloo's backend).
+  struct sigaction pipe {};
+  if (sigaction(SIGPIPE, nullptr, &pipe) == 0 && pipe.sa_handler == SIG_DFL)
+    std::signal(SIGPIPE, SIG_IGN);
   handle(SIGTERM);
   // Open MPI ends a rank whose launcher died without a word (exit code 195, when PMIx loses its
   // server): a SIGHUP from the kernel at the parent's death lets the rank say so first (a rank
@@ -125,6 +175,15 @@ void install_stop_report(bool under_launcher) {
 StopReportScope::StopReportScope(const ProcessGroup& group, const Collective& c, const char* phase,
                                  const std::vector<int>& peers)
     : note_{&group, &c, phase, &peers} {
+  publish();
+}
+
+StopReportScope::StopReportScope(const ProcessGroup& group, const Collective& c)
+    : note_{&group, &c, nullptr, nullptr} {
+  publish();
+}
+
+void StopReportScope::publish() {
   for (int i = 0; i < kSlots && slot_ < 0; ++i) {
     const Note* empty = nullptr;
     if (g_notes[i].compare_exchange_strong(empty, &note_)) slot_ = i;

@@ -15,7 +15,12 @@
 
 namespace fsdp::comm::mpi {
 
-// Installs the SIGTERM handler once, if the program left SIGTERM at its default action; under
+// The world rank and size, for a report outside any collective.
+void set_stop_report_world(int rank, int size);
+
+// Ignores SIGPIPE if the program left it at its default action (a dead peer's reset connection
+// must not end this rank silently). Installs the SIGTERM handler once, if the program left
+// SIGTERM at its default action; under
 // mpirun (`under_launcher`) the rank also gets SIGHUP, reported the same way, when its launcher
 // dies (PR_SET_PDEATHSIG).
 void install_stop_report(bool under_launcher);
@@ -26,6 +31,8 @@ class StopReportScope {
  public:
   StopReportScope(const ProcessGroup& group, const Collective& c, const char* phase,
                   const std::vector<int>& peers);
+  // The whole collective: reported when no wait of it is (between its phases, say).
+  StopReportScope(const ProcessGroup& group, const Collective& c);
   ~StopReportScope();
   StopReportScope(const StopReportScope&) = delete;
   StopReportScope& operator=(const StopReportScope&) = delete;
@@ -33,11 +40,13 @@ class StopReportScope {
   struct Note {
     const ProcessGroup* group;
     const Collective* collective;
-    const char* phase;
-    const std::vector<int>* peers;
+    const char* phase;              // null: the whole collective
+    const std::vector<int>* peers;  // null: the whole collective
   };
 
  private:
+  void publish();
+
   Note note_;
   int slot_ = -1;  // -1: every slot was taken (more concurrent waits than slots): not reported
 };
