@@ -176,9 +176,16 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   if (group) {
     // Errors of the subgroup name world ranks too (issue 12: a HYBRID_SHARD failure named only
     // positions in the replicate group).
+    // A group whose ranks are the world's own numbers (FSDP's group of every rank) says nothing
+    // more.
     group->world_ranks_.clear();
-    for (int r : ranks)
-      group->world_ranks_.push_back(world_ranks_.empty() ? r : world_ranks_[std::size_t(r)]);
+    bool same = true;
+    for (int r : ranks) {
+      const int w = world_rank(r);
+      same = same && w == int(group->world_ranks_.size());
+      group->world_ranks_.push_back(w);
+    }
+    if (same) group->world_ranks_.clear();
   }
   return group;
 }

@@ -156,6 +156,11 @@ BOOST_AUTO_TEST_CASE(subgroup_messages_name_world_ranks) {
     std::vector<std::string> failures;
     if (pg.where() != fmt::format("threads rank {}/8", pg.rank()) || pg.name_ranks({2}) != "2")
       failures.push_back("world group: " + pg.where() + ", " + pg.name_ranks({2}));
+    // Ranks numbered as in the world (FSDP's group of every rank, a first block): nothing more.
+    auto all = pg.new_group({0, 1, 2, 3, 4, 5, 6, 7});
+    auto first = pg.new_group({0, 1, 2, 3});
+    if (all->where() != pg.where() || (first && first->name_ranks({1, 2}) != "1, 2"))
+      failures.push_back("identity groups: " + all->where());
     auto odd = pg.new_group({7, 5, 3, 1});
     auto inner = odd ? odd->new_group({3, 1}) : nullptr;  // world ranks 1 and 5
     if (pg.rank() == 5) {
