@@ -233,13 +233,14 @@ void Path::exchange(const void* mine, void* theirs, std::size_t bytes, const cha
     for (int from : waiting)
       if (::kill(pid_t(peers_[std::size_t(from)].pid), 0) != 0 && errno == ESRCH && !arrived(from))
         t.fail(fmt::format("{} waiting for rank(s) {}: rank {}'s process (pid {}) is gone",
-                           failed(), join(waiting), from, peers_[std::size_t(from)].pid),
+                           failed(), t.name_ranks(waiting), from, peers_[std::size_t(from)].pid),
                false);
     if (std::chrono::steady_clock::now() > deadline)
-      t.fail(fmt::format("{}: {} timed out after {} ms ({}) waiting for rank(s) {}; this group "
-                         "cannot be used again",
-                         t.where, comm::describe(c), t.timeout.count(), phase, join(waiting)),
-             true);
+      t.fail(
+          fmt::format("{}: {} timed out after {} ms ({}) waiting for rank(s) {}; this group "
+                      "cannot be used again",
+                      t.where, comm::describe(c), t.timeout.count(), phase, t.name_ranks(waiting)),
+          true);
   }
 }
 

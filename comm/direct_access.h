@@ -78,6 +78,8 @@ struct Transport {
   // Marks the group broken and throws CommError (CommTimeoutError if `timed_out`) with `reason`.
   std::function<void(const std::string& reason, bool timed_out)> fail;
   std::string where;  // the group, for messages
+  // Ranks of the group for a message (ProcessGroup::name_ranks: world ranks in a subgroup).
+  std::function<std::string(const std::vector<int>&)> name_ranks;
   std::chrono::milliseconds timeout{0};
 };
 

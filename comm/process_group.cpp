@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "comm/join.h"
 #include "comm/ordered_executor.h"
 
 namespace fsdp::comm {
@@ -19,7 +20,17 @@ ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
 ProcessGroup::~ProcessGroup() = default;
 
 std::string ProcessGroup::where() const {
-  return fmt::format("{} rank {}/{}", backend_name(), rank_, size_);
+  if (world_ranks_.empty()) return fmt::format("{} rank {}/{}", backend_name(), rank_, size_);
+  return fmt::format("{} rank {}/{} (world rank {}; group of world ranks {})", backend_name(),
+                     rank_, size_, world_ranks_[std::size_t(rank_)], join(world_ranks_));
+}
+
+std::string ProcessGroup::name_ranks(const std::vector<int>& ranks) const {
+  if (world_ranks_.empty()) return join(ranks);
+  std::vector<int> world;
+  for (int r : ranks) world.push_back(r >= 0 && r < size_ ? world_ranks_[std::size_t(r)] : r);
+  return fmt::format("{} (world rank{} {})", join(ranks), world.size() == 1 ? "" : "s",
+                     join(world));
 }
 
 OrderedExecutor& ProcessGroup::executor() {
@@ -162,6 +173,20 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   int call_index = new_group_calls_++;
   std::shared_ptr<ProcessGroup> group;
   executor().run_inline([&] { group = make_subgroup(ranks, new_rank, call_index); });
+  if (group) {
+    // Errors of the subgroup name world ranks too (issue 12: a HYBRID_SHARD failure named only
+    // positions in the replicate group).
+    // A group whose ranks are the world's own numbers (FSDP's group of every rank) says nothing
+    // more.
+    group->world_ranks_.clear();
+    bool same = true;
+    for (int r : ranks) {
+      const int w = world_rank(r);
+      same = same && w == int(group->world_ranks_.size());
+      group->world_ranks_.push_back(w);
+    }
+    if (same) group->world_ranks_.clear();
+  }
   return group;
 }
 

@@ -68,8 +68,14 @@ class ProcessGroup {
   // other new_group calls (as torch.distributed.new_group); non-members get nullptr.
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 
-  // "<backend> rank R/size S": the prefix of every error message from this group.
+  // "<backend> rank R/size S": the prefix of every error message from this group; a subgroup
+  // adds this rank's world rank and the group's world ranks.
   std::string where() const;
+  // Ranks of this group for a message: "1, 2", or in a subgroup "1, 2 (world ranks 3, 5)", so
+  // that an error names the process a user can find, not only its position in the subgroup.
+  std::string name_ranks(const std::vector<int>& ranks) const;
+  // The world rank of rank r of this group (r itself in the world group).
+  int world_rank(int r) const { return world_ranks_.empty() ? r : world_ranks_[std::size_t(r)]; }
 
  protected:
   // Runs c synchronously on the calling thread; c is already validated.
@@ -93,6 +99,7 @@ class ProcessGroup {
 
   int rank_;
   int size_;
+  std::vector<int> world_ranks_;  // of each rank of this group; empty: this group is the world
   std::unique_ptr<OrderedExecutor> executor_;
   int new_group_calls_ = 0;
 };

@@ -262,7 +262,7 @@ void UnitRuntime::unshard(bool prefetch, bool full_precision) {
     throw RuntimeError(
         fmt::format("FSDP unit '{}' on rank {}: all-gather of its parameters "
                     "failed: {}",
-                    fqn_, config_.shard_group->rank(), e.what()));
+                    fqn_, config_.shard_group->world_rank(config_.shard_group->rank()), e.what()));
   }
 }
 

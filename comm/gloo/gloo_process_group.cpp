@@ -298,7 +298,9 @@ void GlooProcessGroup::Link::wait(const Collective& c, const char* phase) {
         group_.where(), describe(c),
         timed_out ? fmt::format("timed out after {} ms", timeout)
                   : fmt::format("failed after {} ms (timeout {} ms)", elapsed, timeout),
-        phase, pending.empty() ? std::string() : " waiting for rank(s) " + join(pending), e.what());
+        phase,
+        pending.empty() ? std::string() : " waiting for rank(s) " + group_.name_ranks(pending),
+        e.what());
     end_round();
     group_.fail(reason, timed_out);
   }
@@ -334,6 +336,7 @@ void GlooProcessGroup::execute(const Collective& c) {
     };
     t.fail = [&](const std::string& reason, bool timed_out) { fail(reason, timed_out); };
     t.where = where();
+    t.name_ranks = [&](const std::vector<int>& ranks) { return name_ranks(ranks); };
     t.timeout = options_.timeout;
     return direct_.run(c, rank(), t);
   }

@@ -53,6 +53,7 @@ void MpiProcessGroup::direct_collective(const Collective& c) {
   };
   t.fail = [&](const std::string& reason, bool timed_out) { fail(reason, timed_out); };
   t.where = where();
+  t.name_ranks = [&](const std::vector<int>& ranks) { return name_ranks(ranks); };
   t.timeout = options_.timeout;
   direct_.run(c, rank(), t);
 }

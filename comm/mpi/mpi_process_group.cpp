@@ -33,8 +33,10 @@
 #include "comm/algorithms/pairwise.h"
 #include "comm/algorithms/signature_check.h"
 #include "comm/builtin_backends.h"
+#include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/join.h"
+#include "comm/mpi/stop_report.h"
 #include "comm/process_group.h"
 #include "comm/reduce_kernels.h"
 #include "comm/registry.h"
@@ -85,6 +87,11 @@ void ensure_mpi_initialized() {
         fmt::format("mpi backend: MPI provides thread level {} but the backend "
                     "needs MPI_THREAD_SERIALIZED or better",
                     provided));
+  int world_rank = 0, world_size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  set_stop_report_world(world_rank, world_size);
+  install_stop_report(env::under_mpirun());
   std::atexit([] {
     int done = 0;
     MPI_Finalized(&done);
@@ -161,6 +168,7 @@ void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phas
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
   std::vector<MPI_Status> statuses(p.requests.size());
+  StopReportScope report(*this, c, phase, p.peers);
   for (int polls = 0;; ++polls) {
     int done = 0;
     {
@@ -187,7 +195,7 @@ void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phas
       fail(fmt::format(
                "{}: {} timed out after {} ms ({}) waiting for rank(s) {}; pending MPI messages "
                "were abandoned, so this group cannot be used again (end the job, e.g. MPI_Abort)",
-               where(), describe(c), options_.timeout.count(), phase, join(missing)),
+               where(), describe(c), options_.timeout.count(), phase, name_ranks(missing)),
            true);
     }
   }
@@ -263,6 +271,7 @@ void MpiProcessGroup::execute(const Collective& c) {
   // Tags: 4 per collective (one per round), cycling below MPI's minimum TAG_UB (32767).
   link_.start(int(4 * (sequence_++ % 8000)));
   if (size() == 1) return run_single_rank(c);
+  StopReportScope report(*this, c);  // what this rank says if mpirun ends it meanwhile
   if (direct_.eligible(c)) return direct_collective(c);  // always checks signatures
   if (options_.check_signatures) algorithms::check_signatures(link_, c, where());
   if (c.kind == CollectiveKind::Broadcast || c.kind == CollectiveKind::Barrier)

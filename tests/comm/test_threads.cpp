@@ -149,6 +149,35 @@ BOOST_AUTO_TEST_CASE(async_works_complete_in_issue_order) {
   });
 }
 
+// A subgroup's messages name world ranks as well as positions in the group (issue 12: a failure
+// in HYBRID_SHARD's replicate group named "rank 1" for world rank 3), through nested groups too.
+BOOST_AUTO_TEST_CASE(subgroup_messages_name_world_ranks) {
+  run_and_report(8, [](ProcessGroup& pg) {
+    std::vector<std::string> failures;
+    if (pg.where() != fmt::format("threads rank {}/8", pg.rank()) || pg.name_ranks({2}) != "2")
+      failures.push_back("world group: " + pg.where() + ", " + pg.name_ranks({2}));
+    // Ranks numbered as in the world (FSDP's group of every rank, a first block): nothing more.
+    auto all = pg.new_group({0, 1, 2, 3, 4, 5, 6, 7});
+    auto first = pg.new_group({0, 1, 2, 3});
+    if (all->where() != pg.where() || (first && first->name_ranks({1, 2}) != "1, 2"))
+      failures.push_back("identity groups: " + all->where());
+    auto odd = pg.new_group({7, 5, 3, 1});
+    auto inner = odd ? odd->new_group({3, 1}) : nullptr;  // world ranks 1 and 5
+    if (pg.rank() == 5) {
+      const std::string want = "threads rank 1/4 (world rank 5; group of world ranks 7, 5, 3, 1)";
+      if (odd->where() != want) failures.push_back("odd group: " + odd->where());
+      if (odd->name_ranks({3}) != "3 (world rank 1)" ||
+          odd->name_ranks({0, 2}) != "0, 2 (world ranks 7, 3)")
+        failures.push_back("odd group ranks: " + odd->name_ranks({0, 2}));
+      if (!inner ||
+          inner->where() != "threads rank 1/2 (world rank 5; group of world ranks 1, 5)" ||
+          inner->name_ranks({0}) != "0 (world rank 1)")
+        failures.push_back("nested group: " + (inner ? inner->where() : std::string("none")));
+    }
+    return failures;
+  });
+}
+
 BOOST_AUTO_TEST_CASE(subgroups_and_hybrid_split) {
   run_and_report(8, [](ProcessGroup& pg) {
     std::vector<std::string> failures;

@@ -1,8 +1,9 @@
 // One rank of a job that the tests in this folder run across network namespaces and cut off.
 // init_from_env() makes the group (FSDP_BACKEND: gloo or mpi). After a first all_reduce, which
 // proves every rank is connected, it writes "rank R: ready (pid P)" and then all-reduces
-// 256 KiB until --seconds pass (default 120). An error ends it with "rank R: error after S s:
-// <message>" on stderr and exit code 1; the normal end writes "rank R: done" and exits 0.
+// 256 KiB until --seconds pass (default 120). An error ends it with "rank R: error after S s
+// (unix time T ms): <message>" on stderr (T: when it was caught, for the time from a fault) and
+// exit code 1; the normal end writes "rank R: done" and exits 0.
 //   netns_rank [--seconds S]
 #include <unistd.h>
 
@@ -35,8 +36,11 @@ int main(int argc, char** argv) {
     std::printf("rank %d: done\n", rank);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: error after %.1f s: %s\n", rank,
-                 std::chrono::duration<double>(Clock::now() - ready_at).count(), e.what());
+    const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    std::fprintf(stderr, "rank %d: error after %.1f s (unix time %lld ms): %s\n", rank,
+                 std::chrono::duration<double>(Clock::now() - ready_at).count(),
+                 static_cast<long long>(unix_ms.count()), e.what());
     return 1;
   }
 }
