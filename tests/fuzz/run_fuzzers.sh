@@ -54,26 +54,50 @@ else
   cxx=(clang++)
   command -v ccache >/dev/null && cxx=(ccache clang++)
   libs=("${gcc_libs[@]/#/$build/}")
-  compile() {  # compile TARGET: when a source, a header or a GCC library is newer than it
-    local bin="$dir/$1"
-    [ -f "$bin" ] && [ -z "$(find core comm policies fsdp tools examples tests/fuzz "${libs[@]}" \
-      -newer "$bin" \( -name '*.cpp' -o -name '*.h' -o -name '*.a' \) | head -n 1)" ] && return
-    "${cxx[@]}" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. \
-      $(pkg-config --cflags openblas simdjson) "tests/fuzz/$1.cpp" ${parser_sources[$1]} \
-      -Wl,--start-group "${libs[@]}" -Wl,--end-group \
-      $(pkg-config --libs openblas simdjson fmt) -pthread -o "$bin"
-  }
-  running=()  # one compile per core; a failed one stops the script
-  for t in "${targets[@]}"; do
-    [ -n "${parser_sources[$t]:-}" ] || { echo "unknown target $t (--list)"; exit 2; }
+  cxxflags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I.
+            $(pkg-config --cflags openblas simdjson))
+  running=()
+  spawn() {  # spawn COMMAND...: at most one per core at once; a failure stops the script
     if [ ${#running[@]} -ge "$(nproc)" ]; then
       wait "${running[0]}"
       running=("${running[@]:1}")
     fi
-    compile "$t" &
+    "$@" &
     running+=($!)
+  }
+  drain() {
+    for p in "${running[@]}"; do wait "$p"; done
+    running=()
+  }
+  stale=0  # a binary missing, or older than a source, a header or a GCC library
+  for t in "${targets[@]}"; do
+    [ -n "${parser_sources[$t]:-}" ] || { echo "unknown target $t (--list)"; exit 2; }
+    if [ ! -f "$dir/$t" ] || [ -n "$(find core comm policies fsdp tools examples tests/fuzz \
+        "${libs[@]}" -newer "$dir/$t" \( -name '*.cpp' -o -name '*.h' -o -name '*.a' \) |
+        head -n 1)" ]; then
+      stale=1
+    fi
   done
-  for p in "${running[@]}"; do wait "$p"; done
+  if ((stale)); then
+    # Objects apart from the link, so that ccache can keep them.
+    mkdir -p "$dir/obj"
+    sources=$(for t in "${targets[@]}"; do echo "tests/fuzz/$t.cpp" ${parser_sources[$t]}; done |
+      tr ' ' '\n' | sort -u)
+    for src in $sources; do
+      spawn "${cxx[@]}" "${cxxflags[@]}" -c "$src" -o "$dir/obj/${src//\//_}.o"
+    done
+    drain
+    for t in "${targets[@]}"; do
+      objs=()
+      for src in "tests/fuzz/$t.cpp" ${parser_sources[$t]}; do
+        objs+=("$dir/obj/${src//\//_}.o")
+      done
+      spawn clang++ -fsanitize=fuzzer,address,undefined "${objs[@]}" -Wl,--start-group \
+        "${libs[@]}" -Wl,--end-group $(pkg-config --libs openblas simdjson fmt) -pthread \
+        -o "$dir/$t"
+    done
+    drain
+  fi
   bin_dir=$dir
 fi
 [ "$seconds" != 0 ] || exit 0
