@@ -10,7 +10,8 @@
 #     the policy expression, safetensors, the three command lines, the TcpStore wire format)
 #     for FSDP_FUZZ_CI_SECONDS (default 15) each from its seed corpus. The targets link the GCC
 #     build's libraries (build/, compiled by ./run setup before this), so only their parsers are
-#     compiled here, one per core: about 3 minutes of CPU cold, seconds with ccache.
+#     compiled here, one per core: about 4 minutes of CPU cold, 10 s with ccache warm;
+#     with the runs about 2.4 minutes added (4.3 cold) on 2 cores.
 # These need only the comm library, so each tree builds in about two minutes on 2 cores. The
 # whole suite under ASan + UBSan (./run sanitize) needs every library rebuilt with sanitizers:
 # over an hour on 2 cores, which does not fit beside the normal build in a 30-minute CI.
