@@ -5,7 +5,13 @@
 #     gloo backend at 2 shell-launched ranks, over TCP and over the same-host direct path;
 #   - TSan (build-tsan/): the threads backend, whose ranks are threads of one process (a race
 #     there is silent corruption), and the intra-op thread pool (core/parallel.h, built on its
-#     own with tests/core/ops/pool_stress.cpp).
+#     own with tests/core/ops/pool_stress.cpp);
+#   - libFuzzer (build-fuzz/, clang): every target of tests/fuzz/run_fuzzers.sh (the model file,
+#     the policy expression, safetensors, the three command lines, the TcpStore wire format)
+#     for FSDP_FUZZ_CI_SECONDS (default 15) each from its seed corpus. The targets link the GCC
+#     build's libraries (build/, compiled by ./run setup before this), so only their parsers are
+#     compiled here, one per core: about 4 minutes of CPU cold, 10 s with ccache warm;
+#     with the runs about 2.4 minutes added (4.3 cold) on 2 cores.
 # These need only the comm library, so each tree builds in about two minutes on 2 cores. The
 # whole suite under ASan + UBSan (./run sanitize) needs every library rebuilt with sanitizers:
 # over an hour on 2 cores, which does not fit beside the normal build in a 30-minute CI.
@@ -62,5 +68,17 @@ run "tsan threads backend" "$tsan/tests/comm/test_comm_threads"
 c++ -std=c++20 -O1 -g -fsanitize=thread -pthread -I. tests/core/ops/pool_stress.cpp \
   core/parallel.cpp -o "$tsan/pool_stress"
 run "tsan intra-op pool" "$tsan/pool_stress"
+
+if command -v clang++ >/dev/null; then
+  fuzz_seconds=${FSDP_FUZZ_CI_SECONDS:-15}
+  fuzz_targets=$(tests/fuzz/run_fuzzers.sh --list)
+  # Built at once (0 s: only the build, the compiles in parallel), then run one by one.
+  run "libfuzzer build" tests/fuzz/run_fuzzers.sh 0 $fuzz_targets
+  for t in $fuzz_targets; do
+    run "libfuzzer $t ${fuzz_seconds} s" tests/fuzz/run_fuzzers.sh "$fuzz_seconds" "$t"
+  done
+else
+  echo "sanitize: skip libfuzzer (no clang++)"
+fi
 
 exit $failed

@@ -5,9 +5,9 @@
 // rank with batch N*B.
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <mutex>
 #include <sstream>
@@ -19,6 +19,7 @@
 #include "core/memory_category.h"
 #include "core/parallel.h"
 #include "examples/gpt_train.h"
+#include "examples/train_gpt_options.h"
 #include "policies/options.h"
 #include "tools/plan/model_export.h"
 
@@ -34,115 +35,31 @@ std::shared_ptr<const std::string> read_file(const std::string& path) {
   return std::make_shared<const std::string>(s.str());
 }
 
-std::optional<policies::ShardingStrategy> parse_sharding(const std::string& s) {
-  using policies::ShardingStrategy;
-  if (s == "none") return std::nullopt;
-  for (auto v :
-       {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD,
-        ShardingStrategy::HYBRID_SHARD, ShardingStrategy::_HYBRID_SHARD_ZERO2})
-    if (s == policies::to_string(v) || "ShardingStrategy." + s == policies::to_string(v)) return v;
-  throw ValueError(
-      fmt::format("--sharding: unknown strategy '{}'; choose FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
-                  "HYBRID_SHARD, _HYBRID_SHARD_ZERO2 or none (the unsharded model, one rank)",
-                  s));
-}
-
-std::optional<policies::BackwardPrefetch> parse_prefetch(const std::string& s) {
-  if (s == "pre") return policies::BackwardPrefetch::BACKWARD_PRE;
-  if (s == "post") return policies::BackwardPrefetch::BACKWARD_POST;
-  FSDP_CHECK(s == "none", ValueError, "--backward-prefetch: '{}' is not pre, post or none", s);
-  return std::nullopt;
-}
-
-std::optional<DType> parse_mixed_precision(const std::string& s) {
-  if (s == "bf16" || s == "bfloat16") return DType::BFloat16;
-  if (s == "fp16" || s == "float16") return DType::Float16;
-  FSDP_CHECK(s == "none", ValueError, "--mixed-precision: '{}' is not bf16, fp16 or none", s);
-  return std::nullopt;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   select_blas_kernels(argv);  // may re-execute with OPENBLAS_CORETYPE set (core/blas_kernels.h)
-  CLI::App app{"Train a byte-level GPT with FSDP (fsdp-cpp)"};
-  examples::GPTTrainConfig cfg;
-  std::string export_path;
-  std::string data_path, eval_path, backend = "threads", sharding = "FULL_SHARD", prefetch = "pre";
-  std::string mixed_precision = "none";
-  int ranks = 2, log_every = 1, threads_per_rank = 1;
-  app.add_option("--layers", cfg.model.layers, "transformer blocks")->capture_default_str();
-  app.add_option("--d-model", cfg.model.d_model, "model width")->capture_default_str();
-  app.add_option("--heads", cfg.model.heads, "attention heads")->capture_default_str();
-  app.add_option("--seq", cfg.model.seq, "bytes per sequence (T)")->capture_default_str();
-  app.add_option("--batch", cfg.batch, "sequences per rank per step")->capture_default_str();
-  app.add_option("--steps", cfg.steps, "optimizer steps")->capture_default_str();
-  app.add_option("--lr", cfg.lr, "learning rate")->capture_default_str();
-  app.add_option("--optimizer", cfg.optimizer, "sgd | adamw")->capture_default_str();
-  app.add_option("--seed", cfg.seed, "initialisation seed")->capture_default_str();
-  app.add_option("--data", data_path, "training bytes (a file)")->required();
-  app.add_option("--eval-data", eval_path, "held-out bytes: loss before and after training");
-  app.add_option("--eval-batches", cfg.eval_batches, "global batches of --eval-data")
-      ->capture_default_str();
-  app.add_option("--backend", backend, "threads | mpi | gloo | nccl")->capture_default_str();
-  app.add_option("--ranks", ranks, "ranks (threads backend)")->capture_default_str();
-  app.add_option("--sharding", sharding,
-                 "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2 | "
-                 "none")
-      ->capture_default_str();
-  app.add_option("--node-size", cfg.node_size, "HYBRID_SHARD: ranks per shard group");
-  app.add_option("--policy", cfg.policy, "auto-wrap policy (fsdp-plan's grammar)")
-      ->capture_default_str();
-  app.add_flag("--use-orig-params", cfg.use_orig_params, "keep the original parameters");
-  app.add_flag("--forward-prefetch", cfg.forward_prefetch, "prefetch the next unit in forward");
-  app.add_option("--backward-prefetch", prefetch, "pre | post | none")->capture_default_str();
-  app.add_option("--clip-grad-norm", cfg.clip_grad_norm, "clip the total gradient norm");
-  app.add_option("--mixed-precision", mixed_precision,
-                 "all-gather and compute in bf16 or fp16 (float32 shards for the optimizer, "
-                 "gradients reduced in the same dtype): bf16 | fp16 | none")
-      ->capture_default_str();
-  app.add_option("--memory-timeline", cfg.memory_timeline,
-                 "write an SVG chart of one step's memory by category (rank 0) to FILE");
-  app.add_option("--checkpoint-activations", cfg.checkpoint_activations,
-                 "activation checkpointing of the blocks: none | full | selective")
-      ->capture_default_str();
-  app.add_option("--save", cfg.save_path,
-                 "write the full checkpoint at the end: FILE.safetensors, or a directory in "
-                 "Hugging Face's layout (model.safetensors, sharded above --max-shard-size)");
-  app.add_option("--max-shard-size", cfg.max_shard_bytes,
-                 "--save DIR: bytes per file of the sharded layout")
-      ->capture_default_str();
-  app.add_option("--load", cfg.load_path,
-                 "start from a full checkpoint (a .safetensors file or a --save directory)");
-  app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
-                 "write resumable sharded checkpoints (model, optimizer, progress) here");
-  app.add_option("--save-every", cfg.save_every,
-                 "with --checkpoint-dir: save every K steps (and after the last)");
-  app.add_option("--keep", cfg.keep, "with --checkpoint-dir: keep only the newest N checkpoints");
-  app.add_option("--resume", cfg.resume_dir,
-                 "continue from the newest checkpoint in DIR (to --steps in total)");
-  app.add_option("--export-model", export_path,
-                 "write the model as an fsdp-model/1 file for fsdp-plan (built on meta)");
-  app.add_option("--log-every", log_every, "print every K steps")->capture_default_str();
-  app.add_option("--threads-per-rank", threads_per_rank, "BLAS threads per rank")
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  examples::TrainGptOptions options;
+  try {
+    options = examples::parse_train_gpt_options(argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << e.what() << std::flush;
+    return e.exit_code();
+  }
+  if (!options.help.empty()) {
+    std::cout << options.help;
+    return 0;
+  }
+  examples::GPTTrainConfig& cfg = options.cfg;
+  const std::string &export_path = options.export_path, &data_path = options.data_path,
+                    &eval_path = options.eval_path, &backend = options.backend,
+                    &sharding = options.sharding;
+  const int ranks = options.ranks, log_every = options.log_every;
 
   try {
-    FSDP_CHECK(log_every >= 1, ValueError, "--log-every must be >= 1, got {}", log_every);
-    FSDP_CHECK(cfg.steps >= 0, ValueError, "--steps must be >= 0, got {}", cfg.steps);
-    FSDP_CHECK(cfg.batch >= 1, ValueError, "--batch must be >= 1, got {}", cfg.batch);
-    FSDP_CHECK(ranks >= 1, ValueError, "--ranks must be >= 1, got {}", ranks);
-    FSDP_CHECK(cfg.model.layers >= 0 && cfg.model.d_model >= 1 && cfg.model.heads >= 1 &&
-                   cfg.model.seq >= 1,
-               ValueError, "--layers/--d-model/--heads/--seq must be positive");
-    FSDP_CHECK(std::isfinite(cfg.lr) && cfg.lr >= 0, ValueError,
-               "--lr must be finite and >= 0, got {}", cfg.lr);
-    FSDP_CHECK(threads_per_rank >= 1, ValueError, "--threads-per-rank must be >= 1");
-    FSDP_CHECK(cfg.save_every >= 0 && cfg.keep >= 0, ValueError,
-               "--save-every and --keep must be >= 0");
-    set_blas_threads(threads_per_rank);
-    set_num_threads(threads_per_rank);  // element-wise kernels (core/parallel.h)
+    examples::check_train_gpt_options(options);
+    set_blas_threads(options.threads_per_rank);
+    set_num_threads(options.threads_per_rank);  // element-wise kernels (core/parallel.h)
     if (!export_path.empty()) {
       examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
       plan::write_model_file(meta_model, export_path);
@@ -150,9 +67,9 @@ int main(int argc, char** argv) {
     }
     cfg.data = read_file(data_path);
     if (!eval_path.empty()) cfg.eval_data = read_file(eval_path);
-    cfg.sharding = parse_sharding(sharding);
-    cfg.backward_prefetch = parse_prefetch(prefetch);
-    cfg.mixed_precision = parse_mixed_precision(mixed_precision);
+    cfg.sharding = examples::parse_sharding(sharding);
+    cfg.backward_prefetch = examples::parse_prefetch(options.prefetch);
+    cfg.mixed_precision = examples::parse_mixed_precision(options.mixed_precision);
 
     std::mutex print_mutex;
     auto run_rank = [&](const std::shared_ptr<comm::ProcessGroup>& group) {

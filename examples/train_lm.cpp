@@ -2,9 +2,7 @@
 // machine, unless --text is given), printing step, loss and tokens/s.
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +11,7 @@
 #include "core/error.h"
 #include "core/optim/optim.h"
 #include "examples/tiny_lm.h"
+#include "examples/train_lm_options.h"
 
 using namespace fsdp;
 using examples::ByteCorpus;
@@ -70,91 +69,26 @@ std::string sample_text(TinyLM& model, const std::string& prompt, int length, Ge
   return out;
 }
 
-// An integer option's range, said in one line ("--batch: expected an integer from 1 to 65536,
-// got '0'"); CLI11 prefixes the option's name.
-CLI::Validator int_range(std::int64_t lo, std::int64_t hi) {
-  return CLI::Validator(
-      [lo, hi](std::string& s) -> std::string {
-        std::int64_t v = 0;
-        const char* end = s.data() + s.size();
-        auto [p, ec] = std::from_chars(s.data(), end, v);
-        if (ec == std::errc() && p == end && v >= lo && v <= hi) return "";
-        return fmt::format("expected an integer from {} to {}, got '{}'", lo, hi, s);
-      },
-      fmt::format("INT in [{}, {}]", lo, hi));
-}
-
-// A learning rate: a finite number above 0.
-CLI::Validator positive_finite() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        double v = 0;
-        std::size_t used = 0;
-        try {
-          v = std::stod(s, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == s.size() && std::isfinite(v) && v > 0) return "";
-        return fmt::format("expected a finite number above 0, got '{}'", s);
-      },
-      "FLOAT > 0");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Train a byte-level transformer language model on CPU (fsdp-cpp demo)"};
-  examples::TinyLMConfig cfg;
-  int steps = 300;
-  std::int64_t batch = 16;
-  double lr = 3e-3;
-  std::uint64_t seed = 0;
-  int log_every = 10;
-  std::vector<std::string> texts;
-  // Every size has a range (a negative or zero size is refused with the option's name, never
-  // passed on to the model), and the model's shape is checked as a whole below.
-  app.add_option("--steps", steps, "optimizer steps")
-      ->capture_default_str()
-      ->check(int_range(1, 100000000));
-  app.add_option("--batch", batch, "sequences per step")
-      ->capture_default_str()
-      ->check(int_range(1, 65536));
-  app.add_option("--context", cfg.context, "bytes per sequence")
-      ->capture_default_str()
-      ->check(int_range(1, 65536));
-  app.add_option("--d-model", cfg.d_model, "model width")
-      ->capture_default_str()
-      ->check(int_range(1, 65536));
-  app.add_option("--heads", cfg.heads, "attention heads")
-      ->capture_default_str()
-      ->check(int_range(1, 65536));
-  app.add_option("--layers", cfg.layers, "transformer blocks")
-      ->capture_default_str()
-      ->check(int_range(1, 1024));
-  app.add_option("--lr", lr, "AdamW learning rate")
-      ->capture_default_str()
-      ->check(positive_finite());
-  app.add_option("--seed", seed, "random seed")->capture_default_str();
-  app.add_option("--log-every", log_every, "print every N steps")
-      ->capture_default_str()
-      ->check(int_range(1, 100000000));
-  app.add_option("--text", texts, "text files to train on (default: /usr/share/common-licenses/*)");
+  examples::TrainLmOptions options;
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "train_lm: error: {} (see train_lm --help)\n", e.what());
-    return 2;
+    options = examples::parse_train_lm_options(argc, argv);
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "train_lm: error: {}\n", e.what());
+    return e.exit_code();
   }
-  if (cfg.d_model % cfg.heads != 0) {
-    fmt::print(stderr,
-               "train_lm: error: --d-model {} is not a multiple of --heads {} (each head gets "
-               "d_model / heads dimensions)\n",
-               cfg.d_model, cfg.heads);
-    return 2;
+  if (!options.help.empty()) {
+    fmt::print("{}", options.help);
+    return 0;
   }
+  const examples::TinyLMConfig& cfg = options.model;
+  const int steps = options.steps, log_every = options.log_every;
+  const std::int64_t batch = options.batch;
+  const double lr = options.lr;
+  const std::uint64_t seed = options.seed;
+  std::vector<std::string>& texts = options.texts;
 
   try {
     if (texts.empty()) texts = default_texts();
