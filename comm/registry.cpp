@@ -4,12 +4,12 @@
 
 #include <map>
 #include <mutex>
-#include <stdexcept>
 
 #include "comm/builtin_backends.h"
 #include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/join.h"
+#include "core/error.h"
 
 namespace fsdp::comm {
 
@@ -93,8 +93,8 @@ std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
     std::string enable = how_to_enable(backend);
     if (!enable.empty())
       throw BackendNotBuiltError(fmt::format("backend '{}' was not built: {}", backend, enable));
-    throw std::invalid_argument(fmt::format("unknown communication backend '{}' (built: {})",
-                                            backend, join(available_backends())));
+    throw ValueError(fmt::format("unknown communication backend '{}' (built: {})", backend,
+                                 join(available_backends())));
   }
   return factory(options);
 }

@@ -217,7 +217,7 @@ class Builder {
     if (name == "float32") return DType::Float32;
     try {
       return dtype_from_name(std::string(name));
-    } catch (const std::invalid_argument& e) {
+    } catch (const ValueError& e) {
       fail(Where{&at, "dtype", 0}, e.what());
     }
   }
