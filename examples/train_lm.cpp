@@ -4,7 +4,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -12,10 +11,13 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/optim/optim.h"
+#include "examples/cli_checks.h"
 #include "examples/tiny_lm.h"
 
 using namespace fsdp;
 using examples::ByteCorpus;
+using examples::finite_number;
+using examples::int_range;
 using examples::TinyLM;
 
 namespace {
@@ -70,37 +72,6 @@ std::string sample_text(TinyLM& model, const std::string& prompt, int length, Ge
   return out;
 }
 
-// An integer option's range, said in one line ("--batch: expected an integer from 1 to 65536,
-// got '0'"); CLI11 prefixes the option's name.
-CLI::Validator int_range(std::int64_t lo, std::int64_t hi) {
-  return CLI::Validator(
-      [lo, hi](std::string& s) -> std::string {
-        std::int64_t v = 0;
-        const char* end = s.data() + s.size();
-        auto [p, ec] = std::from_chars(s.data(), end, v);
-        if (ec == std::errc() && p == end && v >= lo && v <= hi) return "";
-        return fmt::format("expected an integer from {} to {}, got '{}'", lo, hi, s);
-      },
-      fmt::format("INT in [{}, {}]", lo, hi));
-}
-
-// A learning rate: a finite number above 0.
-CLI::Validator positive_finite() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        double v = 0;
-        std::size_t used = 0;
-        try {
-          v = std::stod(s, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == s.size() && std::isfinite(v) && v > 0) return "";
-        return fmt::format("expected a finite number above 0, got '{}'", s);
-      },
-      "FLOAT > 0");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,29 +103,18 @@ int main(int argc, char** argv) {
   app.add_option("--layers", cfg.layers, "transformer blocks")
       ->capture_default_str()
       ->check(int_range(1, 1024));
-  app.add_option("--lr", lr, "AdamW learning rate")
-      ->capture_default_str()
-      ->check(positive_finite());
+  app.add_option("--lr", lr, "AdamW learning rate")->capture_default_str()->check(finite_number());
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   app.add_option("--log-every", log_every, "print every N steps")
       ->capture_default_str()
       ->check(int_range(1, 100000000));
   app.add_option("--text", texts, "text files to train on (default: /usr/share/common-licenses/*)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "train_lm: error: {} (see train_lm --help)\n", e.what());
-    return 2;
-  }
-  if (cfg.d_model % cfg.heads != 0) {
-    fmt::print(stderr,
-               "train_lm: error: --d-model {} is not a multiple of --heads {} (each head gets "
-               "d_model / heads dimensions)\n",
-               cfg.d_model, cfg.heads);
-    return 2;
-  }
+  if (auto status = examples::parse_command_line(app, argc, argv, "train_lm")) return *status;
+  if (cfg.d_model % cfg.heads != 0)
+    return examples::usage_error(
+        "train_lm", fmt::format("--d-model {} is not a multiple of --heads {} (each head gets "
+                                "d_model / heads dimensions)",
+                                cfg.d_model, cfg.heads));
 
   try {
     if (texts.empty()) texts = default_texts();
