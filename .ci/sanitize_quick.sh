@@ -48,7 +48,7 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 asan=${FSDP_ASAN_CI_DIR:-build-asan-ci}
 setup "$asan" address,undefined
 comm_tests=(tests/comm/test_comm_fake tests/comm/test_comm_threads tests/comm/test_comm_store
-            tests/comm/test_comm_env tests/fuzz/test_fuzz_comm)
+            tests/comm/test_comm_env tests/comm/test_comm_error_root tests/fuzz/test_fuzz_comm)
 gloo=()
 [ -f "$asan/build.ninja" ] && grep -q "test_comm_gloo" "$asan/build.ninja" &&
   gloo=(tests/comm/test_comm_gloo)

@@ -2,24 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstdlib>
-#include <limits>
-
 namespace fsdp::comm::env {
 
+using fsdp::env::refuse;
+
 namespace {
-
-constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
-
-// Up to 200 characters of a value, for messages (a huge value would bury the message).
-std::string shown(const std::string& v) {
-  return v.size() <= 200 ? v : v.substr(0, 200) + fmt::format("... ({} characters)", v.size());
-}
-
-[[noreturn]] void refuse(const char* name, const std::string& value, const std::string& expected) {
-  throw EnvError(fmt::format("environment variable {}='{}' is {}", name, shown(value), expected));
-}
 
 // A host name or a dotted IPv4 address: letters, digits, '.', '-', '_', at most 253 characters.
 std::optional<std::string> host(const char* name) {
@@ -33,47 +20,19 @@ std::optional<std::string> host(const char* name) {
   return v;
 }
 
+std::optional<int> int_knob(const char* name) {
+  auto v = fsdp::env::integer(name);  // the declared range fits an int
+  if (!v) return std::nullopt;
+  return int(*v);
+}
+
 }  // namespace
 
-const std::vector<Knob>& knobs() {
-  static const std::vector<Knob> all = {
-      {"RANK", "-", "this rank, 0 to WORLD_SIZE-1 (launched without mpirun)"},
-      {"WORLD_SIZE", "-", "the number of ranks, 1 to 2147483647"},
-      {"OMPI_COMM_WORLD_RANK/SIZE", "-", "set by mpirun; used instead of RANK/WORLD_SIZE"},
-      {"MASTER_ADDR", "127.0.0.1", "the host of rank 0's TCP store"},
-      {"MASTER_PORT", "29500", "the TCP store's port, 1 to 65535"},
-      {"FSDP_STORE_PATH", "-", "a directory shared by all ranks: selects the file store"},
-      {"FSDP_TIMEOUT_MS", "300000", "every wait's limit, 1 to 86400000 ms"},
-      {"FSDP_BACKEND", "-", "fake, threads, mpi, gloo or nccl (init_from_env)"},
-      {"FSDP_GLOO_HOSTNAME", "-", "gloo: the address this rank's connections bind to"},
-      {"FSDP_GLOO_IFNAME", "-",
-       "gloo: the network interface to bind to (else GLOO_SOCKET_IFNAME; default: the one that "
-       "reaches MASTER_ADDR)"},
-      {"FSDP_MPI_DIRECT", "1", "mpi: 0 sends all data as MPI messages"},
-      {"FSDP_GLOO_DIRECT", "1", "gloo: 0 sends all data over TCP, never reads peers' memory"},
-      {"PMIX_NAMESPACE", "-", "set by mpirun; keys a reused file store directory by job"},
-  };
-  return all;
-}
-
-std::optional<std::string> raw(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  return std::string(v);
-}
-
 std::optional<std::int64_t> integer(const char* name, std::int64_t lo, std::int64_t hi) {
-  auto v = raw(name);
-  if (!v) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const long long value = std::strtoll(v->c_str(), &end, 10);
-  // strtoll skips leading blanks; a value is its digits alone.
-  if (end == v->c_str() || *end != '\0' || (*v)[0] == ' ' || (*v)[0] == '\t' || (*v)[0] == '\n')
-    refuse(name, *v, "not an integer");
-  if (errno == ERANGE || value < lo || value > hi)
-    refuse(name, *v, fmt::format("out of range: expected {} to {}", lo, hi));
-  return value;
+  auto v = fsdp::env::integer(name);
+  if (v && (*v < lo || *v > hi))
+    refuse(name, std::to_string(*v), fmt::format("out of range: expected {} to {}", lo, hi));
+  return v;
 }
 
 bool under_mpirun() {
@@ -88,15 +47,11 @@ const char* world_size_variable() {
 }
 
 std::optional<int> rank() {
-  auto r = integer(rank_variable(), 0, kIntMax - 1);
-  if (!r) return std::nullopt;
-  return int(*r);
+  return int_knob(rank_variable());
 }
 
 std::optional<int> world_size() {
-  auto n = integer(world_size_variable(), 1, kIntMax);
-  if (!n) return std::nullopt;
-  return int(*n);
+  return int_knob(world_size_variable());
 }
 
 std::optional<std::string> master_addr() {
@@ -104,9 +59,7 @@ std::optional<std::string> master_addr() {
 }
 
 std::optional<int> master_port() {
-  auto p = integer("MASTER_PORT", 1, 65535);
-  if (!p) return std::nullopt;
-  return int(*p);
+  return int_knob("MASTER_PORT");
 }
 
 std::optional<std::string> store_path() {
@@ -117,7 +70,7 @@ std::optional<std::string> mpirun_job() {
 }
 
 std::optional<std::chrono::milliseconds> timeout() {
-  auto ms = integer("FSDP_TIMEOUT_MS", 1, 86400000);  // a longer wait is a hang
+  auto ms = fsdp::env::integer("FSDP_TIMEOUT_MS");
   if (!ms) return std::nullopt;
   return std::chrono::milliseconds(*ms);
 }
@@ -152,21 +105,11 @@ std::optional<std::string> gloo_ifname() {
   return v;
 }
 
-namespace {
-// A switch that is on unless set to 0.
-bool on_unless_zero(const char* name) {
-  auto v = raw(name);
-  if (!v || *v == "1") return true;
-  if (*v == "0") return false;
-  refuse(name, *v, "neither 0 nor 1");
-}
-}  // namespace
-
 bool mpi_direct() {
-  return on_unless_zero("FSDP_MPI_DIRECT");
+  return fsdp::env::enabled("FSDP_MPI_DIRECT");
 }
 bool gloo_direct() {
-  return on_unless_zero("FSDP_GLOO_DIRECT");
+  return fsdp::env::enabled("FSDP_GLOO_DIRECT");
 }
 
 }  // namespace fsdp::comm::env

@@ -1,7 +1,9 @@
-// Every environment variable the comm layer reads, declared and parsed here and nowhere else
-// (NCCL's NCCL_PARAM). A value of the wrong form or out of range is refused with an EnvError
-// naming the variable, the value and what is expected: never truncated, clamped or ignored.
-// An unset or empty variable means "not given".
+// The comm layer's environment: the launcher's variables (RANK, WORLD_SIZE, mpirun's), the
+// rendezvous and the backends' switches, as typed values. Each variable is declared (name,
+// default, range, meaning) in the one table of core/env.cpp and parsed there; the accessors below
+// add only the checks of form that belong to comm (a host name, an interface name). A value of
+// the wrong form or out of range is refused with an EnvError naming the variable, the value and
+// what is accepted. An unset or empty variable means "not given".
 #pragma once
 
 #include <chrono>
@@ -10,25 +12,18 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "core/env.h"
 
 namespace fsdp::comm {
 
-// A bad environment value: a ValueError, so one catch of fsdp::Error handles it too.
-class EnvError : public fsdp::ValueError {
- public:
-  using fsdp::ValueError::ValueError;
-};
+// A bad environment value (core/env.h): a ValueError, so one catch of fsdp::Error handles it.
+using EnvError = fsdp::EnvError;
 
 namespace env {
 
-// One knob: its name, its default, what it means (README's table is made from this list).
-struct Knob {
-  const char* name;
-  const char* fallback;
-  const char* meaning;
-};
-const std::vector<Knob>& knobs();
+// The one table of every knob, comm's among them (docs/environment.md is made from it).
+using fsdp::env::Knob;
+using fsdp::env::knobs;
 
 // --- launcher ----------------------------------------------------------------------------------
 // True under mpirun (OMPI_COMM_WORLD_RANK is set): ranks come from OMPI_COMM_WORLD_RANK/SIZE.
@@ -57,10 +52,9 @@ const char* gloo_ifname_variable();  // the one of the two that is set
 bool mpi_direct();                   // FSDP_MPI_DIRECT: 1 (default) or 0
 bool gloo_direct();                  // FSDP_GLOO_DIRECT: 1 (default) or 0
 
-// --- parsing, for the accessors above and the tests -------------------------------------------
-// The variable's value; nullopt when unset or empty.
-std::optional<std::string> raw(const char* name);
-// A decimal integer within [lo, hi].
+// --- parsing (core/env.h), for the accessors above and the tests --------------------------------
+using fsdp::env::raw;  // the variable's value; nullopt when unset or empty
+// A declared Integer knob within its declared range and within [lo, hi].
 std::optional<std::int64_t> integer(const char* name, std::int64_t lo, std::int64_t hi);
 
 }  // namespace env

@@ -2,9 +2,6 @@
 // the rank and the world size, so that a log line from one rank of many is self-explanatory.
 #pragma once
 
-#include <stdexcept>
-#include <string>
-
 #include "core/error.h"
 
 namespace fsdp::comm {
@@ -40,10 +37,11 @@ class BackendNotBuiltError : public CommError {
   using CommError::CommError;
 };
 
-// A collective was asked of a group that cannot run it (FakeProcessGroup with size > 1).
-class UnsupportedCollectiveError : public std::logic_error {
+// A collective was asked of a group that cannot run it (FakeProcessGroup with size > 1): a
+// NotImplementedError, as torch's fake group raises for data it cannot produce.
+class UnsupportedCollectiveError : public fsdp::NotImplementedError {
  public:
-  using std::logic_error::logic_error;
+  using fsdp::NotImplementedError::NotImplementedError;
 };
 
 }  // namespace fsdp::comm

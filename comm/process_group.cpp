@@ -4,17 +4,16 @@
 
 #include <algorithm>
 #include <limits>
-#include <stdexcept>
 
 #include "comm/join.h"
 #include "comm/ordered_executor.h"
+#include "core/error.h"
 
 namespace fsdp::comm {
 
 ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
   if (size < 1 || rank < 0 || rank >= size)
-    throw std::invalid_argument(
-        fmt::format("process group: invalid rank {} for world size {}", rank, size));
+    throw ValueError(fmt::format("process group: invalid rank {} for world size {}", rank, size));
 }
 
 ProcessGroup::~ProcessGroup() = default;
@@ -44,14 +43,14 @@ void ProcessGroup::shutdown_executor() {
 
 void ProcessGroup::check_supported(const Collective& c) const {
   if (c.kind != CollectiveKind::Barrier && !c.device.is_cpu())
-    throw std::invalid_argument(fmt::format("{}: {} needs cpu buffers, got device {}", where(),
-                                            describe(c), c.device.str()));
+    throw ValueError(fmt::format("{}: {} needs cpu buffers, got device {}", where(), describe(c),
+                                 c.device.str()));
 }
 
 void ProcessGroup::validate(const Collective& c) const {
   if (c.kind == CollectiveKind::Barrier) return;
   auto fail = [&](const std::string& why) {
-    throw std::invalid_argument(fmt::format("{}: invalid {}: {}", where(), describe(c), why));
+    throw ValueError(fmt::format("{}: invalid {}: {}", where(), describe(c), why));
   };
   const std::size_t max_count = std::numeric_limits<std::size_t>::max() / 8 / std::size_t(size_);
   if (c.count > max_count) fail("element count too large");
@@ -157,16 +156,15 @@ std::shared_ptr<Work> ProcessGroup::barrier_async() {
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
   if (ranks.empty())
-    throw std::invalid_argument(fmt::format("{}: new_group needs at least one rank", where()));
+    throw ValueError(fmt::format("{}: new_group needs at least one rank", where()));
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     if (sorted[i] < 0 || sorted[i] >= size_)
-      throw std::invalid_argument(
+      throw ValueError(
           fmt::format("{}: new_group rank {} is outside the group", where(), sorted[i]));
     if (i > 0 && sorted[i] == sorted[i - 1])
-      throw std::invalid_argument(
-          fmt::format("{}: new_group lists rank {} twice", where(), sorted[i]));
+      throw ValueError(fmt::format("{}: new_group lists rank {} twice", where(), sorted[i]));
   }
   auto pos = std::find(ranks.begin(), ranks.end(), rank_);
   int new_rank = pos == ranks.end() ? -1 : int(pos - ranks.begin());
@@ -193,9 +191,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
 HybridGroups split_hybrid(ProcessGroup& world, int shard_size) {
   const int n = world.size();
   if (shard_size < 1 || n % shard_size != 0)
-    throw std::invalid_argument(
-        fmt::format("{}: split_hybrid: shard size {} must divide the world size {}", world.where(),
-                    shard_size, n));
+    throw ValueError(fmt::format("{}: split_hybrid: shard size {} must divide the world size {}",
+                                 world.where(), shard_size, n));
   HybridGroups groups;
   // Same creation order on every rank: all shard groups, then all replicate groups.
   for (int first = 0; first < n; first += shard_size) {

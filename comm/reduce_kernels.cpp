@@ -2,8 +2,9 @@
 
 #include <cmath>
 #include <cstdint>
-#include <stdexcept>
 #include <type_traits>
+
+#include "core/error.h"
 
 namespace fsdp::comm {
 
@@ -125,7 +126,7 @@ void reduce_bool(ReduceOp op, void* out, const void* const* inputs, int n, std::
     reduce_blocks<Boolean>(
         out, inputs, n, count, [](A a, A b) { return A(a | b); }, same);
   } else {
-    throw std::invalid_argument("reduce op avg is not defined for bool");
+    throw ValueError("reduce op avg is not defined for bool");
   }
 }
 

@@ -4,12 +4,12 @@
 
 #include <map>
 #include <mutex>
-#include <stdexcept>
 
 #include "comm/builtin_backends.h"
 #include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/join.h"
+#include "core/error.h"
 
 namespace fsdp::comm {
 
@@ -93,16 +93,25 @@ std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
     std::string enable = how_to_enable(backend);
     if (!enable.empty())
       throw BackendNotBuiltError(fmt::format("backend '{}' was not built: {}", backend, enable));
-    throw std::invalid_argument(fmt::format("unknown communication backend '{}' (built: {})",
-                                            backend, join(available_backends())));
+    throw ValueError(fmt::format("unknown communication backend '{}' (built: {})", backend,
+                                 join(available_backends())));
   }
   return factory(options);
 }
 
 InitOptions options_from_env(InitOptions o) {
   // Every variable is parsed and range-checked in comm/env.cpp (tests/comm/test_env.cpp).
-  if (o.rank < 0) o.rank = env::rank().value_or(-1);
-  if (o.world_size < 0) o.world_size = env::world_size().value_or(-1);
+  const auto env_rank = env::rank();
+  const auto env_world_size = env::world_size();
+  // A launcher sets both; one alone (and not given in the options) would run as a world of one
+  // rank, or wait for ranks that never come.
+  if (env_rank.has_value() != env_world_size.has_value() &&
+      (env_rank ? o.world_size < 0 : o.rank < 0))
+    throw EnvError(fmt::format("{} is set but {} is not: a launcher sets both (or neither)",
+                               env_rank ? env::rank_variable() : env::world_size_variable(),
+                               env_rank ? env::world_size_variable() : env::rank_variable()));
+  if (o.rank < 0) o.rank = env_rank.value_or(-1);
+  if (o.world_size < 0) o.world_size = env_world_size.value_or(-1);
   if (o.rank >= 0 && o.world_size >= 1 && o.rank >= o.world_size)
     throw EnvError(fmt::format("{}={} is not below {}={}: ranks are 0 to {}", env::rank_variable(),
                                o.rank, env::world_size_variable(), o.world_size, o.world_size - 1));

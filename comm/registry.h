@@ -22,7 +22,7 @@ std::vector<std::string> available_backends();
 bool backend_available(const std::string& name);
 
 // Creates a group of `backend`; throws BackendNotBuiltError for a known backend that was not
-// compiled in, std::invalid_argument for an unknown name.
+// compiled in, fsdp::ValueError for an unknown name.
 std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
                                                    const InitOptions& options);
 

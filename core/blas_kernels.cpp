@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "core/env.h"
+
 extern "C" char* openblas_get_corename(void);
 extern "C" void openblas_set_num_threads(int);
 
@@ -27,8 +29,7 @@ std::optional<std::string> better_openblas_coretype(const std::string& chosen, b
 }
 
 void select_blas_kernels(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  if (const char* off = std::getenv("FSDP_BLAS_AUTOSELECT"); off && std::string(off) == "0") return;
+  if (env::raw("OPENBLAS_CORETYPE") || !env::enabled("FSDP_BLAS_AUTOSELECT")) return;
   const char* chosen = openblas_get_corename();
   if (chosen == nullptr) return;
   __builtin_cpu_init();

@@ -18,7 +18,7 @@ std::optional<std::string> better_openblas_coretype(const std::string& chosen, b
 // When OpenBLAS fell back to a generic core on a CPU with AVX2/AVX-512 and OPENBLAS_CORETYPE is
 // unset, sets it and re-executes this program (its resolved path) with the same arguments; returns
 // only when nothing needed to change (or the re-execution failed). FSDP_BLAS_AUTOSELECT=0 turns it
-// off. Call it first thing in main, before threads or MPI start.
+// off (another value is an EnvError). Call it first thing in main, before threads or MPI start.
 void select_blas_kernels(char** argv);
 
 // The number of threads OpenBLAS's routines use from now on. OpenBLAS reads OPENBLAS_NUM_THREADS

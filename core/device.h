@@ -4,9 +4,10 @@
 #include <charconv>
 #include <cstdint>
 #include <ostream>
-#include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include "core/error.h"
 
 namespace fsdp {
 
@@ -45,8 +46,8 @@ struct Device {
       if (ec == std::errc() && p == digits.data() + digits.size() && idx >= 0)
         return Device(DeviceType::CUDA, idx);
     }
-    throw std::invalid_argument("unknown device '" + std::string(s) +
-                                "' (expected cpu, meta, cuda or cuda:N)");
+    throw ValueError("unknown device '" + std::string(s) +
+                     "' (expected cpu, meta, cuda or cuda:N)");
   }
 };
 

@@ -5,13 +5,14 @@
 #include <cstdint>
 #include <cstring>
 #include <ostream>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif
+
+#include "core/error.h"
 
 namespace fsdp {
 
@@ -81,9 +82,9 @@ inline DType dtype_from_name(std::string_view s) {
   if (s == "int32" || s == "int") return DType::Int32;
   if (s == "uint8") return DType::UInt8;
   if (s == "bool") return DType::Bool;
-  throw std::invalid_argument("unknown dtype '" + std::string(s) +
-                              "' (expected float32, float64, float16, bfloat16, int64, int32, "
-                              "uint8 or bool)");
+  throw ValueError("unknown dtype '" + std::string(s) +
+                   "' (expected float32, float64, float16, bfloat16, int64, int32, "
+                   "uint8 or bool)");
 }
 
 inline std::ostream& operator<<(std::ostream& os, DType t) {

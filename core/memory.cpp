@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/caching_allocator.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/memory_timeline.h"
 
@@ -68,13 +69,11 @@ struct Registry {
   std::string env_error;
   std::atomic<bool> has_env_error{false};
   Registry() {
-    if (const char* v = std::getenv("FSDP_CPU_ALLOCATOR"); v && *v) {
-      try {
-        cpu_kind = parse_cpu_allocator_kind(v);
-      } catch (const ValueError& e) {
-        env_error = e.what();
-        has_env_error = true;
-      }
+    try {
+      if (auto v = env::choice("FSDP_CPU_ALLOCATOR")) cpu_kind = parse_cpu_allocator_kind(*v);
+    } catch (const EnvError& e) {
+      env_error = e.what();
+      has_env_error = true;
     }
     allocators[0] = &cpu_allocator(cpu_kind.load());
   }
@@ -126,7 +125,7 @@ Allocator* allocator_for(Device device) {
     throw RuntimeError("meta tensors have no storage: cannot allocate data on the meta device");
   Registry& r = registry();
   if (device.is_cpu() && r.has_env_error.load(std::memory_order_relaxed))
-    throw ValueError(r.env_error);
+    throw EnvError(r.env_error);
   Allocator* a = r.allocators[static_cast<int>(device.type)].load();
   if (!a)
     throw RuntimeError(

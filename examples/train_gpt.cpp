@@ -5,71 +5,117 @@
 // rank with batch N*B.
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <iterator>
 #include <mutex>
 #include <sstream>
 
+#include "comm/env.h"
 #include "comm/registry.h"
 #include "comm/threads/run_threads.h"
 #include "core/blas_kernels.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/memory_category.h"
 #include "core/parallel.h"
+#include "examples/cli_checks.h"
 #include "examples/gpt_train.h"
 #include "examples/train_gpt_options.h"
 #include "policies/options.h"
 #include "tools/plan/model_export.h"
+#include "tools/plan/model_file.h"
+#include "tools/plan/policy_expr.h"
 
 using namespace fsdp;
 
 namespace {
 
-std::shared_ptr<const std::string> read_file(const std::string& path) {
+// The bytes of `path`, which must hold one sequence of `seq` bytes and its next byte.
+std::shared_ptr<const std::string> read_file(const char* option, const std::string& path,
+                                             std::int64_t seq) {
+  FSDP_CHECK(!std::filesystem::is_directory(path), ValueError, "{}: '{}' is a directory", option,
+             path);
   std::ifstream in(path, std::ios::binary);
-  FSDP_CHECK(in.good(), ValueError, "--data: cannot open '{}'", path);
+  FSDP_CHECK(in.good(), ValueError, "{}: cannot open '{}': {}", option, path, std::strerror(errno));
   std::ostringstream s;
   s << in.rdbuf();
-  return std::make_shared<const std::string>(s.str());
+  auto bytes = std::make_shared<const std::string>(std::move(s).str());
+  FSDP_CHECK(std::int64_t(bytes->size()) > seq + 1, ValueError,
+             "{}: '{}' has {} bytes; --seq {} needs more than {}", option, path, bytes->size(), seq,
+             seq + 1);
+  return bytes;
+}
+
+// The threads backend runs every rank in this process: a launcher that started several
+// processes (WORLD_SIZE or mpirun's size above 1) would get as many independent jobs.
+void check_not_launched_for_threads() {
+  const auto world = comm::env::world_size();
+  if (!world || *world == 1) return;
+  throw EnvError(fmt::format(
+      "{}={} says a launcher started {} processes, but --backend threads runs every rank in this "
+      "one: use --backend mpi, gloo or nccl (or run one process without the launcher)",
+      comm::env::world_size_variable(), *world, *world));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  select_blas_kernels(argv);  // may re-execute with OPENBLAS_CORETYPE set (core/blas_kernels.h)
-  examples::TrainGptOptions options;
+  constexpr const char* kProgram = "train_gpt";
+  // A bad launch environment: one line, as a bad command line, but with no --help to see.
+  auto environment_error = [&](const EnvError& e) {
+    fmt::print(stderr, "{}: error: {}\n", kProgram, e.what());
+    return 2;
+  };
   try {
-    options = examples::parse_train_gpt_options(argc, argv);
+    select_blas_kernels(argv);  // may re-execute with OPENBLAS_CORETYPE set (core/blas_kernels.h)
+  } catch (const EnvError& e) {
+    return environment_error(e);
+  }
+  examples::TrainGptOptions a;
+  comm::ThreadsOptions threads_options;
+  try {
+    a = examples::parse_train_gpt_options(argc, argv);
+    if (!a.help.empty()) {
+      fmt::print("{}", a.help);
+      return 0;
+    }
+    examples::check_train_gpt_options(a);
+    // The launch environment is part of the command line: read (and checked) before any work.
+    fsdp::env::check_all();
+    if (a.backend == "threads") {
+      check_not_launched_for_threads();
+      threads_options.timeout = comm::env::timeout().value_or(threads_options.timeout);
+    } else {
+      comm::options_from_env();
+    }
   } catch (const UsageError& e) {
-    std::cerr << e.what() << std::flush;
+    fmt::print(stderr, "{}: error: {}\n", kProgram, e.what());
     return e.exit_code();
+  } catch (const EnvError& e) {
+    return environment_error(e);
+  } catch (const fsdp::ValueError& e) {  // a bad name (--sharding, --mixed-precision, ...)
+    return examples::usage_error(kProgram, e.what());
+  } catch (const plan::InputError& e) {  // its message names --policy and the column
+    return examples::usage_error(kProgram, e.what());
   }
-  if (!options.help.empty()) {
-    std::cout << options.help;
-    return 0;
-  }
-  examples::GPTTrainConfig& cfg = options.cfg;
-  const std::string &export_path = options.export_path, &data_path = options.data_path,
-                    &eval_path = options.eval_path, &backend = options.backend,
-                    &sharding = options.sharding;
-  const int ranks = options.ranks, log_every = options.log_every;
+  examples::GPTTrainConfig& cfg = a.cfg;
+  const int ranks = a.ranks, log_every = a.log_every;
+  const std::string& sharding = a.sharding;
 
   try {
-    examples::check_train_gpt_options(options);
-    set_blas_threads(options.threads_per_rank);
-    set_num_threads(options.threads_per_rank);  // element-wise kernels (core/parallel.h)
-    if (!export_path.empty()) {
+    set_blas_threads(a.threads_per_rank);
+    set_num_threads(a.threads_per_rank);  // element-wise kernels (core/parallel.h)
+    if (!a.export_path.empty()) {
       examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
-      plan::write_model_file(meta_model, export_path);
-      fmt::print("model file: {}\n", export_path);
+      plan::write_model_file(meta_model, a.export_path);
+      fmt::print("model file: {}\n", a.export_path);
     }
-    cfg.data = read_file(data_path);
-    if (!eval_path.empty()) cfg.eval_data = read_file(eval_path);
-    cfg.sharding = examples::parse_sharding(sharding);
-    cfg.backward_prefetch = examples::parse_prefetch(options.prefetch);
-    cfg.mixed_precision = examples::parse_mixed_precision(options.mixed_precision);
+    cfg.data = read_file("--data", a.data_path, cfg.model.seq);
+    if (!a.eval_path.empty()) cfg.eval_data = read_file("--eval-data", a.eval_path, cfg.model.seq);
 
     std::mutex print_mutex;
     auto run_rank = [&](const std::shared_ptr<comm::ProcessGroup>& group) {
@@ -134,12 +180,15 @@ int main(int argc, char** argv) {
         throw RuntimeError("the held-out loss did not fall");
     };
 
-    if (backend == "threads") {
-      comm::run_threads(ranks, [&](comm::ProcessGroup& pg) {
-        run_rank(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
-      });
+    if (a.backend == "threads") {
+      comm::run_threads(
+          ranks,
+          [&](comm::ProcessGroup& pg) {
+            run_rank(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+          },
+          threads_options);
     } else {
-      auto group = comm::init_process_group(backend);
+      auto group = comm::init_process_group(a.backend);
       run_rank(group);
     }
     return 0;

@@ -3,92 +3,167 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <cmath>
+
+#include "examples/cli_checks.h"
+#include "tools/plan/policy_expr.h"
 
 namespace fsdp::examples {
+
+namespace {
+
+// Why the options cannot run together, or "".
+std::string combination_error(TrainGptOptions& o) {
+  auto& cfg = o.cfg;
+  const auto& m = cfg.model;
+  if (m.d_model % m.heads != 0)
+    return fmt::format(
+        "--d-model {} is not a multiple of --heads {} (each head gets d_model / heads "
+        "dimensions)",
+        m.d_model, m.heads);
+  cfg.sharding = parse_sharding(o.sharding);
+  cfg.backward_prefetch = parse_prefetch(o.prefetch);
+  cfg.mixed_precision = parse_mixed_precision(o.mixed_precision);
+  if (!cfg.policy.empty()) plan::parse_policy(cfg.policy);  // an InputError names the place
+  // --steps 0 only writes: the model file, the initial weights, or the held-out loss.
+  if (cfg.steps == 0 && o.export_path.empty() && cfg.save_path.empty() && cfg.eval_batches == 0)
+    return "--steps 0 trains nothing: give --steps 1 or more, or --export-model FILE, --save "
+           "PATH or --eval-data FILE --eval-batches N to only export, save or evaluate the "
+           "initial model";
+  if (o.backend != "threads" && o.ranks_given)
+    return fmt::format(
+        "--ranks is for the threads backend; with --backend {} the launcher's ranks are used "
+        "(mpirun -np N, or RANK/WORLD_SIZE)",
+        o.backend);
+  const int world = o.backend == "threads" ? o.ranks : 0;  // 0: the launcher's, known later
+  if (!cfg.sharding && world > 1)
+    return fmt::format(
+        "--sharding none runs the unsharded model on one rank, got --ranks {} (use --ranks 1 "
+        "or a sharding strategy)",
+        world);
+  if (!cfg.sharding && cfg.mixed_precision)
+    return "--mixed-precision is FSDP's: it needs --sharding other than none";
+  if (!cfg.sharding && (!cfg.checkpoint_dir.empty() || !cfg.resume_dir.empty()))
+    return "--checkpoint-dir and --resume need FSDP (--sharding other than none)";
+  if (o.node_size_given && !(cfg.sharding && policies::is_hybrid(*cfg.sharding)))
+    return fmt::format("--node-size is for HYBRID_SHARD and _HYBRID_SHARD_ZERO2, not {}",
+                       o.sharding);
+  if (o.node_size_given && world > 0 && world % cfg.node_size != 0)
+    return fmt::format("--node-size {} does not divide --ranks {}: {} shards within whole nodes",
+                       cfg.node_size, world, o.sharding);
+  if ((cfg.save_every > 0 || cfg.keep > 0) && cfg.checkpoint_dir.empty())
+    return "--save-every and --keep are for --checkpoint-dir";
+  if (cfg.eval_batches > 0 && o.eval_path.empty()) return "--eval-batches needs --eval-data";
+  return "";
+}
+
+}  // namespace
 
 TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
   CLI::App app{"Train a byte-level GPT with FSDP (fsdp-cpp)"};
   TrainGptOptions o;
-  app.add_option("--layers", o.cfg.model.layers, "transformer blocks")->capture_default_str();
-  app.add_option("--d-model", o.cfg.model.d_model, "model width")->capture_default_str();
-  app.add_option("--heads", o.cfg.model.heads, "attention heads")->capture_default_str();
-  app.add_option("--seq", o.cfg.model.seq, "bytes per sequence (T)")->capture_default_str();
-  app.add_option("--batch", o.cfg.batch, "sequences per rank per step")->capture_default_str();
-  app.add_option("--steps", o.cfg.steps, "optimizer steps")->capture_default_str();
-  app.add_option("--lr", o.cfg.lr, "learning rate")->capture_default_str();
-  app.add_option("--optimizer", o.cfg.optimizer, "sgd | adamw")->capture_default_str();
-  app.add_option("--seed", o.cfg.seed, "initialisation seed")->capture_default_str();
-  app.add_option("--data", o.data_path, "training bytes (a file)")->required();
-  app.add_option("--eval-data", o.eval_path, "held-out bytes: loss before and after training");
-  app.add_option("--eval-batches", o.cfg.eval_batches, "global batches of --eval-data")
-      ->capture_default_str();
-  app.add_option("--backend", o.backend, "threads | mpi | gloo | nccl")->capture_default_str();
-  app.add_option("--ranks", o.ranks, "ranks (threads backend)")->capture_default_str();
-  app.add_option("--sharding", o.sharding,
+  TrainGptOptions& a = o;
+  auto& cfg = a.cfg;
+  // Every size has a range: a zero or negative size is refused with the option's name.
+  app.add_option("--layers", cfg.model.layers, "transformer blocks")
+      ->capture_default_str()
+      ->check(int_range(1, 1024));
+  app.add_option("--d-model", cfg.model.d_model, "model width")
+      ->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--heads", cfg.model.heads, "attention heads")
+      ->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--seq", cfg.model.seq, "bytes per sequence (T)")
+      ->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--batch", cfg.batch, "sequences per rank per step")
+      ->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--steps", cfg.steps,
+                 "optimizer steps (0: only --export-model, --save or --eval-data)")
+      ->capture_default_str()
+      ->check(int_range(0, 100000000));
+  app.add_option("--lr", cfg.lr, "learning rate")->capture_default_str()->check(finite_number());
+  app.add_option("--optimizer", cfg.optimizer, "sgd | adamw")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adamw"}));
+  app.add_option("--seed", cfg.seed, "initialisation seed")->capture_default_str();
+  app.add_option("--data", a.data_path, "training bytes (a file)")->required();
+  app.add_option("--eval-data", a.eval_path, "held-out bytes: loss before and after training");
+  app.add_option("--eval-batches", cfg.eval_batches, "global batches of --eval-data")
+      ->capture_default_str()
+      ->check(int_range(0, 1000000));
+  app.add_option("--backend", a.backend, "threads | mpi | gloo | nccl")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"threads", "mpi", "gloo", "nccl"}));
+  a.ranks_given = false;
+  app.add_option("--ranks", a.ranks, "ranks (threads backend)")
+      ->capture_default_str()
+      ->check(int_range(1, 1024))
+      ->each([&a](const std::string&) { a.ranks_given = true; });
+  app.add_option("--sharding", a.sharding,
                  "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2 | "
                  "none")
       ->capture_default_str();
-  app.add_option("--node-size", o.cfg.node_size, "HYBRID_SHARD: ranks per shard group");
-  app.add_option("--policy", o.cfg.policy, "auto-wrap policy (fsdp-plan's grammar)")
+  app.add_option("--node-size", cfg.node_size, "HYBRID_SHARD: ranks per shard group")
+      ->check(int_range(1, 1 << 30))
+      ->each([&a](const std::string&) { a.node_size_given = true; });
+  app.add_option("--policy", cfg.policy, "auto-wrap policy (fsdp-plan's grammar)")
       ->capture_default_str();
-  app.add_flag("--use-orig-params", o.cfg.use_orig_params, "keep the original parameters");
-  app.add_flag("--forward-prefetch", o.cfg.forward_prefetch, "prefetch the next unit in forward");
-  app.add_option("--backward-prefetch", o.prefetch, "pre | post | none")->capture_default_str();
-  app.add_option("--clip-grad-norm", o.cfg.clip_grad_norm, "clip the total gradient norm");
-  app.add_option("--mixed-precision", o.mixed_precision,
+  app.add_flag("--use-orig-params", cfg.use_orig_params, "keep the original parameters");
+  app.add_flag("--forward-prefetch", cfg.forward_prefetch, "prefetch the next unit in forward");
+  app.add_option("--backward-prefetch", a.prefetch, "pre | post | none")->capture_default_str();
+  app.add_option("--clip-grad-norm", cfg.clip_grad_norm, "clip the total gradient norm (0: off)")
+      ->check(finite_number(true));
+  app.add_option("--mixed-precision", a.mixed_precision,
                  "all-gather and compute in bf16 or fp16 (float32 shards for the optimizer, "
                  "gradients reduced in the same dtype): bf16 | fp16 | none")
       ->capture_default_str();
-  app.add_option("--memory-timeline", o.cfg.memory_timeline,
+  app.add_option("--memory-timeline", cfg.memory_timeline,
                  "write an SVG chart of one step's memory by category (rank 0) to FILE");
-  app.add_option("--checkpoint-activations", o.cfg.checkpoint_activations,
+  app.add_option("--checkpoint-activations", cfg.checkpoint_activations,
                  "activation checkpointing of the blocks: none | full | selective")
-      ->capture_default_str();
-  app.add_option("--save", o.cfg.save_path,
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "full", "selective"}));
+  app.add_option("--save", cfg.save_path,
                  "write the full checkpoint at the end: FILE.safetensors, or a directory in "
                  "Hugging Face's layout (model.safetensors, sharded above --max-shard-size)");
-  app.add_option("--max-shard-size", o.cfg.max_shard_bytes,
+  app.add_option("--max-shard-size", cfg.max_shard_bytes,
                  "--save DIR: bytes per file of the sharded layout")
-      ->capture_default_str();
-  app.add_option("--load", o.cfg.load_path,
+      ->capture_default_str()
+      ->check(int_range(1, std::int64_t{1} << 50));
+  app.add_option("--load", cfg.load_path,
                  "start from a full checkpoint (a .safetensors file or a --save directory)");
-  app.add_option("--checkpoint-dir", o.cfg.checkpoint_dir,
+  app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
                  "write resumable sharded checkpoints (model, optimizer, progress) here");
-  app.add_option("--save-every", o.cfg.save_every,
-                 "with --checkpoint-dir: save every K steps (and after the last)");
-  app.add_option("--keep", o.cfg.keep, "with --checkpoint-dir: keep only the newest N checkpoints");
-  app.add_option("--resume", o.cfg.resume_dir,
+  app.add_option("--save-every", cfg.save_every,
+                 "with --checkpoint-dir: save every K steps (and after the last)")
+      ->check(int_range(0, 100000000));
+  app.add_option("--keep", cfg.keep, "with --checkpoint-dir: keep only the newest N checkpoints")
+      ->check(int_range(0, 1000000));
+  app.add_option("--resume", cfg.resume_dir,
                  "continue from the newest checkpoint in DIR (to --steps in total)");
-  app.add_option("--export-model", o.export_path,
+  app.add_option("--export-model", a.export_path,
                  "write the model as an fsdp-model/1 file for fsdp-plan (built on meta)");
-  app.add_option("--log-every", o.log_every, "print every K steps")->capture_default_str();
-  app.add_option("--threads-per-rank", o.threads_per_rank, "BLAS threads per rank")
-      ->capture_default_str();
+  app.add_option("--log-every", a.log_every, "print every K steps")
+      ->capture_default_str()
+      ->check(int_range(1, 100000000));
+  app.add_option("--threads-per-rank", a.threads_per_rank, "BLAS threads per rank")
+      ->capture_default_str()
+      ->check(int_range(1, 1024));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     o.help = app.help();
-    return o;
-  } catch (const CLI::ParseError& e) {  // what CLI11_PARSE prints, with its exit status
-    throw UsageError(CLI::FailureMessage::simple(&app, e), e.get_exit_code());
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(fmt::format("{} (see train_gpt --help)", e.what()));
   }
   return o;
 }
 
-void check_train_gpt_options(const TrainGptOptions& o) {
-  FSDP_CHECK(o.log_every >= 1, ValueError, "--log-every must be >= 1, got {}", o.log_every);
-  FSDP_CHECK(o.cfg.steps >= 0, ValueError, "--steps must be >= 0, got {}", o.cfg.steps);
-  FSDP_CHECK(o.cfg.batch >= 1, ValueError, "--batch must be >= 1, got {}", o.cfg.batch);
-  FSDP_CHECK(o.ranks >= 1, ValueError, "--ranks must be >= 1, got {}", o.ranks);
-  FSDP_CHECK(o.cfg.model.layers >= 0 && o.cfg.model.d_model >= 1 && o.cfg.model.heads >= 1 &&
-                 o.cfg.model.seq >= 1,
-             ValueError, "--layers/--d-model/--heads/--seq must be positive");
-  FSDP_CHECK(std::isfinite(o.cfg.lr) && o.cfg.lr >= 0, ValueError,
-             "--lr must be finite and >= 0, got {}", o.cfg.lr);
-  FSDP_CHECK(o.threads_per_rank >= 1, ValueError, "--threads-per-rank must be >= 1");
-  FSDP_CHECK(o.cfg.save_every >= 0 && o.cfg.keep >= 0, ValueError,
-             "--save-every and --keep must be >= 0");
+void check_train_gpt_options(TrainGptOptions& o) {
+  if (std::string why = combination_error(o); !why.empty())
+    throw UsageError(fmt::format("{} (see train_gpt --help)", why));
 }
 
 std::optional<policies::ShardingStrategy> parse_sharding(const std::string& s) {

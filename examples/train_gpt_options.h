@@ -1,5 +1,7 @@
 // train_gpt's command line, apart from main() so that a fuzzer can call it (tests/fuzz): the
-// options as written, their checks, and the named choices turned into the job's settings.
+// options as written, their ranges and combinations, and the named choices turned into the job's
+// settings. A bad command line is a UsageError whose message ends "(see train_gpt --help)"; main
+// prints it as "train_gpt: error: <message>" and exits with its status (2).
 #pragma once
 
 #include <optional>
@@ -13,17 +15,21 @@ namespace fsdp::examples {
 struct TrainGptOptions {
   std::string help;  // not empty: --help was given; print this on stdout and exit 0
   GPTTrainConfig cfg;
-  std::string export_path, data_path, eval_path, backend = "threads", sharding = "FULL_SHARD",
-                                                 prefetch = "pre", mixed_precision = "none";
+  std::string export_path, data_path, eval_path;
+  std::string backend = "threads", sharding = "FULL_SHARD", prefetch = "pre";
+  std::string mixed_precision = "none";
   int ranks = 2, log_every = 1, threads_per_rank = 1;
+  bool ranks_given = false, node_size_given = false;
 };
 
-// Parses argv (argv[0] is the program); a malformed command line throws UsageError with CLI11's
-// message and exit status.
+// Parses argv (argv[0] is the program): every size in its range; a malformed command line throws
+// UsageError.
 TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv);
 
-// The values' ranges: a bad one throws ValueError naming the flag (exit status 1).
-void check_train_gpt_options(const TrainGptOptions& o);
+// The options as a whole: sets cfg.sharding, cfg.backward_prefetch and cfg.mixed_precision from
+// their names and parses --policy. A combination that cannot run throws UsageError; an unknown
+// name throws ValueError naming the flag, a bad policy plan::InputError naming the column.
+void check_train_gpt_options(TrainGptOptions& o);
 
 // --sharding, --backward-prefetch and --mixed-precision by name ("none": absent); an unknown
 // name throws ValueError listing the choices.

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/autograd.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/memory_timeline.h"
@@ -32,8 +33,7 @@ void for_each_unit(FullyShardedDataParallel& root,
 // Upstream's FSDP_USE_FULL_PREC_IN_EVAL: "1" runs eval() forwards in full precision. Read at
 // each use (a process may set it after start-up).
 bool full_precision_in_eval() {
-  const char* v = std::getenv("FSDP_USE_FULL_PREC_IN_EVAL");
-  return v != nullptr && std::string(v) == "1";
+  return env::enabled("FSDP_USE_FULL_PREC_IN_EVAL");
 }
 
 // The buffers of `unit`'s own modules: not those of nested units or ignored modules.

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <string>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "tools/plan/command_line.h"
 #include "tools/plan/format.h"
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   try {
     const PlanOptions opts = plan_options(cl);
     // FSDP_PLAN_TIMING=1 prints the time of each phase on stderr.
-    const bool timing = std::getenv("FSDP_PLAN_TIMING") != nullptr;
+    const bool timing = fsdp::env::enabled("FSDP_PLAN_TIMING");
     auto t0 = std::chrono::steady_clock::now();
     std::clock_t c0 = std::clock();
     auto lap = [&](const char* what) {

@@ -29,6 +29,7 @@
 #include "comm/process_group.h"
 #include "comm/registry.h"
 #include "comm/store/store.h"
+#include "core/error.h"
 
 // Checks an NCCL / CUDA return code; the message names the call, the group and the error text.
 #define FSDP_NCCL_CHECK(call, where)                                                         \
@@ -165,8 +166,8 @@ class NcclProcessGroup final : public ProcessGroup {
  protected:
   void check_supported(const Collective& c) const override {
     if (c.kind != CollectiveKind::Barrier && !c.device.is_cuda())
-      throw std::invalid_argument(fmt::format("{}: {} needs cuda buffers, got device {}", where(),
-                                              describe(c), c.device.str()));
+      throw ValueError(fmt::format("{}: {} needs cuda buffers, got device {}", where(), describe(c),
+                                   c.device.str()));
   }
   void execute(const Collective& c) override { enqueue(c)->wait(); }
   std::shared_ptr<Work> execute_async(const Collective& c) override { return enqueue(c); }
@@ -257,8 +258,8 @@ ncclUniqueId exchange_unique_id(const InitOptions& o) {
 
 std::shared_ptr<ProcessGroup> create_nccl_group(const InitOptions& o) {
   if (o.rank < 0 || o.world_size < 1 || o.rank >= o.world_size)
-    throw std::invalid_argument(fmt::format(
-        "nccl backend: needs rank and world_size (got rank {} of {})", o.rank, o.world_size));
+    throw ValueError(fmt::format("nccl backend: needs rank and world_size (got rank {} of {})",
+                                 o.rank, o.world_size));
   int devices = 0;
   cudaError_t rc = cudaGetDeviceCount(&devices);
   if (rc != cudaSuccess || devices == 0)

@@ -19,6 +19,7 @@
 
 #include "comm/errors.h"
 #include "comm/store/tcp_store_protocol.h"
+#include "core/error.h"
 
 namespace fsdp::comm {
 
@@ -214,7 +215,7 @@ TcpStore::TcpStore(const std::string& address, int port, bool is_host, std::stri
                    std::chrono::milliseconds timeout)
     : address_(address), port_(port), prefix_(std::move(prefix)) {
   if (port <= 0 || port > 65535)
-    throw std::invalid_argument(fmt::format("tcp store: invalid MASTER_PORT {}", port));
+    throw ValueError(fmt::format("tcp store: invalid MASTER_PORT {}", port));
   if (is_host) server_ = std::make_unique<TcpStoreServer>(address, port);
   const sockaddr_in addr = resolve(address, port);
   const auto deadline = Clock::now() + timeout;

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <stdexcept>
+#include "core/error.h"
 
 namespace fsdp::comm::tcp_store_protocol {
 
@@ -30,7 +30,7 @@ ParseResult need(std::size_t total) {
 
 std::string encode_request(const Request& request) {
   if (request.key.size() > kMaxKeyBytes || request.value.size() > kMaxValueBytes)
-    throw std::invalid_argument(fmt::format(
+    throw ValueError(fmt::format(
         "tcp store: key '{}' ({} bytes) or its value ({} bytes) is above the limit ({} bytes for "
         "a key, {} for a value)",
         request.key.substr(0, 100), request.key.size(), request.value.size(), kMaxKeyBytes,

@@ -38,7 +38,7 @@ struct ParseResult {
   std::string error;         // why the bytes are not a message (Invalid only)
 };
 
-// Throws std::invalid_argument naming the key when the key or value is above its limit.
+// Throws fsdp::ValueError naming the key when the key or value is above its limit.
 std::string encode_request(const Request& request);
 std::string encode_reply(const Reply& reply);
 

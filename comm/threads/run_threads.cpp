@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/threads/threads_process_group.h"
+#include "core/error.h"
 
 namespace fsdp::comm {
 
@@ -19,8 +20,7 @@ RankFailedError::RankFailedError(int rank, int world_size, std::exception_ptr ca
 
 void run_threads(int world_size, const std::function<void(ProcessGroup&)>& body,
                  ThreadsOptions options) {
-  if (world_size < 1)
-    throw std::invalid_argument(fmt::format("run_threads: world size {} < 1", world_size));
+  if (world_size < 1) throw ValueError(fmt::format("run_threads: world size {} < 1", world_size));
   auto world = std::make_shared<ThreadsWorld>(world_size, options.timeout);
   std::mutex failure_mutex;
   int failed_rank = -1;

@@ -9,6 +9,7 @@
 #include "comm/errors.h"
 #include "comm/reduce_kernels.h"
 #include "comm/registry.h"
+#include "core/error.h"
 
 namespace fsdp::comm {
 
@@ -116,7 +117,7 @@ void register_threads_backend() {
     if (size == 1)
       return std::make_shared<ThreadsProcessGroup>(0, std::make_shared<ThreadsWorld>(1, o.timeout));
     if (rank >= size)
-      throw std::invalid_argument(
+      throw ValueError(
           fmt::format("threads backend: rank {} is not below world size {}", rank, size));
     return std::make_shared<ThreadsProcessGroup>(
         rank, join_named_world(o.group_name, rank, size, o.timeout));

@@ -7,6 +7,7 @@
 
 #include "comm/errors.h"
 #include "comm/join.h"
+#include "core/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -160,7 +161,7 @@ std::shared_ptr<ThreadsWorld> join_named_world(const std::string& name, int rank
   std::lock_guard lock(mutex);
   auto world = worlds[name].lock();
   if (world && world->size() != size)
-    throw std::invalid_argument(
+    throw ValueError(
         fmt::format("threads backend: rank {} asked for world '{}' of size {}, but it has size {}",
                     rank, name, size, world->size()));
   if (!world) {
@@ -168,7 +169,7 @@ std::shared_ptr<ThreadsWorld> join_named_world(const std::string& name, int rank
     worlds[name] = world;
   }
   if (!world->claim_rank(rank))
-    throw std::invalid_argument(fmt::format(
+    throw ValueError(fmt::format(
         "threads backend: rank {} of world '{}' joined twice (is an earlier job's group with "
         "that group_name still alive?)",
         rank, name));

@@ -89,6 +89,12 @@ BOOST_AUTO_TEST_CASE(every_bad_value_is_refused_with_its_name) {
       {{{"RANK", "2"}, {"WORLD_SIZE", "2"}},
        options,
        "RANK=2 is not below WORLD_SIZE=2: ranks are 0 to 1"},
+      {{{"RANK", "3"}},
+       options,
+       "RANK is set but WORLD_SIZE is not: a launcher sets both (or neither)"},
+      {{{"WORLD_SIZE", "4"}},
+       options,
+       "WORLD_SIZE is set but RANK is not: a launcher sets both (or neither)"},
       {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4294967297"}},
        options,
        "environment variable OMPI_COMM_WORLD_SIZE='4294967297' is out of range: expected 1 to "

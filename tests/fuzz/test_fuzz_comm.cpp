@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(limits_are_refused_before_allocating) {
   res = wire::parse_reply(std::string("\0\xff\xff\xff\x7f", 5), reply);
   BOOST_TEST(res.error == "reply length 2147483647 above the limit 268435456");
   BOOST_CHECK_THROW(wire::encode_request({wire::kSet, std::string(70000, 'k'), ""}),
-                    std::invalid_argument);
+                    fsdp::ValueError);
 }
 
 BOOST_AUTO_TEST_CASE(reply_parser_accepts_exactly_the_encodings) {

@@ -89,20 +89,27 @@ BOOST_AUTO_TEST_CASE(train_lm_values_and_errors) {
 }
 
 BOOST_AUTO_TEST_CASE(train_gpt_values_and_errors) {
-  const Argv good({"--data", "d.txt", "--steps", "3", "--sharding", "none"});
-  const auto o = examples::parse_train_gpt_options(good.argc(), good.argv());
+  const Argv good({"--data", "d.txt", "--steps", "3", "--sharding", "none", "--ranks", "1"});
+  auto o = examples::parse_train_gpt_options(good.argc(), good.argv());
   BOOST_TEST(o.cfg.steps == 3);
   examples::check_train_gpt_options(o);
-  BOOST_TEST(!examples::parse_sharding(o.sharding).has_value());
-  // CLI11's message and exit status, as CLI11_PARSE gave them.
+  BOOST_TEST(!o.cfg.sharding.has_value());
   const Argv missing({"--steps", "3"});
   BOOST_TEST(usage_error_of([&] {
                examples::parse_train_gpt_options(missing.argc(), missing.argv());
-             }) == "106: --data is required\nRun with --help for more information.\n");
+             }) == "2: --data is required (see train_gpt --help)");
   const Argv negative({"--data", "d", "--steps", "-1"});
-  BOOST_CHECK_THROW(examples::check_train_gpt_options(
-                        examples::parse_train_gpt_options(negative.argc(), negative.argv())),
-                    ValueError);
+  BOOST_TEST(usage_error_of(
+                 [&] { examples::parse_train_gpt_options(negative.argc(), negative.argv()); }) ==
+             "2: --steps: expected an integer from 0 to 100000000, got '-1' "
+             "(see train_gpt --help)");
+  // Options that parse but cannot run together.
+  const Argv unsharded({"--data", "d", "--sharding", "none", "--ranks", "2"});
+  auto u = examples::parse_train_gpt_options(unsharded.argc(), unsharded.argv());
+  BOOST_TEST(
+      usage_error_of([&] {
+        examples::check_train_gpt_options(u);
+      }).rfind("2: --sharding none runs the unsharded model on one rank, got --ranks 2", 0) == 0);
   BOOST_CHECK_THROW(examples::parse_sharding("HALF_SHARD"), ValueError);
   BOOST_CHECK_THROW(examples::parse_prefetch("early"), ValueError);
   BOOST_CHECK_THROW(examples::parse_mixed_precision("fp8"), ValueError);

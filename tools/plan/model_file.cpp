@@ -15,6 +15,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "tools/plan/known_classes.h"
 
@@ -217,7 +218,7 @@ class Builder {
     if (name == "float32") return DType::Float32;
     try {
       return dtype_from_name(std::string(name));
-    } catch (const std::invalid_argument& e) {
+    } catch (const ValueError& e) {
       fail(Where{&at, "dtype", 0}, e.what());
     }
   }
@@ -547,7 +548,7 @@ std::string explain_rejected(const std::string& text, const std::string& source)
 // `padded`.
 LoadedModel parse_buffer(const char* data, std::size_t len, bool padded,
                          const std::string& source) {
-  const bool timing = std::getenv("FSDP_PLAN_TIMING") != nullptr;
+  const bool timing = fsdp::env::enabled("FSDP_PLAN_TIMING");
   std::clock_t c0 = std::clock();
   // simdjson bounds the nesting depth; a file that nests deeper than half its length is
   // malformed anyway, so that bound never refuses a good one (the depth arrays cost 9 bytes a

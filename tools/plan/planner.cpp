@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/traversal/module_sets.h"
 #include "core/warnings.h"
@@ -537,7 +538,7 @@ class Planner {
                static_cast<double>(now - clock_) / CLOCKS_PER_SEC);
     clock_ = now;
   }
-  bool timing_ = std::getenv("FSDP_PLAN_TIMING") != nullptr;
+  bool timing_ = fsdp::env::enabled("FSDP_PLAN_TIMING");
   std::clock_t clock_ = std::clock();
 
   nn::ModulePtr root_;
