@@ -27,9 +27,12 @@ struct Device {
 
   std::string str() const {
     switch (type) {
-      case DeviceType::CPU: return "cpu";
-      case DeviceType::Meta: return "meta";
-      case DeviceType::CUDA: return index < 0 ? "cuda" : "cuda:" + std::to_string(index);
+      case DeviceType::CPU:
+        return "cpu";
+      case DeviceType::Meta:
+        return "meta";
+      case DeviceType::CUDA:
+        return index < 0 ? "cuda" : "cuda:" + std::to_string(index);
     }
     return "?";
   }
@@ -51,7 +54,9 @@ struct Device {
   }
 };
 
-inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+inline std::ostream& operator<<(std::ostream& os, const Device& d) {
+  return os << d.str();
+}
 
 inline constexpr Device kCPU{DeviceType::CPU};
 inline constexpr Device kMeta{DeviceType::Meta};
