@@ -25,9 +25,10 @@ class PeerLink {
   virtual void post_send(const void* data, std::size_t bytes, int peer) = 0;
   // Starts receiving exactly `bytes` from `peer` into `data`.
   virtual void post_recv(void* data, std::size_t bytes, int peer) = 0;
-  // Completes the round within the group's timeout. A failure (timeout, a peer that died, a byte
-  // count that differs from the sender's) throws a CommError that names `c`, `phase` and the
-  // ranks not heard from; a transport may mark its group broken first.
+  // Completes the round by the collective's deadline (its start + the group's timeout). A failure
+  // (timeout, a peer that died, a byte count that differs from the sender's) throws a CommError
+  // that names `c`, `phase` and the ranks not heard from; a transport may mark its group broken
+  // first.
   virtual void wait(const Collective& c, const char* phase) = 0;
 
   // A persistent scratch buffer of at least `bytes`, owned by the link: grown (contents lost),

@@ -134,6 +134,8 @@ class GlooProcessGroup final : public ProcessGroup {
   class Link final : public algorithms::PeerLink {
    public:
     explicit Link(GlooProcessGroup& group) : group_(group) {}
+    // Every round of the collective that begins must end by `deadline`.
+    void begin_collective(std::chrono::steady_clock::time_point deadline) { deadline_ = deadline; }
 
     int rank() const override { return group_.rank(); }
     int size() const override { return group_.size(); }
@@ -170,6 +172,8 @@ class GlooProcessGroup final : public ProcessGroup {
     bool round_open_ = false;
     std::uint64_t slot_ = 0;
     std::chrono::steady_clock::time_point round_start_;
+    // The collective's deadline (its start + the timeout): every round of it ends by then.
+    std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
     std::vector<Transfer> sends_, recvs_;
     std::vector<Wrapped> wrapped_;
     std::exception_ptr post_error_;
@@ -263,8 +267,8 @@ void GlooProcessGroup::Link::wait(const Collective& c, const char* phase) {
   try {
     for (auto& r : recvs_) pending.push_back(r.peer);
     if (post_error_) std::rethrow_exception(post_error_);
-    // One deadline for the whole round, however many peers it waits for.
-    const auto deadline = std::chrono::steady_clock::now() + group_.options_.timeout;
+    // One deadline for the whole collective, however many rounds and peers it waits for.
+    const auto deadline = deadline_;
     auto left = [&] {
       return std::max(std::chrono::milliseconds(1),
                       std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -340,6 +344,7 @@ void GlooProcessGroup::execute(const Collective& c) {
     t.timeout = options_.timeout;
     return direct_.run(c, rank(), t);
   }
+  link_.begin_collective(std::chrono::steady_clock::now() + options_.timeout);
   // The signature exchange doubles as the barrier (every rank hears from every other).
   algorithms::check_signatures(link_, c, where());
   if (c.bytes() > 0) algorithms::run(link_, c, kSmallAllReduceBytes);

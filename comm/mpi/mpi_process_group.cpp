@@ -140,6 +140,25 @@ void MpiProcessGroup::fail(const std::string& reason, bool timed_out) {
   throw CommError(reason);
 }
 
+void MpiProcessGroup::transport_failed(int rc, const char* call, const Collective& c,
+                                       const char* phase, const std::vector<int>& peers) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  std::vector<int> ranks;
+  for (int r : peers)
+    if (r >= 0 && std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
+  for (int r = 0; ranks.empty() && r < size(); ++r)  // a barrier's wait: every other rank
+    if (r != rank()) ranks.push_back(r);
+  fail(
+      fmt::format("{}: {} failed {}, exchanging with rank(s) {}: {}: {}; Open MPI's transport "
+                  "lost a peer (its messages above say which connection), so this group cannot "
+                  "be used again (end the job, e.g. MPI_Abort)",
+                  where(), describe(c),
+                  phase ? fmt::format("in its {}", phase) : std::string("posting its messages"),
+                  name_ranks(ranks), call, std::string_view(text, std::size_t(len))));
+}
+
 void MpiProcessGroup::post(Pending& p, bool send, const void* buf, std::size_t bytes, int peer,
                            int tag) {
   // Messages above 1 GiB go as several (MPI counts are int); the receiver splits identically.
@@ -148,13 +167,16 @@ void MpiProcessGroup::post(Pending& p, bool send, const void* buf, std::size_t b
     std::size_t len = std::min(kMaxMessage, bytes - offset);
     MPI_Request request;
     const char* at = static_cast<const char*>(buf) + offset;
-    std::lock_guard lock(mpi_mutex());
-    if (send) {
-      FSDP_MPI_CHECK(MPI_Isend(at, int(len), MPI_BYTE, peer, tag, comm_, &request), where());
-    } else {
-      FSDP_MPI_CHECK(
-          MPI_Irecv(const_cast<char*>(at), int(len), MPI_BYTE, peer, tag, comm_, &request),
-          where());
+    int rc = MPI_SUCCESS;
+    {
+      std::lock_guard lock(mpi_mutex());
+      rc = send ? MPI_Isend(at, int(len), MPI_BYTE, peer, tag, comm_, &request)
+                : MPI_Irecv(const_cast<char*>(at), int(len), MPI_BYTE, peer, tag, comm_, &request);
+    }
+    if (rc != MPI_SUCCESS) {
+      if (current_ == nullptr)
+        throw_mpi_error(rc, send ? "MPI_Isend" : "MPI_Irecv", where(), __FILE__, __LINE__);
+      transport_failed(rc, send ? "MPI_Isend" : "MPI_Irecv", *current_, nullptr, {peer});
     }
     p.requests.push_back(request);
     p.peers.push_back(peer);
@@ -165,17 +187,18 @@ void MpiProcessGroup::post(Pending& p, bool send, const void* buf, std::size_t b
 
 void MpiProcessGroup::wait_all(Pending& p, const Collective& c, const char* phase) {
   if (p.requests.empty()) return;
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  // The collective's deadline, however many waits it has.
+  const auto deadline = current_ ? deadline_ : std::chrono::steady_clock::now() + options_.timeout;
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
   std::vector<MPI_Status> statuses(p.requests.size());
   StopReportScope report(*this, c, phase, p.peers);
   for (int polls = 0;; ++polls) {
-    int done = 0;
+    int done = 0, rc = MPI_SUCCESS;
     {
       std::lock_guard lock(mpi_mutex());
-      FSDP_MPI_CHECK(MPI_Testall(int(p.requests.size()), p.requests.data(), &done, statuses.data()),
-                     where() + ": " + describe(c));
+      rc = MPI_Testall(int(p.requests.size()), p.requests.data(), &done, statuses.data());
     }
+    if (rc != MPI_SUCCESS) transport_failed(rc, "MPI_Testall", c, phase, p.peers);
     if (done) break;
     // Spin like MPI's own blocking calls; after 200 us give the core away between polls, in case
     // ranks outnumber cores (yielding sooner costs whole time slices on a busy machine).
@@ -249,13 +272,20 @@ void MpiProcessGroup::broadcast_or_barrier(const Collective& c) {
   do {
     std::size_t len = std::min(kMaxMessage, bytes - offset);
     MPI_Request request;
-    std::lock_guard lock(mpi_mutex());
-    if (c.kind == CollectiveKind::Barrier)
-      FSDP_MPI_CHECK(MPI_Ibarrier(comm_, &request), where());
-    else
-      FSDP_MPI_CHECK(MPI_Ibcast(static_cast<char*>(c.output) + offset, int(len), MPI_BYTE, c.root,
-                                comm_, &request),
-                     where());
+    const bool barrier = c.kind == CollectiveKind::Barrier;
+    int rc = MPI_SUCCESS;
+    {
+      std::lock_guard lock(mpi_mutex());
+      rc = barrier ? MPI_Ibarrier(comm_, &request)
+                   : MPI_Ibcast(static_cast<char*>(c.output) + offset, int(len), MPI_BYTE, c.root,
+                                comm_, &request);
+    }
+    if (rc != MPI_SUCCESS) {
+      std::vector<int> others;
+      for (int r = 0; r < size(); ++r)
+        if (r != rank() && (barrier || rank() == c.root || r == c.root)) others.push_back(r);
+      transport_failed(rc, barrier ? "MPI_Ibarrier" : "MPI_Ibcast", c, nullptr, others);
+    }
     p.requests.push_back(request);
     p.peers.push_back(c.kind == CollectiveKind::Barrier ? -1 : c.root);
     p.expected_bytes.push_back(SIZE_MAX);
@@ -270,6 +300,12 @@ void MpiProcessGroup::execute(const Collective& c) {
                                        describe(c), broken_reason_));
   // Tags: 4 per collective (one per round), cycling below MPI's minimum TAG_UB (32767).
   link_.start(int(4 * (sequence_++ % 8000)));
+  current_ = &c;
+  deadline_ = std::chrono::steady_clock::now() + options_.timeout;
+  struct Done {
+    const Collective*& current;
+    ~Done() { current = nullptr; }
+  } done{current_};
   if (size() == 1) return run_single_rank(c);
   StopReportScope report(*this, c);  // what this rank says if mpirun ends it meanwhile
   if (direct_.eligible(c)) return direct_collective(c);  // always checks signatures

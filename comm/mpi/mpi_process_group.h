@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <mutex>
 #include <string>
@@ -93,6 +94,10 @@ class MpiProcessGroup final : public ProcessGroup {
   void wait_all(Pending& p, const Collective& c, const char* phase);
   // Breaks the group, throws CommError (CommTimeoutError when `timed_out`).
   [[noreturn]] void fail(const std::string& reason, bool timed_out = false);
+  // An MPI call of collective c failed (`rc`: its error code; `phase`: null while posting):
+  // breaks the group, naming the collective, the phase and the ranks it exchanges with.
+  [[noreturn]] void transport_failed(int rc, const char* call, const Collective& c,
+                                     const char* phase, const std::vector<int>& peers);
   // Broadcast (MPI_Ibcast) and barrier (MPI_Ibarrier), progressed by wait_all.
   void broadcast_or_barrier(const Collective& c);
 
@@ -103,6 +108,9 @@ class MpiProcessGroup final : public ProcessGroup {
   MPI_Comm comm_;
   InitOptions options_;
   std::uint64_t sequence_ = 0;
+  const Collective* current_ = nullptr;  // the collective in progress, for post()'s errors
+  // Its deadline (its start + the timeout): every wait of it ends by then.
+  std::chrono::steady_clock::time_point deadline_;
   bool broken_ = false;
   std::string broken_reason_;
   Link link_{*this};

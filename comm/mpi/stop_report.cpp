@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -39,6 +40,16 @@ struct Line {
 };
 
 void add_cause(Line& l, int sig) {
+  if (sig == SIGCONT) {
+    // Open MPI's launcher ends its ranks with SIGCONT, a second later SIGTERM, and SIGKILL a few
+    // milliseconds after that: too soon for a SIGTERM handler on a busy machine, so the report
+    // is written at the first step.
+    l.add(
+        " is being ended by mpirun (signal 18, SIGCONT, the first of its SIGCONT, SIGTERM, "
+        "SIGKILL: its way to end the job after a rank failed or when it is interrupted; its "
+        "report names that rank)");
+    return;
+  }
   l.add(" ended by signal ");
   l.add(sig);
   if (sig == SIGHUP) {
@@ -87,7 +98,7 @@ void report(const StopReportScope::Note& n, int sig) {
     l.add(n.phase);
     l.add(", exchanging with rank(s) ");
   } else {
-    l.add(" in it, between exchanges with its group's other rank(s) ");
+    l.add(" between its exchanges, exchanging with rank(s) ");  // every other rank of the group
   }
   bool first = true, world_differs = false;
   for (int i = 0; i < count; ++i) {
@@ -112,7 +123,10 @@ void report(const StopReportScope::Note& n, int sig) {
   [[maybe_unused]] auto written = ::write(STDERR_FILENO, l.text, l.size);
 }
 
-void on_stop_signal(int sig) {
+std::atomic<bool> g_reported{false};  // a SIGCONT from the launcher already wrote the report
+
+// Reports every wait in progress or, with none, that the rank is between collectives.
+void report_all(int sig) {
   bool reported = false;
   for (auto& slot : g_notes) {
     const StopReportScope::Note* n = slot.load();
@@ -137,8 +151,19 @@ void on_stop_signal(int sig) {
     l.add(" between collectives\n");
     [[maybe_unused]] auto written = ::write(STDERR_FILENO, l.text, l.size);
   }
+}
+
+void on_stop_signal(int sig) {
+  if (!g_reported.exchange(true)) report_all(sig);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
+}
+
+// SIGCONT from the launcher, which sends none otherwise (mpirun forwards a user's SIGCONT only
+// with orte_forward_job_control, when this handler is not installed): the job is being ended.
+void on_launcher_cont(int, siginfo_t* info, void*) {
+  if (info == nullptr || info->si_pid != g_launcher.load() || g_reported.exchange(true)) return;
+  report_all(SIGCONT);
 }
 
 // Installs the report for `sig` if the program left it at its default action.
@@ -168,6 +193,16 @@ void install_stop_report(bool under_launcher) {
   // under mpirun has no terminal to hang up; SIGTERM would not tell the two cases apart).
   if (!under_launcher || !handle(SIGHUP)) return;
   g_launcher = ::getppid();
+  struct sigaction cont {};
+  const char* forward = std::getenv("OMPI_MCA_orte_forward_job_control");
+  if (sigaction(SIGCONT, nullptr, &cont) == 0 && cont.sa_handler == SIG_DFL &&
+      !(forward != nullptr && std::string_view(forward) != "0" &&
+        std::string_view(forward) != "false")) {
+    cont.sa_sigaction = on_launcher_cont;
+    cont.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&cont.sa_mask);
+    sigaction(SIGCONT, &cont, nullptr);
+  }
   ::prctl(PR_SET_PDEATHSIG, SIGHUP);
   if (::getppid() != g_launcher.load()) std::raise(SIGHUP);  // it died before the prctl
 }

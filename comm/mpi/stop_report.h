@@ -1,11 +1,14 @@
 // Internal to comm/mpi: what a rank says when mpirun ends it mid-collective.
 //
-// mpirun ends every rank (SIGTERM, then SIGKILL a second later) when one of them dies. A rank
-// blocked in a collective then writes, from the signal handler, which collective it was in and
-// with which ranks, and dies of the signal as before (issue 12: the survivors vanished without a
-// word). The collective's own loop cannot say it: after a peer hangs up, Open MPI's TCP transport
-// may block inside MPI_Testall until the end (it waits for mpirun to take a help message). When
-// the launcher itself dies (the job's store: its PMIx server), the rank says so the same way.
+// mpirun ends every rank when one of them dies: SIGCONT, a second later SIGTERM, and SIGKILL a
+// few milliseconds after that (measured with the kernel's signal trace; on a loaded machine a
+// SIGTERM handler is often not scheduled in time). A rank blocked in a collective writes, from
+// the handler of its launcher's SIGCONT (or of SIGTERM, when that comes first), which collective
+// it was in and with which ranks, and dies of the signals as before (issue 12: the survivors
+// vanished without a word). The collective's own loop cannot say it: after a peer hangs up, Open
+// MPI's TCP transport may block inside MPI_Testall until the end (it waits for mpirun to take a
+// help message). When the launcher itself dies (the job's store: its PMIx server), the rank says so
+// the same way.
 #pragma once
 
 #include <vector>
@@ -20,7 +23,7 @@ void set_stop_report_world(int rank, int size);
 
 // Ignores SIGPIPE if the program left it at its default action (a dead peer's reset connection
 // must not end this rank silently). Installs the SIGTERM handler once, if the program left
-// SIGTERM at its default action; under
+// SIGTERM at its default action; under mpirun also the handler of the launcher's SIGCONT; under
 // mpirun (`under_launcher`) the rank also gets SIGHUP, reported the same way, when its launcher
 // dies (PR_SET_PDEATHSIG).
 void install_stop_report(bool under_launcher);

@@ -8,8 +8,8 @@
 #   kill       the last rank dies (SIGKILL): the others end with an error naming a peer, when they
 #              notice or at the timeout (gloo has no channel to say why a peer left, so a rank may
 #              name a survivor that gave up first); one of them names the killed rank. Under
-#              mpirun the launcher ends the others (SIGTERM): each reports the collective it was
-#              in and the ranks it was waiting for
+#              mpirun the launcher ends the others (SIGCONT, SIGTERM, SIGKILL): each reports the
+#              collective it was in and the ranks it was waiting for
 #   storedies  the host of the store dies.
 #              gloo: host 0, which runs rank 0 and the TCP store at MASTER_ADDR, loses power: its
 #              link goes down, then its rank is killed (SIGKILL), so nothing it sends reaches
@@ -24,6 +24,8 @@
 # Prints the ranks' errors and, last, one line:
 #   RESULT <backend> <fault> np<NP> pass|fail error_ms=<latest error> job_ms=<job end>
 # Exits 0 on pass, 1 on fail, 77 where namespaces (or mpirun, for mpi) are not available.
+# FSDP_NETNS_KEEP=1 keeps the trial's files (each rank's out/err, mpirun.out);
+# FSDP_NETNS_KEEP_FAILED=DIR copies them to DIR when the trial did not pass.
 # Bounds: FSDP_TIMEOUT_MS=3000, every rank and mpirun under `timeout 60`/`timeout 90`.
 set -euo pipefail
 backend=$1 np=$2 exe=$3 fault=$4
@@ -45,10 +47,14 @@ fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-netns.XXXXXX")
 launcher_pid=""
 rank_pids=()
+verdict=unfinished
 cleanup() {
   [ -n "$launcher_pid" ] && kill -KILL "$launcher_pid" 2>/dev/null
   for p in "${rank_pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
   netns_cleanup || true
+  if [ "$verdict" != pass ] && [ -n "${FSDP_NETNS_KEEP_FAILED:-}" ]; then
+    cp -r "$dir" "$FSDP_NETNS_KEEP_FAILED" && echo "kept in $FSDP_NETNS_KEEP_FAILED"
+  fi
   if [ -n "${FSDP_NETNS_KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
 }
 trap 'cleanup || true' EXIT

@@ -6,7 +6,8 @@
 # NP: ranks (3 by default: a survivor that is not the victim's neighbour). LOG_DIR: where each
 # trial's output is kept (a temporary directory by default, removed at the end). Needs root
 # (network namespaces) and mpirun for the mpi rows; exits 77 when no trial could run, 1 when any
-# trial failed.
+# trial failed. FSDP_FAULT_ONLY="mpi/kill gloo/cut" runs only those rows; with LOG_DIR, a failed
+# trial's namespaces' files (each rank's stdout and stderr, mpirun's output) are kept beside its log.
 set -euo pipefail
 n=$1 exe=$2 np=${3:-3}
 here=$(dirname "$(readlink -f "$0")")
@@ -21,11 +22,16 @@ summary=()
 any_ran=0 any_failed=0
 for backend in gloo mpi; do
   for fault in cut stop kill storedies; do
+    if [ -n "${FSDP_FAULT_ONLY:-}" ] && [[ " $FSDP_FAULT_ONLY " != *" $backend/$fault "* ]]; then
+      continue
+    fi
     pass=0 ran=0 worst_error=0 worst_job=0
     for ((t = 1; t <= n; t++)); do
       log="$logs/$backend-$fault-$t.log"
       rc=0
-      timeout 180 "$here/fault_trial.sh" "$backend" "$np" "$exe" "$fault" >"$log" 2>&1 || rc=$?
+      keep=()
+      [ -n "${4:-}" ] && keep=(env FSDP_NETNS_KEEP_FAILED="$logs/$backend-$fault-$t.files")
+      timeout 180 "${keep[@]}" "$here/fault_trial.sh" "$backend" "$np" "$exe" "$fault" >"$log" 2>&1 || rc=$?
       [ "$rc" = 77 ] && break
       ran=$((ran + 1))
       result=$(grep '^RESULT ' "$log" | tail -n 1 || true)
