@@ -3,8 +3,9 @@
 
 Trains examples/train_gpt at one configuration (default: GPT L4 D256 H4 T128, batch 8 per rank,
 AdamW, 1 BLAS thread per rank) in one run, as
-  ours:    unsharded (--sharding none), FSDP world 1, FSDP 2 ranks on threads, on MPI and on Gloo
-           (mpirun -np 2 --oversubscribe --bind-to none);
+  ours:    unsharded (--sharding none), FSDP world 1, FSDP 2 ranks on threads (float32 and
+           --mixed-precision bf16), on MPI and on Gloo (mpirun -np 2 --oversubscribe --bind-to
+           none);
   ceiling: 2 unsharded jobs at once, the most 2 independent ranks could get from the host;
   PyTorch: unsharded, FSDP1 and FSDP2 over gloo (tools/torch_reference/torch_fsdp_gpt.py), when a
            torch >= 2 is importable by --torch-python (default /opt/torch2/bin/python, then
@@ -43,7 +44,9 @@ TORCH_SCRIPT = os.path.join(ROOT, "tools", "torch_reference", "torch_fsdp_gpt.py
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 TORCH_UNAVAILABLE = 3  # torch_fsdp_gpt.py's exit status for a mode this torch lacks
 
-TARGETS = {"world1_overhead": 1.05, "scaling": 1.8, "exposed_comm_pct": 10.0}
+TARGETS = {"world1_overhead": 1.05, "scaling": 1.8, "exposed_comm_pct": 10.0,
+           # issue 14: bf16 step <= 1.1x float32's, half the bytes communicated, a smaller peak
+           "bf16_step": 1.1, "bf16_bytes": 0.5, "bf16_peak": 1.0}
 
 
 class Run:
@@ -136,6 +139,7 @@ def tail(text, n=6):
 STEP_RE = re.compile(r"^step (\d+) loss (\S+) tokens/s (\S+)$", re.M)
 SUMMARY_RE = re.compile(r"tokens/s (\S+)\s+ms/step (\S+)\s+exposed communication (\S+)%")
 PEAK_RE = re.compile(r"^rank (\d+) peak memory (\S+) MiB(?:;.*)?$", re.M)
+COMM_RE = re.compile(r"communicated per step: all-gather (\S+) MiB, reduce (\S+) MiB")
 
 
 def parse_train_gpt(out, a, world):
@@ -156,6 +160,9 @@ def parse_train_gpt(out, a, world):
         raise ValueError("expected a peak memory line per rank, found ranks %s"
                          % [r for r, _ in peaks])
     m["peak_mib"] = [mib for _, mib in peaks]
+    comm = COMM_RE.search(out)
+    if comm:
+        m["all_gather_mib"], m["reduce_mib"] = float(comm.group(1)), float(comm.group(2))
     m["ms_per_step"] = statistics.median(m["step_ms"][a.warmup:])
     m["tokens_per_s"] = 1000.0 * tps / m["ms_per_step"]
     return m
@@ -222,6 +229,9 @@ def openblas_setting(choice, train_gpt):
             % (used, choice, detected))
 
 
+BF16_RUN = "ours threads bf16"
+
+
 def ours(a, train_gpt, init, store_dir, blas_env):
     """Our five runs."""
     common = [train_gpt] + model_flags(a) + [
@@ -235,7 +245,9 @@ def ours(a, train_gpt, init, store_dir, blas_env):
             # The host's ceiling for W ranks: W independent unsharded jobs at once.
             Run("unsharded x%d" % a.ranks, "concurrent", a.ranks, unsharded, blas_env, 1),
             Run("ours FSDP threads", "ours", a.ranks, common + ["--ranks", str(a.ranks)],
-                blas_env)]
+                blas_env),
+            Run(BF16_RUN, "ours", a.ranks,
+                common + ["--ranks", str(a.ranks), "--mixed-precision", "bf16"], blas_env)]
     for backend in ("mpi", "gloo"):
         env = dict(MPI_ENV, **blas_env)
         if backend == "gloo":  # the file store's rendezvous directory, fresh for this run
@@ -405,7 +417,8 @@ def ratios(runs, a):
     add("  the same in CPU time", ratio(get("ours FSDP threads", 1, "cpu_ms_per_step"),
                                         get("ours unsharded", 1, "cpu_ms_per_step")),
         TARGETS["world1_overhead"], "lower")
-    multi = [r for r in runs if r.kind == "ours" and r.world == a.ranks and r.ok()]
+    multi = [r for r in runs if r.kind == "ours" and r.world == a.ranks and r.ok()
+             and r.name != BF16_RUN]
     w1_tps = get("ours FSDP threads", 1, "tokens_per_s")
     ceiling = get("unsharded x%d" % a.ranks, a.ranks, "tokens_per_s")
     add("host ceiling: %d unsharded jobs at once / world-1 tokens/s" % a.ranks,
@@ -418,6 +431,23 @@ def ratios(runs, a):
     for r in multi:
         add("%s: exposed communication %% of step" % r.name, r.get("exposed_comm_pct"),
             TARGETS["exposed_comm_pct"], "lower")
+
+    # Mixed precision against float32, both FSDP on threads at a.ranks ranks.
+    add("bf16 step / float32 step (threads, %d ranks)" % a.ranks, ratio(
+        get(BF16_RUN, a.ranks, "ms_per_step"), get("ours FSDP threads", a.ranks, "ms_per_step")),
+        TARGETS["bf16_step"], "lower")
+    add("  the same in CPU time", ratio(get(BF16_RUN, a.ranks, "cpu_ms_per_step"),
+                                        get("ours FSDP threads", a.ranks, "cpu_ms_per_step")),
+        TARGETS["bf16_step"], "lower")
+    for key, what in (("all_gather_mib", "all-gathered"), ("reduce_mib", "reduce-scattered")):
+        add("bf16 bytes %s / float32's" % what, ratio(
+            get(BF16_RUN, a.ranks, key), get("ours FSDP threads", a.ranks, key)),
+            TARGETS["bf16_bytes"], "lower")
+    bf16_peak, fp32_peak = get(BF16_RUN, a.ranks, "peak_mib"), \
+        get("ours FSDP threads", a.ranks, "peak_mib")
+    add("bf16 peak memory / float32's (rank 0)", ratio(bf16_peak[0] if bf16_peak else None,
+                                                       fp32_peak[0] if fp32_peak else None),
+        TARGETS["bf16_peak"], "lower")
 
     def versus(ours_name, ours_world, torch_name, torch_world):
         label = "%s%s tokens/s / %s" % (ours_name, "" if ours_world == 1 else
