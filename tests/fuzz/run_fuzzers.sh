@@ -43,7 +43,8 @@ declare -A parser_sources=(
 )
 gcc_libs=(tools/libfsdp_plan_cli.a examples/libfsdp_examples_cli.a tools/libfsdp_plan.a
           fsdp/libfsdp_layout.a policies/libfsdp_policies.a core/io/libfsdp_core_io.a
-          core/libfsdp_core.a core/libfsdp_memory_stats.a core/libfsdp_env.a)
+          core/libfsdp_core.a core/libfsdp_memory.a core/libfsdp_memory_stats.a
+          core/libfsdp_env.a)
 
 if [ -n "${FSDP_FUZZ_TREE:-}" ]; then
   ninja -C "$FSDP_FUZZ_TREE" $(printf 'tests/fuzz/%s ' "${targets[@]}") >/dev/null
