@@ -43,9 +43,9 @@ class KeyError : public Error {
 };
 
 // FSDP_CHECK(cond, ErrorType, "fmt {}", args...): throw ErrorType with a formatted message.
-#define FSDP_CHECK(cond, ErrorType, ...)                           \
-  do {                                                             \
-    if (!(cond)) throw ErrorType(::fmt::format(__VA_ARGS__));      \
+#define FSDP_CHECK(cond, ErrorType, ...)                      \
+  do {                                                        \
+    if (!(cond)) throw ErrorType(::fmt::format(__VA_ARGS__)); \
   } while (0)
 
 }  // namespace fsdp

@@ -50,7 +50,8 @@ Tensor logical_not(const Tensor& a);
 Tensor sum(const Tensor& a, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& a);  // all elements
-std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim = false);  // values, indices
+std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim,
+                              bool keepdim = false);  // values, indices
 Tensor amax(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim = false);
 Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim = false);
 // Sums `a` down to `shape` (the reverse of broadcasting); used by broadcasting backwards.
@@ -75,7 +76,7 @@ Tensor narrow(const Tensor& a, std::int64_t dim, std::int64_t start, std::int64_
 Tensor select(const Tensor& a, std::int64_t dim, std::int64_t index);
 Tensor contiguous(const Tensor& a);
 Tensor clone(const Tensor& a);
-Tensor to_dtype(const Tensor& a, DType dtype);    // differentiable between float dtypes
+Tensor to_dtype(const Tensor& a, DType dtype);  // differentiable between float dtypes
 Tensor to_device(const Tensor& a, Device device);
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
@@ -88,8 +89,9 @@ Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index);  //
 // --- neural-network functions (torch.nn.functional)
 Tensor softmax(const Tensor& a, std::int64_t dim);
 Tensor log_softmax(const Tensor& a, std::int64_t dim);
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = Tensor(),
-                  const Tensor& bias = Tensor(), double eps = 1e-5);
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
 // Updates running stats in place when training (momentum as torch; nullopt = cumulative average,
 // which needs num_batches_tracked).
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
@@ -117,16 +119,36 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor& mul_(Tensor& a, double b);
 
 // --- operators
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
-inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+inline Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+inline Tensor operator+(const Tensor& a, double b) {
+  return add(a, b);
+}
+inline Tensor operator-(const Tensor& a, double b) {
+  return add(a, -b);
+}
+inline Tensor operator*(const Tensor& a, double b) {
+  return mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, double b) {
+  return div(a, b);
+}
+inline Tensor operator*(double a, const Tensor& b) {
+  return mul(b, a);
+}
+inline Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
 
 // Are a and b close elementwise (|a-b| <= atol + rtol*|b|)? Shapes must match.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);

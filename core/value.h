@@ -16,15 +16,16 @@ namespace fsdp::nn {
 
 class Value {
  public:
-  Value() = default;  // None
-  Value(Tensor t) : v_(std::move(t)) {}  // NOLINT: implicit, so module(x) works
-  Value(double d) : v_(d) {}             // NOLINT
-  Value(std::int64_t i) : v_(i) {}       // NOLINT
+  Value() = default;                                  // None
+  Value(Tensor t) : v_(std::move(t)) {}               // NOLINT: implicit, so module(x) works
+  Value(double d) : v_(d) {}                          // NOLINT
+  Value(std::int64_t i) : v_(i) {}                    // NOLINT
   Value(int i) : v_(static_cast<std::int64_t>(i)) {}  // NOLINT
-  Value(bool b) : v_(b) {}               // NOLINT
-  Value(std::string s) : v_(std::move(s)) {}  // NOLINT
-  Value(const char* s) : v_(std::string(s)) {}  // NOLINT
-  Value(std::vector<Value> tuple) : v_(std::make_shared<std::vector<Value>>(std::move(tuple))) {}  // NOLINT
+  Value(bool b) : v_(b) {}                            // NOLINT
+  Value(std::string s) : v_(std::move(s)) {}          // NOLINT
+  Value(const char* s) : v_(std::string(s)) {}        // NOLINT
+  Value(std::vector<Value> tuple)
+      : v_(std::make_shared<std::vector<Value>>(std::move(tuple))) {}  // NOLINT
 
   bool is_none() const { return std::holds_alternative<std::monostate>(v_); }
   bool is_tensor() const { return std::holds_alternative<Tensor>(v_); }

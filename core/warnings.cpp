@@ -10,8 +10,12 @@ thread_local WarningCapture* t_capture = nullptr;
 std::mutex g_stderr_mutex;
 }  // namespace
 
-WarningCapture::WarningCapture() : outer_(t_capture) { t_capture = this; }
-WarningCapture::~WarningCapture() { t_capture = outer_; }
+WarningCapture::WarningCapture() : outer_(t_capture) {
+  t_capture = this;
+}
+WarningCapture::~WarningCapture() {
+  t_capture = outer_;
+}
 
 bool WarningCapture::contains(const std::string& needle) const {
   for (const auto& w : warnings_)

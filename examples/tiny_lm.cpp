@@ -25,9 +25,11 @@ TinyLM::TinyLM(const TinyLMConfig& c, TensorOptions options) : Module(static_cla
     blocks->append(std::make_shared<nn::TransformerEncoderLayer>(c.d_model, c.heads, o));
   }
   register_module("blocks", blocks);
-  register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{c.d_model}, 1e-5, true, true, options));
+  register_module("ln_f",
+                  std::make_shared<nn::LayerNorm>(Shape{c.d_model}, 1e-5, true, true, options));
   register_module("head", std::make_shared<nn::Linear>(c.d_model, c.vocab, false, options));
-  causal_mask_ = nn::Transformer::generate_square_subsequent_mask(c.context, options.with_requires_grad(false));
+  causal_mask_ = nn::Transformer::generate_square_subsequent_mask(
+      c.context, options.with_requires_grad(false));
 }
 
 Tensor TinyLM::forward(const Tensor& tokens) {

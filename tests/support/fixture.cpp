@@ -11,7 +11,9 @@
 
 namespace fsdp::testing {
 
-std::string fixture_path(const std::string& name) { return std::string(FSDP_FIXTURE_DIR) + "/" + name; }
+std::string fixture_path(const std::string& name) {
+  return std::string(FSDP_FIXTURE_DIR) + "/" + name;
+}
 
 Fixture::Fixture(const std::string& name) : name_(name) {
   std::ifstream in(fixture_path(name));
@@ -22,7 +24,8 @@ Fixture::Fixture(const std::string& name) : name_(name) {
 const nlohmann::json& Fixture::value(const std::string& c, const std::string& key) const {
   const auto& cases = json_.at("cases");
   FSDP_CHECK(cases.contains(c), KeyError, "fixture {}: no case '{}'", name_, c);
-  FSDP_CHECK(cases.at(c).contains(key), KeyError, "fixture {}: case '{}' has no '{}'", name_, c, key);
+  FSDP_CHECK(cases.at(c).contains(key), KeyError, "fixture {}: case '{}' has no '{}'", name_, c,
+             key);
   return cases.at(c).at(key);
 }
 
@@ -38,9 +41,12 @@ Tensor tensor_from_json(const nlohmann::json& j) {
   std::vector<double> values;
   values.reserve(data.size());
   for (const auto& v : data) {
-    if (v.is_boolean()) values.push_back(v.get<bool>() ? 1.0 : 0.0);
-    else if (v.is_string()) values.push_back(std::stod(v.get<std::string>()));  // "nan", "inf"
-    else values.push_back(v.get<double>());
+    if (v.is_boolean())
+      values.push_back(v.get<bool>() ? 1.0 : 0.0);
+    else if (v.is_string())
+      values.push_back(std::stod(v.get<std::string>()));  // "nan", "inf"
+    else
+      values.push_back(v.get<double>());
   }
   if (dt == DType::Int64 || dt == DType::Int32) {
     std::vector<std::int64_t> iv;
@@ -81,8 +87,8 @@ std::string close(const Tensor& actual, const Tensor& expected, double rtol, dou
     }
   }
   if (!bad) return "";
-  return fmt::format("{}: element {} is {:.17g}, expected {:.17g} (shape {}, rtol {}, atol {})", what,
-                     worst_i, a[worst_i], e[worst_i], shape_str(actual.shape()), rtol, atol);
+  return fmt::format("{}: element {} is {:.17g}, expected {:.17g} (shape {}, rtol {}, atol {})",
+                     what, worst_i, a[worst_i], e[worst_i], shape_str(actual.shape()), rtol, atol);
 }
 
 }  // namespace fsdp::testing

@@ -1,8 +1,9 @@
 // Reference data generated with PyTorch (scripts under tests/, output committed under
 // tests/fixtures/), so the test suite itself needs no PyTorch.
 //
-// File format (JSON): {"generator": "...", "torch_version": "...", "cases": {CASE: {NAME: T | number | string | list}}}
-// where a tensor T is {"shape": [2, 3], "dtype": "float64", "data": [row-major values]}.
+// File format (JSON): {"generator": "...", "torch_version": "...", "cases": {CASE: {NAME: T |
+// number | string | list}}} where a tensor T is {"shape": [2, 3], "dtype": "float64", "data":
+// [row-major values]}.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,7 +20,8 @@ class Fixture {
  public:
   explicit Fixture(const std::string& name);  // e.g. "ops.json"
   // The tensor stored at cases[case_name][key]; requires_grad as given.
-  Tensor tensor(const std::string& case_name, const std::string& key, bool requires_grad = false) const;
+  Tensor tensor(const std::string& case_name, const std::string& key,
+                bool requires_grad = false) const;
   bool has(const std::string& case_name, const std::string& key) const;
   const nlohmann::json& value(const std::string& case_name, const std::string& key) const;
   const nlohmann::json& json() const { return json_; }

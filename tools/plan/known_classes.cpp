@@ -21,6 +21,8 @@ const std::vector<std::string>& known_bases(const std::string& type) {
   return it == table().end() ? module_only : it->second;
 }
 
-bool is_known_class(const std::string& type) { return table().count(type) > 0; }
+bool is_known_class(const std::string& type) {
+  return table().count(type) > 0;
+}
 
 }  // namespace fsdp::plan

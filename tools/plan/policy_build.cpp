@@ -28,13 +28,17 @@ std::optional<nn::ClassSet> optional_set(const std::optional<std::vector<ClassRe
 policies::AutoWrapPolicy build_policy(const PolicyExpr& e) {
   using K = PolicyExpr::Kind;
   switch (e.kind) {
-    case K::Always: return policies::CallablePolicy(policies::always_wrap_policy);
+    case K::Always:
+      return policies::CallablePolicy(policies::always_wrap_policy);
     case K::Size:
       return policies::size_based_auto_wrap_policy(e.min_num_params, optional_set(e.force_leaf),
-                                                    optional_set(e.exclude_wrap));
-    case K::Transformer: return policies::transformer_auto_wrap_policy(class_set(e.classes));
-    case K::Individually: return policies::wrap_module_cls_individually(class_set(e.classes));
-    case K::Modules: return policies::ModuleWrapPolicy::make(class_set(e.classes));
+                                                   optional_set(e.exclude_wrap));
+    case K::Transformer:
+      return policies::transformer_auto_wrap_policy(class_set(e.classes));
+    case K::Individually:
+      return policies::wrap_module_cls_individually(class_set(e.classes));
+    case K::Modules:
+      return policies::ModuleWrapPolicy::make(class_set(e.classes));
     case K::Or: {
       // _or_policy calls its members as callables; ModuleWrapPolicy has a callable form.
       std::vector<policies::CallablePolicy> members;
@@ -49,8 +53,9 @@ void run_auto_wrap(const nn::ModulePtr& root, const policies::AutoWrapPolicy& po
                    const traversal::ModuleSet& ignored_modules,
                    const traversal::ParamSet& ignored_params,
                    const policies::WrapperOptions& root_options, const RecordFn& record) {
-  policies::auto_wrap(root, policy, ignored_modules, ignored_params, root_options,
-                      [&](nn::ModulePtr m, const policies::WrapperOptions& o) { return record(m, o); });
+  policies::auto_wrap(
+      root, policy, ignored_modules, ignored_params, root_options,
+      [&](nn::ModulePtr m, const policies::WrapperOptions& o) { return record(m, o); });
 }
 
 }  // namespace fsdp::plan
