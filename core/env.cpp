@@ -51,6 +51,9 @@ const std::vector<Knob>& knobs() {
        "set by mpirun; used instead of WORLD_SIZE"},
       {"PMIX_NAMESPACE", K::Text, "-", "any", 0, 0,
        "set by mpirun; keys a reused file-store directory by job"},
+      {"OMPI_MCA_orte_forward_job_control", K::Text, "-", "any; 0 or false is off", 0, 0,
+       "set by mpirun --mca orte_forward_job_control 1: the mpi backend then writes no report "
+       "at its launcher's SIGCONT (mpirun forwards a user's SIGCONT)"},
       // --- rendezvous (comm/) ---
       {"MASTER_ADDR", K::Text, "127.0.0.1", "a host name or IPv4 address", 0, 0,
        "the host of rank 0's TCP store"},
@@ -59,7 +62,8 @@ const std::vector<Knob>& knobs() {
        "a directory shared by all ranks: selects the file store"},
       // --- communication (comm/) ---
       {"FSDP_TIMEOUT_MS", K::Integer, "300000", "", 1, 86400000,
-       "every wait's limit in milliseconds (a day at most: a longer wait is a hang)"},
+       "every collective's limit in milliseconds, from its start (a day at most: a longer wait "
+       "is a hang)"},
       {"FSDP_BACKEND", K::Text, "-", "a backend name: fake, threads, mpi, gloo or nccl", 0, 0,
        "the backend init_from_env creates"},
       {"FSDP_GLOO_HOSTNAME", K::Text, "-", "a host name or IPv4 address", 0, 0,

@@ -147,8 +147,9 @@ void MpiProcessGroup::transport_failed(int rc, const char* call, const Collectiv
   MPI_Error_string(rc, text, &len);
   std::vector<int> ranks;
   for (int r : peers)
-    if (r >= 0 && std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
-  for (int r = 0; ranks.empty() && r < size(); ++r)  // a barrier's wait: every other rank
+    if (r >= 0 && r != rank() && std::find(ranks.begin(), ranks.end(), r) == ranks.end())
+      ranks.push_back(r);
+  for (int r = 0; ranks.empty() && r < size(); ++r)  // none named (a barrier, a root): all others
     if (r != rank()) ranks.push_back(r);
   fail(
       fmt::format("{}: {} failed {}, exchanging with rank(s) {}: {}: {}; Open MPI's transport "
@@ -280,14 +281,11 @@ void MpiProcessGroup::broadcast_or_barrier(const Collective& c) {
                    : MPI_Ibcast(static_cast<char*>(c.output) + offset, int(len), MPI_BYTE, c.root,
                                 comm_, &request);
     }
-    if (rc != MPI_SUCCESS) {
-      std::vector<int> others;
-      for (int r = 0; r < size(); ++r)
-        if (r != rank() && (barrier || rank() == c.root || r == c.root)) others.push_back(r);
-      transport_failed(rc, barrier ? "MPI_Ibarrier" : "MPI_Ibcast", c, nullptr, others);
-    }
+    const int peer = barrier ? -1 : c.root;  // the root itself: every other rank
+    if (rc != MPI_SUCCESS)
+      transport_failed(rc, barrier ? "MPI_Ibarrier" : "MPI_Ibcast", c, nullptr, {peer});
     p.requests.push_back(request);
-    p.peers.push_back(c.kind == CollectiveKind::Barrier ? -1 : c.root);
+    p.peers.push_back(peer);
     p.expected_bytes.push_back(SIZE_MAX);
     offset += len;
   } while (offset < bytes);

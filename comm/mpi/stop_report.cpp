@@ -6,9 +6,10 @@
 
 #include <atomic>
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <string_view>
+
+#include "core/env.h"
 
 namespace fsdp::comm::mpi {
 
@@ -194,10 +195,9 @@ void install_stop_report(bool under_launcher) {
   if (!under_launcher || !handle(SIGHUP)) return;
   g_launcher = ::getppid();
   struct sigaction cont {};
-  const char* forward = std::getenv("OMPI_MCA_orte_forward_job_control");
-  if (sigaction(SIGCONT, nullptr, &cont) == 0 && cont.sa_handler == SIG_DFL &&
-      !(forward != nullptr && std::string_view(forward) != "0" &&
-        std::string_view(forward) != "false")) {
+  const auto forward = ::fsdp::env::raw("OMPI_MCA_orte_forward_job_control");
+  const bool forwarded = forward && *forward != "0" && *forward != "false";
+  if (!forwarded && sigaction(SIGCONT, nullptr, &cont) == 0 && cont.sa_handler == SIG_DFL) {
     cont.sa_sigaction = on_launcher_cont;
     cont.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&cont.sa_mask);
