@@ -9,6 +9,15 @@
 
 namespace fsdp::ops_detail {
 
+// OpenBLAS 0.3 runs a product of at most this many multiply-adds on the calling thread
+// (interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD, 4 in Debian's
+// build); larger ones go to its own threads. A batch of products this small is split across the
+// intra-op pool instead (linalg.cpp), where OpenBLAS alone would run them one after another.
+#ifndef OPENBLAS_GEMM_MULTITHREAD_THRESHOLD
+#define OPENBLAS_GEMM_MULTITHREAD_THRESHOLD 4  // OpenBLAS's default
+#endif
+inline constexpr std::int64_t kBlasSerialMacs = 65536 * OPENBLAS_GEMM_MULTITHREAD_THRESHOLD;
+
 template <typename T>
 void blas_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,

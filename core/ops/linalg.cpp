@@ -10,6 +10,7 @@
 #include "core/ops/blas_gemm.h"
 #include "core/ops/gemm16.h"
 #include "core/ops/op_utils.h"
+#include "core/parallel.h"
 
 namespace fsdp {
 using namespace ops_detail;
@@ -96,9 +97,20 @@ Tensor batched_product(const Tensor& a_in, const Tensor& b_in) {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* pc = out.data<T>();
-    for (std::int64_t i = 0; i < B; ++i)
-      gemm<T>(m, n, k, pa + i * a.stride(0), a.stride(1), a.stride(2), pb + i * b.stride(0),
-              b.stride(1), b.stride(2), pc + i * m * n, T(0));
+    auto products = [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i)
+        gemm<T>(m, n, k, pa + i * a.stride(0), a.stride(1), a.stride(2), pb + i * b.stride(0),
+                b.stride(1), b.stride(2), pc + i * m * n, T(0));
+    };
+    // Small products (attention's per-head ones) run on the calling thread inside OpenBLAS, so
+    // the batch is split across the intra-op pool; larger ones keep OpenBLAS's own threads.
+    const std::int64_t macs = m * n * k;
+    if (B > 1 && macs <= kBlasSerialMacs)
+      parallel_for(0, B,
+                   std::max<std::int64_t>(1, kParallelGrain * 4 / std::max<std::int64_t>(macs, 1)),
+                   products);
+    else
+      products(0, B);
   });
   return out;
 }

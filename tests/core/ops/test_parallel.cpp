@@ -1,8 +1,10 @@
 // The intra-op pool (core/parallel.h): parallel_for covers its range once, runs nested and
 // concurrent calls correctly, and the kernels that split across it give the same bits as on one
 // thread (their chunks never change what is summed in what order).
+#include <algorithm>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -89,6 +91,35 @@ BOOST_AUTO_TEST_CASE(a_training_step_on_two_threads_equals_one_thread_bit_for_bi
   const auto one = training_step(1), two = training_step(2);
   BOOST_REQUIRE_EQUAL(one.size(), two.size());
   for (std::size_t i = 0; i < one.size(); ++i) BOOST_TEST(one[i] == two[i], "tensor " << i);
+}
+
+// A batch of products small enough that OpenBLAS runs each on the calling thread is split across
+// the pool (linalg.cpp): every product lands in its own slot, equal to the one-thread result and
+// to a plain triple loop, including a transposed operand and a batch not divisible by the chunks.
+BOOST_AUTO_TEST_CASE(bmm_of_small_products_splits_the_batch_and_keeps_every_product) {
+  manual_seed(11);
+  const Tensor a = randn({37, 24, 16});
+  const Tensor b = transpose(randn({37, 20, 16}), 1, 2);  // (37, 16, 20), column-major products
+  Tensor one, two;
+  {
+    Threads t(1);
+    one = bmm(a, b);
+  }
+  {
+    Threads t(2);
+    two = bmm(a, b);
+  }
+  BOOST_TEST(one.to_vector() == two.to_vector());
+  const auto av = a.to_vector(), bv = b.contiguous().to_vector(), got = two.to_vector();
+  double worst = 0;
+  for (int i = 0; i < 37; ++i)
+    for (int r = 0; r < 24; ++r)
+      for (int c = 0; c < 20; ++c) {
+        double ref = 0;
+        for (int k = 0; k < 16; ++k) ref += av[(i * 24 + r) * 16 + k] * bv[(i * 16 + k) * 20 + c];
+        worst = std::max(worst, std::abs(ref - got[(i * 24 + r) * 20 + c]));
+      }
+  BOOST_TEST(worst < 1e-4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
