@@ -1,4 +1,5 @@
-// The one place that calls cblas ?gemm for the op kernels (linalg, blocked_attention): row-major
+// The one place that calls cblas ?gemm for the op kernels (linalg, blocked_attention, gemm16;
+// each product is reported to an active GemmRecorder): row-major
 // C (m x n) = op(A) op(B) + beta * C for float and double.
 #pragma once
 
@@ -6,6 +7,8 @@
 
 #include <cstdint>
 #include <type_traits>
+
+#include "core/gemm_recorder.h"
 
 namespace fsdp::ops_detail {
 
@@ -27,6 +30,7 @@ void blas_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
   const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
   const auto la = static_cast<blasint>(lda), lb = static_cast<blasint>(ldb);
   const auto lc = static_cast<blasint>(ldc);
+  record_gemm({trans_a, trans_b, m, n, k, std::is_same_v<T, double>, beta == T(0)});
   if constexpr (std::is_same_v<T, float>)
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, la, b, lb, beta, c, lc);
   else
