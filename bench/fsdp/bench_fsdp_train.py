@@ -46,7 +46,9 @@ TORCH_UNAVAILABLE = 3  # torch_fsdp_gpt.py's exit status for a mode this torch l
 
 TARGETS = {"world1_overhead": 1.05, "scaling": 1.8, "exposed_comm_pct": 10.0,
            # issue 14: bf16 step <= 1.1x float32's, half the bytes communicated, a smaller peak
-           "bf16_step": 1.1, "bf16_bytes": 0.5, "bf16_peak": 1.0}
+           "bf16_step": 1.1, "bf16_bytes": 0.5, "bf16_peak": 1.0,
+           # issue 14: train_gpt at 2 ranks >= 2x PyTorch FSDP2's tokens/s
+           "vs_fsdp2": 2.0}
 
 
 class Run:
@@ -449,11 +451,11 @@ def ratios(runs, a):
                                                        fp32_peak[0] if fp32_peak else None),
         TARGETS["bf16_peak"], "lower")
 
-    def versus(ours_name, ours_world, torch_name, torch_world):
+    def versus(ours_name, ours_world, torch_name, torch_world, target=None):
         label = "%s%s tokens/s / %s" % (ours_name, "" if ours_world == 1 else
                                         " %d ranks" % ours_world, torch_name)
         add(label, ratio(get(ours_name, ours_world, "tokens_per_s"),
-                         get(torch_name, torch_world, "tokens_per_s")), None, "higher")
+                         get(torch_name, torch_world, "tokens_per_s")), target, "higher")
         add("  the same per CPU-second", ratio(get(torch_name, torch_world, "cpu_ms_per_step"),
                                                get(ours_name, ours_world, "cpu_ms_per_step")),
             None, "higher")
@@ -461,8 +463,39 @@ def ratios(runs, a):
     versus("ours unsharded", 1, TORCH_NAMES["unsharded"], 1)
     for torch_name in (TORCH_NAMES["fsdp1"], TORCH_NAMES["fsdp2"]):
         for r in multi:
-            versus(r.name, a.ranks, torch_name, a.ranks)
+            versus(r.name, a.ranks, torch_name, a.ranks,
+                   TARGETS["vs_fsdp2"] if torch_name == TORCH_NAMES["fsdp2"] else None)
+
+    # What bounds that ratio: the step's matrix products alone (bench_gemm_bound).
+    bound = getattr(a, "gemm_bound", None)
+    if bound:
+        fsdp2 = get(TORCH_NAMES["fsdp2"], a.ranks, "tokens_per_s")
+        add("products alone / whole step of ours (1 core, bench_gemm_bound)",
+            ratio(bound["gemm_ms"], bound["step_ms"]))
+        add("%d ranks at the products-alone ceiling / %s" % (a.ranks, TORCH_NAMES["fsdp2"]),
+            ratio(a.ranks * bound["ceiling_tokens_per_s"], fsdp2), TARGETS["vs_fsdp2"],
+            "higher")
     return out
+
+
+def gemm_bound(a, build, blas_env):
+    """bench_gemm_bound's JSON for this model (the step's products replayed alone through
+    OpenBLAS on one core: a ceiling on tokens/s per rank), or None when it is not built."""
+    exe = os.path.join(build, "bench", "core", "bench_gemm_bound")
+    if not os.access(exe, os.X_OK):
+        print("bench_gemm_bound not built (ninja -C %s bench/core/bench_gemm_bound): the "
+              "ceiling rows are left out" % a.build)
+        return None
+    with tempfile.TemporaryDirectory(prefix="bench-gemm-") as tmp:
+        path = os.path.join(tmp, "bound.json")
+        rc, out, err, *_ = run_process([exe] + model_flags(a) + [
+            "--batch", str(a.batch), "--json", path], blas_env, a.timeout)
+        if rc != 0:
+            print("bench_gemm_bound failed: " + tail(err or out))
+            return None
+        print(out.rstrip())
+        with open(path) as f:
+            return json.load(f)
 
 
 def loss_agreement(runs):
@@ -539,7 +572,8 @@ def show(path):
     c = saved["config"]
     a = argparse.Namespace(layers=c["layers"], d_model=c["d_model"], heads=c["heads"],
                            seq=c["seq"], batch=c["batch_per_rank"], ranks=c["ranks"],
-                           steps=c["steps"], warmup=c["warmup"], rounds=c["rounds"])
+                           steps=c["steps"], warmup=c["warmup"], rounds=c["rounds"],
+                           gemm_bound=saved.get("gemm_bound"))
     runs = []
     for j in saved["runs"]:
         r = Run(j["name"], j["kind"], j["world"], j["command"], j["env"],
@@ -611,6 +645,7 @@ def main(argv=None):
                 run_round(run, a)
 
     loss_agreement(runs)
+    a.gemm_bound = gemm_bound(a, build, blas_env)
     rat = ratios(runs, a)
     print_table(runs, rat, a, version, note, blas_note)
     os.makedirs(os.path.dirname(json_path), exist_ok=True)
@@ -626,7 +661,8 @@ def main(argv=None):
                               "lr": a.lr, "optimizer": "adamw", "threads_per_rank": 1,
                               "data": os.path.relpath(a.data, ROOT)},
                    "torch_version": version, "torch_note": note, "openblas": blas_note,
-                   "targets": TARGETS, "runs": [r.to_json() for r in runs], "ratios": rat},
+                   "targets": TARGETS, "runs": [r.to_json() for r in runs], "ratios": rat,
+                   "gemm_bound": a.gemm_bound},
                   f, indent=1)
     print("\nwrote %s" % json_path)
     return 1 if any(r.status.startswith("failed") for r in runs) else 0
