@@ -11,6 +11,8 @@ mkdir -p "$out"
 max=${COMM_MAX_SIZE:-64M}
 echo "== training step vs PyTorch =="
 build/bench/core/bench_training_step --json "$out/training_step.json" "$@"
+echo "== a GPT step's matrix products alone: the tokens/s ceiling on this BLAS =="
+build/bench/core/bench_gemm_bound --json "$out/gemm_bound.json"
 echo "== attention: materialised vs blocked =="
 build/bench/core/bench_attention
 echo "== auto-wrap vs PyTorch =="
