@@ -5,10 +5,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <chrono>
 #include <vector>
 
+#include "bench/timing.h"
 #include "core/autograd.h"
 #include "core/blas_kernels.h"
 #include "core/nn/transformer.h"
@@ -19,37 +18,24 @@ using namespace fsdp;
 
 namespace {
 
-template <typename Fn>
-double median_ms(Fn&& fn, int iters) {
-  fn();
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 double time_attention(std::int64_t bh, std::int64_t len, bool blocked, int iters) {
   manual_seed(0);
   Tensor q = randn({bh, len, 64}).requires_grad_(), k = randn({bh, len, 64}).requires_grad_();
   Tensor v = randn({bh, len, 64}).requires_grad_();
   Tensor mask = nn::Transformer::generate_square_subsequent_mask(len);
-  return median_ms(
-      [&] {
-        Tensor out;
-        if (blocked) {
-          out = blocked_attention(q, k, v, mask);
-        } else {
-          Tensor s = add(mask, bmm(q, k.transpose(1, 2)));
-          out = bmm(softmax(s, -1), v);
-        }
-        sum(out).backward();
-      },
-      iters);
+  return bench::median_ms(
+             [&] {
+               Tensor out;
+               if (blocked) {
+                 out = blocked_attention(q, k, v, mask);
+               } else {
+                 Tensor s = add(mask, bmm(q, k.transpose(1, 2)));
+                 out = bmm(softmax(s, -1), v);
+               }
+               sum(out).backward();
+             },
+             1, iters)
+      .wall_ms;
 }
 
 }  // namespace

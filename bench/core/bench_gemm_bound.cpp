@@ -10,11 +10,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/timing.h"
 #include "core/autograd.h"
 #include "core/blas_kernels.h"
 #include "core/gemm_recorder.h"
@@ -29,23 +29,6 @@ extern "C" char* openblas_get_corename(void);
 using namespace fsdp;
 
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-template <typename Fn>
-double median_s(Fn&& fn, int warmup, int iters) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> t;
-  for (int i = 0; i < iters; ++i) {
-    const double t0 = now_s();
-    fn();
-    t.push_back(now_s() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 // Every float product of `calls`, in order, on buffers large enough for the largest.
 void replay(const std::vector<GemmCall>& calls, std::vector<float>& a, std::vector<float>& b,
@@ -93,7 +76,7 @@ int main(int argc, char** argv) {
     examples::gpt_loss(model, idx, targets).backward();
     opt.step();
   };
-  const double step_s = median_s(step, warmup, iters);
+  const double step_s = bench::median_ms(step, warmup, iters).wall_ms * 1e-3;
 
   std::vector<GemmCall> calls;
   {
@@ -112,16 +95,19 @@ int main(int argc, char** argv) {
     sc = std::max<std::size_t>(sc, g.m * g.n);
   }
   std::vector<float> a(sa, 0.5f), b(sb, 0.25f), c(sc, 0.0f);
-  const double gemm_s = median_s([&] { replay(calls, a, b, c); }, warmup, iters);
+  const double gemm_s =
+      bench::median_ms([&] { replay(calls, a, b, c); }, warmup, iters).wall_ms * 1e-3;
 
   const std::int64_t n = 1024;
   std::vector<float> sq_a(n * n, 0.5f), sq_b(n * n, 0.25f), sq_c(n * n);
-  const double square_s = median_s(
-      [&] {
-        ops_detail::blas_gemm<float>(false, false, n, n, n, sq_a.data(), n, sq_b.data(), n, 0.0f,
-                                     sq_c.data(), n);
-      },
-      warmup, std::max(iters, 5));
+  const double square_s =
+      1e-3 * bench::median_ms(
+                 [&] {
+                   ops_detail::blas_gemm<float>(false, false, n, n, n, sq_a.data(), n, sq_b.data(),
+                                                n, 0.0f, sq_c.data(), n);
+                 },
+                 warmup, std::max(iters, 5))
+                 .wall_ms;
   const double square_gfs = 2.0 * n * n * n / square_s * 1e-9;
 
   const double tokens = static_cast<double>(batch * cfg.seq);
