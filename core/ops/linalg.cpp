@@ -104,11 +104,11 @@ Tensor batched_product(const Tensor& a_in, const Tensor& b_in) {
     };
     // Small products (attention's per-head ones) run on the calling thread inside OpenBLAS, so
     // the batch is split across the intra-op pool; larger ones keep OpenBLAS's own threads.
-    const std::int64_t macs = m * n * k;
+    // A chunk gets at least 64K multiply-adds (tens of microseconds), worth waking a worker for.
+    constexpr std::int64_t kMinChunkMacs = 65536;
+    const std::int64_t macs = std::max<std::int64_t>(m * n * k, 1);
     if (B > 1 && macs <= kBlasSerialMacs)
-      parallel_for(0, B,
-                   std::max<std::int64_t>(1, kParallelGrain * 4 / std::max<std::int64_t>(macs, 1)),
-                   products);
+      parallel_for(0, B, std::max<std::int64_t>(1, kMinChunkMacs / macs), products);
     else
       products(0, B);
   });
