@@ -62,8 +62,8 @@ const std::vector<Knob>& knobs() {
        "a directory shared by all ranks: selects the file store"},
       // --- communication (comm/) ---
       {"FSDP_TIMEOUT_MS", K::Integer, "300000", "", 1, 86400000,
-       "every collective's limit in milliseconds, from its start (a day at most: a longer wait "
-       "is a hang)"},
+       "every collective's limit in milliseconds, from its start, and the store's: connect, "
+       "handshake, set and get (a day at most: a longer wait is a hang)"},
       {"FSDP_BACKEND", K::Text, "-", "a backend name: fake, threads, mpi, gloo or nccl", 0, 0,
        "the backend init_from_env creates"},
       {"FSDP_GLOO_HOSTNAME", K::Text, "-", "a host name or IPv4 address", 0, 0,

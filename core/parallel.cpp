@@ -1,11 +1,15 @@
 #include "core/parallel.h"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/start_thread.h"
 
 namespace fsdp {
 namespace {
@@ -45,15 +49,25 @@ struct Job {
 class Pool {
  public:
   explicit Pool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+    try {
+      for (int i = 1; i < threads; ++i)
+        workers_.push_back(
+            start_thread(fmt::format("intra-op thread {} of {} (set_num_threads)", i, threads - 1),
+                         [this] { work(); }));
+    } catch (...) {
+      stop();  // no destructor runs for a constructor that throws
+      throw;
+    }
   }
-  ~Pool() {
+  ~Pool() { stop(); }
+  std::int64_t threads() const { return static_cast<std::int64_t>(workers_.size()) + 1; }
+
+  void stop() {
     stop_.store(true);
     generation_.fetch_add(1);
     generation_.notify_all();
     for (auto& t : workers_) t.join();
   }
-  std::int64_t threads() const { return static_cast<std::int64_t>(workers_.size()) + 1; }
 
   // False when another thread holds the pool (the caller then runs the range itself). The
   // chunks are taken from a shared counter: a worker that is slow to wake (its core busy, e.g.

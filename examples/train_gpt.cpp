@@ -107,8 +107,10 @@ int main(int argc, char** argv) {
   const std::string& sharding = a.sharding;
 
   try {
-    set_blas_threads(a.threads_per_rank);
+    // Our pool first: a thread the system refuses is then one clear error before OpenBLAS starts
+    // threads of its own (which retry a refused allocation forever).
     set_num_threads(a.threads_per_rank);  // element-wise kernels (core/parallel.h)
+    set_blas_threads(a.threads_per_rank);
     if (!a.export_path.empty()) {
       examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
       plan::write_model_file(meta_model, a.export_path);

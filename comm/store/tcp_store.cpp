@@ -40,13 +40,18 @@ bool wait_fd(int fd, short events, Clock::time_point deadline) {
   }
 }
 
+// Whether a wait that ended was ended by the deadline (wait_fd rounds down to milliseconds).
+bool expired(Clock::time_point deadline) {
+  return Clock::now() + std::chrono::milliseconds(5) >= deadline;
+}
+
 // Moves exactly n bytes; false on EOF, error or deadline.
 bool send_all(int fd, const void* data, std::size_t n, Clock::time_point deadline) {
   auto* p = static_cast<const char*>(data);
   while (n > 0) {
     if (!wait_fd(fd, POLLOUT, deadline)) return false;
     ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (k <= 0) return false;
     p += k;
     n -= std::size_t(k);
@@ -58,7 +63,7 @@ bool recv_all(int fd, void* data, std::size_t n, Clock::time_point deadline) {
   while (n > 0) {
     if (!wait_fd(fd, POLLIN, deadline)) return false;
     ssize_t k = ::recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (k <= 0) return false;
     p += k;
     n -= std::size_t(k);
@@ -80,6 +85,62 @@ sockaddr_in resolve(const std::string& address, int port) {
   ::freeaddrinfo(found);
   addr.sin_port = htons(std::uint16_t(port));
   return addr;
+}
+
+// Connects within the deadline (a blocking connect to an address that drops packets would wait
+// minutes). Returns the socket, or -1 with errno set.
+int connect_by(const sockaddr_in& addr, Clock::time_point deadline) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  int err = 0;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      err = ETIMEDOUT;
+      if (wait_fd(fd, POLLOUT, deadline)) {
+        socklen_t len = sizeof err;
+        if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      }
+    }
+  }
+  if (err != 0) {
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+// What answered a hello: the store, silence until the deadline, or something else.
+enum class Hello { Store, Silent, Foreign };
+
+Hello say_hello(int fd, Clock::time_point deadline, std::string& answer) {
+  const std::string bytes =
+      wire::encode_request({wire::kHello, std::string(wire::kHelloMagic), {}});
+  std::string header(wire::kReplyHeaderBytes, '\0');
+  if (!send_all(fd, bytes.data(), bytes.size(), deadline)) return Hello::Foreign;
+  if (!recv_all(fd, header.data(), header.size(), deadline))
+    return expired(deadline) ? Hello::Silent : Hello::Foreign;
+  wire::Reply reply;
+  auto parsed = wire::parse_reply(header, reply);
+  if (parsed.status == wire::ParseStatus::NeedMore && parsed.needed <= 64) {
+    header.resize(parsed.needed);
+    if (!recv_all(fd, header.data() + wire::kReplyHeaderBytes,
+                  parsed.needed - wire::kReplyHeaderBytes, deadline))
+      return expired(deadline) ? Hello::Silent : Hello::Foreign;
+    parsed = wire::parse_reply(header, reply);
+  }
+  answer = header;
+  return parsed.status == wire::ParseStatus::Complete && reply.data == wire::kHelloMagic
+             ? Hello::Store
+             : Hello::Foreign;
+}
+
+// The first bytes another program sent, printable, for the message.
+std::string printable(const std::string& bytes) {
+  std::string out;
+  for (char c : bytes) out += (c >= 32 && c < 127) ? c : '.';
+  return out;
 }
 
 }  // namespace
@@ -156,6 +217,7 @@ class TcpStoreServer {
       cv_.notify_all();
       return reply(fd, 0, "");
     }
+    if (request.op == wire::kHello) return reply(fd, 0, std::string(wire::kHelloMagic));
     if (request.op == wire::kCheck) {
       std::unique_lock lock(mutex_);
       const bool present = data_.count(request.key) != 0;
@@ -218,15 +280,33 @@ TcpStore::TcpStore(const std::string& address, int port, bool is_host, std::stri
     throw ValueError(fmt::format("tcp store: invalid MASTER_PORT {}", port));
   if (is_host) server_ = std::make_unique<TcpStoreServer>(address, port);
   const sockaddr_in addr = resolve(address, port);
+  // Connect and handshake share one deadline, FSDP_TIMEOUT_MS: a rank whose rank 0 never started
+  // the store, or whose MASTER_PORT another program holds, fails within it naming the address.
   const auto deadline = Clock::now() + timeout;
   for (auto pause = std::chrono::milliseconds(10);;
        pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
-    socket_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(socket_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) break;
-    int err = errno;
-    ::close(socket_);
-    socket_ = -1;
-    if (Clock::now() > deadline)
+    socket_ = connect_by(addr, deadline);
+    if (socket_ >= 0) {
+      std::string answer;
+      const Hello hello = say_hello(socket_, deadline, answer);
+      if (hello == Hello::Store) break;
+      ::close(socket_);
+      socket_ = -1;
+      if (hello == Hello::Silent)
+        throw CommTimeoutError(fmt::format(
+            "tcp store: connected to {}:{}, but no store answered within {} ms: another program "
+            "may hold MASTER_PORT (did rank 0 fail to start the store?); set MASTER_PORT to a "
+            "free port on every rank",
+            address, port, timeout.count()));
+      throw CommError(fmt::format(
+          "tcp store: the program at {}:{} is not an fsdp-cpp store ({}): another program holds "
+          "MASTER_PORT; set MASTER_PORT to a free port on every rank",
+          address, port,
+          answer.empty() ? std::string("it closed the connection without answering")
+                         : fmt::format("it answered '{}'", printable(answer))));
+    }
+    const int err = errno;
+    if (Clock::now() + pause > deadline)
       throw CommTimeoutError(fmt::format(
           "tcp store: could not connect to rank 0's store at {}:{} within {} ms ({}): is rank 0 "
           "running, and are MASTER_ADDR/MASTER_PORT the same on every rank?",
@@ -235,6 +315,7 @@ TcpStore::TcpStore(const std::string& address, int port, bool is_host, std::stri
   }
   int one = 1;
   ::setsockopt(socket_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeout_ = timeout;
 }
 
 TcpStore::~TcpStore() {
@@ -275,7 +356,7 @@ std::vector<char> TcpStore::request(char op, const std::string& key, const std::
     if (received)
       throw CommError(fmt::format("{}: malformed reply to the request for key '{}': {}", describe(),
                                   key, parsed.error));
-    if (Clock::now() + std::chrono::milliseconds(5) >= deadline)
+    if (expired(deadline))
       throw CommTimeoutError(fmt::format("{}: timed out after {} ms waiting for key '{}'",
                                          describe(), timeout.count(), key));
     throw CommError(fmt::format("{}: connection to rank 0's store lost (request for key '{}')",
@@ -286,7 +367,7 @@ std::vector<char> TcpStore::request(char op, const std::string& key, const std::
 }
 
 void TcpStore::set(const std::string& key, const std::vector<char>& value) {
-  request(wire::kSet, key, value, std::chrono::minutes(1));
+  request(wire::kSet, key, value, timeout_);
 }
 
 std::vector<char> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -295,7 +376,7 @@ std::vector<char> TcpStore::get(const std::string& key, std::chrono::millisecond
 
 bool TcpStore::check(const std::vector<std::string>& keys) {
   for (auto& k : keys)
-    if (request(wire::kCheck, k, {}, std::chrono::minutes(1))[0] == 0) return false;
+    if (request(wire::kCheck, k, {}, timeout_)[0] == 0) return false;
   return true;
 }
 

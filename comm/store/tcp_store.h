@@ -16,7 +16,7 @@ class TcpStoreServer;
 class TcpStore final : public Store {
  public:
   // is_host: start the server (rank 0). Fails with a clear error when the port is in use;
-  // clients retry connecting until `timeout`.
+  // clients retry connecting, then handshake, until `timeout`, which also bounds set and check.
   TcpStore(const std::string& address, int port, bool is_host, std::string prefix,
            std::chrono::milliseconds timeout);
   ~TcpStore() override;
@@ -34,6 +34,7 @@ class TcpStore final : public Store {
   std::string prefix_;
   std::unique_ptr<TcpStoreServer> server_;
   int socket_ = -1;
+  std::chrono::milliseconds timeout_{0};
   std::mutex mutex_;  // one request at a time on the socket
 };
 

@@ -56,7 +56,7 @@ std::string encode_reply(const Reply& reply) {
 ParseResult parse_request(std::string_view bytes, Request& out) {
   if (bytes.empty()) return {};
   const char op = bytes[0];
-  if (op != kSet && op != kGet && op != kCheck)
+  if (op != kSet && op != kGet && op != kCheck && op != kHello)
     return invalid(fmt::format("unknown request type {:#04x}", static_cast<unsigned char>(op)));
   if (bytes.size() < 5) return {};
   const std::uint32_t key_len = get_u32(bytes, 1);
@@ -68,7 +68,9 @@ ParseResult parse_request(std::string_view bytes, Request& out) {
   if (value_len > kMaxValueBytes)
     return invalid(fmt::format("value length {} above the limit {}", value_len, kMaxValueBytes));
   if (op != kSet && value_len != 0)
-    return invalid(fmt::format("a {} request carries a value", op == kGet ? "get" : "check"));
+    return invalid(fmt::format("a {} request carries a value", op == kGet     ? "get"
+                                                               : op == kCheck ? "check"
+                                                                              : "hello"));
   const std::size_t end = value_at + 4 + std::size_t(value_len);
   if (bytes.size() < end) return need(end);
   out.op = op;

@@ -1,6 +1,8 @@
 // The TcpStore wire format, apart from the sockets so that it is tested and fuzzed on bytes
-// (tests/fuzz/). A request: op (1 byte: 'S' set, 'G' get, 'C' check), key length (4 bytes, little
-// endian), key, value length (4 bytes), value. A reply: status (1 byte), length (4 bytes), data.
+// (tests/fuzz/). A request: op (1 byte: 'S' set, 'G' get, 'C' check, 'H' hello), key length (4
+// bytes, little endian), key, value length (4 bytes), value. A reply: status (1 byte), length (4
+// bytes), data. A client's first request is a hello whose key is kHelloMagic, answered with the
+// same bytes: a port held by another program is told apart from a store that is slow to answer.
 // A length above its limit is refused as soon as its 4 bytes arrive, before anything is
 // allocated: a stray or hostile client cannot make rank 0 allocate gigabytes.
 #pragma once
@@ -12,7 +14,8 @@
 
 namespace fsdp::comm::tcp_store_protocol {
 
-inline constexpr char kSet = 'S', kGet = 'G', kCheck = 'C';
+inline constexpr char kSet = 'S', kGet = 'G', kCheck = 'C', kHello = 'H';
+inline constexpr std::string_view kHelloMagic = "fsdp-cpp tcp store 1";
 inline constexpr std::uint32_t kMaxKeyBytes = std::uint32_t(64) << 10;
 inline constexpr std::uint32_t kMaxValueBytes = std::uint32_t(256) << 20;
 inline constexpr std::size_t kReplyHeaderBytes = 5;

@@ -9,6 +9,7 @@
 
 #include "comm/threads/threads_process_group.h"
 #include "core/error.h"
+#include "core/start_thread.h"
 
 namespace fsdp::comm {
 
@@ -54,8 +55,19 @@ void run_threads(int world_size, const std::function<void(ProcessGroup&)>& body,
 
   std::vector<std::thread> threads;
   threads.reserve(std::size_t(world_size));
-  for (int r = 0; r < world_size; ++r) threads.emplace_back(rank_main, r);
+  std::string start_failure;
+  for (int r = 0; r < world_size && start_failure.empty(); ++r) {
+    try {
+      threads.push_back(start_thread(fmt::format("rank {} of {}", r, world_size),
+                                     [&rank_main, r] { rank_main(r); }));
+    } catch (const RuntimeError& e) {
+      // The ranks already running fail their next collective instead of waiting for this one.
+      start_failure = e.what();
+      world->abort(r, start_failure);
+    }
+  }
   for (auto& t : threads) t.join();
+  if (!start_failure.empty()) throw RuntimeError(start_failure);
   if (failure) throw RankFailedError(failed_rank, world_size, failure, failure_what);
 }
 

@@ -217,8 +217,53 @@ if HAVE_GLOO:
         print("FAIL: gloo world size mismatch: no rank says the ranks disagree")
     launches += 1
 
+# Resources the system refuses: thread ranks or intra-op threads that cannot start end with one
+# line naming what could not start (not SIGABRT). The address-space limit refuses thread stacks
+# (a per-user process limit does not bind root, who runs CI).
+import resource
+
+
+def limit_address_space(gib):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_AS, (gib << 30, gib << 30))
+    return apply
+
+
+resource_rows = [
+    (["--ranks", "1024"], "cannot start rank "),
+    (["--ranks", "1", "--sharding", "none", "--threads-per-rank", "1024"],
+     "cannot start intra-op thread "),
+]
+for flags, needle in resource_rows:
+    r = subprocess.run(command(flags), capture_output=True, text=True, timeout=120,
+                       env=environment({}), preexec_fn=limit_address_space(2))
+    if not check(f"address space 2 GiB {flags}", r, 1, needle):
+        failures.append(flags)
+    elif "Resource temporarily unavailable (the per-user process limit?)" not in r.stderr:
+        failures.append(flags)
+        print("FAIL:", flags, "no reason in", r.stderr)
+
+# Stores obey FSDP_TIMEOUT_MS: MASTER_PORT held by a program that accepts and never answers.
+# Rank 0 cannot start the store (the port is in use); rank 1 connects to the other program and
+# fails within the timeout naming the address, instead of waiting forever.
+if HAVE_GLOO:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(8)
+        port = str(holder.getsockname()[1])
+        base = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+                "FSDP_TIMEOUT_MS": "2000"}
+        for rank, needle in [(0, f"port {port} on 127.0.0.1 is already in use"),
+                             (1, f"connected to 127.0.0.1:{port}, but no store answered within "
+                                 "2000 ms")]:
+            r = subprocess.run(command(["--backend", "gloo"]), capture_output=True, text=True,
+                               timeout=60, env=environment({**base, "RANK": str(rank)}))
+            if not check(f"gloo rank {rank}, MASTER_PORT held by a silent program", r, 1, needle):
+                failures.append(f"held MASTER_PORT, rank {rank}")
+
 if failures:
     print(f"{len(failures)} failure(s)")
     sys.exit(1)
 print(f"ok: {len(TABLE)} bad inputs ({', '.join(f'{k} {v}' for k, v in counts.items())}), "
-      f"--steps 0 --export-model, {launches} launch(es) whose ranks disagree")
+      f"--steps 0 --export-model, {launches} launch(es) whose ranks disagree, "
+      f"{len(resource_rows)} refused thread starts")
