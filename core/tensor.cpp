@@ -9,6 +9,7 @@
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
 #include "core/random.h"
+#include "core/wrap_dim.h"
 
 namespace fsdp {
 
@@ -50,18 +51,19 @@ const TensorImpl& Tensor::check() const {
   return *impl_;
 }
 
-static std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* what) {
-  std::int64_t d = dim < 0 ? dim + ndim : dim;
-  FSDP_CHECK(d >= 0 && d < std::max<std::int64_t>(ndim, 1), IndexError,
-             "{}: dimension {} out of range for a tensor of {} dimensions", what, dim, ndim);
-  return d;
+// A 0-d tensor has no size or stride to index (torch: "Dimension specified as 0 but tensor has
+// no dimensions"); otherwise dims wrap as everywhere (core/wrap_dim.h).
+static std::size_t accessor_dim(std::int64_t dim, std::int64_t ndim, const char* what) {
+  FSDP_CHECK(ndim > 0, IndexError, "{}: Dimension specified as {} but tensor has no dimensions",
+             what, dim);
+  return static_cast<std::size_t>(wrap_dim(dim, ndim, what));
 }
 
 std::int64_t Tensor::size(std::int64_t dim) const {
-  return sizes()[static_cast<std::size_t>(wrap_dim(dim, this->dim(), "size"))];
+  return sizes()[accessor_dim(dim, this->dim(), "size")];
 }
 std::int64_t Tensor::stride(std::int64_t dim) const {
-  return strides()[static_cast<std::size_t>(wrap_dim(dim, this->dim(), "stride"))];
+  return strides()[accessor_dim(dim, this->dim(), "stride")];
 }
 
 bool Tensor::is_contiguous() const {
@@ -379,97 +381,6 @@ std::string Tensor::str() const {
   return os.str();
 }
 
-// --- factories
-Tensor empty(const Shape& shape, TensorOptions o) {
-  for (auto d : shape)
-    FSDP_CHECK(d >= 0, ValueError, "empty: negative dimension in shape {}", shape_str(shape));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->set_sizes(shape);
-  impl->strides = contiguous_strides(shape);
-  impl->dtype = o.dtype;
-  impl->device = o.device;
-  impl->storage = std::make_shared<Storage>(
-      static_cast<std::size_t>(shape_numel(shape)) * dtype_size(o.dtype), o.device);
-  Tensor t(std::move(impl));
-  if (o.requires_grad) t.requires_grad_(true);
-  return t;
-}
-
-Tensor full(const Shape& shape, double value, TensorOptions o) {
-  bool rg = o.requires_grad;
-  Tensor t = empty(shape, o.with_requires_grad(false));
-  t.fill_(value);
-  if (rg) t.requires_grad_(true);
-  return t;
-}
-Tensor zeros(const Shape& shape, TensorOptions o) {
-  return full(shape, 0.0, o);
-}
-Tensor ones(const Shape& shape, TensorOptions o) {
-  return full(shape, 1.0, o);
-}
-Tensor scalar_tensor(double value, TensorOptions o) {
-  return full({}, value, o);
-}
-
-Tensor arange(std::int64_t end, TensorOptions o) {
-  return arange(0.0, static_cast<double>(end), 1.0, o);
-}
-
-Tensor arange(double start, double end, double step, TensorOptions o) {
-  FSDP_CHECK(step != 0.0, ValueError, "arange: step must be nonzero");
-  auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));
-  n = std::max<std::int64_t>(n, 0);
-  Tensor t = empty({n}, o.with_requires_grad(false));
-  if (!t.is_meta()) {
-    void* p = t.data_ptr();
-    for (std::int64_t i = 0; i < n; ++i)
-      store_double(p, o.dtype, i, start + step * static_cast<double>(i));
-  }
-  return t;
-}
-
-Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions o) {
-  FSDP_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape), ValueError,
-             "from_vector: {} values do not fill shape {} ({} elements)", values.size(),
-             shape_str(shape), shape_numel(shape));
-  Tensor t = empty(shape, o.with_requires_grad(false));
-  void* p = t.data_ptr();
-  for (std::size_t i = 0; i < values.size(); ++i)
-    store_double(p, o.dtype, static_cast<std::int64_t>(i), values[i]);
-  if (o.requires_grad) t.requires_grad_(true);
-  return t;
-}
-
-Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape, TensorOptions o) {
-  FSDP_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape), ValueError,
-             "from_vector: {} values do not fill shape {} ({} elements)", values.size(),
-             shape_str(shape), shape_numel(shape));
-  Tensor t = empty(shape, o.with_requires_grad(false));
-  void* p = t.data_ptr();
-  dispatch_all(o.dtype, [&]<typename T>() {
-    T* tp = static_cast<T*>(p);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      if constexpr (std::is_integral_v<T>)
-        tp[i] = static_cast<T>(values[i]);
-      else
-        tp[i] = from_double<T>(static_cast<double>(values[i]));
-    }
-  });
-  if (o.requires_grad) t.requires_grad_(true);
-  return t;
-}
-
-Tensor empty_like(const Tensor& t) {
-  return empty(t.shape(), TensorOptions(t.dtype(), t.device()));
-}
-Tensor zeros_like(const Tensor& t) {
-  return zeros(t.shape(), TensorOptions(t.dtype(), t.device()));
-}
-Tensor ones_like(const Tensor& t) {
-  return ones(t.shape(), TensorOptions(t.dtype(), t.device()));
-}
-
 Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides,
                  std::int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
@@ -480,22 +391,6 @@ Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides,
   impl->dtype = base.dtype();
   impl->device = base.device();
   return Tensor(std::move(impl));
-}
-
-// --- random
-Generator& default_generator() {
-  thread_local Generator gen;
-  return gen;
-}
-void manual_seed(std::uint64_t seed) {
-  default_generator().manual_seed(seed);
-}
-
-double Generator::normal() {
-  double u1 = uniform();
-  double u2 = uniform();
-  if (u1 < 1e-300) u1 = 1e-300;
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
 }  // namespace fsdp

@@ -13,6 +13,7 @@
 #include "core/kernel_utils.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "core/wrap_dim.h"
 
 namespace fsdp::functional {
 
@@ -110,14 +111,7 @@ inline bool any_meta(std::initializer_list<const Tensor*> ts, const char* op) {
   return false;
 }
 
-// Python-style dim wrapping; a 0-d tensor accepts dims 0 and -1.
-inline std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
-  const std::int64_t n = ndim == 0 ? 1 : ndim;
-  FSDP_CHECK(dim >= -n && dim < n, IndexError,
-             "{}: dimension out of range (expected to be in range of [{}, {}], but got {})", op, -n,
-             n - 1, dim);
-  return dim < 0 ? dim + n : dim;
-}
+using fsdp::wrap_dim;  // core/wrap_dim.h
 
 // Sizes of a tensor split around `dim`: (product before, size of dim, product after).
 struct RowLayout {

@@ -5,14 +5,6 @@
 namespace fsdp {
 namespace ops_detail {
 
-std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
-  const std::int64_t n = std::max<std::int64_t>(ndim, 1);
-  FSDP_CHECK(dim >= -n && dim < n, IndexError,
-             "{}: Dimension out of range (expected to be in range of [{}, {}], but got {})", op, -n,
-             n - 1, dim);
-  return dim < 0 ? dim + n : dim;
-}
-
 std::int64_t wrap_insert_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
   return wrap_dim(dim, ndim + 1, op);
 }

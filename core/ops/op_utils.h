@@ -11,15 +11,14 @@
 #include "core/autograd.h"
 #include "core/kernel_utils.h"
 #include "core/ops.h"
+#include "core/wrap_dim.h"
 
 namespace fsdp::ops_detail {
 
 using autograd::variable_list;
 
-// Wraps a possibly negative dim into [0, ndim); IndexError naming `op` otherwise. A 0-d tensor
-// accepts dims -1 and 0 as in PyTorch.
-std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op);
-// Same, for insertion positions (unsqueeze/stack): range [-(ndim+1), ndim].
+using fsdp::wrap_dim;  // core/wrap_dim.h
+// wrap_dim, for insertion positions (unsqueeze/stack): range [-(ndim+1), ndim].
 std::int64_t wrap_insert_dim(std::int64_t dim, std::int64_t ndim, const char* op);
 
 // Throws NotImplementedError naming `op` if a tensor is on CUDA; returns true if any is meta.

@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(half_and_bfloat16_compute_in_float32) {
 
 BOOST_AUTO_TEST_CASE(bad_dim_and_meta) {
   Tensor x = zeros({2, 3});
-  check_throws<IndexError>([&] { softmax(x, 2); }, {"softmax", "dimension out of range", "2"});
+  check_throws<IndexError>([&] { softmax(x, 2); }, {"softmax", "Dimension out of range", "2"});
   check_throws<IndexError>([&] { log_softmax(x, -3); }, {"log_softmax", "-3"});
   check_throws<TypeError>([&] { softmax(zeros({2}, DType::Int64), 0); }, {"softmax", "int64"});
   Tensor m = empty({2, 7, 3}, TensorOptions(DType::BFloat16, kMeta));
