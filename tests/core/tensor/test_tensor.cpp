@@ -308,3 +308,26 @@ BOOST_AUTO_TEST_CASE(bulk_dtype_conversion_matches_the_scalar_converters) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Tensor's accessors wrap dims as every op does (core/wrap_dim.h) and say so in torch's words; a
+// 0-d tensor has no size to index.
+BOOST_AUTO_TEST_CASE(size_and_stride_wrap_dims_like_torch) {
+  Tensor t = zeros({2, 3});
+  BOOST_TEST(t.size(-1) == 3);
+  BOOST_TEST(t.stride(-2) == 3);
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const IndexError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  BOOST_TEST(message([&] { t.size(2); }) ==
+             "size: Dimension out of range (expected to be in range of [-2, 1], but got 2)");
+  BOOST_TEST(message([&] { t.stride(-3); }) ==
+             "stride: Dimension out of range (expected to be in range of [-2, 1], but got -3)");
+  Tensor s = scalar_tensor(1.0);
+  BOOST_TEST(message([&] { s.size(0); }) ==
+             "size: Dimension specified as 0 but tensor has no dimensions");
+}
