@@ -1,6 +1,7 @@
 // Internal helpers for op kernels: dtype dispatch, scalar conversion, strided iteration.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -85,36 +86,63 @@ inline void store_double(void* base, DType dtype, std::int64_t index, double v) 
   dispatch_all(dtype, [&]<typename T>() { static_cast<T*>(base)[index] = from_double<T>(v); });
 }
 
-// Calls f(offset) for every element of a strided view, in row-major order. Offsets are in
-// elements, relative to the view's first element.
-template <typename F>
-void for_each_offset(const Shape& sizes, const Shape& strides, F&& f) {
-  const std::size_t nd = sizes.size();
+// The one strided iterator: walks N strided operands of the same (broadcast) sizes in row-major
+// order. Dims are coalesced first (size-1 dims dropped), so contiguous operands become one flat
+// run. f(offsets, n, inner_strides) handles one inner run of n elements; offsets are in elements,
+// relative to each operand's first element. At most 16 dims; no allocation.
+template <std::size_t N, typename F>
+void for_each_run(const Shape& sizes, const std::array<const Shape*, N>& strides, F&& f) {
   for (auto s : sizes)
     if (s == 0) return;
-  if (nd == 0) {
-    f(std::int64_t{0});
-    return;
-  }
-  std::int64_t counter[16] = {0};
-  FSDP_CHECK(nd <= 16, ValueError, "tensors of more than 16 dimensions are not supported (got {})",
-             nd);
-  const std::int64_t inner = sizes[nd - 1], inner_stride = strides[nd - 1];
-  std::int64_t base = 0;
-  while (true) {
-    for (std::int64_t i = 0; i < inner; ++i) f(base + i * inner_stride);
-    if (nd == 1) return;
-    std::size_t d = nd - 2;
-    while (true) {
-      ++counter[d];
-      base += strides[d];
-      if (counter[d] < sizes[d]) break;
-      base -= strides[d] * sizes[d];
-      counter[d] = 0;
-      if (d == 0) return;
-      --d;
+  FSDP_CHECK(sizes.size() <= 16, ValueError,
+             "tensors of more than 16 dimensions are not supported (got {})", sizes.size());
+  // Coalesce from the innermost dim outwards: sz[0] is the innermost dim afterwards.
+  std::array<std::int64_t, 16> sz{};
+  std::array<std::array<std::int64_t, 16>, N> st{};
+  std::size_t nd = 0;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] == 1) continue;
+    bool merge = nd > 0;
+    if (merge)
+      for (std::size_t k = 0; k < N; ++k)
+        if ((*strides[k])[d] != st[k][nd - 1] * sz[nd - 1]) merge = false;
+    if (merge) {
+      sz[nd - 1] *= sizes[d];
+    } else {
+      sz[nd] = sizes[d];
+      for (std::size_t k = 0; k < N; ++k) st[k][nd] = (*strides[k])[d];
+      ++nd;
     }
   }
+  std::array<std::int64_t, N> off{};
+  std::array<std::int64_t, N> inner{};
+  if (nd == 0) {
+    f(off, std::int64_t{1}, inner);
+    return;
+  }
+  for (std::size_t k = 0; k < N; ++k) inner[k] = st[k][0];
+  std::array<std::int64_t, 16> counter{};
+  while (true) {
+    f(off, sz[0], inner);
+    std::size_t d = 1;
+    while (true) {
+      if (d >= nd) return;
+      ++counter[d];
+      for (std::size_t k = 0; k < N; ++k) off[k] += st[k][d];
+      if (counter[d] < sz[d]) break;
+      for (std::size_t k = 0; k < N; ++k) off[k] -= st[k][d] * sz[d];
+      counter[d] = 0;
+      ++d;
+    }
+  }
+}
+
+// Calls f(offset) for every element of a strided view, in row-major order (for_each_run).
+template <typename F>
+void for_each_offset(const Shape& sizes, const Shape& strides, F&& f) {
+  for_each_run<1>(sizes, {&strides}, [&](const auto& off, std::int64_t n, const auto& inner) {
+    for (std::int64_t i = 0; i < n; ++i) f(off[0] + i * inner[0]);
+  });
 }
 
 // Throws naming `op` if the tensor is not on the cpu (or meta when allowed).
@@ -132,34 +160,9 @@ namespace fsdp {
 // Like for_each_offset, walking two strided layouts of the same sizes together: f(oa, ob).
 template <typename F>
 void for_each_offset2(const Shape& sizes, const Shape& sa, const Shape& sb, F&& f) {
-  const std::size_t nd = sizes.size();
-  for (auto s : sizes)
-    if (s == 0) return;
-  if (nd == 0) {
-    f(std::int64_t{0}, std::int64_t{0});
-    return;
-  }
-  FSDP_CHECK(nd <= 16, ValueError, "tensors of more than 16 dimensions are not supported (got {})",
-             nd);
-  std::int64_t counter[16] = {0};
-  const std::int64_t inner = sizes[nd - 1], ia = sa[nd - 1], ib = sb[nd - 1];
-  std::int64_t a = 0, b = 0;
-  while (true) {
-    for (std::int64_t i = 0; i < inner; ++i) f(a + i * ia, b + i * ib);
-    if (nd == 1) return;
-    std::size_t d = nd - 2;
-    while (true) {
-      ++counter[d];
-      a += sa[d];
-      b += sb[d];
-      if (counter[d] < sizes[d]) break;
-      a -= sa[d] * sizes[d];
-      b -= sb[d] * sizes[d];
-      counter[d] = 0;
-      if (d == 0) return;
-      --d;
-    }
-  }
+  for_each_run<2>(sizes, {&sa, &sb}, [&](const auto& off, std::int64_t n, const auto& inner) {
+    for (std::int64_t i = 0; i < n; ++i) f(off[0] + i * inner[0], off[1] + i * inner[1]);
+  });
 }
 
 // Strides that read `t` as if expanded to `shape` (0 on broadcast dims). Shapes must broadcast.

@@ -62,52 +62,8 @@ inline T store(C v) {
     return static_cast<T>(v);
 }
 
-// Iterates N strided operands of the same (broadcast) sizes. Dims are coalesced first, so
-// contiguous operands become one flat run. f(offsets, n, inner_strides) handles one inner run.
-template <std::size_t N, typename F>
-void for_each_run(const Shape& sizes, const std::array<const Shape*, N>& strides, F&& f) {
-  for (auto s : sizes)
-    if (s == 0) return;
-  // Coalesce from the innermost dim outwards; drop size-1 dims.
-  std::vector<std::int64_t> sz;
-  std::array<std::vector<std::int64_t>, N> st;
-  for (std::size_t d = sizes.size(); d-- > 0;) {
-    if (sizes[d] == 1) continue;
-    bool merge = !sz.empty();
-    if (merge)
-      for (std::size_t k = 0; k < N; ++k)
-        if ((*strides[k])[d] != st[k].back() * sz.back()) merge = false;
-    if (merge) {
-      sz.back() *= sizes[d];
-    } else {
-      sz.push_back(sizes[d]);
-      for (std::size_t k = 0; k < N; ++k) st[k].push_back((*strides[k])[d]);
-    }
-  }
-  std::array<std::int64_t, N> off{};
-  std::array<std::int64_t, N> inner{};
-  if (sz.empty()) {
-    f(off, std::int64_t{1}, inner);
-    return;
-  }
-  // sz[0] is now the innermost dim.
-  const std::size_t nd = sz.size();
-  for (std::size_t k = 0; k < N; ++k) inner[k] = st[k][0];
-  std::vector<std::int64_t> counter(nd, 0);
-  while (true) {
-    f(off, sz[0], inner);
-    std::size_t d = 1;
-    while (true) {
-      if (d >= nd) return;
-      ++counter[d];
-      for (std::size_t k = 0; k < N; ++k) off[k] += st[k][d];
-      if (counter[d] < sz[d]) break;
-      for (std::size_t k = 0; k < N; ++k) off[k] -= st[k][d] * sz[d];
-      counter[d] = 0;
-      ++d;
-    }
-  }
-}
+// for_each_run: core/kernel_utils.h.
+using fsdp::for_each_run;
 
 // Sums a gradient down to an input's shape and converts it to the input's dtype.
 Tensor reduce_grad(const Tensor& grad, const Shape& shape, DType dtype);
