@@ -5,15 +5,10 @@
 // rank with batch N*B.
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
-#include <sstream>
 
+#include "comm/agreement.h"
 #include "comm/env.h"
 #include "comm/registry.h"
 #include "comm/threads/run_threads.h"
@@ -24,6 +19,7 @@
 #include "core/parallel.h"
 #include "examples/cli_checks.h"
 #include "examples/gpt_train.h"
+#include "examples/job_files.h"
 #include "examples/train_gpt_options.h"
 #include "policies/options.h"
 #include "tools/plan/model_export.h"
@@ -37,13 +33,7 @@ namespace {
 // The bytes of `path`, which must hold one sequence of `seq` bytes and its next byte.
 std::shared_ptr<const std::string> read_file(const char* option, const std::string& path,
                                              std::int64_t seq) {
-  FSDP_CHECK(!std::filesystem::is_directory(path), ValueError, "{}: '{}' is a directory", option,
-             path);
-  std::ifstream in(path, std::ios::binary);
-  FSDP_CHECK(in.good(), ValueError, "{}: cannot open '{}': {}", option, path, std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  auto bytes = std::make_shared<const std::string>(std::move(s).str());
+  auto bytes = std::make_shared<const std::string>(examples::read_data_file(option, path));
   FSDP_CHECK(std::int64_t(bytes->size()) > seq + 1, ValueError,
              "{}: '{}' has {} bytes; --seq {} needs more than {}", option, path, bytes->size(), seq,
              seq + 1);
@@ -109,6 +99,9 @@ int main(int argc, char** argv) {
   try {
     set_blas_threads(a.threads_per_rank);
     set_num_threads(a.threads_per_rank);  // element-wise kernels (core/parallel.h)
+    // Outputs written after training, checked before step 1.
+    if (!cfg.memory_timeline.empty())
+      examples::check_writable_file("--memory-timeline", cfg.memory_timeline);
     if (!a.export_path.empty()) {
       examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
       plan::write_model_file(meta_model, a.export_path);
@@ -192,6 +185,9 @@ int main(int argc, char** argv) {
       run_rank(group);
     }
     return 0;
+  } catch (const comm::RanksDisagreeError& e) {  // ranks launched with other arguments
+    fmt::print(stderr, "train_gpt: error: {}\n", e.what());
+    return 2;
   } catch (const comm::RankFailedError& e) {
     fmt::print(stderr, "train_gpt: error: {}\n", e.what());
     return 1;
