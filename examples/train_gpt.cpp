@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <mutex>
 
 #include "comm/agreement.h"
@@ -49,6 +50,28 @@ void check_not_launched_for_threads() {
       "{}={} says a launcher started {} processes, but --backend threads runs every rank in this "
       "one: use --backend mpi, gloo or nccl (or run one process without the launcher)",
       comm::env::world_size_variable(), *world, *world));
+}
+
+// "'PATH': REASON", for the library's "filesystem error: OPERATION: REASON [PATH]".
+std::string plain(const std::filesystem::filesystem_error& e) {
+  return fmt::format("'{}': {}", e.path1().string(), e.code().message());
+}
+
+// An error's one line, a std::filesystem error said plainly (also one that failed a rank).
+std::string plain_message(const std::exception& e) {
+  if (auto* fs = dynamic_cast<const std::filesystem::filesystem_error*>(&e)) return plain(*fs);
+  const std::string what = e.what();
+  if (auto* failed = dynamic_cast<const comm::RankFailedError*>(&e); failed && failed->cause()) {
+    try {
+      std::rethrow_exception(failed->cause());
+    } catch (const std::filesystem::filesystem_error& c) {
+      // "rank R of N failed: " and the cause's text: keep the prefix, say the text plainly.
+      const std::string raw = c.what();
+      if (what.ends_with(raw)) return what.substr(0, what.size() - raw.size()) + plain(c);
+    } catch (...) {
+    }
+  }
+  return what;
 }
 
 }  // namespace
@@ -188,11 +211,8 @@ int main(int argc, char** argv) {
   } catch (const comm::RanksDisagreeError& e) {  // ranks launched with other arguments
     fmt::print(stderr, "train_gpt: error: {}\n", e.what());
     return 2;
-  } catch (const comm::RankFailedError& e) {
-    fmt::print(stderr, "train_gpt: error: {}\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "train_gpt: error: {}\n", e.what());
+  } catch (const std::exception& e) {  // RankFailedError included: "rank R of N failed: ..."
+    fmt::print(stderr, "train_gpt: error: {}\n", plain_message(e));
     return 1;
   }
 }
