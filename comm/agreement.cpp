@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 namespace fsdp::comm {
 
@@ -18,8 +19,7 @@ Digest digest_of(const std::vector<NamedSetting>& settings) {
   d[0] = settings.size();
   for (std::size_t i = 0; i < settings.size(); ++i) {
     const std::size_t word = std::min(i + 1, kAgreementDigestWords - 1);
-    const std::uint64_t h = fnv1a_64(settings[i].name);
-    d[word] = fnv1a_64(settings[i].value, fnv1a_64({"\0", 1}, h) ^ d[word]);
+    d[word] = hash64(settings[i].value, hash64(settings[i].name) ^ d[word]);
   }
   return d;
 }
@@ -70,9 +70,17 @@ std::vector<std::vector<std::string>> gather_values(ProcessGroup& group,
 
 }  // namespace
 
-std::uint64_t fnv1a_64(std::string_view bytes, std::uint64_t seed) {
+std::uint64_t hash64(std::string_view bytes, std::uint64_t seed) {
+  constexpr std::uint64_t kPrime = 0x100000001b3ULL;
   std::uint64_t h = seed;
-  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ULL;
+  std::size_t i = 0;
+  // Each step is a bijection of h, so inputs of one length that differ in one word never collide.
+  for (; i + 8 <= bytes.size(); i += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, bytes.data() + i, 8);
+    h = (h ^ word) * kPrime;
+  }
+  for (; i < bytes.size(); ++i) h = (h ^ static_cast<unsigned char>(bytes[i])) * kPrime;
   return h;
 }
 

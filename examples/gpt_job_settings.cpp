@@ -13,7 +13,7 @@ std::string path_or_none(const std::string& path) {
 // Files are compared by content: two hosts may hold the same corpus under other paths.
 std::string bytes_digest(const std::shared_ptr<const std::string>& bytes) {
   if (bytes == nullptr) return "none";
-  return fmt::format("{} bytes, FNV-1a {:016x}", bytes->size(), comm::fnv1a_64(*bytes));
+  return fmt::format("{} bytes, hash {:016x}", bytes->size(), comm::hash64(*bytes));
 }
 
 // "FULL_SHARD" from "ShardingStrategy.FULL_SHARD": the command line's spelling.
@@ -32,11 +32,13 @@ std::string model_fingerprint(GPT& model) {
       fmt::format("L{} D{} H{} T{} V{}", c.layers, c.d_model, c.heads, c.seq, c.vocab);
   for (const auto& [name, m] : model.named_modules())
     text += fmt::format("|{}:{}", name, m->type_name());
-  for (const auto& [name, p] : model.named_parameters())
-    text += fmt::format("|{}:{}:{}", name, fmt::join(p.sizes(), "x"), dtype_name(p.dtype()));
+  for (const auto& [name, p] : model.named_parameters()) {
+    text += fmt::format("|{}:{}:", name, dtype_name(p.dtype()));
+    for (std::int64_t size : p.sizes()) text += fmt::format("{},", size);
+  }
   return fmt::format("GPT L{} D{} H{} T{} V{}, {} parameters, fingerprint {:016x}", c.layers,
                      c.d_model, c.heads, c.seq, c.vocab, model.num_parameters(),
-                     comm::fnv1a_64(text));
+                     comm::hash64(text));
 }
 
 }  // namespace

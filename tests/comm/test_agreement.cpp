@@ -89,3 +89,19 @@ BOOST_AUTO_TEST_CASE(settings_past_the_digest_size) {
   });
   for (const auto& s : m) BOOST_TEST(s == "ranks disagree on --s69: rank 0 has a, rank 1 has b");
 }
+
+// The tail is plain FNV-1a (its published value for "a"); a flipped bit anywhere changes the hash.
+BOOST_AUTO_TEST_CASE(hash64_sees_every_bit) {
+  BOOST_TEST(hash64("") == 0xcbf29ce484222325ULL);
+  BOOST_TEST(hash64("a") == 0xaf63dc4c8601ec8cULL);
+  std::string bytes(4099, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 31 % 251);
+  const std::uint64_t h = hash64(bytes);
+  BOOST_TEST(hash64(bytes) == h);
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    for (int bit : {0, 7}) {
+      std::string changed = bytes;
+      changed[i] = static_cast<char>(changed[i] ^ (1 << bit));
+      if (hash64(changed) == h) BOOST_TEST_FAIL("byte " << i << " bit " << bit << " unseen");
+    }
+}

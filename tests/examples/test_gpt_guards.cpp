@@ -88,9 +88,9 @@ BOOST_AUTO_TEST_CASE(ranks_disagreeing_on_an_argument_all_stop_naming_it) {
       {"allow-nonfinite", [](GPTTrainConfig& c) { c.allow_nonfinite = true; },
        "ranks disagree on --allow-nonfinite: rank 0 has off, rank 1 has on"},
       {"data", [](GPTTrainConfig& c) { c.data = text(512, 'b'); },
-       fmt::format("ranks disagree on --data: rank 0 has 512 bytes, FNV-1a {:016x}, rank 1 has "
-                   "512 bytes, FNV-1a {:016x}",
-                   comm::fnv1a_64(*text(512, 'a')), comm::fnv1a_64(*text(512, 'b')))},
+       fmt::format("ranks disagree on --data: rank 0 has 512 bytes, hash {:016x}, rank 1 has "
+                   "512 bytes, hash {:016x}",
+                   comm::hash64(*text(512, 'a')), comm::hash64(*text(512, 'b')))},
   };
   for (const auto& c : cases) {
     BOOST_TEST_CONTEXT(c.what) {
