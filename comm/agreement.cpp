@@ -36,8 +36,8 @@ std::string rank_run(int first, int last) {
   return first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last);
 }
 
-// Each rank's value of every setting in `which` (the same list on every rank), gathered as
-// one block per rank: the values' lengths first, then their bytes.
+// Every rank's values for `mine` (this rank's values of the differing settings, as many on
+// every rank), by setting: their lengths gathered first, then their bytes, one block per rank.
 std::vector<std::vector<std::string>> gather_values(ProcessGroup& group,
                                                     const std::vector<std::string>& mine) {
   const std::size_t n = mine.size(), world = static_cast<std::size_t>(group.size());
@@ -56,7 +56,7 @@ std::vector<std::vector<std::string>> gather_values(ProcessGroup& group,
   }
   bytes.resize(longest);
   std::string all_bytes(longest * world, '\0');
-  group.all_gather(bytes.data(), all_bytes.data(), longest, DType::UInt8);
+  if (longest > 0) group.all_gather(bytes.data(), all_bytes.data(), longest, DType::UInt8);
   std::vector<std::vector<std::string>> by_setting(n, std::vector<std::string>(world));
   for (std::size_t r = 0; r < world; ++r) {
     std::size_t at = r * longest;
@@ -90,19 +90,15 @@ std::string disagreement_message(const std::string& name, const std::vector<std:
   const char* sep = " ";
   for (std::size_t v = 0; v < by_rank.size(); ++v) {
     if (said[v]) continue;
-    std::vector<std::string> runs;
-    int count = 0;
-    for (std::size_t r = v; r < by_rank.size();) {
-      if (said[r] || by_rank[r] != by_rank[v]) {
-        ++r;
-        continue;
-      }
-      std::size_t end = r;
-      while (end + 1 < by_rank.size() && by_rank[end + 1] == by_rank[v]) ++end;
-      for (std::size_t k = r; k <= end; ++k) said[k] = true;
-      runs.push_back(rank_run(static_cast<int>(r), static_cast<int>(end)));
-      count += static_cast<int>(end - r + 1);
-      r = end + 1;
+    std::vector<std::string> runs;  // of the ranks holding by_rank[v]: "0", "2-3"
+    std::size_t first = v, count = 0;
+    for (std::size_t r = v; r < by_rank.size(); ++r) {
+      if (by_rank[r] != by_rank[v]) continue;
+      said[r] = true;
+      ++count;
+      const bool run_ends = r + 1 == by_rank.size() || by_rank[r + 1] != by_rank[v];
+      if (r > v && by_rank[r - 1] != by_rank[v]) first = r;
+      if (run_ends) runs.push_back(rank_run(static_cast<int>(first), static_cast<int>(r)));
     }
     out += fmt::format("{}{} {} {} {}", sep, count == 1 ? "rank" : "ranks", join(runs, ", "),
                        count == 1 ? "has" : "have", by_rank[v]);
@@ -145,7 +141,7 @@ void require_agreement(ProcessGroup& group, const std::vector<NamedSetting>& set
   for (std::size_t i = 0; i < names.size(); ++i) {
     const auto& v = by_setting[i];
     if (std::all_of(v.begin(), v.end(), [&](const std::string& x) { return x == v[0]; }))
-      continue;  // folded into a differing last word, but equal itself
+      continue;  // equal values: only a name differs, or another setting of a folded word
     parts.push_back(disagreement_message(names[i], v));
   }
   if (parts.empty())  // only folded settings differ, each equal on its own: names or order
