@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -26,6 +27,21 @@ inline CLI::Validator int_range(std::int64_t lo, std::int64_t hi) {
         return fmt::format("expected an integer from {} to {}, got '{}'", lo, hi, s);
       },
       fmt::format("INT in [{}, {}]", lo, hi));
+}
+
+// Any unsigned 64-bit integer (a seed), refusing a sign or a value past 2^64 - 1 that would
+// otherwise wrap around.
+inline CLI::Validator uint64_any() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::uint64_t v = 0;
+        const char* end = s.data() + s.size();
+        auto [p, ec] = std::from_chars(s.data(), end, v);
+        if (ec == std::errc() && p == end) return "";
+        return fmt::format("expected an integer from 0 to {}, got '{}'",
+                           std::numeric_limits<std::uint64_t>::max(), s);
+      },
+      "INT in [0, 2^64-1]");
 }
 
 // A finite number above 0 (a learning rate), or of 0 or more with `zero_allowed` (0: off).

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -18,6 +20,8 @@
 #include "core/optim/optim.h"
 #include "core/random.h"
 #include "examples/gpt_data.h"
+#include "examples/gpt_job_settings.h"
+#include "fsdp/attribute_forwarding.h"
 #include "fsdp/checkpoint.h"
 #include "fsdp/checkpoint_full.h"
 #include "fsdp/clip_grad_norm.h"
@@ -100,6 +104,45 @@ void report_step_memory(const MemoryTimeline& timeline, nn::Module& model,
   for (std::size_t i = 0; i < units.size() && i < 2; ++i) result.memory_bound_bytes += units[i];
 }
 
+// Where the first non-finite gradient is, over all ranks: " (first non-finite gradient: unit
+// 'blocks.0')", or "" when every gradient is finite. Every rank calls it (one all_reduce): only
+// after a non-finite global loss, which every rank sees alike, so it costs nothing otherwise.
+std::string first_nonfinite_gradient(nn::Module& model, comm::ProcessGroup* group) {
+  autograd::NoGradGuard no_grad;
+  const auto params = clean_named_parameters(model);
+  std::int64_t first = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Tensor g = params[i].second.grad();
+    // A sum in float64 cannot overflow from finite float32 values; NaN and inf reach it.
+    if (g.defined() && !std::isfinite(g.to(DType::Float64).sum().item())) {
+      first = static_cast<std::int64_t>(i);
+      break;
+    }
+  }
+  if (group != nullptr && group->size() > 1)
+    group->all_reduce(&first, 1, DType::Int64, comm::ReduceOp::Min);
+  if (first == std::numeric_limits<std::int64_t>::max()) return "";
+  const std::string& name = params[static_cast<std::size_t>(first)].first;
+  // A flat parameter stands for its unit: name the unit.
+  constexpr std::string_view kFlat = "_flat_param";
+  if (name.ends_with(kFlat)) {
+    std::string unit = name.substr(0, name.size() - kFlat.size());
+    if (!unit.empty()) unit.pop_back();  // the dot before _flat_param
+    return unit.empty() ? " (first non-finite gradient: the root unit)"
+                        : fmt::format(" (first non-finite gradient: unit '{}')", unit);
+  }
+  return fmt::format(" (first non-finite gradient: '{}')", name);
+}
+
+// The step a resumed run starts at: the saved data position, at most `steps` (then nothing is
+// left to train). Clamped as 64-bit, since a position past INT_MAX would wrap to a negative step.
+int first_step_after(const TrainingProgress& p, const std::string& checkpoint, int steps) {
+  FSDP_CHECK(p.data_position >= 0, ValueError,
+             "--resume: '{}' has data position {}; expected 0 or more", checkpoint,
+             p.data_position);
+  return static_cast<int>(std::min<std::int64_t>(p.data_position, steps));
+}
+
 }  // namespace
 
 GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
@@ -117,6 +160,8 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
 
   manual_seed(cfg.seed);
   auto gpt = std::make_shared<GPT>(cfg.model);
+  // Ranks launched with different arguments stop here, every one saying which and how.
+  comm::require_agreement(*group, gpt_job_settings(cfg, *gpt));
   gpt_init(*gpt);
   result.num_parameters = gpt->num_parameters();
 
@@ -168,7 +213,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     const auto latest = latest_checkpoint(cfg.resume_dir);
     FSDP_CHECK(latest.has_value(), ValueError, "--resume: no checkpoint in '{}'", cfg.resume_dir);
     const TrainingProgress p = load_sharded_checkpoint(*latest, *fsdp_model, optimizer.get());
-    first_step = static_cast<int>(p.data_position);
+    first_step = first_step_after(p, *latest, cfg.steps);
     // This rank's generator as the same rank left it (rank 0's for ranks the saver lacked).
     if (!p.rng.empty())
       default_generator().set_state(
@@ -224,6 +269,16 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
       loss = gpt_loss(*model, b.inputs, b.targets);
       loss.backward();
     }
+    const double global = global_mean(loss.item(), cfg.sharding ? group.get() : nullptr);
+    if (!std::isfinite(global) && !cfg.allow_nonfinite)
+      throw RuntimeError(fmt::format(
+          "step {}: the loss is {}{}; stopped before the optimizer step and before saving "
+          "anything (--allow-nonfinite trains on)",
+          step,
+          std::isnan(global) ? "NaN"
+          : global > 0       ? "+inf"
+                             : "-inf",
+          first_nonfinite_gradient(*model, cfg.sharding ? group.get() : nullptr)));
     if (cfg.clip_grad_norm > 0 && fsdp_model) clip_grad_norm_(*fsdp_model, cfg.clip_grad_norm);
     {
       MemoryCategoryScope state(MemoryCategory::OptimizerState);
@@ -238,7 +293,6 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
             *timeline, cfg.memory_timeline,
             {.title = fmt::format("train_gpt memory, rank 0 of {}, step {}", world, step)});
     }
-    const double global = global_mean(loss.item(), cfg.sharding ? group.get() : nullptr);
     result.losses.push_back(global);
     if (cfg.on_step) cfg.on_step(step, global);
     if (!cfg.checkpoint_dir.empty() &&

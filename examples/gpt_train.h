@@ -58,6 +58,9 @@ struct GPTTrainConfig {
   // An SVG chart of one training step's memory by category (rank 0; the second step, when the
   // optimizer state exists), with the units' forward and backward marked.
   std::string memory_timeline;
+  // A NaN or infinite loss stops the job at that step, before the optimizer step and before
+  // anything is saved (a RuntimeError naming the step); true: train on regardless.
+  bool allow_nonfinite = false;
   // Called on every rank after each step with (step, global mean loss).
   std::function<void(int, double)> on_step;
 };

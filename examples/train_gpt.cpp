@@ -5,15 +5,11 @@
 // rank with batch N*B.
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
-#include <sstream>
 
+#include "comm/agreement.h"
 #include "comm/env.h"
 #include "comm/registry.h"
 #include "comm/threads/run_threads.h"
@@ -24,6 +20,7 @@
 #include "core/parallel.h"
 #include "examples/cli_checks.h"
 #include "examples/gpt_train.h"
+#include "examples/job_files.h"
 #include "examples/train_gpt_options.h"
 #include "policies/options.h"
 #include "tools/plan/model_export.h"
@@ -37,13 +34,7 @@ namespace {
 // The bytes of `path`, which must hold one sequence of `seq` bytes and its next byte.
 std::shared_ptr<const std::string> read_file(const char* option, const std::string& path,
                                              std::int64_t seq) {
-  FSDP_CHECK(!std::filesystem::is_directory(path), ValueError, "{}: '{}' is a directory", option,
-             path);
-  std::ifstream in(path, std::ios::binary);
-  FSDP_CHECK(in.good(), ValueError, "{}: cannot open '{}': {}", option, path, std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  auto bytes = std::make_shared<const std::string>(std::move(s).str());
+  auto bytes = std::make_shared<const std::string>(examples::read_data_file(option, path));
   FSDP_CHECK(std::int64_t(bytes->size()) > seq + 1, ValueError,
              "{}: '{}' has {} bytes; --seq {} needs more than {}", option, path, bytes->size(), seq,
              seq + 1);
@@ -59,6 +50,28 @@ void check_not_launched_for_threads() {
       "{}={} says a launcher started {} processes, but --backend threads runs every rank in this "
       "one: use --backend mpi, gloo or nccl (or run one process without the launcher)",
       comm::env::world_size_variable(), *world, *world));
+}
+
+// "'PATH': REASON", for the library's "filesystem error: OPERATION: REASON [PATH]".
+std::string plain(const std::filesystem::filesystem_error& e) {
+  return fmt::format("'{}': {}", e.path1().string(), e.code().message());
+}
+
+// An error's one line, a std::filesystem error said plainly (also one that failed a rank).
+std::string plain_message(const std::exception& e) {
+  if (auto* fs = dynamic_cast<const std::filesystem::filesystem_error*>(&e)) return plain(*fs);
+  const std::string what = e.what();
+  if (auto* failed = dynamic_cast<const comm::RankFailedError*>(&e); failed && failed->cause()) {
+    try {
+      std::rethrow_exception(failed->cause());
+    } catch (const std::filesystem::filesystem_error& c) {
+      // "rank R of N failed: " and the cause's text: keep the prefix, say the text plainly.
+      const std::string raw = c.what();
+      if (what.ends_with(raw)) return what.substr(0, what.size() - raw.size()) + plain(c);
+    } catch (...) {
+    }
+  }
+  return what;
 }
 
 }  // namespace
@@ -111,6 +124,9 @@ int main(int argc, char** argv) {
     // threads of its own (which retry a refused allocation forever).
     set_num_threads(a.threads_per_rank);  // element-wise kernels (core/parallel.h)
     set_blas_threads(a.threads_per_rank);
+    // Outputs written after training, checked before step 1.
+    if (!cfg.memory_timeline.empty())
+      examples::check_writable_file("--memory-timeline", cfg.memory_timeline);
     if (!a.export_path.empty()) {
       examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
       plan::write_model_file(meta_model, a.export_path);
@@ -194,11 +210,11 @@ int main(int argc, char** argv) {
       run_rank(group);
     }
     return 0;
-  } catch (const comm::RankFailedError& e) {
+  } catch (const comm::RanksDisagreeError& e) {  // ranks launched with other arguments
     fmt::print(stderr, "train_gpt: error: {}\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "train_gpt: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {  // RankFailedError included: "rank R of N failed: ..."
+    fmt::print(stderr, "train_gpt: error: {}\n", plain_message(e));
     return 1;
   }
 }

@@ -11,6 +11,15 @@ namespace fsdp::examples {
 
 namespace {
 
+// The first option given that only FSDP acts on (which --sharding none would ignore), or null.
+const char* fsdp_only_flag_given(const TrainGptOptions& o) {
+  if (o.cfg.mixed_precision) return "--mixed-precision";
+  if (o.cfg.use_orig_params) return "--use-orig-params";
+  if (o.cfg.forward_prefetch) return "--forward-prefetch";
+  if (o.backward_prefetch_given && o.prefetch != "none") return "--backward-prefetch";
+  return nullptr;
+}
+
 // Why the options cannot run together, or "".
 std::string combination_error(TrainGptOptions& o) {
   auto& cfg = o.cfg;
@@ -40,8 +49,9 @@ std::string combination_error(TrainGptOptions& o) {
         "--sharding none runs the unsharded model on one rank, got --ranks {} (use --ranks 1 "
         "or a sharding strategy)",
         world);
-  if (!cfg.sharding && cfg.mixed_precision)
-    return "--mixed-precision is FSDP's: it needs --sharding other than none";
+  if (!cfg.sharding)
+    if (const char* flag = fsdp_only_flag_given(o))
+      return fmt::format("{} is FSDP's: it needs --sharding other than none", flag);
   if (!cfg.sharding && (!cfg.checkpoint_dir.empty() || !cfg.resume_dir.empty()))
     return "--checkpoint-dir and --resume need FSDP (--sharding other than none)";
   if (o.node_size_given && !(cfg.sharding && policies::is_hybrid(*cfg.sharding)))
@@ -87,7 +97,9 @@ TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
   app.add_option("--optimizer", cfg.optimizer, "sgd | adamw")
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adamw"}));
-  app.add_option("--seed", cfg.seed, "initialisation seed")->capture_default_str();
+  app.add_option("--seed", cfg.seed, "initialisation seed")
+      ->capture_default_str()
+      ->check(uint64_any());
   app.add_option("--data", a.data_path, "training bytes (a file)")->required();
   app.add_option("--eval-data", a.eval_path, "held-out bytes: loss before and after training");
   app.add_option("--eval-batches", cfg.eval_batches, "global batches of --eval-data")
@@ -112,13 +124,18 @@ TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
       ->capture_default_str();
   app.add_flag("--use-orig-params", cfg.use_orig_params, "keep the original parameters");
   app.add_flag("--forward-prefetch", cfg.forward_prefetch, "prefetch the next unit in forward");
-  app.add_option("--backward-prefetch", a.prefetch, "pre | post | none")->capture_default_str();
+  app.add_option("--backward-prefetch", a.prefetch, "pre | post | none")
+      ->capture_default_str()
+      ->each([&a](const std::string&) { a.backward_prefetch_given = true; });
   app.add_option("--clip-grad-norm", cfg.clip_grad_norm, "clip the total gradient norm (0: off)")
       ->check(finite_number(true));
   app.add_option("--mixed-precision", a.mixed_precision,
                  "all-gather and compute in bf16 or fp16 (float32 shards for the optimizer, "
                  "gradients reduced in the same dtype): bf16 | fp16 | none")
       ->capture_default_str();
+  app.add_flag("--allow-nonfinite", cfg.allow_nonfinite,
+               "train on after a NaN or infinite loss (default: stop at that step, before "
+               "anything is saved)");
   app.add_option("--memory-timeline", cfg.memory_timeline,
                  "write an SVG chart of one step's memory by category (rank 0) to FILE");
   app.add_option("--checkpoint-activations", cfg.checkpoint_activations,

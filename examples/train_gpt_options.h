@@ -19,7 +19,7 @@ struct TrainGptOptions {
   std::string backend = "threads", sharding = "FULL_SHARD", prefetch = "pre";
   std::string mixed_precision = "none";
   int ranks = 2, log_every = 1, threads_per_rank = 1;
-  bool ranks_given = false, node_size_given = false;
+  bool ranks_given = false, node_size_given = false, backward_prefetch_given = false;
 };
 
 // Parses argv (argv[0] is the program): every size in its range; a malformed command line throws

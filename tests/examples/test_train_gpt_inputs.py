@@ -5,7 +5,10 @@ command line and the launch environment, 1 for a file or a failure while running
 stderr 'train_gpt: error: ...' that says what was wrong, before any training; a launch that
 disagrees across ranks ends every rank within the timeout with a message.
 Usage: test_train_gpt_inputs.py TRAIN_GPT DATA_FILE MPIEXEC|'' HAVE_GLOO(0|1)"""
+import json
 import os
+import re
+import resource
 import socket
 import subprocess
 import sys
@@ -19,6 +22,16 @@ with open(short, "w") as f:
 missing = os.path.join(tmp, "missing.txt")
 empty_dir = os.path.join(tmp, "no-checkpoints")
 os.mkdir(empty_dir)
+# Files that are not regular or cannot be held: a FIFO with no writer (its open would wait
+# forever), a symlink to itself, a sparse 1 TiB file (each row runs with 64 GiB of address space).
+fifo = os.path.join(tmp, "fifo")
+os.mkfifo(fifo)
+loop = os.path.join(tmp, "loop")
+os.symlink(loop, loop)
+huge = os.path.join(tmp, "huge.txt")
+with open(huge, "wb") as f:
+    f.truncate(1 << 40)
+no_dir_svg = os.path.join(tmp, "no-such-dir", "timeline.svg")
 # A tiny model; the threads backend's default of 2 ranks.
 TINY = ["--layers", "1", "--d-model", "8", "--heads", "2", "--seq", "8", "--batch", "2",
         "--steps", "1"]
@@ -27,6 +40,13 @@ RANGE = "expected an integer from"
 LAUNCH_VARS = ["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "FSDP_STORE_PATH",
                "FSDP_TIMEOUT_MS", "FSDP_BACKEND", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                "FSDP_CPU_ALLOCATOR", "FSDP_BLAS_AUTOSELECT", "FSDP_USE_FULL_PREC_IN_EVAL"]
+
+
+class Exact(str):
+    """A row's whole line after 'train_gpt: error: ' (other rows give a part of the line)."""
+
+
+HELP = " (see train_gpt --help)"
 
 
 def command(flags):
@@ -41,6 +61,11 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return str(s.getsockname()[1])
+
+
+def limit_address_space():
+    """64 GiB: a file larger than that cannot be allocated, whatever the host's overcommit."""
+    resource.setrlimit(resource.RLIMIT_AS, (64 << 30, 64 << 30))
 
 
 def environment(extra):
@@ -61,6 +86,11 @@ TABLE = [
     ("option", ["--steps", "-1"], {}, 2, "--steps: " + RANGE + " 0 to 100000000, got '-1'"),
     ("option", ["--steps", "0"], {}, 2, "--steps 0 trains nothing"),
     ("option", ["--steps", "ten"], {}, 2, "--steps: " + RANGE + " 0 to 100000000, got 'ten'"),
+    ("option", ["--seed", "-1"], {}, 2,
+     Exact("--seed: expected an integer from 0 to 18446744073709551615, got '-1'" + HELP)),
+    ("option", ["--seed", "18446744073709551616"], {}, 2,
+     Exact("--seed: expected an integer from 0 to 18446744073709551615, got "
+           "'18446744073709551616'" + HELP)),
     ("option", ["--d-model", "10", "--heads", "3"], {}, 2,
      "--d-model 10 is not a multiple of --heads 3"),
     ("option", ["--lr", "inf"], {}, 2, "--lr: expected a finite number above 0, got 'inf'"),
@@ -90,6 +120,12 @@ TABLE = [
      "--sharding none runs the unsharded model on one rank, got --ranks 2"),
     ("option", ["--ranks", "1", "--sharding", "none", "--mixed-precision", "bf16"], {}, 2,
      "--mixed-precision is FSDP's"),
+    ("option", ["--ranks", "1", "--sharding", "none", "--use-orig-params"], {}, 2,
+     Exact("--use-orig-params is FSDP's: it needs --sharding other than none" + HELP)),
+    ("option", ["--ranks", "1", "--sharding", "none", "--forward-prefetch"], {}, 2,
+     Exact("--forward-prefetch is FSDP's: it needs --sharding other than none" + HELP)),
+    ("option", ["--ranks", "1", "--sharding", "none", "--backward-prefetch", "post"], {}, 2,
+     Exact("--backward-prefetch is FSDP's: it needs --sharding other than none" + HELP)),
     ("option", ["--ranks", "1", "--sharding", "none", "--checkpoint-dir", tmp], {}, 2,
      "--checkpoint-dir and --resume need FSDP"),
     ("option", ["--ranks", "2", "--sharding", "HYBRID_SHARD", "--node-size", "3"], {}, 2,
@@ -111,7 +147,24 @@ TABLE = [
     ("file", ["--data", short], {}, 1, "--data: '" + short + "' has 3 bytes; --seq 8 needs more"),
     ("file", ["--eval-data", missing, "--eval-batches", "1"], {}, 1,
      "--eval-data: cannot open '" + missing + "'"),
+    ("file", ["--data", "/dev/zero"], {}, 1,
+     Exact("--data: '/dev/zero' is a character device, not a regular file")),
+    ("file", ["--data", fifo], {}, 1,
+     Exact("--data: '" + fifo + "' is a FIFO, not a regular file")),
+    ("file", ["--eval-data", fifo, "--eval-batches", "1"], {}, 1,
+     Exact("--eval-data: '" + fifo + "' is a FIFO, not a regular file")),
+    ("file", ["--data", loop], {}, 1,
+     Exact("--data: cannot open '" + loop + "': Too many levels of symbolic links")),
+    ("file", ["--data", huge], {}, 1,
+     Exact("--data: '" + huge + "' has 1099511627776 bytes, more than this process can hold in "
+           "memory")),
+    ("file", ["--memory-timeline", no_dir_svg], {}, 1,
+     Exact("--memory-timeline: cannot write '" + no_dir_svg + "': No such file or directory")),
+    ("file", ["--memory-timeline", tmp], {}, 1,
+     Exact("--memory-timeline: cannot write '" + tmp + "': Is a directory")),
     ("file", ["--load", missing], {}, 1, missing),
+    ("file", ["--load", loop, "--ranks", "1", "--sharding", "NO_SHARD"], {}, 1,
+     Exact("rank 0 of 1 failed: '" + loop + "': Too many levels of symbolic links")),
     ("file", ["--resume", empty_dir], {}, 1, "--resume: no checkpoint in '" + empty_dir + "'"),
     ("environment", [], {"FSDP_TIMEOUT_MS": "0"}, 2,
      "environment variable FSDP_TIMEOUT_MS='0' is out of range: expected 1 to 86400000"),
@@ -145,10 +198,15 @@ TABLE = [
 ]
 
 
-def check(name, r, code, needle):
+def check(name, r, code, needle, trains=False):
+    """One error line with `needle` (not a library's raw "filesystem error" text), status `code`;
+    no step printed unless the row `trains`."""
     lines = r.stderr.splitlines()
+    stepped = any(l.startswith("step ") for l in r.stdout.splitlines())
     ok = (r.returncode == code and len(lines) == 1 and lines[0].startswith("train_gpt: error: ")
-          and needle in lines[0])
+          and (lines[0] == "train_gpt: error: " + needle if isinstance(needle, Exact)
+               else needle in lines[0])
+          and "filesystem error" not in lines[0] and stepped == trains)
     if not ok:
         print("FAIL:", name, "rc", r.returncode, "stderr", r.stderr[-400:], "want", code, needle)
     return ok
@@ -157,8 +215,11 @@ def check(name, r, code, needle):
 failures = []
 counts = {}
 for category, flags, env, code, needle in TABLE:
-    r = subprocess.run(command(flags), capture_output=True, text=True, timeout=120,
-                       env=environment(env))
+    try:
+        r = subprocess.run(command(flags), capture_output=True, text=True, timeout=120,
+                           env=environment(env), preexec_fn=limit_address_space)
+    except subprocess.TimeoutExpired:  # a hang (a FIFO's open waiting for a writer)
+        r = subprocess.CompletedProcess(flags, None, "", "(still running after 120 s)")
     counts[category] = counts.get(category, 0) + 1
     if not check(f"{category} {env} {flags}", r, code, needle):
         failures.append(flags)
@@ -171,6 +232,43 @@ r = subprocess.run(command(["--steps", "0", "--ranks", "1", "--sharding", "none"
 if r.returncode != 0 or not os.path.exists(model_file):
     failures.append("--steps 0 --export-model")
     print("FAIL: --steps 0 --export-model", r.returncode, r.stderr[-400:])
+
+# A NaN loss (--lr 1e300 makes step 1's) stops the job at that step, before --save writes;
+# --allow-nonfinite trains on to the end and saves.
+saved = os.path.join(tmp, "nonfinite.safetensors")
+r = subprocess.run(command(["--steps", "3", "--ranks", "1", "--sharding", "NO_SHARD", "--lr",
+                            "1e300", "--save", saved]),
+                   capture_output=True, text=True, timeout=120, env=environment({}))
+if not check("--lr 1e300", r, 1,
+             Exact("rank 0 of 1 failed: step 1: the loss is NaN (first non-finite gradient: the "
+                   "root unit); stopped before the optimizer step and before saving anything "
+                   "(--allow-nonfinite trains on)"),
+             trains=True) or os.path.exists(saved):
+    failures.append("--lr 1e300")
+r = subprocess.run(command(["--steps", "3", "--lr", "1e300", "--save", saved,
+                            "--allow-nonfinite"]), capture_output=True, text=True, timeout=120,
+                   env=environment({}))
+if (r.returncode != 0 or not re.search(r"^step 1 loss -?nan ", r.stdout, re.M)
+        or not os.path.exists(saved)):
+    failures.append("--lr 1e300 --allow-nonfinite")
+    print("FAIL: --lr 1e300 --allow-nonfinite", r.returncode, r.stdout[-400:], r.stderr[-400:])
+
+# A checkpoint whose data position is past INT_MAX resumes with nothing left to train (no step
+# wrapped around to a negative one).
+ckpt = os.path.join(tmp, "ckpt")
+r = subprocess.run(command(["--checkpoint-dir", ckpt]), capture_output=True, text=True,
+                   timeout=120, env=environment({}))
+index = os.path.join(ckpt, "step-00000001", "index.json")
+with open(index) as f:
+    meta = json.load(f)
+meta["progress"]["data_position"] = 3567587328
+with open(index, "w") as f:
+    json.dump(meta, f)
+r = subprocess.run(command(["--resume", ckpt, "--steps", "2"]), capture_output=True, text=True,
+                   timeout=120, env=environment({}))
+if r.returncode != 0 or r.stderr or "step " in r.stdout:
+    failures.append("--resume at data position 3567587328")
+    print("FAIL: --resume at data position 3567587328", r.returncode, r.stderr[-400:])
 
 # Launchers whose ranks disagree. Every rank ends non-zero (not killed by the time limit) and
 # says why.
@@ -187,6 +285,26 @@ if MPIEXEC:
         failures.append("mpirun -np 2 with --backend threads")
         print("FAIL: mpirun -np 2, threads backend:", r.returncode, r.stderr[-600:])
     launches += 1
+    # Rank 1 given another value than rank 0 (mpirun's "A : B" form): both ranks stop before
+    # training, each with the same line naming the argument and both values, status 2.
+    for flag, value, message in [
+            ("--lr", "0.5", "ranks disagree on --lr: rank 0 has 0.001, rank 1 has 0.5"),
+            ("--seed", "7", "ranks disagree on --seed: rank 0 has 0, rank 1 has 7"),
+            ("--batch", "3", "ranks disagree on --batch: rank 0 has 2, rank 1 has 3"),
+            ("--optimizer", "sgd",
+             "ranks disagree on --optimizer: rank 0 has adamw, rank 1 has sgd"),
+            ("--heads", "4", "ranks disagree on --heads: rank 0 has 2, rank 1 has 4; ranks "
+             "disagree on the model: rank 0 has GPT L1 D8 H2 T8 V256, ")]:
+        r = subprocess.run([MPIEXEC, "-np", "1", *command(["--backend", "mpi"]), ":", "-np", "1",
+                            *command(["--backend", "mpi", flag, value])],
+                           capture_output=True, text=True, timeout=120, env=mpi_env)
+        said = [l for l in r.stderr.splitlines() if l.startswith("train_gpt: error: ")]
+        stepped = any(l.startswith("step ") for l in r.stdout.splitlines())
+        if r.returncode != 2 or stepped or len(said) != 2 or not all(
+                l.startswith("train_gpt: error: " + message) for l in said):
+            failures.append(f"mpirun, rank 1 with {flag} {value}")
+            print(f"FAIL: mpirun, rank 1 with {flag} {value}:", r.returncode, r.stderr[-600:])
+        launches += 1
 if HAVE_GLOO:
     # Rank 0 told WORLD_SIZE=2, ranks 1 and 2 told 3, rendezvous through one TCP store.
     port = free_port()
