@@ -1,6 +1,6 @@
 // The README's auto-wrap example: torch.nn.Transformer() wrapped with ModuleWrapPolicy over a
-// fake 8-rank group (construction only; the FSDP runtime comes with a later issue). Prints the
-// FSDP units, as PyTorch would create them.
+// fake 8-rank group. Construction only (a fake group moves no data, so nothing is trained here;
+// examples/train_gpt trains). Prints the FSDP units, as PyTorch would create them.
 #include <fmt/format.h>
 
 #include "comm/fake/fake_process_group.h"

@@ -51,7 +51,7 @@ class UnitRuntime {
   // The shared state of this unit's tree (lazily initialising this unit as the root first).
   RootState& root_state();
 
-  // Unsharded for as long as the returned guard lives (summon_full_params, full state dicts).
+  // Unshards now and stays unsharded until reshard_now() (summon_full_params, full state dicts).
   void unshard_now();
   void reshard_now();
 
