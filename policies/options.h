@@ -1,5 +1,5 @@
 // WrapperOptions: the typed, mergeable counterpart of the kwargs dict that PyTorch passes through
-// its auto-wrap policies (shared/DESIGN.md decision 5). Policies copy and merge it (CustomPolicy
+// its auto-wrap policies (docs/design.md decision 5). Policies copy and merge it (CustomPolicy
 // overrides, wrap() call-site overrides, a module's own `_wrap_overrides`) without knowing what
 // the fields mean; the wrapper (FSDP, or the planner's recording wrapper) interprets them.
 //

@@ -4,7 +4,7 @@ engine behind FSDP's callable auto-wrap policies) on the same meta-device models
 Run with a current PyTorch (/opt/torch2/bin/python) or Debian's python3-torch (1.13):
 PYTHON bench_torch_autowrap.py [--json OUT] [--blocks N] [--chains D,D] [--repeats N].
 Prints one JSON object {case: microseconds_per_module}. Torch 1.13 on Python 3.11 needs a
-dataclass workaround to import torch.distributed.fsdp (shared/reference/toolchain.md §6).
+dataclass workaround to import torch.distributed.fsdp (docs/toolchain.md §6).
 """
 import argparse
 import copy

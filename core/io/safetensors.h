@@ -1,7 +1,7 @@
 // The safetensors checkpoint format: an 8-byte little-endian header length N, N bytes of JSON
 // {name: {"dtype", "shape", "data_offsets": [begin, end)}, "__metadata__": {string: string}},
 // then the tensors' raw little-endian bytes. PyTorch, JAX and the Hugging Face tools read it,
-// so a checkpoint written here loads there (shared/DESIGN.md, decision 2).
+// so a checkpoint written here loads there (docs/design.md, decision 2).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Layering rules of comm/ (shared/DESIGN.md): comm uses only core/dtype.h, core/device.h,
+# Layering rules of comm/ (docs/design.md): comm uses only core/dtype.h, core/device.h,
 # core/memory_stats.h, core/error.h (header-only: the root fsdp::Error that CommError derives
 # from, issue 12), core/env.h (the one table of environment knobs, its own small library) and
 # core/start_thread.h (header-only: a refused thread as one clear error) from core, and nothing outside comm (its tests and benchmarks aside) includes

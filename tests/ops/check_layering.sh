@@ -1,5 +1,5 @@
 #!/bin/sh
-# The layering rule for ops/ (shared/DESIGN.md): ops/ uses core/ and policies/ only, never comm/,
+# The layering rule for ops/ (docs/design.md): ops/ uses core/ and policies/ only, never comm/,
 # fsdp/, examples/ or tools/ headers. Fails listing the offending lines.
 root="$1"
 found=$(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](comm|fsdp|examples|tools)/' \

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The layering rule (shared/DESIGN.md): core/ and policies/ never include comm/ or fsdp/ headers.
+# The layering rule (docs/design.md): core/ and policies/ never include comm/ or fsdp/ headers.
 # Fails listing the offending lines.
 root="$1"
 found=$(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](comm|fsdp)/' \

@@ -29,7 +29,7 @@ from export_torch_model import export_model  # noqa: E402
 
 def import_wrap():
     """torch 1.13's fsdp on Python 3.11 trips over a dataclass mutable default; turn such
-    defaults into default_factory before importing (shared/reference/toolchain.md section 6)."""
+    defaults into default_factory before importing (docs/toolchain.md section 6)."""
     import copy
 
     orig = dataclasses._get_field
