@@ -17,9 +17,11 @@
 #include "core/memory_timeline_svg.h"
 #include "core/optim/optim.h"
 #include "core/random.h"
+#include "examples/gpt_checkpoint_checks.h"
 #include "examples/gpt_data.h"
 #include "fsdp/checkpoint.h"
 #include "fsdp/checkpoint_full.h"
+#include "fsdp/checkpoint_lock.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/fully_sharded_data_parallel.h"
@@ -102,6 +104,52 @@ void report_step_memory(const MemoryTimeline& timeline, nn::Module& model,
 
 }  // namespace
 
+namespace {
+
+// Checkpoint checks on rank 0 before any work: --save can be written, the checkpoint directory
+// is this job's alone (`lock` holds it), and what is in the directories but is not a checkpoint
+// is said once.
+void prepare_checkpoint_dirs(const GPTTrainConfig& cfg, std::optional<CheckpointDirLock>& lock) {
+  auto warn = [&](const std::string& what) {
+    if (cfg.on_warning) cfg.on_warning(what);
+  };
+  if (!cfg.save_path.empty()) check_save_path_writable(cfg.save_path);
+  if (!cfg.checkpoint_dir.empty()) {
+    std::string takeover;
+    lock.emplace(cfg.checkpoint_dir, &takeover);
+    if (!takeover.empty()) warn("--checkpoint-dir: " + takeover);
+  }
+  std::set<std::string> said;
+  for (const auto& [option, dir] :
+       {std::pair<const char*, const std::string&>{"--resume", cfg.resume_dir},
+        {"--checkpoint-dir", cfg.checkpoint_dir}}) {
+    if (dir.empty()) continue;
+    CheckpointDirScan scan;
+    try {
+      scan = scan_checkpoint_dir(dir);
+    } catch (const ValueError& e) {
+      throw ValueError(fmt::format("{}: {}", option, e.what()));
+    }
+    for (const auto& [path, why] : scan.ignored)
+      if (said.insert(path).second) warn(fmt::format("{}: ignoring {}: {}", option, path, why));
+  }
+}
+
+// The newest checkpoint in --resume's directory, checked against this job.
+std::string checkpoint_to_resume(const GPTTrainConfig& cfg, const JobIdentity& job) {
+  std::optional<std::string> latest;
+  try {
+    latest = latest_checkpoint(cfg.resume_dir);
+  } catch (const ValueError& e) {
+    throw ValueError(fmt::format("--resume: {}", e.what()));
+  }
+  FSDP_CHECK(latest.has_value(), ValueError, "--resume: no checkpoint in '{}'", cfg.resume_dir);
+  check_resume_matches(*latest, job, cfg.allow_changes);
+  return *latest;
+}
+
+}  // namespace
+
 GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
                          const std::shared_ptr<comm::ProcessGroup>& group) {
   FSDP_CHECK(cfg.data != nullptr, ValueError, "train_gpt: no training data");
@@ -114,11 +162,22 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   MemoryStatsScope scope(stats);
   GPTTrainResult result;
   const int world = group->size(), rank = group->rank();
+  FSDP_CHECK((cfg.checkpoint_dir.empty() && cfg.resume_dir.empty()) || cfg.sharding.has_value(),
+             ValueError,
+             "train_gpt: --checkpoint-dir and --resume need FSDP (--sharding other "
+             "than none)");
+  std::optional<CheckpointDirLock> checkpoint_lock;
+  if (rank == 0) prepare_checkpoint_dirs(cfg, checkpoint_lock);
 
   manual_seed(cfg.seed);
   auto gpt = std::make_shared<GPT>(cfg.model);
   gpt_init(*gpt);
   result.num_parameters = gpt->num_parameters();
+  // The plain model's FQNs, before FSDP wraps its blocks.
+  const JobIdentity job = gpt_job_identity(cfg, world, *gpt);
+  // Every rank reads and checks the same index: they refuse together, before any collective.
+  std::string resume_from;
+  if (!cfg.resume_dir.empty()) resume_from = checkpoint_to_resume(cfg, job);
 
   nn::ModulePtr model = gpt;
   std::shared_ptr<FullyShardedDataParallel> fsdp_model;
@@ -159,15 +218,11 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   ops::checkpoint_activations(model, cfg.checkpoint_activations,
                               nn::ClassSet{"TransformerEncoderLayer"});
   auto optimizer = make_optimizer(cfg.optimizer, model->parameters(), cfg.lr);
-  FSDP_CHECK((cfg.checkpoint_dir.empty() && cfg.resume_dir.empty()) || fsdp_model != nullptr,
-             ValueError,
-             "train_gpt: --checkpoint-dir and --resume need FSDP (--sharding other "
-             "than none)");
   int first_step = 0;
-  if (!cfg.resume_dir.empty()) {
-    const auto latest = latest_checkpoint(cfg.resume_dir);
-    FSDP_CHECK(latest.has_value(), ValueError, "--resume: no checkpoint in '{}'", cfg.resume_dir);
-    const TrainingProgress p = load_sharded_checkpoint(*latest, *fsdp_model, optimizer.get());
+  if (!resume_from.empty()) {
+    const TrainingProgress p = load_sharded_checkpoint(resume_from, *fsdp_model, optimizer.get());
+    // --allow-change lr: the saved groups' lr gives way to this job's.
+    if (optimizer->lr() != cfg.lr) optimizer->set_lr(cfg.lr);
     first_step = static_cast<int>(p.data_position);
     // This rank's generator as the same rank left it (rank 0's for ranks the saver lacked).
     if (!p.rng.empty())
@@ -177,6 +232,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   auto save_checkpoint = [&](int steps_done) {
     CheckpointOptions co;
     co.keep = cfg.keep;
+    co.job = job;
     save_sharded_checkpoint(cfg.checkpoint_dir, *fsdp_model, optimizer.get(),
                             {steps_done, steps_done, {}}, *group, co);
   };

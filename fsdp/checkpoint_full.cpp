@@ -68,7 +68,7 @@ int save_full_checkpoint(const std::string& dir, const NamedTensors& state,
   }
   const fs::path base(dir);
   if (files.size() == 1) {
-    io::save_safetensors((base / kSingle).string(), files.front(), kMetadata);
+    io::save_safetensors((base / kSingle).string(), files.front(), kMetadata, io::Checksums::xxh3);
     fs::remove(base / kIndex);  // a sharded save of earlier would shadow this one
     return 1;
   }
@@ -76,7 +76,7 @@ int save_full_checkpoint(const std::string& dir, const NamedTensors& state,
   const std::size_t n = files.size();
   for (std::size_t k = 0; k < n; ++k) {
     const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, n);
-    io::save_safetensors((base / file).string(), files[k], kMetadata);
+    io::save_safetensors((base / file).string(), files[k], kMetadata, io::Checksums::xxh3);
     for (const auto& [name, t] : files[k]) weight_map[name] = file;
   }
   nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},
@@ -173,7 +173,7 @@ void save_full_state_dict(FullyShardedDataParallel& root, const std::string& pat
         std::vector<io::SafetensorsWriter::Spec> specs;
         for (const auto& e : entries) specs.push_back({e.name, e.dtype, e.shape});
         try {
-          writer.emplace(path, std::move(specs), metadata);
+          writer.emplace(path, std::move(specs), metadata, io::Checksums::xxh3);
           background.emplace(*writer);
         } catch (...) {
           failure = std::current_exception();

@@ -215,7 +215,8 @@ check_resume() {
       prev=$a
     done
     timeout "$limit" "$exe" $model --backend threads --ranks $ranks \
-      --batch $((global_batch / ranks)) --steps 6 --resume "$r/other" $flags \
+      --batch $((global_batch / ranks)) --steps 6 --resume "$r/other" --allow-change world-size \
+      $flags \
       >"$r/threads$ranks.out" 2>&1 || { echo "FAIL $name: resume on $ranks thread ranks failed"
       cat "$r/threads$ranks.out"; fail=1; continue; }
     losses "$r/threads$ranks.out" >"$r/threads$ranks.losses"

@@ -1,0 +1,32 @@
+// What train_gpt checks about its checkpoints before the first step, so that a mistake is one
+// clear error at the start and not a silent change or a failure after training: the job's
+// identity against the checkpoint it resumes (fsdp/checkpoint_job.h), that --save can be written.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "examples/gpt.h"
+#include "examples/gpt_train.h"
+#include "fsdp/checkpoint_job.h"
+
+namespace fsdp::examples {
+
+// The --allow-change names and the identity fields each lets a resume change.
+inline constexpr const char* kAllowChangeNames[] = {"lr", "world-size"};
+std::set<std::string> changeable_fields(const std::set<std::string>& allow_changes);
+
+// The job as its checkpoints record it: the model's config and parameters (FQN -> shape), the
+// optimizer and its learning rate, the global batch, world size and per-rank batch, and the
+// training data's size and XXH3-64.
+JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, GPT& model);
+
+// ValueError naming the checkpoint, the first field that differs, its saved and current values
+// and what to do, unless the field is one `allow_changes` (--allow-change) lets change.
+void check_resume_matches(const std::string& checkpoint, const JobIdentity& current,
+                          const std::set<std::string>& allow_changes);
+
+// ValueError naming --save's path when the full checkpoint could not be written there.
+void check_save_path_writable(const std::string& path);
+
+}  // namespace fsdp::examples
