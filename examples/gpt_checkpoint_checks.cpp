@@ -26,13 +26,40 @@ std::set<std::string> changeable_fields(const std::set<std::string>& allow_chang
   return fields;
 }
 
+JobIdentity gpt_model_identity(const GPTConfig& m) {
+  return {{"layers", std::to_string(m.layers)},
+          {"d_model", std::to_string(m.d_model)},
+          {"heads", std::to_string(m.heads)},
+          {"seq", std::to_string(m.seq)},
+          {"vocab", std::to_string(m.vocab)}};
+}
+
+namespace {
+constexpr std::string_view kConfigPrefix = "gpt.";
+}
+
+std::map<std::string, std::string> gpt_full_checkpoint_metadata(const GPTConfig& model) {
+  std::map<std::string, std::string> metadata = {{"format", "pt"}, {"model", "fsdp-cpp train_gpt"}};
+  for (const auto& [field, value] : gpt_model_identity(model))
+    metadata[std::string(kConfigPrefix) + field] = value;
+  return metadata;
+}
+
+void check_load_matches(const std::string& path, const std::map<std::string, std::string>& metadata,
+                        const GPTConfig& model) {
+  JobIdentity saved;
+  for (const auto& [key, value] : metadata)
+    if (key.starts_with(kConfigPrefix)) saved.emplace_back(key.substr(kConfigPrefix.size()), value);
+  if (saved.empty()) return;  // not train_gpt's (PyTorch's, say): the shapes are checked on load
+  const auto change = first_job_change(saved, gpt_model_identity(model));
+  if (!change) return;
+  throw ValueError(fmt::format(
+      "--load: {} does not match this job: {} saved {}, now {} (a checkpoint of another model)",
+      path, change->field, change->saved, change->current));
+}
+
 JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, GPT& model) {
-  const GPTConfig& m = cfg.model;
-  JobIdentity job = {{"layers", std::to_string(m.layers)},
-                     {"d_model", std::to_string(m.d_model)},
-                     {"heads", std::to_string(m.heads)},
-                     {"seq", std::to_string(m.seq)},
-                     {"vocab", std::to_string(m.vocab)}};
+  JobIdentity job = gpt_model_identity(cfg.model);
   for (const auto& [fqn, p] : model.named_parameters())
     job.emplace_back("parameter " + fqn, shape_str(p.shape()));
   job.emplace_back("optimizer", cfg.optimizer);

@@ -3,6 +3,7 @@
 // identity against the checkpoint it resumes (fsdp/checkpoint_job.h), that --save can be written.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -15,6 +16,16 @@ namespace fsdp::examples {
 // The --allow-change names and the identity fields each lets a resume change.
 inline constexpr const char* kAllowChangeNames[] = {"lr", "world-size"};
 std::set<std::string> changeable_fields(const std::set<std::string>& allow_changes);
+
+// The model's config as a job identity: layers, d_model, heads, seq, vocab.
+JobIdentity gpt_model_identity(const GPTConfig& model);
+// The metadata of train_gpt's full checkpoints (--save): the format, the program, and the model's
+// config as "gpt.<field>" entries, which --load checks.
+std::map<std::string, std::string> gpt_full_checkpoint_metadata(const GPTConfig& model);
+// ValueError naming --load's path, the first config field that differs and both values, when
+// the checkpoint's metadata records a config (one written by train_gpt --save) and it differs.
+void check_load_matches(const std::string& path, const std::map<std::string, std::string>& metadata,
+                        const GPTConfig& model);
 
 // The job as its checkpoints record it: the model's config and parameters (FQN -> shape), the
 // optimizer and its learning rate, the global batch, world size and per-rank batch, and the

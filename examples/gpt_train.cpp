@@ -54,11 +54,17 @@ double global_mean(double local, comm::ProcessGroup* group) {
   return local / group->size();
 }
 
-// Full-checkpoint values by FQN, with the tied head.weight filled from tok_emb.weight.
-// A .safetensors file or a directory in Hugging Face's layout (fsdp/checkpoint_full.h).
-std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path) {
-  if (std::filesystem::is_directory(path)) return load_full_checkpoint(path);
-  return io::load_safetensors(path).tensors;
+// Full-checkpoint values by FQN: a .safetensors file or a directory in Hugging Face's layout
+// (fsdp/checkpoint_full.h), its checksums verified and its model config checked against `model`.
+std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path,
+                                                            const GPTConfig& model) {
+  io::SafetensorsFile f;
+  if (std::filesystem::is_directory(path))
+    f.tensors = load_full_checkpoint(path, &f.metadata);
+  else
+    f = io::load_safetensors(path);
+  check_load_matches(path, f.metadata, model);
+  return std::move(f.tensors);
 }
 
 }  // namespace
@@ -206,9 +212,10 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
       o.auto_wrap_policy = plan::build_policy(plan::parse_policy(cfg.policy));
     fsdp_model = FullyShardedDataParallel::make(gpt, o);
     model = fsdp_model;
-    if (!cfg.load_path.empty()) load_full_state_dict(*fsdp_model, load_checkpoint(cfg.load_path));
+    if (!cfg.load_path.empty())
+      load_full_state_dict(*fsdp_model, load_checkpoint(cfg.load_path, cfg.model));
   } else if (!cfg.load_path.empty()) {
-    auto state = load_checkpoint(cfg.load_path);
+    auto state = load_checkpoint(cfg.load_path, cfg.model);
     std::vector<std::pair<std::string, Tensor>> with_tie = state;
     for (const auto& [name, t] : state)
       if (name == "tok_emb.weight") with_tie.emplace_back("head.weight", t);
@@ -312,8 +319,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   result.peak_bytes = stats->peak_bytes.load();
 
   if (!cfg.save_path.empty()) {
-    const std::map<std::string, std::string> metadata = {{"format", "pt"},
-                                                         {"model", "fsdp-cpp train_gpt"}};
+    const std::map<std::string, std::string> metadata = gpt_full_checkpoint_metadata(cfg.model);
     const bool one_file = cfg.save_path.ends_with(".safetensors");
     if (fsdp_model && one_file) {
       // Streamed: each unit written as it is gathered, no copy of the model on rank 0.
@@ -328,7 +334,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
       if (rank == 0 && one_file)
         io::save_safetensors(cfg.save_path, state, metadata);
       else if (rank == 0)
-        save_full_checkpoint(cfg.save_path, state, cfg.max_shard_bytes);
+        save_full_checkpoint(cfg.save_path, state, cfg.max_shard_bytes, metadata);
     }
   }
   return result;

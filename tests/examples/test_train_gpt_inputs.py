@@ -293,6 +293,8 @@ def checkpoint_cases():
     full = os.path.join(tmp, "full.safetensors")
     saved_full = train(["--save", full])
     flip_last_bit(full)
+    full_dir = os.path.join(tmp, "full-dir")  # Hugging Face's layout
+    saved_full_dir = train(["--save", full_dir])
     strays = copy_of(ck, "ckpt-strays")
     shutil.copytree(os.path.join(strays, "step-00000001"), os.path.join(strays, "step-backup"))
     os.mkdir(os.path.join(strays, "step-00000005"))
@@ -340,6 +342,11 @@ def checkpoint_cases():
          [damaged_line(flipped_piece)]),
         ("a bit flipped in a full checkpoint", ["--load", full], 1,
          [damaged_line(full)] if saved_full.returncode == 0 else ["(--save failed)"]),
+        ("--load of the same model's full checkpoint", ["--load", full_dir], 0,
+         [] if saved_full_dir.returncode == 0 else ["(--save failed)"]),
+        ("--load of another model's full checkpoint", ["--load", full_dir, "--heads", "4"], 1,
+         [f"train_gpt: error: --load: {full_dir} does not match this job: heads saved 2, now 4 (a "
+          "checkpoint of another model)"]),
         ("step-backup and an incomplete step: ignored, said, kept",
          ["--resume", strays, "--steps", "2", "--checkpoint-dir", strays, "--keep", "1"], 0,
          [f"train_gpt: warning: --resume: ignoring {strays}/step-00000005: no index.json (an "
