@@ -141,6 +141,26 @@ void prepare_checkpoint_dirs(const GPTTrainConfig& cfg, std::optional<Checkpoint
   }
 }
 
+// Runs `check` on rank 0 alone and, when it fails, makes every rank fail with its message (sent
+// to all), so that no rank waits in a collective for a rank 0 that has given up.
+void check_on_rank0(comm::ProcessGroup& group, const std::function<void()>& check) {
+  std::string error;
+  if (group.rank() == 0) {
+    try {
+      check();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  if (group.size() > 1) {
+    std::int64_t n = static_cast<std::int64_t>(error.size());
+    group.broadcast(&n, 1, DType::Int64, 0);
+    error.resize(static_cast<std::size_t>(n));
+    if (n > 0) group.broadcast(error.data(), error.size(), DType::UInt8, 0);
+  }
+  if (!error.empty()) throw RuntimeError(error);
+}
+
 // The newest checkpoint in --resume's directory, checked against this job.
 std::string checkpoint_to_resume(const GPTTrainConfig& cfg, const JobIdentity& job) {
   std::optional<std::string> latest;
@@ -173,7 +193,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
              "train_gpt: --checkpoint-dir and --resume need FSDP (--sharding other "
              "than none)");
   std::optional<CheckpointDirLock> checkpoint_lock;
-  if (rank == 0) prepare_checkpoint_dirs(cfg, checkpoint_lock);
+  check_on_rank0(*group, [&] { prepare_checkpoint_dirs(cfg, checkpoint_lock); });
 
   manual_seed(cfg.seed);
   auto gpt = std::make_shared<GPT>(cfg.model);

@@ -427,7 +427,30 @@ def checkpoint_cases():
     finally:
         job.kill()
         job.wait()
-    return len(cases) + 2, bad
+    extra = 2
+    if HAVE_GLOO:
+        # Rank 0's refusal reaches every process: each ends at once with rank 0's message.
+        port = free_port()
+        procs = [subprocess.Popen(command(["--backend", "gloo", "--checkpoint-dir", elsewhere]),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  env=environment({"RANK": str(rank), "WORLD_SIZE": "2",
+                                                   "MASTER_ADDR": "127.0.0.1",
+                                                   "MASTER_PORT": port}))
+                 for rank in range(2)]
+        want = [f"train_gpt: error: checkpoint directory '{elsewhere}' is in use by another job "
+                f"(host otherhost, pid 12345; lock file {elsewhere}/.lock): if that job has ended, "
+                "remove the lock file"]
+        for rank, p in enumerate(procs):
+            try:
+                _, err = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+            if p.returncode != 1 or err.splitlines() != want:
+                bad.append(f"gloo rank {rank} with a locked --checkpoint-dir")
+                print(f"FAIL: gloo rank {rank}, locked --checkpoint-dir:", p.returncode, err[-400:])
+        extra += 1
+    return len(cases) + extra, bad
 
 
 checkpoint_count, checkpoint_failures = checkpoint_cases()
