@@ -220,9 +220,9 @@ void SafetensorsWriter::finish() {
   fsync_directory_of(path_);
 }
 
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata, Checksums checksums) {
+std::map<std::string, std::string> save_safetensors(
+    const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+    const std::map<std::string, std::string>& metadata, Checksums checksums) {
   std::vector<SafetensorsWriter::Spec> specs;
   specs.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
@@ -233,6 +233,7 @@ void save_safetensors(const std::string& path,
   SafetensorsWriter writer(path, std::move(specs), metadata, checksums);
   for (std::size_t i = 0; i < tensors.size(); ++i) writer.write(i, tensors[i].second);
   writer.finish();
+  return writer.metadata();
 }
 
 namespace {

@@ -22,10 +22,10 @@ enum class Checksums { none, xxh3 };
 
 // Writes the tensors, contiguous and in the order given, to `path` atomically (a temporary file
 // beside it, fsynced, then renamed). ValueError for duplicate or reserved names and meta tensors.
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata = {},
-                      Checksums checksums = Checksums::none);
+// Returns the metadata written (with the checksums, when recorded).
+std::map<std::string, std::string> save_safetensors(
+    const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+    const std::map<std::string, std::string>& metadata = {}, Checksums checksums = Checksums::none);
 
 // A safetensors file written as its tensors become available, in any order: the header (names,
 // dtypes, shapes, hence every offset) first, each tensor's bytes straight from its buffer to its
@@ -51,6 +51,8 @@ class SafetensorsWriter {
   void write(std::size_t index, const Tensor& t);
   // RuntimeError naming the first tensor never written; else syncs and renames into place.
   void finish();
+  // The header's metadata: after finish(), with every checksum.
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   std::string path_, tmp_;
