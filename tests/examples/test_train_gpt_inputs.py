@@ -261,7 +261,9 @@ def flip_last_bit(path):
 def damaged_line(path):
     """The error for a flipped bit in the last tensor of `path` (its recorded checksum exact)."""
     header, last = safetensors_header(path)
-    recorded = header["__metadata__"]["xxh3:" + last]
+    recorded = header.get("__metadata__", {}).get("xxh3:" + last)
+    if recorded is None:
+        return f"({path} records no checksum of '{last}')"
     return re.compile(re.escape(f"train_gpt: error: load_safetensors: {path}: tensor '{last}' is "
                                 "damaged: its bytes hash to ") + HEX16 +
                       re.escape(f", the header records {recorded} (xxh3)"))
