@@ -108,6 +108,21 @@ void check_resume_matches(const std::string& checkpoint, const JobIdentity& curr
                                resume_hint(*change)));
 }
 
+void check_checkpoint_names_free(const GPTTrainConfig& cfg, int first_step) {
+  if (cfg.checkpoint_dir.empty()) return;
+  std::map<std::string, int> saved;  // name -> step, of each save this job makes
+  for (int step = first_step + 1; step <= cfg.steps; ++step)
+    if ((cfg.save_every > 0 && step % cfg.save_every == 0) || step == cfg.steps)
+      saved[checkpoint_name(step)] = step;
+  for (const auto& [path, why] : scan_checkpoint_dir(cfg.checkpoint_dir).ignored) {
+    auto it = saved.find(fs::path(path).filename().string());
+    FSDP_CHECK(it == saved.end(), ValueError,
+               "--checkpoint-dir: {} is in the way of this job's checkpoint of step {} ({}); move "
+               "it away",
+               path, it->second, why);
+  }
+}
+
 void check_save_path_writable(const std::string& path) {
   std::error_code ec;
   fs::path probe;

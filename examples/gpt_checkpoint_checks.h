@@ -37,6 +37,11 @@ JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, GPT& model);
 void check_resume_matches(const std::string& checkpoint, const JobIdentity& current,
                           const std::set<std::string>& allow_changes);
 
+// ValueError naming an entry of --checkpoint-dir that is not a checkpoint but has the name of one
+// this job will save (steps first_step + 1 to cfg.steps): a save never replaces what it did not
+// write, so it is refused before the first step rather than at that save.
+void check_checkpoint_names_free(const GPTTrainConfig& cfg, int first_step);
+
 // ValueError naming --save's path when the full checkpoint could not be written there.
 void check_save_path_writable(const std::string& path);
 

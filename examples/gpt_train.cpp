@@ -148,7 +148,7 @@ void check_on_rank0(comm::ProcessGroup& group, const std::function<void()>& chec
   if (group.rank() == 0) {
     try {
       check();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       error = e.what();
     }
   }
@@ -256,6 +256,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
       default_generator().set_state(
           p.rng[static_cast<std::size_t>(rank) < p.rng.size() ? rank : 0]);
   }
+  check_on_rank0(*group, [&] { check_checkpoint_names_free(cfg, first_step); });
   auto save_checkpoint = [&](int steps_done) {
     CheckpointOptions co;
     co.keep = cfg.keep;

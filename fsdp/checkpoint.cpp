@@ -26,6 +26,10 @@ namespace fsdp {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
+std::string checkpoint_name(std::int64_t step) {
+  return fmt::format("step-{:08d}", step);
+}
+
 namespace {
 
 constexpr const char* kFormat = "fsdp-cpp/sharded-checkpoint/2";
@@ -33,7 +37,7 @@ constexpr const char* kFormatUnverified = "fsdp-cpp/sharded-checkpoint/1";  // n
 constexpr const char* kIndexFile = "index.json";
 
 std::string step_name(std::int64_t step) {
-  return fmt::format("step-{:08d}", step);
+  return checkpoint_name(step);
 }
 std::string rank_file(const char* kind, int rank) {
   return fmt::format("{}-rank-{:05d}.safetensors", kind, rank);
@@ -238,7 +242,14 @@ std::string save(const std::string& dir, FullyShardedDataParallel& root,
     write_json(tmp / kIndexFile, index);
     fsync_path(tmp, true);
     stage("index");
-    fs::remove_all(final_dir);  // a checkpoint of the same step, replaced
+    if (fs::exists(final_dir)) {  // a checkpoint of the same step is replaced; nothing else
+      json old;
+      const std::string problem = index_problem(final_dir, old);
+      FSDP_CHECK(problem.empty(), RuntimeError,
+                 "checkpoint: {} is in the way and was not written by a save ({}): move it away",
+                 final_dir.string(), problem);
+      fs::remove_all(final_dir);
+    }
     fs::rename(tmp, final_dir);
     fsync_path(base, true);
     stage("rename");

@@ -51,6 +51,9 @@ std::string save_sharded_checkpoint(const std::string& dir, FullyShardedDataPara
                                     const TrainingProgress& progress, comm::ProcessGroup& world,
                                     const CheckpointOptions& options = {});
 
+// The name of step `step`'s checkpoint in its directory: step-NNNNNNNN.
+std::string checkpoint_name(std::int64_t step);
+
 // What a checkpoint directory holds.
 struct CheckpointDirScan {
   std::vector<std::string> checkpoints;  // paths of the verified checkpoints, oldest first

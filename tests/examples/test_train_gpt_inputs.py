@@ -304,6 +304,8 @@ def checkpoint_cases():
     cut_step = os.path.join(cut, "step-00000001")
     with open(os.path.join(cut_step, "index.json"), "r+") as f:
         f.truncate(100)
+    in_the_way = os.path.join(tmp, "ckpt-in-the-way")
+    os.makedirs(os.path.join(in_the_way, "step-00000002"))
     elsewhere = os.path.join(tmp, "ckpt-elsewhere")
     os.mkdir(elsewhere)
     with open(os.path.join(elsewhere, ".lock"), "w") as f:
@@ -358,6 +360,12 @@ def checkpoint_cases():
         ("the only checkpoint's index cut short", ["--resume", cut, "--steps", "2"], 1,
          [f"train_gpt: warning: --resume: ignoring {cut_step}: index.json is damaged: not valid "
           "JSON", f"train_gpt: error: --resume: no checkpoint in '{cut}'"]),
+        ("a step directory a save would replace", ["--checkpoint-dir", in_the_way, "--steps",
+                                                   "2"], 1,
+         [f"train_gpt: warning: --checkpoint-dir: ignoring {in_the_way}/step-00000002: no "
+          "index.json (an incomplete save?)",
+          f"train_gpt: error: --checkpoint-dir: {in_the_way}/step-00000002 is in the way of this "
+          "job's checkpoint of step 2 (no index.json (an incomplete save?)); move it away"]),
         ("a lock of another host", ["--checkpoint-dir", elsewhere], 1,
          [f"train_gpt: error: checkpoint directory '{elsewhere}' is in use by another job (host "
           f"otherhost, pid 12345; lock file {elsewhere}/.lock): if that job has ended, remove the "

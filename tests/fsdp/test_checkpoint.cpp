@@ -506,6 +506,13 @@ BOOST_AUTO_TEST_CASE(only_what_a_save_wrote_counts_and_is_pruned) {
   TS_TEST(scan.ignored == ignored);
   TS_TEST(error_of([&] { scan_checkpoint_dir((d / "notes.txt").string()); }) ==
           "checkpoint: '" + (d / "notes.txt").string() + "' is not a directory");
+  // A save of step 9 does not replace the step-00000009 it did not write.
+  TS_TEST(error_of([&] { save(d, 2, 9); }) ==
+          "checkpoint: " + (d / "step-00000009").string() +
+              " is in the way and was not written by a save (no index.json (an incomplete "
+              "save?)): move it away");
+  TS_TEST(fs::exists(d / "step-00000009"));
+  TS_TEST(fs::is_empty(d / "step-00000009"));
 }
 
 // The job's identity goes into the index as given and comes back in order; the first field that
