@@ -36,9 +36,6 @@ constexpr const char* kFormat = "fsdp-cpp/sharded-checkpoint/2";
 constexpr const char* kFormatUnverified = "fsdp-cpp/sharded-checkpoint/1";  // no checksums
 constexpr const char* kIndexFile = "index.json";
 
-std::string step_name(std::int64_t step) {
-  return checkpoint_name(step);
-}
 std::string rank_file(const char* kind, int rank) {
   return fmt::format("{}-rank-{:05d}.safetensors", kind, rank);
 }
@@ -176,7 +173,7 @@ std::string save(const std::string& dir, FullyShardedDataParallel& root,
   auto stage = [&](const char* what) {
     if (options.on_stage) options.on_stage(what);
   };
-  const std::string name = step_name(progress.step);
+  const std::string name = checkpoint_name(progress.step);
   const fs::path base(dir), tmp = base / (".tmp-" + name), final_dir = base / name;
   if (rank == 0) {
     fs::create_directories(base);
@@ -299,7 +296,7 @@ CheckpointDirScan scan_checkpoint_dir(const std::string& dir) {
       continue;
     }
     const std::int64_t step = index.at("progress").at("step").get<std::int64_t>();
-    if (step_name(step) != name) {
+    if (checkpoint_name(step) != name) {
       ignore(fmt::format("its index.json is of step {} (a copy?)", step));
       continue;
     }
