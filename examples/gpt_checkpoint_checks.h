@@ -1,6 +1,8 @@
 // What train_gpt checks about its checkpoints before the first step, so that a mistake is one
 // clear error at the start and not a silent change or a failure after training: the job's
-// identity against the checkpoint it resumes (fsdp/checkpoint_job.h), that --save can be written.
+// identity against the checkpoint it resumes (fsdp/checkpoint_job.h), the model config against
+// the full checkpoint it loads, that no stray directory holds a name it will save under, and
+// that --save can be written.
 #pragma once
 
 #include <map>
