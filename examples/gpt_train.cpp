@@ -19,11 +19,13 @@
 #include "core/memory_timeline_svg.h"
 #include "core/optim/optim.h"
 #include "core/random.h"
+#include "examples/gpt_checkpoint_checks.h"
 #include "examples/gpt_data.h"
 #include "examples/gpt_job_settings.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/checkpoint.h"
 #include "fsdp/checkpoint_full.h"
+#include "fsdp/checkpoint_lock.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/fully_sharded_data_parallel.h"
@@ -56,11 +58,17 @@ double global_mean(double local, comm::ProcessGroup* group) {
   return local / group->size();
 }
 
-// Full-checkpoint values by FQN, with the tied head.weight filled from tok_emb.weight.
-// A .safetensors file or a directory in Hugging Face's layout (fsdp/checkpoint_full.h).
-std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path) {
-  if (std::filesystem::is_directory(path)) return load_full_checkpoint(path);
-  return io::load_safetensors(path).tensors;
+// Full-checkpoint values by FQN: a .safetensors file or a directory in Hugging Face's layout
+// (fsdp/checkpoint_full.h), its checksums verified and its model config checked against `model`.
+std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path,
+                                                            const GPTConfig& model) {
+  io::SafetensorsFile f;
+  if (std::filesystem::is_directory(path))
+    f.tensors = load_full_checkpoint(path, &f.metadata);
+  else
+    f = io::load_safetensors(path);
+  check_load_matches(path, f.metadata, model);
+  return std::move(f.tensors);
 }
 
 }  // namespace
@@ -145,6 +153,72 @@ int first_step_after(const TrainingProgress& p, const std::string& checkpoint, i
 
 }  // namespace
 
+namespace {
+
+// Checkpoint checks on rank 0 before any work: --save can be written, the checkpoint directory
+// is this job's alone (`lock` holds it), and what is in the directories but is not a checkpoint
+// is said once.
+void prepare_checkpoint_dirs(const GPTTrainConfig& cfg, std::optional<CheckpointDirLock>& lock) {
+  auto warn = [&](const std::string& what) {
+    if (cfg.on_warning) cfg.on_warning(what);
+  };
+  if (!cfg.save_path.empty()) check_save_path_writable(cfg.save_path);
+  if (!cfg.checkpoint_dir.empty()) {
+    std::string takeover;
+    lock.emplace(cfg.checkpoint_dir, &takeover);
+    if (!takeover.empty()) warn("--checkpoint-dir: " + takeover);
+  }
+  std::set<std::string> said;
+  for (const auto& [option, dir] :
+       {std::pair<const char*, const std::string&>{"--resume", cfg.resume_dir},
+        {"--checkpoint-dir", cfg.checkpoint_dir}}) {
+    if (dir.empty()) continue;
+    CheckpointDirScan scan;
+    try {
+      scan = scan_checkpoint_dir(dir);
+    } catch (const ValueError& e) {
+      throw ValueError(fmt::format("{}: {}", option, e.what()));
+    }
+    for (const auto& [path, why] : scan.ignored)
+      if (said.insert(path).second) warn(fmt::format("{}: ignoring {}: {}", option, path, why));
+  }
+}
+
+// Runs `check` on rank 0 alone and, when it fails, makes every rank fail with its message (sent
+// to all), so that no rank waits in a collective for a rank 0 that has given up.
+void check_on_rank0(comm::ProcessGroup& group, const std::function<void()>& check) {
+  std::string error;
+  if (group.rank() == 0) {
+    try {
+      check();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (group.size() > 1) {
+    std::int64_t n = static_cast<std::int64_t>(error.size());
+    group.broadcast(&n, 1, DType::Int64, 0);
+    error.resize(static_cast<std::size_t>(n));
+    if (n > 0) group.broadcast(error.data(), error.size(), DType::UInt8, 0);
+  }
+  if (!error.empty()) throw RuntimeError(error);
+}
+
+// The newest checkpoint in --resume's directory, checked against this job.
+std::string checkpoint_to_resume(const GPTTrainConfig& cfg, const JobIdentity& job) {
+  std::optional<std::string> latest;
+  try {
+    latest = latest_checkpoint(cfg.resume_dir);
+  } catch (const ValueError& e) {
+    throw ValueError(fmt::format("--resume: {}", e.what()));
+  }
+  FSDP_CHECK(latest.has_value(), ValueError, "--resume: no checkpoint in '{}'", cfg.resume_dir);
+  check_resume_matches(*latest, job, cfg.allow_changes);
+  return *latest;
+}
+
+}  // namespace
+
 GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
                          const std::shared_ptr<comm::ProcessGroup>& group) {
   FSDP_CHECK(cfg.data != nullptr, ValueError, "train_gpt: no training data");
@@ -157,6 +231,12 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   MemoryStatsScope scope(stats);
   GPTTrainResult result;
   const int world = group->size(), rank = group->rank();
+  FSDP_CHECK((cfg.checkpoint_dir.empty() && cfg.resume_dir.empty()) || cfg.sharding.has_value(),
+             ValueError,
+             "train_gpt: --checkpoint-dir and --resume need FSDP (--sharding other "
+             "than none)");
+  std::optional<CheckpointDirLock> checkpoint_lock;
+  check_on_rank0(*group, [&] { prepare_checkpoint_dirs(cfg, checkpoint_lock); });
 
   manual_seed(cfg.seed);
   auto gpt = std::make_shared<GPT>(cfg.model);
@@ -164,6 +244,11 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   comm::require_agreement(*group, gpt_job_settings(cfg, *gpt));
   gpt_init(*gpt);
   result.num_parameters = gpt->num_parameters();
+  // The plain model's FQNs, before FSDP wraps its blocks.
+  const JobIdentity job = gpt_job_identity(cfg, world, *gpt);
+  // Every rank reads and checks the same index: they refuse together, before any collective.
+  std::string resume_from;
+  if (!cfg.resume_dir.empty()) resume_from = checkpoint_to_resume(cfg, job);
 
   nn::ModulePtr model = gpt;
   std::shared_ptr<FullyShardedDataParallel> fsdp_model;
@@ -192,9 +277,10 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
       o.auto_wrap_policy = plan::build_policy(plan::parse_policy(cfg.policy));
     fsdp_model = FullyShardedDataParallel::make(gpt, o);
     model = fsdp_model;
-    if (!cfg.load_path.empty()) load_full_state_dict(*fsdp_model, load_checkpoint(cfg.load_path));
+    if (!cfg.load_path.empty())
+      load_full_state_dict(*fsdp_model, load_checkpoint(cfg.load_path, cfg.model));
   } else if (!cfg.load_path.empty()) {
-    auto state = load_checkpoint(cfg.load_path);
+    auto state = load_checkpoint(cfg.load_path, cfg.model);
     std::vector<std::pair<std::string, Tensor>> with_tie = state;
     for (const auto& [name, t] : state)
       if (name == "tok_emb.weight") with_tie.emplace_back("head.weight", t);
@@ -204,24 +290,22 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   ops::checkpoint_activations(model, cfg.checkpoint_activations,
                               nn::ClassSet{"TransformerEncoderLayer"});
   auto optimizer = make_optimizer(cfg.optimizer, model->parameters(), cfg.lr);
-  FSDP_CHECK((cfg.checkpoint_dir.empty() && cfg.resume_dir.empty()) || fsdp_model != nullptr,
-             ValueError,
-             "train_gpt: --checkpoint-dir and --resume need FSDP (--sharding other "
-             "than none)");
   int first_step = 0;
-  if (!cfg.resume_dir.empty()) {
-    const auto latest = latest_checkpoint(cfg.resume_dir);
-    FSDP_CHECK(latest.has_value(), ValueError, "--resume: no checkpoint in '{}'", cfg.resume_dir);
-    const TrainingProgress p = load_sharded_checkpoint(*latest, *fsdp_model, optimizer.get());
-    first_step = first_step_after(p, *latest, cfg.steps);
+  if (!resume_from.empty()) {
+    const TrainingProgress p = load_sharded_checkpoint(resume_from, *fsdp_model, optimizer.get());
+    // --allow-change lr: the saved groups' lr gives way to this job's.
+    if (optimizer->lr() != cfg.lr) optimizer->set_lr(cfg.lr);
+    first_step = first_step_after(p, resume_from, cfg.steps);
     // This rank's generator as the same rank left it (rank 0's for ranks the saver lacked).
     if (!p.rng.empty())
       default_generator().set_state(
           p.rng[static_cast<std::size_t>(rank) < p.rng.size() ? rank : 0]);
   }
+  check_on_rank0(*group, [&] { check_checkpoint_names_free(cfg, first_step); });
   auto save_checkpoint = [&](int steps_done) {
     CheckpointOptions co;
     co.keep = cfg.keep;
+    co.job = job;
     save_sharded_checkpoint(cfg.checkpoint_dir, *fsdp_model, optimizer.get(),
                             {steps_done, steps_done, {}}, *group, co);
   };
@@ -310,8 +394,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   result.peak_bytes = stats->peak_bytes.load();
 
   if (!cfg.save_path.empty()) {
-    const std::map<std::string, std::string> metadata = {{"format", "pt"},
-                                                         {"model", "fsdp-cpp train_gpt"}};
+    const std::map<std::string, std::string> metadata = gpt_full_checkpoint_metadata(cfg.model);
     const bool one_file = cfg.save_path.ends_with(".safetensors");
     if (fsdp_model && one_file) {
       // Streamed: each unit written as it is gathered, no copy of the model on rank 0.
@@ -326,7 +409,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
       if (rank == 0 && one_file)
         io::save_safetensors(cfg.save_path, state, metadata);
       else if (rank == 0)
-        save_full_checkpoint(cfg.save_path, state, cfg.max_shard_bytes);
+        save_full_checkpoint(cfg.save_path, state, cfg.max_shard_bytes, metadata);
     }
   }
   return result;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,18 @@ struct GPTTrainConfig {
   // Resumable sharded checkpoints (fsdp/checkpoint.h): every save_every steps and after the last
   // step into checkpoint_dir (keep > 0: only the newest `keep`); resume_dir: continue from the
   // newest checkpoint there (to `steps` in total), at any world size and strategy.
+  // Checkpoints record the job's identity (examples/gpt_checkpoint_checks.h) and a resume refuses
+  // one that differs, except in the fields allow_changes names (--allow-change): "lr" (the
+  // current lr replaces the saved one), "world-size" (another world size, the same global batch).
+  // checkpoint_dir is locked for the job (fsdp/checkpoint_lock.h).
   std::string checkpoint_dir;
   int save_every = 0;
   int keep = 0;
   std::string resume_dir;
+  std::set<std::string> allow_changes;
+  // Called on rank 0 with each warning (a directory entry that is not a checkpoint, a stale lock
+  // taken over).
+  std::function<void(const std::string&)> on_warning;
   // Evaluation: mean loss over eval_batches global batches of eval_data, before and after.
   std::shared_ptr<const std::string> eval_data;
   int eval_batches = 0;

@@ -155,6 +155,10 @@ int main(int argc, char** argv) {
         last = now;
         since = 0;
       };
+      c.on_warning = [&](const std::string& what) {  // rank 0's, about checkpoints
+        std::lock_guard<std::mutex> lock(print_mutex);
+        fmt::print(stderr, "{}: warning: {}\n", kProgram, what);
+      };
       examples::GPTTrainResult r = examples::train_gpt(c, group);
       std::lock_guard<std::mutex> lock(print_mutex);
       if (rank == 0) {

@@ -5,11 +5,33 @@
 #include <CLI/CLI.hpp>
 
 #include "examples/cli_checks.h"
+#include "examples/gpt_checkpoint_checks.h"
 #include "tools/plan/policy_expr.h"
 
 namespace fsdp::examples {
 
 namespace {
+
+// --- Checkpoint options (issue 22): paths that are given are not empty; the combinations. ---
+
+CLI::Validator non_empty_path() {
+  return CLI::Validator(
+      [](std::string& s) { return s.empty() ? std::string("expected a path, got ''") : ""; },
+      "PATH");
+}
+
+// Why the checkpoint options cannot run together, or "".
+std::string checkpoint_combination_error(TrainGptOptions& o) {
+  auto& cfg = o.cfg;
+  cfg.allow_changes = {o.allow_change.begin(), o.allow_change.end()};
+  if (!cfg.load_path.empty() && !cfg.resume_dir.empty())
+    return "--load and --resume both give the starting weights: --resume continues a run "
+           "(model, optimizer, progress), --load starts one from full weights; give one";
+  if (!cfg.allow_changes.empty() && cfg.resume_dir.empty()) return "--allow-change is for --resume";
+  return "";
+}
+
+// --- The other options. ---
 
 // The first option given that only FSDP acts on (which --sharding none would ignore), or null.
 const char* fsdp_only_flag_given(const TrainGptOptions& o) {
@@ -63,7 +85,7 @@ std::string combination_error(TrainGptOptions& o) {
   if ((cfg.save_every > 0 || cfg.keep > 0) && cfg.checkpoint_dir.empty())
     return "--save-every and --keep are for --checkpoint-dir";
   if (cfg.eval_batches > 0 && o.eval_path.empty()) return "--eval-batches needs --eval-data";
-  return "";
+  return checkpoint_combination_error(o);
 }
 
 }  // namespace
@@ -144,22 +166,37 @@ TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
       ->check(CLI::IsMember({"none", "full", "selective"}));
   app.add_option("--save", cfg.save_path,
                  "write the full checkpoint at the end: FILE.safetensors, or a directory in "
-                 "Hugging Face's layout (model.safetensors, sharded above --max-shard-size)");
+                 "Hugging Face's layout (model.safetensors, sharded above --max-shard-size); "
+                 "checked before the first step")
+      ->check(non_empty_path());
   app.add_option("--max-shard-size", cfg.max_shard_bytes,
                  "--save DIR: bytes per file of the sharded layout")
       ->capture_default_str()
       ->check(int_range(1, std::int64_t{1} << 50));
   app.add_option("--load", cfg.load_path,
-                 "start from a full checkpoint (a .safetensors file or a --save directory)");
+                 "start from a full checkpoint (a .safetensors file or a --save directory; its "
+                 "checksums are verified)")
+      ->check(non_empty_path());
   app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
-                 "write resumable sharded checkpoints (model, optimizer, progress) here");
+                 "write resumable sharded checkpoints (model, optimizer, progress, checksums, the "
+                 "job's identity) here; DIR/.lock keeps a second job out")
+      ->check(non_empty_path());
   app.add_option("--save-every", cfg.save_every,
                  "with --checkpoint-dir: save every K steps (and after the last)")
       ->check(int_range(0, 100000000));
   app.add_option("--keep", cfg.keep, "with --checkpoint-dir: keep only the newest N checkpoints")
       ->check(int_range(0, 1000000));
   app.add_option("--resume", cfg.resume_dir,
-                 "continue from the newest checkpoint in DIR (to --steps in total)");
+                 "continue from the newest checkpoint in DIR (to --steps in total); it must match "
+                 "this job (model, parameters, optimizer, --lr, world size, --batch, --data)")
+      ->check(non_empty_path());
+  app.add_option("--allow-change", a.allow_change,
+                 "with --resume, what may differ from the checkpoint (comma-separated): lr (train "
+                 "on with this --lr), world-size (other --ranks with the same global batch, "
+                 "--batch x ranks)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(
+          std::vector<std::string>(std::begin(kAllowChangeNames), std::end(kAllowChangeNames))));
   app.add_option("--export-model", a.export_path,
                  "write the model as an fsdp-model/1 file for fsdp-plan (built on meta)");
   app.add_option("--log-every", a.log_every, "print every K steps")

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/usage_error.h"
 #include "examples/gpt_train.h"
@@ -20,6 +21,7 @@ struct TrainGptOptions {
   std::string mixed_precision = "none";
   int ranks = 2, log_every = 1, threads_per_rank = 1;
   bool ranks_given = false, node_size_given = false, backward_prefetch_given = false;
+  std::vector<std::string> allow_change;  // --allow-change, into cfg.allow_changes
 };
 
 // Parses argv (argv[0] is the program): every size in its range; a malformed command line throws

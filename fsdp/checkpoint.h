@@ -8,6 +8,12 @@
 // Saves are atomic: everything is written under DIR/.tmp-step-NNNNNNNN/, files and directory
 // fsynced, then renamed; a save killed at any point leaves the earlier checkpoints loadable
 // (a leftover .tmp-* directory is ignored and removed by the next save).
+//
+// Verified: every piece's XXH3-64 checksum is in index.json and in its file's header, the index
+// has a checksum of its own, and it records the identity of the job that wrote it
+// (fsdp/checkpoint_job.h). Only a directory named step-NNNNNNNN with a verified index whose step
+// matches the name counts as a checkpoint: anything else in DIR is reported as ignored and never
+// pruned. Format 1 (before checksums) is refused with a message naming it.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +25,7 @@
 #include "comm/process_group.h"
 #include "core/optim/optimizer.h"
 #include "core/random.h"
+#include "fsdp/checkpoint_job.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 
 namespace fsdp {
@@ -30,7 +37,8 @@ struct TrainingProgress {
 };
 
 struct CheckpointOptions {
-  int keep = 0;  // > 0: after a save, keep only the newest `keep` checkpoints in the directory
+  int keep = 0;     // > 0: after a save, keep only the newest `keep` checkpoints in the directory
+  JobIdentity job;  // recorded in the index (read_checkpoint_job)
   // Tests: called on rank 0 at each stage of a save ("tmp", "rank files", "index", "rename",
   // "pruned"), e.g. to kill the process there.
   std::function<void(const std::string&)> on_stage;
@@ -43,9 +51,24 @@ std::string save_sharded_checkpoint(const std::string& dir, FullyShardedDataPara
                                     const TrainingProgress& progress, comm::ProcessGroup& world,
                                     const CheckpointOptions& options = {});
 
-// The newest complete checkpoint in `dir` (the highest step-N with an index.json); none when
-// there is none (or no such directory).
+// The name of step `step`'s checkpoint in its directory: step-NNNNNNNN.
+std::string checkpoint_name(std::int64_t step);
+
+// What a checkpoint directory holds.
+struct CheckpointDirScan {
+  std::vector<std::string> checkpoints;  // paths of the verified checkpoints, oldest first
+  // Every other entry but the lock file and leftovers of interrupted saves: (path, why).
+  std::vector<std::pair<std::string, std::string>> ignored;
+};
+// Nothing when `dir` does not exist; ValueError when it is not a directory.
+CheckpointDirScan scan_checkpoint_dir(const std::string& dir);
+
+// The newest verified checkpoint in `dir` (scan_checkpoint_dir's last); none when there is none
+// (or no such directory).
 std::optional<std::string> latest_checkpoint(const std::string& dir);
+
+// The identity of the job that wrote the checkpoint at `path` (its verified index).
+JobIdentity read_checkpoint_job(const std::string& path);
 
 // Loads the model (and the optimizer, when given) from the checkpoint at `path`, at any world
 // size and strategy, and returns the saved progress (the caller restores the RNG states it

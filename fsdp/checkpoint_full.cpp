@@ -28,8 +28,6 @@ namespace {
 constexpr const char* kSingle = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
 
-const std::map<std::string, std::string> kMetadata = {{"format", "pt"}};
-
 // Writes `text` to `path` through a temporary file, fsynced, then renamed.
 void write_atomically(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
@@ -49,7 +47,8 @@ void write_atomically(const fs::path& path, const std::string& text) {
 }  // namespace
 
 int save_full_checkpoint(const std::string& dir, const NamedTensors& state,
-                         std::int64_t max_shard_bytes) {
+                         std::int64_t max_shard_bytes,
+                         const std::map<std::string, std::string>& metadata) {
   FSDP_CHECK(max_shard_bytes > 0, ValueError,
              "save_full_checkpoint: the size limit must be positive, got {}", max_shard_bytes);
   fs::create_directories(dir);
@@ -68,7 +67,7 @@ int save_full_checkpoint(const std::string& dir, const NamedTensors& state,
   }
   const fs::path base(dir);
   if (files.size() == 1) {
-    io::save_safetensors((base / kSingle).string(), files.front(), kMetadata);
+    io::save_safetensors((base / kSingle).string(), files.front(), metadata, io::Checksums::xxh3);
     fs::remove(base / kIndex);  // a sharded save of earlier would shadow this one
     return 1;
   }
@@ -76,7 +75,7 @@ int save_full_checkpoint(const std::string& dir, const NamedTensors& state,
   const std::size_t n = files.size();
   for (std::size_t k = 0; k < n; ++k) {
     const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, n);
-    io::save_safetensors((base / file).string(), files[k], kMetadata);
+    io::save_safetensors((base / file).string(), files[k], metadata, io::Checksums::xxh3);
     for (const auto& [name, t] : files[k]) weight_map[name] = file;
   }
   nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},
@@ -173,7 +172,7 @@ void save_full_state_dict(FullyShardedDataParallel& root, const std::string& pat
         std::vector<io::SafetensorsWriter::Spec> specs;
         for (const auto& e : entries) specs.push_back({e.name, e.dtype, e.shape});
         try {
-          writer.emplace(path, std::move(specs), metadata);
+          writer.emplace(path, std::move(specs), metadata, io::Checksums::xxh3);
           background.emplace(*writer);
         } catch (...) {
           failure = std::current_exception();
@@ -194,18 +193,23 @@ void save_full_state_dict(FullyShardedDataParallel& root, const std::string& pat
   if (writer) writer->finish();
 }
 
-NamedTensors load_full_checkpoint(const std::string& dir) {
+NamedTensors load_full_checkpoint(const std::string& dir,
+                                  std::map<std::string, std::string>* metadata) {
   const fs::path base(dir);
-  if (!fs::exists(base / kIndex)) return io::load_safetensors((base / kSingle).string()).tensors;
+  if (!fs::exists(base / kIndex)) {
+    io::SafetensorsFile f = io::load_safetensors((base / kSingle).string());
+    if (metadata) *metadata = std::move(f.metadata);
+    return std::move(f.tensors);
+  }
   const std::string index_path = (base / kIndex).string();
   nlohmann::json index;
   try {
     std::ifstream in(index_path);
     FSDP_CHECK(in.good(), ValueError, "load_full_checkpoint: cannot open {}", index_path);
     index = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const nlohmann::json::exception&) {
     throw ValueError(
-        fmt::format("load_full_checkpoint: {} is not valid JSON: {}", index_path, e.what()));
+        fmt::format("load_full_checkpoint: {} is damaged: not valid JSON", index_path));
   }
   FSDP_CHECK(index.contains("weight_map") && index.at("weight_map").is_object(), ValueError,
              "load_full_checkpoint: {} has no weight_map", index_path);
@@ -216,6 +220,7 @@ NamedTensors load_full_checkpoint(const std::string& dir) {
   for (const auto& [file, names] : by_file) {
     const std::string path = (base / file).string();
     auto f = io::load_safetensors(path);
+    if (metadata && out.empty()) *metadata = f.metadata;
     std::set<std::string> found;
     for (auto& [name, t] : f.tensors)
       if (names.count(name)) {

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/io/checksum.h"
 
 namespace fsdp::io {
 
@@ -131,8 +132,13 @@ std::string_view safetensors_dtype_code(DType dtype) {
 }
 
 SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<Spec> specs,
-                                     const std::map<std::string, std::string>& metadata)
-    : path_(std::move(path)), tmp_(path_ + ".tmp"), specs_(std::move(specs)) {
+                                     const std::map<std::string, std::string>& metadata,
+                                     Checksums checksums)
+    : path_(std::move(path)),
+      tmp_(path_ + ".tmp"),
+      specs_(std::move(specs)),
+      metadata_(metadata),
+      checksums_(checksums) {
   std::set<std::string> names;
   for (const auto& spec : specs_) {
     FSDP_CHECK(spec.name != kMetadataKey, ValueError,
@@ -140,7 +146,9 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<Spec> specs,
     FSDP_CHECK(names.insert(spec.name).second, ValueError,
                "save_safetensors: {}: tensor '{}' is given twice", path_, spec.name);
   }
-  const std::string json = header_json(specs_, metadata, offsets_);
+  if (checksums_ == Checksums::xxh3)
+    for (const auto& spec : specs_) metadata_[checksum_key(spec.name)] = std::string(16, '0');
+  const std::string json = header_json(specs_, metadata_, offsets_);
   const std::uint64_t data_start = sizeof(std::uint64_t) + json.size();
   for (auto& o : offsets_) o += data_start;
   written_.assign(specs_.size(), false);
@@ -185,6 +193,7 @@ void SafetensorsWriter::write(std::size_t index, const Tensor& t) {
   if (!c.device().is_cpu()) c = c.to(kCPU);
   c = c.contiguous();
   if (c.nbytes() > 0) write_at(fd_, c.data_ptr(), c.nbytes(), offsets_[index], tmp_);
+  if (checksums_ == Checksums::xxh3) metadata_[checksum_key(spec.name)] = xxh3_hex(c);
   written_[index] = true;
 }
 
@@ -193,6 +202,12 @@ void SafetensorsWriter::finish() {
   for (std::size_t i = 0; i < specs_.size(); ++i)
     FSDP_CHECK(written_[i], RuntimeError, "save_safetensors: {}: tensor '{}' was never written",
                path_, specs_[i].name);
+  if (checksums_ == Checksums::xxh3) {
+    // The same header with the checksums in place of the placeholders: the same length.
+    std::vector<std::uint64_t> offsets;
+    const std::string json = header_json(specs_, metadata_, offsets);
+    write_at(fd_, json.data(), json.size(), sizeof(std::uint64_t), tmp_);
+  }
   FSDP_CHECK(::fsync(fd_) == 0, RuntimeError, "save_safetensors: cannot sync {}: {}", tmp_,
              std::strerror(errno));
   const int fd = std::exchange(fd_, -1);
@@ -205,9 +220,9 @@ void SafetensorsWriter::finish() {
   fsync_directory_of(path_);
 }
 
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+std::map<std::string, std::string> save_safetensors(
+    const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+    const std::map<std::string, std::string>& metadata, Checksums checksums) {
   std::vector<SafetensorsWriter::Spec> specs;
   specs.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
@@ -215,9 +230,10 @@ void save_safetensors(const std::string& path,
                name);
     specs.push_back({name, t.dtype(), t.shape()});
   }
-  SafetensorsWriter writer(path, std::move(specs), metadata);
+  SafetensorsWriter writer(path, std::move(specs), metadata, checksums);
   for (std::size_t i = 0; i < tensors.size(); ++i) writer.write(i, tensors[i].second);
   writer.finish();
+  return writer.metadata();
 }
 
 namespace {
@@ -292,6 +308,25 @@ std::map<std::string, std::string> parse_metadata(const std::string& path,
   return out;
 }
 
+// Each "xxh3:<name>" of the metadata against tensor <name>'s bytes.
+void verify_checksums(const std::string& path, const SafetensorsFile& file) {
+  for (const auto& [key, recorded] : file.metadata) {
+    if (!key.starts_with(kChecksumKeyPrefix)) continue;
+    const std::string name = key.substr(kChecksumKeyPrefix.size());
+    auto it = std::find_if(file.tensors.begin(), file.tensors.end(),
+                           [&](const auto& nt) { return nt.first == name; });
+    FSDP_CHECK(it != file.tensors.end(), ValueError,
+               "load_safetensors: {}: the metadata has a checksum of tensor '{}', which the file "
+               "lacks (damaged header?)",
+               path, name);
+    const std::string actual = xxh3_hex(it->second);
+    FSDP_CHECK(actual == recorded, ValueError,
+               "load_safetensors: {}: tensor '{}' is damaged: its bytes hash to {}, the header "
+               "records {} (xxh3)",
+               path, name, actual, recorded);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -356,6 +391,7 @@ SafetensorsFile parse(const std::string& name, const ByteSource& src) {
                name, e.name, e.begin, e.end);
     out.tensors.emplace_back(e.name, std::move(t));
   }
+  verify_checksums(name, out);
   return out;
 }
 

@@ -15,11 +15,17 @@
 
 namespace fsdp::io {
 
+// Checksums::xxh3: the metadata also records each tensor's XXH3-64 ("xxh3:<name>": 16 hex digits,
+// core/io/checksum.h), which load_safetensors verifies. Off by default: the bytes then equal
+// Python's safetensors writer's.
+enum class Checksums { none, xxh3 };
+
 // Writes the tensors, contiguous and in the order given, to `path` atomically (a temporary file
 // beside it, fsynced, then renamed). ValueError for duplicate or reserved names and meta tensors.
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+// Returns the metadata written (with the checksums, when recorded).
+std::map<std::string, std::string> save_safetensors(
+    const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+    const std::map<std::string, std::string>& metadata = {}, Checksums checksums = Checksums::none);
 
 // A safetensors file written as its tensors become available, in any order: the header (names,
 // dtypes, shapes, hence every offset) first, each tensor's bytes straight from its buffer to its
@@ -34,7 +40,8 @@ class SafetensorsWriter {
     Shape shape;
   };
   SafetensorsWriter(std::string path, std::vector<Spec> specs,
-                    const std::map<std::string, std::string>& metadata = {});
+                    const std::map<std::string, std::string>& metadata = {},
+                    Checksums checksums = Checksums::none);
   ~SafetensorsWriter();
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
@@ -44,12 +51,18 @@ class SafetensorsWriter {
   void write(std::size_t index, const Tensor& t);
   // RuntimeError naming the first tensor never written; else syncs and renames into place.
   void finish();
+  // The header's metadata: after finish(), with every checksum.
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   std::string path_, tmp_;
   std::vector<Spec> specs_;
   std::vector<std::uint64_t> offsets_;  // of each tensor's bytes in the file
   std::vector<bool> written_;
+  // Checksums::xxh3: the header is written with placeholders of the same width and rewritten
+  // in finish(), once every tensor's checksum is known.
+  std::map<std::string, std::string> metadata_;
+  Checksums checksums_;
   int fd_ = -1;
 };
 
@@ -60,6 +73,8 @@ struct SafetensorsFile {
 
 // Reads a whole file into CPU tensors. Every malformation is a ValueError naming the file (and
 // the tensor, where one is involved); a header above 100 MB is refused, as the reference does.
+// Checksums in the metadata ("xxh3:<name>") are verified: a tensor whose bytes differ is a
+// ValueError naming the file and the tensor.
 SafetensorsFile load_safetensors(const std::string& path);
 
 // The same reader over bytes in memory; `name` stands for the file in errors (tests, fuzzing).

@@ -9,10 +9,13 @@ import json
 import os
 import re
 import resource
+import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 EXE, DATA, MPIEXEC, HAVE_GLOO = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 tmp = tempfile.mkdtemp()
@@ -338,7 +341,6 @@ if HAVE_GLOO:
 # Resources the system refuses: thread ranks or intra-op threads that cannot start end with one
 # line naming what could not start (not SIGABRT). The address-space limit refuses thread stacks
 # (a per-user process limit does not bind root, who runs CI).
-import resource
 
 
 def limit_address_space(gib):
@@ -379,9 +381,252 @@ if HAVE_GLOO:
             if not check(f"gloo rank {rank}, MASTER_PORT held by a silent program", r, 1, needle):
                 failures.append(f"held MASTER_PORT, rank {rank}")
 
+
+# --- Checkpoints that verify (issue 22): each case's exit status and its exact stderr lines. ---
+# Under the threads backend the first failing rank's error reads "rank R of W failed: ...": which
+# rank is first varies, so that part is left out of the comparison.
+RANK_FAILED = re.compile(r"^train_gpt: error: rank \d+ of \d+ failed: ")
+HEX16 = "[0-9a-f]{16}"
+
+
+def train(flags, timeout=120):
+    return subprocess.run(command(flags), capture_output=True, text=True, timeout=timeout,
+                          env=environment({}))
+
+
+def stderr_lines(r):
+    return [RANK_FAILED.sub("train_gpt: error: ", l) for l in r.stderr.splitlines()]
+
+
+def safetensors_header(path):
+    """The header of a safetensors file and the name of the tensor whose bytes end it."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+    last = max((k for k in header if k != "__metadata__"),
+               key=lambda k: header[k]["data_offsets"][1])
+    return header, last
+
+
+def flip_last_bit(path):
+    with open(path, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        b = f.read(1)[0]
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([b ^ 1]))
+
+
+def damaged_line(path):
+    """The error for a flipped bit in the last tensor of `path` (its recorded checksum exact)."""
+    header, last = safetensors_header(path)
+    recorded = header.get("__metadata__", {}).get("xxh3:" + last)
+    if recorded is None:
+        return f"({path} records no checksum of '{last}')"
+    return re.compile(re.escape(f"train_gpt: error: load_safetensors: {path}: tensor '{last}' is "
+                                "damaged: its bytes hash to ") + HEX16 +
+                      re.escape(f", the header records {recorded} (xxh3)"))
+
+
+def copy_of(src, name):
+    dst = os.path.join(tmp, name)
+    shutil.copytree(src, dst)
+    return dst
+
+
+def checkpoint_cases():
+    """Runs the checkpoint cases; returns (number of cases, failures)."""
+    ck = os.path.join(tmp, "ckpt")
+    first = train(["--checkpoint-dir", ck])  # 1 step: 2 ranks x batch 2, adamw, lr 0.001
+    if first.returncode != 0 or first.stderr:
+        return 1, [f"the first checkpoint: rc {first.returncode} {first.stderr[-400:]}"]
+    step1 = os.path.join(ck, "step-00000001")
+    resume = ["--resume", ck, "--steps", "2"]
+    mismatch = f"train_gpt: error: --resume: {step1} does not match this job: "
+    with open(DATA, "rb") as f:
+        data = f.read()
+    half = os.path.join(tmp, "half.txt")
+    with open(half, "wb") as f:
+        f.write(data[:len(data) // 2])
+    flipped = copy_of(ck, "ckpt-flipped")
+    flipped_piece = os.path.join(flipped, "step-00000001", "model-rank-00000.safetensors")
+    flip_last_bit(flipped_piece)
+    full = os.path.join(tmp, "full.safetensors")
+    saved_full = train(["--save", full])
+    flip_last_bit(full)
+    full_dir = os.path.join(tmp, "full-dir")  # Hugging Face's layout
+    saved_full_dir = train(["--save", full_dir])
+    strays = copy_of(ck, "ckpt-strays")
+    shutil.copytree(os.path.join(strays, "step-00000001"), os.path.join(strays, "step-backup"))
+    os.mkdir(os.path.join(strays, "step-00000005"))
+    cut = copy_of(ck, "ckpt-cut-index")
+    cut_step = os.path.join(cut, "step-00000001")
+    with open(os.path.join(cut_step, "index.json"), "r+") as f:
+        f.truncate(100)
+    in_the_way = os.path.join(tmp, "ckpt-in-the-way")
+    os.makedirs(os.path.join(in_the_way, "step-00000002"))
+    elsewhere = os.path.join(tmp, "ckpt-elsewhere")
+    os.mkdir(elsewhere)
+    with open(os.path.join(elsewhere, ".lock"), "w") as f:
+        f.write("otherhost 12345\n")
+    stale = os.path.join(tmp, "ckpt-stale")
+    os.mkdir(stale)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    with open(os.path.join(stale, ".lock"), "w") as f:
+        f.write(f"{socket.gethostname()} {ended.pid}\n")
+    usage = " (see train_gpt --help)"
+    # (name, flags, exit status, stderr lines: strings exact, patterns matched whole)
+    cases = [
+        ("other --heads, same shapes", [*resume, "--heads", "4"], 1,
+         [mismatch + "heads saved 2, now 4 (a checkpoint of another model)"]),
+        ("other --batch", [*resume, "--batch", "4"], 1,
+         [mismatch + "global_batch saved 4, now 8 (--batch x world size; the data order depends "
+          "on it: keep it at 4)"]),
+        ("other world size, same per-rank batch", [*resume, "--ranks", "1"], 1,
+         [mismatch + "global_batch saved 4, now 2 (--batch x world size; the data order depends "
+          "on it: keep it at 4)"]),
+        ("other world size, same global batch", [*resume, "--ranks", "1", "--batch", "4"], 1,
+         [mismatch + "world_size saved 2, now 1 (pass --allow-change world-size to resume at "
+          "another world size with the same global batch)"]),
+        ("other world size, allowed", [*resume, "--ranks", "4", "--batch", "1", "--allow-change",
+                                       "world-size"], 0, []),
+        ("--lr with --resume", [*resume, "--lr", "0.5"], 1,
+         [mismatch + "lr saved 0.001, now 0.5 (pass --allow-change lr to go on with --lr 0.5, or "
+          "give --lr 0.001 to keep the saved one)"]),
+        ("--lr with --resume, allowed", [*resume, "--lr", "0.5", "--allow-change", "lr"], 0, []),
+        ("other optimizer", [*resume, "--optimizer", "sgd"], 1,
+         [mismatch + "optimizer saved adamw, now sgd (its state is adamw's: give --optimizer "
+          "adamw)"]),
+        ("other data", [*resume, "--data", half], 1,
+         [mismatch + f"data_bytes saved {len(data)}, now {len(data) // 2} (the checkpoint was "
+          "trained on other --data)"]),
+        ("a bit flipped in a piece", ["--resume", flipped, "--steps", "2"], 1,
+         [damaged_line(flipped_piece)]),
+        ("a bit flipped in a full checkpoint", ["--load", full], 1,
+         [damaged_line(full)] if saved_full.returncode == 0 else ["(--save failed)"]),
+        ("--load of the same model's full checkpoint", ["--load", full_dir], 0,
+         [] if saved_full_dir.returncode == 0 else ["(--save failed)"]),
+        ("--load of another model's full checkpoint", ["--load", full_dir, "--heads", "4"], 1,
+         [f"train_gpt: error: --load: {full_dir} does not match this job: heads saved 2, now 4 (a "
+          "checkpoint of another model)"]),
+        ("step-backup and an incomplete step: ignored, said, kept",
+         ["--resume", strays, "--steps", "2", "--checkpoint-dir", strays, "--keep", "1"], 0,
+         [f"train_gpt: warning: --resume: ignoring {strays}/step-00000005: no index.json (an "
+          "incomplete save?)",
+          f"train_gpt: warning: --resume: ignoring {strays}/step-backup: not a checkpoint's name "
+          "(step-NNNNNNNN, a directory)"]),
+        ("the only checkpoint's index cut short", ["--resume", cut, "--steps", "2"], 1,
+         [f"train_gpt: warning: --resume: ignoring {cut_step}: index.json is damaged: not valid "
+          "JSON", f"train_gpt: error: --resume: no checkpoint in '{cut}'"]),
+        ("a step directory a save would replace", ["--checkpoint-dir", in_the_way, "--steps",
+                                                   "2"], 1,
+         [f"train_gpt: warning: --checkpoint-dir: ignoring {in_the_way}/step-00000002: no "
+          "index.json (an incomplete save?)",
+          f"train_gpt: error: --checkpoint-dir: {in_the_way}/step-00000002 is in the way of this "
+          "job's checkpoint of step 2 (no index.json (an incomplete save?)); move it away"]),
+        ("a lock of another host", ["--checkpoint-dir", elsewhere], 1,
+         [f"train_gpt: error: checkpoint directory '{elsewhere}' is in use by another job (host "
+          f"otherhost, pid 12345; lock file {elsewhere}/.lock): if that job has ended, remove the "
+          "lock file"]),
+        ("a stale lock of this host", ["--checkpoint-dir", stale], 0,
+         [f"train_gpt: warning: --checkpoint-dir: took over the lock {stale}/.lock of pid "
+          f"{ended.pid} on this host, which is no longer running"]),
+        ("--resume ''", ["--resume", ""], 2,
+         ["train_gpt: error: --resume: expected a path, got ''" + usage]),
+        ("--checkpoint-dir ''", ["--checkpoint-dir", ""], 2,
+         ["train_gpt: error: --checkpoint-dir: expected a path, got ''" + usage]),
+        ("--load and --resume", ["--load", full, "--resume", ck], 2,
+         ["train_gpt: error: --load and --resume both give the starting weights: --resume "
+          "continues a run (model, optimizer, progress), --load starts one from full weights; "
+          "give one" + usage]),
+        ("--allow-change without --resume", ["--allow-change", "lr"], 2,
+         ["train_gpt: error: --allow-change is for --resume" + usage]),
+        ("--allow-change of a field that may not change", ["--resume", ck, "--allow-change",
+                                                           "lr,epochs"], 2,
+         ["train_gpt: error: --allow-change: epochs not in {lr,world-size}" + usage]),
+        ("an unwritable --save", ["--save", short + "/model.safetensors"], 1,
+         [f"train_gpt: error: --save '{short}/model.safetensors': cannot write there: Not a "
+          "directory"]),
+        ("a file as --checkpoint-dir", ["--checkpoint-dir", short], 1,
+         [f"train_gpt: error: checkpoint directory '{short}' exists and is not a directory"]),
+        ("a file as --resume", ["--resume", short], 1,
+         [f"train_gpt: error: --resume: checkpoint: '{short}' is not a directory"]),
+    ]
+    if os.geteuid() != 0:  # root writes in a read-only directory
+        read_only = os.path.join(tmp, "ckpt-read-only")
+        os.mkdir(read_only, 0o555)
+        cases.append(("a read-only --checkpoint-dir", ["--checkpoint-dir", read_only], 1,
+                      [f"train_gpt: error: checkpoint directory '{read_only}': cannot create the "
+                       f"lock file {read_only}/.lock: Permission denied"]))
+    bad = []
+    for name, flags, code, want in cases:
+        r = train(flags)
+        got = stderr_lines(r)
+        same = len(got) == len(want) and all(
+            w.fullmatch(g) if isinstance(w, re.Pattern) else g == w for g, w in zip(got, want))
+        # A refusal comes before the first step.
+        early = code == 0 or "step " not in r.stdout
+        if r.returncode != code or not same or not early:
+            bad.append(name)
+            print(f"FAIL: checkpoint case '{name}': rc {r.returncode} (want {code})\n got  {got}"
+                  f"\n want {want}\n stdout {r.stdout[-300:]}")
+    # --keep removed the older of the job's own checkpoints, nothing else; the lock went with it.
+    left = sorted(os.listdir(strays))
+    if left != ["step-00000002", "step-00000005", "step-backup"]:
+        bad.append("--keep deleted what it did not write")
+        print("FAIL: --keep with strays left", left)
+    # Two jobs on one directory: the second fails at its start, naming the first's host and pid.
+    together = os.path.join(tmp, "ckpt-together")
+    job = subprocess.Popen(command(["--checkpoint-dir", together, "--steps", "100000000"]),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=environment({}))
+    try:
+        lock = os.path.join(together, ".lock")
+        for _ in range(600):
+            if os.path.exists(lock) or job.poll() is not None:
+                break
+            time.sleep(0.1)
+        r = train(["--checkpoint-dir", together])
+        want = (f"train_gpt: error: checkpoint directory '{together}' is in use by another job "
+                f"(host {socket.gethostname()}, pid {job.pid}; lock file {lock})")
+        if r.returncode != 1 or stderr_lines(r) != [want]:
+            bad.append("two jobs on one --checkpoint-dir")
+            print("FAIL: two jobs on one --checkpoint-dir:", r.returncode, stderr_lines(r), want)
+    finally:
+        job.kill()
+        job.wait()
+    extra = 2
+    if HAVE_GLOO:
+        # Rank 0's refusal reaches every process: each ends at once with rank 0's message.
+        port = free_port()
+        procs = [subprocess.Popen(command(["--backend", "gloo", "--checkpoint-dir", elsewhere]),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  env=environment({"RANK": str(rank), "WORLD_SIZE": "2",
+                                                   "MASTER_ADDR": "127.0.0.1",
+                                                   "MASTER_PORT": port}))
+                 for rank in range(2)]
+        want = [f"train_gpt: error: checkpoint directory '{elsewhere}' is in use by another job "
+                f"(host otherhost, pid 12345; lock file {elsewhere}/.lock): if that job has ended, "
+                "remove the lock file"]
+        for rank, p in enumerate(procs):
+            try:
+                _, err = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+            if p.returncode != 1 or err.splitlines() != want:
+                bad.append(f"gloo rank {rank} with a locked --checkpoint-dir")
+                print(f"FAIL: gloo rank {rank}, locked --checkpoint-dir:", p.returncode, err[-400:])
+        extra += 1
+    return len(cases) + extra, bad
+
+
+checkpoint_count, checkpoint_failures = checkpoint_cases()
+failures += checkpoint_failures
+
 if failures:
     print(f"{len(failures)} failure(s)")
     sys.exit(1)
 print(f"ok: {len(TABLE)} bad inputs ({', '.join(f'{k} {v}' for k, v in counts.items())}), "
       f"--steps 0 --export-model, {launches} launch(es) whose ranks disagree, "
-      f"{len(resource_rows)} refused thread starts")
+      f"{len(resource_rows)} refused thread starts, {checkpoint_count} checkpoint cases")

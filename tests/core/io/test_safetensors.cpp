@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/io/checksum.h"
 #include "core/io/safetensors.h"
 #include "core/ops.h"
 
@@ -250,4 +251,53 @@ BOOST_AUTO_TEST_CASE(malformed_files) {
   expect_value_error(load(tmp.dir.string()), {tmp.dir.string(), "is a directory"});
   p = tmp.path("missing.safetensors");
   expect_value_error(load(p), {"cannot open " + p});
+}
+
+// Issue 22: with Checksums::xxh3 the header records each tensor's XXH3-64, the streamed writer's
+// bytes (tensors in any order) equal save_safetensors', and a flipped bit is named on load.
+BOOST_AUTO_TEST_CASE(checksums_are_recorded_and_verified) {
+  TempDir tmp;
+  const std::string path = tmp.path("c.safetensors"), streamed = tmp.path("s.safetensors");
+  const Tensor a = from_vector({1, 2, 3}, {3}), b = from_vector({-1, 0.5}, {2}, DType::Float64);
+  io::save_safetensors(path, {{"a", a}, {"b", b}}, {{"format", "pt"}}, io::Checksums::xxh3);
+  auto f = io::load_safetensors(path);
+  BOOST_TEST(f.metadata ==
+             (std::map<std::string, std::string>{
+                 {"format", "pt"}, {"xxh3:a", io::xxh3_hex(a)}, {"xxh3:b", io::xxh3_hex(b)}}));
+  BOOST_TEST(io::xxh3_hex(a).size() == 16u);
+  BOOST_TEST(io::xxh3_hex(a) != io::xxh3_hex(from_vector({1, 2, 4}, {3})));
+  {
+    io::SafetensorsWriter w(streamed, {{"a", DType::Float32, {3}}, {"b", DType::Float64, {2}}},
+                            {{"format", "pt"}}, io::Checksums::xxh3);
+    w.write(1, b);
+    w.write(0, a);
+    w.finish();
+  }
+  BOOST_TEST(read_bytes(streamed) == read_bytes(path));
+  // The last byte belongs to b.
+  std::string bytes = read_bytes(path);
+  bytes.back() = static_cast<char>(bytes.back() ^ 1);
+  write_bytes(path, bytes);
+  Tensor damaged = from_vector({-1, 0.5}, {2}, DType::Float64);
+  reinterpret_cast<char*>(damaged.data_ptr())[15] ^= 1;
+  try {
+    io::load_safetensors(path);
+    BOOST_FAIL("a damaged file loaded");
+  } catch (const ValueError& e) {
+    BOOST_TEST(std::string(e.what()) ==
+               "load_safetensors: " + path + ": tensor 'b' is damaged: its bytes hash to " +
+                   io::xxh3_hex(damaged) + ", the header records " + io::xxh3_hex(b) + " (xxh3)");
+  }
+  // A checksum of a tensor the file lacks: the header is damaged.
+  const std::string lacking = tmp.path("l.safetensors");
+  io::save_safetensors(lacking, {{"a", a}}, {{"xxh3:z", "0000000000000000"}});
+  try {
+    io::load_safetensors(lacking);
+    BOOST_FAIL("a checksum of a missing tensor loaded");
+  } catch (const ValueError& e) {
+    BOOST_TEST(std::string(e.what()) ==
+               "load_safetensors: " + lacking +
+                   ": the metadata has a checksum of tensor 'z', which the file lacks (damaged "
+                   "header?)");
+  }
 }

@@ -34,8 +34,10 @@ cleanup() {
 trap cleanup EXIT
 tag="$$-$(date +%s%N)"  # marks this script's ranks among other jobs' processes
 
-model="--layers 2 --d-model 32 --heads 4 --seq 16 --data $fixtures/data.txt"
-model="$model --load $fixtures/init.safetensors"
+base_model="--layers 2 --d-model 32 --heads 4 --seq 16 --data $fixtures/data.txt"
+model="$base_model --load $fixtures/init.safetensors"
+# A resumed job takes its weights from the checkpoint (--load with --resume is refused).
+model_for() { case " $* " in *" --resume "*) echo "$base_model" ;; *) echo "$model" ;; esac; }
 global_batch=4
 [ $((global_batch % np)) -eq 0 ] || { echo "FAIL: np $np does not divide $global_batch"; exit 1; }
 batch=$((global_batch / np))
@@ -46,7 +48,7 @@ comm_timeout_ms=300000   # the comm layer's default
 launch() {
   out=$1 err=$2
   shift 2
-  set -- "$exe" $model --backend "$backend" --batch "$batch" "$@"
+  set -- "$exe" $(model_for "$@") --backend "$backend" --batch "$batch" "$@"
   store="$dir/store.$(date +%s%N)"
   mkdir "$store"
   # gloo's network thread needs a core beside the caller's (comm/README.md): unbound ranks.
@@ -214,8 +216,9 @@ check_resume() {
       [ "$a" = --node-size ] || [ "$prev" = --node-size ] || flags="$flags $a"
       prev=$a
     done
-    timeout "$limit" "$exe" $model --backend threads --ranks $ranks \
-      --batch $((global_batch / ranks)) --steps 6 --resume "$r/other" $flags \
+    timeout "$limit" "$exe" $base_model --backend threads --ranks $ranks \
+      --batch $((global_batch / ranks)) --steps 6 --resume "$r/other" --allow-change world-size \
+      $flags \
       >"$r/threads$ranks.out" 2>&1 || { echo "FAIL $name: resume on $ranks thread ranks failed"
       cat "$r/threads$ranks.out"; fail=1; continue; }
     losses "$r/threads$ranks.out" >"$r/threads$ranks.losses"
