@@ -66,9 +66,11 @@ def free_port():
         return str(s.getsockname()[1])
 
 
-def limit_address_space():
-    """64 GiB: a file larger than that cannot be allocated, whatever the host's overcommit."""
-    resource.setrlimit(resource.RLIMIT_AS, (64 << 30, 64 << 30))
+def address_space(gib):
+    """A preexec_fn limiting the child's address space to `gib` GiB."""
+    def apply():
+        resource.setrlimit(resource.RLIMIT_AS, (gib << 30, gib << 30))
+    return apply
 
 
 def environment(extra):
@@ -220,7 +222,9 @@ counts = {}
 for category, flags, env, code, needle in TABLE:
     try:
         r = subprocess.run(command(flags), capture_output=True, text=True, timeout=120,
-                           env=environment(env), preexec_fn=limit_address_space)
+                           env=environment(env),
+                           # a file larger than 64 GiB cannot be allocated, whatever the overcommit
+                           preexec_fn=address_space(64))
     except subprocess.TimeoutExpired:  # a hang (a FIFO's open waiting for a writer)
         r = subprocess.CompletedProcess(flags, None, "", "(still running after 120 s)")
     counts[category] = counts.get(category, 0) + 1
@@ -256,9 +260,9 @@ if (r.returncode != 0 or not re.search(r"^step 1 loss -?nan ", r.stdout, re.M)
     failures.append("--lr 1e300 --allow-nonfinite")
     print("FAIL: --lr 1e300 --allow-nonfinite", r.returncode, r.stdout[-400:], r.stderr[-400:])
 
-# A checkpoint whose data position is past INT_MAX resumes with nothing left to train (no step
-# wrapped around to a negative one).
-ckpt = os.path.join(tmp, "ckpt")
+# A checkpoint whose data position was edited to one past INT_MAX (it used to wrap to a negative
+# step): its index no longer verifies, so it is named as ignored and nothing resumes from it.
+ckpt = os.path.join(tmp, "ckpt-position")
 r = subprocess.run(command(["--checkpoint-dir", ckpt]), capture_output=True, text=True,
                    timeout=120, env=environment({}))
 index = os.path.join(ckpt, "step-00000001", "index.json")
@@ -269,7 +273,12 @@ with open(index, "w") as f:
     json.dump(meta, f)
 r = subprocess.run(command(["--resume", ckpt, "--steps", "2"]), capture_output=True, text=True,
                    timeout=120, env=environment({}))
-if r.returncode != 0 or r.stderr or "step " in r.stdout:
+want = [f"train_gpt: warning: --resume: ignoring {ckpt}/step-00000001: index.json is damaged: "
+        "its checksum does not match its contents",
+        f"--resume: no checkpoint in '{ckpt}'"]
+lines = r.stderr.splitlines()
+if (r.returncode != 1 or "step " in r.stdout or len(lines) != 2 or lines[0] != want[0]
+        or not lines[1].endswith(want[1])):
     failures.append("--resume at data position 3567587328")
     print("FAIL: --resume at data position 3567587328", r.returncode, r.stderr[-400:])
 
@@ -343,12 +352,6 @@ if HAVE_GLOO:
 # (a per-user process limit does not bind root, who runs CI).
 
 
-def limit_address_space(gib):
-    def apply():
-        resource.setrlimit(resource.RLIMIT_AS, (gib << 30, gib << 30))
-    return apply
-
-
 resource_rows = [
     (["--ranks", "1024"], "cannot start rank "),
     (["--ranks", "1", "--sharding", "none", "--threads-per-rank", "1024"],
@@ -356,7 +359,7 @@ resource_rows = [
 ]
 for flags, needle in resource_rows:
     r = subprocess.run(command(flags), capture_output=True, text=True, timeout=120,
-                       env=environment({}), preexec_fn=limit_address_space(2))
+                       env=environment({}), preexec_fn=address_space(2))
     if not check(f"address space 2 GiB {flags}", r, 1, needle):
         failures.append(flags)
     elif "Resource temporarily unavailable (the per-user process limit?)" not in r.stderr:
@@ -625,7 +628,7 @@ checkpoint_count, checkpoint_failures = checkpoint_cases()
 failures += checkpoint_failures
 
 if failures:
-    print(f"{len(failures)} failure(s)")
+    print(f"{len(failures)} failure(s): {failures}")
     sys.exit(1)
 print(f"ok: {len(TABLE)} bad inputs ({', '.join(f'{k} {v}' for k, v in counts.items())}), "
       f"--steps 0 --export-model, {launches} launch(es) whose ranks disagree, "
