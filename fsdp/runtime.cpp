@@ -346,6 +346,7 @@ void UnitRuntime::pre_backward() {
   mark_unit_event("backward");
   unshard(false);
   handle_->use_unsharded_flat_param();
+  handle_->use_forward_views_in_backward();
   if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_PRE) {
     const int i = st.order_index(this);
     if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
