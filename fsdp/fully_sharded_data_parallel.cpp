@@ -105,9 +105,6 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   NamingScope naming(*module);
   if (auto claim = UnitClaims::of_module(*module))
     throw ValueError(already_wrapped_message(*module, "", *claim));
-  if (is_container(*module))
-    warn("FSDP will not all-gather parameters for containers that do not implement forward: " +
-         module->repr());
 
   // Ignored modules (closed under descendants, plus nested units' own) and parameters.
   FSDP_CHECK(!(options.ignored_modules.has_value() && options.ignored_states.has_value()),
@@ -207,6 +204,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   unit.shard_group = process_group_;
   unit.replicate_group = replicate_group_;
   auto handle = init_flat_param(*module, unit);
+  // A container whose modules are all units (always_wrap_policy) has nothing to all-gather.
+  if (is_container(*module) && handle != nullptr)
+    warn("FSDP will not all-gather parameters for containers that do not implement forward: " +
+         module->repr());
   runtime_ = std::make_unique<UnitRuntime>(*this, std::move(unit), std::move(handle));
   register_module(kWrappedModuleName, std::move(module));
   traversal::mark_as_wrapper(*this, kClassName);
