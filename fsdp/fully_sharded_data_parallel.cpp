@@ -204,11 +204,17 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   unit.shard_group = process_group_;
   unit.replicate_group = replicate_group_;
   auto handle = init_flat_param(*module, unit);
-  // A container whose modules are all units (always_wrap_policy) has nothing to all-gather.
-  if (is_container(*module) && handle != nullptr)
-    warn("FSDP will not all-gather parameters for containers that do not implement forward: " +
-         module->repr());
   runtime_ = std::make_unique<UnitRuntime>(*this, std::move(unit), std::move(handle));
+  // A container is never called; its unit runs around its modules instead. One whose modules
+  // are all units (always_wrap_policy) holds nothing.
+  if (is_container(*module) && runtime_->handle() != nullptr) {
+    warn(fmt::format(
+        "FSDP: {} has no forward, so its unit all-gathers all of its parameters around the "
+        "forward of each of its modules (wrapping those modules as units gathers only each "
+        "one's): {}",
+        module->type_name(), module->repr()));
+    runtime_->run_around_container_modules(*module, ignored_modules_);
+  }
   register_module(kWrappedModuleName, std::move(module));
   traversal::mark_as_wrapper(*this, kClassName);
 }

@@ -283,4 +283,27 @@ BOOST_DATA_TEST_CASE(always_wrap_policy_trains,
   check_losses(losses, train_plain(world));
 }
 
+// A policy that wraps the list but not its modules leaves their parameters in the list's unit,
+// which is never called: it all-gathers them around each module's forward (upstream's FSDP1
+// leaves them sharded), and training equals the plain model's.
+BOOST_DATA_TEST_CASE(container_unit_with_parameters_trains,
+                     bdata::make({2, 4}) * bdata::make({false, true}) *
+                         bdata::make({ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                                      ShardingStrategy::NO_SHARD}),
+                     world, use_orig_params, strategy) {
+  WrapperOptions o;
+  o.use_orig_params = use_orig_params;
+  o.sharding_strategy = strategy;
+  o.auto_wrap_policy = policies::AutoWrapPolicy(
+      std::make_shared<policies::ModuleWrapPolicy>(nn::ClassSet{"ModuleList"}));
+  std::atomic<int> held{0};
+  const auto losses = train_sharded(world, o, [&](FullyShardedDataParallel& root) {
+    for (auto* u : root.fsdp_units())
+      if (u->module()->isinstance("ModuleList") && u->handle() != nullptr)
+        held += static_cast<int>(u->handle()->params().size());
+  });
+  TS_TEST(held.load() == 4 * world);  // two Linear layers' weights and biases on each rank
+  check_losses(losses, train_plain(world));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
