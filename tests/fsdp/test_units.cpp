@@ -14,6 +14,7 @@
 #include "core/random.h"
 #include "core/traversal/wrapper_marker.h"
 #include "core/warnings.h"
+#include "fsdp/attribute_forwarding.h"
 #include "policies/always_wrap.h"
 #include "policies/module_wrap_policy.h"
 #include "tests/fsdp/runtime_harness.h"
@@ -281,6 +282,40 @@ BOOST_DATA_TEST_CASE(always_wrap_policy_trains,
   });
   TS_TEST(containers.load() == world);
   check_losses(losses, train_plain(world));
+}
+
+// torch.nn.TransformerEncoder runs the layers of its ModuleList: under always_wrap_policy the
+// list is a unit (never called) and the encoder still runs its layers' units, giving the plain
+// model's output (it once called the list: "Module [ModuleList] is missing the required forward
+// function").
+BOOST_DATA_TEST_CASE(transformer_encoder_under_always_wrap_policy, bdata::make({false, true}),
+                     use_orig_params) {
+  auto build = [] {
+    manual_seed(5);
+    nn::TransformerEncoderLayerOptions o;
+    o.dim_feedforward = 16;
+    o.dropout = 0.0;
+    o.batch_first = true;
+    return std::make_shared<nn::TransformerEncoder>(
+        std::make_shared<nn::TransformerEncoderLayer>(8, 2, o), 2);
+  };
+  Generator gen(9);
+  std::vector<double> values(2 * 3 * 8);
+  for (auto& v : values) v = gen.uniform() * 2 - 1;
+  const Tensor x = from_vector(values, {2, 3, 8});
+  const std::vector<double> want = (*build())(x).tensor().to_vector();
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    WrapperOptions o = options(pg, use_orig_params);
+    o.auto_wrap_policy = policies::AutoWrapPolicy(policies::always_wrap_policy);
+    auto fsdp = FullyShardedDataParallel::make(build(), o);
+    TS_TEST(getattr(fsdp, "layers")->isinstance("FullyShardedDataParallel"));
+    Tensor out = (*fsdp)(x).tensor();
+    TS_TEST(out.to_vector() == want, boost::test_tools::tolerance(1e-6)
+                                         << boost::test_tools::per_element());
+    out.sum().backward();
+    for (const auto& p : fsdp->parameters())
+      if (p.numel() > 0) TS_TEST(p.grad().defined());
+  });
 }
 
 // A policy that wraps the list but not its modules leaves their parameters in the list's unit,
