@@ -62,12 +62,6 @@ std::shared_ptr<comm::ProcessGroup> resolve_group(const WrapperOptions& options,
   return group;
 }
 
-std::string join_fqn(const std::string& a, const std::string& b) {
-  if (a.empty()) return b;
-  if (b.empty()) return a;
-  return a + "." + b;
-}
-
 // sync_module_states: rank 0's parameters and buffers of the unit's own modules (those of nested
 // units were synced by them) are broadcast to every rank before flattening. Upstream requires GPU
 // tensors here because it broadcasts over NCCL; our CPU tensors are compute tensors and every

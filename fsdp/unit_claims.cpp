@@ -32,12 +32,6 @@ Registry& registry() {
 
 thread_local nn::Module* t_naming_root = nullptr;
 
-std::string join(const std::string& a, const std::string& b) {
-  if (a.empty()) return b;
-  if (b.empty()) return a;
-  return a + "." + b;
-}
-
 // The FQN of `target` in `root`'s tree (wrapper segments removed), if it is there.
 std::optional<std::string> fqn_in(nn::Module& root, const nn::Module* target) {
   if (target == &root) return std::string();
@@ -76,7 +70,7 @@ ClaimNames names_of(nn::Module& root, const UnitClaim& claim) {
                          claim.unit_module->type_name());
     n.unit = "that unit";
   } else {
-    n.what = fmt::format("'{}'", join(*n.unit_fqn, claim.fqn));
+    n.what = fmt::format("'{}'", join_fqn(*n.unit_fqn, claim.fqn));
     n.unit = n.unit_fqn->empty() ? std::string("the root FSDP unit")
                                  : fmt::format("the FSDP unit wrapping '{}'", *n.unit_fqn);
   }
@@ -148,13 +142,13 @@ std::string shared_parameter_message(nn::Module& unit_module, const std::string&
       "FSDP: parameter '{}' is shared with {}, which {} already flattened; the unit wrapping {} "
       "cannot flatten it again: wrap the modules that share a parameter in one unit (their "
       "common parent), e.g. with an auto-wrap policy that keeps them together",
-      join(unit, fqn), o.what, o.unit, quoted(unit, unit_module));
+      join_fqn(unit, fqn), o.what, o.unit, quoted(unit, unit_module));
 }
 
 std::string already_wrapped_message(nn::Module& unit_module, const std::string& fqn,
                                     const UnitClaim& other) {
   nn::Module& root = naming_root(unit_module);
-  const std::string name = join(fqn_in(root, &unit_module).value_or(""), fqn);
+  const std::string name = join_fqn(fqn_in(root, &unit_module).value_or(""), fqn);
   const ClaimNames o = names_of(root, other);
   // The unit that manages it, unless it is the unit wrapping this very module.
   std::string by;
