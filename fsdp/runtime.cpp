@@ -470,14 +470,19 @@ void UnitRuntime::run_around_container_modules(nn::Module& container,
                                                const traversal::ModuleSet& ignored) {
   // Upstream's FSDP1 leaves such parameters sharded (it warns); FSDP2 runs hooks on the
   // container's modules. Each module's forward unshards and reshards the unit, so a backward
-  // sees it as a unit called several times.
+  // sees it as a unit called several times. A recomputation in backward (activation
+  // checkpointing) runs the hooks again: the unit is unsharded for backward then and stays so.
   for (const auto& [name, m] : container.child_slots()) {
     if (!m || dynamic_cast<FullyShardedDataParallel*>(m.get()) != nullptr || ignored.count(m.get()))
       continue;
     container_hooks_.push_back(m->register_forward_pre_hook(
-        [this](nn::Module&, const nn::Args& args) { return prepare_forward(args); }));
+        [this](nn::Module&, const nn::Args& args) -> std::optional<nn::Args> {
+          if (autograd::in_backward()) return std::nullopt;
+          return prepare_forward(args);
+        }));
     container_hooks_.push_back(m->register_forward_hook(
         [this](nn::Module&, const nn::Args&, const nn::Value& out) -> std::optional<nn::Value> {
+          if (autograd::in_backward()) return std::nullopt;
           nn::Value hooked = out;
           post_forward(hooked);
           return std::nullopt;

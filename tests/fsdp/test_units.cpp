@@ -15,6 +15,7 @@
 #include "core/traversal/wrapper_marker.h"
 #include "core/warnings.h"
 #include "fsdp/attribute_forwarding.h"
+#include "ops/checkpoint_wrapper.h"
 #include "policies/always_wrap.h"
 #include "policies/module_wrap_policy.h"
 #include "tests/fsdp/runtime_harness.h"
@@ -118,18 +119,18 @@ std::vector<double> train_plain(int world) {
   return losses;
 }
 
-// The same under FSDP on `world` thread ranks (rank 0's global mean per step); `check` sees
-// each rank's wrapped model once.
+// The same under FSDP on `world` thread ranks (rank 0's global mean per step); `prepare` sees
+// each rank's wrapped model before training.
 std::vector<double> train_sharded(
     int world, const WrapperOptions& base,
-    const std::function<void(FullyShardedDataParallel&)>& check = nullptr) {
+    const std::function<void(FullyShardedDataParallel&)>& prepare = nullptr) {
   std::vector<double> result;
   std::mutex mu;
   on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     WrapperOptions o = base;
     o.process_group = process_group_handle(pg);
     auto fsdp = FullyShardedDataParallel::make(std::make_shared<ListNet>(11), o);
-    if (check) check(*fsdp);
+    if (prepare) prepare(*fsdp);
     auto opt = make_mlp_optimizer("sgd", fsdp->parameters());
     std::vector<double> losses;
     for (int step = 0; step < kSteps; ++step) {
@@ -338,6 +339,29 @@ BOOST_DATA_TEST_CASE(container_unit_with_parameters_trains,
         held += static_cast<int>(u->handle()->params().size());
   });
   TS_TEST(held.load() == 4 * world);  // two Linear layers' weights and biases on each rank
+  check_losses(losses, train_plain(world));
+}
+
+// The same with the list's Linear layers under activation checkpointing, recomputed whole
+// (early_stop off): their recomputation in backward runs their forward hooks again, which must
+// leave the unit unsharded.
+BOOST_DATA_TEST_CASE(container_unit_with_parameters_under_activation_checkpointing,
+                     bdata::make({2, 4}) * bdata::make({false, true}), world, use_orig_params) {
+  WrapperOptions o;
+  o.use_orig_params = use_orig_params;
+  o.auto_wrap_policy = policies::AutoWrapPolicy(
+      std::make_shared<policies::ModuleWrapPolicy>(nn::ClassSet{"ModuleList"}));
+  const auto losses = train_sharded(world, o, [](FullyShardedDataParallel& root) {
+    auto whole = [](nn::ModulePtr m, const WrapperOptions&) {
+      ops::CheckpointOptions c;
+      c.early_stop = false;
+      return ops::checkpoint_wrapper(std::move(m), ops::CheckpointImpl::NO_REENTRANT, c);
+    };
+    ops::apply_activation_checkpointing(root.shared_from_this(), whole,
+                                        [](nn::Module& m) { return m.isinstance("Linear"); });
+    TS_TEST(
+        getattr(getattr(root.shared_from_this(), "layers"), "0")->isinstance("CheckpointWrapper"));
+  });
   check_losses(losses, train_plain(world));
 }
 
