@@ -301,6 +301,17 @@ BOOST_DATA_TEST_CASE(activation_checkpointing_under_fsdp,
   check_params(orig, unsharded(optimizer), optimizer);
 }
 
+// HYBRID_SHARD frees its parameters after forward too: the same at 4 ranks, 2 per shard group.
+BOOST_DATA_TEST_CASE(activation_checkpointing_hybrid_shard_use_orig_params,
+                     bdata::make({"full", "selective"}), mode) {
+  const auto run = [&](bool orig) {
+    return train("sgd", 4, ShardingStrategy::HYBRID_SHARD, orig, Prefetch::pre, 2, 0, mode);
+  };
+  const Run flat = run(false), orig = run(true);
+  check_losses(flat.losses, reference().losses.at("sgd"), "PyTorch");
+  TS_TEST(orig.losses == flat.losses);
+}
+
 // One step's memory by category: the peak stays within 1.1x FSDP's bound (own shards of
 // parameters, gradients and optimizer state + the two largest unsharded units + activations),
 // every category that must appear does, and the SVG chart names them.
