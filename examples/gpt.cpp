@@ -7,6 +7,7 @@
 #include "core/autograd.h"
 #include "core/nn/nn.h"
 #include "core/ops.h"
+#include "core/traversal/wrapper_marker.h"
 
 namespace fsdp::examples {
 
@@ -61,7 +62,7 @@ Tensor GPT::forward(const Tensor& idx) {
   Tensor x = add(call_child("tok_emb", idx), call_child("pos_emb", arange(t)));
   // Additive float mask, -inf where key j > query i: position i attends to j <= i only.
   const Tensor mask = nn::Transformer::generate_square_subsequent_mask(t, x.dtype());
-  for (const auto& [name, block] : child("blocks")->child_slots()) {
+  for (const auto& [name, block] : traversal::unwrapped(*child("blocks")).child_slots()) {
     nn::Args a({nn::Value(x)}, {{"src_mask", nn::Value(mask)}, {"is_causal", nn::Value(true)}});
     x = (*block)(a).tensor();
   }

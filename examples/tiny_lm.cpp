@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/traversal/wrapper_marker.h"
 
 namespace fsdp::examples {
 
@@ -41,7 +42,7 @@ Tensor TinyLM::forward(const Tensor& tokens) {
   Tensor x = add(call_child("tok_emb", tokens), call_child("pos_emb", pos));
   Tensor mask = causal_mask_.narrow(0, 0, t).narrow(1, 0, t);
   const auto& blocks = child("blocks");
-  for (const auto& [name, block] : blocks->child_slots()) {
+  for (const auto& [name, block] : traversal::unwrapped(*blocks).child_slots()) {
     nn::Args a({nn::Value(x)}, {{"src_mask", nn::Value(mask)}, {"is_causal", nn::Value(true)}});
     x = (*block)(a).tensor();
   }

@@ -3,17 +3,10 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/traversal/wrapper_marker.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 
 namespace fsdp {
-
-namespace {
-// The module indexing and attribute lookups act on: FSDP wrappers forward to what they wrap.
-nn::ModulePtr unwrap(nn::ModulePtr m) {
-  while (auto unit = std::dynamic_pointer_cast<FullyShardedDataParallel>(m)) m = unit->module();
-  return m;
-}
-}  // namespace
 
 nn::ModulePtr getattr(const nn::ModulePtr& module, const std::string& name) {
   nn::ModulePtr m = module;
@@ -27,15 +20,21 @@ nn::ModulePtr getattr(const nn::ModulePtr& module, const std::string& name) {
 }
 
 nn::ModulePtr getitem(const nn::ModulePtr& module, std::int64_t index) {
-  nn::ModulePtr m = unwrap(module);
+  const nn::Module& m = traversal::unwrapped(*module);  // FSDP wrappers forward to what they wrap
   std::vector<nn::ModulePtr> items;
-  for (const auto& [name, child] : m->child_slots())
+  for (const auto& [name, child] : m.child_slots())
     if (child) items.push_back(child);
   const auto n = static_cast<std::int64_t>(items.size());
   const std::int64_t i = index < 0 ? index + n : index;
   FSDP_CHECK(i >= 0 && i < n, IndexError, "index {} is out of range for {} of {} modules", index,
-             m->type_name(), n);
+             m.type_name(), n);
   return items[static_cast<std::size_t>(i)];
+}
+
+std::string join_fqn(const std::string& prefix, const std::string& name) {
+  if (prefix.empty()) return name;
+  if (name.empty()) return prefix;
+  return prefix + "." + name;
 }
 
 std::string clean_tensor_name(const std::string& name) {

@@ -248,6 +248,20 @@ void FlatParamHandle::use_unsharded_views() {
   for (const auto& s : shared_) set_module_tensor(*s.module, s.name, views_[s.primary], as_param);
 }
 
+void FlatParamHandle::use_forward_views_in_backward() {
+  // Upstream re-establishes unsharded views in its pre-backward for the same reason. Ours are the
+  // forward's own tensors: the unshard refilled their storage, and they carry the forward's
+  // autograd history, so the recomputed ops save what the forward's saved.
+  if (!config_.use_orig_params || !needs_unshard()) return;
+  FSDP_CHECK(is_unsharded() && !pending_unshard_, RuntimeError,
+             "FSDP unit '{}': the flat parameter is not unsharded (internal schedule error)",
+             unit_name_);
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    set_module_tensor(*params_[i].module, params_[i].name, views_[i], /*as_param=*/true);
+  for (const auto& s : shared_)
+    set_module_tensor(*s.module, s.name, views_[s.primary], /*as_param=*/true);
+}
+
 void FlatParamHandle::use_unsharded_param_views(const Tensor& full_grad) {
   use_unsharded_flat_param();
   autograd::NoGradGuard no_grad;

@@ -97,6 +97,10 @@ class FlatParamHandle {
   // Puts views of the unsharded flat parameter into the module slots; they carry autograd
   // through the FlatParameter when grad mode is on.
   void use_unsharded_views();
+  // Backward (it must be unsharded): the module slots hold the forward's unsharded views again,
+  // so that a recomputation (activation checkpointing) computes with the unsharded parameters
+  // as the forward did. use_orig_params only: otherwise the slots kept those views throughout.
+  void use_forward_views_in_backward();
   // Frees the unsharded buffer and points the flat parameter back at the shard.
   void reshard();
   // use_orig_params: the module slots hold the original Parameters again, as views of the

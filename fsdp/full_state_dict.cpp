@@ -15,12 +15,6 @@
 
 namespace fsdp {
 
-std::string join_fqn(const std::string& prefix, const std::string& name) {
-  if (prefix.empty()) return name;
-  if (name.empty()) return prefix;
-  return prefix + "." + name;
-}
-
 namespace {
 
 // The unit's FQN from the root (its runtime knows it once the root was initialised).

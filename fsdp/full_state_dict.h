@@ -9,14 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "fsdp/attribute_forwarding.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 
 namespace fsdp {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
-// "prefix.name" (either part may be empty): the FQN of a unit's parameter from the root.
-std::string join_fqn(const std::string& prefix, const std::string& name);
 
 // Every rank of the root's groups must call it. With rank0_only, ranks other than 0 get an
 // empty list (they still take part in the all-gathers).

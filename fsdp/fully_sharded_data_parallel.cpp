@@ -10,6 +10,7 @@
 #include "core/warnings.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/runtime.h"
+#include "fsdp/unit_claims.h"
 #include "policies/auto_wrap.h"
 #include "policies/ignored.h"
 
@@ -61,12 +62,6 @@ std::shared_ptr<comm::ProcessGroup> resolve_group(const WrapperOptions& options,
   return group;
 }
 
-std::string join_fqn(const std::string& a, const std::string& b) {
-  if (a.empty()) return b;
-  if (b.empty()) return a;
-  return a + "." + b;
-}
-
 // sync_module_states: rank 0's parameters and buffers of the unit's own modules (those of nested
 // units were synced by them) are broadcast to every rank before flattening. Upstream requires GPU
 // tensors here because it broadcasts over NCCL; our CPU tensors are compute tensors and every
@@ -100,9 +95,10 @@ bool is_container(const nn::Module& m) {
 FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, WrapperOptions options)
     : nn::Module(static_class()) {
   FSDP_CHECK(module != nullptr, TypeError, "FullyShardedDataParallel: module must not be None");
-  if (is_container(*module))
-    warn("FSDP will not all-gather parameters for containers that do not implement forward: " +
-         module->repr());
+  // Errors about modules and parameters taken twice name them from the model being wrapped.
+  NamingScope naming(*module);
+  if (auto claim = UnitClaims::of_module(*module))
+    throw ValueError(already_wrapped_message(*module, "", *claim));
 
   // Ignored modules (closed under descendants, plus nested units' own) and parameters.
   FSDP_CHECK(!(options.ignored_modules.has_value() && options.ignored_states.has_value()),
@@ -203,6 +199,16 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   unit.replicate_group = replicate_group_;
   auto handle = init_flat_param(*module, unit);
   runtime_ = std::make_unique<UnitRuntime>(*this, std::move(unit), std::move(handle));
+  // A container is never called; its unit runs around its modules instead. One whose modules
+  // are all units (always_wrap_policy) holds nothing.
+  if (is_container(*module) && runtime_->handle() != nullptr) {
+    warn(fmt::format(
+        "FSDP: {} has no forward, so its unit all-gathers all of its parameters around the "
+        "forward of each of its modules (wrapping those modules as units gathers only each "
+        "one's): {}",
+        module->type_name(), module->repr()));
+    runtime_->run_around_container_modules(*module, ignored_modules_);
+  }
   register_module(kWrappedModuleName, std::move(module));
   traversal::mark_as_wrapper(*this, kClassName);
 }
@@ -256,8 +262,6 @@ void FullyShardedDataParallel::materialize_meta_modules(
 
 std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::Module& module,
                                                                            const UnitConfig& unit) {
-  // The parameters flattened by nested units, with their FQNs from `module`.
-  std::unordered_map<const TensorImpl*, std::string> nested_params;
   // This unit's managed parameters: pre-order over the modules (with repeats, as upstream's
   // named_modules(remove_duplicate=False)), not descending into nested units; a parameter met
   // again is a shared parameter viewing the first occurrence.
@@ -269,23 +273,23 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
   while (!stack.empty()) {
     auto [m, prefix] = stack.back();
     stack.pop_back();
-    if (auto* unit = dynamic_cast<FullyShardedDataParallel*>(m)) {
-      unit->visit_named_modules([&](const std::string& name, const nn::ModulePtr& sub) {
-        auto* u = dynamic_cast<FullyShardedDataParallel*>(sub.get());
-        if (u == nullptr || u->handle() == nullptr) return;
-        const std::string base = clean_tensor_name(join_fqn(prefix, name));
-        for (const auto& p : u->handle()->params())
-          nested_params.emplace(p.orig.impl(), join_fqn(base, p.fqn));
-      });
+    // Nested units manage their own subtrees (their parameters are claimed: see below).
+    if (dynamic_cast<FullyShardedDataParallel*>(m) != nullptr || ignored_modules_.count(m))
       continue;
-    }
-    if (ignored_modules_.count(m)) continue;
+    if (auto claim = UnitClaims::of_module(*m))
+      throw ValueError(already_wrapped_message(module, prefix, *claim));
     own_modules.emplace_back(m, prefix);
     const auto& slots = m->child_slots();
     for (auto it = slots.rbegin(); it != slots.rend(); ++it)
-      if (it->second)
-        stack.emplace_back(it->second.get(), prefix.empty() ? it->first : prefix + "." + it->first);
+      if (it->second) stack.emplace_back(it->second.get(), join_fqn(prefix, it->first));
   }
+  // A parameter that another unit flattened (tied weights in two units) fails here, before
+  // anything is changed.
+  for (auto& [m, prefix] : own_modules)
+    for (const auto& [name, p] : m->parameter_slots())
+      if (p.defined() && !ignored_params_.count(p.impl()))
+        if (auto claim = UnitClaims::of_parameter(p))
+          throw ValueError(shared_parameter_message(module, join_fqn(prefix, name), *claim));
   // Meta-device parameters are materialised here, unit by unit: each rank holds one unit
   // unsharded at a time, then keeps only its shard.
   materialize_meta_modules(own_modules);
@@ -293,14 +297,7 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
   for (auto& [m, prefix] : own_modules) {
     for (const auto& [name, p] : m->parameter_slots()) {
       if (!p.defined() || ignored_params_.count(p.impl())) continue;
-      const std::string fqn = prefix.empty() ? name : prefix + "." + name;
-      auto nested = nested_params.find(p.impl());
-      FSDP_CHECK(nested == nested_params.end(), ValueError,
-                 "FSDP: parameter '{}' is shared with '{}', which a nested FSDP unit already "
-                 "flattened. Shared parameters must be wrapped in the same FSDP unit (or the "
-                 "unit of a common ancestor): change the auto-wrap policy so that both modules "
-                 "are in one unit (see pytorch#83052)",
-                 fqn, nested->second);
+      const std::string fqn = join_fqn(prefix, name);
       auto [it, first] = seen.emplace(p.impl(), params.size());
       if (first)
         params.push_back({m, name, fqn, p.shape(), p});
@@ -308,6 +305,9 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
         shared.push_back({m, name, fqn, it->second});
     }
   }
+  claims_ = std::make_unique<UnitClaims>(module);
+  for (const auto& [m, prefix] : own_modules) claims_->claim_module(*m, prefix);
+  for (const auto& p : params) claims_->claim_parameter(p.orig, p.fqn);
   if (params.empty()) return nullptr;
   FlatParamConfig cfg;
   cfg.strategy = sharding_strategy_;

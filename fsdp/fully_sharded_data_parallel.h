@@ -24,6 +24,7 @@
 
 namespace fsdp {
 
+class UnitClaims;
 class UnitRuntime;
 struct UnitConfig;
 using policies::BackwardPrefetch;
@@ -118,6 +119,7 @@ class FullyShardedDataParallel : public nn::Module {
   void materialize_meta_modules(
       const std::vector<std::pair<nn::Module*, std::string>>& own_modules);
   std::optional<policies::OpaqueHandle> param_init_fn_;
+  std::unique_ptr<UnitClaims> claims_;  // the modules and parameters this unit took
   std::unique_ptr<UnitRuntime> runtime_;
   std::shared_ptr<comm::ProcessGroup> replicate_group_;
   std::shared_ptr<comm::ProcessGroup> process_group_;

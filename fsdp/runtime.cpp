@@ -124,7 +124,9 @@ UnitRuntime::UnitRuntime(FullyShardedDataParallel& owner, UnitConfig config,
                          std::unique_ptr<FlatParamHandle> handle)
     : owner_(owner), config_(std::move(config)), handle_(std::move(handle)) {}
 
-UnitRuntime::~UnitRuntime() = default;
+UnitRuntime::~UnitRuntime() {
+  for (auto& h : container_hooks_) h.remove();
+}
 
 RootState& UnitRuntime::root_state() {
   if (!state_) lazy_init();
@@ -346,6 +348,7 @@ void UnitRuntime::pre_backward() {
   mark_unit_event("backward");
   unshard(false);
   handle_->use_unsharded_flat_param();
+  handle_->use_forward_views_in_backward();
   if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_PRE) {
     const int i = st.order_index(this);
     if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
@@ -439,23 +442,52 @@ void UnitRuntime::register_reshard_only_hook(const nn::Args& args) {
       inputs, [this](const std::vector<Tensor>&) { post_backward_reshard_only(); });
 }
 
-nn::Value UnitRuntime::forward(nn::Module& module, const nn::Args& in) {
+std::optional<nn::Args> UnitRuntime::prepare_forward(const nn::Args& in) {
   pre_forward();
-  nn::Args cast;
+  std::optional<nn::Args> cast;
   if (auto dtype = forward_input_dtype()) {
     // Upstream's _cast_forward_inputs: floating tensors only, and only those of another dtype.
     auto to = [&](const Tensor& t) {
       return t.defined() && t.is_floating_point() && t.dtype() != *dtype ? t.to(*dtype) : t;
     };
-    for (const auto& v : in.positional) cast.positional.push_back(nn::map_tensors(v, to));
-    for (const auto& [k, v] : in.kwargs) cast.kwargs[k] = nn::map_tensors(v, to);
+    cast.emplace();
+    for (const auto& v : in.positional) cast->positional.push_back(nn::map_tensors(v, to));
+    for (const auto& [k, v] : in.kwargs) cast->kwargs[k] = nn::map_tensors(v, to);
   }
-  const nn::Args& args = forward_input_dtype() ? cast : in;
   if (handle_ != nullptr && !handle_->requires_grad() && autograd::is_grad_enabled())
-    register_reshard_only_hook(args);
-  nn::Value out = module(args);
+    register_reshard_only_hook(cast ? *cast : in);
+  return cast;
+}
+
+nn::Value UnitRuntime::forward(nn::Module& module, const nn::Args& in) {
+  const std::optional<nn::Args> cast = prepare_forward(in);
+  nn::Value out = module(cast ? *cast : in);
   post_forward(out);
   return out;
+}
+
+void UnitRuntime::run_around_container_modules(nn::Module& container,
+                                               const traversal::ModuleSet& ignored) {
+  // Upstream's FSDP1 leaves such parameters sharded (it warns); FSDP2 runs hooks on the
+  // container's modules. Each module's forward unshards and reshards the unit, so a backward
+  // sees it as a unit called several times. A recomputation in backward (activation
+  // checkpointing) runs the hooks again: the unit is unsharded for backward then and stays so.
+  for (const auto& [name, m] : container.child_slots()) {
+    if (!m || dynamic_cast<FullyShardedDataParallel*>(m.get()) != nullptr || ignored.count(m.get()))
+      continue;
+    container_hooks_.push_back(m->register_forward_pre_hook(
+        [this](nn::Module&, const nn::Args& args) -> std::optional<nn::Args> {
+          if (autograd::in_backward()) return std::nullopt;
+          return prepare_forward(args);
+        }));
+    container_hooks_.push_back(m->register_forward_hook(
+        [this](nn::Module&, const nn::Args&, const nn::Value& out) -> std::optional<nn::Value> {
+          if (autograd::in_backward()) return std::nullopt;
+          nn::Value hooked = out;
+          post_forward(hooked);
+          return std::nullopt;
+        }));
+  }
 }
 
 void UnitRuntime::unshard_now() {

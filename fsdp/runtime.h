@@ -13,6 +13,7 @@
 
 #include "comm/process_group.h"
 #include "core/module.h"
+#include "core/traversal/module_sets.h"
 #include "fsdp/comm_scheduler.h"
 #include "fsdp/events.h"
 #include "fsdp/flat_param.h"
@@ -42,6 +43,10 @@ class UnitRuntime {
 
   // The unit's forward: unshard, run `module`, reshard, register pre-backward hooks.
   nn::Value forward(nn::Module& module, const nn::Args& args);
+  // A container's unit (ModuleList, ModuleDict: never called) runs this schedule around each
+  // of the container's modules that is not a unit itself or ignored, through their forward
+  // hooks, so that the parameters it holds are all-gathered when those modules run.
+  void run_around_container_modules(nn::Module& container, const traversal::ModuleSet& ignored);
 
   const UnitConfig& config() const { return config_; }
   FlatParamHandle* handle() const { return handle_.get(); }
@@ -59,6 +64,9 @@ class UnitRuntime {
   friend struct RootState;
   void lazy_init();
   void pre_forward();
+  // pre_forward, then the inputs cast for mixed precision (when they are) and the frozen
+  // unit's reshard hook on them.
+  std::optional<nn::Args> prepare_forward(const nn::Args& in);
   void post_forward(nn::Value& output);
   void pre_backward();
   void post_backward();
@@ -86,6 +94,7 @@ class UnitRuntime {
   bool post_backward_done_ = false;
   bool in_backward_ = false;
   bool post_backward_hook_registered_ = false;
+  std::vector<HookHandle> container_hooks_;  // removed with the unit
 };
 
 // A buffer cast to its unit's MixedPrecision.buffer_dtype (it keeps its original dtype for

@@ -10,6 +10,7 @@
 #include "core/nn/linear.h"
 #include "core/nn/multihead_attention.h"
 #include "core/ops.h"
+#include "core/traversal/wrapper_marker.h"
 
 namespace fsdp::nn {
 
@@ -202,7 +203,7 @@ Value TransformerEncoder::forward(const Args& args) {
 
 Tensor TransformerEncoder::forward(const Tensor& src, const EncoderArgs& a) {
   Tensor x = src;
-  for (const auto& [name, layer] : child("layers")->child_slots()) {
+  for (const auto& [name, layer] : traversal::unwrapped(*child("layers")).child_slots()) {
     if (!layer) continue;
     x = (*layer)(Args({Value(x)}, {{"src_mask", opt(a.mask)},
                                    {"src_key_padding_mask", opt(a.key_padding_mask)},
@@ -245,7 +246,7 @@ Value TransformerDecoder::forward(const Args& args) {
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const DecoderArgs& a) {
   Tensor x = tgt;
-  for (const auto& [name, layer] : child("layers")->child_slots()) {
+  for (const auto& [name, layer] : traversal::unwrapped(*child("layers")).child_slots()) {
     if (!layer) continue;
     x = (*layer)(Args({Value(x), Value(memory)},
                       {{"tgt_mask", opt(a.tgt_mask)},

@@ -21,4 +21,20 @@ void mark_as_wrapper(nn::Module& wrapper, const std::string& cls) {
   wrapper.set_wrapper_mark(last);
 }
 
+const nn::Module& unwrapped(const nn::Module& m) {
+  const nn::Module* out = &m;
+  while (is_wrapper(*out)) {
+    const nn::Module* wrapped = nullptr;
+    int occupied = 0;
+    for (const auto& [name, child] : out->child_slots())
+      if (child) {
+        wrapped = child.get();
+        ++occupied;
+      }
+    if (occupied != 1) break;
+    out = wrapped;
+  }
+  return *out;
+}
+
 }  // namespace fsdp::traversal

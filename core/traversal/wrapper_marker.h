@@ -20,4 +20,10 @@ inline bool is_wrapper(const nn::Module& m) {
   return wrapper_class(m) != nullptr;
 }
 
+// What indexing and iterating `m` reach, as a wrapper's __getitem__ forwards them: for a wrapper,
+// the module it wraps (its one child), recursively; otherwise `m`. Code that runs a container's
+// modules iterates `unwrapped(*child("layers")).child_slots()`, so FSDP(ModuleList) runs the
+// list's modules (their units) and is itself never called, as upstream.
+const nn::Module& unwrapped(const nn::Module& m);
+
 }  // namespace fsdp::traversal

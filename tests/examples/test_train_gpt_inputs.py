@@ -146,6 +146,14 @@ TABLE = [
      "--policy 'transformer(': column 13: expected a list of class names"),
     ("policy", ["--policy", "no_such_policy()"], {}, 2,
      "--policy 'no_such_policy()': column 1: unknown policy 'no_such_policy'"),
+    # The GPT's head.weight is tok_emb.weight: a policy that wraps them apart is refused when
+    # the model is wrapped (issue 22).
+    ("policy", ["--policy", "always"], {}, 1,
+     "parameter 'head.weight' is shared with 'tok_emb.weight', which the FSDP unit wrapping "
+     "'tok_emb' already flattened; the unit wrapping 'head' cannot flatten it again: wrap the "
+     "modules that share a parameter in one unit (their common parent)"),
+    ("policy", ["--policy", "size(min_num_params=1)", "--use-orig-params"], {}, 1,
+     "parameter 'head.weight' is shared with 'tok_emb.weight'"),
     ("file", ["--data", missing], {}, 1,
      "--data: cannot open '" + missing + "': No such file or directory"),
     ("file", ["--data", tmp], {}, 1, "--data: '" + tmp + "' is a directory"),
@@ -281,6 +289,25 @@ if (r.returncode != 1 or "step " in r.stdout or len(lines) != 2 or lines[0] != w
         or not lines[1].endswith(want[1])):
     failures.append("--resume at data position 3567587328")
     print("FAIL: --resume at data position 3567587328", r.returncode, r.stderr[-400:])
+
+# Activation checkpointing with use_orig_params under FULL_SHARD (issue 22: the recomputation
+# once saw the parameters' empty shards): the same per-step losses as without --use-orig-params,
+# digit for digit.
+def losses(flags):
+    r = subprocess.run(command(["--ranks", "2", "--steps", "3", *flags]), capture_output=True,
+                       text=True, timeout=120, env=environment({}))
+    return r.returncode, [l.split()[3] for l in r.stdout.splitlines() if l.startswith("step ")]
+
+
+checkpointed = 0
+for mode in ["full", "selective"]:
+    want = losses(["--checkpoint-activations", mode])
+    got = losses(["--checkpoint-activations", mode, "--use-orig-params"])
+    if want[0] != 0 or got != want or len(want[1]) != 3:
+        failures.append(f"--checkpoint-activations {mode} --use-orig-params")
+        print(f"FAIL: --checkpoint-activations {mode}: with --use-orig-params", got,
+              "without", want)
+    checkpointed += 1
 
 # Launchers whose ranks disagree. Every rank ends non-zero (not killed by the time limit) and
 # says why.
@@ -631,5 +658,6 @@ if failures:
     print(f"{len(failures)} failure(s): {failures}")
     sys.exit(1)
 print(f"ok: {len(TABLE)} bad inputs ({', '.join(f'{k} {v}' for k, v in counts.items())}), "
-      f"--steps 0 --export-model, {launches} launch(es) whose ranks disagree, "
-      f"{len(resource_rows)} refused thread starts, {checkpoint_count} checkpoint cases")
+      f"--steps 0 --export-model, {checkpointed} checkpointing mode(s) with --use-orig-params, "
+      f"{launches} launch(es) whose ranks disagree, {len(resource_rows)} refused thread starts, "
+      f"{checkpoint_count} checkpoint cases")

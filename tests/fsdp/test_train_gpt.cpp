@@ -280,12 +280,36 @@ BOOST_AUTO_TEST_CASE(hybrid_shard_without_backward_prefetch) {
 }
 
 // FSDP(checkpoint_wrapper(block)): activation checkpointing changes memory, not the numbers.
+// With use_orig_params the recomputation in backward computes with the unsharded parameters (it
+// once saw the original parameters as their 1-D shards: "layer_norm: expected weight to be of
+// same shape as normalized_shape, but got weight of shape [0]"), and the losses are those of
+// use_orig_params=false bit for bit: the same arithmetic on the same values.
 BOOST_DATA_TEST_CASE(activation_checkpointing_under_fsdp,
-                     bdata::make({"full", "selective"}) * bdata::make(kOptimizers), mode,
-                     optimizer) {
-  const Run run =
-      train(optimizer, 2, ShardingStrategy::FULL_SHARD, false, Prefetch::pre, 0, 0, mode);
-  check_losses(run.losses, reference().losses.at(optimizer), "PyTorch");
+                     bdata::make({"full", "selective"}) * bdata::make({2, 4}) *
+                         bdata::make(kOptimizers),
+                     mode, world, optimizer) {
+  const Run flat =
+      train(optimizer, world, ShardingStrategy::FULL_SHARD, false, Prefetch::pre, 0, 0, mode);
+  check_losses(flat.losses, reference().losses.at(optimizer), "PyTorch");
+  const Run orig =
+      train(optimizer, world, ShardingStrategy::FULL_SHARD, true, Prefetch::pre, 0, 0, mode);
+  TS_REQUIRE_EQUAL(orig.losses.size(), flat.losses.size());
+  for (std::size_t i = 0; i < orig.losses.size(); ++i)
+    TS_TEST(orig.losses[i] == flat.losses[i], "step " << i << std::setprecision(17)
+                                                      << ": use_orig_params " << orig.losses[i]
+                                                      << ", without " << flat.losses[i]);
+  check_params(orig, unsharded(optimizer), optimizer);
+}
+
+// HYBRID_SHARD frees its parameters after forward too: the same at 4 ranks, 2 per shard group.
+BOOST_DATA_TEST_CASE(activation_checkpointing_hybrid_shard_use_orig_params,
+                     bdata::make({"full", "selective"}), mode) {
+  const auto run = [&](bool orig) {
+    return train("sgd", 4, ShardingStrategy::HYBRID_SHARD, orig, Prefetch::pre, 2, 0, mode);
+  };
+  const Run flat = run(false), orig = run(true);
+  check_losses(flat.losses, reference().losses.at("sgd"), "PyTorch");
+  TS_TEST(orig.losses == flat.losses);
 }
 
 // One step's memory by category: the peak stays within 1.1x FSDP's bound (own shards of
