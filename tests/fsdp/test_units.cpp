@@ -25,7 +25,7 @@ using namespace fsdp;
 using namespace fsdp::testing;
 namespace bdata = boost::unit_test::data;
 
-namespace {
+namespace units_test {  // named: Boost data test cases capture these types
 
 // Layers in a ModuleList, which has no forward: forward runs them as Python's
 // `for layer in self.layers` does, through a wrapper of the list.
@@ -159,7 +159,8 @@ void check_losses(const std::vector<double>& got, const std::vector<double>& wan
     TS_TEST(got[i] == want[i], boost::test_tools::tolerance(1e-5));
 }
 
-}  // namespace
+}  // namespace units_test
+using namespace units_test;
 
 BOOST_AUTO_TEST_SUITE(shared_parameters)
 
