@@ -1,5 +1,5 @@
 // The one JSON report of every bench program, written beside its human table when --json FILE
-// is given. Its layout, the same everywhere (tests/tools/bench_smoke.py checks it):
+// is given. Its layout, the same everywhere (tests/bench/bench_smoke.py checks it):
 //   {"program": name, "options": {"argv": [...], "iters": .., ...},
 //    "rows": [one object per row of the table], "ratios": {name: value, ...}, ...}
 // plus whatever else the program records at the top level (its model, its bound).
