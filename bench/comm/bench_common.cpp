@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <stdexcept>
 
 #include "bench/common/report.h"
+#include "bench/common/timing.h"
 #include "comm/env.h"
 
 namespace fsdp::comm::bench {
@@ -104,10 +104,9 @@ std::vector<Result> time_contenders(ProcessGroup& pg, const std::string& backend
   for (int round = 0; round < rounds; ++round)
     for (std::size_t i = 0; i < contenders.size(); ++i) {
       pg.barrier();
-      auto start = std::chrono::steady_clock::now();
+      const double start = ::fsdp::bench::wall_now_ms();
       for (int k = 0; k < iters; ++k) contenders[i].op();
-      double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+      double seconds = (::fsdp::bench::wall_now_ms() - start) * 1e-3 / iters;
       pg.all_reduce(&seconds, 1, DType::Float64, ReduceOp::Max);
       best[i] = std::min(best[i], seconds);
     }
@@ -123,14 +122,12 @@ double time_memcpy(std::size_t bytes, int rounds) {
   std::memcpy(to.data(), from.data(), bytes);
   double best = 1e300;
   for (int round = 0; round < rounds; ++round) {
-    auto start = std::chrono::steady_clock::now();
+    const double start = ::fsdp::bench::wall_now_ms();
     for (int i = 0; i < iters; ++i) {
       std::memcpy(to.data(), from.data(), bytes);
       asm volatile("" : : "r"(to.data()) : "memory");  // keep every copy
     }
-    best = std::min(
-        best,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters);
+    best = std::min(best, (::fsdp::bench::wall_now_ms() - start) * 1e-3 / iters);
   }
   return best;
 }
