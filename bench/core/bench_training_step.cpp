@@ -144,11 +144,14 @@ int main(int argc, char** argv) {
                  "ours ms", "torch ms", "ratio", "ours cpu", "torch cpu", "ratio");
       for (const std::string name : {"block", "demo_model"}) {
         const double ours = row["ours_ms"][name], ours_cpu = row["ours_cpu_ms"][name];
-        if (torch.is_object() && torch.contains(name)) {
+        const bool measured = name == "block" ? model != "demo" : model != "block";
+        if (measured && torch.is_object() && torch.contains(name)) {
           const double t = torch[name], tc = torch.value(name + "_cpu", 0.0);
           row["ratio"][name] = ours / t;
           row["cpu_ratio"][name] = tc > 0 ? ours_cpu / tc : 0.0;
           result.ratio(fmt::format("{}_vs_torch_{}t", name, threads), ours / t);
+          if (tc > 0)
+            result.ratio(fmt::format("{}_cpu_vs_torch_{}t", name, threads), ours_cpu / tc);
           fmt::print("{:<42} {:>9.2f} {:>9.2f} {:>7.2f} {:>9.2f} {:>9.2f} {:>7.2f}\n", label(name),
                      ours, t, ours / t, ours_cpu, tc, tc > 0 ? ours_cpu / tc : 0.0);
         } else {
