@@ -189,8 +189,8 @@ int main(int argc, char** argv) {
     }
     // Linear vs quadratic: per-module cost stays flat while the tree fits in the cache; the
     // 100 000-deep chain (200 000 modules, about 200 MB of objects) adds main-memory latency.
-    auto scaling = [&](const std::map<std::string, Result>& m, std::int64_t deep,
-                       std::int64_t shallow) -> double {
+    auto scaling = [](const std::map<std::string, Result>& m, std::int64_t deep,
+                      std::int64_t shallow) -> double {
       const auto d = m.find(fmt::format("chain_{}", deep)),
                  s = m.find(fmt::format("chain_{}", shallow));
       return d == m.end() || s == m.end() ? 0.0 : d->second.us_per_module / s->second.us_per_module;
