@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every benchmark built in build/ and leaves JSON results in build/bench-results/.
-# Arguments go to bench_training_step (e.g. --steps). COMM_MAX_SIZE (default 64M) bounds the
+# Runs every benchmark built in build/ and leaves JSON results in build/bench-results/ (each
+# program's --json FILE: bench/common/report.h's layout). Arguments go to bench_training_step
+# (e.g. --iters 30 --threads 1). COMM_MAX_SIZE (default 64M) bounds the
 # collective sweeps; MPI and Gloo run 2 ranks under mpirun when it is installed. The FSDP training
 # benchmark (bench/fsdp) uses PyTorch from /opt/torch2 when it is there. The checkpoint benchmark
 # writes about 1 GB per save to CHECKPOINT_DIR (default build/bench-results/checkpoint-scratch).
@@ -14,15 +15,15 @@ build/bench/core/bench_training_step --json "$out/training_step.json" "$@"
 echo "== a GPT step's matrix products alone: the tokens/s ceiling on this BLAS =="
 build/bench/core/bench_gemm_bound --json "$out/gemm_bound.json"
 echo "== attention: materialised vs blocked =="
-build/bench/core/bench_attention
+build/bench/core/bench_attention --json "$out/attention.json"
 echo "== auto-wrap vs PyTorch =="
-build/bench/policies/bench_autowrap "$out/autowrap.json"
+build/bench/policies/bench_autowrap --json "$out/autowrap.json"
 echo "== fsdp-plan end to end vs PyTorch's _recursive_wrap =="
 build/bench/policies/bench_plan --plan build/tools/fsdp-plan --json "$out/plan.json"
 echo "== caching vs plain allocator: page faults and step time =="
 build/bench/memory/bench_memory --json "$out/memory.json"
 echo "== activation checkpointing: none vs full vs selective =="
-build/bench/ops/bench_checkpoint --json "$out/activation_checkpoint.json"
+build/bench/ops/bench_activation_checkpoint --json "$out/activation_checkpoint.json"
 echo "== threads collectives vs memcpy =="
 build/bench/comm/bench_comm_threads --ranks 2 --max-size "$max" --json "$out/comm_threads.json"
 if command -v mpirun >/dev/null; then
@@ -43,5 +44,5 @@ bench/fsdp/bench_fsdp_train.py --build build --json "$out/fsdp_train.json"
 echo "== checkpoints: full and sharded save/load vs the disk =="
 scratch=${CHECKPOINT_DIR:-$out/checkpoint-scratch}
 mkdir -p "$scratch"
-build/bench/checkpoint/bench_checkpoint --dir "$scratch" --json "$out/checkpoint.json"
+build/bench/checkpoint/bench_checkpoint_io --dir "$scratch" --json "$out/checkpoint_io.json"
 rm -rf "$scratch"

@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "bench/common/report.h"
+#include "bench/common/timing.h"
 #include "comm/env.h"
 
 namespace fsdp::comm::bench {
@@ -47,48 +46,23 @@ int parse_ranks(const std::string& s) {
 }
 }  // namespace
 
-Args Args::parse(int argc, char** argv, const char* usage) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--min-size")
-      a.min_bytes = parse_size(flag, value());
-    else if (flag == "--max-size")
-      a.max_bytes = parse_size(flag, value());
-    else if (flag == "--ranks")
-      a.ranks = parse_ranks(value());
-    else if (flag == "--json")
-      a.json_path = value();
-    else {
-      std::fprintf(stderr, "%s\n  --min-size 1K --max-size 256M --json FILE%s\n", usage,
-                   " [--ranks N (threads)]");
-      if (flag == "--help") std::exit(0);
-      throw std::invalid_argument(fmt::format("unknown option '{}'", flag));
-    }
-  }
+void add_flags(::fsdp::bench::Cli& cli, Args& args, bool with_ranks) {
+  CLI::App& app = cli.app();
+  app.add_option("--min-size", args.min_size, "smallest collective: bytes, or 64K, 16M, 1G")
+      ->capture_default_str();
+  app.add_option("--max-size", args.max_size, "largest collective (sizes grow by 4x)")
+      ->capture_default_str();
+  cli.add_iters(args.rounds, "rounds (each contender's best round is kept)");
+  if (with_ranks) app.add_option("--ranks", args.ranks_arg, "thread ranks")->capture_default_str();
+}
+
+void finish(Args& a) {
+  a.min_bytes = parse_size("--min-size", a.min_size);
+  a.max_bytes = parse_size("--max-size", a.max_size);
+  a.ranks = parse_ranks(a.ranks_arg);
   if (a.min_bytes > a.max_bytes)
     throw std::invalid_argument(fmt::format("--min-size ({} bytes) is above --max-size ({} bytes)",
                                             a.min_bytes, a.max_bytes));
-  return a;
-}
-
-int run_main(const char* program, const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
-    return 2;
-  } catch (const fsdp::ValueError& e) {  // bad arguments to a backend, or the launch environment
-    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
-    return 1;
-  }
 }
 
 std::vector<std::size_t> sweep(const Args& args) {
@@ -120,20 +94,19 @@ double bus_factor(Kind k, int n) {
 }
 
 std::vector<Result> time_contenders(ProcessGroup& pg, const std::string& backend, std::size_t bytes,
-                                    const std::vector<Contender>& contenders) {
+                                    const std::vector<Contender>& contenders, int rounds) {
   const int iters = iterations_for(bytes);
   std::vector<double> best(contenders.size(), 1e300);
   for (const auto& c : contenders) {
     c.op();
     c.op();
   }
-  for (int round = 0; round < kRounds; ++round)
+  for (int round = 0; round < rounds; ++round)
     for (std::size_t i = 0; i < contenders.size(); ++i) {
       pg.barrier();
-      auto start = std::chrono::steady_clock::now();
+      const double start = ::fsdp::bench::wall_now_ms();
       for (int k = 0; k < iters; ++k) contenders[i].op();
-      double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+      double seconds = (::fsdp::bench::wall_now_ms() - start) * 1e-3 / iters;
       pg.all_reduce(&seconds, 1, DType::Float64, ReduceOp::Max);
       best[i] = std::min(best[i], seconds);
     }
@@ -143,20 +116,18 @@ std::vector<Result> time_contenders(ProcessGroup& pg, const std::string& backend
   return out;
 }
 
-double time_memcpy(std::size_t bytes) {
+double time_memcpy(std::size_t bytes, int rounds) {
   std::vector<char> from(bytes, 1), to(bytes, 0);
   const int iters = iterations_for(bytes);
   std::memcpy(to.data(), from.data(), bytes);
   double best = 1e300;
-  for (int round = 0; round < kRounds; ++round) {
-    auto start = std::chrono::steady_clock::now();
+  for (int round = 0; round < rounds; ++round) {
+    const double start = ::fsdp::bench::wall_now_ms();
     for (int i = 0; i < iters; ++i) {
       std::memcpy(to.data(), from.data(), bytes);
       asm volatile("" : : "r"(to.data()) : "memory");  // keep every copy
     }
-    best = std::min(
-        best,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters);
+    best = std::min(best, (::fsdp::bench::wall_now_ms() - start) * 1e-3 / iters);
   }
   return best;
 }
@@ -169,7 +140,7 @@ std::string human(std::size_t bytes) {
 }
 }  // namespace
 
-void report(const std::vector<Result>& results, const Args& args) {
+void report(const std::vector<Result>& results, const ::fsdp::bench::Cli& cli) {
   // Index: (kind, bytes) -> the ours, the raw library's, and memcpy's times.
   std::map<std::pair<int, std::size_t>, std::vector<const Result*>> rows;
   for (auto& r : results) rows[{int(r.kind), r.bytes}].push_back(&r);
@@ -196,22 +167,30 @@ void report(const std::vector<Result>& results, const Args& args) {
   std::printf(
       "(algbw/busbw in GB/s; 'vs fsdp' = that time / ours, >1 means ours is faster; "
       "'vs memcpy' = single-core memcpy time of the same bytes / that time)\n");
-  if (args.json_path.empty()) return;
-  nlohmann::json out = nlohmann::json::array();
+  if (cli.json_path().empty()) return;
+  ::fsdp::bench::Report out(cli);
   for (auto& r : results)
-    out.push_back({{"backend", r.backend},
-                   {"impl", r.impl},
-                   {"collective", kind_name(r.kind)},
-                   {"ranks", r.ranks},
-                   {"bytes", r.bytes},
-                   {"seconds", r.seconds},
-                   {"algbw_gbps", r.algbw()},
-                   {"busbw_gbps", r.busbw()}});
-  std::ofstream file(args.json_path);
-  file << out.dump(2) << "\n";
-  file.close();
-  if (!file) throw std::runtime_error(fmt::format("cannot write {}", args.json_path));
-  std::printf("wrote %s\n", args.json_path.c_str());
+    out.row({{"backend", r.backend},
+             {"impl", r.impl},
+             {"collective", kind_name(r.kind)},
+             {"ranks", r.ranks},
+             {"bytes", r.bytes},
+             {"seconds", r.seconds},
+             {"algbw_gbps", r.algbw()},
+             {"busbw_gbps", r.busbw()}});
+  // The table's ratios: each other implementation's time / ours, at each size.
+  for (auto& [key, group] : rows) {
+    const Result* ours = nullptr;
+    for (auto* r : group)
+      if (r->impl == "fsdp") ours = r;
+    if (!ours) continue;
+    for (auto* r : group)
+      if (r != ours)
+        out.ratio(fmt::format("{} {} {} vs fsdp", kind_name(r->kind), human(r->bytes), r->impl),
+                  r->seconds / ours->seconds);
+  }
+  out.write();
+  std::printf("wrote %s\n", cli.json_path().c_str());
 }
 
 }  // namespace fsdp::comm::bench
@@ -236,12 +215,12 @@ std::vector<Contender> our_contenders(ProcessGroup& pg, Buffers& b) {
 }
 
 std::vector<Result> bench_memcpy(const std::string& backend, int ranks,
-                                 const std::vector<std::size_t>& sizes) {
+                                 const std::vector<std::size_t>& sizes, int rounds) {
   std::vector<Result> out;
   for (std::size_t bytes : sizes) {
     Buffers b(bytes, ranks);
     const std::size_t total = b.total_count * 4;
-    double s = time_memcpy(total);
+    double s = time_memcpy(total, rounds);
     for (Kind k : {Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce})
       out.push_back({backend, "memcpy", k, ranks, total, s});
   }

@@ -1,5 +1,6 @@
-// Shared by the collective benchmarks: command line, size sweep, timing across ranks, the
-// single-core memcpy baseline, nccl-tests' bus bandwidth, the table and the JSON file.
+// Shared by the collective benchmarks: their flags, size sweep, timing across ranks, the
+// single-core memcpy baseline, nccl-tests' bus bandwidth, the table and the JSON report. The
+// command line, the exit codes and the report's layout are bench/common's.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/cli.h"
 #include "comm/process_group.h"
 
 namespace fsdp::comm::bench {
@@ -14,17 +16,16 @@ namespace fsdp::comm::bench {
 struct Args {
   std::size_t min_bytes = 1 << 10;
   std::size_t max_bytes = std::size_t(256) << 20;
-  int ranks = 2;  // threads backend only; process backends take the launcher's
-  std::string json_path;
-  // Throws std::invalid_argument naming the flag and the value; --help exits 0.
-  static Args parse(int argc, char** argv, const char* usage);
+  int ranks = 2;   // threads backend only; process backends take the launcher's
+  int rounds = 5;  // --iters: each contender's result is its best round
+  std::string min_size = "1K", max_size = "256M", ranks_arg = "2";  // as given
 };
 
-// Runs a benchmark's body and turns what it throws into one line on stderr,
-// "<program>: error: <message>", and an exit code: 2 for a bad command line
-// (std::invalid_argument) or environment (EnvError), 1 for anything else (a comm error: a peer that
-// died, a timeout). Without it an uncaught exception ends the benchmark in SIGABRT and a core dump.
-int run_main(const char* program, const std::function<int()>& body);
+// Adds --min-size, --max-size, --iters (rounds) and, for the threads backend, --ranks to `cli`.
+void add_flags(::fsdp::bench::Cli& cli, Args& args, bool with_ranks);
+// Checks and converts the sizes and ranks given; throws std::invalid_argument naming the flag
+// and the value.
+void finish(Args& args);
 
 // Sizes min..max by factors of 4 (the total bytes of the collective, nccl-tests' S).
 std::vector<std::size_t> sweep(const Args& args);
@@ -55,18 +56,18 @@ struct Contender {
 };
 
 // Times contenders of one size (`bytes`, the collective's total) on every rank of pg: 2 warm-up
-// calls each, then kRounds rounds, each running every contender for `iterations_for(bytes)`
+// calls each, then `rounds` rounds, each running every contender for `iterations_for(bytes)`
 // calls in turn, so that a busy machine slows them alike. A round's time is the slowest rank's
 // mean; each contender's result is its best round. pg also carries the barriers and the
 // max-reduction of the times.
-inline constexpr int kRounds = 5;
 std::vector<Result> time_contenders(ProcessGroup& pg, const std::string& backend, std::size_t bytes,
-                                    const std::vector<Contender>& contenders);
-// Single-core memcpy of `bytes` (the baseline: seconds per copy, best of kRounds rounds).
-double time_memcpy(std::size_t bytes);
+                                    const std::vector<Contender>& contenders, int rounds);
+// Single-core memcpy of `bytes` (the baseline: seconds per copy, best of `rounds` rounds).
+double time_memcpy(std::size_t bytes, int rounds);
 
-// Prints the table (each implementation beside ours and memcpy) and writes JSON when asked.
-void report(const std::vector<Result>& results, const Args& args);
+// Prints the table (each implementation beside ours and memcpy) and writes the JSON report when
+// --json was given.
+void report(const std::vector<Result>& results, const ::fsdp::bench::Cli& cli);
 
 }  // namespace fsdp::comm::bench
 
@@ -86,6 +87,6 @@ struct Buffers {
 std::vector<Contender> our_contenders(ProcessGroup& pg, Buffers& b);
 // The memcpy rows (measured on the calling thread).
 std::vector<Result> bench_memcpy(const std::string& backend, int ranks,
-                                 const std::vector<std::size_t>& sizes);
+                                 const std::vector<std::size_t>& sizes, int rounds);
 
 }  // namespace fsdp::comm::bench

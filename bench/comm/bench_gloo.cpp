@@ -23,8 +23,8 @@ using namespace fsdp::comm::bench;
 
 namespace {
 
-int run_bench(int argc, char** argv) {
-  Args args = Args::parse(argc, argv, "bench_comm_gloo: gloo backend vs raw gloo");
+int run_bench(const ::fsdp::bench::Cli& cli, Args& args) {
+  finish(args);
   InitOptions o = options_from_env();
   if (o.file_store_path.empty())
     throw std::invalid_argument(
@@ -78,14 +78,14 @@ int run_bench(int argc, char** argv) {
                static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
            gloo::allreduce(opts);
          }});
-    auto timed = time_contenders(*pg, "gloo", total, contenders);
+    auto timed = time_contenders(*pg, "gloo", total, contenders, args.rounds);
     results.insert(results.end(), timed.begin(), timed.end());
   }
   if (pg->rank() == 0) {
-    auto copies = bench_memcpy("gloo", n, sizes);
+    auto copies = bench_memcpy("gloo", n, sizes, args.rounds);
     results.insert(results.end(), copies.begin(), copies.end());
     std::printf("gloo backend, %d ranks\n", n);
-    report(results, args);
+    report(results, cli);
   }
   pg->barrier();
   return 0;
@@ -94,5 +94,9 @@ int run_bench(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return run_main("bench_comm_gloo", [&] { return run_bench(argc, argv); });
+  ::fsdp::bench::Cli cli("bench_comm_gloo", "gloo backend vs raw gloo");
+  Args args;
+  add_flags(cli, args, false);
+  if (const int rc = cli.parse(argc, argv); rc >= 0) return rc;
+  return ::fsdp::bench::run_main(cli.program(), [&] { return run_bench(cli, args); });
 }

@@ -10,8 +10,8 @@ using namespace fsdp::comm::bench;
 
 namespace {
 
-int run_bench(int argc, char** argv) {
-  Args args = Args::parse(argc, argv, "bench_comm_mpi: mpi backend vs raw MPI (run by mpirun)");
+int run_bench(const ::fsdp::bench::Cli& cli, Args& args) {
+  finish(args);
   auto pg = init_process_group("mpi");  // initialises MPI
   const int n = pg->size();
   auto sizes = sweep(args);
@@ -32,14 +32,14 @@ int run_bench(int argc, char** argv) {
                             MPI_Allreduce(MPI_IN_PLACE, b.full.data(), int(b.total_count),
                                           MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
                           }});
-    auto timed = time_contenders(*pg, "mpi", b.total_count * 4, contenders);
+    auto timed = time_contenders(*pg, "mpi", b.total_count * 4, contenders, args.rounds);
     results.insert(results.end(), timed.begin(), timed.end());
   }
   if (pg->rank() == 0) {
-    auto copies = bench_memcpy("mpi", n, sizes);
+    auto copies = bench_memcpy("mpi", n, sizes, args.rounds);
     results.insert(results.end(), copies.begin(), copies.end());
     std::printf("mpi backend, %d ranks\n", n);
-    report(results, args);
+    report(results, cli);
   }
   pg->barrier();
   return 0;
@@ -50,5 +50,9 @@ int run_bench(int argc, char** argv) {
 // A comm error ends this rank with the message; the mpi backend then ends the job within its
 // timeout (a failed group makes MPI_Finalize give up), so the other ranks do not hang.
 int main(int argc, char** argv) {
-  return run_main("bench_comm_mpi", [&] { return run_bench(argc, argv); });
+  ::fsdp::bench::Cli cli("bench_comm_mpi", "mpi backend vs raw MPI (run by mpirun)");
+  Args args;
+  add_flags(cli, args, false);
+  if (const int rc = cli.parse(argc, argv); rc >= 0) return rc;
+  return ::fsdp::bench::run_main(cli.program(), [&] { return run_bench(cli, args); });
 }

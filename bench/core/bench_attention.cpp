@@ -4,10 +4,11 @@
 // (kBlockedAttentionMinKeys) belongs and the score memory the blocked path does not hold.
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <vector>
 
-#include "bench/timing.h"
+#include "bench/common/cli.h"
+#include "bench/common/report.h"
+#include "bench/common/timing.h"
 #include "core/autograd.h"
 #include "core/blas_kernels.h"
 #include "core/nn/transformer.h"
@@ -18,7 +19,7 @@ using namespace fsdp;
 
 namespace {
 
-double time_attention(std::int64_t bh, std::int64_t len, bool blocked, int iters) {
+double time_attention(std::int64_t bh, std::int64_t len, bool blocked, int warmup, int iters) {
   manual_seed(0);
   Tensor q = randn({bh, len, 64}).requires_grad_(), k = randn({bh, len, 64}).requires_grad_();
   Tensor v = randn({bh, len, 64}).requires_grad_();
@@ -34,7 +35,7 @@ double time_attention(std::int64_t bh, std::int64_t len, bool blocked, int iters
                }
                sum(out).backward();
              },
-             1, iters)
+             warmup, iters)
       .wall_ms;
 }
 
@@ -42,25 +43,37 @@ double time_attention(std::int64_t bh, std::int64_t len, bool blocked, int iters
 
 int main(int argc, char** argv) {
   select_blas_kernels(argv);
-  CLI::App app{"attention: materialised vs blocked (online softmax), forward + backward"};
-  int iters = 5, threads = 1;
+  bench::Cli cli("bench_attention",
+                 "attention: materialised vs blocked (online softmax), forward + backward");
+  int iters = 5, warmup = 1, threads = 1;
   std::int64_t bh = 8;
   std::vector<std::int64_t> lengths{128, 256, 512, 1024, 2048};
-  app.add_option("--iters", iters)->capture_default_str();
-  app.add_option("--threads", threads, "OpenBLAS threads")->capture_default_str();
-  app.add_option("--heads", bh, "batch x heads")->capture_default_str();
-  app.add_option("--lengths", lengths)->delimiter(',')->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  set_blas_threads(threads);
-  fmt::print("{:>6} {:>16} {:>12} {:>8} {:>20}\n", "L", "materialised ms", "blocked ms", "ratio",
-             "scores not held MiB");
-  for (std::int64_t len : lengths) {
-    const double full = time_attention(bh, len, false, iters);
-    const double blocked = time_attention(bh, len, true, iters);
-    // Scores and probabilities, float, held from forward to backward by the materialised path.
-    const double mib = 2.0 * static_cast<double>(bh * len * len) * 4 / (1 << 20);
-    fmt::print("{:>6} {:>16.2f} {:>12.2f} {:>8.2f} {:>20.1f}\n", len, full, blocked, blocked / full,
-               mib);
-  }
-  return 0;
+  cli.add_iters(iters);
+  cli.add_warmup(warmup);
+  cli.add_threads(threads, "OpenBLAS threads");
+  cli.app().add_option("--heads", bh, "batch x heads")->capture_default_str();
+  cli.app().add_option("--lengths", lengths)->delimiter(',')->capture_default_str();
+  if (const int rc = cli.parse(argc, argv); rc >= 0) return rc;
+  return bench::run_main(cli.program(), [&] {
+    set_blas_threads(threads);
+    bench::Report report(cli);
+    report["heads"] = bh;
+    fmt::print("{:>6} {:>16} {:>12} {:>8} {:>20}\n", "L", "materialised ms", "blocked ms", "ratio",
+               "scores not held MiB");
+    for (std::int64_t len : lengths) {
+      const double full = time_attention(bh, len, false, warmup, iters);
+      const double blocked = time_attention(bh, len, true, warmup, iters);
+      // Scores and probabilities, float, held from forward to backward by the materialised path.
+      const double mib = 2.0 * static_cast<double>(bh * len * len) * 4 / (1 << 20);
+      fmt::print("{:>6} {:>16.2f} {:>12.2f} {:>8.2f} {:>20.1f}\n", len, full, blocked,
+                 blocked / full, mib);
+      report.row({{"length", len},
+                  {"materialised_ms", full},
+                  {"blocked_ms", blocked},
+                  {"scores_not_held_mib", mib}});
+      report.ratio(fmt::format("blocked_vs_materialised_L{}", len), blocked / full);
+    }
+    report.write();
+    return 0;
+  });
 }

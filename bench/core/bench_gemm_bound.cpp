@@ -8,13 +8,12 @@
 // A large square product gives this core's sgemm rate for reference.
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <vector>
 
-#include "bench/timing.h"
+#include "bench/common/cli.h"
+#include "bench/common/report.h"
+#include "bench/common/timing.h"
 #include "core/autograd.h"
 #include "core/blas_kernels.h"
 #include "core/gemm_recorder.h"
@@ -39,30 +38,8 @@ void replay(const std::vector<GemmCall>& calls, std::vector<float>& a, std::vect
                                  g.beta_zero ? 0.0f : 1.0f, c.data(), g.n);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  select_blas_kernels(argv);  // Debian's OpenBLAS picks SSE3 kernels on some CPUs otherwise
-  CLI::App app{"the matrix products of a GPT training step, alone: a ceiling on tokens/s"};
-  examples::GPTConfig cfg;
-  std::int64_t batch = 8;
-  int warmup = 2, iters = 10, ranks = 2;
-  double versus = 0, target = 0;
-  std::string json_path;
-  app.add_option("--layers", cfg.layers)->capture_default_str();
-  app.add_option("--d-model", cfg.d_model)->capture_default_str();
-  app.add_option("--heads", cfg.heads)->capture_default_str();
-  app.add_option("--seq", cfg.seq)->capture_default_str();
-  app.add_option("--vocab", cfg.vocab)->capture_default_str();
-  app.add_option("--batch", batch, "sequences per step (per rank)")->capture_default_str();
-  app.add_option("--warmup", warmup)->capture_default_str();
-  app.add_option("--iters", iters)->capture_default_str();
-  app.add_option("--versus", versus, "tokens/s to compare W ranks at the ceiling with");
-  app.add_option("--ranks", ranks, "W, for --versus")->capture_default_str();
-  app.add_option("--target", target, "the ratio to --versus that is asked for");
-  app.add_option("--json", json_path, "write the results as JSON");
-  CLI11_PARSE(app, argc, argv);
-
+int run(const bench::Cli& cli, const examples::GPTConfig& cfg, std::int64_t batch, int warmup,
+        int iters, int ranks, double versus, double target) {
   set_blas_threads(1);
   set_num_threads(1);
   manual_seed(0);
@@ -122,21 +99,21 @@ int main(int argc, char** argv) {
       calls.size(), gemm_s * 1e3, ceiling, flops * 1e-9, flops / gemm_s * 1e-9);
   fmt::print("  products' share of the step              {:8.1f} %\n", 100 * gemm_s / step_s);
   fmt::print("  sgemm 1024^3 on this core                {:8.1f} GFLOP/s\n", square_gfs);
-  nlohmann::json out = {{"config",
-                         {{"layers", cfg.layers},
-                          {"d_model", cfg.d_model},
-                          {"heads", cfg.heads},
-                          {"seq", cfg.seq},
-                          {"vocab", cfg.vocab},
-                          {"batch", batch}}},
-                        {"openblas_core", openblas_get_corename()},
-                        {"step_ms", step_s * 1e3},
-                        {"gemm_ms", gemm_s * 1e3},
-                        {"gemm_calls", calls.size()},
-                        {"gemm_gflop", flops * 1e-9},
-                        {"gemm_gflops_per_s", flops / gemm_s * 1e-9},
-                        {"square_gflops_per_s", square_gfs},
-                        {"ceiling_tokens_per_s", ceiling}};
+  bench::Report out(cli);
+  out["config"] = {{"layers", cfg.layers}, {"d_model", cfg.d_model}, {"heads", cfg.heads},
+                   {"seq", cfg.seq},       {"vocab", cfg.vocab},     {"batch", batch}};
+  // Flat fields first (bench/fsdp/bench_fsdp_train.py reads them), then the table's rows.
+  out["openblas_core"] = openblas_get_corename();
+  out["step_ms"] = step_s * 1e3;
+  out["gemm_ms"] = gemm_s * 1e3;
+  out["gemm_calls"] = calls.size();
+  out["gemm_gflop"] = flops * 1e-9;
+  out["gemm_gflops_per_s"] = flops / gemm_s * 1e-9;
+  out["square_gflops_per_s"] = square_gfs;
+  out["ceiling_tokens_per_s"] = ceiling;
+  out.row({{"name", "step"}, {"ms", step_s * 1e3}, {"tokens_per_s", tokens / step_s}});
+  out.row({{"name", "products"}, {"ms", gemm_s * 1e3}, {"tokens_per_s", ceiling}});
+  out.ratio("products_share_of_step", gemm_s / step_s);
   if (versus > 0) {
     const double best = ranks * ceiling / versus;
     fmt::print(
@@ -148,7 +125,35 @@ int main(int argc, char** argv) {
     out["versus_tokens_per_s"] = versus;
     out["ranks"] = ranks;
     out["ranks_at_ceiling_ratio"] = best;
+    out.ratio("ranks_at_ceiling_vs_versus", best);
   }
-  if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+  out.write();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  select_blas_kernels(argv);  // Debian's OpenBLAS picks SSE3 kernels on some CPUs otherwise
+  bench::Cli cli("bench_gemm_bound",
+                 "the matrix products of a GPT training step, alone: a ceiling on tokens/s");
+  CLI::App& app = cli.app();
+  examples::GPTConfig cfg;
+  std::int64_t batch = 8;
+  int warmup = 2, iters = 10, ranks = 2;
+  double versus = 0, target = 0;
+  app.add_option("--layers", cfg.layers)->capture_default_str();
+  app.add_option("--d-model", cfg.d_model)->capture_default_str();
+  app.add_option("--heads", cfg.heads)->capture_default_str();
+  app.add_option("--seq", cfg.seq)->capture_default_str();
+  app.add_option("--vocab", cfg.vocab)->capture_default_str();
+  app.add_option("--batch", batch, "sequences per step (per rank)")->capture_default_str();
+  cli.add_warmup(warmup);
+  cli.add_iters(iters);
+  app.add_option("--versus", versus, "tokens/s to compare W ranks at the ceiling with");
+  app.add_option("--ranks", ranks, "W, for --versus")->capture_default_str();
+  app.add_option("--target", target, "the ratio to --versus that is asked for");
+  if (const int rc = cli.parse(argc, argv); rc >= 0) return rc;
+  return bench::run_main(
+      cli.program(), [&] { return run(cli, cfg, batch, warmup, iters, ranks, versus, target); });
 }

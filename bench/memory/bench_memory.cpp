@@ -1,6 +1,6 @@
 // Page faults (getrusage ru_minflt) and time per step after the first, with the caching CPU
 // allocator (core/caching_allocator.h) and the plain one (aligned_alloc/free), measured in the
-// same run, alternating, median of --repeats runs:
+// same run, alternating, median of --iters runs:
 //   cycle: an unshard/reshard-like loop: per unit, allocate its unsharded buffer, write every
 //          page, allocate and write an activation-sized and a gradient-sized buffer, free them
 //          (FSDP frees the unsharded parameter with Storage::resize(0));
@@ -10,14 +10,14 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/common/cli.h"
+#include "bench/common/report.h"
+#include "bench/common/timing.h"
 #include "comm/threads/run_threads.h"
 #include "core/blas_kernels.h"
 #include "core/memory.h"
@@ -35,16 +35,7 @@ long minor_faults() {
   return u.ru_minflt;
 }
 
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::median;
 
 struct PerStep {
   double faults = 0;       // minor page faults per step, steps after the first
@@ -93,7 +84,7 @@ PerStep run_cycle(CpuAllocatorKind kind, const std::vector<std::size_t>& units, 
   reset_allocator_peak_stats();
   cycle_step(unsharded, units);  // the first step takes its pages from the system
   long f0 = minor_faults(), f_before_last = f0;
-  double t0 = now_ms();
+  double t0 = bench::wall_now_ms();
   std::int64_t m0 = allocator_stats().num_system_allocs;
   for (int s = 1; s < steps; ++s) {
     f_before_last = minor_faults();
@@ -103,7 +94,7 @@ PerStep run_cycle(CpuAllocatorKind kind, const std::vector<std::size_t>& units, 
   r.last_faults = double(minor_faults() - f_before_last);
   r.misses = double(allocator_stats().num_system_allocs - m0) / (steps - 1);
   r.faults = double(minor_faults() - f0) / (steps - 1);
-  r.ms = (now_ms() - t0) / (steps - 1);
+  r.ms = (bench::wall_now_ms() - t0) / (steps - 1);
   AllocatorStats st = allocator_stats();
   r.reserved_peak = st.reserved_bytes_peak;
   r.allocated_peak = st.allocated_bytes_peak;
@@ -122,12 +113,12 @@ PerStep run_train(CpuAllocatorKind kind, const examples::GPTTrainConfig& base, i
   cfg.on_step = [&](int step, double) {
     if (step == 0) {
       f_first = minor_faults();
-      t_first = now_ms();
+      t_first = bench::wall_now_ms();
       m_first = allocator_stats().num_system_allocs;
     }
     f_before_last = f_last;
     f_last = minor_faults();
-    t_last = now_ms();
+    t_last = bench::wall_now_ms();
     m_last = allocator_stats().num_system_allocs;
   };
   comm::run_threads(ranks, [&](comm::ProcessGroup& pg) {
@@ -196,77 +187,85 @@ void print_row(const std::string& name, const Summary& s) {
 
 int main(int argc, char** argv) {
   select_blas_kernels(argv);  // as train_gpt: may re-execute with OPENBLAS_CORETYPE set
-  CLI::App app("bench_memory: page faults and step time, caching vs plain CPU allocator");
+  bench::Cli cli("bench_memory", "page faults and step time, caching vs plain CPU allocator");
+  CLI::App& app = cli.app();
   int repeats = 5, cycle_steps = 20, train_steps = 8, ranks = 2;
-  std::string json_path, timeline_path;
+  std::string timeline_path;
   bool skip_train = false;
-  app.add_option("--repeats", repeats, "runs per allocator (medians)")->capture_default_str();
-  app.add_option("--cycle-steps", cycle_steps)->capture_default_str();
-  app.add_option("--train-steps", train_steps)->capture_default_str();
-  app.add_option("--ranks", ranks, "train_gpt ranks (threads)")->capture_default_str();
+  cli.add_iters(repeats, "runs per allocator (medians)");
+  app.add_option("--cycle-steps", cycle_steps, "steps per cycle run (the first is not counted)")
+      ->check(bench::at_least(2))
+      ->capture_default_str();
+  app.add_option("--train-steps", train_steps, "steps per train_gpt run (the first is not counted)")
+      ->check(bench::at_least(3))
+      ->capture_default_str();
+  app.add_option("--ranks", ranks, "train_gpt ranks (threads)")
+      ->check(bench::at_least(1))
+      ->capture_default_str();
   app.add_flag("--skip-train", skip_train, "only the synthetic cycle");
-  app.add_option("--json", json_path, "write the results here");
   app.add_option("--timeline", timeline_path, "write one cycle step's memory timeline (SVG)");
-  CLI11_PARSE(app, argc, argv);
-  if (repeats < 1 || cycle_steps < 2 || train_steps < 3 || ranks < 1) {
-    fmt::print(stderr,
-               "bench_memory: error: --repeats >= 1, --cycle-steps >= 2, "
-               "--train-steps >= 3, --ranks >= 1\n");
-    return 2;
-  }
-  set_blas_threads(1);  // one BLAS thread per rank, as train_gpt's default
-  const CpuAllocatorKind initial = cpu_allocator_kind();
+  if (const int rc = cli.parse(argc, argv); rc >= 0) return rc;
+  return bench::run_main(cli.program(), [&] {
+    set_blas_threads(1);  // one BLAS thread per rank, as train_gpt's default
+    const CpuAllocatorKind initial = cpu_allocator_kind();
 
-  // Unit sizes of a GPT-like model: embeddings, 6 blocks of 3 MiB and a 40 MiB one (above
-  // glibc's largest dynamic mmap threshold, 32 MiB, so malloc always maps it afresh).
-  const std::vector<std::size_t> units = {1 << 20, 3 << 20, 3 << 20, 3 << 20,
-                                          3 << 20, 3 << 20, 3 << 20, 40 << 20};
-  const char* header = "{:<34} {:>14} {:>14} {:>10} {:>10} {:>7} {:>12} {:>12} {:>8} {:>7}\n";
-  fmt::print(fmt::runtime(header), "benchmark", "faults malloc", "faults caching", "ms malloc",
-             "ms caching", "ratio", "reserved MiB", "reserved MiB", "misses", "faults");
-  fmt::print(fmt::runtime(header), "", "(per step)", "(per step)", "", "", "c/m", "malloc",
-             "caching", "caching", "last c");
-  Summary cycle =
-      measure(repeats, [&](CpuAllocatorKind k) { return run_cycle(k, units, cycle_steps); });
-  print_row("unshard/reshard cycle (8 units)", cycle);
-  nlohmann::json out = {
-      {"conditions", fmt::format("2-core shared VM; medians of {} alternating runs", repeats)},
-      {"cycle", {{"caching", to_json(cycle.caching)}, {"malloc", to_json(cycle.malloc)}}}};
+    // Unit sizes of a GPT-like model: embeddings, 6 blocks of 3 MiB and a 40 MiB one (above
+    // glibc's largest dynamic mmap threshold, 32 MiB, so malloc always maps it afresh).
+    const std::vector<std::size_t> units = {1 << 20, 3 << 20, 3 << 20, 3 << 20,
+                                            3 << 20, 3 << 20, 3 << 20, 40 << 20};
+    const char* header = "{:<34} {:>14} {:>14} {:>10} {:>10} {:>7} {:>12} {:>12} {:>8} {:>7}\n";
+    fmt::print(fmt::runtime(header), "benchmark", "faults malloc", "faults caching", "ms malloc",
+               "ms caching", "ratio", "reserved MiB", "reserved MiB", "misses", "faults");
+    fmt::print(fmt::runtime(header), "", "(per step)", "(per step)", "", "", "c/m", "malloc",
+               "caching", "caching", "last c");
+    Summary cycle =
+        measure(repeats, [&](CpuAllocatorKind k) { return run_cycle(k, units, cycle_steps); });
+    print_row("unshard/reshard cycle (8 units)", cycle);
+    bench::Report out(cli);
+    out["conditions"] = fmt::format("medians of {} alternating runs", repeats);
+    out.row({{"benchmark", "cycle"},
+             {"caching", to_json(cycle.caching)},
+             {"malloc", to_json(cycle.malloc)}});
+    out.ratio("cycle_ms_caching_vs_malloc", cycle.caching.ms / cycle.malloc.ms);
 
-  if (!skip_train) {
-    examples::GPTTrainConfig cfg;
-    cfg.steps = train_steps;
-    auto data = std::make_shared<std::string>(1 << 20, '\0');
-    for (std::size_t i = 0; i < data->size(); ++i)
-      (*data)[i] = static_cast<char>('a' + (i * 2654435761u >> 13) % 26);
-    cfg.data = data;
-    Summary train = measure(repeats, [&](CpuAllocatorKind k) { return run_train(k, cfg, ranks); });
-    print_row(
-        fmt::format("train_gpt L{} D{} {} rank(s)", cfg.model.layers, cfg.model.d_model, ranks),
-        train);
-    out["train_gpt"] = {{"caching", to_json(train.caching)},
-                        {"malloc", to_json(train.malloc)},
-                        {"ranks", ranks},
-                        {"steps", train_steps}};
-  }
-
-  if (!timeline_path.empty()) {
-    set_cpu_allocator(CpuAllocatorKind::Caching);
-    std::vector<std::unique_ptr<Storage>> unsharded;
-    for (std::size_t i = 0; i < units.size(); ++i)
-      unsharded.push_back(std::make_unique<Storage>(0, kCPU));
-    cycle_step(unsharded, units);  // warm: the recorded step is a steady one
-    auto timeline = std::make_shared<MemoryTimeline>();
-    {
-      MemoryTimelineScope recording(timeline);
-      cycle_step(unsharded, units);
+    if (!skip_train) {
+      examples::GPTTrainConfig cfg;
+      cfg.steps = train_steps;
+      auto data = std::make_shared<std::string>(1 << 20, '\0');
+      for (std::size_t i = 0; i < data->size(); ++i)
+        (*data)[i] = static_cast<char>('a' + (i * 2654435761u >> 13) % 26);
+      cfg.data = data;
+      Summary train =
+          measure(repeats, [&](CpuAllocatorKind k) { return run_train(k, cfg, ranks); });
+      print_row(
+          fmt::format("train_gpt L{} D{} {} rank(s)", cfg.model.layers, cfg.model.d_model, ranks),
+          train);
+      out.row({{"benchmark", "train_gpt"},
+               {"caching", to_json(train.caching)},
+               {"malloc", to_json(train.malloc)},
+               {"ranks", ranks},
+               {"steps", train_steps}});
+      out.ratio("train_gpt_ms_caching_vs_malloc", train.caching.ms / train.malloc.ms);
     }
-    MemoryTimelineSvgOptions o;
-    o.title = "bench_memory: one unshard/reshard cycle step";
-    write_memory_timeline_svg(*timeline, timeline_path, o);
-    fmt::print("timeline: {}\n", timeline_path);
-  }
-  set_cpu_allocator(initial);
-  if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
-  return 0;
+
+    if (!timeline_path.empty()) {
+      set_cpu_allocator(CpuAllocatorKind::Caching);
+      std::vector<std::unique_ptr<Storage>> unsharded;
+      for (std::size_t i = 0; i < units.size(); ++i)
+        unsharded.push_back(std::make_unique<Storage>(0, kCPU));
+      cycle_step(unsharded, units);  // warm: the recorded step is a steady one
+      auto timeline = std::make_shared<MemoryTimeline>();
+      {
+        MemoryTimelineScope recording(timeline);
+        cycle_step(unsharded, units);
+      }
+      MemoryTimelineSvgOptions o;
+      o.title = "bench_memory: one unshard/reshard cycle step";
+      write_memory_timeline_svg(*timeline, timeline_path, o);
+      fmt::print("timeline: {}\n", timeline_path);
+    }
+    set_cpu_allocator(initial);
+    out.write();
+    return 0;
+  });
 }

@@ -4,22 +4,27 @@
 //      with size_based(min_num_params=20000) and transformer({Block});
 //  (b) chains of nested Sequentials (one Linear(4,4) per level), depth 1600 and 100000, with
 //      size_based(min_num_params=1e9): PyTorch recounts every subtree (quadratic); we are linear.
-// Prints microseconds per module and writes JSON (argv[1], default bench_autowrap.json). With a
-// python that imports torch (bench/torch_python.h: /opt/torch2 first), runs
-// bench_torch_autowrap.py and prints the ratios and the torch version.
+// Prints microseconds per module (--json FILE: also as JSON). With a python that imports torch
+// (bench/common/torch_python.h: /opt/torch2 first) and without --no-torch, runs
+// bench_torch_autowrap.py on the same models and prints the ratios and the torch version.
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
+#include "bench/common/cli.h"
+#include "bench/common/report.h"
+#include "bench/common/timing.h"
+#include "bench/common/torch_python.h"
 #include "bench/policies/bench_models.h"
-#include "bench/torch_python.h"
 #include "core/nn/nn.h"
 #include "core/traversal/wrapper_marker.h"
 #include "policies/auto_wrap.h"
@@ -37,9 +42,8 @@ namespace {
 
 using bench::blocks_model;
 using bench::kMetaF32;
-// Best of this many runs on the block models, here and in bench_torch_autowrap.py: our time is
-// bound by memory latency, which a busy host disturbs more than PyTorch's interpreter.
-constexpr int kBlockRepeats = 7;
+// PyTorch recounts every subtree of a chain (quadratic): deeper chains than this take it minutes.
+constexpr std::int64_t kTorchMaxChain = 1600;
 
 // The cheapest wrapper: holds the module, marked as a wrapper (what the planner records).
 class BenchWrapper : public nn::Module {
@@ -80,10 +84,9 @@ Result time_case(const std::function<ModulePtr()>& build, const policies::AutoWr
       ++wrapped;
       return std::make_shared<BenchWrapper>(std::move(m));
     };
-    auto t0 = std::chrono::steady_clock::now();
+    const double t0 = bench::wall_now_ms();
     policies::auto_wrap(model, policy, {}, {}, {}, wrap_fn);
-    auto t1 = std::chrono::steady_clock::now();
-    double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / static_cast<double>(n);
+    const double us = (bench::wall_now_ms() - t0) * 1e3 / static_cast<double>(n);
     if (us < best.us_per_module) best = {us, n, wrapped};
   }
   return best;
@@ -91,13 +94,18 @@ Result time_case(const std::function<ModulePtr()>& build, const policies::AutoWr
 
 // PyTorch's _recursive_wrap on the same models (bench_torch_autowrap.py): microseconds per module
 // per case, and "torch_version"/"python" in `info`.
-std::map<std::string, double> run_torch(const std::string& json_out, nlohmann::json& info) {
+std::map<std::string, double> run_torch(const std::string& json_out, int blocks,
+                                        const std::string& chains, int repeats,
+                                        nlohmann::json& info) {
   std::map<std::string, double> out;
   const auto found = bench::find_torch_python(bench::default_torch_pythons());
   bench::warn_unless_preferred(found, bench::default_torch_pythons().front());
   if (found.python.empty()) return out;
-  std::string cmd = found.python + " " FSDP_BENCH_DIR "/bench_torch_autowrap.py --json " +
-                    json_out + " >/dev/null";
+  const std::string cmd =
+      fmt::format("{} " FSDP_BENCH_DIR
+                  "/bench_torch_autowrap.py --blocks {} --chains '{}' --iters {} "
+                  "--json {} >/dev/null",
+                  found.python, blocks, chains, repeats, json_out);
   if (std::system(cmd.c_str()) != 0) return out;
   std::ifstream in(json_out);
   nlohmann::json j;
@@ -111,52 +119,98 @@ std::map<std::string, double> run_torch(const std::string& json_out, nlohmann::j
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string json_path = argc > 1 ? argv[1] : "bench_autowrap.json";
-  const bool skip_torch = std::getenv("FSDP_BENCH_NO_TORCH") != nullptr;
-  std::map<std::string, Result> ours;
-  ours["blocks_size_based"] =
-      time_case([] { return blocks_model(4000); }, policies::size_based_auto_wrap_policy(20000),
-                kBlockRepeats);
-  ours["blocks_transformer"] =
-      time_case([] { return blocks_model(4000); },
-                policies::transformer_auto_wrap_policy(nn::ClassSet{"Block"}), kBlockRepeats);
-  for (std::int64_t depth : {400, 800, 1600, 100000})
-    ours["chain_" + std::to_string(depth)] = time_case(
-        [depth] { return chain(depth); }, policies::size_based_auto_wrap_policy(1'000'000'000), 3);
+  bench::Cli cli("bench_autowrap", "auto-wrap speed on meta-device models, against PyTorch's");
+  CLI::App& app = cli.app();
+  // Best of this many runs on the block models, here and in bench_torch_autowrap.py: our time is
+  // bound by memory latency, which a busy host disturbs more than PyTorch's interpreter.
+  int repeats = 7, blocks = 4000;
+  std::vector<std::int64_t> depths{400, 800, 1600, 100000};
+  bool no_torch = false;
+  cli.add_iters(repeats, "runs on each block model (best of); chains run 3 times");
+  app.add_option("--blocks", blocks, "blocks of the block models")
+      ->check(bench::at_least(1))
+      ->capture_default_str();
+  app.add_option("--chains", depths, "depths of the nested-Sequential chains")
+      ->delimiter(',')
+      ->check(bench::at_least(1))
+      ->capture_default_str();
+  app.add_flag("--no-torch", no_torch, "skip the PyTorch baseline");
+  if (const int rc = cli.parse(argc, argv); rc >= 0) return rc;
+  return bench::run_main(cli.program(), [&] {
+    std::map<std::string, Result> ours;
+    ours["blocks_size_based"] = time_case([&] { return blocks_model(blocks); },
+                                          policies::size_based_auto_wrap_policy(20000), repeats);
+    ours["blocks_transformer"] =
+        time_case([&] { return blocks_model(blocks); },
+                  policies::transformer_auto_wrap_policy(nn::ClassSet{"Block"}), repeats);
+    std::string torch_chains;
+    for (std::int64_t depth : depths) {
+      ours["chain_" + std::to_string(depth)] =
+          time_case([depth] { return chain(depth); },
+                    policies::size_based_auto_wrap_policy(1'000'000'000), 3);
+      if (depth <= kTorchMaxChain)
+        torch_chains += (torch_chains.empty() ? "" : ",") + std::to_string(depth);
+    }
 
-  std::map<std::string, double> torch;
-  nlohmann::json torch_info;
-  if (!skip_torch) torch = run_torch(json_path + ".torch.json", torch_info);
-  if (!torch.empty())
-    std::printf("PyTorch baseline: torch %s (%s)\n",
-                torch_info["version"].get<std::string>().c_str(),
-                torch_info["python"].get<std::string>().c_str());
+    std::map<std::string, double> torch;
+    nlohmann::json torch_info;
+    if (!no_torch) {
+      const auto torch_json = std::filesystem::temp_directory_path() /
+                              fmt::format("bench_autowrap.{}.torch.json", ::getpid());
+      torch = run_torch(torch_json.string(), blocks, torch_chains, repeats, torch_info);
+      std::filesystem::remove(torch_json);
+    }
+    if (!torch.empty())
+      std::printf("PyTorch baseline: torch %s (%s)\n",
+                  torch_info["version"].get<std::string>().c_str(),
+                  torch_info["python"].get<std::string>().c_str());
 
-  std::printf("%-22s %9s %8s %14s %14s %10s\n", "case", "modules", "wrapped", "ours us/module",
-              "torch us/mod", "speedup");
-  nlohmann::json j;
-  for (const auto& [name, r] : ours) {
-    auto it = torch.find(name);
-    double t = it == torch.end() ? 0.0 : it->second;
-    if (t > 0)
-      std::printf("%-22s %9zu %8d %14.4f %14.3f %9.0fx\n", name.c_str(), r.modules, r.wrapped,
-                  r.us_per_module, t, t / r.us_per_module);
-    else
-      std::printf("%-22s %9zu %8d %14.4f %14s %10s\n", name.c_str(), r.modules, r.wrapped,
-                  r.us_per_module, "-", "-");
-    j[name] = {{"modules", r.modules}, {"wrapped", r.wrapped}, {"us_per_module", r.us_per_module}};
-    if (t > 0) j[name]["torch_us_per_module"] = t, j[name]["speedup"] = t / r.us_per_module;
-  }
-  // Linear vs quadratic: per-module cost stays flat while the tree fits in the cache; the
-  // 100 000-deep chain (200 000 modules, about 200 MB of objects) adds main-memory latency.
-  std::printf("depth 1600 vs 400, us/module ratio: %.2f (1.0 = linear, 4.0 = quadratic)\n",
-              ours["chain_1600"].us_per_module / ours["chain_400"].us_per_module);
-  std::printf("depth 100000 vs 1600, us/module ratio: %.2f (out of cache)\n",
-              ours["chain_100000"].us_per_module / ours["chain_1600"].us_per_module);
-  if (torch.count("chain_1600") && torch.count("chain_400"))
-    std::printf("torch depth 1600 vs 400, us/module ratio: %.2f (4.0 = quadratic)\n",
-                torch["chain_1600"] / torch["chain_400"]);
-  if (!torch.empty()) j["torch"] = torch_info;
-  std::ofstream(json_path) << j.dump(2) << "\n";
-  return 0;
+    std::printf("%-22s %9s %8s %14s %14s %10s\n", "case", "modules", "wrapped", "ours us/module",
+                "torch us/mod", "speedup");
+    bench::Report report(cli);
+    for (const auto& [name, r] : ours) {
+      auto it = torch.find(name);
+      double t = it == torch.end() ? 0.0 : it->second;
+      if (t > 0)
+        std::printf("%-22s %9zu %8d %14.4f %14.3f %9.0fx\n", name.c_str(), r.modules, r.wrapped,
+                    r.us_per_module, t, t / r.us_per_module);
+      else
+        std::printf("%-22s %9zu %8d %14.4f %14s %10s\n", name.c_str(), r.modules, r.wrapped,
+                    r.us_per_module, "-", "-");
+      nlohmann::ordered_json row = {{"case", name},
+                                    {"modules", r.modules},
+                                    {"wrapped", r.wrapped},
+                                    {"us_per_module", r.us_per_module}};
+      if (t > 0) {
+        row["torch_us_per_module"] = t;
+        report.ratio(name + "_speedup_vs_torch", t / r.us_per_module);
+      }
+      report.row(row);
+    }
+    // Linear vs quadratic: per-module cost stays flat while the tree fits in the cache; the
+    // 100 000-deep chain (200 000 modules, about 200 MB of objects) adds main-memory latency.
+    auto scaling = [](const std::map<std::string, Result>& m, std::int64_t deep,
+                      std::int64_t shallow) -> double {
+      const auto d = m.find(fmt::format("chain_{}", deep)),
+                 s = m.find(fmt::format("chain_{}", shallow));
+      return d == m.end() || s == m.end() ? 0.0 : d->second.us_per_module / s->second.us_per_module;
+    };
+    if (const double r = scaling(ours, 1600, 400); r > 0) {
+      std::printf("depth 1600 vs 400, us/module ratio: %.2f (1.0 = linear, 4.0 = quadratic)\n", r);
+      report.ratio("chain_1600_vs_400_us_per_module", r);
+    }
+    if (const double r = scaling(ours, 100000, 1600); r > 0) {
+      std::printf("depth 100000 vs 1600, us/module ratio: %.2f (out of cache)\n", r);
+      report.ratio("chain_100000_vs_1600_us_per_module", r);
+    }
+    if (torch.count("chain_1600") && torch.count("chain_400")) {
+      std::printf("torch depth 1600 vs 400, us/module ratio: %.2f (4.0 = quadratic)\n",
+                  torch["chain_1600"] / torch["chain_400"]);
+      report.ratio("torch_chain_1600_vs_400_us_per_module",
+                   torch["chain_1600"] / torch["chain_400"]);
+    }
+    if (!torch.empty()) report["torch"] = torch_info;
+    report.write();
+    return 0;
+  });
 }

@@ -7,8 +7,9 @@
 //      Debian's 1.13); the ratios are against our best wall time and our CPU time;
 //  (b) a model of 1 001 103 modules (tests/tools/bench_plan_1m.py's: 100 stages of 715 blocks,
 //      87 MB of JSON) under four policies, JSON output, world size 64.
-// Usage: bench_plan [--plan FSDP_PLAN] [--runs N] [--json OUT] [--no-torch] [--no-1m]
-// Prints a table and writes JSON (default bench_plan.json).
+// Usage: bench_plan [--plan FSDP_PLAN] [--iters N] [--blocks N] [--json OUT] [--no-torch]
+//                   [--no-1m]
+// Prints a table (--json FILE: also as JSON).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
@@ -18,7 +19,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,8 +28,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/cli.h"
+#include "bench/common/report.h"
+#include "bench/common/timing.h"
+#include "bench/common/torch_python.h"
 #include "bench/policies/bench_models.h"
-#include "bench/torch_python.h"
 #include "tools/plan/model_export.h"
 
 #ifndef FSDP_BENCH_DIR
@@ -41,7 +44,7 @@
 
 namespace {
 
-struct Timing {
+struct ProcessTiming {
   double wall = 0;  // seconds
   double cpu = 0;   // user + system seconds
   long max_rss_kb = 0;
@@ -49,7 +52,7 @@ struct Timing {
 
 // Runs argv with stdout and stderr to /dev/null; its wall and CPU time. posix_spawn, not fork:
 // a forked child would count this process's pages in its peak RSS until it execs.
-Timing run_process(const std::vector<std::string>& args) {
+ProcessTiming run_process(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -57,7 +60,7 @@ Timing run_process(const std::vector<std::string>& args) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  auto t0 = std::chrono::steady_clock::now();
+  const double t0 = fsdp::bench::wall_now_ms();
   pid_t pid = 0;
   const int err = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -65,8 +68,8 @@ Timing run_process(const std::vector<std::string>& args) {
   int status = 0;
   rusage ru{};
   wait4(pid, &status, 0, &ru);
-  Timing t;
-  t.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ProcessTiming t;
+  t.wall = (fsdp::bench::wall_now_ms() - t0) * 1e-3;
   t.cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
           1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
   t.max_rss_kb = ru.ru_maxrss;
@@ -75,11 +78,7 @@ Timing run_process(const std::vector<std::string>& args) {
   return t;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using fsdp::bench::median;
 
 struct Summary {
   double wall_median, wall_min, cpu_median;
@@ -90,7 +89,7 @@ Summary time_plan(const std::vector<std::string>& args, int runs) {
   std::vector<double> wall, cpu;
   long rss = 0;
   for (int r = 0; r < runs; ++r) {
-    Timing t = run_process(args);
+    ProcessTiming t = run_process(args);
     wall.push_back(t.wall);
     cpu.push_back(t.cpu);
     rss = std::max(rss, t.max_rss_kb);
@@ -99,14 +98,14 @@ Summary time_plan(const std::vector<std::string>& args, int runs) {
 }
 
 // PyTorch's _recursive_wrap on the 4000-block model: seconds per case, and the version.
-nlohmann::json run_torch(const std::string& json_out) {
+nlohmann::json run_torch(const std::string& json_out, int blocks) {
   const auto found = fsdp::bench::find_torch_python(fsdp::bench::default_torch_pythons());
   fsdp::bench::warn_unless_preferred(found, fsdp::bench::default_torch_pythons().front());
   if (found.python.empty()) return nullptr;
   std::string cmd = fmt::format("{} " FSDP_BENCH_DIR
-                                "/bench_torch_autowrap.py --chains '' --repeats 3 --json {} "
-                                ">/dev/null 2>&1",
-                                found.python, json_out);
+                                "/bench_torch_autowrap.py --blocks {} --chains '' --iters 3 "
+                                "--json {} >/dev/null 2>&1",
+                                found.python, blocks, json_out);
   if (std::system(cmd.c_str()) != 0) return nullptr;
   std::ifstream in(json_out);
   nlohmann::json j;
@@ -161,107 +160,106 @@ void write_1m_model(const std::string& path, int stages, int per_stage) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string plan = FSDP_PLAN_EXE, json_path = "bench_plan.json";
-  int runs = 7;
-  bool torch = true, big = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--plan" && i + 1 < argc)
-      plan = argv[++i];
-    else if (a == "--runs" && i + 1 < argc)
-      runs = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--json" && i + 1 < argc)
-      json_path = argv[++i];
-    else if (a == "--no-torch")
-      torch = false;
-    else if (a == "--no-1m")
-      big = false;
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_plan [--plan FSDP_PLAN] [--runs N] [--json OUT] [--no-torch] "
-                   "[--no-1m]\n");
-      return 2;
-    }
-  }
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / fmt::format("bench_plan.{}", getpid());
-  fs::create_directories(dir);
-  nlohmann::json out;
+  fsdp::bench::Cli cli("bench_plan", "fsdp-plan end to end against PyTorch's _recursive_wrap");
+  CLI::App& app = cli.app();
+  std::string plan = FSDP_PLAN_EXE;
+  int runs = 7, blocks = 4000;
+  bool no_torch = false, no_big = false;
+  app.add_option("--plan", plan, "the fsdp-plan executable")->capture_default_str();
+  cli.add_iters(runs, "fsdp-plan runs per case on the block model (median)");
+  app.add_option("--blocks", blocks, "blocks of the block model")
+      ->check(fsdp::bench::at_least(1))
+      ->capture_default_str();
+  app.add_flag("--no-torch", no_torch, "skip the PyTorch baseline");
+  app.add_flag("--no-1m", no_big, "skip the million-module model");
+  if (const int rc = cli.parse(argc, argv); rc >= 0) return rc;
+  const bool torch = !no_torch, big = !no_big;
+  return fsdp::bench::run_main(cli.program(), [&] {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / fmt::format("bench_plan.{}", getpid());
+    fs::create_directories(dir);
+    fsdp::bench::Report out(cli);
 
-  // (a) the 4000-block model.
-  const std::string blocks_file = (dir / "blocks4000.json").string();
-  {
-    auto model = fsdp::bench::blocks_model(4000);
-    fsdp::plan::write_model_file(*model, blocks_file);
-    out["blocks_model"] = {{"modules", model->modules().size()},
-                           {"file_bytes", fs::file_size(blocks_file)}};
-  }
-  // A child's peak RSS counts this process's resident pages until it execs: give the model's
-  // freed memory back first.
-  malloc_trim(0);
-  nlohmann::json theirs = torch ? run_torch((dir / "torch.json").string()) : nullptr;
-  const double torch_modules =
-      theirs.is_object() ? theirs["modules_per_block_model"].get<double>() : 0;
-  std::printf("fsdp-plan end to end (median of %d runs) vs PyTorch _recursive_wrap alone%s\n", runs,
-              theirs.is_object() ? fmt::format(" (torch {}, best of 3)",
-                                               theirs["torch_version"].get<std::string>())
-                                       .c_str()
-                                 : " (PyTorch not found)");
-  std::printf("%-38s %8s %8s %8s %7s %8s %8s %8s\n", "case", "wall s", "min s", "cpu s", "RSS MB",
-              "torch s", "vs min", "vs cpu");
-  struct Case {
-    const char* name;
-    const char* policy;
-    const char* torch_key;
-  };
-  for (const Case& c :
-       {Case{"blocks4000 transformer([Block])", "transformer([Block])", "blocks_transformer"},
-        Case{"blocks4000 size(min_num_params=20000)", "size(min_num_params=20000)",
-             "blocks_size_based"}}) {
-    Summary s = time_plan({plan, blocks_file, "--policy", c.policy, "--world-size", "8"}, runs);
-    double t = theirs.is_object() && theirs.contains(c.torch_key)
-                   ? theirs[c.torch_key].get<double>() * torch_modules * 1e-6
-                   : 0;
-    auto ratio = [&](double ours) {
-      return t > 0 ? fmt::format("{:.1f}x", t / ours) : std::string("-");
+    // (a) the block model.
+    const std::string blocks_file = (dir / fmt::format("blocks{}.json", blocks)).string();
+    {
+      auto model = fsdp::bench::blocks_model(blocks);
+      fsdp::plan::write_model_file(*model, blocks_file);
+      out["blocks_model"] = {{"modules", model->modules().size()},
+                             {"file_bytes", fs::file_size(blocks_file)}};
+    }
+    // A child's peak RSS counts this process's resident pages until it execs: give the model's
+    // freed memory back first.
+    malloc_trim(0);
+    nlohmann::json theirs = torch ? run_torch((dir / "torch.json").string(), blocks) : nullptr;
+    const double torch_modules =
+        theirs.is_object() ? theirs["modules_per_block_model"].get<double>() : 0;
+    std::printf(
+        "fsdp-plan end to end (median of %d runs) vs PyTorch _recursive_wrap alone%s\n", runs,
+        theirs.is_object()
+            ? fmt::format(" (torch {}, best of 3)", theirs["torch_version"].get<std::string>())
+                  .c_str()
+            : " (PyTorch not found)");
+    std::printf("%-38s %8s %8s %8s %7s %8s %8s %8s\n", "case", "wall s", "min s", "cpu s", "RSS MB",
+                "torch s", "vs min", "vs cpu");
+    struct Case {
+      const char* name;
+      const char* policy;
+      const char* torch_key;
     };
-    std::printf("%-38s %8.3f %8.3f %8.3f %7.0f %8s %8s %8s\n", c.name, s.wall_median, s.wall_min,
-                s.cpu_median, s.max_rss_kb / 1024.0, t > 0 ? fmt::format("{:.3f}", t).c_str() : "-",
-                ratio(s.wall_min).c_str(), ratio(s.cpu_median).c_str());
-    auto& j = out["cases"][c.name];
-    j = {{"wall_median_s", s.wall_median},
-         {"wall_min_s", s.wall_min},
-         {"cpu_median_s", s.cpu_median},
-         {"max_rss_kb", s.max_rss_kb}};
-    if (t > 0) {
-      j["torch_recursive_wrap_s"] = t;
-      j["speedup_vs_min_wall"] = t / s.wall_min;  // best of runs on both sides
-      j["speedup_vs_cpu"] = t / s.cpu_median;
+    for (const Case& c :
+         {Case{"transformer([Block])", "transformer([Block])", "blocks_transformer"},
+          Case{"size(min_num_params=20000)", "size(min_num_params=20000)", "blocks_size_based"}}) {
+      const std::string name = fmt::format("blocks{} {}", blocks, c.name);
+      Summary s = time_plan({plan, blocks_file, "--policy", c.policy, "--world-size", "8"}, runs);
+      double t = theirs.is_object() && theirs.contains(c.torch_key)
+                     ? theirs[c.torch_key].get<double>() * torch_modules * 1e-6
+                     : 0;
+      auto ratio = [&](double ours) {
+        return t > 0 ? fmt::format("{:.1f}x", t / ours) : std::string("-");
+      };
+      std::printf("%-38s %8.3f %8.3f %8.3f %7.0f %8s %8s %8s\n", name.c_str(), s.wall_median,
+                  s.wall_min, s.cpu_median, s.max_rss_kb / 1024.0,
+                  t > 0 ? fmt::format("{:.3f}", t).c_str() : "-", ratio(s.wall_min).c_str(),
+                  ratio(s.cpu_median).c_str());
+      nlohmann::ordered_json j = {{"case", name},
+                                  {"wall_median_s", s.wall_median},
+                                  {"wall_min_s", s.wall_min},
+                                  {"cpu_median_s", s.cpu_median},
+                                  {"max_rss_kb", s.max_rss_kb}};
+      if (t > 0) {
+        j["torch_recursive_wrap_s"] = t;
+        out.ratio(name + " speedup_vs_min_wall", t / s.wall_min);  // best of runs on both sides
+        out.ratio(name + " speedup_vs_cpu", t / s.cpu_median);
+      }
+      out.row(j);
     }
-  }
-  if (theirs.is_object())
-    out["torch"] = {{"version", theirs["torch_version"]}, {"python", theirs["python"]}};
+    if (theirs.is_object())
+      out["torch"] = {{"version", theirs["torch_version"]}, {"python", theirs["python"]}};
 
-  // (b) a million modules.
-  if (big) {
-    const std::string big_file = (dir / "model_1m.json").string();
-    write_1m_model(big_file, 100, 715);
-    out["model_1m"] = {{"modules", 3 + 100 * (1 + 14 * 715)},
-                       {"file_bytes", fs::file_size(big_file)}};
-    std::printf("\n%d modules, %.0f MB of JSON, --format json --world-size 64 (one run each)\n",
-                3 + 100 * (1 + 14 * 715), static_cast<double>(fs::file_size(big_file)) / 1e6);
-    for (const char* policy :
-         {"none", "transformer([Block])", "size(min_num_params=100000)", "always"}) {
-      std::vector<std::string> args{plan, big_file, "--format", "json", "--world-size", "64"};
-      if (std::strcmp(policy, "none") != 0) args.insert(args.end(), {"--policy", policy});
-      Summary s = time_plan(args, 1);
-      std::printf("%-38s %8.2f %8s %8.2f %7.0f\n", policy, s.wall_median, "", s.cpu_median,
-                  s.max_rss_kb / 1024.0);
-      out["cases"][std::string("1m ") + policy] = {
-          {"wall_s", s.wall_median}, {"cpu_s", s.cpu_median}, {"max_rss_kb", s.max_rss_kb}};
+    // (b) a million modules.
+    if (big) {
+      const std::string big_file = (dir / "model_1m.json").string();
+      write_1m_model(big_file, 100, 715);
+      out["model_1m"] = {{"modules", 3 + 100 * (1 + 14 * 715)},
+                         {"file_bytes", fs::file_size(big_file)}};
+      std::printf("\n%d modules, %.0f MB of JSON, --format json --world-size 64 (one run each)\n",
+                  3 + 100 * (1 + 14 * 715), static_cast<double>(fs::file_size(big_file)) / 1e6);
+      for (const char* policy :
+           {"none", "transformer([Block])", "size(min_num_params=100000)", "always"}) {
+        std::vector<std::string> args{plan, big_file, "--format", "json", "--world-size", "64"};
+        if (std::strcmp(policy, "none") != 0) args.insert(args.end(), {"--policy", policy});
+        Summary s = time_plan(args, 1);
+        std::printf("%-38s %8.2f %8s %8.2f %7.0f\n", policy, s.wall_median, "", s.cpu_median,
+                    s.max_rss_kb / 1024.0);
+        out.row({{"case", std::string("1m ") + policy},
+                 {"wall_s", s.wall_median},
+                 {"cpu_s", s.cpu_median},
+                 {"max_rss_kb", s.max_rss_kb}});
+      }
     }
-  }
-  fs::remove_all(dir);
-  std::ofstream(json_path) << out.dump(2) << "\n";
-  return 0;
+    fs::remove_all(dir);
+    out.write();
+    return 0;
+  });
 }

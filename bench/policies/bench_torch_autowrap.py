@@ -2,7 +2,7 @@
 engine behind FSDP's callable auto-wrap policies) on the same meta-device models.
 
 Run with a current PyTorch (/opt/torch2/bin/python) or Debian's python3-torch (1.13):
-PYTHON bench_torch_autowrap.py [--json OUT] [--blocks N] [--chains D,D] [--repeats N].
+PYTHON bench_torch_autowrap.py [--json OUT] [--blocks N] [--chains D,D] [--iters N].
 Prints one JSON object {case: microseconds_per_module}. Torch 1.13 on Python 3.11 needs a
 dataclass workaround to import torch.distributed.fsdp (docs/toolchain.md §6).
 """
@@ -101,17 +101,17 @@ def main():
     parser.add_argument("--json")
     parser.add_argument("--blocks", type=int, default=4000)
     parser.add_argument("--chains", default="400,800,1600", help="depths; '' for none")
-    parser.add_argument("--repeats", type=int, default=7, help="best of this many, block models")
+    parser.add_argument("--iters", type=int, default=7, help="best of this many, block models")
     args = parser.parse_args()
     sys.setrecursionlimit(100000)
     results = {
         "blocks_size_based": time_case(lambda: Model(args.blocks), size_policy(20000),
-                                       args.repeats),
+                                       args.iters),
         "blocks_transformer": time_case(
             lambda: Model(args.blocks),
             functools.partial(fsdp_wrap.transformer_auto_wrap_policy,
                               transformer_layer_cls={Block}),
-            args.repeats),
+            args.iters),
     }
     for depth in [int(d) for d in args.chains.split(",") if d]:
         results[f"chain_{depth}"] = time_case(lambda: chain(depth), size_policy(int(1e9)), 1)

@@ -1,27 +1,27 @@
-// bench_checkpoint: save and load times of full and sharded checkpoints of a ~1 GB GPT (FSDP
+// bench_checkpoint_io: save and load times of full and sharded checkpoints of a ~1 GB GPT (FSDP
 // FULL_SHARD on thread ranks), against the disk's sequential write speed measured in the same run
 // (a plain write + fsync loop of as many bytes from memory, 8 MiB writes) and a plain read of the
 // same file.
 // Prints a table of medians and of per-round ratios (each save against the plain write just
 // before it); --json FILE writes every round.
-//   bench_checkpoint [--dir DIR] [--ranks 1,2,4] [--reps 3] [--layers 20] [--d-model 1024]
-//                    [--json FILE]
+//   bench_checkpoint_io [--dir DIR] [--ranks 1,2,4] [--iters 3] [--layers 20] [--d-model 1024]
+//                       [--json FILE]
 // Loads read files just written, so they come from the page cache, as the plain read does.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "bench/common/cli.h"
+#include "bench/common/report.h"
+#include "bench/common/timing.h"
 #include "comm/threads/run_threads.h"
 #include "core/error.h"
 #include "core/io/safetensors.h"
@@ -35,18 +35,12 @@
 
 using namespace fsdp;
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using bench::median;
 
 namespace {
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+double seconds_since(double t0_ms) {
+  return (bench::wall_now_ms() - t0_ms) * 1e-3;
 }
 
 // The baseline: `bytes` of memory (a buffer as large as the model, filled beforehand, as a
@@ -55,7 +49,7 @@ double median(std::vector<double> v) {
 std::pair<double, double> plain_write_read(const fs::path& file, std::uint64_t bytes) {
   constexpr std::size_t kChunk = 8u << 20;
   std::vector<char> source(bytes, 1);
-  auto t0 = Clock::now();
+  double t0 = bench::wall_now_ms();
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   FSDP_CHECK(fd >= 0, RuntimeError, "cannot create {}: {}", file.string(), std::strerror(errno));
   for (std::uint64_t off = 0; off < bytes;) {
@@ -67,7 +61,7 @@ std::pair<double, double> plain_write_read(const fs::path& file, std::uint64_t b
   FSDP_CHECK(::fsync(fd) == 0, RuntimeError, "fsync {} failed", file.string());
   ::close(fd);
   const double write_s = seconds_since(t0);
-  t0 = Clock::now();
+  t0 = bench::wall_now_ms();
   const int rfd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   std::vector<char> whole(bytes);  // a reader allocates its destination too
   for (std::uint64_t off = 0; off < bytes;) {
@@ -110,7 +104,7 @@ Times run_world(int world, const examples::GPTConfig& cfg, const fs::path& dir, 
     if (lead) *model_bytes = bytes;
     auto timed = [&](std::vector<double>& out, const std::function<void()>& f) {
       pg.barrier();
-      const auto t0 = Clock::now();
+      const double t0 = bench::wall_now_ms();
       f();
       pg.barrier();
       if (lead) out.push_back(seconds_since(t0));
@@ -153,58 +147,38 @@ double median_ratio(const std::vector<double>& baseline, const std::vector<doubl
   return median(r);
 }
 
-std::vector<int> parse_ranks(const std::string& s) {
-  std::vector<int> out;
-  std::size_t pos = 0;
-  while (pos < s.size()) {
-    const std::size_t comma = s.find(',', pos);
-    out.push_back(std::stoi(s.substr(pos, comma - pos)));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    std::string dir_arg = fs::temp_directory_path().string(), json_path, ranks_arg = "1,2,4";
-    int reps = 3;
-    examples::GPTConfig cfg{.layers = 20, .d_model = 1024, .heads = 16, .seq = 128, .vocab = 256};
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      FSDP_CHECK(i + 1 < argc, ValueError, "bench_checkpoint: {} needs a value", a);
-      const std::string v = argv[++i];
-      if (a == "--dir")
-        dir_arg = v;
-      else if (a == "--ranks")
-        ranks_arg = v;
-      else if (a == "--reps")
-        reps = std::stoi(v);
-      else if (a == "--layers")
-        cfg.layers = std::stoll(v);
-      else if (a == "--d-model")
-        cfg.d_model = std::stoll(v);
-      else if (a == "--json")
-        json_path = v;
-      else
-        throw ValueError(fmt::format("bench_checkpoint: unknown flag {}", a));
-    }
-    FSDP_CHECK(reps >= 1, ValueError, "bench_checkpoint: --reps must be >= 1");
+  bench::Cli cli("bench_checkpoint_io",
+                 "checkpoint save/load (full and sharded) against a plain write + fsync and read");
+  CLI::App& app = cli.app();
+  std::string dir_arg = fs::temp_directory_path().string();
+  std::vector<int> worlds{1, 2, 4};
+  int reps = 3;
+  examples::GPTConfig cfg{.layers = 20, .d_model = 1024, .heads = 16, .seq = 128, .vocab = 256};
+  app.add_option("--dir", dir_arg, "where the checkpoints go")->capture_default_str();
+  app.add_option("--ranks", worlds, "world sizes (thread ranks)")
+      ->delimiter(',')
+      ->check(bench::at_least(1))
+      ->capture_default_str();
+  cli.add_iters(reps, "rounds per world size (medians)");
+  app.add_option("--layers", cfg.layers)->check(bench::at_least(1))->capture_default_str();
+  app.add_option("--d-model", cfg.d_model)->check(bench::at_least(1))->capture_default_str();
+  if (const int rc = cli.parse(argc, argv); rc >= 0) return rc;
+  return bench::run_main(cli.program(), [&] {
     const fs::path dir = fs::path(dir_arg) / fmt::format("fsdp-bench-ckpt-{}", ::getpid());
     fs::create_directories(dir);
 
-    nlohmann::ordered_json report = {{"model", fmt::format("GPT L{} D{}", cfg.layers, cfg.d_model)},
-                                     {"dir", dir_arg},
-                                     {"reps", reps},
-                                     {"worlds", {}}};
+    bench::Report report(cli);
+    report["model"] = fmt::format("GPT L{} D{}", cfg.layers, cfg.d_model);
+    report["dir"] = dir_arg;
     fmt::print("{:>5} {:>9} {:>9} | {:>12} {:>12} {:>12} {:>12} | {:>8} {:>8} {:>8} {:>8}\n",
                "ranks", "disk w", "plain r", "sharded save", "sharded load", "full save",
                "full load", "sh.save", "sh.load", "fu.save", "fu.load");
     fmt::print("{:>5} {:>9} {:>9} | {:>12} {:>12} {:>12} {:>12} | {:>35}\n", "", "GB/s", "GB/s",
                "s", "s", "s", "s", "median of per-round ratios to the plain write/read");
-    for (int world : parse_ranks(ranks_arg)) {
+    for (int world : worlds) {
       std::uint64_t bytes = 0;
       const Times t = run_world(world, cfg, dir, reps, &bytes);
       // Baselines: rounds 0, 2, 4, ... precede sharded saves; 1, 3, 5, ... full saves.
@@ -214,28 +188,31 @@ int main(int argc, char** argv) {
         (i % 2 ? r_fu : r_sh).push_back(t.plain_read[i]);
       }
       const double gb = static_cast<double>(bytes) / 1e9;
+      const double ratios[4] = {median_ratio(w_sh, t.sharded_save),
+                                median_ratio(r_sh, t.sharded_load), median_ratio(w_fu, t.full_save),
+                                median_ratio(r_fu, t.full_load)};
       fmt::print(
           "{:>5} {:>9.2f} {:>9.2f} | {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} | {:>7.0f}% {:>7.0f}% "
           "{:>7.0f}% {:>7.0f}%\n",
           world, gb / median(t.disk_write), gb / median(t.plain_read), median(t.sharded_save),
-          median(t.sharded_load), median(t.full_save), median(t.full_load),
-          median_ratio(w_sh, t.sharded_save), median_ratio(r_sh, t.sharded_load),
-          median_ratio(w_fu, t.full_save), median_ratio(r_fu, t.full_load));
+          median(t.sharded_load), median(t.full_save), median(t.full_load), ratios[0], ratios[1],
+          ratios[2], ratios[3]);
       std::fflush(stdout);
-      report["worlds"].push_back({{"ranks", world},
-                                  {"bytes", bytes},
-                                  {"disk_write_s", t.disk_write},
-                                  {"plain_read_s", t.plain_read},
-                                  {"sharded_save_s", t.sharded_save},
-                                  {"sharded_load_s", t.sharded_load},
-                                  {"full_save_s", t.full_save},
-                                  {"full_load_s", t.full_load}});
+      report.row({{"ranks", world},
+                  {"bytes", bytes},
+                  {"disk_write_s", t.disk_write},
+                  {"plain_read_s", t.plain_read},
+                  {"sharded_save_s", t.sharded_save},
+                  {"sharded_load_s", t.sharded_load},
+                  {"full_save_s", t.full_save},
+                  {"full_load_s", t.full_load}});
+      // Percent of the plain write's (read's) speed, median over rounds.
+      const char* names[4] = {"sharded_save", "sharded_load", "full_save", "full_load"};
+      for (int k = 0; k < 4; ++k)
+        report.ratio(fmt::format("{}_vs_plain_pct_{}r", names[k], world), ratios[k]);
     }
     fs::remove_all(dir);
-    if (!json_path.empty()) std::ofstream(json_path) << report.dump(1) << "\n";
+    report.write();
     return 0;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "bench_checkpoint: error: {}\n", e.what());
-    return 1;
-  }
+  });
 }

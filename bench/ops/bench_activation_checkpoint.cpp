@@ -8,17 +8,16 @@
 // (they must be equal). Prints a table; --json writes JSON.
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "bench/common/cli.h"
+#include "bench/common/report.h"
+#include "bench/common/timing.h"
 #include "core/blas_kernels.h"
 #include "core/memory.h"
 #include "core/ops.h"
@@ -62,13 +61,12 @@ struct Run {
 
   // One training step; returns its milliseconds.
   double step() {
-    auto t0 = std::chrono::steady_clock::now();
+    const double t0 = bench::wall_now_ms();
     opt->zero_grad();
     Tensor loss = examples::gpt_loss(*model, inputs, targets);
     loss.backward();
     opt->step();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms = bench::wall_now_ms() - t0;
     r.losses.push_back(loss.item());
     return ms;
   }
@@ -96,71 +94,81 @@ struct Run {
 
 int main(int argc, char** argv) {
   select_blas_kernels(argv);  // as train_gpt: Debian's OpenBLAS picks SSE3 kernels on this CPU
-  CLI::App app{"activation checkpointing: memory and step time, none vs full vs selective"};
+  bench::Cli cli("bench_activation_checkpoint",
+                 "activation checkpointing: memory and step time, none vs full vs selective");
+  CLI::App& app = cli.app();
   examples::GPTConfig cfg;
   std::int64_t batch = 8;
   int warmup = 1, iters = 5, threads = 2;
-  std::string json_path;
   app.add_option("--layers", cfg.layers)->capture_default_str();
   app.add_option("--d-model", cfg.d_model)->capture_default_str();
   app.add_option("--heads", cfg.heads)->capture_default_str();
   app.add_option("--seq", cfg.seq)->capture_default_str();
   app.add_option("--batch", batch)->capture_default_str();
-  app.add_option("--warmup", warmup)->capture_default_str();
-  app.add_option("--iters", iters)->capture_default_str();
-  app.add_option("--threads", threads, "BLAS threads and intra-op threads (core/parallel.h)")
-      ->capture_default_str();
-  app.add_option("--json", json_path, "write results as JSON");
-  CLI11_PARSE(app, argc, argv);
-  set_blas_threads(threads);
-  set_num_threads(threads);  // element-wise kernels, as train_gpt sizes them
+  cli.add_warmup(warmup);
+  cli.add_iters(iters);
+  cli.add_threads(threads, "BLAS threads and intra-op threads (core/parallel.h)");
+  if (const int rc = cli.parse(argc, argv); rc >= 0) return rc;
+  return bench::run_main(cli.program(), [&] {
+    set_blas_threads(threads);
+    set_num_threads(threads);  // element-wise kernels, as train_gpt sizes them
 
-  // The variants' steps alternate, so a busy machine slows them alike.
-  std::vector<std::unique_ptr<Run>> runs;
-  for (const char* v : {"none", "full", "selective"})
-    runs.push_back(std::make_unique<Run>(v, cfg, batch));
-  for (int i = 0; i < warmup; ++i)
-    for (auto& run : runs) run->step();  // also creates the optimizer state
-  for (auto& run : runs) run->measure_memory();
-  std::vector<std::vector<double>> ms(runs.size());
-  for (int i = 0; i < iters; ++i)
-    for (std::size_t k = 0; k < runs.size(); ++k) ms[k].push_back(runs[k]->step());
-  std::vector<Result> results;
-  for (std::size_t k = 0; k < runs.size(); ++k) {
-    std::sort(ms[k].begin(), ms[k].end());
-    runs[k]->r.step_ms = ms[k][ms[k].size() / 2];
-    results.push_back(runs[k]->r);
-  }
-  const Result& base = results[0];
+    // The variants' steps alternate, so a busy machine slows them alike.
+    std::vector<std::unique_ptr<Run>> runs;
+    for (const char* v : {"none", "full", "selective"})
+      runs.push_back(std::make_unique<Run>(v, cfg, batch));
+    for (int i = 0; i < warmup; ++i)
+      for (auto& run : runs) run->step();  // also creates the optimizer state
+    for (auto& run : runs) run->measure_memory();
+    std::vector<std::vector<double>> ms(runs.size());
+    for (int i = 0; i < iters; ++i)
+      for (std::size_t k = 0; k < runs.size(); ++k) ms[k].push_back(runs[k]->step());
+    std::vector<Result> results;
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      runs[k]->r.step_ms = bench::median(ms[k]);
+      results.push_back(runs[k]->r);
+    }
+    const Result& base = results[0];
 
-  nlohmann::json out;
-  out["config"] = {{"layers", cfg.layers}, {"d_model", cfg.d_model}, {"heads", cfg.heads},
-                   {"seq", cfg.seq},       {"batch", batch},         {"threads", threads}};
-  fmt::print("GPT L{} d{} h{} seq{} batch{}, {} threads (BLAS and intra-op), median of {} steps\n",
-             cfg.layers, cfg.d_model, cfg.heads, cfg.seq, batch, threads, iters);
-  fmt::print("{:<10} {:>10} {:>10} {:>8} {:>10} {:>8} {:>10} {:>8} {:>12}\n", "variant",
-             "recomputes", "held MiB", "held x", "peak MiB", "peak x", "step ms", "time x",
-             "max |dloss|");
-  for (const auto& r : results) {
-    double dloss = 0;
-    for (std::size_t i = 0; i < r.losses.size(); ++i)
-      dloss = std::max(dloss, std::abs(r.losses[i] - base.losses[i]));
-    const double held_x = static_cast<double>(r.held_bytes) / static_cast<double>(base.held_bytes);
-    const double peak_x = static_cast<double>(r.peak_bytes) / static_cast<double>(base.peak_bytes);
-    const double time_x = r.step_ms / base.step_ms;
-    fmt::print("{:<10} {:>10} {:>10.2f} {:>8.3f} {:>10.2f} {:>8.3f} {:>10.1f} {:>8.3f} {:>12.3g}\n",
-               r.name, r.recomputes, r.held_bytes / 1048576.0, held_x, r.peak_bytes / 1048576.0,
-               peak_x, r.step_ms, time_x, dloss);
-    out["variants"][r.name] = {{"held_bytes", r.held_bytes},
-                               {"peak_bytes", r.peak_bytes},
-                               {"step_ms", r.step_ms},
-                               {"held_ratio", held_x},
-                               {"peak_ratio", peak_x},
-                               {"time_ratio", time_x},
-                               {"max_loss_diff", dloss},
-                               {"losses", r.losses},
-                               {"recomputes_per_step", r.recomputes}};
-  }
-  if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
-  return 0;
+    bench::Report out(cli);
+    out["config"] = {{"layers", cfg.layers}, {"d_model", cfg.d_model}, {"heads", cfg.heads},
+                     {"seq", cfg.seq},       {"batch", batch},         {"threads", threads}};
+    fmt::print(
+        "GPT L{} d{} h{} seq{} batch{}, {} threads (BLAS and intra-op), median of {} steps\n",
+        cfg.layers, cfg.d_model, cfg.heads, cfg.seq, batch, threads, iters);
+    fmt::print("{:<10} {:>10} {:>10} {:>8} {:>10} {:>8} {:>10} {:>8} {:>12}\n", "variant",
+               "recomputes", "held MiB", "held x", "peak MiB", "peak x", "step ms", "time x",
+               "max |dloss|");
+    for (const auto& r : results) {
+      double dloss = 0;
+      for (std::size_t i = 0; i < r.losses.size(); ++i)
+        dloss = std::max(dloss, std::abs(r.losses[i] - base.losses[i]));
+      const double held_x =
+          static_cast<double>(r.held_bytes) / static_cast<double>(base.held_bytes);
+      const double peak_x =
+          static_cast<double>(r.peak_bytes) / static_cast<double>(base.peak_bytes);
+      const double time_x = r.step_ms / base.step_ms;
+      fmt::print(
+          "{:<10} {:>10} {:>10.2f} {:>8.3f} {:>10.2f} {:>8.3f} {:>10.1f} {:>8.3f} {:>12.3g}\n",
+          r.name, r.recomputes, r.held_bytes / 1048576.0, held_x, r.peak_bytes / 1048576.0, peak_x,
+          r.step_ms, time_x, dloss);
+      out.row({{"variant", r.name},
+               {"held_bytes", r.held_bytes},
+               {"peak_bytes", r.peak_bytes},
+               {"step_ms", r.step_ms},
+               {"held_ratio", held_x},
+               {"peak_ratio", peak_x},
+               {"time_ratio", time_x},
+               {"max_loss_diff", dloss},
+               {"losses", r.losses},
+               {"recomputes_per_step", r.recomputes}});
+      if (&r != &base) {
+        out.ratio(r.name + "_held_vs_none", held_x);
+        out.ratio(r.name + "_peak_vs_none", peak_x);
+        out.ratio(r.name + "_time_vs_none", time_x);
+      }
+    }
+    out.write();
+    return 0;
+  });
 }

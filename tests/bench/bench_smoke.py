@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Runs one bench program with its smallest settings and --json, and checks the report: it
+parses, has bench/common's layout ("program", "options", "rows", "ratios") and this program's
+rows and ratios, every ratio a finite positive number; and that a bad --iters ends the program
+with bench/common's one-line error and exit code 2. So a broken bench fails the test suite.
+
+    bench_smoke.py NAME EXE [EXTRA ARGS...]     (EXTRA ARGS go to the program, e.g. --plan PATH)
+
+Exits 77 (skipped) where the program needs an absent tool: mpirun, or a python with torch.
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUN_RANKS = os.path.join(HERE, "..", "comm", "run_ranks.sh")
+TORCH_PYTHONS = ["/opt/torch2/bin/python", "/usr/bin/python3"]  # bench/common/torch_python.h
+
+# name: (program name in the report, smallest arguments, launcher, rows, row keys, ratio keys,
+#        top-level keys besides the common ones, needs torch)
+MPI = ["mpirun", "--bind-to", "none", "-np", "2"]
+GLOO = ["sh", RUN_RANKS, "mpirun", "2", "file"]
+CASES = {
+    "bench_attention": dict(
+        args=["--iters", "1", "--warmup", "0", "--lengths", "32,64", "--heads", "1"],
+        rows=2, row_keys=["length", "materialised_ms", "blocked_ms", "scores_not_held_mib"],
+        ratios=["blocked_vs_materialised_L32", "blocked_vs_materialised_L64"], top=["heads"]),
+    "bench_gemm_bound": dict(
+        args=["--layers", "1", "--d-model", "32", "--heads", "2", "--seq", "16", "--vocab", "64",
+              "--batch", "1", "--iters", "1", "--warmup", "0", "--versus", "1000"],
+        rows=2, row_keys=["name", "ms", "tokens_per_s"],
+        ratios=["products_share_of_step", "ranks_at_ceiling_vs_versus"],
+        top=["config", "step_ms", "gemm_ms", "ceiling_tokens_per_s"]),  # bench_fsdp_train.py's
+    "bench_training_step": dict(
+        args=["--no-torch", "--iters", "1", "--warmup", "0", "--threads", "1", "--model", "demo"],
+        rows=1, row_keys=["threads", "ours_ms", "ours_cpu_ms", "torch_ms"], ratios=[],
+        top=["openblas_core"]),
+    "bench_training_step_torch": dict(
+        program="bench_training_step", torch=True,
+        args=["--iters", "1", "--warmup", "0", "--threads", "1", "--model", "demo"],
+        rows=1, row_keys=["threads", "ours_ms", "torch_ms", "ratio"],
+        ratios=["demo_model_vs_torch_1t"], top=["torch_python", "torch_version"]),
+    "bench_autowrap": dict(
+        args=["--no-torch", "--iters", "1", "--blocks", "10", "--chains", "400,1600"],
+        rows=4, row_keys=["case", "modules", "wrapped", "us_per_module"],
+        ratios=["chain_1600_vs_400_us_per_module"], top=[]),
+    "bench_plan": dict(
+        args=["--no-torch", "--no-1m", "--iters", "1", "--blocks", "10"],
+        rows=2, row_keys=["case", "wall_median_s", "wall_min_s", "cpu_median_s", "max_rss_kb"],
+        ratios=[], top=["blocks_model"]),
+    "bench_memory": dict(
+        args=["--iters", "1", "--cycle-steps", "2", "--skip-train"],
+        rows=1, row_keys=["benchmark", "caching", "malloc"],
+        ratios=["cycle_ms_caching_vs_malloc"], top=["conditions"]),
+    "bench_activation_checkpoint": dict(
+        args=["--layers", "1", "--d-model", "32", "--heads", "2", "--seq", "16", "--batch", "1",
+              "--iters", "1", "--warmup", "1", "--threads", "1"],
+        rows=3, row_keys=["variant", "held_bytes", "peak_bytes", "step_ms", "max_loss_diff"],
+        ratios=["full_held_vs_none", "full_time_vs_none", "selective_held_vs_none",
+                "selective_peak_vs_none"], top=["config"]),
+    "bench_checkpoint_io": dict(
+        args=["--ranks", "1,2", "--iters", "1", "--layers", "1", "--d-model", "64", "--dir", "{tmp}"],
+        rows=2, row_keys=["ranks", "bytes", "disk_write_s", "sharded_save_s", "full_load_s"],
+        ratios=["sharded_save_vs_plain_pct_1r", "full_load_vs_plain_pct_2r"], top=["model"]),
+    "bench_comm_threads": dict(
+        args=["--ranks", "2", "--min-size", "1K", "--max-size", "4K", "--iters", "1"],
+        rows=12, row_keys=["backend", "impl", "collective", "ranks", "bytes", "seconds"],
+        ratios=["all_gather 1K memcpy vs fsdp", "all_reduce 4K memcpy vs fsdp"], top=[]),
+    "bench_comm_mpi": dict(
+        launcher=MPI, args=["--min-size", "1K", "--max-size", "1K", "--iters", "1"],
+        rows=9, row_keys=["backend", "impl", "collective", "ranks", "bytes", "seconds"],
+        ratios=["all_gather 1K MPI_Allgather vs fsdp", "all_reduce 1K MPI_Allreduce vs fsdp"],
+        top=[]),
+    "bench_comm_gloo": dict(
+        launcher=GLOO, args=["--min-size", "1K", "--max-size", "1K", "--iters", "1"],
+        rows=9, row_keys=["backend", "impl", "collective", "ranks", "bytes", "seconds"],
+        ratios=["all_gather 1K gloo::allgather(ring) vs fsdp"], top=[]),
+}
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def skip(msg):
+    print("SKIP: " + msg)
+    sys.exit(77)
+
+
+def torch_python():
+    for py in TORCH_PYTHONS:
+        if os.path.exists(py) and subprocess.run([py, "-c", "import torch"],
+                                                 capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+def run(cmd, env):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired:
+        fail("%s ran past 120 s" % " ".join(cmd))
+
+
+def check_report(name, case, path, iters):
+    program = case.get("program", name)
+    try:
+        with open(path) as f:
+            rep = json.load(f)
+    except (OSError, ValueError) as e:
+        fail("%s: the --json report %s does not parse: %s" % (name, path, e))
+    for key in ["program", "options", "rows", "ratios"] + case["top"]:
+        if key not in rep:
+            fail("%s: the report has no %r (keys: %s)" % (name, key, sorted(rep)))
+    if rep["program"] != program:
+        fail("%s: report's program is %r, want %r" % (name, rep["program"], program))
+    opts = rep["options"]
+    if "--json" not in opts.get("argv", []) or opts.get("iters") != iters:
+        fail("%s: options %s lack the command line or iters %d" % (name, opts, iters))
+    rows = rep["rows"]
+    if not isinstance(rows, list) or len(rows) != case["rows"]:
+        fail("%s: want %d rows, got %s" % (name, case["rows"], rows))
+    for row in rows:
+        missing = [k for k in case["row_keys"] if k not in row]
+        if missing:
+            fail("%s: a row lacks %s: %s" % (name, missing, row))
+    ratios = rep["ratios"]
+    if not isinstance(ratios, dict):
+        fail("%s: ratios is not an object: %r" % (name, ratios))
+    for k in case["ratios"]:
+        if k not in ratios:
+            fail("%s: no ratio %r (has %s)" % (name, k, sorted(ratios)))
+    for k, v in ratios.items():
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            fail("%s: ratio %r is %r, not a finite positive number" % (name, k, v))
+
+
+def main():
+    if len(sys.argv) < 3 or sys.argv[1] not in CASES:
+        sys.exit("usage: bench_smoke.py {%s} EXE [ARGS...]" % ",".join(CASES))
+    name, exe, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
+    case = CASES[name]
+    program = case.get("program", name)
+    launcher = case.get("launcher", [])
+    if launcher and not shutil.which("mpirun"):
+        skip("%s runs under mpirun, which is not installed" % name)
+    if case.get("torch") and not torch_python():
+        skip("no python among %s imports torch (the baseline)" % TORCH_PYTHONS)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    with tempfile.TemporaryDirectory(prefix="bench-smoke-") as tmp:
+        args = [a.format(tmp=tmp) for a in case["args"]] + extra
+        path = os.path.join(tmp, name + ".json")
+        p = run(launcher + [exe] + args + ["--json", path], env)
+        if p.returncode != 0:
+            fail("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (name, p.returncode, p.stdout,
+                                                              p.stderr))
+        if not p.stdout.strip():
+            fail("%s printed no table" % name)
+        iters = int(args[args.index("--iters") + 1])
+        check_report(name, case, path, iters)
+        leftovers = [f for f in os.listdir(tmp) if f != name + ".json"]
+        if leftovers:
+            fail("%s left %s in its --dir" % (name, leftovers))
+    # A bad common flag: bench/common's one line and exit 2, before any work (no launcher).
+    p = run([exe, "--iters", "0"], env)
+    want = "%s: error: --iters: '0' is not an integer >= 1" % program
+    if p.returncode != 2 or p.stderr.strip() != want:
+        fail("%s --iters 0: exit %d, stderr %r; want exit 2 and %r" % (name, p.returncode,
+                                                                      p.stderr, want))
+    print("%s: report and bad-flag error as expected" % name)
+
+
+if __name__ == "__main__":
+    main()
