@@ -2,6 +2,7 @@
 // every transpose pair, strided batches, padded leading dims, and the bias and bias+GELU
 // epilogues; 1, odd and GPT-2 sizes. Outputs are NaN-poisoned first (beta = 0 must not read C).
 #define BOOST_TEST_MODULE gpu_gemm
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -32,6 +33,18 @@ const std::vector<Case> kShapes = {{1, 1, 1}, {7, 13, 5}, {129, 65, 33}, {64, 76
 const char* name(GemmPrecision p) {
   return p == GemmPrecision::FP32 ? "fp32" : p == GemmPrecision::TF32 ? "tf32" : "bf16";
 }
+// Rounds to TF32's 10-bit mantissa (nearest): the tensor cores may truncate or round their
+// inputs, so exact TF32 inputs keep the check on the product and its float accumulation.
+std::vector<float> tf32(std::vector<float> v) {
+  for (float& x : v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    bits = (bits + 0x1000u) & ~0x1fffu;
+    std::memcpy(&x, &bits, 4);
+  }
+  return v;
+}
+
 double tol(GemmPrecision p) {
   return p == GemmPrecision::FP32 ? kTolFp32 : p == GemmPrecision::TF32 ? kTolTf32 : kTolBf16;
 }
@@ -45,6 +58,10 @@ void check(Gemm& gemm, GemmPrecision precision, const Case& s, bool ta, bool tb,
   const std::int64_t sa = s.m * s.k + gap, sb = s.k * s.n + gap, sc = s.m * s.n + gap;
   std::vector<float> a = stored<T>(randn(sa * batch)), b = stored<T>(randn(sb * batch)),
                      bias = stored<T>(randn(s.n));
+  if (precision == GemmPrecision::TF32) {
+    a = tf32(a);
+    b = tf32(b);
+  }
   DeviceBuffer<T> da(a), db(b), dbias(bias), dc(sc * batch);
   GemmArgs g;
   g.precision = precision;
