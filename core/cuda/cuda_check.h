@@ -1,8 +1,8 @@
-// One check for every CUDA runtime, cuBLAS(Lt) and NCCL call (NCCL's overload is in
-// nccl_check.h, so that core needs no NCCL header): a failure throws fsdp::RuntimeError naming
-// the status, its text, the call as written and file:line. After every kernel launch,
+// One check for every CUDA runtime and cuBLAS(Lt) call: a failure throws fsdp::RuntimeError
+// naming the status, its text, the call as written and file:line. After every kernel launch,
 // FSDP_CUDA_CHECK_LAUNCH() turns a bad launch (grid too large, too much shared memory) into the
-// same error at the launch site rather than at some later, unrelated call.
+// same error at the launch site rather than at some later, unrelated call. NCCL calls keep
+// comm/nccl's FSDP_NCCL_CHECK (same form): core may not include NCCL (check_layering.sh).
 #pragma once
 
 #include <cublasLt.h>
@@ -15,6 +15,8 @@ namespace fsdp::cuda {
 
 [[noreturn]] void throw_cuda_error(const char* status_name, const char* status_text,
                                    const char* call, const char* file, int line);
+// fsdp::ValueError "<op>: <what>, got <value>", for the argument checks of .cu files.
+[[noreturn]] void throw_value_error(const char* op, const char* what, long long value);
 
 inline void check_status(cudaError_t status, const char* call, const char* file, int line) {
   if (status != cudaSuccess)

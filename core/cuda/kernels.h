@@ -87,6 +87,20 @@ void cross_entropy_forward_backward(const T* logits, const std::int32_t* target,
                                     std::int32_t ignore_index, float dloss_scale,
                                     cudaStream_t stream);
 
+// --- causal attention with the online softmax (attention.cu): q, k, v, o (batch, t, hd) with
+// batch = B * heads and hd <= kMaxAttentionHeadDim (else fsdp::ValueError); o = softmax(scale *
+// q k^T + causal mask) v without storing the scores; lse (batch, t) float is saved for backward.
+// Backward: dq (T) overwritten, dk and dv (float) overwritten. A one-warp-per-row baseline, not
+// the fast path yet (the GEMM + causal_softmax path is).
+constexpr int kMaxAttentionHeadDim = 128;
+template <typename T>
+void attention_forward(const T* q, const T* k, const T* v, T* o, float* lse, std::int64_t batch,
+                       std::int64_t t, std::int64_t hd, float scale, cudaStream_t stream);
+template <typename T>
+void attention_backward(const T* q, const T* k, const T* v, const T* o, const T* dout,
+                        const float* lse, T* dq, float* dk, float* dv, std::int64_t batch,
+                        std::int64_t t, std::int64_t hd, float scale, cudaStream_t stream);
+
 // --- optimizers over flat fp32 shards (optim.cu), torch's order of operations
 struct AdamWArgs {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;

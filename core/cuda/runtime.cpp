@@ -13,6 +13,10 @@ void throw_cuda_error(const char* status_name, const char* status_text, const ch
                                  call, file, line));
 }
 
+void throw_value_error(const char* op, const char* what, long long value) {
+  throw ValueError(fmt::format("{}: {}, got {}", op, what, value));
+}
+
 int device_count(std::string* why) {
   int n = 0;
   cudaError_t rc = cudaGetDeviceCount(&n);

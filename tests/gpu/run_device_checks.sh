@@ -31,11 +31,20 @@ mkdir -p "$OUT" "$LOGS" "$PREFIX" "$SHIM/include" "$SHIM/lib"
 export SRC DRY JOBS WORK PREFIX SHIM BUILD LOGS
 
 NAMES=() STATUS=() SECS=()
+# The whole call ends by TOTAL_LIMIT seconds (default 450, inside the 8 minutes): a step gets at
+# most what is left less 20 s for the tarball and the summary, and none starts with under 10 s.
+DEADLINE=$(($(date +%s) + ${TOTAL_LIMIT:-450}))
 # step NAME SECONDS FUNCTION: runs FUNCTION under timeout, its output in $LOGS/NAME.log.
 # Status: ok, FAIL (rc), TIMEOUT, SKIP (rc 77: no device), or SKIP (why) without running.
 step() {
-  local name=$1 limit=$2 fn=$3 start rc status
+  local name=$1 limit=$2 fn=$3 start rc status left
   start=$(date +%s)
+  left=$((DEADLINE - start - 20))
+  if [ $left -lt 10 ]; then
+    skip "$name" "no time left"
+    return 1
+  fi
+  [ $left -lt $limit ] && limit=$left
   echo "== $name (limit ${limit}s)"
   timeout --kill-after=10 "$limit" bash -c "$fn" >"$LOGS/$name.log" 2>&1
   rc=$?
@@ -249,7 +258,9 @@ t0=$(date +%s)
 if step preflight 30 preflight; then
   step unpack 90 unpack && write_env
   if step configure 90 configure && step build "${BUILD_LIMIT:-240}" build; then
+    # Parity first, then the bench (the targets), then the sanitizers and NCCL.
     step gpu_tests 150 gpu_tests
+    step bench 150 bench
     if [ "$DRY" = 1 ]; then
       skip memcheck "dry run"
       skip racecheck "dry run"
@@ -258,13 +269,12 @@ if step preflight 30 preflight; then
       step racecheck 90 racecheck
     fi
     step nccl_world1 60 nccl_world1
-    step bench 150 bench
   else
-    for s in gpu_tests memcheck racecheck nccl_world1 bench; do skip $s "no build"; done
+    for s in gpu_tests bench memcheck racecheck nccl_world1; do skip $s "no build"; done
   fi
   step ptxas_report 60 ptxas_report
 else
-  for s in unpack configure build gpu_tests memcheck racecheck nccl_world1 bench; do
+  for s in unpack configure build gpu_tests bench memcheck racecheck nccl_world1; do
     skip $s "preflight failed"
   done
 fi

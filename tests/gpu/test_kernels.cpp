@@ -4,12 +4,14 @@
 // bf16 storage, sizes of 1, odd, not multiples of a block, and beyond one grid's coverage.
 #define BOOST_TEST_MODULE gpu_kernels
 #include <cmath>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "core/cuda/kernels.h"
 #include "core/functional/masked_softmax.h"
 #include "core/ops.h"
+#include "core/ops/blocked_attention.h"
 #include "core/optim/update_kernels.h"
 #include "core/tensor.h"
 #include "tests/gpu/gpu_test_support.h"
@@ -251,6 +253,63 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(fused_cross_entropy_loss_and_dlogits, T, StorageTy
     FSDP_CHECK_CLOSE("cross_entropy in place", logits.download(), values(xt.grad()),
                      tolerance<T>());
   }
+}
+
+// The oracle is core's blocked_attention, the same online softmax on the CPU, on q * scale.
+BOOST_AUTO_TEST_CASE_TEMPLATE(online_softmax_attention_forward_and_backward, T, StorageTypes) {
+  const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes = {
+      {1, 1, 1}, {3, 7, 64}, {2, 65, 17}, {4, 200, 128}, {24, 257, 64}};  // (batch, t, hd)
+  for (auto [batch, t, hd] : shapes) {
+    const std::int64_t n = batch * t * hd;
+    const float scale = 1.0f / std::sqrt(float(hd));
+    std::vector<float> q = stored<T>(randn(n)), k = stored<T>(randn(n)), v = stored<T>(randn(n)),
+                       dout = stored<T>(randn(n));
+    DeviceBuffer<T> dq_in(q), dk_in(k), dv_in(v), ddout(dout), o(n), dq(n);
+    DeviceBuffer<float> lse(batch * t), dk(n), dv(n);
+    attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), lse.get(), batch, t, hd,
+                      scale, nullptr);
+    attention_backward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), ddout.get(), lse.get(),
+                       dq.get(), dk.get(), dv.get(), batch, t, hd, scale, nullptr);
+    std::vector<float> mask(t * t);
+    for (std::int64_t i = 0; i < t; ++i)
+      for (std::int64_t j = 0; j < t; ++j) mask[i * t + j] = j <= i ? 0.0f : -INFINITY;
+    Tensor qt = cpu(q, {batch, t, hd}, true), kt = cpu(k, {batch, t, hd}, true),
+           vt = cpu(v, {batch, t, hd}, true);
+    Tensor ot = blocked_attention(mul(qt, double(scale)), kt, vt, cpu(mask, {t, t}));
+    ot.backward(cpu(dout, {batch, t, hd}));
+    std::vector<double> ref_lse(batch * t);  // log-sum-exp of each row's scaled scores: a loop
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t i = 0; i < t; ++i) {
+        std::vector<double> s(i + 1);
+        double m = -INFINITY, sum = 0;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          for (std::int64_t d = 0; d < hd; ++d)
+            s[j] += double(q[(b * t + i) * hd + d]) * k[(b * t + j) * hd + d];
+          s[j] *= scale;
+          m = std::max(m, s[j]);
+        }
+        for (double x : s) sum += std::exp(x - m);
+        ref_lse[b * t + i] = m + std::log(sum);
+      }
+    const std::string shape =
+        std::to_string(batch) + "x" + std::to_string(t) + "x" + std::to_string(hd);
+    FSDP_CHECK_CLOSE("attention o " << shape, o.download(), values(ot), tolerance<T>());
+    FSDP_CHECK_CLOSE("attention lse " << shape, lse.download(), ref_lse, kTolFp32 * 10);
+    FSDP_CHECK_CLOSE("attention dq " << shape, dq.download(), values(qt.grad()),
+                     std::max(tolerance<T>(), 1e-4));
+    // dk and dv are float sums over rows (atomics): 1e-4.
+    FSDP_CHECK_CLOSE("attention dk " << shape, dk.download(), values(kt.grad()), 1e-4);
+    FSDP_CHECK_CLOSE("attention dv " << shape, dv.download(), values(vt.grad()), 1e-4);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(attention_refuses_a_head_dim_over_128) {
+  DeviceBuffer<float> x(1), lse(1);
+  BOOST_CHECK_EXCEPTION(
+      attention_forward(x.get(), x.get(), x.get(), x.get(), lse.get(), 1, 1, 129, 1.0f, nullptr),
+      ValueError, [](const ValueError& e) {
+        return std::string(e.what()) == "attention_forward: head dim must be in [1, 128], got 129";
+      });
 }
 
 BOOST_AUTO_TEST_CASE(adamw_matches_the_cpu_update_over_three_steps) {
