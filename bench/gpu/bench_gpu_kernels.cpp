@@ -44,6 +44,7 @@ struct Buffer {
       const std::int64_t len = std::min<std::int64_t>(host.size(), n - off);
       FSDP_CUDA_CHECK(cudaMemcpy(ptr + off, host.data(), len * sizeof(T), cudaMemcpyHostToDevice));
     }
+    FSDP_CUDA_CHECK(cudaDeviceSynchronize());  // the timed stream does not wait for these copies
   }
   ~Buffer() { cudaFree(ptr); }
   Buffer(const Buffer&) = delete;
@@ -167,6 +168,11 @@ int main(int argc, char** argv) {
     const float scale = 1.0f / std::sqrt(float(hd));
     timer.report("causal_softmax_fwd", 0,
                  [&] { causal_softmax_forward(scores.ptr, probs.ptr, BH, T, scale, s); });
+    Buffer<float> lse(BH * T);
+    // The one-warp-per-row baseline: how far it is from the products + softmax path and SDPA.
+    timer.report("attention_online_fwd", 4.0 * BH * T * T * hd / 2, [&] {
+      attention_forward(q.ptr, k.ptr, k.ptr, o.ptr, lse.ptr, BH, T, hd, scale, s);
+    });
     timer.report("causal_softmax_bwd", 0, [&] {
       causal_softmax_backward(probs.ptr, dprobs.ptr, dscores.ptr, BH, T, scale, s);
     });

@@ -86,6 +86,7 @@ class DeviceBuffer {
   explicit DeviceBuffer(const std::vector<std::int32_t>& values) : DeviceBuffer(values.size()) {
     static_assert(std::is_same_v<T, std::int32_t>);
     FSDP_CUDA_CHECK(cudaMemcpy(ptr_, values.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+    FSDP_CUDA_CHECK(cudaDeviceSynchronize());
   }
   ~DeviceBuffer() { cudaFree(ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -94,11 +95,17 @@ class DeviceBuffer {
   T* get() const { return ptr_; }
   std::size_t size() const { return n_; }
   // All bits set: NaN in float and in bf16, so an element a kernel forgets to write fails.
-  void poison() { FSDP_CUDA_CHECK(cudaMemset(ptr_, 0xff, (n_ ? n_ : 1) * sizeof(T))); }
+  // Memset and pageable copies run on the legacy stream, which a non-blocking stream does not
+  // wait for: each ends with a device synchronisation so tests on their own streams see them.
+  void poison() {
+    FSDP_CUDA_CHECK(cudaMemset(ptr_, 0xff, (n_ ? n_ : 1) * sizeof(T)));
+    FSDP_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   void upload(const std::vector<float>& values) {
     std::vector<T> host(values.size());
     for (std::size_t i = 0; i < values.size(); ++i) host[i] = convert(values[i]);
     FSDP_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+    FSDP_CUDA_CHECK(cudaDeviceSynchronize());
   }
   std::vector<float> download() const {
     FSDP_CUDA_CHECK(cudaDeviceSynchronize());

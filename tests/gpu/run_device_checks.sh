@@ -257,7 +257,13 @@ export -f preflight unpack write_env configure build ptxas_report gpu_tests sani
 t0=$(date +%s)
 if step preflight 30 preflight; then
   step unpack 90 unpack && write_env
-  if step configure 90 configure && step build "${BUILD_LIMIT:-240}" build; then
+  built=0
+  if step configure 90 configure; then
+    step build "${BUILD_LIMIT:-240}" build && built=1
+  else
+    skip build "no configure"
+  fi
+  if [ $built = 1 ]; then
     # Parity first, then the bench (the targets), then the sanitizers and NCCL.
     step gpu_tests 150 gpu_tests
     step bench 150 bench
