@@ -4,7 +4,10 @@
 #include <boost/test/unit_test.hpp>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/cuda/caching_device_allocator.h"
@@ -239,6 +242,64 @@ BOOST_AUTO_TEST_CASE(statistics_carry_torch_names_and_peaks_reset_to_current) {
   alloc.reset_peak_stats();
   BOOST_TEST(alloc.stats().allocated_bytes.peak == std::int64_t(kMiB));
   alloc.free(b);
+}
+
+// Random sizes on two streams: live blocks never overlap, and once everything is freed every
+// segment has merged back whole, so empty_cache returns all of them.
+BOOST_AUTO_TEST_CASE(random_traffic_never_overlaps_and_merges_back_whole) {
+  std::mt19937 rng(12345);
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::vector<std::tuple<void*, std::size_t, StreamId>> live;
+  for (int step = 0; step < 20000; ++step) {
+    if (live.empty() || pick(rng) < 55) {
+      const int kind = pick(rng);
+      const std::size_t bytes = kind < 60   ? 1 + rng() % (64 * 1024)   // small pool
+                                : kind < 90 ? 1 + rng() % (8 * kMiB)    // large segments
+                                            : 1 + rng() % (40 * kMiB);  // own segments
+      const StreamId stream = pick(rng) < 50 ? kS1 : kS2;
+      void* p = alloc.allocate(bytes, stream);
+      const auto lo = at(p), hi = lo + CachingDeviceAllocator::round_size(bytes);
+      for (const auto& [q, qbytes, qstream] : live) {
+        const auto qlo = at(q), qhi = qlo + CachingDeviceAllocator::round_size(qbytes);
+        BOOST_REQUIRE_MESSAGE(hi <= qlo || qhi <= lo, "step " << step << ": overlap");
+      }
+      live.emplace_back(p, bytes, stream);
+    } else {
+      const std::size_t i = rng() % live.size();
+      alloc.free(std::get<0>(live[i]));
+      live[i] = live.back();
+      live.pop_back();
+    }
+  }
+  for (const auto& [p, bytes, stream] : live) alloc.free(p);
+  DeviceAllocatorStats s = alloc.stats();
+  BOOST_TEST(s.allocated_bytes.current == 0);
+  BOOST_TEST(s.active_bytes.current == 0);
+  BOOST_TEST(s.requested_bytes.current == 0);
+  alloc.empty_cache();
+  BOOST_TEST(alloc.stats().reserved_bytes.current == 0);
+  BOOST_TEST(dev.segments.empty());
+}
+
+BOOST_AUTO_TEST_CASE(threads_allocating_at_once_keep_the_statistics_exact) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([this, t] {
+      std::vector<void*> mine;
+      for (int i = 0; i < 2000; ++i) {
+        mine.push_back(alloc.allocate(512 * (1 + (i * 7 + t) % 300), StreamId(t + 1)));
+        if (i % 3 == 2) {
+          alloc.free(mine.front());
+          mine.erase(mine.begin());
+        }
+      }
+      for (void* p : mine) alloc.free(p);
+    });
+  for (auto& th : threads) th.join();
+  BOOST_TEST(alloc.stats().allocated_bytes.current == 0);
+  BOOST_TEST(alloc.stats().allocation.current == 0);
+  alloc.empty_cache();
+  BOOST_TEST(dev.segments.empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
