@@ -109,6 +109,25 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(gelu_forward_and_backward_in_both_forms, T, Storag
   }
 }
 
+// Views that start one element in are not 16-byte aligned: the scalar loop must do them.
+BOOST_AUTO_TEST_CASE_TEMPLATE(unaligned_views_take_the_scalar_path, T, StorageTypes) {
+  const std::int64_t n = 1001;
+  std::vector<float> x = stored<T>(randn(n + 1)), y = stored<T>(randn(n + 1));
+  DeviceBuffer<T> dx(x), dy(y), out(n + 1);
+  std::vector<float> xs(x.begin() + 1, x.end()), ys(y.begin() + 1, y.end());
+  gelu_forward(dx.get() + 1, out.get() + 1, n, GeluForm::Tanh, nullptr);
+  std::vector<float> got = out.download();
+  BOOST_TEST(std::isnan(got[0]));  // not written
+  FSDP_CHECK_CLOSE("gelu unaligned", std::vector<float>(got.begin() + 1, got.end()),
+                   values(gelu(cpu(xs, {n}), "tanh")), tolerance<T>());
+  out.poison();
+  binary(BinaryOp::Mul, dx.get() + 1, dy.get() + 1, out.get() + 1,
+         broadcast_geometry({n}, {n}, "mul"), nullptr);
+  got = out.download();
+  FSDP_CHECK_CLOSE("mul unaligned", std::vector<float>(got.begin() + 1, got.end()),
+                   values(mul(cpu(xs, {n}), cpu(ys, {n}))), tolerance<T>());
+}
+
 BOOST_AUTO_TEST_CASE_TEMPLATE(sum_over_rows_is_the_bias_gradient, T, StorageTypes) {
   for (auto [rows, cols] : kRowShapes) {
     std::vector<float> x = stored<T>(randn(rows * cols));
