@@ -72,6 +72,19 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
   FSDP_CHECK(!has_bias || g.bias, ValueError, "{}: the bias epilogue needs a bias pointer",
              describe(g));
   if (g.m == 0 || g.n == 0) return;
+  const bool bf16 = g.precision == GemmPrecision::BF16;
+  if (g.k == 0) {
+    // An empty sum: C = beta * C, and cuBLASLt takes no (rows x 0) layout. Only beta = 0 (what
+    // the ops use) is done here: zeros, each batch entry's m rows of n values.
+    FSDP_CHECK(g.beta == 0.0f && g.epilogue == GemmEpilogue::None, NotImplementedError,
+               "{}: k = 0 is done only with beta = 0 and no epilogue", describe(g));
+    const std::size_t elem = bf16 ? 2 : 4;
+    const std::int64_t ldc = g.ldc ? g.ldc : g.n;
+    for (std::int64_t e = 0; e < g.batch; ++e)
+      FSDP_CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(g.c) + e * g.stride_c * elem, ldc * elem,
+                                        0, g.n * elem, g.m, stream));
+    return;
+  }
   const std::int64_t lda = g.lda ? g.lda : default_ld_a(g);
   const std::int64_t ldb = g.ldb ? g.ldb : default_ld_b(g);
   const std::int64_t ldc = g.ldc ? g.ldc : g.n;
@@ -79,7 +92,6 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
              "{}: leading dims lda={} ldb={} ldc={} are smaller than the rows they hold",
              describe(g), lda, ldb, ldc);
 
-  const bool bf16 = g.precision == GemmPrecision::BF16;
   const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
       g.precision == GemmPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;

@@ -152,6 +152,22 @@ BOOST_AUTO_TEST_CASE(padded_leading_dims_read_only_their_rows) {
   FSDP_CHECK_CLOSE("padded lds", rows, mm(at, bt).to_vector(), kTolFp32);
 }
 
+BOOST_AUTO_TEST_CASE(an_empty_inner_dimension_gives_zeros) {
+  Gemm gemm;
+  DeviceBuffer<float> a(1), b(1), c(2 * 3 * 4);
+  GemmArgs g;
+  g.m = 3;
+  g.n = 4;
+  g.k = 0;
+  g.a = a.get();
+  g.b = b.get();
+  g.c = c.get();
+  g.batch = 2;
+  g.stride_c = 12;
+  gemm.run(g, nullptr);
+  FSDP_CHECK_CLOSE("k=0", c.download(), std::vector<float>(24, 0.0f), 0.0);
+}
+
 BOOST_AUTO_TEST_CASE(bad_arguments_are_named) {
   Gemm gemm;
   GemmArgs g;
