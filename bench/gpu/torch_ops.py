@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Times with PyTorch (eager, bf16) the ops bench_gpu_kernels timed, on the same GPU in the same
+run and the same way (CUDA events around each call, the median of --iters after 3 warm-ups), and
+prints ours, PyTorch's and the ratio per op (>1: ours is faster), with TFLOP/s for the products.
+
+    bench_gpu_kernels --tokens 16384 --out ours.txt
+    python3 bench/gpu/torch_ops.py --ours ours.txt --tokens 16384
+"""
+import argparse
+import math
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+def time_ms(fn, iters):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(iters):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def torch_ops(tokens):
+    """(name, fn) in bench_gpu_kernels' names; the tensors live as long as the closures."""
+    dev, bf = "cuda", torch.bfloat16
+    D, Fd, V, H, T = 768, 3072, 50304, 12, 1024
+    N, hd = tokens, 768 // 12
+    BH = N // T * H
+    g = torch.Generator(device=dev).manual_seed(0)
+
+    def randn(*shape, scale=1.0, dtype=bf):
+        return (torch.randn(*shape, device=dev, generator=g) * scale).to(dtype)
+
+    ops = []
+    x = randn(N, Fd, scale=0.1)
+    w = randn(V, D, scale=0.02)
+    bias = randn(V)
+    x768 = x[:, :D].contiguous()
+    ops.append(("linear_qkv N,768->2304",
+                lambda w3=w[:3 * D].contiguous(), b3=bias[:3 * D].contiguous():
+                F.linear(x768, w3, b3)))
+    ops.append(("linear_fc N,768->3072",
+                lambda w4=w[:Fd].contiguous(), b4=bias[:Fd].contiguous(): F.linear(x768, w4, b4)))
+    wp = randn(D, Fd, scale=0.02)
+    ops.append(("linear_proj N,3072->768", lambda: F.linear(x, wp, bias[:D])))
+    ops.append(("lm_head N,768->50304", lambda: F.linear(x768, w)))
+
+    q, k = randn(BH, T, hd), randn(BH, T, hd)
+    probs = randn(BH, T, T)
+    ops.append(("attn_scores bmm", lambda: torch.bmm(q, k.transpose(1, 2))))
+    ops.append(("attn_probs_v bmm", lambda: torch.bmm(probs, k)))
+    scale = 1.0 / math.sqrt(hd)
+    causal = torch.ones(T, T, device=dev, dtype=torch.bool).tril()
+    scores = randn(BH, T, T)
+    ops.append(("causal_softmax_fwd",
+                lambda: torch.softmax((scores * scale).masked_fill(~causal, float("-inf")), -1)))
+    qh, kh = q.view(-1, H, T, hd), k.view(-1, H, T, hd)
+    ops.append(("attention_online_fwd",
+                lambda: F.scaled_dot_product_attention(qh, kh, kh, is_causal=True)))
+    y = torch.softmax((scores * scale).masked_fill(~causal, float("-inf")), -1)
+    dy = randn(BH, T, T)
+    ops.append(("causal_softmax_bwd",
+                lambda: torch.ops.aten._softmax_backward_data(dy, y, -1, bf) * scale))
+
+    xl, dyl = randn(N, D), randn(N, D)
+    lw, lb = randn(D), randn(D)
+    ops.append(("layer_norm_fwd N,768", lambda: F.layer_norm(xl, (D,), lw, lb, 1e-5)))
+    _, mean, rstd = torch.ops.aten.native_layer_norm(xl, [D], lw, lb, 1e-5)
+    ops.append(("layer_norm_bwd N,768",
+                lambda: torch.ops.aten.native_layer_norm_backward(
+                    dyl, xl, [D], mean, rstd, lw, lb, [True, True, True])))
+    xf, dyf = randn(N, Fd), randn(N, Fd)
+    ops.append(("gelu_fwd N,3072", lambda: F.gelu(xf, approximate="tanh")))
+    ops.append(("gelu_bwd N,3072",
+                lambda: torch.ops.aten.gelu_backward(dyf, xf, approximate="tanh")))
+    ops.append(("residual_add N,768", lambda: xl + dyl))
+    ops.append(("bias_grad N,3072", lambda: dyf.sum(0, dtype=torch.float32)))
+
+    logits = randn(N, V)
+    target = torch.randint(0, V, (N,), device=dev, generator=g)
+
+    def ce():
+        lg = logits.detach().requires_grad_()
+        F.cross_entropy(lg, target).backward()
+        return lg.grad
+
+    ops.append(("cross_entropy_fused N,50304", ce))
+    ops.append(("embedding_fwd N,768", lambda: F.embedding(target, w)))
+    demb = randn(N, D)
+    ops.append(("embedding_bwd N,768",
+                lambda: torch.ops.aten.embedding_dense_backward(demb, target, V, -1, False)))
+
+    P = 124439808
+    param = torch.nn.Parameter(torch.randn(P, device=dev, generator=g))
+    param.grad = torch.randn(P, device=dev, generator=g)
+    opt = torch.optim.AdamW([param], lr=1e-3, weight_decay=0.1, fused=True)
+    ops.append(("adamw 124M fp32", opt.step))
+    ops.append(("sum_of_squares 124M fp32", lambda: torch.linalg.vector_norm(param.grad)))
+    return ops
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ours", required=True, help="bench_gpu_kernels --out file")
+    ap.add_argument("--tokens", type=int, default=16384)
+    ap.add_argument("--iters", type=int, default=20)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("torch_ops.py: torch sees no CUDA device: skipping")
+        return 77
+    ours = {}
+    with open(args.ours) as f:
+        for line in f:
+            *name, ms, flop = line.split()
+            ours[" ".join(name)] = (float(ms), float(flop))
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}; tokens {args.tokens}; "
+          "bf16, eager; median of %d calls" % args.iters)
+    print(f"{'op':28} {'ours ms':>9} {'torch ms':>9} {'torch/ours':>10} {'ours TF/s':>9} "
+          f"{'torch TF/s':>10}")
+    slower = 0
+    for name, fn in torch_ops(args.tokens):
+        t = time_ms(fn, args.iters)
+        if name not in ours:
+            print(f"{name:28} {'-':>9} {t:9.4f}")
+            continue
+        ms, flop = ours[name]
+        ratio = t / ms
+        slower += ratio < 1.0
+        tf = f"{flop / ms / 1e9:9.1f} {flop / t / 1e9:10.1f}" if flop else ""
+        print(f"{name:28} {ms:9.4f} {t:9.4f} {ratio:10.2f} {tf}")
+    print(f"ops where ours is slower than PyTorch eager: {slower}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+// One check for every CUDA runtime and cuBLAS(Lt) call: a failure throws fsdp::RuntimeError
+// naming the status, its text, the call as written and file:line. After every kernel launch,
+// FSDP_CUDA_CHECK_LAUNCH() turns a bad launch (grid too large, too much shared memory) into the
+// same error at the launch site rather than at some later, unrelated call. NCCL calls keep
+// comm/nccl's FSDP_NCCL_CHECK (same form): core may not include NCCL (check_layering.sh).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+// No fmt here (core/error.h): nvcc 13 cannot compile fmt 9 in C++20 mode, and .cu files include
+// this header. throw_cuda_error lives in runtime.cpp, compiled by the host compiler.
+
+namespace fsdp::cuda {
+
+[[noreturn]] void throw_cuda_error(const char* status_name, const char* status_text,
+                                   const char* call, const char* file, int line);
+// fsdp::ValueError "<op>: <what>, got <value>", for the argument checks of .cu files.
+[[noreturn]] void throw_value_error(const char* op, const char* what, long long value);
+
+inline void check_status(cudaError_t status, const char* call, const char* file, int line) {
+  if (status != cudaSuccess)
+    throw_cuda_error(cudaGetErrorName(status), cudaGetErrorString(status), call, file, line);
+}
+
+// cublasLtGetStatusName/String cover the cuBLAS and cuBLASLt status codes alike.
+inline void check_status(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw_cuda_error(cublasLtGetStatusName(status), cublasLtGetStatusString(status), call, file,
+                     line);
+}
+
+}  // namespace fsdp::cuda
+
+#define FSDP_CUDA_CHECK(call) ::fsdp::cuda::check_status((call), #call, __FILE__, __LINE__)
+// cudaGetLastError also clears the error, so the next launch is judged on its own.
+#define FSDP_CUDA_CHECK_LAUNCH() \
+  ::fsdp::cuda::check_status(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)

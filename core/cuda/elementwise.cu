@@ -1,0 +1,217 @@
+// Elementwise kernels: grid-stride loops (launch.h's grid_for), float arithmetic on float or
+// bf16 storage. Memory-bound, so the same-shape kernels move 16 bytes per thread per access (4
+// floats or 8 bf16, one 128-bit load) whenever every pointer is 16-byte aligned; the last n % V
+// elements, and unaligned calls, take the scalar loop.
+#include <cmath>
+#include <cstdint>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernel_math.cuh"
+#include "core/cuda/kernels.h"
+
+namespace fsdp::cuda {
+namespace {
+
+#define FSDP_GRID_STRIDE(i, n)                                                        \
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += std::int64_t(gridDim.x) * blockDim.x)
+
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// y[i] = op(x...[i]) over one or two inputs of the same length; `vector` says whether all
+// pointers are 16-byte aligned.
+template <typename Out, typename In, typename Op>
+__global__ void map1_kernel(const In* x, Out* y, std::int64_t n, Op op, bool vector) {
+  // V elements per step: 16 bytes of the wider type, whole 8- or 16-byte words of the other.
+  constexpr int V = Pack<Out>::kSize < Pack<In>::kSize ? Pack<Out>::kSize : Pack<In>::kSize;
+  std::int64_t done = 0;
+  if (vector) {
+    FSDP_GRID_STRIDE(i, n / V) {
+      Pack<In> in;
+      if constexpr (sizeof(In) * V == 16) {
+        in = reinterpret_cast<const Pack<In>*>(x)[i];
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) in.v[j] = x[i * V + j];
+      }
+      Pack<Out> out;
+#pragma unroll
+      for (int j = 0; j < V; ++j) out.v[j] = from_float<Out>(op(to_float(in.v[j])));
+      if constexpr (sizeof(Out) * V == 16) {
+        reinterpret_cast<Pack<Out>*>(y)[i] = out;
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) y[i * V + j] = out.v[j];
+      }
+    }
+    done = n / V * V;
+  }
+  FSDP_GRID_STRIDE(i, n - done) y[done + i] = from_float<Out>(op(to_float(x[done + i])));
+}
+
+template <typename T, typename Op>
+__global__ void map2_kernel(const T* a, const T* b, T* y, std::int64_t n, Op op, bool vector) {
+  constexpr int V = Pack<T>::kSize;
+  std::int64_t done = 0;
+  if (vector) {
+    FSDP_GRID_STRIDE(i, n / V) {
+      const Pack<T> pa = reinterpret_cast<const Pack<T>*>(a)[i];
+      const Pack<T> pb = reinterpret_cast<const Pack<T>*>(b)[i];
+      Pack<T> out;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        out.v[j] = from_float<T>(op(to_float(pa.v[j]), to_float(pb.v[j])));
+      reinterpret_cast<Pack<T>*>(y)[i] = out;
+    }
+    done = n / V * V;
+  }
+  FSDP_GRID_STRIDE(i, n - done) {
+    y[done + i] = from_float<T>(op(to_float(a[done + i]), to_float(b[done + i])));
+  }
+}
+
+struct Constant {
+  float value;
+  __device__ float operator()(float) const { return value; }
+};
+struct Identity {
+  __device__ float operator()(float x) const { return x; }
+};
+struct AddOp {
+  __device__ float operator()(float x, float y) const { return x + y; }
+};
+struct MulOp {
+  __device__ float operator()(float x, float y) const { return x * y; }
+};
+
+// The output index is unravelled into dims and each input's offset rebuilt from its strides
+// (0 on broadcast dims); the geometry travels by value in kernel parameter space.
+template <typename T>
+__global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* out, BroadcastGeometry g) {
+  FSDP_GRID_STRIDE(i, g.numel) {
+    std::int64_t rest = i, ia = 0, ib = 0;
+    for (int d = g.ndim - 1; d >= 0; --d) {
+      const std::int64_t coord = rest % g.size[d];
+      rest /= g.size[d];
+      ia += coord * g.a_stride[d];
+      ib += coord * g.b_stride[d];
+    }
+    const float x = to_float(a[ia]), y = to_float(b[ib]);
+    out[i] = from_float<T>(op == BinaryOp::Add ? x + y : x * y);
+  }
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoeff = 0.044715f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+__device__ __forceinline__ float gelu(float x, GeluForm form) {
+  if (form == GeluForm::Erf) return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+  const float inner = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+__device__ __forceinline__ float gelu_grad(float x, GeluForm form) {
+  if (form == GeluForm::Erf) {
+    const float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
+    return cdf + x * kInvSqrt2Pi * expf(-0.5f * x * x);
+  }
+  const float inner = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  const float t = tanhf(inner);
+  const float dinner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
+}
+
+struct GeluForward {
+  GeluForm form;
+  __device__ float operator()(float x) const { return gelu(x, form); }
+};
+struct GeluBackward {  // (x, dy) -> dy * gelu'(x)
+  GeluForm form;
+  __device__ float operator()(float x, float dy) const { return dy * gelu_grad(x, form); }
+};
+
+template <typename Out, typename In, typename Op>
+void launch_map1(const In* x, Out* y, std::int64_t n, Op op, cudaStream_t stream) {
+  if (n == 0) return;
+  const bool vector = aligned16(x) && aligned16(y);
+  constexpr int V = Pack<Out>::kSize < Pack<In>::kSize ? Pack<Out>::kSize : Pack<In>::kSize;
+  map1_kernel<<<grid_for(vector ? n / V + 1 : n), kThreads, 0, stream>>>(x, y, n, op, vector);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T, typename Op>
+void launch_map2(const T* a, const T* b, T* y, std::int64_t n, Op op, cudaStream_t stream) {
+  if (n == 0) return;
+  const bool vector = aligned16(a) && aligned16(b) && aligned16(y);
+  const std::int64_t work = vector ? n / Pack<T>::kSize + 1 : n;
+  map2_kernel<<<grid_for(work), kThreads, 0, stream>>>(a, b, y, n, op, vector);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+// Same shapes (no dim broadcast): the flat, vectorised kernel instead of index arithmetic.
+bool is_plain(const BroadcastGeometry& g) {
+  for (int d = 0; d < g.ndim; ++d)
+    if (g.size[d] != 1 && (g.a_stride[d] == 0 || g.b_stride[d] == 0)) return false;
+  return true;
+}
+
+}  // namespace
+
+template <typename T>
+void fill(T* out, float value, std::int64_t n, cudaStream_t stream) {
+  launch_map1(out, out, n, Constant{value}, stream);  // reads nothing: Constant ignores x
+}
+
+void cast(const float* in, bf16* out, std::int64_t n, cudaStream_t stream) {
+  launch_map1(in, out, n, Identity{}, stream);
+}
+void cast(const bf16* in, float* out, std::int64_t n, cudaStream_t stream) {
+  launch_map1(in, out, n, Identity{}, stream);
+}
+
+template <typename T>
+void binary(BinaryOp op, const T* a, const T* b, T* out, const BroadcastGeometry& g,
+            cudaStream_t stream) {
+  if (g.numel == 0) return;
+  if (is_plain(g)) {
+    if (op == BinaryOp::Add)
+      launch_map2(a, b, out, g.numel, AddOp{}, stream);
+    else
+      launch_map2(a, b, out, g.numel, MulOp{}, stream);
+    return;
+  }
+  binary_kernel<<<grid_for(g.numel), kThreads, 0, stream>>>(op, a, b, out, g);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void gelu_forward(const T* x, T* y, std::int64_t n, GeluForm form, cudaStream_t stream) {
+  launch_map1(x, y, n, GeluForward{form}, stream);
+}
+
+template <typename T>
+void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, GeluForm form,
+                   cudaStream_t stream) {
+  launch_map2(x, dy, dx, n, GeluBackward{form}, stream);
+}
+
+#define FSDP_INSTANTIATE(T)                                                           \
+  template void fill<T>(T*, float, std::int64_t, cudaStream_t);                       \
+  template void binary<T>(BinaryOp, const T*, const T*, T*, const BroadcastGeometry&, \
+                          cudaStream_t);                                              \
+  template void gelu_forward<T>(const T*, T*, std::int64_t, GeluForm, cudaStream_t);  \
+  template void gelu_backward<T>(const T*, const T*, T*, std::int64_t, GeluForm, cudaStream_t);
+FSDP_INSTANTIATE(float)
+FSDP_INSTANTIATE(bf16)
+
+}  // namespace fsdp::cuda

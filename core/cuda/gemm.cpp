@@ -1,0 +1,149 @@
+#include "core/cuda/gemm.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "core/cuda/cuda_check.h"
+#include "core/error.h"
+
+namespace fsdp::cuda {
+namespace {
+
+std::string describe(const GemmArgs& g) {
+  static constexpr const char* kPrecision[] = {"fp32", "tf32", "bf16"};
+  static constexpr const char* kEpilogue[] = {"none", "bias", "gelu", "bias+gelu"};
+  return fmt::format("gemm {} m={} n={} k={} trans_a={} trans_b={} batch={} epilogue={}",
+                     kPrecision[int(g.precision)], g.m, g.n, g.k, g.trans_a, g.trans_b, g.batch,
+                     kEpilogue[int(g.epilogue)]);
+}
+
+// RAII for the descriptors: a throw between create and destroy must not leak them.
+struct LayoutDeleter {
+  void operator()(cublasLtMatrixLayoutOpaque_t* p) const { cublasLtMatrixLayoutDestroy(p); }
+};
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDeleter>;
+struct DescDeleter {
+  void operator()(cublasLtMatmulDescOpaque_t* p) const { cublasLtMatmulDescDestroy(p); }
+};
+struct PrefDeleter {
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); }
+};
+
+// A row-major (rows x cols, leading dim ld) matrix is the column-major (cols x rows) one.
+Layout row_major_layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                        std::int64_t batch, std::int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  FSDP_CUDA_CHECK(cublasLtMatrixLayoutCreate(&l, type, cols, rows, ld));
+  Layout layout(l);
+  if (batch > 1) {
+    int count = static_cast<int>(batch);
+    FSDP_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                     sizeof(count)));
+    FSDP_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                     &stride, sizeof(stride)));
+  }
+  return layout;
+}
+
+}  // namespace
+
+std::int64_t default_ld_a(const GemmArgs& g) {
+  return g.trans_a ? g.m : g.k;  // A stored (k x m) when transposed, else (m x k)
+}
+std::int64_t default_ld_b(const GemmArgs& g) {
+  return g.trans_b ? g.k : g.n;
+}
+
+Gemm::Gemm() {
+  FSDP_CUDA_CHECK(cublasLtCreate(&handle_));
+  FSDP_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+Gemm::~Gemm() {
+  cudaFree(workspace_);
+  cublasLtDestroy(handle_);
+}
+
+void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
+  FSDP_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, ValueError,
+             "{}: sizes must be non-negative and batch at least 1", describe(g));
+  const bool has_bias = g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::BiasGelu;
+  FSDP_CHECK(!has_bias || g.bias, ValueError, "{}: the bias epilogue needs a bias pointer",
+             describe(g));
+  if (g.m == 0 || g.n == 0) return;
+  const bool bf16 = g.precision == GemmPrecision::BF16;
+  if (g.k == 0) {
+    // An empty sum: C = beta * C, and cuBLASLt takes no (rows x 0) layout. Only beta = 0 (what
+    // the ops use) is done here: zeros, each batch entry's m rows of n values.
+    FSDP_CHECK(g.beta == 0.0f && g.epilogue == GemmEpilogue::None, NotImplementedError,
+               "{}: k = 0 is done only with beta = 0 and no epilogue", describe(g));
+    const std::size_t elem = bf16 ? 2 : 4;
+    const std::int64_t ldc = g.ldc ? g.ldc : g.n;
+    for (std::int64_t e = 0; e < g.batch; ++e)
+      FSDP_CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(g.c) + e * g.stride_c * elem, ldc * elem,
+                                        0, g.n * elem, g.m, stream));
+    return;
+  }
+  const std::int64_t lda = g.lda ? g.lda : default_ld_a(g);
+  const std::int64_t ldb = g.ldb ? g.ldb : default_ld_b(g);
+  const std::int64_t ldc = g.ldc ? g.ldc : g.n;
+  FSDP_CHECK(lda >= default_ld_a(g) && ldb >= default_ld_b(g) && ldc >= g.n, ValueError,
+             "{}: leading dims lda={} ldb={} ldc={} are smaller than the rows they hold",
+             describe(g), lda, ldb, ldc);
+
+  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute =
+      g.precision == GemmPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasLtMatmulDesc_t d = nullptr;
+  FSDP_CUDA_CHECK(cublasLtMatmulDescCreate(&d, compute, CUDA_R_32F));
+  std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter> desc(d);
+  // Column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is B, its second is A, and
+  // each keeps its own transpose flag (the layouts below already view them transposed).
+  const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  FSDP_CUDA_CHECK(
+      cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                                 sizeof(op_second)));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (g.epilogue == GemmEpilogue::Bias) epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (g.epilogue == GemmEpilogue::Gelu) epilogue = CUBLASLT_EPILOGUE_GELU;
+  if (g.epilogue == GemmEpilogue::BiasGelu) epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
+  FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                 sizeof(epilogue)));
+  if (has_bias) {
+    FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                                   sizeof(g.bias)));
+    FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
+                                                   sizeof(type)));
+    if (g.batch > 1) {  // one bias for every batch entry
+      std::int64_t zero = 0;
+      FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                                     &zero, sizeof(zero)));
+    }
+  }
+
+  // Stored shapes (row-major): B is (k x n), or (n x k) when transposed; A likewise.
+  Layout lb = g.trans_b ? row_major_layout(type, g.n, g.k, ldb, g.batch, g.stride_b)
+                        : row_major_layout(type, g.k, g.n, ldb, g.batch, g.stride_b);
+  Layout la = g.trans_a ? row_major_layout(type, g.k, g.m, lda, g.batch, g.stride_a)
+                        : row_major_layout(type, g.m, g.k, lda, g.batch, g.stride_a);
+  Layout lc = row_major_layout(type, g.m, g.n, ldc, g.batch, g.stride_c);
+
+  cublasLtMatmulPreference_t p = nullptr;
+  FSDP_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&p));
+  std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDeleter> pref(p);
+  FSDP_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  FSDP_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, d, lb.get(), la.get(), lc.get(), lc.get(),
+                                                 p, 1, &heuristic, &found));
+  FSDP_CHECK(found > 0, NotImplementedError, "{}: cuBLASLt has no algorithm for it", describe(g));
+  FSDP_CUDA_CHECK(cublasLtMatmul(handle_, d, &g.alpha, g.b, lb.get(), g.a, la.get(), &g.beta, g.c,
+                                 lc.get(), g.c, lc.get(), &heuristic.algo, workspace_,
+                                 workspace_bytes_, stream));
+}
+
+}  // namespace fsdp::cuda

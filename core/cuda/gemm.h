@@ -1,0 +1,59 @@
+// Matrix products through cuBLASLt, in row-major terms: C = alpha * op(A) @ op(B) + beta * C
+// (+ bias per column of C, then GELU, when asked), batched with strides. cuBLASLt is
+// column-major; a row-major C is a column-major C^T = op(B)^T op(A)^T, so the call swaps A and B
+// and keeps each transpose flag (see gemm.cpp).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fsdp::cuda {
+
+enum class GemmPrecision {
+  FP32,  // float in/out, float maths
+  TF32,  // float in/out, tensor cores at TF32 (10-bit mantissa) inputs: only when asked
+  BF16,  // bf16 in/out (and bias), float accumulation
+};
+enum class GemmEpilogue { None, Bias, Gelu, BiasGelu };  // GELU is the tanh form
+
+struct GemmArgs {
+  GemmPrecision precision = GemmPrecision::FP32;
+  bool trans_a = false, trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0;  // op(A) is m x k, op(B) is k x n, C is m x n
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  std::int64_t lda = 0, ldb = 0, ldc = 0;  // row-major leading dims; 0 = the dense default
+  std::int64_t batch = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batch entries
+  float alpha = 1.0f, beta = 0.0f;
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  const void* bias = nullptr;  // n values of C's type, added to each row of C
+};
+
+// One cuBLASLt handle and its workspace (32 MiB: Hopper's kernels want that much; llm.c does
+// the same). Not thread-safe: one per stream-owning thread.
+class Gemm {
+ public:
+  Gemm();
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+  // Throws fsdp::ValueError for inconsistent arguments and NotImplementedError when cuBLASLt
+  // has no algorithm for the combination, both naming the shapes.
+  void run(const GemmArgs& args, cudaStream_t stream);
+
+ private:
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 32u << 20;
+};
+
+// The dense default leading dims of row-major operands (what lda/ldb/ldc == 0 stand for).
+std::int64_t default_ld_a(const GemmArgs& g);
+std::int64_t default_ld_b(const GemmArgs& g);
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,55 @@
+// Device helpers shared by the kernels: float <-> storage conversion and block reductions.
+#pragma once
+
+#include <cuda_bf16.h>
+
+namespace fsdp::cuda {
+
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// The sum (or max) over the block, returned to every thread. `scratch` holds 32 floats; the
+// leading __syncthreads lets callers reuse scratch across consecutive reductions.
+template <bool kMax>
+__device__ float block_reduce(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  v = kMax ? warp_max(v) : warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = lane < warps ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
+  r = kMax ? warp_max(r) : warp_sum(r);
+  return r;
+}
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  return block_reduce<false>(v, scratch);
+}
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  return block_reduce<true>(v, scratch);
+}
+
+}  // namespace fsdp::cuda

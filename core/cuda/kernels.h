@@ -1,0 +1,120 @@
+// The CUDA kernels of the GPT training path, on raw device pointers and a stream: the layer
+// that issue 24's per-device kernel table will call (ops keep their checks, shapes and autograd;
+// the table passes pointers). Storage is float or bfloat16; arithmetic is float throughout and
+// reductions accumulate in float. Every function enqueues on `stream` and checks the launch.
+// Row-major everywhere: "rows x cols" means cols is contiguous.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/cuda/launch.h"
+
+namespace fsdp::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// --- elementwise (elementwise.cu); T is float or bf16
+template <typename T>
+void fill(T* out, float value, std::int64_t n, cudaStream_t stream);
+void cast(const float* in, bf16* out, std::int64_t n,
+          cudaStream_t stream);  // round to nearest even
+void cast(const bf16* in, float* out, std::int64_t n, cudaStream_t stream);
+
+enum class BinaryOp { Add, Mul };
+// out = a op b with broadcasting (geometry from broadcast_geometry); out has g.numel elements.
+template <typename T>
+void binary(BinaryOp op, const T* a, const T* b, T* out, const BroadcastGeometry& g,
+            cudaStream_t stream);
+
+enum class GeluForm { Erf, Tanh };  // torch's approximate="none" and "tanh"
+template <typename T>
+void gelu_forward(const T* x, T* y, std::int64_t n, GeluForm form, cudaStream_t stream);
+// dx = dy * gelu'(x)
+template <typename T>
+void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, GeluForm form,
+                   cudaStream_t stream);
+
+// --- reductions (reduce.cu)
+// out[c] = sum over rows of in[r, c] (the bias gradient of a linear layer), in float.
+template <typename T>
+void sum_over_rows(const T* in, float* out, std::int64_t rows, std::int64_t cols,
+                   cudaStream_t stream);
+// *out = sum of x[i]^2 in float (clip_grad_norm_); `out` is overwritten, not accumulated.
+template <typename T>
+void sum_of_squares(const T* x, float* out, std::int64_t n, cudaStream_t stream);
+
+// --- layer norm over the last dim (layer_norm.cu): x (rows, cols), weight and bias (cols)
+// y = (x - mean) * rstd * weight + bias; mean and rstd (rows, float) are saved for backward.
+template <typename T>
+void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, float* mean, float* rstd,
+                        std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream);
+// dx (rows, cols); dweight and dbias (cols, float) are overwritten.
+template <typename T>
+void layer_norm_backward(const T* dy, const T* x, const T* weight, const float* mean,
+                         const float* rstd, T* dx, float* dweight, float* dbias, std::int64_t rows,
+                         std::int64_t cols, cudaStream_t stream);
+
+// --- causal softmax (softmax.cu): scores (batch, T, T); row i keeps keys j <= i, the rest 0.
+// y = softmax(scale * x + causal mask); dx = scale * y * (dy - sum(dy * y)).
+template <typename T>
+void causal_softmax_forward(const T* x, T* y, std::int64_t batch, std::int64_t t, float scale,
+                            cudaStream_t stream);
+template <typename T>
+void causal_softmax_backward(const T* y, const T* dy, T* dx, std::int64_t batch, std::int64_t t,
+                             float scale, cudaStream_t stream);
+
+// --- embedding (embedding.cu): out[i, :] = weight[index[i], :], weight (vocab, dim), index
+// (n) int32. An index outside [0, vocab) gives a NaN row (the op layer checks on the host).
+template <typename T>
+void embedding_forward(const T* weight, std::int64_t vocab, const std::int32_t* index, T* out,
+                       std::int64_t n, std::int64_t dim, cudaStream_t stream);
+// dweight[index[i], :] += dout[i, :] in float (atomics: repeated tokens add up); dweight is
+// accumulated into, not overwritten, as a gradient is.
+template <typename T>
+void embedding_backward(const T* dout, const std::int32_t* index, float* dweight,
+                        std::int64_t vocab, std::int64_t n, std::int64_t dim, cudaStream_t stream);
+
+// --- fused cross-entropy (cross_entropy.cu): logits (n, vocab), target (n) int32 with
+// ignore_index rows contributing nothing. losses[i] (float) is row i's -log softmax[target];
+// dlogits = dloss_scale * (softmax - onehot(target)), 0 on ignored rows (dloss_scale is 1/count
+// for the mean). dlogits may alias logits (llm.c's fused classifier overwrites them).
+template <typename T>
+void cross_entropy_forward_backward(const T* logits, const std::int32_t* target, float* losses,
+                                    T* dlogits, std::int64_t n, std::int64_t vocab,
+                                    std::int32_t ignore_index, float dloss_scale,
+                                    cudaStream_t stream);
+
+// --- causal attention with the online softmax (attention.cu): q, k, v, o (batch, t, hd) with
+// batch = B * heads and hd <= kMaxAttentionHeadDim (else fsdp::ValueError); o = softmax(scale *
+// q k^T + causal mask) v without storing the scores; lse (batch, t) float is saved for backward.
+// Backward: dq (T) overwritten, dk and dv (float) overwritten. A one-warp-per-row baseline, not
+// the fast path yet (the GEMM + causal_softmax path is).
+constexpr int kMaxAttentionHeadDim = 128;
+template <typename T>
+void attention_forward(const T* q, const T* k, const T* v, T* o, float* lse, std::int64_t batch,
+                       std::int64_t t, std::int64_t hd, float scale, cudaStream_t stream);
+template <typename T>
+void attention_backward(const T* q, const T* k, const T* v, const T* o, const T* dout,
+                        const float* lse, T* dq, float* dk, float* dv, std::int64_t batch,
+                        std::int64_t t, std::int64_t hd, float scale, cudaStream_t stream);
+
+// --- optimizers over flat fp32 shards (optim.cu), torch's order of operations
+struct AdamWArgs {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  std::int64_t step = 1;  // counts from 1 (bias correction)
+};
+void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::int64_t n,
+                const AdamWArgs& args, cudaStream_t stream);
+struct SgdArgs {
+  float lr = 1e-3f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
+  bool nesterov = false;
+  bool first_step = false;  // the momentum buffer starts as this step's gradient
+};
+// momentum_buffer may be null when momentum is 0.
+void sgd_step(float* param, const float* grad, float* momentum_buffer, std::int64_t n,
+              const SgdArgs& args, cudaStream_t stream);
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,144 @@
+// Layer norm over the last dim, one warp per row (GPT rows are 768 wide: 24 values a lane).
+// Forward saves mean and rstd in float; backward recomputes x-hat from them. The statistics are
+// two passes (mean, then the centred sum of squares) rather than E[x^2] - E[x]^2, which cancels
+// badly when |mean| >> std. Null weight/bias mean no affine part (elementwise_affine=False).
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernel_math.cuh"
+#include "core/cuda/kernels.h"
+#include "core/cuda/reduce_geometry.h"
+
+namespace fsdp::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // 8 warps of 32
+
+template <typename T>
+__global__ void layer_norm_forward_kernel(const T* x, const T* weight, const T* bias, T* y,
+                                          float* mean_out, float* rstd_out, std::int64_t rows,
+                                          std::int64_t cols, float eps) {
+  const std::int64_t row = blockIdx.x * std::int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;  // whole warps leave together: the shuffles below stay full
+  const T* xr = x + row * cols;
+  float s = 0.0f;
+  for (std::int64_t c = lane; c < cols; c += 32) s += to_float(xr[c]);
+  const float mean = warp_sum(s) / cols;
+  float v = 0.0f;
+  for (std::int64_t c = lane; c < cols; c += 32) {
+    const float d = to_float(xr[c]) - mean;
+    v += d * d;
+  }
+  const float rstd = rsqrtf(warp_sum(v) / cols + eps);  // biased variance, as torch
+  T* yr = y + row * cols;
+  for (std::int64_t c = lane; c < cols; c += 32) {
+    float h = (to_float(xr[c]) - mean) * rstd;
+    if (weight) h *= to_float(weight[c]);
+    if (bias) h += to_float(bias[c]);
+    yr[c] = from_float<T>(h);
+  }
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight.
+template <typename T>
+__global__ void layer_norm_dx_kernel(const T* dy, const T* x, const T* weight, const float* mean,
+                                     const float* rstd, T* dx, std::int64_t rows,
+                                     std::int64_t cols) {
+  const std::int64_t row = blockIdx.x * std::int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const T* xr = x + row * cols;
+  const T* dyr = dy + row * cols;
+  const float m = mean[row], r = rstd[row];
+  float sg = 0.0f, sgx = 0.0f;
+  for (std::int64_t c = lane; c < cols; c += 32) {
+    const float g = to_float(dyr[c]) * (weight ? to_float(weight[c]) : 1.0f);
+    sg += g;
+    sgx += g * (to_float(xr[c]) - m) * r;
+  }
+  const float mg = warp_sum(sg) / cols, mgx = warp_sum(sgx) / cols;
+  T* dxr = dx + row * cols;
+  for (std::int64_t c = lane; c < cols; c += 32) {
+    const float g = to_float(dyr[c]) * (weight ? to_float(weight[c]) : 1.0f);
+    const float xhat = (to_float(xr[c]) - m) * r;
+    dxr[c] = from_float<T>(r * (g - mg - xhat * mgx));
+  }
+}
+
+// dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: reduce.cu's column-strip layout.
+template <typename T>
+__global__ void layer_norm_dparams_kernel(const T* dy, const T* x, const float* mean,
+                                          const float* rstd, float* dweight, float* dbias,
+                                          std::int64_t rows, std::int64_t cols,
+                                          std::int64_t rows_per_chunk) {
+  __shared__ float pw[kColumnRows][kColumnWidth + 1], pb[kColumnRows][kColumnWidth + 1];
+  const std::int64_t c = blockIdx.x * std::int64_t(kColumnWidth) + threadIdx.x;
+  const std::int64_t r0 = blockIdx.y * rows_per_chunk;
+  const std::int64_t r1 = min(rows, r0 + rows_per_chunk);
+  float sw = 0.0f, sb = 0.0f;
+  if (c < cols)
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) {
+      const float d = to_float(dy[r * cols + c]);
+      sw += d * (to_float(x[r * cols + c]) - mean[r]) * rstd[r];
+      sb += d;
+    }
+  pw[threadIdx.y][threadIdx.x] = sw;
+  pb[threadIdx.y][threadIdx.x] = sb;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int y = 1; y < kColumnRows; ++y) {
+      sw += pw[y][threadIdx.x];
+      sb += pb[y][threadIdx.x];
+    }
+    if (dweight) atomicAdd(&dweight[c], sw);
+    if (dbias) atomicAdd(&dbias[c], sb);
+  }
+}
+
+unsigned row_blocks(std::int64_t rows) {
+  return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+}  // namespace
+
+template <typename T>
+void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, float* mean, float* rstd,
+                        std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  layer_norm_forward_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(
+      x, weight, bias, y, mean, rstd, rows, cols, eps);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void layer_norm_backward(const T* dy, const T* x, const T* weight, const float* mean,
+                         const float* rstd, T* dx, float* dweight, float* dbias, std::int64_t rows,
+                         std::int64_t cols, cudaStream_t stream) {
+  if (cols == 0) return;
+  if (dweight) FSDP_CUDA_CHECK(cudaMemsetAsync(dweight, 0, cols * sizeof(float), stream));
+  if (dbias) FSDP_CUDA_CHECK(cudaMemsetAsync(dbias, 0, cols * sizeof(float), stream));
+  if (rows == 0) return;
+  layer_norm_dx_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(dy, x, weight, mean,
+                                                                            rstd, dx, rows, cols);
+  FSDP_CUDA_CHECK_LAUNCH();
+  if (!dweight && !dbias) return;
+  const ColumnReduceGrid g = column_reduce_grid(rows, cols);
+  layer_norm_dparams_kernel<<<dim3(g.column_blocks, g.row_chunks), dim3(kColumnWidth, kColumnRows),
+                              0, stream>>>(dy, x, mean, rstd, dweight, dbias, rows, cols,
+                                           g.rows_per_chunk);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+#define FSDP_INSTANTIATE(T)                                                                      \
+  template void layer_norm_forward<T>(const T*, const T*, const T*, T*, float*, float*,          \
+                                      std::int64_t, std::int64_t, float, cudaStream_t);          \
+  template void layer_norm_backward<T>(const T*, const T*, const T*, const float*, const float*, \
+                                       T*, float*, float*, std::int64_t, std::int64_t,           \
+                                       cudaStream_t);
+FSDP_INSTANTIATE(float)
+FSDP_INSTANTIATE(bf16)
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,74 @@
+// Reductions with float accumulation: column sums (a linear layer's bias gradient) and the sum of
+// squares (clip_grad_norm_). Both split the long dimension over blocks and add the blocks'
+// partial sums with float atomics into a zeroed output: enough parallelism for 768 columns of
+// 16K rows, at the price of a last-bit order dependence between runs.
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernel_math.cuh"
+#include "core/cuda/kernels.h"
+#include "core/cuda/reduce_geometry.h"
+
+namespace fsdp::cuda {
+namespace {
+
+// Block (32, 8): threadIdx.x walks 32 adjacent columns (coalesced), threadIdx.y 8 rows of the
+// block's row chunk; shared memory folds the 8 row partials before one atomic per column.
+template <typename T>
+__global__ void sum_over_rows_kernel(const T* in, float* out, std::int64_t rows, std::int64_t cols,
+                                     std::int64_t rows_per_chunk) {
+  __shared__ float partial[kColumnRows][kColumnWidth + 1];  // +1: no bank conflicts
+  const std::int64_t c = blockIdx.x * std::int64_t(kColumnWidth) + threadIdx.x;
+  const std::int64_t r0 = blockIdx.y * rows_per_chunk;
+  const std::int64_t r1 = min(rows, r0 + rows_per_chunk);
+  float s = 0.0f;
+  if (c < cols)
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows)
+      s += to_float(in[r * cols + c]);
+  partial[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int y = 1; y < kColumnRows; ++y) s += partial[y][threadIdx.x];
+    atomicAdd(&out[c], s);
+  }
+}
+
+template <typename T>
+__global__ void sum_of_squares_kernel(const T* x, float* out, std::int64_t n) {
+  __shared__ float scratch[32];
+  float s = 0.0f;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const float v = to_float(x[i]);
+    s += v * v;
+  }
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) atomicAdd(out, s);
+}
+
+}  // namespace
+
+template <typename T>
+void sum_over_rows(const T* in, float* out, std::int64_t rows, std::int64_t cols,
+                   cudaStream_t stream) {
+  if (cols == 0) return;
+  FSDP_CUDA_CHECK(cudaMemsetAsync(out, 0, cols * sizeof(float), stream));
+  if (rows == 0) return;
+  const ColumnReduceGrid g = column_reduce_grid(rows, cols);
+  sum_over_rows_kernel<<<dim3(g.column_blocks, g.row_chunks), dim3(kColumnWidth, kColumnRows), 0,
+                         stream>>>(in, out, rows, cols, g.rows_per_chunk);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void sum_of_squares(const T* x, float* out, std::int64_t n, cudaStream_t stream) {
+  FSDP_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(float), stream));
+  if (n == 0) return;
+  sum_of_squares_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, out, n);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template void sum_over_rows<float>(const float*, float*, std::int64_t, std::int64_t, cudaStream_t);
+template void sum_over_rows<bf16>(const bf16*, float*, std::int64_t, std::int64_t, cudaStream_t);
+template void sum_of_squares<float>(const float*, float*, std::int64_t, cudaStream_t);
+template void sum_of_squares<bf16>(const bf16*, float*, std::int64_t, cudaStream_t);
+
+}  // namespace fsdp::cuda

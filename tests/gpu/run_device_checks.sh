@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# The GPU machine's checks in one call (at most 8 minutes at 16 cores): preflight, unpack the
+# carried Debian packages into a prefix, configure and build only what the checks need, then the
+# gpu suite (op parity, allocator, runtime), compute-sanitizer memcheck and racecheck on a parity
+# subset, the NCCL world-1 test, and the kernel bench beside PyTorch in the same run.
+#
+#   tools/fetch_device_debs.sh                           # here, once: .debs/ (carry [".debs"])
+#   OUT=$OUT bash tests/gpu/run_device_checks.sh         # there
+#   OUT=/tmp/out bash tests/gpu/run_device_checks.sh --dry-run   # here: no GPU steps
+#
+# Each step runs under its own `timeout`; a failed step does not stop the rest (only a failed
+# preflight or build skips what depends on it). Logs go into $OUT/logs.tar.gz; $OUT/summary.txt
+# holds the table printed last. --dry-run unpacks, relocates, configures and builds for real in a
+# temporary prefix and runs the tests (which skip without a device); it skips nvidia-smi, the
+# sanitizers and PyTorch.
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")/../.."
+SRC=$PWD
+: "${OUT:?set OUT to the folder that comes back}"
+DRY=0
+[ "${1:-}" = "--dry-run" ] && DRY=1
+JOBS=${JOBS:-$(nproc)}
+# WORK=DIR keeps the prefix and build between runs (a second dry run rebuilds nothing).
+KEEP_WORK=${WORK:+1}
+WORK=${WORK:-$(mktemp -d /tmp/fsdp-gpu.XXXXXX)}
+PREFIX=$WORK/prefix  # the unpacked .debs
+SHIM=$WORK/shim      # unversioned links to the CUDA toolkit's and the wheels' libraries
+BUILD=$WORK/build
+LOGS=$WORK/logs
+mkdir -p "$OUT" "$LOGS" "$PREFIX" "$SHIM/include" "$SHIM/lib"
+export SRC DRY JOBS WORK PREFIX SHIM BUILD LOGS
+
+NAMES=() STATUS=() SECS=()
+# The whole call ends by TOTAL_LIMIT seconds (default 450, inside the 8 minutes): a step gets at
+# most what is left less 20 s for the tarball and the summary, and none starts with under 10 s.
+DEADLINE=$(($(date +%s) + ${TOTAL_LIMIT:-450}))
+# step NAME SECONDS FUNCTION: runs FUNCTION under timeout, its output in $LOGS/NAME.log.
+# Status: ok, FAIL (rc), TIMEOUT, SKIP (rc 77: no device), or SKIP (why) without running.
+step() {
+  local name=$1 limit=$2 fn=$3 start rc status left
+  start=$(date +%s)
+  left=$((DEADLINE - start - 20))
+  if [ $left -lt 10 ]; then
+    skip "$name" "no time left"
+    return 1
+  fi
+  [ $left -lt $limit ] && limit=$left
+  echo "== $name (limit ${limit}s)"
+  timeout --kill-after=10 "$limit" bash -c "$fn" >"$LOGS/$name.log" 2>&1
+  rc=$?
+  case $rc in
+    0) status=ok ;;
+    77) status="SKIP (no device)" ;;
+    124 | 137) status="TIMEOUT after ${limit}s" ;;
+    *) status="FAIL (rc $rc)" ;;
+  esac
+  tail -n 5 "$LOGS/$name.log" | sed 's/^/   /'
+  NAMES+=("$name") STATUS+=("$status") SECS+=($(($(date +%s) - start)))
+  [ $rc = 0 ] || [ $rc = 77 ]
+}
+skip() {
+  NAMES+=("$1") STATUS+=("SKIP ($2)") SECS+=(0)
+}
+
+# --- preflight: the tools, and where the CUDA toolkit, cuBLAS and NCCL live. Writes
+# $WORK/paths.env (CUDA_HOME, CUDA_DIRS, NCCL_DIR) for the steps after it.
+preflight() {
+  set -e
+  missing=()
+  if [ "$DRY" = 0 ]; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm \
+      --format=csv || missing+=(nvidia-smi)
+  fi
+  command -v dpkg >/dev/null || command -v ar >/dev/null || missing+=("dpkg or ar")
+  for tool in g++ meson ninja python3 tar; do
+    command -v $tool >/dev/null || missing+=($tool)
+  done
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  [ -x "$nvcc" ] || missing+=(nvcc)
+  cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+  echo "nvcc: $nvcc ($cuda_home)"; "$nvcc" --version | tail -2 || true
+  g++ --version | head -1 || true
+  echo "meson $(meson --version 2>/dev/null), ninja $(ninja --version 2>/dev/null)"
+  site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null || true)
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+    "available", torch.cuda.is_available())' || echo "torch: not importable (bench skips it)"
+  # NCCL: the image's wheel first (nvidia/nccl), then the toolkit. Without it the build goes on
+  # with -Dnccl=disabled and the NCCL step is skipped: the kernels do not need it.
+  nccl=""
+  for d in "$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)" \
+    "$site/nvidia/nccl" "$cuda_home"; do
+    if [ -n "$d" ] && [ -f "$d/include/nccl.h" ] && ls "$d"/lib*/libnccl.so* >/dev/null 2>&1; then
+      nccl=$d
+      break
+    fi
+  done
+  [ -n "$nccl" ] || echo "preflight: NCCL not found (nccl.h and libnccl.so*): its step is skipped"
+  # cuBLASLt and the runtime: the toolkit first, then NVIDIA's cu13 wheels.
+  dirs=("$cuda_home")
+  for d in "$site/nvidia/cu13" "$site/nvidia/cublas" "$site/nvidia/cuda_runtime"; do
+    [ -d "$d" ] && dirs+=("$d")
+  done
+  found_lt=0
+  for d in "${dirs[@]}"; do
+    if [ -f "$d/include/cublasLt.h" ] && ls "$d"/lib*/libcublasLt.so* >/dev/null 2>&1; then
+      found_lt=1
+    fi
+  done
+  [ $found_lt = 1 ] || missing+=("cuBLASLt (cublasLt.h and libcublasLt.so* in ${dirs[*]})")
+  echo "NCCL: ${nccl:-none}"
+  echo "CUDA/cuBLAS prefixes: ${dirs[*]}"
+  for d in .debs; do
+    ls $d/*.deb >/dev/null 2>&1 ||
+      missing+=(".debs/*.deb (run tools/fetch_device_debs.sh, carry .debs)")
+  done
+  {
+    echo "CUDA_HOME=$cuda_home"
+    echo "NCCL_DIR=$nccl"
+    echo "CUDA_DIRS=\"${dirs[*]}\""
+  } >"$WORK/paths.env"
+  if [ ${#missing[@]} -gt 0 ]; then
+    printf 'preflight: MISSING %s\n' "${missing[@]}"
+    exit 1
+  fi
+  echo "preflight: everything found"
+}
+
+# --- the .debs into $PREFIX (never /), their .pc files pointed there; the shim prefix with
+# unversioned links (the wheels ship only libfoo.so.N).
+unpack() {
+  set -e
+  . "$WORK/paths.env"
+  for f in "$SRC"/.debs/*.deb; do
+    if command -v dpkg >/dev/null; then
+      dpkg -x "$f" "$PREFIX"
+    else  # a .deb is an ar archive holding data.tar.*; tar detects the compression of a file
+      data=$(ar t "$f" | grep '^data.tar')
+      ar p "$f" "$data" >"$WORK/$data"
+      tar -xf "$WORK/$data" -C "$PREFIX"
+      rm "$WORK/$data"
+    fi
+  done
+  find "$PREFIX" -name '*.pc' -print0 | xargs -0 sed -i \
+    -e "s|=/usr|=$PREFIX/usr|g" -e "s|-I/usr|-I$PREFIX/usr|g" -e "s|-L/usr|-L$PREFIX/usr|g"
+  # One include and one lib folder holding the toolkit's, cuBLAS's and NCCL's files: comm's
+  # nccl_home wants nccl.h, libnccl and libcudart in one prefix, core/cuda's cublas_home
+  # cublasLt.h and libcublasLt.
+  for d in $CUDA_DIRS $NCCL_DIR; do
+    for f in "$d"/include/*; do
+      [ -e "$SHIM/include/$(basename "$f")" ] || ln -s "$f" "$SHIM/include/"
+    done
+    for f in "$d"/lib/*.so* "$d"/lib64/*.so*; do
+      [ -e "$f" ] || continue
+      b=$(basename "$f")
+      [ -e "$SHIM/lib/$b" ] || ln -s "$(readlink -f "$f")" "$SHIM/lib/$b"
+      u=${b%%.so*}.so  # libnccl.so.2 -> libnccl.so
+      [ -e "$SHIM/lib/$u" ] || ln -s "$(readlink -f "$f")" "$SHIM/lib/$u"
+    done
+  done
+  ls "$SHIM/lib" | grep -E '^lib(cudart|cublasLt|nccl)\.so$'
+  echo "unpacked $(ls "$SRC"/.debs/*.deb | wc -l) packages into $PREFIX"
+}
+
+# The environment every later step needs: pkg-config only in the prefix, Boost there, and the
+# libraries found at run time.
+write_env() {
+  local triplet=x86_64-linux-gnu lib=$PREFIX/usr/lib/x86_64-linux-gnu
+  cat >"$WORK/build.env" <<EOF
+export PKG_CONFIG_LIBDIR=$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$PREFIX/usr/share/pkgconfig\
+:$PREFIX/usr/lib/pkgconfig
+export BOOST_ROOT=$PREFIX/usr
+export CMAKE_PREFIX_PATH=$PREFIX/usr
+export LD_LIBRARY_PATH=$SHIM/lib:$lib:$lib/openblas-pthread:\${LD_LIBRARY_PATH:-}
+export LIBRARY_PATH=$lib/openblas-pthread:\${LIBRARY_PATH:-}
+export PATH=\$PATH:$PREFIX/usr/bin
+EOF
+  # pkg-config from the prefix when the image has none.
+  command -v pkg-config >/dev/null ||
+    echo "export PKG_CONFIG=$PREFIX/usr/bin/pkgconf" >>"$WORK/build.env"
+}
+
+configure() {
+  set -e
+  . "$WORK/build.env"
+  . "$WORK/paths.env"
+  export PATH=$CUDA_HOME/bin:$PATH
+  nccl=disabled
+  [ -n "$NCCL_DIR" ] && nccl=enabled
+  reconfigure=""
+  [ -f "$BUILD/build.ninja" ] && reconfigure=--reconfigure  # WORK kept from an earlier run
+  meson setup $reconfigure "$BUILD" "$SRC" -Dcuda=enabled -Dnccl=$nccl -Dmpi=disabled \
+    -Dgloo=disabled -Dbench=true -Dexamples=false -Dcublas_home="$SHIM" -Dnccl_home="$SHIM"
+}
+
+build() {
+  set -e
+  . "$WORK/build.env"
+  . "$WORK/paths.env"
+  export PATH=$CUDA_HOME/bin:$PATH
+  targets="tests/gpu/test_cuda_host tests/gpu/test_gpu_kernels tests/gpu/test_gpu_gemm
+    tests/gpu/test_gpu_runtime bench/gpu/bench_gpu_kernels"
+  [ -z "$NCCL_DIR" ] || targets="$targets tests/comm/test_comm_nccl"
+  ninja -C "$BUILD" -j"$JOBS" $targets
+}
+
+# ptxas's registers, spills and shared memory per kernel, for sm_80 and sm_90.
+ptxas_report() {
+  . "$WORK/paths.env"
+  ls "$SRC"/core/cuda/*.cu | xargs -P "$JOBS" -I{} sh -c \
+    "'$CUDA_HOME/bin/nvcc' -std=c++20 -I'$SRC' -gencode=arch=compute_80,code=sm_80 \
+     -gencode=arch=compute_90,code=sm_90 -Xptxas=-v -c {} -o /dev/null 2>&1 | sed 's|^|{}: |'"
+}
+
+# meson counts a skip (77) as a pass: the log's last lines (Ok/Skipped) say which it was.
+gpu_tests() {
+  . "$WORK/build.env"
+  meson test -C "$BUILD" --no-rebuild --print-errorlogs cuda_host gpu_runtime gpu_kernels gpu_gemm
+  rc=$?
+  cp "$BUILD/meson-logs/testlog.txt" "$LOGS/gpu_tests.testlog.txt" 2>/dev/null
+  exit $rc
+}
+
+# A parity subset under compute-sanitizer: every kernel with shared memory or irregular
+# indexing. memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory hazards.
+SANITIZE_SUBSET='fill_writes_every_element*:broadcast_add_and_mul*:sum_over_rows*:sum_of_squares*'
+SANITIZE_SUBSET+=':layer_norm*:causal_softmax*:embedding_gathers*:fused_cross_entropy*'
+export SANITIZE_SUBSET
+sanitize() {
+  . "$WORK/build.env"
+  . "$WORK/paths.env"
+  cs=$(command -v compute-sanitizer || echo "$CUDA_HOME/bin/compute-sanitizer")
+  "$cs" --tool "$1" --error-exitcode 3 "$BUILD/tests/gpu/test_gpu_kernels" \
+    --run_test="$SANITIZE_SUBSET"
+}
+memcheck() { sanitize memcheck; }
+racecheck() { sanitize racecheck; }
+
+nccl_world1() {
+  . "$WORK/build.env"
+  . "$WORK/paths.env"
+  [ -n "$NCCL_DIR" ] || { echo "no NCCL found in preflight"; exit 77; }
+  "$BUILD/tests/comm/test_comm_nccl"
+}
+
+bench() {
+  . "$WORK/build.env"
+  "$BUILD/bench/gpu/bench_gpu_kernels" --tokens 16384 --out "$LOGS/bench_ours.txt"
+  rc=$?
+  [ $rc = 0 ] || exit $rc
+  [ "$DRY" = 1 ] && exit 0
+  python3 "$SRC/bench/gpu/torch_ops.py" --ours "$LOGS/bench_ours.txt" --tokens 16384
+}
+
+export -f preflight unpack write_env configure build ptxas_report gpu_tests sanitize memcheck \
+  racecheck nccl_world1 bench
+
+t0=$(date +%s)
+if step preflight 30 preflight; then
+  step unpack 90 unpack && write_env
+  built=0
+  if step configure 90 configure; then
+    step build "${BUILD_LIMIT:-240}" build && built=1
+  else
+    skip build "no configure"
+  fi
+  if [ $built = 1 ]; then
+    # Parity first, then the bench (the issue's targets), then the sanitizers and NCCL.
+    step gpu_tests 150 gpu_tests
+    step bench 150 bench
+    if [ "$DRY" = 1 ]; then
+      skip memcheck "dry run"
+      skip racecheck "dry run"
+    else
+      step memcheck 90 memcheck
+      step racecheck 90 racecheck
+    fi
+    step nccl_world1 60 nccl_world1
+  else
+    for s in gpu_tests bench memcheck racecheck nccl_world1; do skip $s "no build"; done
+  fi
+  step ptxas_report 60 ptxas_report
+else
+  for s in unpack configure build gpu_tests bench memcheck racecheck nccl_world1; do
+    skip $s "preflight failed"
+  done
+fi
+
+# Everything into one tarball (at most 8 files come back), the summary beside it.
+cp "$BUILD/meson-logs/meson-log.txt" "$LOGS/meson-log.txt" 2>/dev/null
+tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs
+{
+  dry=""
+  [ "$DRY" = 1 ] && dry="(dry run) "
+  echo "run_device_checks ${dry}at $(date -u +%FT%TZ), $(($(date +%s) - t0)) s"
+  grep -h -E 'preflight: MISSING|^NVIDIA|^[^,]+, [0-9.]+, [0-9]+ MiB' "$LOGS/preflight.log" \
+    2>/dev/null
+  if [ -f "$LOGS/bench.log" ]; then
+    echo "--- bench (ours vs PyTorch eager, same run)"
+    grep -E -A40 '^op ' "$LOGS/bench.log" || tail -n 30 "$LOGS/bench.log"
+  fi
+  counts=$(grep -h -E '^(Ok|Fail|Skipped|Timeout): ' "$LOGS/gpu_tests.log" 2>/dev/null)
+  echo "--- gpu suite: $(echo "$counts" | tr -s ' ' | tr '\n' ' ')"
+  echo "--- failures"
+  grep -h -E 'error: in|relative error|FAILED|ERROR SUMMARY: [1-9]|Hazard|Invalid' \
+    "$LOGS"/gpu_tests.log "$LOGS"/memcheck.log "$LOGS"/racecheck.log "$LOGS"/nccl_world1.log \
+    2>/dev/null | head -n 40
+  echo "--- steps"
+  printf '%-14s %-24s %6s\n' step status seconds
+  for i in "${!NAMES[@]}"; do
+    printf '%-14s %-24s %6s\n' "${NAMES[$i]}" "${STATUS[$i]}" "${SECS[$i]}"
+  done
+} >"$OUT/summary.txt"
+cat "$OUT/summary.txt"
+[ -n "$KEEP_WORK" ] || rm -rf "$WORK"

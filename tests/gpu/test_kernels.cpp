@@ -1,0 +1,405 @@
+// Op-by-op parity of core/cuda's kernels with the CPU: the oracle is the project's own CPU op
+// (core/ops.h, core/functional, core/optim) wherever one exists, a plain loop otherwise. Fresh
+// random inputs, NaN-poisoned outputs, relative-norm tolerances (gpu_test_support.h), float and
+// bf16 storage, sizes of 1, odd, not multiples of a block, and beyond one grid's coverage.
+#define BOOST_TEST_MODULE gpu_kernels
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/cuda/kernels.h"
+#include "core/functional/masked_softmax.h"
+#include "core/ops.h"
+#include "core/ops/blocked_attention.h"
+#include "core/optim/update_kernels.h"
+#include "core/tensor.h"
+#include "tests/gpu/gpu_test_support.h"
+
+using namespace fsdp;
+using namespace fsdp::cuda;
+using namespace fsdp::cuda::testing;
+
+BOOST_TEST_GLOBAL_FIXTURE(RequireDevice);
+
+namespace {
+
+using StorageTypes = std::tuple<float, bf16>;
+
+Tensor cpu(const std::vector<float>& v, const Shape& shape, bool requires_grad = false) {
+  Tensor t = from_vector(std::vector<double>(v.begin(), v.end()), shape);
+  if (requires_grad) t.requires_grad_();
+  return t;
+}
+Tensor cpu_index(const std::vector<std::int32_t>& v) {
+  return from_vector(std::vector<std::int64_t>(v.begin(), v.end()),
+                     {static_cast<std::int64_t>(v.size())});
+}
+std::vector<double> values(const Tensor& t) {
+  return t.to_vector();
+}
+
+// 3,000,017 elements need more than grid_for's capped grid: the grid-stride loop does the rest.
+const std::vector<std::int64_t> kFlatSizes = {1, 7, 1000, 257 * 1024 + 3, 3000017};
+static_assert(3000017 > kMaxBlocks * kThreads);
+// (rows, cols): one row, one column, odd, a GPT row (768), wider than 32 lanes x 32.
+const std::vector<std::pair<std::int64_t, std::int64_t>> kRowShapes = {
+    {1, 1}, {1, 768}, {3, 5}, {37, 33}, {129, 768}, {7, 1031}, {20001, 3}};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(fill_writes_every_element, T, StorageTypes) {
+  for (std::int64_t n : kFlatSizes) {
+    DeviceBuffer<T> out(n);
+    fill(out.get(), 0.375f, n, nullptr);
+    FSDP_CHECK_CLOSE("fill n=" << n, out.download(), std::vector<float>(n, 0.375f), 0.0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cast_rounds_to_nearest_even_and_back) {
+  for (std::int64_t n : kFlatSizes) {
+    std::vector<float> x = randn(n, 3.0f);
+    DeviceBuffer<float> in(x);
+    DeviceBuffer<bf16> half(n);
+    DeviceBuffer<float> back(n);
+    cast(in.get(), half.get(), n, nullptr);
+    cast(half.get(), back.get(), n, nullptr);
+    // Exactly the host's round-to-nearest-even: cast is a rounding, not an approximation.
+    FSDP_CHECK_CLOSE("cast fp32->bf16 n=" << n, half.download(), stored<bf16>(x), 0.0);
+    FSDP_CHECK_CLOSE("cast bf16->fp32 n=" << n, back.download(), stored<bf16>(x), 0.0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(broadcast_add_and_mul_match_the_cpu_ops, T, StorageTypes) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{1}, {1}},          {{7}, {1}},        {{4, 768}, {768}},      {{33, 5}, {33, 1}},
+      {{2, 3, 5}, {3, 1}}, {{1, 9}, {17, 1}}, {{3000017}, {3000017}}, {{2, 1, 4, 1, 3}, {5, 1, 1}}};
+  for (const auto& [sa, sb] : cases) {
+    const BroadcastGeometry g = broadcast_geometry(sa, sb, "test");
+    std::vector<float> a = stored<T>(randn(shape_numel(sa))), b = stored<T>(randn(shape_numel(sb)));
+    DeviceBuffer<T> da(a), db(b), out(g.numel);
+    for (BinaryOp op : {BinaryOp::Add, BinaryOp::Mul}) {
+      out.poison();
+      binary(op, da.get(), db.get(), out.get(), g, nullptr);
+      Tensor ref = op == BinaryOp::Add ? add(cpu(a, sa), cpu(b, sb)) : mul(cpu(a, sa), cpu(b, sb));
+      FSDP_CHECK_CLOSE((op == BinaryOp::Add ? "add " : "mul ")
+                           << shape_str(sa) << " " << shape_str(sb),
+                       out.download(), values(ref), tolerance<T>());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(gelu_forward_and_backward_in_both_forms, T, StorageTypes) {
+  for (std::int64_t n : kFlatSizes) {
+    std::vector<float> x = stored<T>(randn(n, 2.0f)), dy = stored<T>(randn(n));
+    DeviceBuffer<T> dx_in(x), ddy(dy), y(n), dx(n);
+    for (GeluForm form : {GeluForm::Erf, GeluForm::Tanh}) {
+      const char* name = form == GeluForm::Erf ? "none" : "tanh";
+      y.poison();
+      dx.poison();
+      gelu_forward(dx_in.get(), y.get(), n, form, nullptr);
+      gelu_backward(dx_in.get(), ddy.get(), dx.get(), n, form, nullptr);
+      Tensor xt = cpu(x, {n}, true);
+      Tensor yt = gelu(xt, name);
+      yt.backward(cpu(dy, {n}));
+      FSDP_CHECK_CLOSE("gelu " << name << " n=" << n, y.download(), values(yt), tolerance<T>());
+      FSDP_CHECK_CLOSE("gelu backward " << name << " n=" << n, dx.download(), values(xt.grad()),
+                       tolerance<T>());
+    }
+  }
+}
+
+// Views that start one element in are not 16-byte aligned: the scalar loop must do them.
+BOOST_AUTO_TEST_CASE_TEMPLATE(unaligned_views_take_the_scalar_path, T, StorageTypes) {
+  const std::int64_t n = 1001;
+  std::vector<float> x = stored<T>(randn(n + 1)), y = stored<T>(randn(n + 1));
+  DeviceBuffer<T> dx(x), dy(y), out(n + 1);
+  std::vector<float> xs(x.begin() + 1, x.end()), ys(y.begin() + 1, y.end());
+  gelu_forward(dx.get() + 1, out.get() + 1, n, GeluForm::Tanh, nullptr);
+  std::vector<float> got = out.download();
+  BOOST_TEST(std::isnan(got[0]));  // not written
+  FSDP_CHECK_CLOSE("gelu unaligned", std::vector<float>(got.begin() + 1, got.end()),
+                   values(gelu(cpu(xs, {n}), "tanh")), tolerance<T>());
+  out.poison();
+  binary(BinaryOp::Mul, dx.get() + 1, dy.get() + 1, out.get() + 1,
+         broadcast_geometry({n}, {n}, "mul"), nullptr);
+  got = out.download();
+  FSDP_CHECK_CLOSE("mul unaligned", std::vector<float>(got.begin() + 1, got.end()),
+                   values(mul(cpu(xs, {n}), cpu(ys, {n}))), tolerance<T>());
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(sum_over_rows_is_the_bias_gradient, T, StorageTypes) {
+  for (auto [rows, cols] : kRowShapes) {
+    std::vector<float> x = stored<T>(randn(rows * cols));
+    DeviceBuffer<T> dx(x);
+    DeviceBuffer<float> out(cols);
+    sum_over_rows(dx.get(), out.get(), rows, cols, nullptr);
+    FSDP_CHECK_CLOSE("sum_over_rows " << rows << "x" << cols, out.download(),
+                     values(sum(cpu(x, {rows, cols}), {0})), kTolFp32 * 10);
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(sum_of_squares_for_clip_grad_norm, T, StorageTypes) {
+  for (std::int64_t n : kFlatSizes) {
+    std::vector<float> x = stored<T>(randn(n));
+    DeviceBuffer<T> dx(x);
+    DeviceBuffer<float> out(1);
+    sum_of_squares(dx.get(), out.get(), n, nullptr);
+    double ref = 0;
+    for (float v : x) ref += double(v) * v;  // plain loop in double: the exact-ish value
+    FSDP_CHECK_CLOSE("sum_of_squares n=" << n, out.download(), std::vector<double>{ref},
+                     kTolFp32 * 10);
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_forward_saves_mean_rstd_and_backward_matches, T,
+                              StorageTypes) {
+  for (auto [rows, cols] : kRowShapes) {
+    // An offset mean (3) checks the two-pass variance.
+    std::vector<float> x = stored<T>(randn(rows * cols)), w = stored<T>(randn(cols)),
+                       b = stored<T>(randn(cols)), dy = stored<T>(randn(rows * cols));
+    for (float& v : x) v = static_cast<float>(stored<T>({v + 3.0f})[0]);
+    DeviceBuffer<T> dxin(x), dw_in(w), db_in(b), ddy(dy), y(rows * cols), dx(rows * cols);
+    DeviceBuffer<float> mean(rows), rstd(rows), dw(cols), db(cols);
+    const float eps = 1e-5f;
+    layer_norm_forward(dxin.get(), dw_in.get(), db_in.get(), y.get(), mean.get(), rstd.get(), rows,
+                       cols, eps, nullptr);
+    layer_norm_backward(ddy.get(), dxin.get(), dw_in.get(), mean.get(), rstd.get(), dx.get(),
+                        dw.get(), db.get(), rows, cols, nullptr);
+    Tensor xt = cpu(x, {rows, cols}, true), wt = cpu(w, {cols}, true), bt = cpu(b, {cols}, true);
+    Tensor yt = layer_norm(xt, {cols}, wt, bt, eps);
+    yt.backward(cpu(dy, {rows, cols}));
+    std::vector<double> ref_mean(rows), ref_rstd(rows);  // no CPU op returns them: a loop
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double s = 0, ss = 0;
+      for (std::int64_t c = 0; c < cols; ++c) s += x[r * cols + c];
+      ref_mean[r] = s / cols;
+      for (std::int64_t c = 0; c < cols; ++c)
+        ss += (x[r * cols + c] - ref_mean[r]) * (x[r * cols + c] - ref_mean[r]);
+      ref_rstd[r] = 1.0 / std::sqrt(ss / cols + eps);
+    }
+    const double tol = tolerance<T>();
+    FSDP_CHECK_CLOSE("layer_norm y " << rows << "x" << cols, y.download(), values(yt), tol);
+    FSDP_CHECK_CLOSE("layer_norm mean", mean.download(), ref_mean, kTolFp32);
+    FSDP_CHECK_CLOSE("layer_norm rstd", rstd.download(), ref_rstd, 1e-4);  // 1/sqrt(var+eps)
+    FSDP_CHECK_CLOSE("layer_norm dx " << rows << "x" << cols, dx.download(), values(xt.grad()),
+                     std::max(tol, 1e-4));  // cancellation in g - mean(g) at cols == 1..5
+    FSDP_CHECK_CLOSE("layer_norm dweight", dw.download(), values(wt.grad()), std::max(tol, 1e-4));
+    FSDP_CHECK_CLOSE("layer_norm dbias", db.download(), values(bt.grad()), kTolFp32 * 10);
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(causal_softmax_forward_and_backward, T, StorageTypes) {
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 1},  {1, 7},   {3, 33},
+                                                                     {2, 64}, {5, 129}, {2, 1024}};
+  for (auto [batch, t] : shapes) {
+    const float scale = 1.0f / std::sqrt(64.0f);
+    std::vector<float> x = stored<T>(randn(batch * t * t, 4.0f)),
+                       dy = stored<T>(randn(batch * t * t));
+    DeviceBuffer<T> dxin(x), ddy(dy), y(batch * t * t), dx(batch * t * t);
+    causal_softmax_forward(dxin.get(), y.get(), batch, t, scale, nullptr);
+    causal_softmax_backward(y.get(), ddy.get(), dx.get(), batch, t, scale, nullptr);
+    std::vector<float> mask(t * t);
+    for (std::int64_t i = 0; i < t; ++i)
+      for (std::int64_t j = 0; j < t; ++j) mask[i * t + j] = j <= i ? 0.0f : -INFINITY;
+    Tensor xt = cpu(x, {batch, t, t}, true);
+    Tensor yt = masked_softmax(mul(xt, double(scale)), cpu(mask, {t, t}));
+    yt.backward(cpu(dy, {batch, t, t}));
+    FSDP_CHECK_CLOSE("causal_softmax y " << batch << "x" << t, y.download(), values(yt),
+                     tolerance<T>());
+    FSDP_CHECK_CLOSE("causal_softmax dx " << batch << "x" << t, dx.download(), values(xt.grad()),
+                     tolerance<T>());
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(embedding_gathers_rows_and_scatters_gradients, T, StorageTypes) {
+  const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes = {
+      {1, 1, 1}, {5, 3, 7}, {50304, 768, 1031}, {11, 33, 4096}};  // (vocab, dim, tokens)
+  for (auto [vocab, dim, n] : shapes) {
+    std::vector<float> w = stored<T>(randn(vocab * dim)), dout = stored<T>(randn(n * dim));
+    std::vector<std::int32_t> idx = randint(n, static_cast<std::int32_t>(vocab));
+    DeviceBuffer<T> dw_in(w), ddout(dout), out(n * dim);
+    DeviceBuffer<std::int32_t> didx(idx);
+    DeviceBuffer<float> grad(vocab * dim);
+    FSDP_CUDA_CHECK(cudaMemset(grad.get(), 0, vocab * dim * sizeof(float)));
+    embedding_forward(dw_in.get(), vocab, didx.get(), out.get(), n, dim, nullptr);
+    embedding_backward(ddout.get(), didx.get(), grad.get(), vocab, n, dim, nullptr);
+    Tensor wt = cpu(w, {vocab, dim}, true);
+    Tensor yt = embedding(wt, cpu_index(idx));
+    yt.backward(cpu(dout, {n, dim}));
+    FSDP_CHECK_CLOSE("embedding " << vocab << "x" << dim << " n=" << n, out.download(), values(yt),
+                     0.0);  // a gather is exact
+    FSDP_CHECK_CLOSE("embedding backward", grad.download(), values(wt.grad()), kTolFp32);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(embedding_out_of_range_index_gives_a_nan_row_not_another_rows_data) {
+  std::vector<float> w = randn(4 * 3);
+  DeviceBuffer<float> dw(w), out(2 * 3);
+  DeviceBuffer<std::int32_t> idx(std::vector<std::int32_t>{1, 4});
+  embedding_forward(dw.get(), 4, idx.get(), out.get(), 2, 3, nullptr);
+  std::vector<float> got = out.download();
+  for (int c = 0; c < 3; ++c) {
+    BOOST_TEST(got[c] == w[3 + c]);
+    BOOST_TEST(std::isnan(got[3 + c]));
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(fused_cross_entropy_loss_and_dlogits, T, StorageTypes) {
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
+      {1, 1}, {1, 2}, {7, 33}, {3, 511}, {5, 513}, {64, 50304}};  // (rows, vocab)
+  for (auto [n, vocab] : shapes) {
+    std::vector<float> x = stored<T>(randn(n * vocab, 3.0f));
+    std::vector<std::int32_t> tgt = randint(n, static_cast<std::int32_t>(vocab));
+    if (n > 2) tgt[1] = -100;  // an ignored row
+    std::int64_t count = 0;
+    for (auto v : tgt) count += v != -100;
+    DeviceBuffer<T> logits(x), dlogits(n * vocab);
+    DeviceBuffer<std::int32_t> dt(tgt);
+    DeviceBuffer<float> losses(n);
+    cross_entropy_forward_backward(logits.get(), dt.get(), losses.get(), dlogits.get(), n, vocab,
+                                   -100, 1.0f / count, nullptr);
+    Tensor xt = cpu(x, {n, vocab}, true);
+    Tensor per_row = cross_entropy(xt, cpu_index(tgt), -100, "none");
+    cross_entropy(xt, cpu_index(tgt), -100, "mean").backward();
+    FSDP_CHECK_CLOSE("cross_entropy losses " << n << "x" << vocab, losses.download(),
+                     values(per_row), kTolFp32 * 10);  // float maths on T's inputs
+    FSDP_CHECK_CLOSE("cross_entropy dlogits " << n << "x" << vocab, dlogits.download(),
+                     values(xt.grad()), tolerance<T>());
+    // In place (dlogits aliasing logits), as the fused classifier runs it.
+    cross_entropy_forward_backward(logits.get(), dt.get(), losses.get(), logits.get(), n, vocab,
+                                   -100, 1.0f / count, nullptr);
+    FSDP_CHECK_CLOSE("cross_entropy in place", logits.download(), values(xt.grad()),
+                     tolerance<T>());
+  }
+}
+
+// The oracle is core's blocked_attention, the same online softmax on the CPU, on q * scale.
+BOOST_AUTO_TEST_CASE_TEMPLATE(online_softmax_attention_forward_and_backward, T, StorageTypes) {
+  const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes = {
+      {1, 1, 1}, {3, 7, 64}, {2, 65, 17}, {4, 200, 128}, {24, 257, 64}};  // (batch, t, hd)
+  for (auto [batch, t, hd] : shapes) {
+    const std::int64_t n = batch * t * hd;
+    const float scale = 1.0f / std::sqrt(float(hd));
+    std::vector<float> q = stored<T>(randn(n)), k = stored<T>(randn(n)), v = stored<T>(randn(n)),
+                       dout = stored<T>(randn(n));
+    DeviceBuffer<T> dq_in(q), dk_in(k), dv_in(v), ddout(dout), o(n), dq(n);
+    DeviceBuffer<float> lse(batch * t), dk(n), dv(n);
+    attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), lse.get(), batch, t, hd,
+                      scale, nullptr);
+    attention_backward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), ddout.get(), lse.get(),
+                       dq.get(), dk.get(), dv.get(), batch, t, hd, scale, nullptr);
+    std::vector<float> mask(t * t);
+    for (std::int64_t i = 0; i < t; ++i)
+      for (std::int64_t j = 0; j < t; ++j) mask[i * t + j] = j <= i ? 0.0f : -INFINITY;
+    Tensor qt = cpu(q, {batch, t, hd}, true), kt = cpu(k, {batch, t, hd}, true),
+           vt = cpu(v, {batch, t, hd}, true);
+    Tensor ot = blocked_attention(mul(qt, double(scale)), kt, vt, cpu(mask, {t, t}));
+    ot.backward(cpu(dout, {batch, t, hd}));
+    std::vector<double> ref_lse(batch * t);  // log-sum-exp of each row's scaled scores: a loop
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t i = 0; i < t; ++i) {
+        std::vector<double> s(i + 1);
+        double m = -INFINITY, sum = 0;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          for (std::int64_t d = 0; d < hd; ++d)
+            s[j] += double(q[(b * t + i) * hd + d]) * k[(b * t + j) * hd + d];
+          s[j] *= scale;
+          m = std::max(m, s[j]);
+        }
+        for (double x : s) sum += std::exp(x - m);
+        ref_lse[b * t + i] = m + std::log(sum);
+      }
+    const std::string shape =
+        std::to_string(batch) + "x" + std::to_string(t) + "x" + std::to_string(hd);
+    FSDP_CHECK_CLOSE("attention o " << shape, o.download(), values(ot), tolerance<T>());
+    FSDP_CHECK_CLOSE("attention lse " << shape, lse.download(), ref_lse, kTolFp32 * 10);
+    FSDP_CHECK_CLOSE("attention dq " << shape, dq.download(), values(qt.grad()),
+                     std::max(tolerance<T>(), 1e-4));
+    // dk and dv are float sums over rows (atomics): 1e-4.
+    FSDP_CHECK_CLOSE("attention dk " << shape, dk.download(), values(kt.grad()), 1e-4);
+    FSDP_CHECK_CLOSE("attention dv " << shape, dv.download(), values(vt.grad()), 1e-4);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(attention_refuses_a_head_dim_over_128) {
+  DeviceBuffer<float> x(1), lse(1);
+  BOOST_CHECK_EXCEPTION(
+      attention_forward(x.get(), x.get(), x.get(), x.get(), lse.get(), 1, 1, 129, 1.0f, nullptr),
+      ValueError, [](const ValueError& e) {
+        return std::string(e.what()) == "attention_forward: head dim must be in [1, 128], got 129";
+      });
+}
+
+BOOST_AUTO_TEST_CASE(adamw_matches_the_cpu_update_over_three_steps) {
+  for (std::int64_t n : kFlatSizes) {
+    std::vector<float> p = randn(n), m(n, 0.0f), v(n, 0.0f);
+    std::vector<double> rp(p.begin(), p.end()), rm(n, 0.0), rv(n, 0.0);
+    DeviceBuffer<float> dp(p), dm(m), dv(v);
+    AdamWArgs a;
+    a.lr = 0.1f;  // large steps: the update, not the parameter, dominates the comparison
+    a.weight_decay = 0.1f;
+    for (int step = 1; step <= 3; ++step) {
+      std::vector<float> g = randn(n);
+      DeviceBuffer<float> dg(g);
+      a.step = step;
+      adamw_step(dp.get(), dg.get(), dm.get(), dv.get(), n, a, nullptr);
+      optim::AdamScalars s;
+      s.lr = a.lr;
+      s.weight_decay = a.weight_decay;
+      s.decoupled = true;
+      s.step = step;
+      std::vector<double> gd(g.begin(), g.end());
+      optim::adam_update_flat<double>(rp.data(), gd.data(), rm.data(), rv.data(), nullptr, n, s);
+    }
+    std::vector<float> got = dp.download();
+    std::vector<double> delta_ref(n);
+    std::vector<float> delta(n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      delta_ref[i] = rp[i] - p[i];
+      delta[i] = got[i] - p[i];
+    }
+    FSDP_CHECK_CLOSE("adamw update n=" << n, delta, delta_ref, kTolFp32 * 10);
+    FSDP_CHECK_CLOSE("adamw exp_avg", dm.download(), rm, kTolFp32);
+    FSDP_CHECK_CLOSE("adamw exp_avg_sq", dv.download(), rv, kTolFp32);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sgd_with_and_without_momentum_matches_the_cpu_update) {
+  for (bool nesterov : {false, true}) {
+    for (float momentum : {0.0f, 0.9f}) {
+      const std::int64_t n = 3000017;
+      std::vector<float> p = randn(n);
+      std::vector<double> rp(p.begin(), p.end()), rbuf(n, 0.0);
+      DeviceBuffer<float> dp(p), dbuf(n);
+      SgdArgs a;
+      a.lr = 0.1f;
+      a.momentum = momentum;
+      a.weight_decay = 0.01f;
+      a.nesterov = nesterov && momentum != 0.0f;
+      for (int step = 0; step < 2; ++step) {
+        std::vector<float> g = randn(n);
+        DeviceBuffer<float> dg(g);
+        a.first_step = step == 0;
+        sgd_step(dp.get(), dg.get(), momentum != 0.0f ? dbuf.get() : nullptr, n, a, nullptr);
+        optim::SgdScalars s;
+        s.lr = a.lr;
+        s.momentum = a.momentum;
+        s.weight_decay = a.weight_decay;
+        s.nesterov = a.nesterov;
+        s.first_step = a.first_step;
+        std::vector<double> gd(g.begin(), g.end());
+        optim::sgd_update_flat<double>(rp.data(), gd.data(),
+                                       momentum != 0.0f ? rbuf.data() : nullptr, n, s);
+      }
+      std::vector<float> got = dp.download(), delta(n);
+      std::vector<double> delta_ref(n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        delta[i] = got[i] - p[i];
+        delta_ref[i] = rp[i] - p[i];
+      }
+      FSDP_CHECK_CLOSE("sgd momentum=" << momentum << " nesterov=" << a.nesterov, delta, delta_ref,
+                       kTolFp32 * 10);
+    }
+  }
+}
