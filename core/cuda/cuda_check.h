@@ -19,8 +19,11 @@ namespace fsdp::cuda {
 [[noreturn]] void throw_value_error(const char* op, const char* what, long long value);
 
 inline void check_status(cudaError_t status, const char* call, const char* file, int line) {
-  if (status != cudaSuccess)
-    throw_cuda_error(cudaGetErrorName(status), cudaGetErrorString(status), call, file, line);
+  if (status == cudaSuccess) return;
+  // A failed call also leaves its status as the runtime's last error: read it (clearing it) so
+  // that the next launch check judges that launch alone, not this call.
+  (void)cudaGetLastError();
+  throw_cuda_error(cudaGetErrorName(status), cudaGetErrorString(status), call, file, line);
 }
 
 // cublasLtGetStatusName/String cover the cuBLAS and cuBLASLt status codes alike.

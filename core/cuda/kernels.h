@@ -102,8 +102,9 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
                         std::int64_t t, std::int64_t hd, float scale, cudaStream_t stream);
 
 // --- optimizers over flat fp32 shards (optim.cu), torch's order of operations
+// Hyper-parameters in double, as torch's and the CPU optimizer's.
 struct AdamWArgs {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   std::int64_t step = 1;  // counts from 1 (bias correction)
 };
 void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::int64_t n,

@@ -9,17 +9,23 @@
 namespace fsdp::cuda {
 namespace {
 
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, std::int64_t n, float lr,
-                             float beta1, float beta2, float eps, float decay, float step_size,
-                             float bias_correction2_sqrt) {
+// The step's constants, computed once on the host in double and rounded to float, exactly as
+// the CPU update (core/optim/update_kernels.cpp, AdamConsts) does: the two then agree to float
+// rounding (1 - beta2 in float arithmetic alone is 1.3e-5 off for beta2 = 0.999).
+struct AdamWConsts {
+  float b1, b2, one_b1, one_b2, eps, decay, neg_step_size, bc2_sqrt;
+};
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, std::int64_t n,
+                             AdamWConsts c) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     const float grad = g[i];
-    float param = p[i] * (1.0f - lr * decay);  // decoupled weight decay first, as torch
-    const float mi = m[i] + (1.0f - beta1) * (grad - m[i]);  // exp_avg.lerp_(grad, 1 - beta1)
-    const float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
-    const float denom = sqrtf(vi) / bias_correction2_sqrt + eps;
-    p[i] = param - step_size * (mi / denom);
+    const float param = p[i] * c.decay;  // decoupled weight decay first, as torch
+    const float mi = m[i] * c.b1 + c.one_b1 * grad;
+    const float vi = v[i] * c.b2 + c.one_b2 * grad * grad;
+    const float denom = sqrtf(vi) / c.bc2_sqrt + c.eps;
+    p[i] = param + c.neg_step_size * mi / denom;
     m[i] = mi;
     v[i] = vi;
   }
@@ -45,11 +51,13 @@ __global__ void sgd_kernel(float* p, const float* g, float* buf, std::int64_t n,
 void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::int64_t n,
                 const AdamWArgs& a, cudaStream_t stream) {
   if (n == 0) return;
-  const double bc1 = 1.0 - std::pow(double(a.beta1), double(a.step));
-  const double bc2 = 1.0 - std::pow(double(a.beta2), double(a.step));
-  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(
-      param, grad, exp_avg, exp_avg_sq, n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay,
-      static_cast<float>(a.lr / bc1), static_cast<float>(std::sqrt(bc2)));
+  const double bc1 = 1.0 - std::pow(a.beta1, double(a.step));
+  const double bc2 = 1.0 - std::pow(a.beta2, double(a.step));
+  const AdamWConsts c{float(a.beta1),       float(a.beta2),
+                      float(1.0 - a.beta1), float(1.0 - a.beta2),
+                      float(a.eps),         float(1.0 - a.lr * a.weight_decay),
+                      float(-(a.lr / bc1)), float(std::sqrt(bc2))};
+  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, n, c);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
