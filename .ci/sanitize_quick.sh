@@ -66,8 +66,9 @@ tsan=${FSDP_TSAN_DIR:-build-tsan}
 setup "$tsan" thread
 ninja -C "$tsan" tests/comm/test_comm_threads >/dev/null
 run "tsan threads backend" "$tsan/tests/comm/test_comm_threads"
+# fmt: a refused thread is a formatted error (core/start_thread.h).
 c++ -std=c++20 -O1 -g -fsanitize=thread -pthread -I. tests/core/ops/pool_stress.cpp \
-  core/parallel.cpp -o "$tsan/pool_stress"
+  core/parallel.cpp $(pkg-config --libs fmt) -o "$tsan/pool_stress"
 run "tsan intra-op pool" "$tsan/pool_stress"
 
 if command -v clang++ >/dev/null; then
