@@ -13,6 +13,7 @@
 #include "core/traversal/module_sets.h"
 #include "core/warnings.h"
 #include "fsdp/flat_param_layout.h"
+#include "fsdp/sharding.h"
 #include "policies/ignored.h"
 #include "tools/plan/checked_math.h"
 #include "tools/plan/model_file.h"
@@ -24,37 +25,7 @@ namespace fsdp::plan {
 using traversal::ModuleSet;
 using traversal::ParamSet;
 
-std::string strategy_name(ShardingStrategy s) {
-  switch (s) {
-    case ShardingStrategy::FULL_SHARD:
-      return "FULL_SHARD";
-    case ShardingStrategy::SHARD_GRAD_OP:
-      return "SHARD_GRAD_OP";
-    case ShardingStrategy::NO_SHARD:
-      return "NO_SHARD";
-    case ShardingStrategy::HYBRID_SHARD:
-      return "HYBRID_SHARD";
-    case ShardingStrategy::_HYBRID_SHARD_ZERO2:
-      return "_HYBRID_SHARD_ZERO2";
-  }
-  return "?";
-}
-
-ShardingStrategy parse_strategy(const std::string& s) {
-  for (auto v : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
-                 ShardingStrategy::NO_SHARD, ShardingStrategy::HYBRID_SHARD})
-    if (strategy_name(v) == s) return v;
-  throw InputError(
-      fmt::format("--sharding: unknown strategy '{}'{}; choose FULL_SHARD, "
-                  "SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD",
-                  s, did_you_mean(s, {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"})));
-}
-
 namespace {
-
-bool reshards_after_forward(ShardingStrategy s) {
-  return s == ShardingStrategy::FULL_SHARD || s == ShardingStrategy::HYBRID_SHARD;
-}
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return a / b + (a % b != 0 ? 1 : 0);
