@@ -268,6 +268,34 @@ void UnitRuntime::unshard(bool prefetch, bool full_precision) {
   }
 }
 
+UnitRuntime* UnitRuntime::handle_to_prefetch(PrefetchPoint point) const {
+  const RootState& st = *state_;
+  // Forward prefetches the next unit of the recorded forward order; backward, the previous one.
+  int step = 0;
+  switch (point) {
+    case PrefetchPoint::Forward:
+      if (!config_.forward_prefetch || !st.order_recorded) return nullptr;
+      step = 1;
+      break;
+    case PrefetchPoint::PreBackward:
+      if (config_.backward_prefetch != policies::BackwardPrefetch::BACKWARD_PRE) return nullptr;
+      step = -1;
+      break;
+    case PrefetchPoint::PostBackward:
+      if (config_.backward_prefetch != policies::BackwardPrefetch::BACKWARD_POST) return nullptr;
+      step = -1;
+      break;
+  }
+  const int i = st.order_index(this);
+  const int target = i + step;
+  if (i < 0 || target < 0 || target >= static_cast<int>(st.forward_order.size())) return nullptr;
+  return st.forward_order[static_cast<std::size_t>(target)];
+}
+
+void UnitRuntime::prefetch_handle(PrefetchPoint point) {
+  prefetch(handle_to_prefetch(point));
+}
+
 void UnitRuntime::prefetch(UnitRuntime* next) {
   if (next == nullptr || next->handle_ == nullptr) return;
   auto* h = next->handle_.get();
@@ -308,11 +336,7 @@ void UnitRuntime::pre_forward() {
   if (!st.order_recorded && st.order_index(this) < 0) st.forward_order.push_back(this);
   unshard(false, force_full_precision());
   handle_->use_unsharded_views();
-  if (config_.forward_prefetch && st.order_recorded) {
-    const int i = st.order_index(this);
-    if (i >= 0 && i + 1 < static_cast<int>(st.forward_order.size()))
-      prefetch(st.forward_order[static_cast<std::size_t>(i) + 1]);
-  }
+  prefetch_handle(PrefetchPoint::Forward);
 }
 
 void UnitRuntime::post_forward(nn::Value& output) {
@@ -349,10 +373,7 @@ void UnitRuntime::pre_backward() {
   unshard(false);
   handle_->use_unsharded_flat_param();
   handle_->use_forward_views_in_backward();
-  if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_PRE) {
-    const int i = st.order_index(this);
-    if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
-  }
+  prefetch_handle(PrefetchPoint::PreBackward);
   handle_->prepare_gradient_for_backward();
 }
 
@@ -366,10 +387,7 @@ void UnitRuntime::post_backward() {
   in_backward_ = true;
   if (h->needs_unshard() && (st.sync_gradients || reshards_after_forward(config_.strategy)))
     reshard();
-  if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_POST) {
-    const int i = st.order_index(this);
-    if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
-  }
+  prefetch_handle(PrefetchPoint::PostBackward);
   if (!st.sync_gradients) return;
 
   // Reduce: cast to the reduction dtype, pre-divide, reduce-scatter (all-reduce for NO_SHARD) on
@@ -420,10 +438,7 @@ void UnitRuntime::post_backward_reshard_only() {
   in_backward_ = true;
   if (handle_->needs_unshard() && (st.sync_gradients || reshards_after_forward(config_.strategy)))
     reshard();
-  if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_POST) {
-    const int i = st.order_index(this);
-    if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
-  }
+  prefetch_handle(PrefetchPoint::PostBackward);
 }
 
 void UnitRuntime::register_reshard_only_hook(const nn::Args& args) {
