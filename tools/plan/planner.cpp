@@ -13,6 +13,7 @@
 #include "core/traversal/module_sets.h"
 #include "core/warnings.h"
 #include "fsdp/flat_param_layout.h"
+#include "fsdp/memory_bound.h"
 #include "fsdp/sharding.h"
 #include "policies/ignored.h"
 #include "tools/plan/checked_math.h"
@@ -26,6 +27,16 @@ using traversal::ModuleSet;
 using traversal::ParamSet;
 
 namespace {
+
+// FSDP's own rules throw fsdp::ValueError when a sum overflows; to fsdp-plan that is bad input.
+template <typename F>
+std::int64_t as_input_error(F fn) {
+  try {
+    return fn();
+  } catch (const fsdp::ValueError& e) {
+    throw InputError(e.what());
+  }
+}
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return a / b + (a % b != 0 ? 1 : 0);
@@ -464,7 +475,7 @@ class Planner {
 
   void totals() {
     Totals& t = plan_.totals;
-    std::vector<std::int64_t> transient;  // freed after forward and after backward
+    std::vector<UnshardedUnit> unsharded;
     for (const auto& u : plan_.units) {
       const char* what = "the per-rank totals";
       add_to(t.per_rank.params, u.per_rank.params, what);
@@ -474,16 +485,9 @@ class Planner {
       add_to(t.reduce_scatter_bytes, u.reduce_scatter_bytes, what);
       add_to(t.all_reduce_bytes, u.all_reduce_bytes, what);
       t.peak_unsharded_grad_bytes = std::max(t.peak_unsharded_grad_bytes, u.unsharded_grad_bytes);
-      if (reshards_after_forward(u.sharding) && u.parent >= 0)
-        transient.push_back(u.unsharded_bytes);
-      else
-        add_to(t.peak_unsharded_param_bytes, u.unsharded_bytes, what);  // kept to backward
+      unsharded.push_back({u.unsharded_bytes, u.sharding, /*is_root=*/u.parent < 0});
     }
-    // At most two resharding units are unsharded at once: the current one and the prefetched
-    // next one (FSDP's rate limiter allows two all-gathers in flight).
-    std::sort(transient.rbegin(), transient.rend());
-    for (std::size_t i = 0; i < transient.size() && i < 2; ++i)
-      add_to(t.peak_unsharded_param_bytes, transient[i], "the peak unsharded bytes");
+    t.peak_unsharded_param_bytes = as_input_error([&] { return peak_unsharded_bytes(unsharded); });
     const char* peak = "the peak bytes per rank";
     t.peak_bytes = checked_add(t.per_rank.params, t.per_rank.grads, peak);
     add_to(t.peak_bytes, t.per_rank.optimizer, peak);
@@ -571,9 +575,11 @@ Plan make_plan(const nn::ModulePtr& root, const PlanOptions& options) {
     Totals& t = p.totals;
     const char* what = "the peak bytes with activations";
     t.activation_bytes = p.activations->bytes;
-    std::int64_t held = checked_add(t.per_rank.params, t.per_rank.optimizer, what);
-    add_to(held, t.peak_unsharded_param_bytes, what);
-    add_to(held, t.activation_bytes, what);
+    // Gradients are not held then: zero_grad(set_to_none=True) freed them.
+    const std::int64_t shards = checked_add(t.per_rank.params, t.per_rank.optimizer, what);
+    const std::int64_t held = as_input_error([&] {
+      return memory_bound_bytes(shards, t.peak_unsharded_param_bytes, t.activation_bytes);
+    });
     t.peak_with_activations_bytes = std::max(held, t.peak_bytes);
   }
   return p;
