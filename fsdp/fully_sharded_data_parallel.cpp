@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/fqn.h"
 #include "core/traversal/pre_order.h"
 #include "core/traversal/wrapper_marker.h"
 #include "core/warnings.h"

@@ -1,5 +1,6 @@
 #include "core/traversal/pre_order.h"
 
+#include "core/fqn.h"
 #include "core/traversal/pointer_set.h"
 
 namespace fsdp::traversal {
@@ -30,12 +31,7 @@ std::string PreOrderModules::name(std::size_t i) const {
   for (auto e = static_cast<std::int64_t>(i); entries_[static_cast<std::size_t>(e)].parent != -1;
        e = entries_[static_cast<std::size_t>(e)].parent)
     parts.push_back(entries_[static_cast<std::size_t>(e)].segment);
-  std::string out;
-  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-    if (!out.empty()) out += '.';
-    out += **it;
-  }
-  return out;
+  return join_fqn_leaf_first(parts);
 }
 
 std::vector<nn::ModulePtr> PreOrderModules::modules() const {
