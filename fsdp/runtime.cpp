@@ -12,6 +12,7 @@
 #include "core/memory_timeline.h"
 #include "core/multi_grad_hook.h"
 #include "core/ops.h"
+#include "core/traversal/unit_modules.h"
 #include "core/warnings.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/fully_sharded_data_parallel.h"
@@ -39,19 +40,11 @@ bool full_precision_in_eval() {
 // The buffers of `unit`'s own modules: not those of nested units or ignored modules.
 std::vector<Tensor> unit_buffers(FullyShardedDataParallel& unit) {
   std::vector<Tensor> out;
-  std::vector<nn::Module*> stack;
   for (const auto& [name, child] : unit.child_slots())
-    if (child) stack.push_back(child.get());
-  while (!stack.empty()) {
-    nn::Module* m = stack.back();
-    stack.pop_back();
-    if (dynamic_cast<FullyShardedDataParallel*>(m) != nullptr || unit.ignored_modules().count(m))
-      continue;
-    for (const auto& [name, b] : m->buffer_slots())
-      if (b.defined()) out.push_back(b);
-    for (const auto& [name, child] : m->child_slots())
-      if (child) stack.push_back(child.get());
-  }
+    if (child)
+      for (const auto& [m, fqn] : traversal::unit_own_modules(*child, unit.ignored_modules()))
+        for (const auto& [buffer_name, b] : m->buffer_slots())
+          if (b.defined()) out.push_back(b);
   return out;
 }
 

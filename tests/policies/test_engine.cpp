@@ -11,6 +11,7 @@
 #include "core/traversal/managed_params.h"
 #include "core/traversal/post_order.h"
 #include "core/traversal/recursive_wrap.h"
+#include "core/traversal/unit_modules.h"
 #include "core/traversal/wrapper_marker.h"
 #include "tests/policies/wrap_models.h"
 
@@ -54,6 +55,35 @@ std::vector<std::string> names_of(const std::vector<std::pair<std::string, Modul
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(engine)
+
+BOOST_AUTO_TEST_CASE(unit_own_modules_stop_at_nested_units_and_ignored_modules) {
+  // root(a(x, w=Wrapped(y)), b(z), s=a again): pre-order with repeats, FQNs below the root; the
+  // wrapper and the ignored `z` are left out with their subtrees.
+  auto root = node();
+  auto a = add(root, "a", node());
+  add(a, "x", node());
+  auto y = node();
+  add(a, "w", std::make_shared<Wrapped>(y));
+  auto b = add(root, "b", node());
+  auto z = add(b, "z", node());
+  add(z, "under_z", node());
+  root->register_module("s", a);  // a shared module: reached twice
+  traversal::ModuleSet ignored{z.get()};
+  std::vector<std::string> fqns;
+  std::vector<const nn::Module*> modules;
+  for (const auto& [m, fqn] : traversal::unit_own_modules(*root, ignored)) {
+    fqns.push_back(fqn);
+    modules.push_back(m);
+  }
+  const std::vector<std::string> expected{"", "a", "a.x", "b", "s", "s.x"};
+  BOOST_TEST(fqns == expected, boost::test_tools::per_element());
+  BOOST_TEST_REQUIRE(modules.size() == 6u);
+  BOOST_TEST(modules[1] == a.get());
+  BOOST_TEST(modules[4] == a.get());
+  // A unit's own wrapper is no module of it; an ignored root owns nothing.
+  BOOST_TEST(traversal::unit_own_modules(*root->get_submodule("a.w"), {}).empty());
+  BOOST_TEST(traversal::unit_own_modules(*z, ignored).empty());
+}
 
 BOOST_AUTO_TEST_CASE(post_order_named_modules_docstring_example) {
   // M(S1(), S2(SS1(), SS2()), S3()) -> [S1, SS1, SS2, S2, S3, M]
