@@ -322,9 +322,8 @@ FlatParamHandle* FullyShardedDataParallel::handle() const {
 
 std::vector<FullyShardedDataParallel*> FullyShardedDataParallel::fsdp_units() {
   std::vector<FullyShardedDataParallel*> units;
-  visit_named_modules([&](const std::string&, const nn::ModulePtr& m) {
-    if (auto* u = dynamic_cast<FullyShardedDataParallel*>(m.get())) units.push_back(u);
-  });
+  for (const auto& [name, m] : traversal::named_units(*this))
+    if (auto* u = dynamic_cast<FullyShardedDataParallel*>(m)) units.push_back(u);
   return units;
 }
 

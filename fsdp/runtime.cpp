@@ -25,10 +25,8 @@ namespace {
 // root, cleaned of "_fsdp_wrapped_module.".
 void for_each_unit(FullyShardedDataParallel& root,
                    const std::function<void(FullyShardedDataParallel&, const std::string&)>& fn) {
-  root.visit_named_modules([&](const std::string& name, const nn::ModulePtr& m) {
-    if (auto* unit = dynamic_cast<FullyShardedDataParallel*>(m.get()))
-      fn(*unit, clean_tensor_name(name));
-  });
+  for (const auto& [name, m] : traversal::named_units(root))
+    if (auto* unit = dynamic_cast<FullyShardedDataParallel*>(m)) fn(*unit, clean_tensor_name(name));
 }
 
 // Upstream's FSDP_USE_FULL_PREC_IN_EVAL: "1" runs eval() forwards in full precision. Read at

@@ -21,4 +21,12 @@ std::vector<std::pair<nn::Module*, std::string>> unit_own_modules(nn::Module& ro
   return own;
 }
 
+std::vector<std::pair<std::string, nn::Module*>> named_units(nn::Module& root) {
+  std::vector<std::pair<std::string, nn::Module*>> units;
+  root.visit_named_modules([&](const std::string& name, const nn::ModulePtr& m) {
+    if (is_wrapper(*m)) units.emplace_back(name, m.get());
+  });
+  return units;
+}
+
 }  // namespace fsdp::traversal

@@ -56,7 +56,7 @@ std::vector<std::string> names_of(const std::vector<std::pair<std::string, Modul
 
 BOOST_AUTO_TEST_SUITE(engine)
 
-BOOST_AUTO_TEST_CASE(unit_own_modules_stop_at_nested_units_and_ignored_modules) {
+BOOST_AUTO_TEST_CASE(unit_walks_stop_at_nested_units_and_ignored_modules) {
   // root(a(x, w=Wrapped(y)), b(z), s=a again): pre-order with repeats, FQNs below the root; the
   // wrapper and the ignored `z` are left out with their subtrees.
   auto root = node();
@@ -83,6 +83,16 @@ BOOST_AUTO_TEST_CASE(unit_own_modules_stop_at_nested_units_and_ignored_modules) 
   // A unit's own wrapper is no module of it; an ignored root owns nothing.
   BOOST_TEST(traversal::unit_own_modules(*root->get_submodule("a.w"), {}).empty());
   BOOST_TEST(traversal::unit_own_modules(*z, ignored).empty());
+  // The units of the tree: the wrapper once (named_modules de-duplicates the shared `a`).
+  const auto units = traversal::named_units(*root);
+  BOOST_TEST_REQUIRE(units.size() == 1u);
+  BOOST_TEST(units[0].first == "a.w");
+  BOOST_TEST(units[0].second == root->get_submodule("a.w").get());
+  auto top = std::make_shared<Wrapped>(root);
+  const auto all = traversal::named_units(*top);
+  BOOST_TEST_REQUIRE(all.size() == 2u);
+  BOOST_TEST(all[0].first == "");
+  BOOST_TEST(all[1].first == "inner.a.w");
 }
 
 BOOST_AUTO_TEST_CASE(post_order_named_modules_docstring_example) {
