@@ -1,12 +1,10 @@
 #include "core/traversal/pre_order.h"
 
 #include "core/fqn.h"
-#include "core/traversal/pointer_set.h"
 
 namespace fsdp::traversal {
 
 PreOrderModules::PreOrderModules(const nn::ModulePtr& root) {
-  PointerSet memo;
   struct Pending {
     const nn::ModulePtr* module;  // points into a parent's slots (or at `root`)
     std::int64_t parent;
@@ -17,8 +15,8 @@ PreOrderModules::PreOrderModules(const nn::ModulePtr& root) {
     Pending p = stack.back();
     stack.pop_back();
     // The memo is checked when a module is reached, as named_modules does.
-    if (!memo.insert(p.module->get())) continue;
     auto index = static_cast<std::int64_t>(entries_.size());
+    if (index_.insert(p.module->get(), index) != index) continue;
     entries_.push_back({p.module, p.parent, p.segment});
     const auto& slots = (*p.module)->child_slots();
     for (auto it = slots.rbegin(); it != slots.rend(); ++it)

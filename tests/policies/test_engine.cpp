@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/traversal/managed_params.h"
 #include "core/traversal/post_order.h"
+#include "core/traversal/pre_order.h"
 #include "core/traversal/recursive_wrap.h"
 #include "core/traversal/unit_modules.h"
 #include "core/traversal/wrapper_marker.h"
@@ -55,6 +56,35 @@ std::vector<std::string> names_of(const std::vector<std::pair<std::string, Modul
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(engine)
+
+// fsdp-plan's module table is built on this order: the first path to each module and the index.
+BOOST_AUTO_TEST_CASE(pre_order_first_paths_and_index) {
+  auto root = node();
+  auto a = add(root, "a", node());
+  auto x = add(a, "x", node());
+  auto b = add(root, "b", node());
+  b->register_module("again", a);  // reached a second time: not a new entry
+  traversal::PreOrderModules order(root);
+  BOOST_TEST_REQUIRE(order.size() == 4u);
+  const std::vector<const nn::Module*> expected{root.get(), a.get(), x.get(), b.get()};
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    BOOST_TEST(order.module(i).get() == expected[i]);
+    names.push_back(order.name(i));
+  }
+  BOOST_TEST(names == (std::vector<std::string>{"", "a", "a.x", "b"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(order.parent(0) == -1);
+  BOOST_TEST(order.segment(0) == nullptr);
+  BOOST_TEST(order.parent(2) == 1);
+  BOOST_TEST(*order.segment(2) == "x");
+  BOOST_TEST(order.parent(3) == 0);
+  const traversal::PointerIndex index = order.take_index();
+  BOOST_TEST(index.size() == 4u);
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    BOOST_TEST(index.find(expected[i]) == static_cast<std::int64_t>(i));
+  BOOST_TEST(index.find(node().get()) == traversal::PointerIndex::kAbsent);
+}
 
 BOOST_AUTO_TEST_CASE(unit_walks_stop_at_nested_units_and_ignored_modules) {
   // root(a(x, w=Wrapped(y)), b(z), s=a again): pre-order with repeats, FQNs below the root; the

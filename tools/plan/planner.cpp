@@ -11,6 +11,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/traversal/module_sets.h"
+#include "core/traversal/pre_order.h"
 #include "core/warnings.h"
 #include "fsdp/flat_param_layout.h"
 #include "fsdp/memory_bound.h"
@@ -119,29 +120,18 @@ class Planner {
     // through: the first nodes of the plan's name table. Paths are spelled out on demand.
     std::vector<const nn::Module*> modules;
     auto& paths = plan_.paths;
-    auto& index = plan_.module_index;
     std::size_t slots = 1;  // the root's
     {
-      struct Item {
-        const nn::Module* module;
-        std::int64_t parent;
-        const std::string* name;
-      };
-      std::vector<Item> stack{{root_.get(), -1, nullptr}};
-      while (!stack.empty()) {
-        const Item it = stack.back();
-        stack.pop_back();
-        const auto i = static_cast<std::int64_t>(modules.size());
-        if (index.insert(it.module, i) != i) continue;
-        modules.push_back(it.module);
-        paths.push_back({it.parent, it.name});
-        const auto& children = it.module->child_slots();
-        for (auto c = children.rbegin(); c != children.rend(); ++c)
-          if (c->second) {
-            stack.push_back({c->second.get(), i, &c->first});
-            ++slots;
-          }
+      traversal::PreOrderModules order(root_);
+      modules.reserve(order.size());
+      paths.reserve(order.size());
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const nn::Module* m = order.module(i).get();
+        modules.push_back(m);
+        paths.push_back({order.parent(i), order.segment(i)});
+        for (const auto& [name, child] : m->child_slots()) slots += child ? 1 : 0;
       }
+      plan_.module_index = order.take_index();
     }
     plan_.num_modules = modules.size();
     any_shared_module_ = slots != modules.size();
