@@ -21,7 +21,7 @@ std::int64_t peak_unsharded_bytes(const std::vector<UnshardedUnit>& units) {
   std::int64_t peak = 0;
   std::vector<std::int64_t> transient;  // freed after forward and after backward
   for (const auto& u : units) {
-    if (reshards_after_forward(u.strategy) && !u.is_root)
+    if (frees_after_forward(u.strategy, u.is_root))
       transient.push_back(u.bytes);
     else
       peak = add(peak, u.bytes, "the peak unsharded bytes");  // kept to backward

@@ -333,7 +333,7 @@ void UnitRuntime::pre_forward() {
 void UnitRuntime::post_forward(nn::Value& output) {
   auto& st = *state_;
   const bool will_backward = autograd::is_grad_enabled();
-  if (handle_ != nullptr && !is_root() && reshards_after_forward(config_.strategy)) reshard();
+  if (handle_ != nullptr && frees_after_forward(config_.strategy, is_root())) reshard();
   if (will_backward) {
     nn::map_tensors(output, [this](const Tensor& t) {
       if (t.defined() && t.requires_grad())

@@ -115,6 +115,18 @@ BOOST_AUTO_TEST_CASE(divide_factors) {
   TS_TEST((f(16) == std::make_pair(4.0, 4.0)));
 }
 
+BOOST_AUTO_TEST_CASE(which_units_free_their_parameters_after_forward) {
+  using S = ShardingStrategy;
+  for (S s : {S::FULL_SHARD, S::HYBRID_SHARD}) {
+    TS_TEST(frees_after_forward(s, false));
+    TS_TEST(!frees_after_forward(s, true));  // the root keeps them for backward
+  }
+  for (S s : {S::SHARD_GRAD_OP, S::_HYBRID_SHARD_ZERO2, S::NO_SHARD}) {
+    TS_TEST(!frees_after_forward(s, false));
+    TS_TEST(!frees_after_forward(s, true));
+  }
+}
+
 // The bound fsdp-plan predicts and train_gpt checks: the root and the units that keep their
 // parameters through backward all count; of the resharding units only the two largest.
 BOOST_AUTO_TEST_CASE(memory_bound_counts_kept_units_and_the_two_largest_others) {

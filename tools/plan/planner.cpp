@@ -400,7 +400,7 @@ class Planner {
   }
 
   void cost_of(Unit& u) {
-    const bool sharded = u.sharding != ShardingStrategy::NO_SHARD;
+    const bool sharded = is_sharded(u.sharding);
     const std::int64_t group = plan_.shard_group_size;
     std::map<DType, std::vector<std::int64_t>> by_dtype;
     for (const auto& p : u.params) by_dtype[p.dtype].push_back(p.numel);
@@ -457,7 +457,7 @@ class Planner {
     }
     if (sharded) {
       const bool is_root = u.parent < 0;
-      u.all_gathers_per_step = reshards_after_forward(u.sharding) && !is_root ? 2 : 1;
+      u.all_gathers_per_step = frees_after_forward(u.sharding, is_root) ? 2 : 1;
       u.all_gather_bytes =
           checked_mul(u.all_gathers_per_step, u.unsharded_bytes, "the all-gather bytes");
     }
