@@ -6,6 +6,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/fqn.h"
 
 namespace fsdp::nn {
 
@@ -263,7 +264,7 @@ std::vector<std::pair<std::string, ModulePtr>> Module::named_modules(const std::
     const auto& slots = m->children_;
     for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
       if (!it->second) continue;
-      stack.emplace_back(name.empty() ? it->first : name + "." + it->first, it->second);
+      stack.emplace_back(join_fqn(name, it->first), it->second);
     }
     out.emplace_back(std::move(name), std::move(m));
   }
@@ -443,7 +444,7 @@ TensorSlots named_tensors(Module& root, const std::string& prefix, bool recurse,
     for (const auto& [n, t] : slots_of(m)) {
       if (!t.defined()) continue;
       if (remove_duplicate && !memo.insert(t.impl()).second) continue;
-      out.emplace_back(mprefix.empty() ? n : mprefix + "." + n, t);
+      out.emplace_back(join_fqn(mprefix, n), t);
     }
   };
   if (!recurse) {
@@ -498,7 +499,7 @@ std::vector<std::pair<std::string, Tensor>> Module::state_dict(const std::string
     const auto [p, m] = stack.back();
     stack.pop_back();
     // Captured by name (clang 14 cannot capture a structured binding).
-    auto join = [&base = p](const std::string& n) { return base.empty() ? n : base + "." + n; };
+    auto join = [&base = p](const std::string& n) { return join_fqn(base, n); };
     for (const auto& [n, t] : m->params_)
       if (t.defined()) out.emplace_back(join(n), t);
     for (const auto& [n, t] : m->buffers_)

@@ -29,6 +29,7 @@
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/fully_sharded_data_parallel.h"
+#include "fsdp/memory_bound.h"
 #include "ops/checkpoint_wrapper.h"
 #include "tools/plan/policy_build.h"
 #include "tools/plan/policy_expr.h"
@@ -91,25 +92,25 @@ std::int64_t optimizer_state_bytes(const optim::Optimizer& opt) {
   return n;
 }
 
-// The step's peak against FSDP's bound: own shards of parameters, gradients (as many bytes as
-// the parameters) and optimizer state, the two largest unsharded units, and the activations.
+// The step's peak against FSDP's bound (fsdp/memory_bound.h): own shards of parameters,
+// gradients (as many bytes as the parameters) and optimizer state, the unsharded units, and the
+// activations.
 void report_step_memory(const MemoryTimeline& timeline, nn::Module& model,
                         const optim::Optimizer& opt, FullyShardedDataParallel* fsdp_model,
                         GPTTrainResult& result) {
   result.step_peak_bytes = timeline.peak_total_bytes();
   result.step_peak_by_category = timeline.bytes_at_peak_total();
-  std::vector<std::int64_t> units;
+  std::vector<UnshardedUnit> units;
   if (fsdp_model != nullptr)
     for (auto* u : fsdp_model->fsdp_units())
       if (u->handle() && u->handle()->needs_unshard())
-        units.push_back(u->handle()->layout().padded_numel *
-                        static_cast<std::int64_t>(dtype_size(u->handle()->compute_dtype())));
-  std::sort(units.rbegin(), units.rend());
+        units.push_back({u->handle()->layout().padded_numel *
+                             static_cast<std::int64_t>(dtype_size(u->handle()->compute_dtype())),
+                         u->sharding_strategy(), u == fsdp_model});
   const std::int64_t params = resident_parameter_bytes(model);
-  result.memory_bound_bytes =
-      2 * params + optimizer_state_bytes(opt) +
-      timeline.peak_bytes()[static_cast<std::size_t>(MemoryCategory::Activations)];
-  for (std::size_t i = 0; i < units.size() && i < 2; ++i) result.memory_bound_bytes += units[i];
+  result.memory_bound_bytes = memory_bound_bytes(
+      2 * params + optimizer_state_bytes(opt), peak_unsharded_bytes(units),
+      timeline.peak_bytes()[static_cast<std::size_t>(MemoryCategory::Activations)]);
 }
 
 // Where the first non-finite gradient is, over all ranks: " (first non-finite gradient: unit

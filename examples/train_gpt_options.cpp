@@ -6,6 +6,7 @@
 
 #include "examples/cli_checks.h"
 #include "examples/gpt_checkpoint_checks.h"
+#include "policies/sharding_strategy_names.h"
 #include "tools/plan/policy_expr.h"
 
 namespace fsdp::examples {
@@ -221,16 +222,10 @@ void check_train_gpt_options(TrainGptOptions& o) {
 }
 
 std::optional<policies::ShardingStrategy> parse_sharding(const std::string& s) {
-  using policies::ShardingStrategy;
   if (s == "none") return std::nullopt;
-  for (auto v :
-       {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD,
-        ShardingStrategy::HYBRID_SHARD, ShardingStrategy::_HYBRID_SHARD_ZERO2})
-    if (s == policies::to_string(v) || "ShardingStrategy." + s == policies::to_string(v)) return v;
-  throw ValueError(
-      fmt::format("--sharding: unknown strategy '{}'; choose FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
-                  "HYBRID_SHARD, _HYBRID_SHARD_ZERO2 or none (the unsharded model, one rank)",
-                  s));
+  if (auto v = policies::find_strategy(s)) return v;
+  throw ValueError("--sharding: " + policies::unknown_strategy_message(
+                                        s, "", "none (the unsharded model, one rank)"));
 }
 
 std::optional<policies::BackwardPrefetch> parse_prefetch(const std::string& s) {

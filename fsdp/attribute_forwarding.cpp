@@ -31,12 +31,6 @@ nn::ModulePtr getitem(const nn::ModulePtr& module, std::int64_t index) {
   return items[static_cast<std::size_t>(i)];
 }
 
-std::string join_fqn(const std::string& prefix, const std::string& name) {
-  if (prefix.empty()) return name;
-  if (name.empty()) return prefix;
-  return prefix + "." + name;
-}
-
 std::string clean_tensor_name(const std::string& name) {
   std::string out = name;
   for (const std::string seg : {"_fsdp_wrapped_module.", "_checkpoint_wrapped_module."}) {

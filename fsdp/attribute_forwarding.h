@@ -20,8 +20,6 @@ nn::ModulePtr getattr(const nn::ModulePtr& module, const std::string& name);
 // through FSDP wrappers. IndexError when out of range.
 nn::ModulePtr getitem(const nn::ModulePtr& module, std::int64_t index);
 
-// "prefix.name" (either part may be empty): e.g. the FQN of a unit's parameter from the root.
-std::string join_fqn(const std::string& prefix, const std::string& name);
 // Removes every "_fsdp_wrapped_module." and "_checkpoint_wrapped_module." segment.
 std::string clean_tensor_name(const std::string& name);
 // named_parameters() with cleaned FQNs.

@@ -9,6 +9,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/fqn.h"
 #include "core/ops.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/runtime.h"

@@ -5,7 +5,9 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/fqn.h"
 #include "core/traversal/pre_order.h"
+#include "core/traversal/unit_modules.h"
 #include "core/traversal/wrapper_marker.h"
 #include "core/warnings.h"
 #include "fsdp/attribute_forwarding.h"
@@ -268,21 +270,11 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
   std::vector<FlatParamInfo> params;
   std::vector<SharedParamInfo> shared;
   std::unordered_map<const TensorImpl*, std::size_t> seen;
-  std::vector<std::pair<nn::Module*, std::string>> stack{{&module, ""}};
-  std::vector<std::pair<nn::Module*, std::string>> own_modules;
-  while (!stack.empty()) {
-    auto [m, prefix] = stack.back();
-    stack.pop_back();
-    // Nested units manage their own subtrees (their parameters are claimed: see below).
-    if (dynamic_cast<FullyShardedDataParallel*>(m) != nullptr || ignored_modules_.count(m))
-      continue;
+  // Nested units manage their own subtrees (their parameters are claimed: see below).
+  const auto own_modules = traversal::unit_own_modules(module, ignored_modules_);
+  for (const auto& [m, prefix] : own_modules)
     if (auto claim = UnitClaims::of_module(*m))
       throw ValueError(already_wrapped_message(module, prefix, *claim));
-    own_modules.emplace_back(m, prefix);
-    const auto& slots = m->child_slots();
-    for (auto it = slots.rbegin(); it != slots.rend(); ++it)
-      if (it->second) stack.emplace_back(it->second.get(), join_fqn(prefix, it->first));
-  }
   // A parameter that another unit flattened (tied weights in two units) fails here, before
   // anything is changed.
   for (auto& [m, prefix] : own_modules)
@@ -330,9 +322,8 @@ FlatParamHandle* FullyShardedDataParallel::handle() const {
 
 std::vector<FullyShardedDataParallel*> FullyShardedDataParallel::fsdp_units() {
   std::vector<FullyShardedDataParallel*> units;
-  visit_named_modules([&](const std::string&, const nn::ModulePtr& m) {
-    if (auto* u = dynamic_cast<FullyShardedDataParallel*>(m.get())) units.push_back(u);
-  });
+  for (const auto& [name, m] : traversal::named_units(*this))
+    if (auto* u = dynamic_cast<FullyShardedDataParallel*>(m)) units.push_back(u);
   return units;
 }
 

@@ -12,6 +12,7 @@
 #include "core/memory_timeline.h"
 #include "core/multi_grad_hook.h"
 #include "core/ops.h"
+#include "core/traversal/unit_modules.h"
 #include "core/warnings.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/fully_sharded_data_parallel.h"
@@ -24,10 +25,8 @@ namespace {
 // root, cleaned of "_fsdp_wrapped_module.".
 void for_each_unit(FullyShardedDataParallel& root,
                    const std::function<void(FullyShardedDataParallel&, const std::string&)>& fn) {
-  root.visit_named_modules([&](const std::string& name, const nn::ModulePtr& m) {
-    if (auto* unit = dynamic_cast<FullyShardedDataParallel*>(m.get()))
-      fn(*unit, clean_tensor_name(name));
-  });
+  for (const auto& [name, m] : traversal::named_units(root))
+    if (auto* unit = dynamic_cast<FullyShardedDataParallel*>(m)) fn(*unit, clean_tensor_name(name));
 }
 
 // Upstream's FSDP_USE_FULL_PREC_IN_EVAL: "1" runs eval() forwards in full precision. Read at
@@ -39,19 +38,11 @@ bool full_precision_in_eval() {
 // The buffers of `unit`'s own modules: not those of nested units or ignored modules.
 std::vector<Tensor> unit_buffers(FullyShardedDataParallel& unit) {
   std::vector<Tensor> out;
-  std::vector<nn::Module*> stack;
   for (const auto& [name, child] : unit.child_slots())
-    if (child) stack.push_back(child.get());
-  while (!stack.empty()) {
-    nn::Module* m = stack.back();
-    stack.pop_back();
-    if (dynamic_cast<FullyShardedDataParallel*>(m) != nullptr || unit.ignored_modules().count(m))
-      continue;
-    for (const auto& [name, b] : m->buffer_slots())
-      if (b.defined()) out.push_back(b);
-    for (const auto& [name, child] : m->child_slots())
-      if (child) stack.push_back(child.get());
-  }
+    if (child)
+      for (const auto& [m, fqn] : traversal::unit_own_modules(*child, unit.ignored_modules()))
+        for (const auto& [buffer_name, b] : m->buffer_slots())
+          if (b.defined()) out.push_back(b);
   return out;
 }
 
@@ -268,6 +259,34 @@ void UnitRuntime::unshard(bool prefetch, bool full_precision) {
   }
 }
 
+UnitRuntime* UnitRuntime::handle_to_prefetch(PrefetchPoint point) const {
+  const RootState& st = *state_;
+  // Forward prefetches the next unit of the recorded forward order; backward, the previous one.
+  int step = 0;
+  switch (point) {
+    case PrefetchPoint::Forward:
+      if (!config_.forward_prefetch || !st.order_recorded) return nullptr;
+      step = 1;
+      break;
+    case PrefetchPoint::PreBackward:
+      if (config_.backward_prefetch != policies::BackwardPrefetch::BACKWARD_PRE) return nullptr;
+      step = -1;
+      break;
+    case PrefetchPoint::PostBackward:
+      if (config_.backward_prefetch != policies::BackwardPrefetch::BACKWARD_POST) return nullptr;
+      step = -1;
+      break;
+  }
+  const int i = st.order_index(this);
+  const int target = i + step;
+  if (i < 0 || target < 0 || target >= static_cast<int>(st.forward_order.size())) return nullptr;
+  return st.forward_order[static_cast<std::size_t>(target)];
+}
+
+void UnitRuntime::prefetch_handle(PrefetchPoint point) {
+  prefetch(handle_to_prefetch(point));
+}
+
 void UnitRuntime::prefetch(UnitRuntime* next) {
   if (next == nullptr || next->handle_ == nullptr) return;
   auto* h = next->handle_.get();
@@ -308,17 +327,13 @@ void UnitRuntime::pre_forward() {
   if (!st.order_recorded && st.order_index(this) < 0) st.forward_order.push_back(this);
   unshard(false, force_full_precision());
   handle_->use_unsharded_views();
-  if (config_.forward_prefetch && st.order_recorded) {
-    const int i = st.order_index(this);
-    if (i >= 0 && i + 1 < static_cast<int>(st.forward_order.size()))
-      prefetch(st.forward_order[static_cast<std::size_t>(i) + 1]);
-  }
+  prefetch_handle(PrefetchPoint::Forward);
 }
 
 void UnitRuntime::post_forward(nn::Value& output) {
   auto& st = *state_;
   const bool will_backward = autograd::is_grad_enabled();
-  if (handle_ != nullptr && !is_root() && reshards_after_forward(config_.strategy)) reshard();
+  if (handle_ != nullptr && frees_after_forward(config_.strategy, is_root())) reshard();
   if (will_backward) {
     nn::map_tensors(output, [this](const Tensor& t) {
       if (t.defined() && t.requires_grad())
@@ -349,10 +364,7 @@ void UnitRuntime::pre_backward() {
   unshard(false);
   handle_->use_unsharded_flat_param();
   handle_->use_forward_views_in_backward();
-  if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_PRE) {
-    const int i = st.order_index(this);
-    if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
-  }
+  prefetch_handle(PrefetchPoint::PreBackward);
   handle_->prepare_gradient_for_backward();
 }
 
@@ -366,10 +378,7 @@ void UnitRuntime::post_backward() {
   in_backward_ = true;
   if (h->needs_unshard() && (st.sync_gradients || reshards_after_forward(config_.strategy)))
     reshard();
-  if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_POST) {
-    const int i = st.order_index(this);
-    if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
-  }
+  prefetch_handle(PrefetchPoint::PostBackward);
   if (!st.sync_gradients) return;
 
   // Reduce: cast to the reduction dtype, pre-divide, reduce-scatter (all-reduce for NO_SHARD) on
@@ -420,10 +429,7 @@ void UnitRuntime::post_backward_reshard_only() {
   in_backward_ = true;
   if (handle_->needs_unshard() && (st.sync_gradients || reshards_after_forward(config_.strategy)))
     reshard();
-  if (config_.backward_prefetch == policies::BackwardPrefetch::BACKWARD_POST) {
-    const int i = st.order_index(this);
-    if (i > 0) prefetch(st.forward_order[static_cast<std::size_t>(i) - 1]);
-  }
+  prefetch_handle(PrefetchPoint::PostBackward);
 }
 
 void UnitRuntime::register_reshard_only_hook(const nn::Args& args) {

@@ -73,6 +73,15 @@ class UnitRuntime {
   void post_backward_reshard_only();
   void register_reshard_only_hook(const nn::Args& args);
   void unshard(bool prefetch, bool full_precision = false);
+  // Where a unit may prefetch: after its forward's unshard (forward_prefetch), at its
+  // pre-backward (BACKWARD_PRE), after its post-backward reshard (BACKWARD_POST).
+  enum class PrefetchPoint { Forward, PreBackward, PostBackward };
+  // Upstream's _get_handle_to_prefetch: the unit this configuration prefetches at `point`, or
+  // null (no such mode, no recorded neighbour).
+  UnitRuntime* handle_to_prefetch(PrefetchPoint point) const;
+  // Upstream's _prefetch_handle: the one place that picks and issues a prefetch.
+  void prefetch_handle(PrefetchPoint point);
+  // Starts `next`'s all-gather unless it is unsharded, in flight or the rate limit is reached.
   void prefetch(UnitRuntime* next);
   // Mixed precision: the parameters are used in full precision now (eval with
   // FSDP_USE_FULL_PREC_IN_EVAL=1), and the dtype this unit's forward inputs are cast to.

@@ -10,6 +10,10 @@ bool reshards_after_forward(ShardingStrategy s) {
   return s == ShardingStrategy::FULL_SHARD || s == ShardingStrategy::HYBRID_SHARD;
 }
 
+bool frees_after_forward(ShardingStrategy s, bool is_root) {
+  return !is_root && reshards_after_forward(s);
+}
+
 DivideFactors gradient_divide_factors(int world_size) {
   int factor = 1;
   while (world_size % factor == 0 && world_size / factor > factor) factor *= 2;

@@ -13,6 +13,10 @@ bool is_sharded(ShardingStrategy s);
 // FULL_SHARD and HYBRID_SHARD free the unsharded parameters after forward (except the root's);
 // SHARD_GRAD_OP and _HYBRID_SHARD_ZERO2 keep them until after backward.
 bool reshards_after_forward(ShardingStrategy s);
+// Whether a unit frees its unsharded parameters after forward: by its strategy, except the root,
+// which keeps them for backward (the runtime's post-forward, the planner's all-gathers per step
+// and the memory bound all follow this).
+bool frees_after_forward(ShardingStrategy s, bool is_root);
 
 // Gradients are averaged over `world_size` ranks in two steps, before and after the reduction,
 // to keep fp16 sums from overflowing or underflowing. Upstream's loop: f = 1; while

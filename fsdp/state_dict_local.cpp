@@ -6,6 +6,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/fqn.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/flat_param.h"
 #include "fsdp/runtime.h"
@@ -15,8 +16,7 @@ namespace fsdp {
 namespace {
 
 std::string flat_key(FullyShardedDataParallel& unit) {
-  const std::string& prefix = unit.runtime().fqn();
-  return prefix.empty() ? "_flat_param" : prefix + "._flat_param";
+  return join_fqn(unit.runtime().fqn(), "_flat_param");
 }
 
 // What a flat shard depends on: the rank, the shard group, the layout and the parameters.

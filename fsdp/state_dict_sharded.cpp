@@ -5,6 +5,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/fqn.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/runtime.h"

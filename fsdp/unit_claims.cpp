@@ -5,6 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/fqn.h"
 #include "fsdp/attribute_forwarding.h"
 
 namespace fsdp {

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "policies/policy.h"
+#include "policies/sharding_strategy_names.h"
 
 namespace fsdp::policies {
 
@@ -12,19 +13,7 @@ void throw_missing(bool is_none) {
 }
 
 std::string to_string(ShardingStrategy s) {
-  switch (s) {
-    case ShardingStrategy::FULL_SHARD:
-      return "ShardingStrategy.FULL_SHARD";
-    case ShardingStrategy::SHARD_GRAD_OP:
-      return "ShardingStrategy.SHARD_GRAD_OP";
-    case ShardingStrategy::NO_SHARD:
-      return "ShardingStrategy.NO_SHARD";
-    case ShardingStrategy::HYBRID_SHARD:
-      return "ShardingStrategy.HYBRID_SHARD";
-    case ShardingStrategy::_HYBRID_SHARD_ZERO2:
-      return "ShardingStrategy._HYBRID_SHARD_ZERO2";
-  }
-  return "ShardingStrategy.?";
+  return "ShardingStrategy." + strategy_name(s);
 }
 
 std::string to_string(BackwardPrefetch p) {

@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "core/fqn.h"
+
 namespace fsdp::traversal {
 
 ManagedParams::ManagedParams(const nn::ModulePtr& module_to_wrap, const ParamSet& ignored_params,
@@ -40,12 +42,7 @@ std::string ManagedParams::fqn(std::size_t i, const std::string& root_prefix) co
   for (std::int64_t n = params_[i].node; nodes_[static_cast<std::size_t>(n)].parent != -1;
        n = nodes_[static_cast<std::size_t>(n)].parent)
     parts.push_back(nodes_[static_cast<std::size_t>(n)].segment);
-  std::string out = root_prefix;
-  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-    if (!out.empty()) out += '.';
-    out += **it;
-  }
-  return out;
+  return join_fqn_leaf_first(parts, root_prefix);
 }
 
 std::vector<std::pair<Tensor, std::string>> managed_param_to_fqn(

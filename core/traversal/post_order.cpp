@@ -1,6 +1,7 @@
 #include "core/traversal/post_order.h"
 
 #include "core/error.h"
+#include "core/fqn.h"
 #include "core/traversal/pointer_set.h"
 
 namespace fsdp::traversal {
@@ -81,12 +82,7 @@ std::string PostOrderNamedModules::name(std::size_t i) const {
   for (std::int64_t e = static_cast<std::int64_t>(order_[i]); entries_[e].parent != -1;
        e = entries_[e].parent)
     parts.push_back(entries_[e].segment);
-  std::string out;
-  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-    if (!out.empty()) out += '.';
-    out += **it;
-  }
-  return out;
+  return join_fqn_leaf_first(parts);
 }
 
 std::vector<std::pair<std::string, nn::ModulePtr>> post_order_named_modules(

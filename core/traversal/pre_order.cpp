@@ -1,11 +1,10 @@
 #include "core/traversal/pre_order.h"
 
-#include "core/traversal/pointer_set.h"
+#include "core/fqn.h"
 
 namespace fsdp::traversal {
 
 PreOrderModules::PreOrderModules(const nn::ModulePtr& root) {
-  PointerSet memo;
   struct Pending {
     const nn::ModulePtr* module;  // points into a parent's slots (or at `root`)
     std::int64_t parent;
@@ -16,8 +15,8 @@ PreOrderModules::PreOrderModules(const nn::ModulePtr& root) {
     Pending p = stack.back();
     stack.pop_back();
     // The memo is checked when a module is reached, as named_modules does.
-    if (!memo.insert(p.module->get())) continue;
     auto index = static_cast<std::int64_t>(entries_.size());
+    if (index_.insert(p.module->get(), index) != index) continue;
     entries_.push_back({p.module, p.parent, p.segment});
     const auto& slots = (*p.module)->child_slots();
     for (auto it = slots.rbegin(); it != slots.rend(); ++it)
@@ -30,12 +29,7 @@ std::string PreOrderModules::name(std::size_t i) const {
   for (auto e = static_cast<std::int64_t>(i); entries_[static_cast<std::size_t>(e)].parent != -1;
        e = entries_[static_cast<std::size_t>(e)].parent)
     parts.push_back(entries_[static_cast<std::size_t>(e)].segment);
-  std::string out;
-  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-    if (!out.empty()) out += '.';
-    out += **it;
-  }
-  return out;
+  return join_fqn_leaf_first(parts);
 }
 
 std::vector<nn::ModulePtr> PreOrderModules::modules() const {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/module.h"
+#include "core/traversal/pointer_index.h"
 
 namespace fsdp::traversal {
 
@@ -20,6 +21,12 @@ class PreOrderModules {
   // The i-th module's dotted name ("" for the root), valid while the tree is unchanged.
   std::string name(std::size_t i) const;
   std::vector<nn::ModulePtr> modules() const;
+  // The entry the i-th module was first reached from (-1 for the root) and the slot name it was
+  // reached through (null for the root): the tree of first paths, for tables built on this order.
+  std::int64_t parent(std::size_t i) const { return entries_[i].parent; }
+  const std::string* segment(std::size_t i) const { return entries_[i].segment; }
+  // Module address -> its index in this order (moved out: the walk's own memo, reused).
+  PointerIndex take_index() { return std::move(index_); }
 
  private:
   struct Entry {
@@ -28,6 +35,7 @@ class PreOrderModules {
     const std::string* segment;   // slot name in the parent
   };
   std::vector<Entry> entries_;
+  PointerIndex index_;
 };
 
 // root->modules() without names.

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/fqn.h"
 #include "core/traversal/pointer_set.h"
 
 namespace fsdp::traversal {
@@ -152,12 +153,7 @@ std::string TreeTable::name(std::size_t i) const {
     parts.push_back(
         &entries_[static_cast<std::size_t>(entry.parent)].module->child_slots()[entry.slot].first);
   }
-  std::string out;
-  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-    if (!out.empty()) out += '.';
-    out += **it;
-  }
-  return out;
+  return join_fqn_leaf_first(parts);
 }
 
 const nn::ModulePtr& TreeTable::module_ptr(std::size_t i, const nn::ModulePtr& root) const {

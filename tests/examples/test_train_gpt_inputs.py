@@ -113,7 +113,9 @@ TABLE = [
     ("option", ["--eval-batches", "-1"], {}, 2, "--eval-batches: " + RANGE),
     ("option", ["--max-shard-size", "0"], {}, 2, "--max-shard-size: " + RANGE),
     ("option", ["--optimizer", "adam"], {}, 2, "--optimizer: adam not in {sgd,adamw}"),
-    ("option", ["--sharding", "FULL"], {}, 2, "--sharding: unknown strategy 'FULL'"),
+    ("option", ["--sharding", "FULL"], {}, 2,
+     "--sharding: unknown strategy 'FULL'; choose FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
+     "HYBRID_SHARD, _HYBRID_SHARD_ZERO2 or none (the unsharded model, one rank)"),
     ("option", ["--mixed-precision", "fp8"], {}, 2,
      "--mixed-precision: 'fp8' is not bf16, fp16 or none"),
     ("option", ["--backward-prefetch", "later"], {}, 2,

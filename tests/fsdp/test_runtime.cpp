@@ -20,6 +20,7 @@
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/flat_param_layout.h"
 #include "fsdp/full_state_dict.h"
+#include "fsdp/memory_bound.h"
 #include "fsdp/runtime.h"
 #include "fsdp/sharding.h"
 #include "fsdp/summon_full_params.h"
@@ -112,6 +113,42 @@ BOOST_AUTO_TEST_CASE(divide_factors) {
   TS_TEST((f(4) == std::make_pair(2.0, 2.0)));
   TS_TEST((f(8) == std::make_pair(4.0, 2.0)));
   TS_TEST((f(16) == std::make_pair(4.0, 4.0)));
+}
+
+BOOST_AUTO_TEST_CASE(which_units_free_their_parameters_after_forward) {
+  using S = ShardingStrategy;
+  for (S s : {S::FULL_SHARD, S::HYBRID_SHARD}) {
+    TS_TEST(frees_after_forward(s, false));
+    TS_TEST(!frees_after_forward(s, true));  // the root keeps them for backward
+  }
+  for (S s : {S::SHARD_GRAD_OP, S::_HYBRID_SHARD_ZERO2, S::NO_SHARD}) {
+    TS_TEST(!frees_after_forward(s, false));
+    TS_TEST(!frees_after_forward(s, true));
+  }
+}
+
+// The bound fsdp-plan predicts and train_gpt checks: the root and the units that keep their
+// parameters through backward all count; of the resharding units only the two largest.
+BOOST_AUTO_TEST_CASE(memory_bound_counts_kept_units_and_the_two_largest_others) {
+  using S = ShardingStrategy;
+  const std::vector<UnshardedUnit> units{
+      {100, S::FULL_SHARD, true},    {7, S::FULL_SHARD, false},  {30, S::HYBRID_SHARD, false},
+      {20, S::SHARD_GRAD_OP, false}, {50, S::FULL_SHARD, false}, {9, S::_HYBRID_SHARD_ZERO2, false},
+      {3, S::NO_SHARD, false}};
+  TS_TEST(peak_unsharded_bytes(units) == 100 + 20 + 9 + 3 + 50 + 30);
+  TS_TEST(peak_unsharded_bytes({}) == 0);
+  TS_TEST(peak_unsharded_bytes({{5, S::FULL_SHARD, false}}) == 5);
+  TS_TEST(memory_bound_bytes(1000, 212, 34) == 1246);
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  try {
+    memory_bound_bytes(max, 1, 0);
+    BOOST_FAIL("expected ValueError");
+  } catch (const ValueError& e) {
+    TS_TEST(std::string(e.what()) == "the peak bytes with activations does not fit in 64 bits (" +
+                                         std::to_string(max) + " + 1)");
+  }
+  BOOST_CHECK_THROW(peak_unsharded_bytes({{max, S::NO_SHARD, false}, {1, S::NO_SHARD, true}}),
+                    ValueError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

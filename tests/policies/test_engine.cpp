@@ -10,7 +10,9 @@
 #include "core/error.h"
 #include "core/traversal/managed_params.h"
 #include "core/traversal/post_order.h"
+#include "core/traversal/pre_order.h"
 #include "core/traversal/recursive_wrap.h"
+#include "core/traversal/unit_modules.h"
 #include "core/traversal/wrapper_marker.h"
 #include "tests/policies/wrap_models.h"
 
@@ -54,6 +56,74 @@ std::vector<std::string> names_of(const std::vector<std::pair<std::string, Modul
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(engine)
+
+// fsdp-plan's module table is built on this order: the first path to each module and the index.
+BOOST_AUTO_TEST_CASE(pre_order_first_paths_and_index) {
+  auto root = node();
+  auto a = add(root, "a", node());
+  auto x = add(a, "x", node());
+  auto b = add(root, "b", node());
+  b->register_module("again", a);  // reached a second time: not a new entry
+  traversal::PreOrderModules order(root);
+  BOOST_TEST_REQUIRE(order.size() == 4u);
+  const std::vector<const nn::Module*> expected{root.get(), a.get(), x.get(), b.get()};
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    BOOST_TEST(order.module(i).get() == expected[i]);
+    names.push_back(order.name(i));
+  }
+  BOOST_TEST(names == (std::vector<std::string>{"", "a", "a.x", "b"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(order.parent(0) == -1);
+  BOOST_TEST(order.segment(0) == nullptr);
+  BOOST_TEST(order.parent(2) == 1);
+  BOOST_TEST(*order.segment(2) == "x");
+  BOOST_TEST(order.parent(3) == 0);
+  const traversal::PointerIndex index = order.take_index();
+  BOOST_TEST(index.size() == 4u);
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    BOOST_TEST(index.find(expected[i]) == static_cast<std::int64_t>(i));
+  BOOST_TEST(index.find(node().get()) == traversal::PointerIndex::kAbsent);
+}
+
+BOOST_AUTO_TEST_CASE(unit_walks_stop_at_nested_units_and_ignored_modules) {
+  // root(a(x, w=Wrapped(y)), b(z), s=a again): pre-order with repeats, FQNs below the root; the
+  // wrapper and the ignored `z` are left out with their subtrees.
+  auto root = node();
+  auto a = add(root, "a", node());
+  add(a, "x", node());
+  auto y = node();
+  add(a, "w", std::make_shared<Wrapped>(y));
+  auto b = add(root, "b", node());
+  auto z = add(b, "z", node());
+  add(z, "under_z", node());
+  root->register_module("s", a);  // a shared module: reached twice
+  traversal::ModuleSet ignored{z.get()};
+  std::vector<std::string> fqns;
+  std::vector<const nn::Module*> modules;
+  for (const auto& [m, fqn] : traversal::unit_own_modules(*root, ignored)) {
+    fqns.push_back(fqn);
+    modules.push_back(m);
+  }
+  const std::vector<std::string> expected{"", "a", "a.x", "b", "s", "s.x"};
+  BOOST_TEST(fqns == expected, boost::test_tools::per_element());
+  BOOST_TEST_REQUIRE(modules.size() == 6u);
+  BOOST_TEST(modules[1] == a.get());
+  BOOST_TEST(modules[4] == a.get());
+  // A unit's own wrapper is no module of it; an ignored root owns nothing.
+  BOOST_TEST(traversal::unit_own_modules(*root->get_submodule("a.w"), {}).empty());
+  BOOST_TEST(traversal::unit_own_modules(*z, ignored).empty());
+  // The units of the tree: the wrapper once (named_modules de-duplicates the shared `a`).
+  const auto units = traversal::named_units(*root);
+  BOOST_TEST_REQUIRE(units.size() == 1u);
+  BOOST_TEST(units[0].first == "a.w");
+  BOOST_TEST(units[0].second == root->get_submodule("a.w").get());
+  auto top = std::make_shared<Wrapped>(root);
+  const auto all = traversal::named_units(*top);
+  BOOST_TEST_REQUIRE(all.size() == 2u);
+  BOOST_TEST(all[0].first == "");
+  BOOST_TEST(all[1].first == "inner.a.w");
+}
 
 BOOST_AUTO_TEST_CASE(post_order_named_modules_docstring_example) {
   // M(S1(), S2(SS1(), SS2()), S3()) -> [S1, SS1, SS2, S2, S3, M]

@@ -95,7 +95,7 @@ r = run(model("transformer_shared_params.json"), "--policy", "transformer([Trans
 check(any("did you mean 'TransformerEncoderLayer'" in w for w in json.loads(r.stdout)["warnings"]),
       "policy class typo warning")
 
-for s in ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"):
+for s in ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"):
     r = run(model("gpt2_small.json"), "--policy", "transformer([GPT2Block])", "--sharding", s,
             "--world-size", "16", "--format", "json")
     check(r.returncode == 0 and json.loads(r.stdout)["config"]["sharding"] == s, f"sharding {s}")
@@ -126,7 +126,12 @@ expect_error([model("nested_sequential.json"), "--ignore", "2.5"],
 expect_error([model("lora_model.json"), "--policy", "modules([LoraAttention, LoraMLP, LoraDecoder])"],
              "layers.0.attn has both parameters with requires_grad=True and False. FSDP does not "
              "support wrapping such modules when use_orig_params=False.")
-expect_error([model("nested_sequential.json"), "--sharding", "FULL"], "unknown strategy 'FULL'")
+expect_error([model("nested_sequential.json"), "--sharding", "FULL"],
+             "fsdp-plan: error: --sharding: unknown strategy 'FULL'; choose FULL_SHARD, "
+             "SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or _HYBRID_SHARD_ZERO2\n")
+expect_error([model("nested_sequential.json"), "--sharding", "FUL_SHARD"],
+             "--sharding: unknown strategy 'FUL_SHARD' (did you mean 'FULL_SHARD' or 'NO_SHARD'?); "
+             "choose FULL_SHARD")
 expect_error([model("nested_sequential.json"), "--format", "xml"], "--format", code=2)
 expect_error([model("nested_sequential.json"), "--world-size", "0"], "--world-size", code=2)
 expect_error([], "MODEL.json", code=2)

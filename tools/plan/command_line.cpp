@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 
+#include "policies/sharding_strategy_names.h"
 #include "tools/plan/model_file.h"
+#include "tools/plan/suggest.h"
 
 namespace fsdp::plan {
 
@@ -22,6 +24,13 @@ CLI::Validator rank_count() {
         return fmt::format("expected an integer from 1 to {}, got '{}'", kMaxWorldSize, s);
       },
       "INT in [1, 2147483647]");
+}
+
+// --sharding's value; a typo gets the close names.
+ShardingStrategy parse_strategy(const std::string& s) {
+  if (auto v = policies::find_strategy(s)) return *v;
+  throw InputError("--sharding: " + policies::unknown_strategy_message(
+                                        s, did_you_mean(s, policies::strategy_names())));
 }
 
 }  // namespace
@@ -63,12 +72,13 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   app.add_option("--world-size", opts.world_size, "number of ranks (default 1)")
       ->check(rank_count());
   app.add_option("--sharding", cl.sharding,
-                 "FULL_SHARD (default), SHARD_GRAD_OP, NO_SHARD, "
-                 "HYBRID_SHARD");
-  auto* node_size = app.add_option("--node-size", opts.node_size,
-                                   "ranks per node, over which HYBRID_SHARD shards (default 8; "
-                                   "it must divide the world size)")
-                        ->check(rank_count());
+                 "FULL_SHARD (default), SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or "
+                 "_HYBRID_SHARD_ZERO2");
+  auto* node_size =
+      app.add_option("--node-size", opts.node_size,
+                     "ranks per node, over which HYBRID_SHARD (and _ZERO2) shards (default 8; "
+                     "it must divide the world size)")
+          ->check(rank_count());
   app.add_option("--batch", opts.batch,
                  "sequences per rank per step: with --seq, estimate the activations and the "
                  "peak with them")

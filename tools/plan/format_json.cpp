@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "policies/sharding_strategy_names.h"
 #include "tools/plan/format.h"
 #include "tools/plan/json_writer.h"
 
@@ -25,8 +26,8 @@ void json_into(const Plan& plan, JsonOut& j) {
   j.open('{');
   j.field("policy", plan.policy_str);
   j.field("world_size", o.world_size);
-  j.field("sharding", strategy_name(o.sharding));
-  j.field("effective_sharding", strategy_name(plan.sharding));
+  j.field("sharding", policies::strategy_name(o.sharding));
+  j.field("effective_sharding", policies::strategy_name(plan.sharding));
   j.field("shard_group_size", plan.shard_group_size);
   j.field("mixed_precision", o.mixed_precision);
   j.field("param_dtype", o.mixed_precision ? std::string(dtype_name(o.mp_dtype)) : "");
@@ -63,7 +64,7 @@ void json_into(const Plan& plan, JsonOut& j) {
     j.open('{');
     for (const auto& [d, b] : u.bytes_per_dtype) j.field(std::string(dtype_name(d)), b);
     j.close('}');
-    j.field("sharding", strategy_name(u.sharding));
+    j.field("sharding", policies::strategy_name(u.sharding));
     j.field("mixed_precision", u.mixed_precision);
     j.field("flat_numel", u.flat_numel);
     j.field("shard_numel", u.shard_numel);

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "policies/sharding_strategy_names.h"
 #include "tools/plan/format.h"
 #include "tools/plan/format_tree.h"
 
@@ -41,7 +42,7 @@ std::string format_table(const Plan& plan) {
   const auto& o = plan.options;
   std::string out;
   out += fmt::format("policy: {}   sharding: {} over {} rank{}{}   mixed precision: {}{}\n",
-                     plan.policy_str, strategy_name(plan.sharding), o.world_size,
+                     plan.policy_str, policies::strategy_name(plan.sharding), o.world_size,
                      o.world_size == 1 ? "" : "s",
                      plan.shard_group_size != o.world_size
                          ? fmt::format(" (shards over {} per node)", plan.shard_group_size)

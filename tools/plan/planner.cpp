@@ -11,8 +11,11 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/traversal/module_sets.h"
+#include "core/traversal/pre_order.h"
 #include "core/warnings.h"
 #include "fsdp/flat_param_layout.h"
+#include "fsdp/memory_bound.h"
+#include "fsdp/sharding.h"
 #include "policies/ignored.h"
 #include "tools/plan/checked_math.h"
 #include "tools/plan/model_file.h"
@@ -24,36 +27,16 @@ namespace fsdp::plan {
 using traversal::ModuleSet;
 using traversal::ParamSet;
 
-std::string strategy_name(ShardingStrategy s) {
-  switch (s) {
-    case ShardingStrategy::FULL_SHARD:
-      return "FULL_SHARD";
-    case ShardingStrategy::SHARD_GRAD_OP:
-      return "SHARD_GRAD_OP";
-    case ShardingStrategy::NO_SHARD:
-      return "NO_SHARD";
-    case ShardingStrategy::HYBRID_SHARD:
-      return "HYBRID_SHARD";
-    case ShardingStrategy::_HYBRID_SHARD_ZERO2:
-      return "_HYBRID_SHARD_ZERO2";
-  }
-  return "?";
-}
-
-ShardingStrategy parse_strategy(const std::string& s) {
-  for (auto v : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
-                 ShardingStrategy::NO_SHARD, ShardingStrategy::HYBRID_SHARD})
-    if (strategy_name(v) == s) return v;
-  throw InputError(
-      fmt::format("--sharding: unknown strategy '{}'{}; choose FULL_SHARD, "
-                  "SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD",
-                  s, did_you_mean(s, {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"})));
-}
-
 namespace {
 
-bool reshards_after_forward(ShardingStrategy s) {
-  return s == ShardingStrategy::FULL_SHARD || s == ShardingStrategy::HYBRID_SHARD;
+// FSDP's own rules throw fsdp::ValueError when a sum overflows; to fsdp-plan that is bad input.
+template <typename F>
+std::int64_t as_input_error(F fn) {
+  try {
+    return fn();
+  } catch (const fsdp::ValueError& e) {
+    throw InputError(e.what());
+  }
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
@@ -137,29 +120,18 @@ class Planner {
     // through: the first nodes of the plan's name table. Paths are spelled out on demand.
     std::vector<const nn::Module*> modules;
     auto& paths = plan_.paths;
-    auto& index = plan_.module_index;
     std::size_t slots = 1;  // the root's
     {
-      struct Item {
-        const nn::Module* module;
-        std::int64_t parent;
-        const std::string* name;
-      };
-      std::vector<Item> stack{{root_.get(), -1, nullptr}};
-      while (!stack.empty()) {
-        const Item it = stack.back();
-        stack.pop_back();
-        const auto i = static_cast<std::int64_t>(modules.size());
-        if (index.insert(it.module, i) != i) continue;
-        modules.push_back(it.module);
-        paths.push_back({it.parent, it.name});
-        const auto& children = it.module->child_slots();
-        for (auto c = children.rbegin(); c != children.rend(); ++c)
-          if (c->second) {
-            stack.push_back({c->second.get(), i, &c->first});
-            ++slots;
-          }
+      traversal::PreOrderModules order(root_);
+      modules.reserve(order.size());
+      paths.reserve(order.size());
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const nn::Module* m = order.module(i).get();
+        modules.push_back(m);
+        paths.push_back({order.parent(i), order.segment(i)});
+        for (const auto& [name, child] : m->child_slots()) slots += child ? 1 : 0;
       }
+      plan_.module_index = order.take_index();
     }
     plan_.num_modules = modules.size();
     any_shared_module_ = slots != modules.size();
@@ -428,7 +400,7 @@ class Planner {
   }
 
   void cost_of(Unit& u) {
-    const bool sharded = u.sharding != ShardingStrategy::NO_SHARD;
+    const bool sharded = is_sharded(u.sharding);
     const std::int64_t group = plan_.shard_group_size;
     std::map<DType, std::vector<std::int64_t>> by_dtype;
     for (const auto& p : u.params) by_dtype[p.dtype].push_back(p.numel);
@@ -485,7 +457,7 @@ class Planner {
     }
     if (sharded) {
       const bool is_root = u.parent < 0;
-      u.all_gathers_per_step = reshards_after_forward(u.sharding) && !is_root ? 2 : 1;
+      u.all_gathers_per_step = frees_after_forward(u.sharding, is_root) ? 2 : 1;
       u.all_gather_bytes =
           checked_mul(u.all_gathers_per_step, u.unsharded_bytes, "the all-gather bytes");
     }
@@ -493,7 +465,7 @@ class Planner {
 
   void totals() {
     Totals& t = plan_.totals;
-    std::vector<std::int64_t> transient;  // freed after forward and after backward
+    std::vector<UnshardedUnit> unsharded;
     for (const auto& u : plan_.units) {
       const char* what = "the per-rank totals";
       add_to(t.per_rank.params, u.per_rank.params, what);
@@ -503,16 +475,9 @@ class Planner {
       add_to(t.reduce_scatter_bytes, u.reduce_scatter_bytes, what);
       add_to(t.all_reduce_bytes, u.all_reduce_bytes, what);
       t.peak_unsharded_grad_bytes = std::max(t.peak_unsharded_grad_bytes, u.unsharded_grad_bytes);
-      if (reshards_after_forward(u.sharding) && u.parent >= 0)
-        transient.push_back(u.unsharded_bytes);
-      else
-        add_to(t.peak_unsharded_param_bytes, u.unsharded_bytes, what);  // kept to backward
+      unsharded.push_back({u.unsharded_bytes, u.sharding, /*is_root=*/u.parent < 0});
     }
-    // At most two resharding units are unsharded at once: the current one and the prefetched
-    // next one (FSDP's rate limiter allows two all-gathers in flight).
-    std::sort(transient.rbegin(), transient.rend());
-    for (std::size_t i = 0; i < transient.size() && i < 2; ++i)
-      add_to(t.peak_unsharded_param_bytes, transient[i], "the peak unsharded bytes");
+    t.peak_unsharded_param_bytes = as_input_error([&] { return peak_unsharded_bytes(unsharded); });
     const char* peak = "the peak bytes per rank";
     t.peak_bytes = checked_add(t.per_rank.params, t.per_rank.grads, peak);
     add_to(t.peak_bytes, t.per_rank.optimizer, peak);
@@ -600,9 +565,11 @@ Plan make_plan(const nn::ModulePtr& root, const PlanOptions& options) {
     Totals& t = p.totals;
     const char* what = "the peak bytes with activations";
     t.activation_bytes = p.activations->bytes;
-    std::int64_t held = checked_add(t.per_rank.params, t.per_rank.optimizer, what);
-    add_to(held, t.peak_unsharded_param_bytes, what);
-    add_to(held, t.activation_bytes, what);
+    // Gradients are not held then: zero_grad(set_to_none=True) freed them.
+    const std::int64_t shards = checked_add(t.per_rank.params, t.per_rank.optimizer, what);
+    const std::int64_t held = as_input_error([&] {
+      return memory_bound_bytes(shards, t.peak_unsharded_param_bytes, t.activation_bytes);
+    });
     t.peak_with_activations_bytes = std::max(held, t.peak_bytes);
   }
   return p;

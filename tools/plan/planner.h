@@ -135,8 +135,4 @@ struct Plan {
 // upstream exceptions (ValueError for the frozen-parameter violation) from the engine.
 Plan make_plan(const nn::ModulePtr& root, const PlanOptions& options);
 
-// "FULL_SHARD" etc. and back (InputError listing the choices).
-std::string strategy_name(ShardingStrategy s);
-ShardingStrategy parse_strategy(const std::string& s);
-
 }  // namespace fsdp::plan

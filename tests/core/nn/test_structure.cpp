@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 
+#include "core/fqn.h"
 #include "core/nn/nn.h"
 #include "tests/core/nn/nn_models.h"
 #include "tests/support/fixture.h"
@@ -254,4 +255,17 @@ BOOST_AUTO_TEST_CASE(constructor_errors) {
   BOOST_CHECK_THROW(TransformerEncoderLayer(8, 2, TransformerLayerOptions{.activation = "tanh"}),
                     RuntimeError);
   BOOST_CHECK_THROW(GELU("fast"), RuntimeError);
+}
+
+// The one FQN join (core/fqn.h) that named_modules, state dicts, the tree tables and FSDP use.
+BOOST_AUTO_TEST_CASE(join_fqn_joins_prefix_and_name) {
+  BOOST_TEST(join_fqn("", "weight") == "weight");
+  BOOST_TEST(join_fqn("layers.0", "") == "layers.0");
+  BOOST_TEST(join_fqn("layers.0", "attn") == "layers.0.attn");
+  BOOST_TEST(join_fqn("", "") == "");
+  const std::string a = "attn", b = "0", c = "layers";
+  BOOST_TEST(join_fqn_leaf_first({&a, &b, &c}) == "layers.0.attn");
+  BOOST_TEST(join_fqn_leaf_first({&a}, "_fsdp_wrapped_module") == "_fsdp_wrapped_module.attn");
+  BOOST_TEST(join_fqn_leaf_first({}, "root") == "root");
+  BOOST_TEST(join_fqn_leaf_first({}) == "");
 }
