@@ -98,6 +98,14 @@ __device__ void load_rows(const bf16* tile, FragA (&a)[kFrags]) {
   for (int kk = 0; kk < kFrags; ++kk) wmma::load_matrix_sync(a[kk], tile + kk * 16, kLdH);
 }
 
+// The dot product of two words of two bf16 each, unpacked by shifts (bf16 is float's upper
+// half): no reading of a uint4 through another type, which strict aliasing would allow a compiler
+// to break (a host-compiled emulation of these kernels did).
+__device__ __forceinline__ float dot_bf16x2(unsigned a, unsigned b) {
+  return __uint_as_float(a << 16) * __uint_as_float(b << 16) +
+         __uint_as_float(a & 0xffff0000u) * __uint_as_float(b & 0xffff0000u);
+}
+
 // dO . o of one row, each lane of the pair (lane ^ 1) taking 32 of its 64 dims in 16-byte
 // vectors; both lanes return the sum. Zero for rows past t (valid false).
 __device__ float row_dot_pair(const bf16* o_row, const bf16* do_row, bool valid, int half) {
@@ -107,13 +115,8 @@ __device__ float row_dot_pair(const bf16* o_row, const bf16* do_row, bool valid,
     for (int u = 0; u < kPerLane / 8; ++u) {
       const uint4 a = *reinterpret_cast<const uint4*>(o_row + half * kPerLane + u * 8);
       const uint4 b = *reinterpret_cast<const uint4*>(do_row + half * kPerLane + u * 8);
-      const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
-      const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 x = __bfloat1622float2(a2[e]), y = __bfloat1622float2(b2[e]);
-        s += x.x * y.x + x.y * y.y;
-      }
+      s +=
+          dot_bf16x2(a.x, b.x) + dot_bf16x2(a.y, b.y) + dot_bf16x2(a.z, b.z) + dot_bf16x2(a.w, b.w);
     }
   }
   return s + __shfl_xor_sync(0xffffffffu, s, 1);
@@ -140,10 +143,10 @@ __device__ void store_rows(const float* scratch, float mul, Out* dst, std::int64
 __global__ void __launch_bounds__(kThreads)
     flash_forward_kernel(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse,
                          std::int64_t t, float scale_log2) {
-  __shared__ alignas(32) bf16 ks[kTile * kLdH];
-  __shared__ alignas(32) bf16 vs[kTile * kLdH];
-  __shared__ alignas(32) bf16 ps[kWarps * kWarpRows * kLdH];
-  __shared__ alignas(32) float ss[kWarps * kWarpRows * kLdF];
+  __shared__ __align__(32) bf16 ks[kTile * kLdH];
+  __shared__ __align__(32) bf16 vs[kTile * kLdH];
+  __shared__ __align__(32) bf16 ps[kWarps * kWarpRows * kLdH];
+  __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
   const int qb = gridDim.y - 1 - blockIdx.y;
   const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -217,10 +220,10 @@ __global__ void __launch_bounds__(kThreads)
     flash_backward_dq_kernel(const bf16* q, const bf16* k, const bf16* v, const bf16* o,
                              const bf16* dout, const float* lse, bf16* dq, std::int64_t t,
                              float scale_log2, float scale) {
-  __shared__ alignas(32) bf16 ks[kTile * kLdH];
-  __shared__ alignas(32) bf16 vs[kTile * kLdH];
-  __shared__ alignas(32) bf16 dss[kWarps * kWarpRows * kLdH];
-  __shared__ alignas(32) float ss[kWarps * kWarpRows * kLdF];
+  __shared__ __align__(32) bf16 ks[kTile * kLdH];
+  __shared__ __align__(32) bf16 vs[kTile * kLdH];
+  __shared__ __align__(32) bf16 dss[kWarps * kWarpRows * kLdH];
+  __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
   const int qb = gridDim.y - 1 - blockIdx.y;
   const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -287,10 +290,10 @@ __global__ void __launch_bounds__(kThreads)
     flash_backward_dkdv_kernel(const bf16* q, const bf16* k, const bf16* v, const bf16* o,
                                const bf16* dout, const float* lse, float* dk, float* dv,
                                std::int64_t t, float scale_log2, float scale) {
-  __shared__ alignas(32) bf16 qs[kTile * kLdH];
-  __shared__ alignas(32) bf16 dos[kTile * kLdH];
-  __shared__ alignas(32) bf16 ps[kWarps * kWarpRows * kLdH];
-  __shared__ alignas(32) float ss[kWarps * kWarpRows * kLdF];
+  __shared__ __align__(32) bf16 qs[kTile * kLdH];
+  __shared__ __align__(32) bf16 dos[kTile * kLdH];
+  __shared__ __align__(32) bf16 ps[kWarps * kWarpRows * kLdH];
+  __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
   __shared__ float lse_s[kTile], d_s[kTile];
   const int kb = blockIdx.y;
   const std::int64_t b = blockIdx.x, base = b * t * kHd, k0 = std::int64_t(kb) * kTile;
