@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_math.cuh"
@@ -42,9 +43,9 @@ __global__ void embedding_forward_rows_kernel(const T* __restrict__ weight,
 #pragma unroll 4  // GPT-2's 96 vectors a row: 3 loads a lane in flight
       for (std::int64_t c = lane; c < vecs; c += 32) dst[c] = src[c];
     } else {
-      uint4 nan;
-      T* lanes = reinterpret_cast<T*>(&nan);
-      for (unsigned e = 0; e < sizeof(uint4) / sizeof(T); ++e) lanes[e] = from_float<T>(NAN);
+      // The quiet NaN's bits in every lane of the vector (no writing a uint4 through T*).
+      const unsigned w = std::is_same_v<T, float> ? 0x7fc00000u : 0x7fc07fc0u;
+      const uint4 nan = make_uint4(w, w, w, w);
       for (std::int64_t c = lane; c < vecs; c += 32) dst[c] = nan;
     }
   }
