@@ -106,8 +106,9 @@ __device__ __forceinline__ float dot_bf16x2(unsigned a, unsigned b) {
          __uint_as_float(a & 0xffff0000u) * __uint_as_float(b & 0xffff0000u);
 }
 
-// dO . o of one row, each lane of the pair (lane ^ 1) taking 32 of its 64 dims in 16-byte
-// vectors; both lanes return the sum. Zero for rows past t (valid false).
+// dO . o of one row (either pointer global or shared, 16-byte aligned), each lane of the pair
+// (lane ^ 1) taking 32 of its 64 dims in 16-byte vectors; both lanes return the sum. Zero for rows
+// past t (valid false).
 __device__ float row_dot_pair(const bf16* o_row, const bf16* do_row, bool valid, int half) {
   float s = 0.0f;
   if (valid) {
@@ -323,11 +324,13 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t q0 = std::int64_t(qb) * kTile;
     load_tile(q + base, q0, t, qs);
     load_tile(dout + base, q0, t, dos);
-    {  // D and lse (log2 units) of the tile's 64 query rows: a thread pair per row
+    __syncthreads();  // dO's tile is read for D
+    {  // D and lse (log2 units) of the tile's 64 query rows: a thread pair per row, o from
+       // device memory, dO from its tile
       const int row = threadIdx.x >> 1, part = threadIdx.x & 1;
       const std::int64_t qi = q0 + row;
       const bool valid = qi < t;
-      const float d = row_dot_pair(o + base + qi * kHd, dout + base + qi * kHd, valid, part);
+      const float d = row_dot_pair(o + base + qi * kHd, dos + row * kLdH, valid, part);
       if (part == 0) {
         d_s[row] = d;
         lse_s[row] = valid ? lse[b * t + qi] * kLog2e : 0.0f;
