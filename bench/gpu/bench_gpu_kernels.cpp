@@ -168,11 +168,20 @@ int main(int argc, char** argv) {
     const float scale = 1.0f / std::sqrt(float(hd));
     timer.report("causal_softmax_fwd", 0,
                  [&] { causal_softmax_forward(scores.ptr, probs.ptr, BH, T, scale, s); });
-    Buffer<float> lse(BH * T);
-    // The one-warp-per-row baseline: how far it is from the products + softmax path and SDPA.
-    timer.report("attention_online_fwd", 4.0 * BH * T * T * hd / 2, [&] {
-      attention_forward(q.ptr, k.ptr, k.ptr, o.ptr, lse.ptr, BH, T, hd, scale, s);
-    });
+    {  // causal attention (the tiled kernels at bf16, hd 64), beside PyTorch's SDPA
+      Buffer<bf16> v(BH * T * hd), dout(BH * T * hd), dq(BH * T * hd);
+      Buffer<float> lse(BH * T), dk(BH * T * hd), dv(BH * T * hd);
+      // FLOPs as FlashAttention counts them: the causal half of 2 products forward, 5 backward
+      // (our backward recomputes S and dP in both of its kernels: 7 done).
+      const double fwd_flop = 4.0 * BH * T * T * hd / 2;
+      timer.report("attention_fwd", fwd_flop, [&] {
+        attention_forward(q.ptr, k.ptr, v.ptr, o.ptr, lse.ptr, BH, T, hd, scale, s);
+      });
+      timer.report("attention_bwd", 2.5 * fwd_flop, [&] {
+        attention_backward(q.ptr, k.ptr, v.ptr, o.ptr, dout.ptr, lse.ptr, dq.ptr, dk.ptr, dv.ptr,
+                           BH, T, hd, scale, s);
+      });
+    }
     timer.report("causal_softmax_bwd", 0, [&] {
       causal_softmax_backward(probs.ptr, dprobs.ptr, dscores.ptr, BH, T, scale, s);
     });

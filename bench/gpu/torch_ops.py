@@ -64,9 +64,15 @@ def torch_ops(tokens):
     scores = randn(BH, T, T)
     ops.append(("causal_softmax_fwd",
                 lambda: torch.softmax((scores * scale).masked_fill(~causal, float("-inf")), -1)))
-    qh, kh = q.view(-1, H, T, hd), k.view(-1, H, T, hd)
-    ops.append(("attention_online_fwd",
-                lambda: F.scaled_dot_product_attention(qh, kh, kh, is_causal=True)))
+    qh, kh, vh = q.view(-1, H, T, hd), k.view(-1, H, T, hd), randn(BH, T, hd).view(-1, H, T, hd)
+    ops.append(("attention_fwd",
+                lambda: F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)))
+    # Backward alone: one forward kept (retain_graph), its gradients timed.
+    qg, kg, vg = (x.detach().requires_grad_() for x in (qh, kh, vh))
+    out = F.scaled_dot_product_attention(qg, kg, vg, is_causal=True)
+    dout = torch.randn_like(out)
+    ops.append(("attention_bwd",
+                lambda: torch.autograd.grad(out, (qg, kg, vg), dout, retain_graph=True)))
     y = torch.softmax((scores * scale).masked_fill(~causal, float("-inf")), -1)
     dy = randn(BH, T, T)
     ops.append(("causal_softmax_bwd",

@@ -4,11 +4,13 @@
 // its running sum and output when the running maximum grows, and adds p * v_j. Forward saves the
 // row's log-sum-exp; backward recomputes p = exp(s - lse) from it, as core's blocked_attention
 // does on the CPU (its oracle). Keys and values are re-read from L2 by every row: this is the
-// correct baseline to test tiled versions against, not the fast path (the GEMM + causal-softmax
-// path is, until shared-memory tiles replace it).
+// correct baseline to test tiled versions against, not the fast path: bf16 with head dim 64 takes
+// the tiled kernels of flash_attention.cu; float storage and other head dims stay here.
 #include <cmath>
+#include <type_traits>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/flash_attention.h"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
 
@@ -135,6 +137,12 @@ void attention_forward(const T* q, const T* k, const T* v, T* o, float* lse, std
                        std::int64_t t, std::int64_t hd, float scale, cudaStream_t stream) {
   check_head_dim(hd, "attention_forward");
   if (batch == 0 || t == 0) return;
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (flash_attention_applies(batch, t, hd, {q, k, v})) {
+      flash_attention_forward(q, k, v, o, lse, batch, t, scale, stream);
+      return;
+    }
+  }
   attention_forward_kernel<<<row_blocks(batch * t), kRowsPerBlock * 32, 0, stream>>>(
       q, k, v, o, lse, batch * t, t, static_cast<int>(hd), scale);
   FSDP_CUDA_CHECK_LAUNCH();
@@ -147,6 +155,12 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
   check_head_dim(hd, "attention_backward");
   const std::size_t bytes = batch * t * hd * sizeof(float);
   if (bytes == 0) return;
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (flash_attention_applies(batch, t, hd, {q, k, v, o, dout})) {
+      flash_attention_backward(q, k, v, o, dout, lse, dq, dk, dv, batch, t, scale, stream);
+      return;  // every element of dq, dk and dv written: no memset
+    }
+  }
   FSDP_CUDA_CHECK(cudaMemsetAsync(dk, 0, bytes, stream));
   FSDP_CUDA_CHECK(cudaMemsetAsync(dv, 0, bytes, stream));
   attention_backward_kernel<<<row_blocks(batch * t), kRowsPerBlock * 32, 0, stream>>>(

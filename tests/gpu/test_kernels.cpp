@@ -3,6 +3,7 @@
 // random inputs, NaN-poisoned outputs, relative-norm tolerances (gpu_test_support.h), float and
 // bf16 storage, sizes of 1, odd, not multiples of a block, and beyond one grid's coverage.
 #define BOOST_TEST_MODULE gpu_kernels
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -218,8 +219,10 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(causal_softmax_forward_and_backward, T, StorageTyp
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(embedding_gathers_rows_and_scatters_gradients, T, StorageTypes) {
+  // (vocab, dim, tokens). Rows of a multiple of 16 bytes take the 16-byte copy: 768 and 8 in
+  // both storages, 4 in float only; the rest the flat kernel.
   const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes = {
-      {1, 1, 1}, {5, 3, 7}, {50304, 768, 1031}, {11, 33, 4096}};  // (vocab, dim, tokens)
+      {1, 1, 1}, {5, 3, 7}, {50304, 768, 1031}, {11, 33, 4096}, {7, 8, 300}, {3, 4, 5}};
   for (auto [vocab, dim, n] : shapes) {
     std::vector<float> w = stored<T>(randn(vocab * dim)), dout = stored<T>(randn(n * dim));
     std::vector<std::int32_t> idx = randint(n, static_cast<std::int32_t>(vocab));
@@ -239,14 +242,16 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(embedding_gathers_rows_and_scatters_gradients, T, 
 }
 
 BOOST_AUTO_TEST_CASE(embedding_out_of_range_index_gives_a_nan_row_not_another_rows_data) {
-  std::vector<float> w = randn(4 * 3);
-  DeviceBuffer<float> dw(w), out(2 * 3);
-  DeviceBuffer<std::int32_t> idx(std::vector<std::int32_t>{1, 4});
-  embedding_forward(dw.get(), 4, idx.get(), out.get(), 2, 3, nullptr);
-  std::vector<float> got = out.download();
-  for (int c = 0; c < 3; ++c) {
-    BOOST_TEST(got[c] == w[3 + c]);
-    BOOST_TEST(std::isnan(got[3 + c]));
+  for (std::int64_t dim : {3, 8}) {  // the flat kernel, the 16-byte rows
+    std::vector<float> w = randn(4 * dim);
+    DeviceBuffer<float> dw(w), out(2 * dim);
+    DeviceBuffer<std::int32_t> idx(std::vector<std::int32_t>{1, 4});
+    embedding_forward(dw.get(), 4, idx.get(), out.get(), 2, dim, nullptr);
+    std::vector<float> got = out.download();
+    for (int c = 0; c < dim; ++c) {
+      BOOST_TEST(got[c] == w[dim + c], "dim " << dim << " column " << c);
+      BOOST_TEST(std::isnan(got[dim + c]), "dim " << dim << " column " << c);
+    }
   }
 }
 
@@ -279,54 +284,115 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(fused_cross_entropy_loss_and_dlogits, T, StorageTy
   }
 }
 
-// The oracle is core's blocked_attention, the same online softmax on the CPU, on q * scale.
+namespace {
+
+// The rows of batch entries `entries` of a (batch, rows, cols) array, in that order.
+std::vector<float> entries_of(const std::vector<float>& x, std::int64_t per_entry,
+                              const std::vector<std::int64_t>& entries) {
+  std::vector<float> out;
+  out.reserve(entries.size() * per_entry);
+  for (std::int64_t e : entries)
+    out.insert(out.end(), x.begin() + e * per_entry, x.begin() + (e + 1) * per_entry);
+  return out;
+}
+
+// Every element finite: the oracle below sees only some batch entries, and NaN poison left in
+// the others must fail too.
+void check_finite(const std::string& what, const std::vector<float>& got) {
+  const auto bad = std::find_if(got.begin(), got.end(), [](float x) { return !std::isfinite(x); });
+  BOOST_TEST((bad == got.end()), what << ": not finite at flat index " << (bad - got.begin()));
+}
+
+// Attention forward and backward on the device over (batch, t, hd), checked on the batch
+// entries `entries` (independent of each other, so a few of a large batch test every index)
+// against core's blocked_attention, the same online softmax on the CPU, on q * scale; lse
+// against a double loop. Messages name the storage, the kernel path, the shape and the output.
+template <typename T>
+void check_attention(std::int64_t batch, std::int64_t t, std::int64_t hd,
+                     const std::vector<std::int64_t>& entries) {
+  const std::int64_t n = batch * t * hd, per = t * hd, nb = std::ssize(entries);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  std::vector<float> q = stored<T>(randn(n)), k = stored<T>(randn(n)), v = stored<T>(randn(n)),
+                     dout = stored<T>(randn(n));
+  DeviceBuffer<T> dq_in(q), dk_in(k), dv_in(v), ddout(dout), o(n), dq(n);
+  DeviceBuffer<float> lse(batch * t), dk(n), dv(n);
+  attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), lse.get(), batch, t, hd, scale,
+                    nullptr);
+  attention_backward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), ddout.get(), lse.get(),
+                     dq.get(), dk.get(), dv.get(), batch, t, hd, scale, nullptr);
+  std::string shape = (std::is_same_v<T, float> ? "fp32 " : "bf16 ");
+  shape += std::is_same_v<T, bf16> && hd == 64 ? "tiled " : "one-warp-per-row ";
+  shape += std::to_string(batch) + "x" + std::to_string(t) + "x" + std::to_string(hd);
+  if (nb < batch) {
+    shape += " (entries";
+    for (std::int64_t e : entries) shape += " " + std::to_string(e);
+    shape += ")";
+  }
+  const std::vector<float> o_all = o.download(), lse_all = lse.download(), dq_all = dq.download(),
+                           dk_all = dk.download(), dv_all = dv.download();
+  check_finite("attention o " + shape, o_all);
+  check_finite("attention lse " + shape, lse_all);
+  check_finite("attention dq " + shape, dq_all);
+  check_finite("attention dk " + shape, dk_all);
+  check_finite("attention dv " + shape, dv_all);
+
+  const std::vector<float> qe = entries_of(q, per, entries), ke = entries_of(k, per, entries),
+                           ve = entries_of(v, per, entries), de = entries_of(dout, per, entries);
+  std::vector<float> mask(t * t);
+  for (std::int64_t i = 0; i < t; ++i)
+    for (std::int64_t j = 0; j < t; ++j) mask[i * t + j] = j <= i ? 0.0f : -INFINITY;
+  Tensor qt = cpu(qe, {nb, t, hd}, true), kt = cpu(ke, {nb, t, hd}, true),
+         vt = cpu(ve, {nb, t, hd}, true);
+  Tensor ot = blocked_attention(mul(qt, double(scale)), kt, vt, cpu(mask, {t, t}));
+  ot.backward(cpu(de, {nb, t, hd}));
+  std::vector<double> ref_lse(nb * t);  // log-sum-exp of each row's scaled scores: a loop
+  for (std::int64_t b = 0; b < nb; ++b)
+    for (std::int64_t i = 0; i < t; ++i) {
+      std::vector<double> s(i + 1);
+      double m = -INFINITY, sum = 0;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        for (std::int64_t d = 0; d < hd; ++d)
+          s[j] += double(qe[(b * t + i) * hd + d]) * ke[(b * t + j) * hd + d];
+        s[j] *= scale;
+        m = std::max(m, s[j]);
+      }
+      for (double x : s) sum += std::exp(x - m);
+      ref_lse[b * t + i] = m + std::log(sum);
+    }
+  FSDP_CHECK_CLOSE("attention o " << shape, entries_of(o_all, per, entries), values(ot),
+                   tolerance<T>());
+  FSDP_CHECK_CLOSE("attention lse " << shape, entries_of(lse_all, t, entries), ref_lse,
+                   kTolFp32 * 10);
+  // dk and dv are float sums over rows: 1e-4 in float, T's tolerance in bf16.
+  FSDP_CHECK_CLOSE("attention dq " << shape, entries_of(dq_all, per, entries), values(qt.grad()),
+                   std::max(tolerance<T>(), 1e-4));
+  FSDP_CHECK_CLOSE("attention dk " << shape, entries_of(dk_all, per, entries), values(kt.grad()),
+                   std::max(tolerance<T>(), 1e-4));
+  FSDP_CHECK_CLOSE("attention dv " << shape, entries_of(dv_all, per, entries), values(vt.grad()),
+                   std::max(tolerance<T>(), 1e-4));
+}
+
+std::vector<std::int64_t> all_entries(std::int64_t batch) {
+  std::vector<std::int64_t> e(batch);
+  for (std::int64_t i = 0; i < batch; ++i) e[i] = i;
+  return e;
+}
+
+}  // namespace
+
+// bf16 with head dim 64 takes the tiled kernels (t of 1, under a tile, one tile exactly, a
+// partial last tile); the rest, and float, the one-warp-per-row kernels.
 BOOST_AUTO_TEST_CASE_TEMPLATE(online_softmax_attention_forward_and_backward, T, StorageTypes) {
   const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes = {
-      {1, 1, 1}, {3, 7, 64}, {2, 65, 17}, {4, 200, 128}, {24, 257, 64}};  // (batch, t, hd)
-  for (auto [batch, t, hd] : shapes) {
-    const std::int64_t n = batch * t * hd;
-    const float scale = 1.0f / std::sqrt(float(hd));
-    std::vector<float> q = stored<T>(randn(n)), k = stored<T>(randn(n)), v = stored<T>(randn(n)),
-                       dout = stored<T>(randn(n));
-    DeviceBuffer<T> dq_in(q), dk_in(k), dv_in(v), ddout(dout), o(n), dq(n);
-    DeviceBuffer<float> lse(batch * t), dk(n), dv(n);
-    attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), lse.get(), batch, t, hd,
-                      scale, nullptr);
-    attention_backward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), ddout.get(), lse.get(),
-                       dq.get(), dk.get(), dv.get(), batch, t, hd, scale, nullptr);
-    std::vector<float> mask(t * t);
-    for (std::int64_t i = 0; i < t; ++i)
-      for (std::int64_t j = 0; j < t; ++j) mask[i * t + j] = j <= i ? 0.0f : -INFINITY;
-    Tensor qt = cpu(q, {batch, t, hd}, true), kt = cpu(k, {batch, t, hd}, true),
-           vt = cpu(v, {batch, t, hd}, true);
-    Tensor ot = blocked_attention(mul(qt, double(scale)), kt, vt, cpu(mask, {t, t}));
-    ot.backward(cpu(dout, {batch, t, hd}));
-    std::vector<double> ref_lse(batch * t);  // log-sum-exp of each row's scaled scores: a loop
-    for (std::int64_t b = 0; b < batch; ++b)
-      for (std::int64_t i = 0; i < t; ++i) {
-        std::vector<double> s(i + 1);
-        double m = -INFINITY, sum = 0;
-        for (std::int64_t j = 0; j <= i; ++j) {
-          for (std::int64_t d = 0; d < hd; ++d)
-            s[j] += double(q[(b * t + i) * hd + d]) * k[(b * t + j) * hd + d];
-          s[j] *= scale;
-          m = std::max(m, s[j]);
-        }
-        for (double x : s) sum += std::exp(x - m);
-        ref_lse[b * t + i] = m + std::log(sum);
-      }
-    const std::string shape =
-        std::to_string(batch) + "x" + std::to_string(t) + "x" + std::to_string(hd);
-    FSDP_CHECK_CLOSE("attention o " << shape, o.download(), values(ot), tolerance<T>());
-    FSDP_CHECK_CLOSE("attention lse " << shape, lse.download(), ref_lse, kTolFp32 * 10);
-    FSDP_CHECK_CLOSE("attention dq " << shape, dq.download(), values(qt.grad()),
-                     std::max(tolerance<T>(), 1e-4));
-    // dk and dv are float sums over rows (atomics): 1e-4 in float, T's tolerance in bf16.
-    FSDP_CHECK_CLOSE("attention dk " << shape, dk.download(), values(kt.grad()),
-                     std::max(tolerance<T>(), 1e-4));
-    FSDP_CHECK_CLOSE("attention dv " << shape, dv.download(), values(vt.grad()),
-                     std::max(tolerance<T>(), 1e-4));
-  }
+      {1, 1, 1},     {3, 7, 64}, {2, 65, 17}, {4, 200, 128},
+      {24, 257, 64}, {2, 1, 64}, {5, 64, 64}, {3, 130, 64}};  // (batch, t, hd)
+  for (auto [batch, t, hd] : shapes) check_attention<T>(batch, t, hd, all_entries(batch));
+}
+
+// GPT-2 124M's attention: batch 16 x 12 heads, t 1024, head dim 64; the oracle sees the first,
+// a middle and the last batch entry.
+BOOST_AUTO_TEST_CASE_TEMPLATE(attention_at_gpt2_shapes, T, StorageTypes) {
+  check_attention<T>(16 * 12, 1024, 64, {0, 97, 191});
 }
 
 BOOST_AUTO_TEST_CASE(attention_refuses_a_head_dim_over_128) {

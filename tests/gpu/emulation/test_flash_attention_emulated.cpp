@@ -1,0 +1,129 @@
+// core/cuda/flash_attention.cu's kernels, compiled by the host compiler under emu_cuda.h (every
+// CTA as std::threads, wmma by its documented semantics), against a double loop: the tiles'
+// indexing, masks, loop bounds, lane pairing and synchronisation checked on any machine with
+// the CUDA headers, before a device runs them. Batch 2 (the batch offsets), t of 1, under a
+// tile, one tile, a partial last tile, three tiles.
+#define BOOST_TEST_MODULE cuda_emulated_attention
+#include <boost/test/unit_test.hpp>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/gpu/emulation/emu_cuda.h"
+// The kernels' source, launches rewritten (meson.build).
+#include "flash_attention_emulated.inc"
+
+using namespace fsdp::cuda;
+
+namespace {
+
+using Bf16 = __nv_bfloat16;
+
+std::vector<Bf16> to_bf16(const std::vector<float>& v) {
+  std::vector<Bf16> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = __float2bfloat16_rn(v[i]);
+  return out;
+}
+
+// ||got - ref|| / max(||ref||, 1), infinity on a NaN (the outputs start as NaN).
+template <typename Get>
+double relative_error(Get got, const std::vector<double>& ref) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double g = got(i);
+    if (!std::isfinite(g)) return INFINITY;
+    diff += (g - ref[i]) * (g - ref[i]);
+    norm += ref[i] * ref[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1.0);
+}
+
+struct Reference {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+// Causal softmax attention and its gradients in double, row by row.
+Reference reference(const std::vector<float>& q, const std::vector<float>& k,
+                    const std::vector<float>& v, const std::vector<float>& dout, std::int64_t batch,
+                    std::int64_t t, std::int64_t hd, double scale) {
+  const std::int64_t n = batch * t * hd;
+  Reference r{std::vector<double>(n), std::vector<double>(batch * t), std::vector<double>(n),
+              std::vector<double>(n), std::vector<double>(n)};
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t base = b * t * hd;
+    std::vector<std::vector<double>> p(t);
+    for (std::int64_t i = 0; i < t; ++i) {
+      std::vector<double> s(i + 1, 0.0);
+      double m = -INFINITY, l = 0;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        for (std::int64_t d = 0; d < hd; ++d)
+          s[j] += double(q[base + i * hd + d]) * k[base + j * hd + d];
+        s[j] *= scale;
+        m = std::max(m, s[j]);
+      }
+      for (double x : s) l += std::exp(x - m);
+      r.lse[b * t + i] = m + std::log(l);
+      p[i].resize(i + 1);
+      for (std::int64_t j = 0; j <= i; ++j) p[i][j] = std::exp(s[j] - m) / l;
+      for (std::int64_t d = 0; d < hd; ++d)
+        for (std::int64_t j = 0; j <= i; ++j)
+          r.o[base + i * hd + d] += p[i][j] * v[base + j * hd + d];
+    }
+    for (std::int64_t i = 0; i < t; ++i) {
+      double dsum = 0;
+      for (std::int64_t d = 0; d < hd; ++d)
+        dsum += double(dout[base + i * hd + d]) * r.o[base + i * hd + d];
+      for (std::int64_t j = 0; j <= i; ++j) {
+        double dp = 0;
+        for (std::int64_t d = 0; d < hd; ++d)
+          dp += double(dout[base + i * hd + d]) * v[base + j * hd + d];
+        const double ds = p[i][j] * (dp - dsum);
+        for (std::int64_t d = 0; d < hd; ++d) {
+          r.dq[base + i * hd + d] += scale * ds * k[base + j * hd + d];
+          r.dk[base + j * hd + d] += scale * ds * q[base + i * hd + d];
+          r.dv[base + j * hd + d] += p[i][j] * dout[base + i * hd + d];
+        }
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tiled_attention_forward_and_backward_match_a_double_loop) {
+  std::mt19937 gen(20261127);
+  std::normal_distribution<float> normal;
+  const std::int64_t batch = 2, hd = kFlashHeadDim;
+  const float scale = 0.125f;
+  for (std::int64_t t : {1, 7, 64, 65, 130}) {
+    const std::int64_t n = batch * t * hd;
+    std::vector<float> q(n), k(n), v(n), dout(n);
+    for (auto* x : {&q, &k, &v, &dout})
+      for (float& e : *x) e = __bfloat162float(__float2bfloat16_rn(normal(gen)));
+    const std::vector<Bf16> qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v), db = to_bf16(dout);
+    std::vector<Bf16> o(n, __float2bfloat16_rn(NAN)), dq(n, __float2bfloat16_rn(NAN));
+    std::vector<float> lse(batch * t, NAN), dk(n, NAN), dv(n, NAN);
+    flash_attention_forward(qb.data(), kb.data(), vb.data(), o.data(), lse.data(), batch, t, scale,
+                            nullptr);
+    flash_attention_backward(qb.data(), kb.data(), vb.data(), o.data(), db.data(), lse.data(),
+                             dq.data(), dk.data(), dv.data(), batch, t, scale, nullptr);
+    const Reference ref = reference(q, k, v, dout, batch, t, hd, scale);
+    const std::string shape = "bf16 " + std::to_string(batch) + "x" + std::to_string(t) + "x64";
+    auto bf = [](const std::vector<Bf16>& x) {
+      return [&x](std::size_t i) { return double(__bfloat162float(x[i])); };
+    };
+    auto fl = [](const std::vector<float>& x) {
+      return [&x](std::size_t i) { return double(x[i]); };
+    };
+    const double e_o = relative_error(bf(o), ref.o), e_lse = relative_error(fl(lse), ref.lse),
+                 e_dq = relative_error(bf(dq), ref.dq), e_dk = relative_error(fl(dk), ref.dk),
+                 e_dv = relative_error(fl(dv), ref.dv);
+    BOOST_TEST(e_o <= 1e-2, "emulated attention o " << shape << ": relative error " << e_o);
+    BOOST_TEST(e_lse <= 1e-4, "emulated attention lse " << shape << ": relative error " << e_lse);
+    BOOST_TEST(e_dq <= 1e-2, "emulated attention dq " << shape << ": relative error " << e_dq);
+    BOOST_TEST(e_dk <= 1e-2, "emulated attention dk " << shape << ": relative error " << e_dk);
+    BOOST_TEST(e_dv <= 1e-2, "emulated attention dv " << shape << ": relative error " << e_dv);
+  }
+}
