@@ -7,7 +7,7 @@
 #include <map>
 
 #include "comm/fake/fake_process_group.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -40,9 +40,7 @@ std::shared_ptr<comm::ProcessGroup> fake_group(int rank, int size) {
 
 // Runs body on `world` ranks as threads, each with its threads-backend group.
 void on_ranks(int world, const std::function<void(std::shared_ptr<comm::ProcessGroup>)>& body) {
-  comm::run_threads(world, [&](comm::ProcessGroup& pg) {
-    body(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
-  });
+  comm::run_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) { body(pg); });
 }
 
 bool is_fsdp(const ModulePtr& m) {
@@ -57,7 +55,7 @@ bool is_linear(const ModulePtr& m) {
 
 WrapperOptions fsdp_options(std::shared_ptr<comm::ProcessGroup> pg, AutoWrapPolicy policy = {}) {
   WrapperOptions o;
-  o.process_group = process_group_handle(std::move(pg));
+  o.process_group = std::move(pg);
   if (!policy.empty()) o.auto_wrap_policy = std::move(policy);
   return o;
 }
@@ -155,7 +153,7 @@ void check_main_wrap_api_steps(WrapperOptions o) {
       }
     }
     WrapperOptions with_group = o;
-    with_group.process_group = process_group_handle(pg);
+    with_group.process_group = pg;
     auto wrapped = FSDP::make(model, with_group);
     optim::SGDOptions sgd;
     sgd.lr = 1e-2;
