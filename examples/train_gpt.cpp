@@ -203,8 +203,7 @@ int main(int argc, char** argv) {
     };
 
     if (a.backend == "threads") {
-      comm::run_ranks(
-          ranks, [&](std::shared_ptr<comm::ProcessGroup> pg) { run_rank(pg); }, threads_options);
+      comm::run_ranks(ranks, run_rank, threads_options);
     } else {
       auto group = comm::init_process_group(a.backend);
       run_rank(group);

@@ -347,3 +347,17 @@ BOOST_AUTO_TEST_CASE(init_from_env_without_launcher_is_a_single_rank) {
   auto pg = init_from_env();
   BOOST_TEST(pg->size() >= 1);
 }
+
+// The body gets a shared group: one it keeps stays valid after run_ranks returned.
+BOOST_AUTO_TEST_CASE(a_kept_group_outlives_run_ranks) {
+  std::vector<std::shared_ptr<ProcessGroup>> kept(3);
+  run_ranks(3, [&](std::shared_ptr<ProcessGroup> pg) {
+    pg->barrier();
+    kept[std::size_t(pg->rank())] = std::move(pg);
+  });
+  for (int r = 0; r < 3; ++r) {
+    BOOST_TEST(kept[std::size_t(r)]->rank() == r);
+    BOOST_TEST(kept[std::size_t(r)]->size() == 3);
+    BOOST_TEST(kept[std::size_t(r)].use_count() == 1);
+  }
+}

@@ -16,8 +16,7 @@ void on_ranks(int world, const std::function<void(std::shared_ptr<comm::ProcessG
   // A hang (two ranks out of step) fails in a minute rather than at the 5-minute default.
   comm::ThreadsOptions options;
   options.timeout = std::chrono::seconds(60);
-  comm::run_ranks(
-      world, [&](std::shared_ptr<comm::ProcessGroup> pg) { body(pg); }, options);
+  comm::run_ranks(world, body, options);
 }
 
 nn::ModulePtr mlp(std::uint64_t seed) {
