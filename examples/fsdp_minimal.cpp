@@ -17,7 +17,8 @@ using namespace fsdp;
 
 int main(int argc, char** argv) {
   comm::launch(argc > 1 ? std::atoi(argv[1]) : 2, [](std::shared_ptr<comm::ProcessGroup> pg) {
-    manual_seed(0);  // the same initial model on every rank
+    // The same initial weights on every rank: each thread's and process's generator starts from
+    // one seed (or set FSDP's sync_module_states to broadcast rank 0's).
     auto model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
         std::make_shared<nn::Linear>(16, 64), std::make_shared<nn::ReLU>(),
         std::make_shared<nn::Linear>(64, 1)});
