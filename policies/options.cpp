@@ -59,6 +59,13 @@ std::string CPUOffload::str() const {
   return fmt::format("CPUOffload(offload_params={})", py_bool(offload_params));
 }
 
+void ParamInitFn::operator()(nn::Module& module) const {
+  if (!*this)
+    throw TypeError(
+        fmt::format("param_init_fn is empty: no function to call on {}", module.type_name()));
+  (*fn_)(module);
+}
+
 AutoWrapPolicy::AutoWrapPolicy(CallablePolicy fn) {
   if (fn) callable_ = std::make_shared<const CallablePolicy>(std::move(fn));
 }

@@ -123,7 +123,7 @@ class ParamInitFn {
   ParamInitFn(F fn)  // NOLINT: implicit, as a std::function
       : fn_(std::make_shared<const std::function<void(nn::Module&)>>(std::move(fn))) {}
   explicit operator bool() const { return fn_ && *fn_; }
-  void operator()(nn::Module& module) const { (*fn_)(module); }
+  void operator()(nn::Module& module) const;  // TypeError when empty
   friend bool operator==(const ParamInitFn& a, const ParamInitFn& b) { return a.fn_ == b.fn_; }
 
  private:
@@ -147,6 +147,8 @@ class AutoWrapPolicy {
                             !std::is_same_v<std::decay_t<F>, CallablePolicy>>>
   AutoWrapPolicy(F fn) : AutoWrapPolicy(CallablePolicy(std::move(fn))) {}  // NOLINT: implicit
   AutoWrapPolicy(std::shared_ptr<const Policy> policy);                    // NOLINT: implicit
+  // Pointer convertibility, not is_base_of: overload resolution asks it of incomplete types too
+  // (a comm::ProcessGroup seen from policies), and only the former allows them.
   template <typename P, typename = std::enable_if_t<std::is_convertible_v<P*, const Policy*>>>
   AutoWrapPolicy(std::shared_ptr<P> policy)  // NOLINT: implicit
       : AutoWrapPolicy(std::shared_ptr<const Policy>(std::move(policy))) {}

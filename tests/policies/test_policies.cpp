@@ -179,6 +179,12 @@ BOOST_AUTO_TEST_CASE(merge_none_equality_str) {
   auto module = std::make_shared<nn::Module>();
   (*with_init.param_init_fn)(*module);
   BOOST_TEST(calls == 1);
+  try {
+    ParamInitFn()(*module);
+    BOOST_ERROR("an empty ParamInitFn was called");
+  } catch (const TypeError& e) {
+    BOOST_TEST(std::string(e.what()) == "param_init_fn is empty: no function to call on Module");
+  }
 }
 
 // process_group and hybrid_process_groups are upstream's one `process_group` keyword: an
