@@ -12,8 +12,7 @@
 int main() {
   auto model = std::make_shared<fsdp::nn::Transformer>();  // torch.nn.Transformer(), same FQNs
   fsdp::WrapperOptions opts;
-  opts.process_group =
-      fsdp::process_group_handle(std::make_shared<fsdp::comm::FakeProcessGroup>(0, 8));
+  opts.process_group = std::make_shared<fsdp::comm::FakeProcessGroup>(0, 8);
   auto policy = std::make_shared<fsdp::policies::ModuleWrapPolicy>(
       fsdp::nn::ClassSet{"TransformerEncoderLayer", "TransformerDecoderLayer"});
   opts.auto_wrap_policy = fsdp::policies::AutoWrapPolicy(policy);

@@ -257,9 +257,10 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     WrapperOptions o;
     if (policies::is_hybrid(*cfg.sharding)) {
       const int node = cfg.node_size > 0 ? cfg.node_size : world;
-      o.process_group = process_group_handle(comm::split_hybrid(*group, node));
+      o.hybrid_process_groups =
+          std::make_shared<const comm::HybridGroups>(comm::split_hybrid(*group, node));
     } else {
-      o.process_group = process_group_handle(group);
+      o.process_group = group;
     }
     o.sharding_strategy = *cfg.sharding;
     o.use_orig_params = cfg.use_orig_params;

@@ -12,7 +12,7 @@
 #include "comm/agreement.h"
 #include "comm/env.h"
 #include "comm/registry.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/blas_kernels.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -203,12 +203,7 @@ int main(int argc, char** argv) {
     };
 
     if (a.backend == "threads") {
-      comm::run_threads(
-          ranks,
-          [&](comm::ProcessGroup& pg) {
-            run_rank(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
-          },
-          threads_options);
+      comm::run_ranks(ranks, run_rank, threads_options);
     } else {
       auto group = comm::init_process_group(a.backend);
       run_rank(group);

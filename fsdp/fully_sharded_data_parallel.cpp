@@ -18,50 +18,35 @@
 
 namespace fsdp {
 
-policies::OpaqueHandle process_group_handle(std::shared_ptr<comm::ProcessGroup> group) {
-  std::string label = group ? "<ProcessGroup " + group->where() + ">" : "None";
-  return policies::OpaqueHandle::of(std::move(group), std::move(label));
-}
-
-policies::OpaqueHandle process_group_handle(comm::HybridGroups groups) {
-  std::string label = fmt::format("(<ProcessGroup {}>, <ProcessGroup {}>)",
-                                  groups.shard ? groups.shard->where() : "None",
-                                  groups.replicate ? groups.replicate->where() : "None");
-  return policies::OpaqueHandle::of(std::make_shared<comm::HybridGroups>(std::move(groups)),
-                                    std::move(label));
-}
-
-policies::OpaqueHandle param_init_fn_handle(ParamInitFn fn) {
-  return policies::OpaqueHandle::of(std::make_shared<ParamInitFn>(std::move(fn)), "<function>");
-}
-
 namespace {
 constexpr const char* kClassName = "FullyShardedDataParallel";
 
-// Resolves the process group option to the group this unit shards over.
-std::shared_ptr<comm::ProcessGroup> resolve_group(const WrapperOptions& options,
-                                                  ShardingStrategy strategy) {
-  if (!options.process_group.has_value())
+// The groups this unit shards over (shard) and, for the hybrid strategies, replicates across.
+comm::HybridGroups resolve_groups(const WrapperOptions& options, ShardingStrategy strategy) {
+  const bool single = options.process_group.has_value();
+  const bool hybrid = options.hybrid_process_groups.has_value();
+  FSDP_CHECK(!(single && hybrid), ValueError,
+             "WrapperOptions: set process_group or hybrid_process_groups, not both (they are "
+             "upstream's one process_group argument)");
+  if (!single && !hybrid)
     throw ValueError(
         "Default process group has not been initialized, please make sure to call "
-        "init_process_group. (Pass the group as WrapperOptions::process_group, e.g. "
-        "process_group_handle(group).)");
-  const auto& handle = *options.process_group;
-  if (auto hybrid = handle.get<comm::HybridGroups>()) {
-    FSDP_CHECK(hybrid->shard != nullptr, ValueError, "hybrid sharding: the shard group is None");
-    return hybrid->shard;
+        "init_process_group. (Pass the group as WrapperOptions::process_group, or "
+        "WrapperOptions::hybrid_process_groups for the hybrid strategies.)");
+  if (hybrid) {
+    FSDP_CHECK(*options.hybrid_process_groups != nullptr && (*options.hybrid_process_groups)->shard,
+               ValueError, "hybrid sharding: the shard group is None");
+    return **options.hybrid_process_groups;
   }
-  auto group = handle.get<comm::ProcessGroup>();
-  FSDP_CHECK(group != nullptr, TypeError,
-             "process_group should hold a comm::ProcessGroup or comm::HybridGroups, got {}",
-             handle.label());
+  FSDP_CHECK(*options.process_group != nullptr, ValueError,
+             "WrapperOptions::process_group is a null group");
   if (policies::is_hybrid(strategy))
-    throw NotImplementedError(
-        fmt::format("{} with a single process group: building the intra-/inter-node groups needs "
-                    "communication and comes with the FSDP runtime; pass process_group_handle("
-                    "comm::split_hybrid(world, shard_size))",
-                    policies::to_string(strategy)));
-  return group;
+    throw NotImplementedError(fmt::format(
+        "{} with a single process group ({}): building the intra-/inter-node groups needs "
+        "communication; pass WrapperOptions::hybrid_process_groups = "
+        "std::make_shared<const comm::HybridGroups>(comm::split_hybrid(world, shard_size))",
+        policies::to_string(strategy), (*options.process_group)->where()));
+  return comm::HybridGroups{*options.process_group, nullptr};
 }
 
 // sync_module_states: rank 0's parameters and buffers of the unit's own modules (those of nested
@@ -123,15 +108,17 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
 
   // Process group.
   const auto requested = options.sharding_strategy;  // absent or None means FULL_SHARD
-  process_group_ = resolve_group(options, requested.value_or(ShardingStrategy::FULL_SHARD));
-  process_group_option_ = *options.process_group;
+  const comm::HybridGroups groups =
+      resolve_groups(options, requested.value_or(ShardingStrategy::FULL_SHARD));
+  process_group_ = groups.shard;
   rank_ = process_group_->rank();
   world_size_ = process_group_->size();
 
   // Auto-wrap the submodules; each child unit gets the root's options.
   if (options.auto_wrap_policy.has_value()) {
     WrapperOptions root;
-    root.process_group = process_group_option_;
+    root.process_group = options.process_group;
+    root.hybrid_process_groups = options.hybrid_process_groups;
     root.sharding_strategy =
         requested.has_value() ? requested : policies::Setting<ShardingStrategy>::none();
     root.cpu_offload =
@@ -189,8 +176,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
   if (options.device_id.has_value()) device_id_ = *options.device_id;
 
   if (options.param_init_fn.has_value()) param_init_fn_ = *options.param_init_fn;
-  if (auto hybrid = process_group_option_.get<comm::HybridGroups>())
-    replicate_group_ = hybrid->replicate;
+  replicate_group_ = groups.replicate;
 
   UnitConfig unit;
   unit.strategy = sharding_strategy_;
@@ -222,13 +208,6 @@ void FullyShardedDataParallel::materialize_meta_modules(
   auto is_meta = [&](const Tensor& t) {
     return t.defined() && t.is_meta() && !ignored_params_.count(t.impl());
   };
-  std::shared_ptr<ParamInitFn> init;
-  if (param_init_fn_.has_value()) {
-    init = param_init_fn_->get<ParamInitFn>();
-    FSDP_CHECK(init != nullptr, TypeError,
-               "param_init_fn should hold a fsdp::ParamInitFn (use param_init_fn_handle), got {}",
-               param_init_fn_->label());
-  }
   // Children before parents, siblings in order: the order in which constructors initialise (a
   // parent's reset_parameters may set a child's values, e.g. MultiheadAttention's out_proj.bias).
   std::unordered_set<const nn::Module*> own;
@@ -255,8 +234,8 @@ void FullyShardedDataParallel::materialize_meta_modules(
     for (const auto& [n, b] : m->buffer_slots()) meta = meta || is_meta(b);
     if (!meta) continue;
     m->to_empty(kCPU, /*recurse=*/false);
-    if (init)
-      (*init)(*m);
+    if (param_init_fn_)
+      param_init_fn_(*m);
     else
       m->reset_parameters();
   }

@@ -36,13 +36,7 @@ using policies::WrapperOptions;
 // param_init_fn for WrapperOptions: called on each module of a unit whose parameters are on the
 // meta device, after they were given (uninitialised) storage; it initialises that module's own
 // parameters and buffers.
-using ParamInitFn = std::function<void(nn::Module&)>;
-policies::OpaqueHandle param_init_fn_handle(ParamInitFn fn);
-
-// The options value holding a process group (policies only pass it along).
-policies::OpaqueHandle process_group_handle(std::shared_ptr<comm::ProcessGroup> group);
-// For HYBRID_SHARD / _HYBRID_SHARD_ZERO2: the (shard, replicate) pair, as upstream's tuple.
-policies::OpaqueHandle process_group_handle(comm::HybridGroups groups);
+using policies::ParamInitFn;
 
 class FullyShardedDataParallel : public nn::Module {
  public:
@@ -50,8 +44,9 @@ class FullyShardedDataParallel : public nn::Module {
   FSDP_MODULE_CLASS(FullyShardedDataParallel, nn::Module)
   static constexpr const char* kWrappedModuleName = "_fsdp_wrapped_module";
 
-  // `options.process_group` is required (there is no default group); `auto_wrap_policy`, when
-  // set, wraps submodules first, each with these options (auto_wrap_policy cleared).
+  // `options.process_group` (or, for the hybrid strategies, `options.hybrid_process_groups`) is
+  // required: there is no default group. `auto_wrap_policy`, when set, wraps submodules first,
+  // each with these options (auto_wrap_policy cleared).
   FullyShardedDataParallel(nn::ModulePtr module, WrapperOptions options = {});
   static std::shared_ptr<FullyShardedDataParallel> make(nn::ModulePtr module,
                                                         WrapperOptions options = {});
@@ -62,7 +57,6 @@ class FullyShardedDataParallel : public nn::Module {
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   const std::shared_ptr<comm::ProcessGroup>& process_group() const { return process_group_; }
-  const policies::OpaqueHandle& process_group_option() const { return process_group_option_; }
   ShardingStrategy sharding_strategy() const { return sharding_strategy_; }
   std::optional<BackwardPrefetch> backward_prefetch() const { return backward_prefetch_; }
   bool forward_prefetch() const { return forward_prefetch_; }
@@ -118,12 +112,11 @@ class FullyShardedDataParallel : public nn::Module {
   std::unique_ptr<FlatParamHandle> init_flat_param(nn::Module& module, const UnitConfig& unit);
   void materialize_meta_modules(
       const std::vector<std::pair<nn::Module*, std::string>>& own_modules);
-  std::optional<policies::OpaqueHandle> param_init_fn_;
+  ParamInitFn param_init_fn_;
   std::unique_ptr<UnitClaims> claims_;  // the modules and parameters this unit took
   std::unique_ptr<UnitRuntime> runtime_;
   std::shared_ptr<comm::ProcessGroup> replicate_group_;
   std::shared_ptr<comm::ProcessGroup> process_group_;
-  policies::OpaqueHandle process_group_option_;
   int rank_ = 0;
   int world_size_ = 1;
   ShardingStrategy sharding_strategy_ = ShardingStrategy::FULL_SHARD;

@@ -48,6 +48,13 @@ std::string CPUOffload::str() const {
   return fmt::format("CPUOffload(offload_params={})", py_bool(offload_params));
 }
 
+void ParamInitFn::operator()(nn::Module& module) const {
+  if (!*this)
+    throw TypeError(
+        fmt::format("param_init_fn is empty: no function to call on {}", module.type_name()));
+  (*fn_)(module);
+}
+
 AutoWrapPolicy::AutoWrapPolicy(CallablePolicy fn) {
   if (fn) callable_ = std::make_shared<const CallablePolicy>(std::move(fn));
 }
@@ -86,6 +93,7 @@ void merge_field(Setting<T>& dst, const Setting<T>& src) {
 template <typename Fn>
 void for_each_field(Fn&& fn) {
   fn("process_group", &WrapperOptions::process_group);
+  fn("hybrid_process_groups", &WrapperOptions::hybrid_process_groups);
   fn("sharding_strategy", &WrapperOptions::sharding_strategy);
   fn("cpu_offload", &WrapperOptions::cpu_offload);
   fn("auto_wrap_policy", &WrapperOptions::auto_wrap_policy);
@@ -101,8 +109,15 @@ void for_each_field(Fn&& fn) {
   fn("param_init_fn", &WrapperOptions::param_init_fn);
 }
 
-std::string show(const OpaqueHandle& h) {
-  return h.label().empty() ? fmt::format("<object at {}>", h.address()) : h.label();
+// Policies cannot ask a group its rank (comm is above them): the address tells groups apart.
+std::string show(const std::shared_ptr<comm::ProcessGroup>& g) {
+  return g ? fmt::format("<ProcessGroup at {}>", static_cast<const void*>(g.get())) : "None";
+}
+std::string show(const std::shared_ptr<const comm::HybridGroups>& g) {
+  return g ? fmt::format("<HybridGroups at {}>", static_cast<const void*>(g.get())) : "None";
+}
+std::string show(const ParamInitFn& fn) {
+  return fn ? "<function>" : "None";
 }
 std::string show(ShardingStrategy s) {
   return to_string(s);
@@ -157,6 +172,12 @@ bool same_setting(const Setting<T>& a, const Setting<T>& b) {
 WrapperOptions WrapperOptions::merged(const WrapperOptions& overrides) const {
   WrapperOptions out = *this;
   for_each_field([&](const char*, auto member) { merge_field(out.*member, overrides.*member); });
+  // The two group fields are upstream's one `process_group` keyword: an override of either
+  // replaces both.
+  if (overrides.process_group.is_set() || overrides.hybrid_process_groups.is_set()) {
+    out.process_group = overrides.process_group;
+    out.hybrid_process_groups = overrides.hybrid_process_groups;
+  }
   return out;
 }
 

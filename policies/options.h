@@ -15,13 +15,19 @@
 #include <ostream>
 #include <string>
 #include <type_traits>
-#include <typeinfo>
 #include <vector>
 
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/module.h"
 #include "core/tensor.h"
+
+// Policies pass process groups along without using them (the fsdp layer does), so they are only
+// declared here: policies stays below comm (tests/check_layering.py).
+namespace fsdp::comm {
+class ProcessGroup;
+struct HybridGroups;
+}  // namespace fsdp::comm
 
 namespace fsdp::policies {
 
@@ -34,6 +40,12 @@ class Setting {
  public:
   Setting() = default;                                                  // absent
   Setting(T value) : state_(State::Value), value_(std::move(value)) {}  // NOLINT: implicit
+  // Anything that converts to T (a lambda for a ParamInitFn, a derived group's pointer), so that
+  // `options.field = value` needs no spelled-out T.
+  template <typename U, typename = std::enable_if_t<std::is_convertible_v<U&&, T> &&
+                                                    !std::is_same_v<std::decay_t<U>, T> &&
+                                                    !std::is_same_v<std::decay_t<U>, Setting>>>
+  Setting(U&& value) : Setting(T(std::forward<U>(value))) {}  // NOLINT: implicit
   static Setting none() {
     Setting s;
     s.state_ = State::None;
@@ -100,36 +112,22 @@ struct CPUOffload {
   std::string str() const;
 };
 
-// A handle to an object policies must not know (a process group, or a pair of them for hybrid
-// sharding): identity semantics like Python's `is`. The fsdp layer stores and unpacks it.
-class OpaqueHandle {
+// Upstream's param_init_fn: called by FSDP on each module of a unit whose parameters are on the
+// meta device, after giving them storage. Copies share the callable, so options holding it
+// compare by identity, like Python's function objects.
+class ParamInitFn {
  public:
-  OpaqueHandle() = default;
-  template <typename T>
-  static OpaqueHandle of(std::shared_ptr<T> object, std::string label) {
-    OpaqueHandle h;
-    h.object_ = std::move(object);
-    h.type_ = &typeid(T);
-    h.label_ = std::move(label);
-    return h;
-  }
-  // The object if it was stored as a T, else null.
-  template <typename T>
-  std::shared_ptr<T> get() const {
-    if (!object_ || *type_ != typeid(T)) return nullptr;
-    return std::static_pointer_cast<T>(object_);
-  }
-  bool empty() const { return object_ == nullptr; }
-  const void* address() const { return object_.get(); }
-  const std::string& label() const { return label_; }
-  friend bool operator==(const OpaqueHandle& a, const OpaqueHandle& b) {
-    return a.object_ == b.object_;
-  }
+  ParamInitFn() = default;
+  template <typename F, typename = std::enable_if_t<std::is_invocable_v<F&, nn::Module&> &&
+                                                    !std::is_same_v<std::decay_t<F>, ParamInitFn>>>
+  ParamInitFn(F fn)  // NOLINT: implicit, as a std::function
+      : fn_(std::make_shared<const std::function<void(nn::Module&)>>(std::move(fn))) {}
+  explicit operator bool() const { return fn_ && *fn_; }
+  void operator()(nn::Module& module) const;  // TypeError when empty
+  friend bool operator==(const ParamInitFn& a, const ParamInitFn& b) { return a.fn_ == b.fn_; }
 
  private:
-  std::shared_ptr<void> object_;
-  const std::type_info* type_ = &typeid(void);
-  std::string label_;
+  std::shared_ptr<const std::function<void(nn::Module&)>> fn_;
 };
 
 class Policy;
@@ -149,7 +147,9 @@ class AutoWrapPolicy {
                             !std::is_same_v<std::decay_t<F>, CallablePolicy>>>
   AutoWrapPolicy(F fn) : AutoWrapPolicy(CallablePolicy(std::move(fn))) {}  // NOLINT: implicit
   AutoWrapPolicy(std::shared_ptr<const Policy> policy);                    // NOLINT: implicit
-  template <typename P, typename = std::enable_if_t<std::is_base_of_v<Policy, P>>>
+  // Pointer convertibility, not is_base_of: overload resolution asks it of incomplete types too
+  // (a comm::ProcessGroup seen from policies), and only the former allows them.
+  template <typename P, typename = std::enable_if_t<std::is_convertible_v<P*, const Policy*>>>
   AutoWrapPolicy(std::shared_ptr<P> policy)  // NOLINT: implicit
       : AutoWrapPolicy(std::shared_ptr<const Policy>(std::move(policy))) {}
 
@@ -170,8 +170,14 @@ class AutoWrapPolicy {
 };
 
 // The FSDP constructor's keyword arguments (except `module`).
+//
+// Upstream's `process_group` takes a group or a (shard, replicate) tuple; here they are two typed
+// fields that act as that one keyword: `process_group` for every strategy but the hybrid ones,
+// `hybrid_process_groups` (comm::split_hybrid's pair) for HYBRID_SHARD and _HYBRID_SHARD_ZERO2.
+// FSDP refuses options with both set; merged() takes both from `overrides` when it sets either.
 struct WrapperOptions {
-  Setting<OpaqueHandle> process_group;
+  Setting<std::shared_ptr<comm::ProcessGroup>> process_group;
+  Setting<std::shared_ptr<const comm::HybridGroups>> hybrid_process_groups;
   Setting<ShardingStrategy> sharding_strategy;
   Setting<CPUOffload> cpu_offload;
   Setting<AutoWrapPolicy> auto_wrap_policy;
@@ -184,10 +190,7 @@ struct WrapperOptions {
   Setting<bool> limit_all_gathers;
   Setting<bool> use_orig_params;
   Setting<std::vector<Tensor>> ignored_states;  // parameters (identity)
-  // Upstream's param_init_fn: a std::function<void(nn::Module&)> held as an OpaqueHandle
-  // (policies only pass it along); FSDP calls it on each module of a unit whose parameters are
-  // on the meta device, after giving them storage.
-  Setting<OpaqueHandle> param_init_fn;
+  Setting<ParamInitFn> param_init_fn;
 
   // Python's {**self, **overrides}: every field present in `overrides` (None included) wins.
   WrapperOptions merged(const WrapperOptions& overrides) const;

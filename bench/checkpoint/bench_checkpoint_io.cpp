@@ -22,7 +22,7 @@
 #include "bench/common/cli.h"
 #include "bench/common/report.h"
 #include "bench/common/timing.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/error.h"
 #include "core/io/safetensors.h"
 #include "examples/gpt.h"
@@ -87,26 +87,25 @@ struct Times {
 Times run_world(int world, const examples::GPTConfig& cfg, const fs::path& dir, int reps,
                 std::uint64_t* model_bytes) {
   Times times;
-  comm::run_threads(world, [&](comm::ProcessGroup& pg) {
+  comm::run_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     auto gpt = std::make_shared<examples::GPT>(cfg, TensorOptions(DType::Float32, kMeta));
     WrapperOptions o;
-    o.process_group =
-        process_group_handle(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+    o.process_group = pg;
     o.auto_wrap_policy =
         plan::build_policy(plan::parse_policy("transformer([TransformerEncoderLayer])"));
-    o.param_init_fn = param_init_fn_handle([](nn::Module& m) {
+    o.param_init_fn = [](nn::Module& m) {
       for (auto& [name, p] : m.named_parameters("", /*recurse=*/false)) p.zero_();
-    });
+    };
     // The whole model's bytes (counted before wrapping: afterwards a rank holds its shard).
     const std::uint64_t bytes = static_cast<std::uint64_t>(gpt->num_parameters()) * 4;
     auto model = FullyShardedDataParallel::make(gpt, o);
-    const bool lead = pg.rank() == 0;
+    const bool lead = pg->rank() == 0;
     if (lead) *model_bytes = bytes;
     auto timed = [&](std::vector<double>& out, const std::function<void()>& f) {
-      pg.barrier();
+      pg->barrier();
       const double t0 = bench::wall_now_ms();
       f();
-      pg.barrier();
+      pg->barrier();
       if (lead) out.push_back(seconds_since(t0));
     };
     auto baseline = [&] {
@@ -115,7 +114,7 @@ Times run_world(int world, const examples::GPTConfig& cfg, const fs::path& dir, 
         times.disk_write.push_back(w);
         times.plain_read.push_back(r);
       }
-      pg.barrier();
+      pg->barrier();
     };
     const fs::path sharded = dir / fmt::format("sharded-w{}", world);
     const fs::path full = dir / fmt::format("full-w{}.safetensors", world);
@@ -123,7 +122,7 @@ Times run_world(int world, const examples::GPTConfig& cfg, const fs::path& dir, 
       std::string path;
       baseline();
       timed(times.sharded_save, [&] {
-        path = save_sharded_checkpoint(sharded.string(), *model, nullptr, {r, r, {}}, pg);
+        path = save_sharded_checkpoint(sharded.string(), *model, nullptr, {r, r, {}}, *pg);
       });
       timed(times.sharded_load, [&] { load_sharded_checkpoint(path, *model, nullptr); });
       if (lead) fs::remove_all(sharded);  // each save starts from the same page cache
@@ -133,7 +132,7 @@ Times run_world(int world, const examples::GPTConfig& cfg, const fs::path& dir, 
       });
       timed(times.full_load,
             [&] { load_full_state_dict(*model, io::load_safetensors(full.string()).tensors); });
-      pg.barrier();
+      pg->barrier();
       if (lead) fs::remove(full);
     }
   });

@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "bench/comm/bench_common.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 
 using namespace fsdp::comm;
 using namespace fsdp::comm::bench;
@@ -15,12 +15,12 @@ int run_bench(const ::fsdp::bench::Cli& cli, Args& args) {
   auto sizes = sweep(args);
   std::vector<Result> results = bench_memcpy("threads", args.ranks, sizes, args.rounds);
   std::mutex mutex;
-  run_threads(args.ranks, [&](ProcessGroup& pg) {
+  run_ranks(args.ranks, [&](std::shared_ptr<ProcessGroup> pg) {
     for (std::size_t bytes : sizes) {
-      Buffers b(bytes, pg.size());
-      auto ours = time_contenders(pg, pg.backend_name(), b.total_count * 4, our_contenders(pg, b),
-                                  args.rounds);
-      if (pg.rank() != 0) continue;
+      Buffers b(bytes, pg->size());
+      auto ours = time_contenders(*pg, pg->backend_name(), b.total_count * 4,
+                                  our_contenders(*pg, b), args.rounds);
+      if (pg->rank() != 0) continue;
       std::lock_guard lock(mutex);
       results.insert(results.end(), ours.begin(), ours.end());
     }

@@ -18,7 +18,7 @@
 #include "bench/common/cli.h"
 #include "bench/common/report.h"
 #include "bench/common/timing.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/blas_kernels.h"
 #include "core/memory.h"
 #include "core/memory_timeline.h"
@@ -121,10 +121,10 @@ PerStep run_train(CpuAllocatorKind kind, const examples::GPTTrainConfig& base, i
     t_last = bench::wall_now_ms();
     m_last = allocator_stats().num_system_allocs;
   };
-  comm::run_threads(ranks, [&](comm::ProcessGroup& pg) {
+  comm::run_ranks(ranks, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     examples::GPTTrainConfig c = cfg;
-    if (pg.rank() != 0) c.on_step = nullptr;
-    examples::train_gpt(c, std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+    if (pg->rank() != 0) c.on_step = nullptr;
+    examples::train_gpt(c, pg);
   });
   PerStep r;
   r.faults = double(f_last - f_first) / (base.steps - 1);

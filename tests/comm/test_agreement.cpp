@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "comm/agreement.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 
 using namespace fsdp::comm;
 
@@ -19,12 +19,12 @@ template <class SettingsOf>
 std::vector<std::string> messages(int world, SettingsOf settings_of) {
   std::vector<std::string> out(static_cast<std::size_t>(world));
   std::mutex m;
-  run_threads(world, [&](ProcessGroup& pg) {
+  run_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
     try {
-      require_agreement(pg, settings_of(pg.rank()));
+      require_agreement(*pg, settings_of(pg->rank()));
     } catch (const RanksDisagreeError& e) {
       std::lock_guard<std::mutex> lock(m);
-      out[static_cast<std::size_t>(pg.rank())] = e.what();
+      out[static_cast<std::size_t>(pg->rank())] = e.what();
     }
   });
   return out;

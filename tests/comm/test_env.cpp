@@ -5,12 +5,14 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "comm/env.h"
 #include "comm/errors.h"
+#include "comm/launch.h"
 #include "comm/registry.h"
 
 using namespace fsdp::comm;
@@ -244,4 +246,26 @@ BOOST_AUTO_TEST_CASE(gloo_refuses_a_negative_timeout_in_its_words) {
                "gloo backend: the timeout must be above 0 ms, got -1 ms (InitOptions::timeout "
                "or FSDP_TIMEOUT_MS)");
   }
+}
+
+// launch: without a launcher's variables the body runs on the asked number of thread ranks; with
+// them, once, on init_from_env()'s group (here a one-rank threads group named by FSDP_BACKEND).
+BOOST_AUTO_TEST_CASE(launch_runs_thread_ranks_or_the_launchers_rank) {
+  auto ranks_seen = [](const Vars& vars, int thread_ranks) {
+    Env env(vars);
+    std::mutex m;
+    std::multiset<std::pair<int, int>> seen;  // (rank, size)
+    BOOST_TEST(started_by_launcher() == !vars.empty());
+    launch(thread_ranks, [&](std::shared_ptr<ProcessGroup> pg) {
+      std::lock_guard lock(m);
+      seen.insert({pg->rank(), pg->size()});
+    });
+    return seen;
+  };
+  using Seen = std::multiset<std::pair<int, int>>;
+  BOOST_TEST((ranks_seen({}, 3) == Seen{{0, 3}, {1, 3}, {2, 3}}));
+  BOOST_TEST((ranks_seen({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"FSDP_BACKEND", "threads"}}, 3) ==
+              Seen{{0, 1}}));
+  Env none({});
+  BOOST_CHECK_THROW(launch(0, [](std::shared_ptr<ProcessGroup>) {}), fsdp::ValueError);
 }

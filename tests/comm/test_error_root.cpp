@@ -17,7 +17,7 @@
 #include "comm/registry.h"
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_protocol.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -70,9 +70,9 @@ void unknown_backend() {
 }
 
 void counts_differ_between_ranks() {
-  run_threads(2, [](ProcessGroup& pg) {
+  run_ranks(2, [](std::shared_ptr<ProcessGroup> pg) {
     std::vector<float> x(4);
-    pg.all_reduce(x.data(), pg.rank() == 0 ? 4 : 3, DType::Float32);
+    pg->all_reduce(x.data(), pg->rank() == 0 ? 4 : 3, DType::Float32);
   });
 }
 
@@ -108,8 +108,8 @@ const std::vector<Case>& cases() {
        "fake process group cannot run barrier with size 2"},
       {"unknown backend", unknown_backend, is<ValueError>(),
        "unknown communication backend 'carrier-pigeon'"},
-      {"run_threads of no ranks", [] { run_threads(0, [](ProcessGroup&) {}); }, is<ValueError>(),
-       "world size 0 < 1"},
+      {"run_ranks of no ranks", [] { run_ranks(0, [](std::shared_ptr<ProcessGroup>) {}); },
+       is<ValueError>(), "world size 0 < 1"},
       {"tcp store key above the limit",
        [] {
          tcp_store_protocol::encode_request(

@@ -10,7 +10,7 @@
 
 #include "comm/errors.h"
 #include "comm/registry.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/memory.h"
 #include "tests/comm/collective_checks.h"
 
@@ -25,13 +25,14 @@ bool has(const std::string& text, const std::string& part) {
 }
 
 // Runs body on every rank, gathering the failure strings it returns.
-void run_and_report(int world, const std::function<std::vector<std::string>(ProcessGroup&)>& body,
-                    ThreadsOptions options = {}) {
+void run_and_report(
+    int world, const std::function<std::vector<std::string>(std::shared_ptr<ProcessGroup>)>& body,
+    ThreadsOptions options = {}) {
   std::mutex mutex;
   std::vector<std::string> failures;
-  run_threads(
+  run_ranks(
       world,
-      [&](ProcessGroup& pg) {
+      [&](std::shared_ptr<ProcessGroup> pg) {
         auto mine = body(pg);
         std::lock_guard lock(mutex);
         failures.insert(failures.end(), mine.begin(), mine.end());
@@ -74,13 +75,13 @@ BOOST_AUTO_TEST_CASE(async_collectives_charge_the_queuing_ranks_memory_scopes) {
   auto job = std::make_shared<MemoryStats>();  // encloses both ranks' scopes
   std::vector<std::shared_ptr<MemoryStats>> per_rank{std::make_shared<MemoryStats>(),
                                                      std::make_shared<MemoryStats>()};
-  run_and_report(2, [&](ProcessGroup& pg) {
+  run_and_report(2, [&](std::shared_ptr<ProcessGroup> pg) {
     std::vector<std::string> failures;
     MemoryStatsScope job_scope(job);
-    MemoryStatsScope rank_scope(per_rank[std::size_t(pg.rank())]);
-    MemoryStats& mine = *per_rank[std::size_t(pg.rank())];
-    const std::int64_t bytes = 1000 * (pg.rank() + 1);
-    StagingGroup group(pg, std::size_t(bytes));
+    MemoryStatsScope rank_scope(per_rank[std::size_t(pg->rank())]);
+    MemoryStats& mine = *per_rank[std::size_t(pg->rank())];
+    const std::int64_t bytes = 1000 * (pg->rank() + 1);
+    StagingGroup group(*pg, std::size_t(bytes));
     float x = 1.f;
     group.all_reduce_async(&x, 1, DType::Float32)->wait();
     if (x != 2.f) failures.push_back("all_reduce through the staging group");
@@ -90,11 +91,11 @@ BOOST_AUTO_TEST_CASE(async_collectives_charge_the_queuing_ranks_memory_scopes) {
       failures.push_back(
           fmt::format("rank {}: {} bytes charged to its scope while the worker's "
                       "buffer lives, expected {}",
-                      pg.rank(), mine.current_bytes.load(), bytes));
+                      pg->rank(), mine.current_bytes.load(), bytes));
     group.staging.reset();
     if (mine.current_bytes.load() != 0 || mine.peak_bytes.load() != bytes || mine.num_allocs != 1)
       failures.push_back(fmt::format("rank {}: current {} peak {} allocs {} after the free",
-                                     pg.rank(), mine.current_bytes.load(), mine.peak_bytes.load(),
+                                     pg->rank(), mine.current_bytes.load(), mine.peak_bytes.load(),
                                      mine.num_allocs.load()));
     return failures;
   });
@@ -107,22 +108,22 @@ BOOST_AUTO_TEST_CASE(async_collectives_charge_the_queuing_ranks_memory_scopes) {
 BOOST_AUTO_TEST_CASE(matrix_every_world_size) {
   for (int world : {1, 2, 3, 4, 5, 8}) {
     BOOST_TEST_MESSAGE("world size " << world);
-    run_and_report(world, [](ProcessGroup& pg) {
-      auto m = testing::default_matrix(pg.size());
-      if (pg.size() == 2 || pg.size() == 5) m.large_count = 3 << 20;  // several MB
-      auto failures = testing::run_collective_matrix(pg, m);
-      if (pg.backend_name() != "threads") failures.push_back("backend " + pg.backend_name());
+    run_and_report(world, [](std::shared_ptr<ProcessGroup> pg) {
+      auto m = testing::default_matrix(pg->size());
+      if (pg->size() == 2 || pg->size() == 5) m.large_count = 3 << 20;  // several MB
+      auto failures = testing::run_collective_matrix(*pg, m);
+      if (pg->backend_name() != "threads") failures.push_back("backend " + pg->backend_name());
       return failures;
     });
   }
 }
 
 BOOST_AUTO_TEST_CASE(in_place_all_gather) {
-  run_and_report(3, [](ProcessGroup& pg) {
+  run_and_report(3, [](std::shared_ptr<ProcessGroup> pg) {
     std::vector<std::string> failures;
     std::vector<std::int32_t> flat(3 * 5, -1);
-    for (int i = 0; i < 5; ++i) flat[std::size_t(pg.rank() * 5 + i)] = pg.rank() * 100 + i;
-    pg.all_gather(flat.data() + pg.rank() * 5, flat.data(), 5, DType::Int32);
+    for (int i = 0; i < 5; ++i) flat[std::size_t(pg->rank() * 5 + i)] = pg->rank() * 100 + i;
+    pg->all_gather(flat.data() + pg->rank() * 5, flat.data(), 5, DType::Int32);
     for (int r = 0; r < 3; ++r)
       for (int i = 0; i < 5; ++i)
         if (flat[std::size_t(r * 5 + i)] != r * 100 + i) failures.push_back("in-place all_gather");
@@ -131,13 +132,13 @@ BOOST_AUTO_TEST_CASE(in_place_all_gather) {
 }
 
 BOOST_AUTO_TEST_CASE(async_works_complete_in_issue_order) {
-  run_and_report(4, [](ProcessGroup& pg) {
+  run_and_report(4, [](std::shared_ptr<ProcessGroup> pg) {
     std::vector<std::string> failures;
-    std::vector<std::vector<float>> data(6, std::vector<float>(1000, float(pg.rank() + 1)));
+    std::vector<std::vector<float>> data(6, std::vector<float>(1000, float(pg->rank() + 1)));
     std::vector<std::shared_ptr<Work>> works;
-    for (auto& d : data) works.push_back(pg.all_reduce_async(d.data(), d.size(), DType::Float32));
+    for (auto& d : data) works.push_back(pg->all_reduce_async(d.data(), d.size(), DType::Float32));
     float sync_value = 1;
-    pg.all_reduce(&sync_value, 1, DType::Float32);  // waits behind the queued ones
+    pg->all_reduce(&sync_value, 1, DType::Float32);  // waits behind the queued ones
     for (auto& w : works) {
       if (!w->wait_for(10s)) failures.push_back("async all_reduce did not finish");
       if (!w->test()) failures.push_back("test() false after wait_for");
@@ -152,18 +153,18 @@ BOOST_AUTO_TEST_CASE(async_works_complete_in_issue_order) {
 // A subgroup's messages name world ranks as well as positions in the group (issue 12: a failure
 // in HYBRID_SHARD's replicate group named "rank 1" for world rank 3), through nested groups too.
 BOOST_AUTO_TEST_CASE(subgroup_messages_name_world_ranks) {
-  run_and_report(8, [](ProcessGroup& pg) {
+  run_and_report(8, [](std::shared_ptr<ProcessGroup> pg) {
     std::vector<std::string> failures;
-    if (pg.where() != fmt::format("threads rank {}/8", pg.rank()) || pg.name_ranks({2}) != "2")
-      failures.push_back("world group: " + pg.where() + ", " + pg.name_ranks({2}));
+    if (pg->where() != fmt::format("threads rank {}/8", pg->rank()) || pg->name_ranks({2}) != "2")
+      failures.push_back("world group: " + pg->where() + ", " + pg->name_ranks({2}));
     // Ranks numbered as in the world (FSDP's group of every rank, a first block): nothing more.
-    auto all = pg.new_group({0, 1, 2, 3, 4, 5, 6, 7});
-    auto first = pg.new_group({0, 1, 2, 3});
-    if (all->where() != pg.where() || (first && first->name_ranks({1, 2}) != "1, 2"))
+    auto all = pg->new_group({0, 1, 2, 3, 4, 5, 6, 7});
+    auto first = pg->new_group({0, 1, 2, 3});
+    if (all->where() != pg->where() || (first && first->name_ranks({1, 2}) != "1, 2"))
       failures.push_back("identity groups: " + all->where());
-    auto odd = pg.new_group({7, 5, 3, 1});
+    auto odd = pg->new_group({7, 5, 3, 1});
     auto inner = odd ? odd->new_group({3, 1}) : nullptr;  // world ranks 1 and 5
-    if (pg.rank() == 5) {
+    if (pg->rank() == 5) {
       const std::string want = "threads rank 1/4 (world rank 5; group of world ranks 7, 5, 3, 1)";
       if (odd->where() != want) failures.push_back("odd group: " + odd->where());
       if (odd->name_ranks({3}) != "3 (world rank 1)" ||
@@ -179,52 +180,52 @@ BOOST_AUTO_TEST_CASE(subgroup_messages_name_world_ranks) {
 }
 
 BOOST_AUTO_TEST_CASE(subgroups_and_hybrid_split) {
-  run_and_report(8, [](ProcessGroup& pg) {
+  run_and_report(8, [](std::shared_ptr<ProcessGroup> pg) {
     std::vector<std::string> failures;
-    auto odd = pg.new_group({7, 5, 3, 1});  // rank order follows the list
-    if ((pg.rank() % 2 == 1) != bool(odd)) failures.push_back("membership of new_group");
+    auto odd = pg->new_group({7, 5, 3, 1});  // rank order follows the list
+    if ((pg->rank() % 2 == 1) != bool(odd)) failures.push_back("membership of new_group");
     if (odd) {
-      int expected_rank = (7 - pg.rank()) / 2;
+      int expected_rank = (7 - pg->rank()) / 2;
       if (odd->rank() != expected_rank) failures.push_back("rank in new_group");
-      std::int64_t v = pg.rank(), gathered[4];
+      std::int64_t v = pg->rank(), gathered[4];
       odd->all_gather(&v, gathered, 1, DType::Int64);
       if (gathered[0] != 7 || gathered[3] != 1) failures.push_back("new_group all_gather");
     }
-    HybridGroups h = split_hybrid(pg, 4);
+    HybridGroups h = split_hybrid(*pg, 4);
     if (h.shard->size() != 4 || h.replicate->size() != 2) failures.push_back("hybrid sizes");
-    double x = pg.rank();
+    double x = pg->rank();
     h.shard->all_reduce(&x, 1, DType::Float64);  // 0+1+2+3 or 4+5+6+7
-    if (x != (pg.rank() < 4 ? 6.0 : 22.0)) failures.push_back("shard group all_reduce");
-    double y = pg.rank();
+    if (x != (pg->rank() < 4 ? 6.0 : 22.0)) failures.push_back("shard group all_reduce");
+    double y = pg->rank();
     h.replicate->all_reduce(&y, 1, DType::Float64, ReduceOp::Avg);  // r and r±4
-    if (y != (pg.rank() % 4) + 2.0) failures.push_back("replicate group all_reduce");
+    if (y != (pg->rank() % 4) + 2.0) failures.push_back("replicate group all_reduce");
     return failures;
   });
 }
 
 BOOST_AUTO_TEST_CASE(mismatched_counts_are_detected_on_every_rank) {
   std::atomic<int> detected{0};
-  run_threads(3, [&](ProcessGroup& pg) {
+  run_ranks(3, [&](std::shared_ptr<ProcessGroup> pg) {
     std::vector<float> buf(10, 1.f);
-    std::size_t count = pg.rank() == 1 ? 9 : 10;
+    std::size_t count = pg->rank() == 1 ? 9 : 10;
     try {
-      pg.all_reduce(buf.data(), count, DType::Float32);
+      pg->all_reduce(buf.data(), count, DType::Float32);
     } catch (const CommMismatchError& e) {
       if (has(e.what(), "mismatched collectives")) ++detected;
     }
     // The group stays usable after a detected mismatch.
-    pg.all_reduce(buf.data(), 10, DType::Float32);
+    pg->all_reduce(buf.data(), 10, DType::Float32);
   });
   BOOST_TEST(detected.load() == 3);
 }
 
 BOOST_AUTO_TEST_CASE(mismatched_dtypes_are_detected) {
-  BOOST_CHECK_THROW(run_threads(2,
-                                [](ProcessGroup& pg) {
-                                  std::vector<std::uint8_t> buf(16);
-                                  pg.broadcast(buf.data(), 4,
-                                               pg.rank() == 0 ? DType::Float32 : DType::Int32, 0);
-                                }),
+  BOOST_CHECK_THROW(run_ranks(2,
+                              [](std::shared_ptr<ProcessGroup> pg) {
+                                std::vector<std::uint8_t> buf(16);
+                                pg->broadcast(buf.data(), 4,
+                                              pg->rank() == 0 ? DType::Float32 : DType::Int32, 0);
+                              }),
                     RankFailedError);
 }
 
@@ -233,16 +234,16 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_joins_times_out_naming_it) {
   std::vector<std::string> messages;
   auto start = std::chrono::steady_clock::now();
   try {
-    run_threads(
+    run_ranks(
         3,
-        [&](ProcessGroup& pg) {
-          if (pg.rank() == 2) {
+        [&](std::shared_ptr<ProcessGroup> pg) {
+          if (pg->rank() == 2) {
             std::this_thread::sleep_for(1500ms);  // "hangs" well past the timeout, then gives up
             return;
           }
           float x = 1;
           try {
-            pg.all_reduce(&x, 1, DType::Float32);
+            pg->all_reduce(&x, 1, DType::Float32);
           } catch (const CommError& e) {
             std::lock_guard lock(mutex);
             messages.push_back(e.what());
@@ -265,13 +266,13 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_joins_times_out_naming_it) {
 BOOST_AUTO_TEST_CASE(an_exception_in_one_rank_does_not_hang_the_others) {
   auto start = std::chrono::steady_clock::now();
   try {
-    run_threads(
+    run_ranks(
         4,
-        [](ProcessGroup& pg) {
+        [](std::shared_ptr<ProcessGroup> pg) {
           std::vector<float> buf(100, 1.f);
-          pg.all_reduce(buf.data(), buf.size(), DType::Float32);
-          if (pg.rank() == 3) throw std::runtime_error("model exploded");
-          pg.all_reduce(buf.data(), buf.size(), DType::Float32);  // others wait for rank 3 here
+          pg->all_reduce(buf.data(), buf.size(), DType::Float32);
+          if (pg->rank() == 3) throw std::runtime_error("model exploded");
+          pg->all_reduce(buf.data(), buf.size(), DType::Float32);  // others wait for rank 3 here
         },
         ThreadsOptions{60s});
     BOOST_FAIL("expected a failure");
@@ -284,11 +285,11 @@ BOOST_AUTO_TEST_CASE(an_exception_in_one_rank_does_not_hang_the_others) {
 
 BOOST_AUTO_TEST_CASE(a_rank_that_returns_early_fails_the_others_at_once) {
   auto start = std::chrono::steady_clock::now();
-  BOOST_CHECK_THROW(run_threads(
+  BOOST_CHECK_THROW(run_ranks(
                         2,
-                        [](ProcessGroup& pg) {
-                          if (pg.rank() == 0) return;
-                          pg.barrier();
+                        [](std::shared_ptr<ProcessGroup> pg) {
+                          if (pg->rank() == 0) return;
+                          pg->barrier();
                         },
                         ThreadsOptions{60s}),
                     RankFailedError);
@@ -301,13 +302,13 @@ BOOST_AUTO_TEST_CASE(a_rank_that_returns_early_fails_its_subgroups_at_once) {
     auto start = std::chrono::steady_clock::now();
     std::atomic<int> aborted{0};
     BOOST_CHECK_THROW(
-        run_threads(
+        run_ranks(
             3,
-            [&](ProcessGroup& pg) {
+            [&](std::shared_ptr<ProcessGroup> pg) {
               std::shared_ptr<ProcessGroup> sub;
-              if (made_before) sub = pg.new_group({2, 0, 1});
-              if (pg.rank() == 2) return;  // its subgroup rank is 0
-              if (!made_before) sub = pg.new_group({2, 0, 1});
+              if (made_before) sub = pg->new_group({2, 0, 1});
+              if (pg->rank() == 2) return;  // its subgroup rank is 0
+              if (!made_before) sub = pg->new_group({2, 0, 1});
               std::int32_t v = 1;
               try {
                 sub->all_reduce(&v, 1, DType::Int32);
@@ -345,4 +346,18 @@ BOOST_AUTO_TEST_CASE(registry_threads_world_joined_by_user_threads) {
 BOOST_AUTO_TEST_CASE(init_from_env_without_launcher_is_a_single_rank) {
   auto pg = init_from_env();
   BOOST_TEST(pg->size() >= 1);
+}
+
+// The body gets a shared group: one it keeps stays valid after run_ranks returned.
+BOOST_AUTO_TEST_CASE(a_kept_group_outlives_run_ranks) {
+  std::vector<std::shared_ptr<ProcessGroup>> kept(3);
+  run_ranks(3, [&](std::shared_ptr<ProcessGroup> pg) {
+    pg->barrier();
+    kept[std::size_t(pg->rank())] = std::move(pg);
+  });
+  for (int r = 0; r < 3; ++r) {
+    BOOST_TEST(kept[std::size_t(r)]->rank() == r);
+    BOOST_TEST(kept[std::size_t(r)]->size() == 3);
+    BOOST_TEST(kept[std::size_t(r)].use_count() == 1);
+  }
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/agreement.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "examples/gpt_train.h"
 
 using namespace fsdp;
@@ -34,23 +34,19 @@ GPTTrainConfig tiny() {
   return c;
 }
 
-std::shared_ptr<comm::ProcessGroup> borrowed(comm::ProcessGroup& pg) {
-  return {&pg, [](comm::ProcessGroup*) {}};
-}
-
 // Runs train_gpt on `world` thread ranks, rank r with config_of(r); each rank's error message
 // ("" where it finished), with `is_expected` checked on each error's type.
 std::vector<std::string> run_ranks(int world, const std::function<GPTTrainConfig(int)>& config_of,
                                    const std::function<bool(const std::exception&)>& is_expected) {
   std::vector<std::string> out(static_cast<std::size_t>(world));
   std::mutex m;
-  comm::run_threads(world, [&](comm::ProcessGroup& pg) {
+  comm::run_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     try {
-      examples::train_gpt(config_of(pg.rank()), borrowed(pg));
+      examples::train_gpt(config_of(pg->rank()), pg);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(m);
       BOOST_TEST(is_expected(e), "unexpected error type: " << e.what());
-      out[static_cast<std::size_t>(pg.rank())] = e.what();
+      out[static_cast<std::size_t>(pg->rank())] = e.what();
     }
   });
   return out;
@@ -166,12 +162,12 @@ BOOST_AUTO_TEST_CASE(allow_nonfinite_trains_on) {
       (std::filesystem::temp_directory_path() / "gpt_guards_allowed.safetensors").string();
   std::filesystem::remove(save);
   std::vector<double> losses;
-  comm::run_threads(1, [&](comm::ProcessGroup& pg) {
+  comm::run_ranks(1, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     GPTTrainConfig cfg = tiny();
     cfg.lr = 1e300;
     cfg.save_path = save;
     cfg.allow_nonfinite = true;
-    losses = examples::train_gpt(cfg, borrowed(pg)).losses;
+    losses = examples::train_gpt(cfg, pg).losses;
   });
   BOOST_TEST(losses.size() == 3u);
   BOOST_TEST(std::isfinite(losses[0]));

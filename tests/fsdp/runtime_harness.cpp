@@ -2,7 +2,7 @@
 
 #include <mutex>
 
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/autograd.h"
 #include "core/nn/nn.h"
 #include "core/ops.h"
@@ -16,12 +16,7 @@ void on_ranks(int world, const std::function<void(std::shared_ptr<comm::ProcessG
   // A hang (two ranks out of step) fails in a minute rather than at the 5-minute default.
   comm::ThreadsOptions options;
   options.timeout = std::chrono::seconds(60);
-  comm::run_threads(
-      world,
-      [&](comm::ProcessGroup& pg) {
-        body(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
-      },
-      options);
+  comm::run_ranks(world, body, options);
 }
 
 nn::ModulePtr mlp(std::uint64_t seed) {
@@ -38,9 +33,10 @@ std::shared_ptr<FullyShardedDataParallel> wrap_mlp(const nn::ModulePtr& model,
                                                    const RunOptions& o) {
   WrapperOptions w;
   if (policies::is_hybrid(o.strategy))
-    w.process_group = process_group_handle(comm::split_hybrid(*pg, o.node_size));
+    w.hybrid_process_groups =
+        std::make_shared<const comm::HybridGroups>(comm::split_hybrid(*pg, o.node_size));
   else
-    w.process_group = process_group_handle(pg);
+    w.process_group = pg;
   w.sharding_strategy = o.strategy;
   w.use_orig_params = o.use_orig_params;
   w.forward_prefetch = o.forward_prefetch;

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/io/checksum.h"
 #include "core/io/safetensors.h"
 #include "core/ops.h"

@@ -11,7 +11,7 @@
 #include <iterator>
 #include <mutex>
 
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "examples/gpt_train.h"
 #include "fsdp/checkpoint.h"
 #include "tests/support/thread_safe_test.h"
@@ -59,11 +59,10 @@ GPTTrainConfig config(ShardingStrategy s, int world, const std::string& optimize
 std::vector<double> run(const GPTTrainConfig& c, int world) {
   std::vector<double> losses;
   std::mutex mu;
-  comm::run_threads(world, [&](comm::ProcessGroup& pg) {
-    auto r = examples::train_gpt(
-        c, std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+  comm::run_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto r = examples::train_gpt(c, pg);
     std::lock_guard<std::mutex> lock(mu);
-    if (pg.rank() == 0) losses = r.losses;
+    if (pg->rank() == 0) losses = r.losses;
   });
   return losses;
 }

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/nn/nn.h"
 #include "core/ops.h"
 #include "examples/gpt_train.h"
@@ -331,7 +331,7 @@ BOOST_AUTO_TEST_CASE(batch_norm_units_compute_in_float32) {
         lin, bn, std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 3)});
     Seen bn_seen, lin_seen;
     WrapperOptions w;
-    w.process_group = process_group_handle(pg);
+    w.process_group = pg;
     w.mixed_precision = bf16_params();
     w.auto_wrap_policy = policies::AutoWrapPolicy(std::shared_ptr<const policies::Policy>(
         policies::ModuleWrapPolicy::make(nn::ClassSet{"Linear"})));
@@ -392,11 +392,10 @@ GptRun train(ShardingStrategy strategy, std::optional<DType> mp, bool orig = fal
   cfg.mixed_precision = mp;
   GptRun run;
   std::mutex mu;
-  comm::run_threads(2, [&](comm::ProcessGroup& pg) {
-    auto r = examples::train_gpt(
-        cfg, std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+  comm::run_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto r = examples::train_gpt(cfg, pg);
     std::lock_guard<std::mutex> lock(mu);
-    if (pg.rank() == 0) run = {r.losses, r};
+    if (pg->rank() == 0) run = {r.losses, r};
   });
   return run;
 }

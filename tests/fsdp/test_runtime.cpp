@@ -9,7 +9,7 @@
 #include <map>
 
 #include "comm/fake/fake_process_group.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/nn/nn.h"
@@ -364,7 +364,7 @@ BOOST_AUTO_TEST_CASE(shared_parameter_across_units_names_both_fqns) {
   auto model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
       a, std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{b})});
   WrapperOptions o;
-  o.process_group = process_group_handle(std::make_shared<comm::FakeProcessGroup>(0, 2));
+  o.process_group = std::make_shared<comm::FakeProcessGroup>(0, 2);
   model->replace_child("1", FullyShardedDataParallel::make(model->child("1"), o));
   try {
     FullyShardedDataParallel::make(model, o);
@@ -382,7 +382,7 @@ BOOST_AUTO_TEST_CASE(ranks_with_different_models) {
     on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
       auto model = std::make_shared<nn::Linear>(4, pg->rank() == 0 ? 4 : 5);
       WrapperOptions o;
-      o.process_group = process_group_handle(pg);
+      o.process_group = pg;
       auto fsdp = FullyShardedDataParallel::make(model, o);
       try {
         (*fsdp)(ones({1, 4}));
@@ -416,7 +416,7 @@ BOOST_AUTO_TEST_CASE(calling_a_submodule_inside_a_unit_directly) {
 
 BOOST_AUTO_TEST_CASE(flattening_validations) {
   WrapperOptions o;
-  o.process_group = process_group_handle(std::make_shared<comm::FakeProcessGroup>(0, 2));
+  o.process_group = std::make_shared<comm::FakeProcessGroup>(0, 2);
   auto mixed = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
       std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::Linear>(2, 2)});
   Tensor w = mixed->child("1")->param("weight");
@@ -448,7 +448,7 @@ BOOST_AUTO_TEST_CASE(peak_parameter_memory_is_bounded) {
     for (int i = 0; i < 6; ++i) layers.push_back(std::make_shared<nn::Linear>(64, 64));
     auto model = std::make_shared<nn::Sequential>(layers);
     WrapperOptions o;
-    o.process_group = process_group_handle(pg);
+    o.process_group = pg;
     o.forward_prefetch = true;
     for (int i = 1; i <= 6; ++i)
       model->replace_child(std::to_string(i),
@@ -557,7 +557,7 @@ BOOST_DATA_TEST_CASE(meta_init_equals_eager_init, bdata::make({false, true}), or
     auto stats = std::make_shared<MemoryStats>();
     auto model = build(kMeta);
     WrapperOptions o;
-    o.process_group = process_group_handle(pg);
+    o.process_group = pg;
     o.use_orig_params = orig;
     std::shared_ptr<FullyShardedDataParallel> fsdp;
     {

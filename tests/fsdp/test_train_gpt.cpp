@@ -28,7 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/io/safetensors.h"
 #include "core/tensor.h"
 #include "examples/gpt_train.h"
@@ -129,13 +129,12 @@ Run train(const std::string& optimizer, int world, std::optional<ShardingStrateg
   Run run;
   std::mutex mu;
   // A deadlock fails the case after kTimeout instead of the backend's default 5 minutes.
-  comm::run_threads(
+  comm::run_ranks(
       world,
-      [&](comm::ProcessGroup& pg) {
-        auto result = examples::train_gpt(
-            cfg, std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+      [&](std::shared_ptr<comm::ProcessGroup> pg) {
+        auto result = examples::train_gpt(cfg, pg);
         std::lock_guard<std::mutex> lock(mu);
-        if (pg.rank() == 0) run.losses = result.losses;
+        if (pg->rank() == 0) run.losses = result.losses;
       },
       comm::ThreadsOptions{kTimeout});
   run.params = io::load_safetensors(cfg.save_path).tensors;
@@ -326,9 +325,8 @@ BOOST_DATA_TEST_CASE(planner_predicts_the_measured_step_peak, bdata::make({false
   cfg.sharding = ShardingStrategy::FULL_SHARD;
   if (bf16) cfg.mixed_precision = DType::BFloat16;
   std::vector<examples::GPTTrainResult> results(2);
-  comm::run_threads(2, [&](comm::ProcessGroup& pg) {
-    results[std::size_t(pg.rank())] = examples::train_gpt(
-        cfg, std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+  comm::run_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    results[std::size_t(pg->rank())] = examples::train_gpt(cfg, pg);
   });
 
   examples::GPT meta(cfg.model, TensorOptions(DType::Float32, kMeta));
@@ -359,9 +357,8 @@ BOOST_DATA_TEST_CASE(step_memory_within_the_bound_and_charted,
   const std::string svg = temp_checkpoint() + ".svg";
   cfg.memory_timeline = svg;
   std::vector<examples::GPTTrainResult> results(2);
-  comm::run_threads(2, [&](comm::ProcessGroup& pg) {
-    results[std::size_t(pg.rank())] = examples::train_gpt(
-        cfg, std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
+  comm::run_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    results[std::size_t(pg->rank())] = examples::train_gpt(cfg, pg);
   });
   for (const auto& r : results) {
     BOOST_TEST(r.memory_bound_bytes > 0);

@@ -65,7 +65,7 @@ class TiedNet : public nn::Module {
 
 WrapperOptions options(std::shared_ptr<comm::ProcessGroup> pg, bool use_orig_params) {
   WrapperOptions o;
-  o.process_group = process_group_handle(std::move(pg));
+  o.process_group = std::move(pg);
   o.use_orig_params = use_orig_params;
   return o;
 }
@@ -128,7 +128,7 @@ std::vector<double> train_sharded(
   std::mutex mu;
   on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     WrapperOptions o = base;
-    o.process_group = process_group_handle(pg);
+    o.process_group = pg;
     auto fsdp = FullyShardedDataParallel::make(std::make_shared<ListNet>(11), o);
     if (prepare) prepare(*fsdp);
     auto opt = make_mlp_optimizer("sgd", fsdp->parameters());

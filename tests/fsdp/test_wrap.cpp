@@ -2,12 +2,14 @@
 // FakeProcessGroup (DummyProcessGroup): they need no communication. Tests that run the wrapped
 // model (forward, backward, SGD steps) run their ranks as threads (comm/threads).
 #define BOOST_TEST_MODULE fsdp_wrap
+#include <fmt/format.h>
+
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <map>
 
 #include "comm/fake/fake_process_group.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -40,9 +42,18 @@ std::shared_ptr<comm::ProcessGroup> fake_group(int rank, int size) {
 
 // Runs body on `world` ranks as threads, each with its threads-backend group.
 void on_ranks(int world, const std::function<void(std::shared_ptr<comm::ProcessGroup>)>& body) {
-  comm::run_threads(world, [&](comm::ProcessGroup& pg) {
-    body(std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {}));
-  });
+  comm::run_ranks(world, body);
+}
+
+// The message of the exception of type E that `fn` throws ("" when it throws none).
+template <typename E, typename Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
 }
 
 bool is_fsdp(const ModulePtr& m) {
@@ -57,7 +68,7 @@ bool is_linear(const ModulePtr& m) {
 
 WrapperOptions fsdp_options(std::shared_ptr<comm::ProcessGroup> pg, AutoWrapPolicy policy = {}) {
   WrapperOptions o;
-  o.process_group = process_group_handle(std::move(pg));
+  o.process_group = std::move(pg);
   if (!policy.empty()) o.auto_wrap_policy = std::move(policy);
   return o;
 }
@@ -155,7 +166,7 @@ void check_main_wrap_api_steps(WrapperOptions o) {
       }
     }
     WrapperOptions with_group = o;
-    with_group.process_group = process_group_handle(pg);
+    with_group.process_group = pg;
     auto wrapped = FSDP::make(model, with_group);
     optim::SGDOptions sgd;
     sgd.lr = 1e-2;
@@ -723,6 +734,74 @@ BOOST_AUTO_TEST_CASE(forward_passes_through_and_no_shard_warning) {
     TS_TEST(full.front().second.to_vector() == std::vector<double>(4, 1.0),
             boost::test_tools::per_element());
   });
+}
+
+// The options hold the groups typed: process_group, or hybrid_process_groups for the hybrid
+// strategies (upstream's one `process_group` argument); each misuse is one line naming it.
+BOOST_AUTO_TEST_CASE(process_group_fields) {
+  auto pg = fake_group(0, 2);
+  WrapperOptions o = fsdp_options(pg);
+  TS_TEST(o.str() == fmt::format("WrapperOptions(process_group=<ProcessGroup at {}>)",
+                                 static_cast<const void*>(pg.get())));
+  TS_TEST(message_of<ValueError>([] { FSDP::make(linear(2, 2)); }) ==
+          "Default process group has not been initialized, please make sure to call "
+          "init_process_group. (Pass the group as WrapperOptions::process_group, or "
+          "WrapperOptions::hybrid_process_groups for the hybrid strategies.)");
+  WrapperOptions both = o;
+  both.hybrid_process_groups =
+      std::make_shared<const comm::HybridGroups>(comm::HybridGroups{pg, pg});
+  TS_TEST(message_of<ValueError>([&] { FSDP::make(linear(2, 2), both); }) ==
+          "WrapperOptions: set process_group or hybrid_process_groups, not both (they are "
+          "upstream's one process_group argument)");
+  WrapperOptions null_group;
+  null_group.process_group = std::shared_ptr<comm::ProcessGroup>();
+  TS_TEST(message_of<ValueError>([&] { FSDP::make(linear(2, 2), null_group); }) ==
+          "WrapperOptions::process_group is a null group");
+  WrapperOptions no_shard_group;
+  no_shard_group.hybrid_process_groups =
+      std::make_shared<const comm::HybridGroups>(comm::HybridGroups{nullptr, pg});
+  TS_TEST(message_of<ValueError>([&] { FSDP::make(linear(2, 2), no_shard_group); }) ==
+          "hybrid sharding: the shard group is None");
+  WrapperOptions hybrid_on_one_group = o;
+  hybrid_on_one_group.sharding_strategy = ShardingStrategy::HYBRID_SHARD;
+  TS_TEST(message_of<NotImplementedError>([&] { FSDP::make(linear(2, 2), hybrid_on_one_group); }) ==
+          "ShardingStrategy.HYBRID_SHARD with a single process group (" + pg->where() +
+              "): building the intra-/inter-node groups needs communication; pass "
+              "WrapperOptions::hybrid_process_groups = std::make_shared<const "
+              "comm::HybridGroups>(comm::split_hybrid(world, shard_size))");
+  // Hybrid groups reach every auto-wrapped unit; the shard group is the one FSDP shards over.
+  on_ranks(4, [](std::shared_ptr<comm::ProcessGroup> world) {
+    auto groups = std::make_shared<const comm::HybridGroups>(comm::split_hybrid(*world, 2));
+    WrapperOptions h;
+    h.hybrid_process_groups = groups;
+    h.sharding_strategy = ShardingStrategy::HYBRID_SHARD;
+    h.auto_wrap_policy = size_based_auto_wrap_policy(40);
+    auto root = FSDP::make(testing::nested_sequential_model(), h);
+    TS_TEST(root->fsdp_units().size() > 1u);
+    for (FSDP* unit : root->fsdp_units()) {
+      TS_TEST(unit->process_group() == groups->shard);
+      TS_TEST(unit->replicate_group() == groups->replicate);
+      TS_TEST(unit->world_size() == 2);
+    }
+  });
+}
+
+// param_init_fn is a typed callable: FSDP calls it on each module whose parameters are on the
+// meta device, after giving them storage.
+BOOST_AUTO_TEST_CASE(param_init_fn_initialises_meta_modules) {
+  auto lin = std::make_shared<nn::Linear>(2, 3, true, TensorOptions(DType::Float32, kMeta));
+  WrapperOptions o = fsdp_options(fake_group(0, 1));
+  std::vector<std::string> called_on;
+  o.param_init_fn = [&called_on](nn::Module& m) {
+    called_on.push_back(m.type_name());
+    autograd::NoGradGuard no_grad;
+    for (auto& [name, p] : m.named_parameters("", /*recurse=*/false)) p.fill_(0.5);
+  };
+  auto fsdp = FSDP::make(lin, o);
+  TS_TEST(called_on == std::vector<std::string>{"Linear"}, boost::test_tools::per_element());
+  for (const auto& [name, t] : full_state_dict(*fsdp, /*rank0_only=*/false))
+    TS_TEST(t.to_vector() == std::vector<double>(std::size_t(t.numel()), 0.5),
+            boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -6,15 +6,15 @@
 #include <vector>
 
 #include "comm/registry.h"
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/error.h"
 
 int main() {
   std::vector<float> sums(2);
-  fsdp::comm::run_threads(2, [&](fsdp::comm::ProcessGroup& pg) {
-    float v = float(pg.rank() + 1);
-    pg.all_reduce(&v, 1, fsdp::DType::Float32);
-    sums[std::size_t(pg.rank())] = v;
+  fsdp::comm::run_ranks(2, [&](std::shared_ptr<fsdp::comm::ProcessGroup> pg) {
+    float v = float(pg->rank() + 1);
+    pg->all_reduce(&v, 1, fsdp::DType::Float32);
+    sums[std::size_t(pg->rank())] = v;
   });
   setenv("WORLD_SIZE", "0", 1);
   bool caught = false;

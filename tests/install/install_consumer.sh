@@ -1,13 +1,15 @@
 #!/bin/sh
 # fsdp-cpp consumed as an installed library: `meson install` of BUILD_DIR into a temporary
-# destination (headers, libraries, pkg-config file), then two outside programs compiled from
-# copies outside the source tree with nothing but `pkg-config fsdp-cpp` flags: consumer.cpp and
-# examples/autowrap_transformer.cpp, unchanged; each linked against the shared library and
-# against the static one, and run.
-#   install_consumer.sh BUILD_DIR SOURCE_DIR [EXTRA_CXXFLAGS]
+# destination (headers, libraries, pkg-config file), then three outside programs compiled from
+# copies outside the source tree with nothing but `pkg-config fsdp-cpp` flags: consumer.cpp,
+# examples/autowrap_transformer.cpp and examples/fsdp_minimal.cpp, unchanged; each linked against
+# the shared library and against the static one, and run (fsdp_minimal on 2 thread ranks, and
+# under `MPIRUN -np 2` when given), checking that fsdp_minimal's loss falls.
+#   install_consumer.sh BUILD_DIR SOURCE_DIR [EXTRA_CXXFLAGS [MPIRUN]]
 # EXTRA_CXXFLAGS: the sanitizer flags of a sanitized build (its consumers need its runtime).
+# MPIRUN: mpirun's path when the library was built with the MPI backend; empty: no MPI run.
 set -eu
-build=$1 src=$2 extra=${3:-}
+build=$1 src=$2 extra=${3:-} mpirun=${4:-}
 dest=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-install.XXXXXX")
 trap 'rm -rf "$dest"' EXIT
 meson install -C "$build" --no-rebuild --quiet --tags devel,runtime --destdir "$dest" >/dev/null
@@ -24,9 +26,10 @@ libs=$(pkg-config --libs fsdp-cpp)
 static_libs=$(pkg-config --static --libs fsdp-cpp | sed "s|-lfsdp-cpp|$libdir/libfsdp-cpp.a|")
 echo "pkg-config fsdp-cpp: $cflags $libs"
 mkdir "$dest/work"
-cp "$src/tests/install/consumer.cpp" "$src/examples/autowrap_transformer.cpp" "$dest/work/"
+cp "$src/tests/install/consumer.cpp" "$src/examples/autowrap_transformer.cpp" \
+  "$src/examples/fsdp_minimal.cpp" "$dest/work/"
 cd "$dest/work"
-for prog in consumer autowrap_transformer; do
+for prog in consumer autowrap_transformer fsdp_minimal; do
   g++ -std=c++20 -O1 $extra $cflags "$prog.cpp" -o "$prog" $libs
   LD_LIBRARY_PATH="$libdir" "./$prog" >"$prog.out"
   g++ -std=c++20 -O1 $extra $cflags "$prog.cpp" -o "$prog-static" $static_libs
@@ -36,6 +39,15 @@ for prog in consumer autowrap_transformer; do
 done
 grep -qx "consumer ok" consumer.out
 grep -qx "13 units" autowrap_transformer.out
+"$src/tests/install/loss_falls.sh" fsdp_minimal.out "fsdp_minimal, 2 thread ranks"
+if [ -n "$mpirun" ]; then
+  # As root in a container, and with more ranks than cores (tests/comm/meson.build's settings).
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    OMPI_MCA_btl_vader_single_copy_mechanism=none LD_LIBRARY_PATH="$libdir" \
+    "$mpirun" -np 2 ./fsdp_minimal >fsdp_minimal-mpi.out
+  "$src/tests/install/loss_falls.sh" fsdp_minimal-mpi.out "fsdp_minimal, mpirun -np 2"
+fi
 # The headers of the backends' libraries stay internal.
 [ ! -e "$(dirname "$libdir")/include/fsdp-cpp/comm/mpi" ]
-echo "installed fsdp-cpp: shared and static consumers built with pkg-config and ran"
+echo "installed fsdp-cpp: shared and static consumers built with pkg-config and ran" \
+  "(fsdp_minimal on thread ranks${mpirun:+ and under mpirun})"

@@ -6,7 +6,7 @@
 #include <boost/test/unit_test.hpp>
 #include <mutex>
 
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 #include "core/optim/optim.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 #include "ops/checkpoint_wrapper.h"
@@ -54,11 +54,10 @@ BOOST_AUTO_TEST_CASE(fsdp_of_checkpoint_wrapped_blocks_trains_like_the_plain_mod
   const Trained want = train_plain();
   Trained got;
   std::mutex mu;
-  comm::run_threads(kWorld, [&](comm::ProcessGroup& pg_ref) {
-    std::shared_ptr<comm::ProcessGroup> pg(&pg_ref, [](comm::ProcessGroup*) {});
+  comm::run_ranks(kWorld, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     auto model = ops_test::transformer_stack(kLayers, DType::Float32, 0.0, 3);
     WrapperOptions w;
-    w.process_group = process_group_handle(pg);
+    w.process_group = pg;
     w.sharding_strategy = ShardingStrategy::FULL_SHARD;
     for (int i = 0; i < kLayers; ++i) {
       const std::string name = std::to_string(i);
@@ -99,11 +98,10 @@ BOOST_AUTO_TEST_CASE(checkpointing_applied_after_fsdp_wraps_the_blocks_inside_th
   for (const std::string mode : {"full", "selective"}) {
     Trained got;
     std::mutex mu;
-    comm::run_threads(kWorld, [&](comm::ProcessGroup& pg_ref) {
-      std::shared_ptr<comm::ProcessGroup> pg(&pg_ref, [](comm::ProcessGroup*) {});
+    comm::run_ranks(kWorld, [&](std::shared_ptr<comm::ProcessGroup> pg) {
       auto model = ops_test::transformer_stack(kLayers, DType::Float32, 0.0, 3);
       WrapperOptions w;
-      w.process_group = process_group_handle(pg);
+      w.process_group = pg;
       w.auto_wrap_policy = policies::AutoWrapPolicy(
           policies::ModuleWrapPolicy::make(nn::ClassSet{"TransformerEncoderLayer"}));
       auto root = FullyShardedDataParallel::make(model, w);

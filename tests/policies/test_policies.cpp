@@ -165,13 +165,44 @@ BOOST_AUTO_TEST_CASE(merge_none_equality_str) {
              "cast_root_forward_inputs=True, _module_classes_to_ignore={_BatchNorm})");
   BOOST_CHECK_THROW(merged.mixed_precision.value(), KeyError);
   BOOST_TEST((merged.mixed_precision.value_or(MixedPrecision{}) == MixedPrecision{}));
-  // Handles compare by identity, like Python's `is`.
-  auto obj = std::make_shared<int>(3);
-  auto h1 = OpaqueHandle::of(obj, "a"), h2 = OpaqueHandle::of(std::make_shared<int>(3), "b");
-  BOOST_TEST((h1 == OpaqueHandle::of(obj, "c")));
-  BOOST_TEST(!(h1 == h2));
-  BOOST_TEST(*h1.get<int>() == 3);
-  BOOST_TEST(h1.get<double>() == nullptr);
+  // param_init_fn compares by identity, like Python's function objects: copies are equal, two
+  // lambdas with the same body are not.
+  int calls = 0;
+  ParamInitFn init = [&calls](nn::Module&) { ++calls; };
+  WrapperOptions with_init;
+  with_init.param_init_fn = init;
+  BOOST_TEST((with_init.param_init_fn == Setting<ParamInitFn>(init)));
+  WrapperOptions other_init;
+  other_init.param_init_fn = [&calls](nn::Module&) { ++calls; };
+  BOOST_TEST(!(with_init == other_init));
+  BOOST_TEST(with_init.str() == "WrapperOptions(param_init_fn=<function>)");
+  auto module = std::make_shared<nn::Module>();
+  (*with_init.param_init_fn)(*module);
+  BOOST_TEST(calls == 1);
+  try {
+    ParamInitFn()(*module);
+    BOOST_ERROR("an empty ParamInitFn was called");
+  } catch (const TypeError& e) {
+    BOOST_TEST(std::string(e.what()) == "param_init_fn is empty: no function to call on Module");
+  }
+}
+
+// process_group and hybrid_process_groups are upstream's one `process_group` keyword: an
+// override of either replaces both (the groups themselves are tested in tests/fsdp/test_wrap).
+BOOST_AUTO_TEST_CASE(group_fields_merge_as_one_keyword) {
+  WrapperOptions hybrid;
+  hybrid.hybrid_process_groups = std::shared_ptr<const comm::HybridGroups>();
+  WrapperOptions single;
+  single.process_group = Setting<std::shared_ptr<comm::ProcessGroup>>::none();
+  auto merged = hybrid.merged(single);
+  BOOST_TEST(merged.process_group.is_none());
+  BOOST_TEST(!merged.hybrid_process_groups.is_set());
+  BOOST_TEST(merged.str() == "WrapperOptions(process_group=None)");
+  auto back = merged.merged(hybrid);
+  BOOST_TEST(!back.process_group.is_set());
+  BOOST_TEST(back.str() == "WrapperOptions(hybrid_process_groups=None)");
+  // An override that sets neither keeps both.
+  BOOST_TEST((hybrid.merged(WrapperOptions{}) == hybrid));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

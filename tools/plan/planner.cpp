@@ -79,7 +79,7 @@ struct Recorded {
 
 policies::WrapperOptions root_options(const PlanOptions& o) {
   policies::WrapperOptions w;
-  w.process_group = policies::Setting<policies::OpaqueHandle>::none();
+  w.process_group = policies::Setting<std::shared_ptr<comm::ProcessGroup>>::none();
   w.sharding_strategy = o.sharding;
   w.cpu_offload = policies::Setting<policies::CPUOffload>::none();
   w.backward_prefetch = policies::BackwardPrefetch::BACKWARD_PRE;

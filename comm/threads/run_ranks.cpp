@@ -1,4 +1,4 @@
-#include "comm/threads/run_threads.h"
+#include "comm/threads/run_ranks.h"
 
 #include <fmt/format.h>
 
@@ -19,9 +19,9 @@ RankFailedError::RankFailedError(int rank, int world_size, std::exception_ptr ca
       rank_(rank),
       cause_(std::move(cause)) {}
 
-void run_threads(int world_size, const std::function<void(ProcessGroup&)>& body,
-                 ThreadsOptions options) {
-  if (world_size < 1) throw ValueError(fmt::format("run_threads: world size {} < 1", world_size));
+void run_ranks(int world_size, const std::function<void(std::shared_ptr<ProcessGroup>)>& body,
+               ThreadsOptions options) {
+  if (world_size < 1) throw ValueError(fmt::format("run_ranks: world size {} < 1", world_size));
   auto world = std::make_shared<ThreadsWorld>(world_size, options.timeout);
   std::mutex failure_mutex;
   int failed_rank = -1;
@@ -30,8 +30,7 @@ void run_threads(int world_size, const std::function<void(ProcessGroup&)>& body,
 
   auto rank_main = [&](int rank) {
     try {
-      ThreadsProcessGroup group(rank, world);
-      body(group);
+      body(std::make_shared<ThreadsProcessGroup>(rank, world));
     } catch (...) {
       std::string what = "unknown exception";
       try {
