@@ -146,7 +146,8 @@ while :; do
   [ $(($(now_ms) - fault_at)) -gt $((bound_ms + 20000)) ] && break
   sleep 0.05
 done
-[ "$frozen" -ge 0 ] && kill -KILL "$(pid_of "$frozen")" 2>/dev/null
+# (mpirun may have ended the frozen rank already: then kill fails, which set -e must not see.)
+[ "$frozen" -ge 0 ] && { kill -KILL "$(pid_of "$frozen")" 2>/dev/null || true; }
 [ -n "$launcher_pid" ] && { wait "$launcher_pid" || true; }
 for p in "${rank_pids[@]:0:$np}"; do wait "$p" 2>/dev/null || true; done
 launcher_pid=""
