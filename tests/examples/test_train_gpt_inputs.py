@@ -73,6 +73,16 @@ def address_space(gib):
     return apply
 
 
+def stderr_within(p, seconds):
+    """The stderr of process `p` once it ended; one still running after `seconds` is killed and
+    its stderr starts with "(still running after N s)"."""
+    try:
+        return p.communicate(timeout=seconds)[1]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return f"(still running after {seconds} s) " + p.communicate()[1]
+
+
 def environment(extra):
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
     env.update(extra)
@@ -359,12 +369,7 @@ if HAVE_GLOO:
     # A rank may instead find rank 0 (and its store) gone once rank 0 has ended: then it says so.
     disagree = 0
     for rank, p in enumerate(procs):
-        try:
-            _, err = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            _, err = p.communicate()
-            err = "(still running after 60 s) " + err
+        err = stderr_within(p, 60)
         said = [l for l in err.splitlines() if l.startswith("train_gpt: error: ")]
         if p.returncode in (0, None, -9) or len(said) != 1:
             failures.append(f"gloo world size mismatch, rank {rank}")
@@ -641,11 +646,7 @@ def checkpoint_cases():
                 f"(host otherhost, pid 12345; lock file {elsewhere}/.lock): if that job has ended, "
                 "remove the lock file"]
         for rank, p in enumerate(procs):
-            try:
-                _, err = p.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                _, err = p.communicate()
+            err = stderr_within(p, 60)
             if p.returncode != 1 or err.splitlines() != want:
                 bad.append(f"gloo rank {rank} with a locked --checkpoint-dir")
                 print(f"FAIL: gloo rank {rank}, locked --checkpoint-dir:", p.returncode, err[-400:])
