@@ -28,28 +28,23 @@ Registry& registry() {
 void register_builtins_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    register_fake_backend();
-    register_threads_backend();
-#if FSDP_COMM_HAVE_MPI
-    register_mpi_backend();
-#endif
-#if FSDP_COMM_HAVE_GLOO
-    register_gloo_backend();
-#endif
-#if FSDP_COMM_HAVE_NCCL
-    register_nccl_backend();
-#endif
+    for (const auto& b : builtin_backends())
+      if (b.register_backend) b.register_backend();
   });
 }
 
-// What to tell a user who asks for a known backend this build left out.
+// What to tell a user who asks for a known backend this build left out ("" for other names).
 std::string how_to_enable(const std::string& name) {
-  if (name == "mpi") return "reconfigure with -Dmpi=enabled (needs OpenMPI: libopenmpi-dev)";
-  if (name == "gloo") return "reconfigure with -Dgloo=enabled (needs libgloo-dev and cmake)";
-  if (name == "nccl")
-    return "reconfigure with -Dnccl=enabled (needs the CUDA toolkit with NCCL; set "
-           "-Dnccl_home=PREFIX if it is not found)";
+  for (const auto& b : builtin_backends())
+    if (name == b.name) return b.how_to_enable;
   return {};
+}
+
+// Whether `name` is one of the built-in backends (compiled in or not).
+bool builtin(const std::string& name) {
+  for (const auto& b : builtin_backends())
+    if (name == b.name) return true;
+  return false;
 }
 
 }  // namespace
@@ -65,10 +60,10 @@ std::vector<std::string> available_backends() {
   auto& r = registry();
   std::lock_guard lock(r.mutex);
   std::vector<std::string> names;
-  for (const char* known : {"fake", "threads", "mpi", "gloo", "nccl"})
-    if (r.factories.count(known)) names.push_back(known);
-  for (auto& [name, factory] : r.factories)
-    if (how_to_enable(name).empty() && name != "fake" && name != "threads") names.push_back(name);
+  for (const auto& b : builtin_backends())
+    if (r.factories.count(b.name)) names.push_back(b.name);
+  for (auto& [name, factory] : r.factories)  // registered by the application, after the table
+    if (!builtin(name)) names.push_back(name);
   return names;
 }
 
