@@ -23,7 +23,7 @@
 #include "fsdp/checkpoint_lock.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/optim_state_dict.h"
-#include "tests/fsdp/runtime_harness.h"
+#include "tests/support/runtime_harness.h"
 #include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;

@@ -23,8 +23,8 @@
 #include "fsdp/state_dict_sharded.h"
 #include "fsdp/summon_full_params.h"
 #include "policies/module_wrap_policy.h"
-#include "tests/fsdp/runtime_harness.h"
 #include "tests/support/fixture.h"
+#include "tests/support/runtime_harness.h"
 #include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;

@@ -24,7 +24,7 @@
 #include "fsdp/runtime.h"
 #include "fsdp/sharding.h"
 #include "fsdp/summon_full_params.h"
-#include "tests/fsdp/runtime_harness.h"
+#include "tests/support/runtime_harness.h"
 #include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;

@@ -13,7 +13,7 @@
 #include "fsdp/state_dict_local.h"
 #include "fsdp/state_dict_sharded.h"
 #include "fsdp/state_dict_type.h"
-#include "tests/fsdp/runtime_harness.h"
+#include "tests/support/runtime_harness.h"
 #include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;

@@ -15,7 +15,7 @@
 #include "core/random.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/optim_state_dict.h"
-#include "tests/fsdp/runtime_harness.h"
+#include "tests/support/runtime_harness.h"
 #include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;

@@ -18,7 +18,7 @@
 #include "ops/checkpoint_wrapper.h"
 #include "policies/always_wrap.h"
 #include "policies/module_wrap_policy.h"
-#include "tests/fsdp/runtime_harness.h"
+#include "tests/support/runtime_harness.h"
 #include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;

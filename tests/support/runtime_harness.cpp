@@ -1,4 +1,4 @@
-#include "tests/fsdp/runtime_harness.h"
+#include "tests/support/runtime_harness.h"
 
 #include <mutex>
 
