@@ -1,5 +1,5 @@
-// ./run demo: trains TinyLM on real text (Debian's license texts, present on every Debian
-// machine, unless --text is given), printing step, loss and tokens/s.
+// train_lm: trains TinyLM in one process on real text (Debian's license texts, present on every
+// Debian machine, unless --text is given), printing step, loss and tokens/s.
 #include <fmt/format.h>
 
 #include <algorithm>
