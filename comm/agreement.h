@@ -28,8 +28,9 @@ struct NamedSetting {
 // Settings in the digest's fixed size; a longer list folds the rest into the last hash.
 inline constexpr std::size_t kAgreementDigestWords = 64;
 
-// The digest's hash: 64-bit FNV-1a over 8-byte words (bytes for the tail), so that a corpus
-// hashes at about 0.7 s per GiB; equal on every (little-endian) host for equal bytes.
+// The digest's hash: 64-bit FNV-1a over 8-byte words (bytes for the tail), for the settings'
+// short texts (comm stands below core/io's XXH3; a caller names a large file by its own hash);
+// equal on every (little-endian) host for equal bytes.
 std::uint64_t hash64(std::string_view bytes, std::uint64_t seed = 0xcbf29ce484222325ULL);
 
 // Every rank of `group` calls it with its own values of the same settings, in the same order.

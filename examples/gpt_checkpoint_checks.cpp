@@ -58,7 +58,8 @@ void check_load_matches(const std::string& path, const std::map<std::string, std
       path, change->field, change->saved, change->current));
 }
 
-JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, GPT& model) {
+JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, GPT& model,
+                             const std::string& data_xxh3) {
   JobIdentity job = gpt_model_identity(cfg.model);
   for (const auto& [fqn, p] : model.named_parameters())
     job.emplace_back("parameter " + fqn, shape_str(p.shape()));
@@ -69,7 +70,7 @@ JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, GPT& model) {
   job.emplace_back("batch", std::to_string(cfg.batch));
   if (cfg.data) {
     job.emplace_back("data_bytes", std::to_string(cfg.data->size()));
-    job.emplace_back("data_xxh3", io::xxh3_hex(cfg.data->data(), cfg.data->size()));
+    job.emplace_back("data_xxh3", data_xxh3);
   }
   return job;
 }

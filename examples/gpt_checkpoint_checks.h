@@ -32,7 +32,8 @@ void check_load_matches(const std::string& path, const std::map<std::string, std
 // The job as its checkpoints record it: the model's config and parameters (FQN -> shape), the
 // optimizer and its learning rate, the global batch, world size and per-rank batch, and the
 // training data's size and XXH3-64.
-JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, GPT& model);
+JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, GPT& model,
+                             const std::string& data_xxh3);
 
 // ValueError naming the checkpoint, the first field that differs, its saved and current values
 // and what to do, unless the field is one `allow_changes` (--allow-change) lets change.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/io/checksum.h"
+
 namespace fsdp::examples {
 
 namespace {
@@ -10,10 +12,13 @@ std::string path_or_none(const std::string& path) {
   return path.empty() ? "none" : path;
 }
 
-// Files are compared by content: two hosts may hold the same corpus under other paths.
-std::string bytes_digest(const std::shared_ptr<const std::string>& bytes) {
+// Files are compared by content: two hosts may hold the same corpus under other paths. `xxh3`:
+// the bytes' XXH3-64 when the caller has it already, else computed here.
+std::string bytes_digest(const std::shared_ptr<const std::string>& bytes,
+                         const std::string& xxh3 = "") {
   if (bytes == nullptr) return "none";
-  return fmt::format("{} bytes, hash {:016x}", bytes->size(), comm::hash64(*bytes));
+  return fmt::format("{} bytes, xxh3 {}", bytes->size(),
+                     xxh3.empty() ? io::xxh3_hex(bytes->data(), bytes->size()) : xxh3);
 }
 
 // "FULL_SHARD" from "ShardingStrategy.FULL_SHARD": the command line's spelling.
@@ -43,7 +48,8 @@ std::string model_fingerprint(GPT& model) {
 
 }  // namespace
 
-std::vector<comm::NamedSetting> gpt_job_settings(const GPTTrainConfig& cfg, GPT& model) {
+std::vector<comm::NamedSetting> gpt_job_settings(const GPTTrainConfig& cfg, GPT& model,
+                                                 const std::string& data_xxh3) {
   const GPTConfig& m = cfg.model;
   return {
       {"--layers", fmt::format("{}", m.layers)},
@@ -55,7 +61,7 @@ std::vector<comm::NamedSetting> gpt_job_settings(const GPTTrainConfig& cfg, GPT&
       {"--lr", fmt::format("{}", cfg.lr)},
       {"--optimizer", cfg.optimizer},
       {"--seed", fmt::format("{}", cfg.seed)},
-      {"--data", bytes_digest(cfg.data)},
+      {"--data", bytes_digest(cfg.data, data_xxh3)},
       {"--sharding", choice_or_none(cfg.sharding)},
       {"--policy", cfg.policy.empty() ? "none" : cfg.policy},
       {"--use-orig-params", cfg.use_orig_params ? "on" : "off"},

@@ -13,7 +13,9 @@ namespace fsdp::examples {
 
 // The settings of `cfg` and `model` (before wrapping) that must match, as the user would write
 // them ("--lr", "0.001"); the data files by size and hash, the model by its configuration and
-// every parameter's name, shape and dtype.
-std::vector<comm::NamedSetting> gpt_job_settings(const GPTTrainConfig& cfg, GPT& model);
+// every parameter's name, shape and dtype. `data_xxh3`: the training data's XXH3-64
+// (core/io/checksum.h), computed once by the caller.
+std::vector<comm::NamedSetting> gpt_job_settings(const GPTTrainConfig& cfg, GPT& model,
+                                                 const std::string& data_xxh3);
 
 }  // namespace fsdp::examples

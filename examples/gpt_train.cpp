@@ -12,6 +12,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/io/checksum.h"
 #include "core/io/safetensors.h"
 #include "core/memory.h"
 #include "core/memory_stats.h"
@@ -242,11 +243,13 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   manual_seed(cfg.seed);
   auto gpt = std::make_shared<GPT>(cfg.model);
   // Ranks launched with different arguments stop here, every one saying which and how.
-  comm::require_agreement(*group, gpt_job_settings(cfg, *gpt));
+  // The corpus is hashed once: the ranks' agreement and the checkpoints' identity both use it.
+  const std::string data_xxh3 = cfg.data ? io::xxh3_hex(cfg.data->data(), cfg.data->size()) : "";
+  comm::require_agreement(*group, gpt_job_settings(cfg, *gpt, data_xxh3));
   gpt_init(*gpt);
   result.num_parameters = gpt->num_parameters();
   // The plain model's FQNs, before FSDP wraps its blocks.
-  const JobIdentity job = gpt_job_identity(cfg, world, *gpt);
+  const JobIdentity job = gpt_job_identity(cfg, world, *gpt, data_xxh3);
   // Every rank reads and checks the same index: they refuse together, before any collective.
   std::string resume_from;
   if (!cfg.resume_dir.empty()) resume_from = checkpoint_to_resume(cfg, job);

@@ -12,6 +12,7 @@
 
 #include "comm/agreement.h"
 #include "comm/threads/run_ranks.h"
+#include "core/io/checksum.h"
 #include "examples/gpt_train.h"
 
 using namespace fsdp;
@@ -84,9 +85,10 @@ BOOST_AUTO_TEST_CASE(ranks_disagreeing_on_an_argument_all_stop_naming_it) {
       {"allow-nonfinite", [](GPTTrainConfig& c) { c.allow_nonfinite = true; },
        "ranks disagree on --allow-nonfinite: rank 0 has off, rank 1 has on"},
       {"data", [](GPTTrainConfig& c) { c.data = text(512, 'b'); },
-       fmt::format("ranks disagree on --data: rank 0 has 512 bytes, hash {:016x}, rank 1 has "
-                   "512 bytes, hash {:016x}",
-                   comm::hash64(*text(512, 'a')), comm::hash64(*text(512, 'b')))},
+       fmt::format("ranks disagree on --data: rank 0 has 512 bytes, xxh3 {}, rank 1 has "
+                   "512 bytes, xxh3 {}",
+                   io::xxh3_hex(text(512, 'a')->data(), 512),
+                   io::xxh3_hex(text(512, 'b')->data(), 512))},
   };
   for (const auto& c : cases) {
     BOOST_TEST_CONTEXT(c.what) {
