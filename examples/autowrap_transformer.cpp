@@ -2,12 +2,8 @@
 // fake 8-rank group. Construction only (a fake group moves no data, so nothing is trained here;
 // examples/train_gpt trains). Prints the FSDP units, as PyTorch would create them.
 #include <fmt/format.h>
-
-#include "comm/fake/fake_process_group.h"
-#include "core/nn/nn.h"
-#include "fsdp/attribute_forwarding.h"
-#include "fsdp/fully_sharded_data_parallel.h"
-#include "policies/module_wrap_policy.h"
+#include <fsdp/comm/fake/fake_process_group.h>
+#include <fsdp/fsdp.h>
 
 int main() {
   auto model = std::make_shared<fsdp::nn::Transformer>();  // torch.nn.Transformer(), same FQNs

@@ -3,15 +3,9 @@
 //   mpirun -np 2 fsdp_minimal                    (or torchrun's RANK, WORLD_SIZE, MASTER_*)
 //   fsdp_minimal [RANKS]                         (no launcher: RANKS threads, default 2)
 #include <fmt/format.h>
+#include <fsdp/fsdp.h>
 
 #include <cstdlib>
-
-#include "comm/launch.h"
-#include "core/nn/nn.h"
-#include "core/ops.h"
-#include "core/optim/optim.h"
-#include "fsdp/fully_sharded_data_parallel.h"
-#include "policies/size_based.h"
 
 using namespace fsdp;
 

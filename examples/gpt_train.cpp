@@ -28,6 +28,7 @@
 #include "fsdp/checkpoint_full.h"
 #include "fsdp/checkpoint_lock.h"
 #include "fsdp/clip_grad_norm.h"
+#include "fsdp/flat_param.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 #include "fsdp/memory_bound.h"

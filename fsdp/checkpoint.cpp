@@ -19,6 +19,7 @@
 #include "core/io/safetensors.h"
 #include "fsdp/checkpoint_lock.h"
 #include "fsdp/optim_state_dict.h"
+#include "fsdp/param_shards.h"
 #include "fsdp/state_dict_sharded.h"
 
 namespace fsdp {

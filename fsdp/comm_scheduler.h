@@ -12,6 +12,7 @@
 
 #include "comm/process_group.h"
 #include "core/tensor.h"
+#include "fsdp/events.h"
 
 namespace fsdp {
 
@@ -28,14 +29,6 @@ struct PendingReduction {
   Tensor output;  // [shard_numel] (the unsharded gradient itself for NO_SHARD)
   comm::ProcessGroup* replicate = nullptr;
   double postdivide = 1.0;
-};
-
-// Bytes moved by the unit collectives of one rank (what it receives into the unsharded buffer for
-// an all-gather, what it contributes for a reduction).
-struct CommBytes {
-  std::uint64_t all_gather = 0;
-  std::uint64_t reduce_scatter = 0;
-  std::uint64_t all_reduce = 0;
 };
 
 class CommScheduler {

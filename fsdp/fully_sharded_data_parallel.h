@@ -16,14 +16,13 @@
 #include "comm/process_group.h"
 #include "core/module.h"
 #include "core/traversal/module_sets.h"
-#include "fsdp/comm_scheduler.h"
 #include "fsdp/events.h"
-#include "fsdp/flat_param.h"
 #include "policies/options.h"
 #include "policies/wrapper_fn.h"
 
 namespace fsdp {
 
+class FlatParamHandle;
 class UnitClaims;
 class UnitRuntime;
 struct UnitConfig;

@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "fsdp/param_shards.h"
 #include "fsdp/runtime.h"
 
 namespace fsdp {

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "fsdp/flat_param.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 
 namespace fsdp {
@@ -25,21 +24,6 @@ struct TensorPiece {
 };
 
 using ShardedStateDict = std::vector<TensorPiece>;
-
-// One original parameter as this rank holds it: its unit, its FQN and its piece.
-struct ParamShard {
-  FullyShardedDataParallel* unit = nullptr;
-  FlatParamHandle* handle = nullptr;
-  std::size_t index = 0;  // into handle->params()
-  std::string fqn;        // from the root, cleaned of wrapper prefixes
-  Shape shape;
-  ShardParamInfo info;   // this rank's part
-  bool replica = false;  // HYBRID: a replica other than the first holds it too
-};
-
-// Every parameter managed under `root`, unit by unit (tied parameters once, under the first
-// FQN). Initialises the root's runtime (collective on first use: every rank must call it).
-std::vector<ParamShard> param_shards(FullyShardedDataParallel& root);
 
 // This rank's pieces of every parameter (empty where the rank holds no element), then every
 // buffer whole (replica on ranks other than 0: buffers are replicated). Copies, unless `copy` is

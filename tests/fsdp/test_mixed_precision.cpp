@@ -19,6 +19,7 @@
 #include "core/nn/nn.h"
 #include "core/ops.h"
 #include "examples/gpt_train.h"
+#include "fsdp/flat_param.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/state_dict_sharded.h"
 #include "fsdp/summon_full_params.h"

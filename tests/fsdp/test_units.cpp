@@ -15,6 +15,7 @@
 #include "core/traversal/wrapper_marker.h"
 #include "core/warnings.h"
 #include "fsdp/attribute_forwarding.h"
+#include "fsdp/flat_param.h"
 #include "ops/checkpoint_wrapper.h"
 #include "policies/always_wrap.h"
 #include "policies/module_wrap_policy.h"

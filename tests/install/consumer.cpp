@@ -1,13 +1,12 @@
 // An outside program that uses fsdp-cpp as an installed library: two ranks of the threads backend
 // all-reduce, and an environment error is caught as an fsdp::Error. Prints "consumer ok".
 #include <fmt/format.h>
+#include <fsdp/comm/registry.h>
+#include <fsdp/comm/threads/run_ranks.h>
+#include <fsdp/core/error.h>
 
 #include <cstdlib>
 #include <vector>
-
-#include "comm/registry.h"
-#include "comm/threads/run_ranks.h"
-#include "core/error.h"
 
 int main() {
   std::vector<float> sums(2);

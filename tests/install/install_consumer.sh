@@ -47,7 +47,16 @@ if [ -n "$mpirun" ]; then
     "$mpirun" -np 2 ./fsdp_minimal >fsdp_minimal-mpi.out
   "$src/tests/install/loss_falls.sh" fsdp_minimal-mpi.out "fsdp_minimal, mpirun -np 2"
 fi
-# The headers of the backends' libraries stay internal.
-[ ! -e "$(dirname "$libdir")/include/fsdp-cpp/comm/mpi" ]
+# The installed headers are the public list (the staged tree's list in BUILD_DIR) and nothing
+# else: no internal header (runtime, scheduler, kernels, the backends' own) is installed.
+include=$(pkg-config --variable=includedir fsdp-cpp)
+(cd "$include" && find . -name '*.h' | sed 's|^\./||' | sort) >"$dest/installed.txt"
+sed -n 's/^#include <\(.*\)>$/\1/p' "$build/fsdp_public_headers.h" | sort >"$dest/public.txt"
+if ! cmp -s "$dest/installed.txt" "$dest/public.txt"; then
+  echo "FAIL: the installed headers differ from the public list (< installed, > public):"
+  diff "$dest/installed.txt" "$dest/public.txt" | grep '^[<>]'
+  exit 1
+fi
+echo "installed headers: the $(wc -l <"$dest/public.txt") public headers, nothing else"
 echo "installed fsdp-cpp: shared and static consumers built with pkg-config and ran" \
   "(fsdp_minimal on thread ranks${mpirun:+ and under mpirun})"

@@ -1,0 +1,30 @@
+// Internal: every parameter an FSDP tree manages, as this rank holds it (its unit, flat
+// parameter, FQN and piece): the walk that the sharded state dict, the optimizer state dict and
+// checkpoints share.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "fsdp/flat_param.h"
+#include "fsdp/fully_sharded_data_parallel.h"
+
+namespace fsdp {
+
+// One original parameter as this rank holds it: its unit, its FQN and its piece.
+struct ParamShard {
+  FullyShardedDataParallel* unit = nullptr;
+  FlatParamHandle* handle = nullptr;
+  std::size_t index = 0;  // into handle->params()
+  std::string fqn;        // from the root, cleaned of wrapper prefixes
+  Shape shape;
+  ShardParamInfo info;   // this rank's part
+  bool replica = false;  // HYBRID: a replica other than the first holds it too
+};
+
+// Every parameter managed under `root`, unit by unit (tied parameters once, under the first
+// FQN). Initialises the root's runtime (collective on first use: every rank must call it).
+std::vector<ParamShard> param_shards(FullyShardedDataParallel& root);
+
+}  // namespace fsdp
