@@ -6,6 +6,7 @@
 #include "core/autograd.h"
 #include "core/dtype_convert.h"
 #include "core/kernel_utils.h"
+#include "core/kernels/kernel_table.h"
 #include "core/ops.h"
 #include "core/ops/op_utils.h"
 #include "core/random.h"
@@ -90,15 +91,34 @@ void* Tensor::data_ptr() const {
          t.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
 }
 
+namespace {
+
+// A tensor whose values live on a device other than the host (not cpu, not meta).
+bool is_accelerator_tensor(const Tensor& t) {
+  return !t.device().is_cpu() && !t.device().is_meta();
+}
+
+// The values of t in a fresh host tensor, copied through its device's copy kernel (no autograd,
+// no dispatch mode: item(), to_vector() and printing read through it).
+Tensor host_copy(const Tensor& t) {
+  Tensor host = empty(t.shape(), TensorOptions(t.dtype(), kCPU));
+  host.copy_(t);
+  return host;
+}
+
+}  // namespace
+
 double Tensor::item() const {
   FSDP_CHECK(numel() == 1, ValueError,
              "item(): only a one-element tensor can be converted to a scalar (got shape {})",
              shape_str(shape()));
+  if (is_accelerator_tensor(*this)) return host_copy(*this).item();
   check_cpu(*this, "item");
   return load_double(data_ptr(), dtype(), 0);
 }
 
 std::vector<double> Tensor::to_vector() const {
+  if (is_accelerator_tensor(*this)) return host_copy(*this).to_vector();
   check_cpu(*this, "to_vector");
   std::vector<double> out;
   out.reserve(static_cast<std::size_t>(numel()));
@@ -186,71 +206,24 @@ Tensor& Tensor::copy_(const Tensor& src) {
              "copy_: source of shape {} cannot be broadcast to destination shape {}",
              shape_str(src.shape()), shape_str(dst.sizes()));
   if (is_meta() || src.is_meta()) return *this;
-  check_cpu(*this, "copy_");
-  check_cpu(src, "copy_");
+  const Device dd = device(), sd = src.device();
+  FSDP_CHECK(dd == sd || dd.is_cpu() || sd.is_cpu(), NotImplementedError,
+             "copy_: a copy from {} to {} (shape {}) is not supported; copy through the host",
+             sd.str(), dd.str(), shape_str(src.shape()));
+  check_storage_alive(*this, "copy_");
+  check_storage_alive(src, "copy_");
   storage()->bump_version();
-  if (src.dtype() == dtype() && src.shape() == shape() && is_contiguous() && src.is_contiguous()) {
-    if (nbytes() && data_ptr() != src.data_ptr())
-      std::memmove(data_ptr(), src.data_ptr(), nbytes());
-    return *this;
-  }
-  Tensor s = src;
-  // Reading from a buffer we are writing to: copy the source first.
-  if (src.storage() == storage()) s = src.clone();
-  if (s.shape() == shape() && is_contiguous() && s.is_contiguous() &&
-      convert_contiguous(data_ptr(), dtype(), s.data_ptr(), s.dtype(), numel()))
-    return *this;
-  Shape sstr = broadcast_strides(s, dst.sizes());
-  void* d = data_ptr();
-  const void* sp = s.data_ptr();
-  DType dd = dst.dtype, sd = s.dtype();
-  // Rows contiguous on both sides (a narrowed or row-strided view): the bulk converter per row.
-  const std::size_t nd = dst.sizes().size();
-  if (nd >= 1 && dd != sd && dst.strides[nd - 1] == 1 && sstr[nd - 1] == 1 && numel() > 0) {
-    const std::int64_t row = dst.sizes()[nd - 1];
-    Shape outer(dst.sizes().begin(), dst.sizes().end() - 1);
-    Shape dso(dst.strides.begin(), dst.strides.end() - 1), sso(sstr.begin(), sstr.end() - 1);
-    auto* db = static_cast<char*>(d);
-    const auto* sb = static_cast<const char*>(sp);
-    const std::size_t de = dtype_size(dd), se = dtype_size(sd);
-    bool converted = true;
-    for_each_offset2(outer, dso, sso, [&](std::int64_t od, std::int64_t os) {
-      converted = converted && convert_contiguous(db + std::size_t(od) * de, dd,
-                                                  sb + std::size_t(os) * se, sd, row);
-    });
-    if (converted) return *this;
-  }
-  dispatch_all(dd, [&]<typename D>() {
-    dispatch_all(sd, [&]<typename S>() {
-      D* dp = static_cast<D*>(d);
-      const S* spp = static_cast<const S*>(sp);
-      for_each_offset2(dst.sizes(), dst.strides, sstr, [&](std::int64_t od, std::int64_t os) {
-        if constexpr (std::is_same_v<D, S>)
-          dp[od] = spp[os];
-        else
-          dp[od] = from_double<D>(to_double(spp[os]));
-      });
-    });
-  });
+  // Between the host and a device, the device's copy (it orders the copy on its streams).
+  kernels(dd.is_cpu() ? sd : dd).copy_broadcast(*this, src);
   return *this;
 }
 
 Tensor& Tensor::fill_(double value) {
   const auto& t = check();
   if (is_meta()) return *this;
-  check_cpu(*this, "fill_");
+  check_storage_alive(*this, "fill_");
   t.storage->bump_version();
-  void* p = data_ptr();
-  dispatch_all(t.dtype, [&]<typename T>() {
-    T v = from_double<T>(value);
-    T* tp = static_cast<T*>(p);
-    if (is_contiguous()) {
-      std::int64_t n = numel();
-      for (std::int64_t i = 0; i < n; ++i) tp[i] = v;
-    } else {
-      for_each_offset(t.sizes(), t.strides, [&](std::int64_t o) { tp[o] = v; });
-    }
-  });
+  kernels(device()).fill(*this, value);
   return *this;
 }
 
@@ -371,7 +344,7 @@ std::string Tensor::str() const {
   std::ostringstream os;
   os << "tensor(" << shape_str(shape()) << ", " << dtype_name(dtype()) << ", " << device().str();
   if (requires_grad()) os << ", requires_grad";
-  if (device().is_cpu() && numel() <= 16) {
+  if (!is_meta() && numel() <= 16) {
     os << ", values [";
     auto v = to_vector();
     for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];

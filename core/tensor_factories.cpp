@@ -24,6 +24,22 @@ Tensor empty(const Shape& shape, TensorOptions o) {
   return t;
 }
 
+namespace {
+
+// Factories that write their values from the host build them there and copy them to a device
+// (through its copy kernel: device memory is not host memory).
+bool on_device(const TensorOptions& o) {
+  return !o.device.is_cpu() && !o.device.is_meta();
+}
+Tensor copied_to_device(const Tensor& host, const TensorOptions& o) {
+  Tensor t = empty(host.shape(), o.with_requires_grad(false));
+  t.copy_(host);
+  if (o.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+}  // namespace
+
 Tensor full(const Shape& shape, double value, TensorOptions o) {
   bool rg = o.requires_grad;
   Tensor t = empty(shape, o.with_requires_grad(false));
@@ -49,6 +65,9 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   FSDP_CHECK(step != 0.0, ValueError, "arange: step must be nonzero");
   auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));
   n = std::max<std::int64_t>(n, 0);
+  if (on_device(o))
+    return copied_to_device(arange(start, end, step, o.with_device(kCPU)),
+                            o.with_requires_grad(false));
   Tensor t = empty({n}, o.with_requires_grad(false));
   if (!t.is_meta()) {
     void* p = t.data_ptr();
@@ -62,6 +81,9 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, Tensor
   FSDP_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape), ValueError,
              "from_vector: {} values do not fill shape {} ({} elements)", values.size(),
              shape_str(shape), shape_numel(shape));
+  if (on_device(o))
+    return copied_to_device(
+        from_vector(values, shape, o.with_device(kCPU).with_requires_grad(false)), o);
   Tensor t = empty(shape, o.with_requires_grad(false));
   void* p = t.data_ptr();
   for (std::size_t i = 0; i < values.size(); ++i)
@@ -74,6 +96,9 @@ Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape, 
   FSDP_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape), ValueError,
              "from_vector: {} values do not fill shape {} ({} elements)", values.size(),
              shape_str(shape), shape_numel(shape));
+  if (on_device(o))
+    return copied_to_device(
+        from_vector(values, shape, o.with_device(kCPU).with_requires_grad(false)), o);
   Tensor t = empty(shape, o.with_requires_grad(false));
   void* p = t.data_ptr();
   dispatch_all(o.dtype, [&]<typename T>() {

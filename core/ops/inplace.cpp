@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/dispatch/intercept.h"
-#include "core/ops/elementwise_kernels.h"
+#include "core/ops/op_utils.h"
 
 namespace fsdp {
 using namespace ops_detail;
@@ -27,7 +27,7 @@ void check_inplace(const Tensor& a, const char* op) {
 Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   FSDP_DISPATCH_INPLACE("add_", add_, a, b, alpha);
   check_inplace(a, "add_");
-  bool meta = check_devices("add_", {&a, &b});
+  const Device dev = common_device("add_", {&a, &b});
   Shape shape = broadcast_shapes(a.shape(), b.shape(), "add_");
   FSDP_CHECK(shape == a.shape(), RuntimeError,
              "add_: output with shape {} doesn't match the broadcast shape {} (other has shape {})",
@@ -35,19 +35,12 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   FSDP_CHECK(is_floating(a.dtype()) || !is_floating(b.dtype()), RuntimeError,
              "add_: result type {} can't be cast to the desired output type {}",
              dtype_name(b.dtype()), dtype_name(a.dtype()));
-  if (meta || a.numel() == 0) return a;
+  if (dev.is_meta() || a.numel() == 0) return a;
   // Reading from the buffer being written (other than the exact same elements): copy first.
   Tensor bb = b.storage() == a.storage() && !b.is_same(a) ? clone(b.detach()) : b;
   bb = as_dtype(bb, a.dtype());
   a.storage()->bump_version();
-  dispatch_all(a.dtype(), [&]<typename T>() {
-    using C = compute_t<T>;
-    const C al = static_cast<C>(alpha);
-    if (alpha == 1.0)
-      map2<T, T>(a, a, bb, [](auto x, auto y) { return x + y; });
-    else
-      map2<T, T>(a, a, bb, [al](auto x, auto y) { return x + al * y; });
-  });
+  kernels(dev).binary(BinaryKind::Add, a, a, bb, alpha);
   return a;
 }
 
@@ -57,14 +50,10 @@ Tensor& mul_(Tensor& a, double b) {
   FSDP_CHECK(is_floating(a.dtype()) || std::floor(b) == b, RuntimeError,
              "mul_: result type Float can't be cast to the desired output type {} (scalar {})",
              dtype_name(a.dtype()), b);
-  bool meta = check_devices("mul_", a);
-  if (meta || a.numel() == 0) return a;
+  const Device dev = common_device("mul_", {&a});
+  if (dev.is_meta() || a.numel() == 0) return a;
   a.storage()->bump_version();
-  dispatch_all(a.dtype(), [&]<typename T>() {
-    using C = compute_t<T>;
-    const C s = static_cast<C>(b);
-    map1<T, T>(a, a, [s](auto x) { return x * s; });
-  });
+  kernels(dev).unary(UnaryKind::MulScalar, a, a, b);
   return a;
 }
 

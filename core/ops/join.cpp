@@ -1,7 +1,5 @@
 // Joining and splitting along a dim (cat, stack, split, split_with_sizes, chunk) and
 // index_select.
-#include <cstring>
-
 #include "core/dispatch/intercept.h"
 #include "core/ops/op_utils.h"
 
@@ -20,8 +18,8 @@ bool skipped_in_cat(const Tensor& t) {
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
   FSDP_DISPATCH("cat", cat, tensors, dim);
   FSDP_CHECK(!tensors.empty(), RuntimeError, "cat(): expected a non-empty list of Tensors");
-  bool meta = false;
-  for (const auto& t : tensors) meta = check_devices("cat", t) || meta;
+  const Device dev = common_device("cat", tensors);
+  const bool meta = dev.is_meta();
   const Tensor* ref = &tensors[0];
   for (const auto& t : tensors)
     if (!skipped_in_cat(t)) {
@@ -50,7 +48,7 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
                  shape_str(t.shape()));
     shape[d] += t.shape()[d];
   }
-  Tensor out = new_tensor(shape, dt, meta);
+  Tensor out = new_tensor(shape, dt, dev);
   std::vector<std::int64_t> starts;
   std::int64_t at = 0;
   for (const auto& t : tensors) {
@@ -169,7 +167,8 @@ std::vector<Tensor> chunk(const Tensor& a, std::int64_t chunks, std::int64_t dim
 
 Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
   FSDP_DISPATCH("index_select", index_select, a, dim, index);
-  bool meta = check_devices("index_select", {&a, &index});
+  const Device dev = common_device("index_select", {&a, &index});
+  const bool meta = dev.is_meta();
   FSDP_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, TypeError,
              "index_select(): Expected dtype int32/int64 for index, got {}",
              dtype_name(index.dtype()));
@@ -184,7 +183,7 @@ Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
   else
     shape[d] = n;
   if (a.dim() == 0 && index.dim() == 0) shape.clear();
-  Tensor out = new_tensor(shape, a.dtype(), meta);
+  Tensor out = new_tensor(shape, a.dtype(), dev);
   const Shape ashape = a.dim() == 0 ? Shape{1} : a.shape();
   std::int64_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < ashape.size(); ++i) {
@@ -201,39 +200,18 @@ Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
                  size);
       if (i < 0) i += size;  // as Python indexing
     }
-    Tensor src = contiguous(a.detach());
-    const std::size_t es = dtype_size(a.dtype());
-    const char* ps = static_cast<const char*>(src.data_ptr());
-    char* po = static_cast<char*>(out.data_ptr());
-    const auto row = static_cast<std::size_t>(inner) * es;
-    for (std::int64_t o = 0; o < outer && row > 0; ++o)
-      for (std::int64_t i = 0; i < n; ++i)
-        std::memcpy(
-            po + static_cast<std::size_t>((o * n + i) * inner) * es,
-            ps + static_cast<std::size_t>((o * size + idx[static_cast<std::size_t>(i)]) * inner) *
-                     es,
-            row);
+    kernels(dev).index_select(out, contiguous(a.detach()), idx, outer, inner, size);
   }
-  autograd::record("IndexSelectBackward0", {a}, {out}, {},
-                   [s = a.shape(), idx, outer, inner, size, n](
-                       const variable_list&, const variable_list& g) -> variable_list {
-                     // index_add of the gradient rows into zeros.
-                     Tensor grad = zeros(s, TensorOptions(g[0].dtype(), g[0].device()));
-                     if (grad.is_meta()) return {grad};
-                     Tensor gc = contiguous(g[0]);
-                     dispatch_all(grad.dtype(), [&]<typename T>() {
-                       T* pg = grad.data<T>();
-                       const T* pc = gc.data<T>();
-                       for (std::int64_t o = 0; o < outer; ++o)
-                         for (std::int64_t i = 0; i < n; ++i) {
-                           T* dst = pg + (o * size + idx[static_cast<std::size_t>(i)]) * inner;
-                           const T* src = pc + (o * n + i) * inner;
-                           for (std::int64_t k = 0; k < inner; ++k)
-                             dst[k] = store<T>(load(dst[k]) + load(src[k]));
-                         }
-                     });
-                     return {grad};
-                   });
+  autograd::record(
+      "IndexSelectBackward0", {a}, {out}, {},
+      [s = a.shape(), idx, outer, inner, size](const variable_list&,
+                                               const variable_list& g) -> variable_list {
+        // index_add of the gradient rows into zeros.
+        Tensor grad = zeros(s, TensorOptions(g[0].dtype(), g[0].device()));
+        if (grad.is_meta()) return {grad};
+        kernels(grad.device()).index_add(grad, contiguous(g[0]), idx, outer, inner, size);
+        return {grad};
+      });
   return out;
 }
 

@@ -1,63 +1,15 @@
-// Matrix products through OpenBLAS: mm, bmm, matmul (torch.matmul's rules) and linear.
-// Operands are passed to gemm with transpose flags where their strides allow, so transposed
-// views (weights, backward products) are never copied.
-#include <cblas.h>
-
-#include <cstring>
+// Matrix products: mm, bmm, matmul (torch.matmul's rules) and linear; the products themselves
+// are the device's kernels (on CPU, OpenBLAS with transposed views passed by their strides).
 #include <optional>
 
 #include "core/dispatch/intercept.h"
-#include "core/ops/blas_gemm.h"
-#include "core/ops/gemm16.h"
+#include "core/kernels/cpu/gemm16.h"
 #include "core/ops/op_utils.h"
-#include "core/parallel.h"
 
 namespace fsdp {
 using namespace ops_detail;
 
 namespace {
-
-struct BlasMatrix {
-  CBLAS_TRANSPOSE trans = CblasNoTrans;
-  blasint ld = 1;
-};
-
-// A row-major gemm operand for a rows x cols matrix with strides (s0, s1), or nothing if the
-// layout needs a copy first.
-std::optional<BlasMatrix> blas_layout(std::int64_t rows, std::int64_t cols, std::int64_t s0,
-                                      std::int64_t s1) {
-  if ((s1 == 1 || cols <= 1) && (s0 >= std::max<std::int64_t>(cols, 1) || rows <= 1))
-    return BlasMatrix{CblasNoTrans,
-                      static_cast<blasint>(rows <= 1 ? std::max<std::int64_t>(cols, 1) : s0)};
-  if ((s0 == 1 || rows <= 1) && (s1 >= std::max<std::int64_t>(rows, 1) || cols <= 1))
-    return BlasMatrix{CblasTrans,
-                      static_cast<blasint>(cols <= 1 ? std::max<std::int64_t>(rows, 1) : s1)};
-  return std::nullopt;
-}
-
-// The last two dims of t in a gemm-compatible layout (copied if needed).
-Tensor blas_ready(const Tensor& t) {
-  const auto nd = t.dim();
-  auto l = blas_layout(t.size(nd - 2), t.size(nd - 1), t.stride(nd - 2), t.stride(nd - 1));
-  if (l) return t;
-  autograd::NoGradGuard ng;
-  return clone(t.detach());
-}
-
-template <typename T>
-void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t as0,
-          std::int64_t as1, const T* b, std::int64_t bs0, std::int64_t bs1, T* c, T beta) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    if (beta == T(0))
-      for (std::int64_t i = 0; i < m * n; ++i) c[i] = T(0);
-    return;
-  }
-  BlasMatrix la = *blas_layout(m, k, as0, as1);
-  BlasMatrix lb = *blas_layout(k, n, bs0, bs1);
-  blas_gemm<T>(la.trans == CblasTrans, lb.trans == CblasTrans, m, n, k, a, la.ld, b, lb.ld, beta, c,
-               n);
-}
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   FSDP_CHECK(a.dtype() == b.dtype(), RuntimeError,
@@ -74,44 +26,10 @@ bool is_16bit(DType t) {
   return t == DType::Float16 || t == DType::BFloat16;
 }
 
-// Batched product of [B, m, k] and [B, k, n] into a fresh [B, m, n] tensor (no autograd);
-// 16-bit floats multiply in float32, block by block (gemm16.h).
-Tensor batched_product(const Tensor& a_in, const Tensor& b_in) {
-  DType dt = a_in.dtype();
-  if (is_16bit(dt)) {
-    const std::int64_t B = a_in.size(0), m = a_in.size(1), k = a_in.size(2), n = b_in.size(2);
-    Tensor out = empty({B, m, n}, TensorOptions(dt, kCPU));
-    const auto* pa = a_in.data<std::uint16_t>();
-    const auto* pb = b_in.data<std::uint16_t>();
-    auto* pc = out.data<std::uint16_t>();
-    for (std::int64_t i = 0; i < B; ++i)
-      gemm_16bit(dt, m, n, k, pa + i * a_in.stride(0), a_in.stride(1), a_in.stride(2),
-                 pb + i * b_in.stride(0), b_in.stride(1), b_in.stride(2), nullptr, pc + i * m * n,
-                 n);
-    return out;
-  }
-  Tensor a = blas_ready(a_in), b = blas_ready(b_in);
-  const std::int64_t B = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
-  Tensor out = empty({B, m, n}, TensorOptions(dt, kCPU));
-  dispatch_float(dt, "bmm", [&]<typename T>() {
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* pc = out.data<T>();
-    auto products = [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i)
-        gemm<T>(m, n, k, pa + i * a.stride(0), a.stride(1), a.stride(2), pb + i * b.stride(0),
-                b.stride(1), b.stride(2), pc + i * m * n, T(0));
-    };
-    // Small products (attention's per-head ones) run on the calling thread inside OpenBLAS, so
-    // the batch is split across the intra-op pool; larger ones keep OpenBLAS's own threads.
-    // A chunk gets at least 64K multiply-adds (tens of microseconds), worth waking a worker for.
-    constexpr std::int64_t kMinChunkMacs = 65536;
-    const std::int64_t macs = std::max<std::int64_t>(m * n * k, 1);
-    if (B > 1 && macs <= kBlasSerialMacs)
-      parallel_for(0, B, std::max<std::int64_t>(1, kMinChunkMacs / macs), products);
-    else
-      products(0, B);
-  });
+// Batched product of [B, m, k] and [B, k, n] into a fresh [B, m, n] tensor (no autograd).
+Tensor batched_product(const Tensor& a, const Tensor& b, Device dev) {
+  Tensor out = new_tensor({a.size(0), a.size(1), b.size(2)}, a.dtype(), dev);
+  kernels(dev).bmm(out, a, b);
   return out;
 }
 
@@ -131,15 +49,12 @@ std::optional<variable_list> linear_backward_fused16(const variable_list& saved,
     return std::nullopt;
   Tensor g2 = reshape(g, {-1, outf}).contiguous();
   const std::int64_t rows = g2.size(0);
+  const Device dev = g.device();
   Tensor x2 = rw ? reshape(x, {-1, in}).contiguous() : Tensor();
-  Tensor gx = ri ? empty({rows, in}, TensorOptions(dt, kCPU)) : Tensor();
-  Tensor gw = rw ? empty({outf, in}, TensorOptions(dt, kCPU)) : Tensor();
-  Tensor gb = rb ? empty({outf}, TensorOptions(dt, kCPU)) : Tensor();
-  linear_backward_16bit(
-      dt, rows, in, outf, g2.data<std::uint16_t>(), rw ? x2.data<std::uint16_t>() : nullptr,
-      ri ? w.data<std::uint16_t>() : nullptr, ri ? w.stride(0) : 0, ri ? w.stride(1) : 0,
-      ri ? gx.data<std::uint16_t>() : nullptr, rw ? gw.data<std::uint16_t>() : nullptr,
-      rb ? gb.data<std::uint16_t>() : nullptr);
+  Tensor gx = ri ? new_tensor({rows, in}, dt, dev) : Tensor();
+  Tensor gw = rw ? new_tensor({outf, in}, dt, dev) : Tensor();
+  Tensor gb = rb ? new_tensor({outf}, dt, dev) : Tensor();
+  kernels(dev).linear_backward16(gx, gw, gb, g2, x2, ri ? w : Tensor(), in);
   return variable_list{ri ? reshape(gx, ishape) : Tensor(), gw, gb};
 }
 
@@ -147,7 +62,7 @@ std::optional<variable_list> linear_backward_fused16(const variable_list& saved,
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   FSDP_DISPATCH("mm", mm, a, b);
-  bool meta = check_devices("mm", {&a, &b});
+  const Device dev = common_device("mm", {&a, &b});
   FSDP_CHECK(a.dim() == 2 && b.dim() == 2, RuntimeError,
              "mm: expected 2-D tensors, got shapes {} and {}", shape_str(a.shape()),
              shape_str(b.shape()));
@@ -156,14 +71,14 @@ Tensor mm(const Tensor& a, const Tensor& b) {
              shape_str(b.shape()), a.size(1), b.size(0));
   check_same_dtype("mm", a, b);
   Tensor out;
-  if (meta) {
-    out = empty({a.size(0), b.size(1)}, TensorOptions(a.dtype(), kMeta));
+  if (dev.is_meta()) {
+    out = new_tensor({a.size(0), b.size(1)}, a.dtype(), dev);
   } else {
     Tensor a3 =
         make_view(a, {1, a.size(0), a.size(1)}, {0, a.stride(0), a.stride(1)}, a.storage_offset());
     Tensor b3 =
         make_view(b, {1, b.size(0), b.size(1)}, {0, b.stride(0), b.stride(1)}, b.storage_offset());
-    Tensor r = batched_product(a3, b3);
+    Tensor r = batched_product(a3, b3, dev);
     out = make_view(r, {a.size(0), b.size(1)}, {b.size(1), 1}, r.storage_offset());
   }
   bool ra = a.requires_grad(), rb = b.requires_grad();
@@ -178,7 +93,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   FSDP_DISPATCH("bmm", bmm, a, b);
-  bool meta = check_devices("bmm", {&a, &b});
+  const Device dev = common_device("bmm", {&a, &b});
   FSDP_CHECK(a.dim() == 3 && b.dim() == 3, RuntimeError,
              "bmm: expected 3-D tensors, got shapes {} and {}", shape_str(a.shape()),
              shape_str(b.shape()));
@@ -189,8 +104,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
              "bmm: shapes {} and {} cannot be multiplied ({} != {})", shape_str(a.shape()),
              shape_str(b.shape()), a.size(2), b.size(1));
   check_same_dtype("bmm", a, b);
-  Tensor out = meta ? empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype(), kMeta))
-                    : batched_product(a, b);
+  Tensor out = dev.is_meta() ? new_tensor({a.size(0), a.size(1), b.size(2)}, a.dtype(), dev)
+                             : batched_product(a, b, dev);
   bool ra = a.requires_grad(), rb = b.requires_grad();
   autograd::record("BmmBackward0", {a, b}, {out}, {rb ? a : Tensor(), ra ? b : Tensor()},
                    [ra, rb](const variable_list& s, const variable_list& g) -> variable_list {
@@ -203,7 +118,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   FSDP_DISPATCH("matmul", matmul, a, b);
-  check_devices("matmul", {&a, &b});
+  common_device("matmul", {&a, &b});
   const std::int64_t da = a.dim(), db = b.dim();
   FSDP_CHECK(da >= 1 && db >= 1, RuntimeError,
              "matmul: both arguments to matmul need to be at least 1D, but they are {}D and {}D "
@@ -242,7 +157,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   FSDP_DISPATCH("linear", linear, input, weight, bias);
-  bool meta = check_devices("linear", {&input, &weight, &bias});
+  const Device dev = common_device("linear", {&input, &weight, &bias});
   FSDP_CHECK(input.dim() >= 1 && weight.dim() == 2, RuntimeError,
              "linear: expected input of at least 1 dimension and a 2-D weight, got shapes {} "
              "and {}",
@@ -263,36 +178,14 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   out_shape.push_back(outf);
   Tensor out;
   const DType dt = input.dtype();
-  if (meta) {
-    out = empty(out_shape, TensorOptions(dt, kMeta));
-  } else if (is_16bit(dt)) {
+  if (dev.is_meta()) {
+    out = new_tensor(out_shape, dt, dev);
+  } else {
     autograd::NoGradGuard ng;
     Tensor x = reshape(input.detach(), {-1, in});
     Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
-    Tensor o = empty({x.size(0), outf}, TensorOptions(dt, kCPU));
-    // out = x @ weight^T (+ bias): weight^T is read through its strides.
-    gemm_16bit(dt, x.size(0), outf, in, x.data<std::uint16_t>(), x.stride(0), x.stride(1),
-               weight.data<std::uint16_t>(), weight.stride(1), weight.stride(0),
-               bc.defined() ? bc.data<std::uint16_t>() : nullptr, o.data<std::uint16_t>(), outf);
-    out = reshape(o, out_shape);
-  } else {
-    autograd::NoGradGuard ng;
-    DType ct = dt;
-    Tensor x = blas_ready(reshape(input.detach(), {-1, in}));
-    Tensor w = blas_ready(weight.detach());
-    const std::int64_t rows = x.size(0);
-    Tensor o = empty({rows, outf}, TensorOptions(ct, kCPU));
-    Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
-    dispatch_float(ct, "linear", [&]<typename T>() {
-      // The bias in every row (a row copy: the generic broadcasting copy_ was 2% of a step).
-      if (bc.defined())
-        for (std::int64_t r = 0; r < rows; ++r)
-          std::memcpy(o.data<T>() + r * outf, bc.data<T>(),
-                      sizeof(T) * static_cast<std::size_t>(outf));
-      // out = x @ w^T (+ bias already in out, beta = 1): w^T is read through its strides.
-      gemm<T>(rows, outf, in, x.data<T>(), x.stride(0), x.stride(1), w.data<T>(), w.stride(1),
-              w.stride(0), o.data<T>(), bias.defined() ? T(1) : T(0));
-    });
+    Tensor o = new_tensor({x.size(0), outf}, dt, dev);
+    kernels(dev).linear(o, x, weight.detach(), bc);
     out = reshape(o, out_shape);
   }
   bool ri = input.requires_grad(), rw = weight.requires_grad();

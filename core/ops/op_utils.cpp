@@ -9,21 +9,6 @@ std::int64_t wrap_insert_dim(std::int64_t dim, std::int64_t ndim, const char* op
   return wrap_dim(dim, ndim + 1, op);
 }
 
-bool check_devices(const char* op, std::initializer_list<const Tensor*> tensors) {
-  bool meta = false;
-  for (const Tensor* t : tensors) {
-    if (!t->defined()) continue;
-    Device d = t->device();
-    FSDP_CHECK(!d.is_cuda(), NotImplementedError,
-               "{}: not implemented for device {} (tensor of shape {}); CUDA kernels are not "
-               "available in this build",
-               op, d.str(), shape_str(t->shape()));
-    meta = meta || d.is_meta();
-    if (!d.is_meta()) check_storage_alive(*t, op);
-  }
-  return meta;
-}
-
 int dtype_category(DType t) {
   if (t == DType::Bool) return 0;
   return is_floating(t) ? 2 : 1;

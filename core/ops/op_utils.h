@@ -1,5 +1,5 @@
-// Internal helpers shared by the op kernels in core/ops/: dim wrapping, dtype promotion, device
-// checks, compute types for 16-bit floats and a coalescing strided iterator over N operands.
+// Internal helpers shared by the ops in core/ops/ and their CPU kernels: dim wrapping, dtype
+// promotion, compute types for 16-bit floats and a coalescing strided iterator over N operands.
 #pragma once
 
 #include <array>
@@ -10,6 +10,7 @@
 
 #include "core/autograd.h"
 #include "core/kernel_utils.h"
+#include "core/kernels/kernel_table.h"
 #include "core/ops.h"
 #include "core/wrap_dim.h"
 
@@ -20,16 +21,6 @@ using autograd::variable_list;
 using fsdp::wrap_dim;  // core/wrap_dim.h
 // wrap_dim, for insertion positions (unsqueeze/stack): range [-(ndim+1), ndim].
 std::int64_t wrap_insert_dim(std::int64_t dim, std::int64_t ndim, const char* op);
-
-// Throws NotImplementedError naming `op` if a tensor is on CUDA; returns true if any is meta.
-// Undefined tensors are skipped.
-bool check_devices(const char* op, std::initializer_list<const Tensor*> tensors);
-inline bool check_devices(const char* op, const Tensor& a) {
-  return check_devices(op, {&a});
-}
-inline Device result_device(bool meta) {
-  return meta ? kMeta : kCPU;
-}
 
 // PyTorch's result_type for two tensors; a 0-d tensor does not raise the dtype of a
 // higher-dimensional one within the same category (bool < integer < floating).
@@ -67,11 +58,6 @@ using fsdp::for_each_run;
 
 // Sums a gradient down to an input's shape and converts it to the input's dtype.
 Tensor reduce_grad(const Tensor& grad, const Shape& shape, DType dtype);
-
-// A fresh contiguous tensor on cpu or meta.
-inline Tensor new_tensor(const Shape& shape, DType dtype, bool meta) {
-  return empty(shape, TensorOptions(dtype, result_device(meta)));
-}
 
 // `t` converted to `dtype` (no copy if it already has it), without autograd.
 Tensor as_dtype(const Tensor& t, DType dtype);

@@ -1,7 +1,5 @@
 // Random tensors and in-place random fills, drawn in row-major order from a Generator (this
 // thread's default unless one is given), so a saved generator state replays the same values.
-#include <cmath>
-
 #include "core/dispatch/intercept.h"
 #include "core/ops/op_utils.h"
 
@@ -14,38 +12,18 @@ Generator& gen_or_default(Generator* g) {
   return g ? *g : default_generator();
 }
 
-// Writes f() into every element of t in row-major order.
-template <typename F>
-void fill_with(Tensor& t, const char* op, F&& f) {
-  if (check_devices(op, t)) return;
+// Fills t from g on its device (random's kernels draw in row-major order).
+void fill_random(Tensor& t, const char* op, const RandomSpec& spec, Generator& g) {
+  const Device dev = common_device(op, {&t});
+  if (dev.is_meta()) return;
   t.storage()->bump_version();
-  void* p = t.data_ptr();
-  dispatch_all(t.dtype(), [&]<typename T>() {
-    T* tp = static_cast<T*>(p);
-    for_each_offset(t.shape(), t.strides(), [&](std::int64_t o) { tp[o] = from_double<T>(f()); });
-  });
+  kernels(dev).random(spec, t, g);
 }
 
 void check_float(const Tensor& t, const char* op) {
   FSDP_CHECK(is_floating(t.dtype()), TypeError,
              "{}: expected a floating point tensor, got dtype {} (shape {})", op,
              dtype_name(t.dtype()), shape_str(t.shape()));
-}
-
-// Writes draws of uniform [low, high) into t, redrawing the rare value that rounds up to
-// `high` in t's dtype (so the interval stays half-open, unbiased).
-void fill_uniform(Tensor& t, double low, double high, Generator& g) {
-  if (check_devices("uniform_", t)) return;
-  t.storage()->bump_version();
-  dispatch_all(t.dtype(), [&]<typename T>() {
-    T* tp = t.data<T>();
-    for_each_offset(t.shape(), t.strides(), [&](std::int64_t o) {
-      T v = from_double<T>(low + (high - low) * g.uniform());
-      while (high > low && to_double(v) >= high)
-        v = from_double<T>(low + (high - low) * g.uniform());
-      tp[o] = v;
-    });
-  });
 }
 
 }  // namespace
@@ -56,7 +34,7 @@ Tensor& uniform_(Tensor& t, double low, double high, Generator* generator) {
   FSDP_CHECK(low <= high, RuntimeError,
              "uniform_ expects to return a [from, to) range, but found from={} > to={}", low, high);
   Generator& g = gen_or_default(generator);
-  fill_uniform(t, low, high, g);
+  fill_random(t, "uniform_", {RandomKind::Uniform, low, high}, g);
   return t;
 }
 
@@ -65,7 +43,7 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* generator) {
   check_float(t, "normal_");
   FSDP_CHECK(std >= 0.0, RuntimeError, "normal expects std >= 0.0, but found std {}", std);
   Generator& g = gen_or_default(generator);
-  fill_with(t, "normal_", [&] { return mean + std * g.normal(); });
+  fill_random(t, "normal_", {RandomKind::Normal, mean, std}, g);
   return t;
 }
 
@@ -97,9 +75,7 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, TensorOp
   Tensor t = empty(shape, options.with_requires_grad(false));
   Generator& g = gen_or_default(generator);
   const auto range = static_cast<std::uint64_t>(high - low);
-  fill_with(t, "randint", [&] {
-    return static_cast<double>(low + static_cast<std::int64_t>(g.next_u64() % range));
-  });
+  fill_random(t, "randint", {RandomKind::Integer, 0.0, 0.0, low, range}, g);
   return t;
 }
 

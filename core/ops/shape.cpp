@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "core/dispatch/intercept.h"
-#include "core/ops/elementwise_kernels.h"
+#include "core/ops/op_utils.h"
 
 namespace fsdp {
 using namespace ops_detail;
@@ -77,60 +77,14 @@ void record_view(const char* name, const Tensor& a, const Tensor& out, F fn) {
 
 }  // namespace
 
-namespace {
-
-// Copies a transposed layout (src reads with a large innermost stride while some other dim has
-// stride 1) into a contiguous dst in 32x32 tiles, so both sides stay in cache. False if the
-// layouts do not fit that pattern.
-template <typename T>
-bool copy_tiled(const Tensor& dst, const Tensor& src) {
-  const Shape& sz = dst.shape();
-  const Shape& ss = src.strides();
-  const std::size_t nd = sz.size();
-  if (nd < 2 || !dst.is_contiguous() || ss[nd - 1] == 1 || sz[nd - 1] < 16) return false;
-  std::size_t k = nd;
-  for (std::size_t d = 0; d + 1 < nd; ++d)
-    if (ss[d] == 1 && sz[d] >= 16) k = d;
-  if (k == nd) return false;
-  Shape outer = sz;
-  outer[k] = 1;
-  outer[nd - 1] = 1;
-  const Shape& ds = dst.strides();
-  const std::int64_t R = sz[k], C = sz[nd - 1], dR = ds[k], sC = ss[nd - 1];
-  T* pd = dst.data<T>();
-  const T* ps = src.data<T>();
-  constexpr std::int64_t kTile = 8;
-  for_each_offset2(outer, ds, ss, [&](std::int64_t od, std::int64_t os) {
-    for (std::int64_t r0 = 0; r0 < R; r0 += kTile)
-      for (std::int64_t c0 = 0; c0 < C; c0 += kTile) {
-        const std::int64_t r1 = std::min(R, r0 + kTile), c1 = std::min(C, c0 + kTile);
-        for (std::int64_t r = r0; r < r1; ++r)
-          for (std::int64_t c = c0; c < c1; ++c) pd[od + r * dR + c] = ps[os + r + c * sC];
-      }
-  });
-  return true;
-}
-
-}  // namespace
-
 void ops_detail::copy_strided(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
-  dispatch_all(dst.dtype(), [&]<typename TO>() {
-    dispatch_all(src.dtype(), [&]<typename TI>() {
-      if constexpr (std::is_same_v<TO, TI>) {
-        if (!copy_tiled<TO>(dst, src)) map1<TO, TI>(dst, src, [](auto x) { return x; });
-      } else if constexpr (std::is_same_v<TO, bool>) {
-        map1<TO, TI>(dst, src, [](auto x) { return x != decltype(x)(0); });
-      } else {
-        map1<TO, TI>(dst, src, [](auto x) { return static_cast<compute_t<TO>>(x); });
-      }
-    });
-  });
+  kernels(dst.device()).copy(dst, src);
 }
 
 Tensor view(const Tensor& a, const Shape& shape) {
   FSDP_DISPATCH("view", view, a, shape);
-  check_devices("view", a);
+  common_device("view", {&a});
   Shape sizes = infer_size(shape, a.numel(), "view");
   auto st = view_strides(a.shape(), a.strides(), sizes);
   FSDP_CHECK(st.has_value(), RuntimeError,
@@ -145,7 +99,7 @@ Tensor view(const Tensor& a, const Shape& shape) {
 
 Tensor reshape(const Tensor& a, const Shape& shape) {
   FSDP_DISPATCH("reshape", reshape, a, shape);
-  check_devices("reshape", a);
+  common_device("reshape", {&a});
   Shape sizes = infer_size(shape, a.numel(), "reshape");
   if (view_strides(a.shape(), a.strides(), sizes)) return view(a, sizes);
   return view(clone(a), sizes);
@@ -153,7 +107,7 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
 
 Tensor transpose(const Tensor& a, std::int64_t d0, std::int64_t d1) {
   FSDP_DISPATCH("transpose", transpose, a, d0, d1);
-  check_devices("transpose", a);
+  common_device("transpose", {&a});
   const std::int64_t nd = a.dim();
   auto i0 = static_cast<std::size_t>(wrap_dim(d0, nd, "transpose"));
   auto i1 = static_cast<std::size_t>(wrap_dim(d1, nd, "transpose"));
@@ -170,7 +124,7 @@ Tensor transpose(const Tensor& a, std::int64_t d0, std::int64_t d1) {
 
 Tensor permute(const Tensor& a, const Shape& dims) {
   FSDP_DISPATCH("permute", permute, a, dims);
-  check_devices("permute", a);
+  common_device("permute", {&a});
   const std::int64_t nd = a.dim();
   FSDP_CHECK(static_cast<std::int64_t>(dims.size()) == nd, RuntimeError,
              "permute(sparse_coo): number of dimensions in the tensor input does not match the "
@@ -195,7 +149,7 @@ Tensor permute(const Tensor& a, const Shape& dims) {
 
 Tensor unsqueeze(const Tensor& a, std::int64_t dim) {
   FSDP_DISPATCH("unsqueeze", unsqueeze, a, dim);
-  check_devices("unsqueeze", a);
+  common_device("unsqueeze", {&a});
   auto d = static_cast<std::size_t>(wrap_insert_dim(dim, a.dim(), "unsqueeze"));
   Shape sizes = a.shape(), strides = a.strides();
   std::int64_t st = d < sizes.size() ? sizes[d] * strides[d] : 1;
@@ -209,7 +163,7 @@ Tensor unsqueeze(const Tensor& a, std::int64_t dim) {
 
 Tensor squeeze(const Tensor& a, std::int64_t dim) {
   FSDP_DISPATCH("squeeze", squeeze, a, dim);
-  check_devices("squeeze", a);
+  common_device("squeeze", {&a});
   auto d = static_cast<std::size_t>(wrap_dim(dim, a.dim(), "squeeze"));
   Shape sizes = a.shape(), strides = a.strides();
   bool drop = !sizes.empty() && sizes[d] == 1;
@@ -225,7 +179,7 @@ Tensor squeeze(const Tensor& a, std::int64_t dim) {
 
 Tensor expand(const Tensor& a, const Shape& shape) {
   FSDP_DISPATCH("expand", expand, a, shape);
-  check_devices("expand", a);
+  common_device("expand", {&a});
   const auto& as = a.shape();
   FSDP_CHECK(shape.size() >= as.size(), RuntimeError,
              "expand: the number of sizes provided ({}) must be greater or equal to the number "
@@ -258,7 +212,7 @@ Tensor expand(const Tensor& a, const Shape& shape) {
 
 Tensor flatten(const Tensor& a, std::int64_t start_dim, std::int64_t end_dim) {
   FSDP_DISPATCH("flatten", flatten, a, start_dim, end_dim);
-  check_devices("flatten", a);
+  common_device("flatten", {&a});
   if (a.dim() == 0) return reshape(a, {1});
   auto s = wrap_dim(start_dim, a.dim(), "flatten"), e = wrap_dim(end_dim, a.dim(), "flatten");
   FSDP_CHECK(s <= e, RuntimeError,
@@ -280,7 +234,7 @@ Tensor flatten(const Tensor& a, std::int64_t start_dim, std::int64_t end_dim) {
 
 Tensor narrow(const Tensor& a, std::int64_t dim, std::int64_t start, std::int64_t length) {
   FSDP_DISPATCH("narrow", narrow, a, dim, start, length);
-  check_devices("narrow", a);
+  common_device("narrow", {&a});
   FSDP_CHECK(a.dim() > 0, RuntimeError, "narrow() cannot be applied to a 0-dim tensor.");
   auto d = static_cast<std::size_t>(wrap_dim(dim, a.dim(), "narrow"));
   const std::int64_t size = a.shape()[d];
@@ -306,7 +260,7 @@ Tensor narrow(const Tensor& a, std::int64_t dim, std::int64_t start, std::int64_
 
 Tensor select(const Tensor& a, std::int64_t dim, std::int64_t index) {
   FSDP_DISPATCH("select", select, a, dim, index);
-  check_devices("select", a);
+  common_device("select", {&a});
   FSDP_CHECK(a.dim() > 0, IndexError, "select() cannot be applied to a 0-dim tensor.");
   auto d = static_cast<std::size_t>(wrap_dim(dim, a.dim(), "select"));
   const std::int64_t size = a.shape()[d];
@@ -329,26 +283,26 @@ Tensor select(const Tensor& a, std::int64_t dim, std::int64_t index) {
 
 Tensor contiguous(const Tensor& a) {
   FSDP_DISPATCH("contiguous", contiguous, a);
-  check_devices("contiguous", a);
+  common_device("contiguous", {&a});
   if (a.is_contiguous()) return a;
   return clone(a);
 }
 
 Tensor clone(const Tensor& a) {
   FSDP_DISPATCH("clone", clone, a);
-  bool meta = check_devices("clone", a);
-  Tensor out = new_tensor(a.shape(), a.dtype(), meta);
-  if (!meta) copy_strided(out, a);
+  const Device dev = common_device("clone", {&a});
+  Tensor out = new_tensor(a.shape(), a.dtype(), dev);
+  if (!dev.is_meta()) copy_strided(out, a);
   record_view("CloneBackward0", a, out, [](const Tensor& g) { return g; });
   return out;
 }
 
 Tensor to_dtype(const Tensor& a, DType dtype) {
   FSDP_DISPATCH("to_dtype", to_dtype, a, dtype);
-  bool meta = check_devices("to_dtype", a);
+  const Device dev = common_device("to_dtype", {&a});
   if (a.dtype() == dtype) return a;
-  Tensor out = new_tensor(a.shape(), dtype, meta);
-  if (!meta) copy_strided(out, a);
+  Tensor out = new_tensor(a.shape(), dtype, dev);
+  if (!dev.is_meta()) copy_strided(out, a);
   if (is_floating(dtype))
     record_view("ToCopyBackward0", a, out,
                 [src = a.dtype()](const Tensor& g) { return to_dtype(g, src); });
@@ -357,17 +311,19 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
 
 Tensor to_device(const Tensor& a, Device device) {
   FSDP_DISPATCH("to_device", to_device, a, device);
-  check_devices("to_device", a);
-  FSDP_CHECK(!device.is_cuda(), NotImplementedError,
-             "to_device: moving a tensor (shape {}) to {} is not implemented: CUDA is not "
-             "available in this build",
+  common_device("to_device", {&a});
+  FSDP_CHECK(device.is_meta() || has_kernels(device), NotImplementedError,
+             "to_device: moving a tensor (shape {}) to {} is not implemented: this build has no "
+             "kernels for that device",
              shape_str(a.shape()), device.str());
   if (a.device() == device) return a;
   FSDP_CHECK(!a.is_meta(), NotImplementedError,
              "Cannot copy out of meta tensor; no data! (to_device {} for a meta tensor of shape "
              "{}; materialize with empty(...) and initialise instead)",
              device.str(), shape_str(a.shape()));
-  Tensor out = empty(a.shape(), TensorOptions(a.dtype(), device));
+  Tensor out = new_tensor(a.shape(), a.dtype(), device);
+  // Across devices through the device's copy (Tensor::copy_); to meta, shapes only.
+  if (!device.is_meta()) out.copy_(a);
   record_view("ToCopyBackward0", a, out,
               [src = a.device()](const Tensor& g) { return to_device(g, src); });
   return out;

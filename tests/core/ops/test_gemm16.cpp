@@ -1,4 +1,4 @@
-// 16-bit matrix products (core/ops/gemm16.h through mm, bmm, matmul and linear) against the
+// 16-bit matrix products (core/kernels/cpu/gemm16.h through mm, bmm, matmul and linear) against the
 // product of float32 copies of the operands rounded once, for bfloat16 and float16, contiguous,
 // transposed and strided operands, sizes that cross the conversion blocks, degenerate sizes,
 // bias, and the gradients of linear.

@@ -1,5 +1,5 @@
-// Elementwise map kernels: dtype dispatch happens once per op, then tight loops over raw
-// pointers, with fast paths for contiguous and scalar-broadcast operands.
+// Elementwise map kernels of the CPU table: dtype dispatch happens once per op, then tight loops
+// over raw pointers, with fast paths for contiguous and scalar-broadcast operands.
 #pragma once
 
 #include "core/ops/op_utils.h"

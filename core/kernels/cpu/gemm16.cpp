@@ -1,10 +1,10 @@
-#include "core/ops/gemm16.h"
+#include "core/kernels/cpu/gemm16.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "core/dtype_convert.h"
-#include "core/ops/blas_gemm.h"
+#include "core/kernels/cpu/blas_gemm.h"
 
 namespace fsdp::ops_detail {
 

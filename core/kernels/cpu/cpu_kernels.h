@@ -1,0 +1,54 @@
+// The CPU kernel table: the loops the ops ran inline before device dispatch, one file per family
+// (elementwise.cpp, reduce.cpp, copy.cpp, random.cpp, linalg.cpp, attention.cpp).
+#pragma once
+
+#include "core/kernels/kernel_table.h"
+
+namespace fsdp {
+
+extern const KernelTable kCpuKernels;
+
+namespace cpu {
+
+void binary(BinaryKind kind, const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
+void unary(UnaryKind kind, const Tensor& out, const Tensor& a, double scalar);
+void compare(CompareKind kind, const Tensor& out, const Tensor& a, const Tensor& b);
+void eq_scalar(const Tensor& out, const Tensor& a, double b);
+void logical_not(const Tensor& out, const Tensor& a);
+void where(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
+void masked_fill(const Tensor& out, const Tensor& a, const Tensor& mask, double value);
+
+void sum(const Tensor& out, const Tensor& a, const std::vector<bool>& mask, bool mean,
+         std::int64_t count);
+void amax(const Tensor& out, const Tensor& a, const std::vector<bool>& mask);
+void max_dim(const Tensor& values, const Tensor& indices, const Tensor& a, std::int64_t dim);
+void max_dim_backward(const Tensor& grad, const Tensor& g, const Tensor& indices, std::int64_t dim);
+
+void copy(const Tensor& dst, const Tensor& src);
+void copy_broadcast(const Tensor& dst, const Tensor& src);
+void fill(const Tensor& t, double value);
+void index_select(const Tensor& out, const Tensor& src, const std::vector<std::int64_t>& index,
+                  std::int64_t outer, std::int64_t inner, std::int64_t size);
+void index_add(const Tensor& grad, const Tensor& src, const std::vector<std::int64_t>& index,
+               std::int64_t outer, std::int64_t inner, std::int64_t size);
+
+void random(const RandomSpec& spec, const Tensor& t, Generator& g);
+
+void bmm(const Tensor& out, const Tensor& a, const Tensor& b);
+void linear(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias);
+void linear_backward16(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& g,
+                       const Tensor& x, const Tensor& w, std::int64_t in_features);
+
+void split_heads(const std::vector<Tensor>& heads, const Tensor& packed, const HeadsLayout& layout,
+                 double first_divisor);
+void merge_heads(const Tensor& packed, const std::vector<Tensor>& heads, const HeadsLayout& layout,
+                 double first_divisor);
+void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const Tensor& mask, const AttentionDims& dims);
+void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& mask, const Tensor& out, const Tensor& lse,
+                                const Tensor& dout, const AttentionDims& dims);
+
+}  // namespace cpu
+}  // namespace fsdp

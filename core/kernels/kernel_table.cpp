@@ -1,0 +1,84 @@
+#include "core/kernels/kernel_table.h"
+
+#include <array>
+#include <atomic>
+
+#include "core/kernels/cpu/cpu_kernels.h"
+
+namespace fsdp {
+
+namespace {
+
+// Indexed by DeviceType; constant-initialised, so the CPU table is there before any static
+// constructor runs an op.
+std::array<std::atomic<const KernelTable*>, 3> g_tables{&kCpuKernels, nullptr, nullptr};
+
+std::atomic<const KernelTable*>& slot(DeviceType type) {
+  return g_tables[static_cast<std::size_t>(type)];
+}
+
+}  // namespace
+
+void register_kernels(DeviceType type, const KernelTable* table) {
+  FSDP_CHECK(type != DeviceType::Meta, ValueError,
+             "register_kernels: the meta device has no kernels (its ops compute shapes only)");
+  slot(type).store(table, std::memory_order_release);
+}
+
+const KernelTable& kernels(Device device) {
+  const KernelTable* t = slot(device.type).load(std::memory_order_acquire);
+  FSDP_CHECK(t != nullptr, RuntimeError,
+             "no kernels for device {}: this build has no support for it (the CUDA kernels need "
+             "a build with -Dcuda=enabled)",
+             device.str());
+  return *t;
+}
+
+bool has_kernels(Device device) {
+  return !device.is_meta() && slot(device.type).load(std::memory_order_acquire) != nullptr;
+}
+
+namespace {
+
+// Folds one tensor into the running common device (see common_device).
+inline void fold_device(const char* op, const Tensor& t, Device& common, bool& have, bool& meta) {
+  if (!t.defined()) return;
+  const Device d = t.device();
+  if (d.is_meta()) {
+    meta = true;
+    return;
+  }
+  check_storage_alive(t, op);
+  if (d.is_cpu() && t.dim() == 0) return;  // a cpu scalar goes with any device
+  if (!have) {
+    common = d;
+    have = true;
+    return;
+  }
+  FSDP_CHECK(d == common, RuntimeError,
+             "{}: Expected all tensors to be on the same device, but found at least two devices, "
+             "{} and {}!",
+             op, common.str(), d.str());
+}
+
+}  // namespace
+
+Device common_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  Device common = kCPU;
+  bool have = false, meta = false;
+  for (const Tensor* t : tensors) fold_device(op, *t, common, have, meta);
+  return meta ? kMeta : common;
+}
+
+Device common_device(const char* op, const std::vector<Tensor>& tensors) {
+  Device common = kCPU;
+  bool have = false, meta = false;
+  for (const Tensor& t : tensors) fold_device(op, t, common, have, meta);
+  return meta ? kMeta : common;
+}
+
+Tensor new_tensor(const Shape& shape, DType dtype, Device device) {
+  return empty(shape, TensorOptions(dtype, device));
+}
+
+}  // namespace fsdp

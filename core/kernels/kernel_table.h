@@ -1,0 +1,138 @@
+// Device dispatch: the kernels of every op, one table of function pointers per device type (as the
+// allocators are registered per device type). An op keeps its checks, shape and dtype logic and
+// autograd record, allocates its outputs on the inputs' device (common_device, new_tensor) and
+// runs `kernels(device).<family>(...)`. Kernels take Tensors (outputs first, already allocated)
+// and plain values; the kind of an element-wise map is an enum, not a lambda, so that a table can
+// be filled by code that is compiled elsewhere (a device's own kernels). docs/devices.md.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace fsdp {
+
+class Generator;
+
+// out = a op b (a, b already of out's dtype, broadcast to out's shape). Add and Sub scale b by
+// alpha.
+enum class BinaryKind : std::uint8_t { Add, Sub, Mul, Div, Maximum, Minimum };
+// out = f(a) (a already of out's dtype); `scalar` is the operand of the *Scalar kinds and Pow.
+enum class UnaryKind : std::uint8_t {
+  AddScalar,
+  MulScalar,
+  DivScalar,
+  Pow,
+  Square,
+  Identity,
+  Sqrt,
+  Neg,
+  Exp,
+  Log,
+  Rsqrt,
+  Abs,
+  Sign
+};
+// out (bool) = a op b (a, b of one dtype, broadcast to out's shape).
+enum class CompareKind : std::uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+// A random fill: Uniform draws [a, b); Normal, mean a and std b; Integer, low + draw % range.
+enum class RandomKind : std::uint8_t { Uniform, Normal, Integer };
+struct RandomSpec {
+  RandomKind kind;
+  double a = 0, b = 0;
+  std::int64_t low = 0;
+  std::uint64_t range = 1;
+};
+
+// split_heads' layout: packed (L, N, parts * heads * hd) <-> parts of (N * heads, L, hd).
+struct HeadsLayout {
+  std::int64_t L, N, parts, heads, hd;
+  std::int64_t row() const { return parts * heads * hd; }  // one (l, n) row of packed
+};
+
+// blocked_attention's sizes: q (B, L, D), k (B, S, D), v (B, S, Dv).
+struct AttentionDims {
+  std::int64_t B, L, S, D, Dv;
+  std::int64_t mask_batch_stride;  // 0 when one (L, S) mask serves every batch entry
+};
+
+struct KernelTable {
+  // Element-wise (core/ops/elementwise.cpp, compare.cpp, inplace.cpp). out may be a (in-place).
+  void (*binary)(BinaryKind kind, const Tensor& out, const Tensor& a, const Tensor& b,
+                 double alpha);
+  void (*unary)(UnaryKind kind, const Tensor& out, const Tensor& a, double scalar);
+  void (*compare)(CompareKind kind, const Tensor& out, const Tensor& a, const Tensor& b);
+  void (*eq_scalar)(const Tensor& out, const Tensor& a, double b);
+  void (*logical_not)(const Tensor& out, const Tensor& a);
+  void (*where)(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
+  void (*masked_fill)(const Tensor& out, const Tensor& a, const Tensor& mask, double value);
+
+  // Reductions (core/ops/reduce.cpp); `mask` marks the reduced dims of a, out is contiguous.
+  void (*sum)(const Tensor& out, const Tensor& a, const std::vector<bool>& mask, bool mean,
+              std::int64_t count);
+  void (*amax)(const Tensor& out, const Tensor& a, const std::vector<bool>& mask);
+  // values and indices in keepdim layout or not (contiguous), the maximum along `dim`.
+  void (*max_dim)(const Tensor& values, const Tensor& indices, const Tensor& a, std::int64_t dim);
+  // grad (zeros, a's shape) [indices at dim] = g; g and indices in keepdim shape.
+  void (*max_dim_backward)(const Tensor& grad, const Tensor& g, const Tensor& indices,
+                           std::int64_t dim);
+
+  // Copies and fills (core/tensor.cpp, core/ops/shape.cpp, join.cpp).
+  void (*copy)(const Tensor& dst, const Tensor& src);  // same shape, any strides and dtypes
+  void (*copy_broadcast)(const Tensor& dst, const Tensor& src);  // Tensor::copy_ after its checks
+  void (*fill)(const Tensor& t, double value);
+  // out rows [o, i] = src rows [o, index[i]] of `inner` elements; src contiguous, `size` rows.
+  void (*index_select)(const Tensor& out, const Tensor& src, const std::vector<std::int64_t>& index,
+                       std::int64_t outer, std::int64_t inner, std::int64_t size);
+  // grad rows [o, index[i]] += src rows [o, i] (index_select's backward).
+  void (*index_add)(const Tensor& grad, const Tensor& src, const std::vector<std::int64_t>& index,
+                    std::int64_t outer, std::int64_t inner, std::int64_t size);
+
+  // Random fills in row-major order from g (core/ops/random.cpp).
+  void (*random)(const RandomSpec& spec, const Tensor& t, Generator& g);
+
+  // Products (core/ops/linalg.cpp). bmm: out (B, m, n) contiguous = a (B, m, k) . b (B, k, n).
+  void (*bmm)(const Tensor& out, const Tensor& a, const Tensor& b);
+  // out (rows, out_features) contiguous = x (rows, in) . w^T (+ bias, contiguous, or undefined).
+  void (*linear)(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias);
+  // 16-bit linear backward in one pass: g (rows, out) and x (rows, in) contiguous, w (out, in);
+  // gx, gw, gb each optional (undefined), x needed for gw, w for gx.
+  void (*linear_backward16)(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& g,
+                            const Tensor& x, const Tensor& w, std::int64_t in_features);
+
+  // Attention (core/ops/attention_heads.cpp, blocked_attention.cpp); contiguous operands.
+  void (*split_heads)(const std::vector<Tensor>& heads, const Tensor& packed,
+                      const HeadsLayout& layout, double first_divisor);
+  // packed = the parts back in packed layout; undefined parts give zeros.
+  void (*merge_heads)(const Tensor& packed, const std::vector<Tensor>& heads,
+                      const HeadsLayout& layout, double first_divisor);
+  void (*blocked_attention)(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                            const Tensor& v, const Tensor& mask, const AttentionDims& dims);
+  // dq, dk, dv zero-filled on entry.
+  void (*blocked_attention_backward)(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                     const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& mask, const Tensor& out, const Tensor& lse,
+                                     const Tensor& dout, const AttentionDims& dims);
+};
+
+// Installs `table` for every device of `type` (null removes it). CPU's is built in.
+void register_kernels(DeviceType type, const KernelTable* table);
+// The kernels of `device`; a RuntimeError naming the device when none is registered.
+const KernelTable& kernels(Device device);
+bool has_kernels(Device device);  // false for meta
+
+// The device an op runs on: that of its defined tensors (undefined ones are skipped), which must
+// agree, else PyTorch's RuntimeError "<op>: Expected all tensors to be on the same device, but
+// found at least two devices, cuda:0 and cpu!". A 0-d cpu tensor mixes with any device (PyTorch's
+// scalar rule); meta mixes with any device and wins (shapes only). Storages must be alive.
+Device common_device(const char* op, std::initializer_list<const Tensor*> tensors);
+Device common_device(const char* op, const std::vector<Tensor>& tensors);
+
+// A fresh contiguous tensor (the outputs of ops).
+Tensor new_tensor(const Shape& shape, DType dtype, Device device);
+
+}  // namespace fsdp

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Device dispatch (docs/devices.md, issue 24): the op path names no device of its own. In the ops,
+functional, nn, optim, autograd and fsdp sources, no `kCPU` (an output placed on the host whatever
+the inputs' device) and no `check_cpu(` (a refusal of other devices); in the op files themselves
+(core/ops, functional, nn, optim), no loop over data either (`.data<`, `data_ptr()`, dtype dispatch):
+kernels live in core/kernels/<device>/ and ops call kernels(device).
+
+NOT_MIGRATED lists the files that still do, until they move to the kernel tables: it may only
+shrink. A file outside it that matches fails (a new CPU default), and so does a file in it that no
+longer matches (take it off the list). Usage: check_no_cpu_default.py SOURCE_ROOT"""
+import os
+import re
+import sys
+
+# Where the op path lives: patterns for every file, and the data-loop patterns for op files.
+OP_PATH = ["core/ops", "core/functional", "core/nn", "core/optim", "core/autograd.h",
+           "core/autograd.cpp", "core/multi_grad_hook.h", "core/multi_grad_hook.cpp", "fsdp"]
+OP_FILES = ["core/ops", "core/functional", "core/nn", "core/optim"]
+CPU_DEFAULT = re.compile(r"\bkCPU\b|\bcheck_cpu\(")
+DATA_LOOP = re.compile(r"\.data<|\bdata_ptr\(\)|\bdispatch_all\(|\bdispatch_float\(")
+# Kernel files that take pointers, not tensors (called from kernels or from migrated ops).
+KERNEL_FILES = {"core/optim/update_kernels.cpp", "core/optim/update_kernels.h",
+                "core/functional/vec_math.h", "core/functional/masked_softmax.h",
+                "core/ops/op_utils.h"}
+
+NOT_MIGRATED = {
+    "core/functional/activations.cpp",
+    "core/functional/batch_norm.cpp",
+    "core/functional/classification_loss.cpp",
+    "core/functional/dropout.cpp",
+    "core/functional/embedding.cpp",
+    "core/functional/functional_common.h",
+    "core/functional/layer_norm.cpp",
+    "core/functional/mse_loss.cpp",
+    "core/functional/softmax.cpp",
+    "core/nn/clip_grad.cpp",
+    "core/nn/embedding.cpp",
+    "core/nn/init.cpp",
+    "core/nn/transformer.cpp",
+    "core/optim/adam.cpp",
+    "core/optim/optimizer.cpp",
+    "core/optim/sgd.cpp",
+    "fsdp/fully_sharded_data_parallel.cpp",
+}
+SOURCES = (".h", ".cpp")
+
+
+def sources(root, entry):
+    path = os.path.join(root, entry)
+    if os.path.isfile(path):
+        yield entry
+        return
+    for folder, _, files in os.walk(path):
+        for name in sorted(files):
+            if name.endswith(SOURCES):
+                yield os.path.relpath(os.path.join(folder, name), root)
+
+
+def offending_lines(root, rel):
+    in_op_file = any(rel == d or rel.startswith(d + "/") for d in OP_FILES)
+    found = []
+    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            code = line.split("//", 1)[0]
+            if CPU_DEFAULT.search(code) or (in_op_file and rel not in KERNEL_FILES and
+                                            DATA_LOOP.search(code)):
+                found.append(f"{rel}:{number}: {line.strip()}")
+    return found
+
+
+def main(root):
+    failures = []
+    matched = set()
+    for entry in OP_PATH:
+        for rel in sources(root, entry):
+            lines = offending_lines(root, rel)
+            if lines:
+                matched.add(rel)
+                if rel not in NOT_MIGRATED:
+                    failures.append(f"{lines[0]}\n  {rel} runs on the cpu whatever its inputs' "
+                                    "device: create outputs with new_tensor(shape, dtype, "
+                                    "common_device(...)) and run kernels(device) (docs/devices.md)")
+    for rel in sorted(NOT_MIGRATED - matched):
+        failures.append(f"{rel} is migrated: take it off NOT_MIGRATED in "
+                        "tests/check_no_cpu_default.py")
+    for f in failures:
+        print(f)
+    print(f"{len(matched)} unmigrated files, {len(failures)} problems")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
