@@ -37,9 +37,6 @@ NOT_MIGRATED = {
     "core/nn/embedding.cpp",
     "core/nn/init.cpp",
     "core/nn/transformer.cpp",
-    "core/optim/adam.cpp",
-    "core/optim/optimizer.cpp",
-    "core/optim/sgd.cpp",
     "fsdp/fully_sharded_data_parallel.cpp",
 }
 SOURCES = (".h", ".cpp")

@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/optim/update_kernels.h"
 #include "core/tensor.h"
 
 namespace fsdp {
@@ -117,6 +118,14 @@ struct KernelTable {
                                      const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& mask, const Tensor& out, const Tensor& lse,
                                      const Tensor& dout, const AttentionDims& dims);
+
+  // Optimizer updates of one contiguous parameter (core/optim): param, its gradient and state
+  // of one dtype and shape; max_exp_avg_sq (amsgrad) and momentum_buffer may be undefined.
+  void (*adam_update)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                      const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
+                      const optim::AdamScalars& scalars);
+  void (*sgd_update)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                     const optim::SgdScalars& scalars);
 };
 
 // Installs `table` for every device of `type` (null removes it). CPU's is built in.

@@ -28,6 +28,11 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   FSDP_DISPATCH_INPLACE("add_", add_, a, b, alpha);
   check_inplace(a, "add_");
   const Device dev = common_device("add_", {&a, &b});
+  // The output is no cpu scalar exception: a 0-d cpu `a` cannot take a device's result.
+  FSDP_CHECK(dev.is_meta() || a.is_meta() || a.device() == dev, RuntimeError,
+             "add_: Expected all tensors to be on the same device, but found at least two "
+             "devices, {} and {}!",
+             a.device().str(), dev.str());
   Shape shape = broadcast_shapes(a.shape(), b.shape(), "add_");
   FSDP_CHECK(shape == a.shape(), RuntimeError,
              "add_: output with shape {} doesn't match the broadcast shape {} (other has shape {})",

@@ -4,7 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "core/kernel_utils.h"
+#include "core/kernels/kernel_table.h"
 #include "core/optim/update_kernels.h"
 
 namespace fsdp::optim {
@@ -63,10 +63,7 @@ void adam_step(Group& g, const AdamOptions& o, bool decoupled, const char* op) {
     ++s.step;
     const AdamScalars k{o.lr,           o.betas.first, o.betas.second, o.eps,
                         o.weight_decay, decoupled,     o.maximize,     s.step};
-    dispatch_float(p.dtype(), op, [&]<typename T>() {
-      adam_update_flat<T>(p.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(),
-                          vmax.defined() ? vmax.data<T>() : nullptr, p.numel(), k);
-    });
+    kernels(p.device()).adam_update(p, grad, m, v, vmax, k);
     p.storage()->bump_version();
   }
 }

@@ -110,7 +110,12 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
 }
 
 void check_step_inputs(const char* op, const Tensor& param, const Tensor& grad) {
-  check_cpu(param, op);
+  FSDP_CHECK(grad.device() == param.device(), RuntimeError,
+             "{}: Expected all tensors to be on the same device, but found at least two devices, "
+             "{} and {}!",
+             op, param.device().str(), grad.device().str());
+  check_storage_alive(param, op);
+  check_storage_alive(grad, op);
   FSDP_CHECK(grad.shape() == param.shape() && grad.dtype() == param.dtype(), RuntimeError,
              "{}: gradient of shape {} ({}) does not match parameter of shape {} ({})", op,
              shape_str(grad.shape()), dtype_name(grad.dtype()), shape_str(param.shape()),
@@ -118,6 +123,9 @@ void check_step_inputs(const char* op, const Tensor& param, const Tensor& grad) 
   FSDP_CHECK(param.is_contiguous(), RuntimeError,
              "{}: parameters must be contiguous (got shape {} with strides {})", op,
              shape_str(param.shape()), shape_str(param.strides()));
+  FSDP_CHECK(param.dtype() == DType::Float32 || param.dtype() == DType::Float64, TypeError,
+             "{}: not implemented for dtype {} (expected float32 or float64)", op,
+             dtype_name(param.dtype()));
 }
 
 }  // namespace fsdp::optim

@@ -2,7 +2,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "core/kernel_utils.h"
+#include "core/kernels/kernel_table.h"
 #include "core/optim/update_kernels.h"
 
 namespace fsdp::optim {
@@ -66,10 +66,7 @@ void SGD::step() {
       }
       const SgdScalars k{o.lr,       o.momentum, o.dampening, o.weight_decay,
                          o.nesterov, o.maximize, first};
-      dispatch_float(p.dtype(), "SGD.step", [&]<typename T>() {
-        sgd_update_flat<T>(p.data<T>(), grad.data<T>(), buf.defined() ? buf.data<T>() : nullptr,
-                           p.numel(), k);
-      });
+      kernels(p.device()).sgd_update(p, grad, buf, k);
       p.storage()->bump_version();
     }
   }

@@ -29,6 +29,8 @@ constinit const KernelTable kCpuKernels{
     .merge_heads = &cpu::merge_heads,
     .blocked_attention = &cpu::blocked_attention,
     .blocked_attention_backward = &cpu::blocked_attention_backward,
+    .adam_update = &cpu::adam_update,
+    .sgd_update = &cpu::sgd_update,
 };
 
 }  // namespace fsdp

@@ -1,5 +1,5 @@
 // The CPU kernel table: the loops the ops ran inline before device dispatch, one file per family
-// (elementwise.cpp, reduce.cpp, copy.cpp, random.cpp, linalg.cpp, attention.cpp).
+// (elementwise.cpp, reduce.cpp, copy.cpp, random.cpp, linalg.cpp, attention.cpp, optim.cpp).
 #pragma once
 
 #include "core/kernels/kernel_table.h"
@@ -49,6 +49,12 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                                 const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& mask, const Tensor& out, const Tensor& lse,
                                 const Tensor& dout, const AttentionDims& dims);
+
+void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                 const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
+                 const optim::AdamScalars& scalars);
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                const optim::SgdScalars& scalars);
 
 }  // namespace cpu
 }  // namespace fsdp

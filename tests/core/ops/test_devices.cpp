@@ -12,6 +12,8 @@
 #include "core/ops.h"
 #include "core/ops/attention_heads.h"
 #include "core/ops/blocked_attention.h"
+#include "core/optim/adam.h"
+#include "core/optim/sgd.h"
 #include "core/random.h"
 
 namespace fsdp::testing {
@@ -108,6 +110,13 @@ BOOST_FIXTURE_TEST_CASE(mixed_devices_fail_as_pytorch_does_per_op_family, TestCu
         add_(t, c);
       },
       mixed("add_", "cuda:0", "cpu"));
+  expect_message(
+      [&] {
+        autograd::NoGradGuard ng;
+        Tensor t = scalar_tensor(1.0);
+        add_(t, cuda(scalar_tensor(2.0)));
+      },
+      mixed("add_", "cpu", "cuda:0"));
   // products
   expect_message([&] { mm(g, transpose(c, 0, 1)); }, mixed("mm", "cuda:0", "cpu"));
   expect_message(
@@ -220,6 +229,30 @@ BOOST_FIXTURE_TEST_CASE(gradients_flow_on_the_device, TestCudaDevice) {
   BOOST_TEST(gw.grad().device() == kCuda0);
   BOOST_TEST(gx.grad().to_vector() == cx.grad().to_vector(), boost::test_tools::per_element());
   BOOST_TEST(gw.grad().to_vector() == cw.grad().to_vector(), boost::test_tools::per_element());
+}
+
+BOOST_FIXTURE_TEST_CASE(optimizers_update_parameters_on_their_device, TestCudaDevice) {
+  Generator gen(5);
+  Tensor p = randn({6}, {}, &gen), g = randn({6}, {}, &gen);
+  Tensor gp = cuda(p), cp = clone(p);
+  gp.set_grad(cuda(g));
+  cp.set_grad(clone(g));
+  optim::AdamW on_device({gp}), on_cpu({cp});
+  for (int i = 0; i < 2; ++i) {
+    on_device.step();
+    on_cpu.step();
+  }
+  BOOST_TEST(gp.device() == kCuda0);
+  BOOST_TEST(gp.to_vector() == cp.to_vector(), boost::test_tools::per_element());
+  optim::SGDOptions momentum;
+  momentum.momentum = 0.9;
+  optim::SGD sgd_device({gp}, momentum), sgd_cpu({cp}, momentum);
+  sgd_device.step();
+  sgd_cpu.step();
+  BOOST_TEST(gp.to_vector() == cp.to_vector(), boost::test_tools::per_element());
+  // A gradient on another device than its parameter is refused, naming both.
+  gp.set_grad(clone(g));
+  expect_message([&] { on_device.step(); }, mixed("AdamW.step", "cuda:0", "cpu"));
 }
 
 BOOST_AUTO_TEST_CASE(a_device_without_kernels_is_named) {
