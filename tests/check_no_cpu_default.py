@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Device dispatch (docs/devices.md, issue 24): the op path names no device of its own. In the ops,
-functional, nn, optim, autograd and fsdp sources, no `kCPU` (an output placed on the host whatever
-the inputs' device) and no `check_cpu(` (a refusal of other devices); in the op files themselves
-(core/ops, functional, nn, optim), no loop over data either (`.data<`, `data_ptr()`, dtype dispatch):
-kernels live in core/kernels/<device>/ and ops call kernels(device).
+functional, nn, optim, autograd and fsdp sources: no `kCPU` or `TensorOptions(dtype)` (an output
+placed on the host whatever the inputs' device) and no `check_cpu(` (a refusal of other devices).
+In the op files themselves (core/ops, functional, nn, optim), no loop over data either (`.data<`,
+`data_ptr()`, dtype dispatch): kernels live in core/kernels/<device>/, ops call kernels(device).
 
 NOT_MIGRATED lists the files that still do, until they move to the kernel tables: it may only
 shrink. A file outside it that matches fails (a new CPU default), and so does a file in it that no
@@ -16,7 +16,8 @@ import sys
 OP_PATH = ["core/ops", "core/functional", "core/nn", "core/optim", "core/autograd.h",
            "core/autograd.cpp", "core/multi_grad_hook.h", "core/multi_grad_hook.cpp", "fsdp"]
 OP_FILES = ["core/ops", "core/functional", "core/nn", "core/optim"]
-CPU_DEFAULT = re.compile(r"\bkCPU\b|\bcheck_cpu\(")
+# kCPU, a refusal of other devices, or options with a dtype and no device (cpu by default).
+CPU_DEFAULT = re.compile(r"\bkCPU\b|\bcheck_cpu\(|\bTensorOptions\(\s*[^,()]*\)")
 DATA_LOOP = re.compile(r"\.data<|\bdata_ptr\(\)|\bdispatch_all\(|\bdispatch_float\(")
 # Kernel files that take pointers, not tensors (called from kernels or from migrated ops).
 KERNEL_FILES = {"core/optim/update_kernels.cpp", "core/optim/update_kernels.h",
@@ -37,7 +38,9 @@ NOT_MIGRATED = {
     "core/nn/embedding.cpp",
     "core/nn/init.cpp",
     "core/nn/transformer.cpp",
+    "fsdp/flat_param_views.cpp",
     "fsdp/fully_sharded_data_parallel.cpp",
+    "fsdp/optim_state_dict.cpp",
 }
 SOURCES = (".h", ".cpp")
 
