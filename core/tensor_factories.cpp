@@ -81,6 +81,7 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, Tensor
   FSDP_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape), ValueError,
              "from_vector: {} values do not fill shape {} ({} elements)", values.size(),
              shape_str(shape), shape_numel(shape));
+  if (o.device.is_meta()) return empty(shape, o);  // shapes only
   if (on_device(o))
     return copied_to_device(
         from_vector(values, shape, o.with_device(kCPU).with_requires_grad(false)), o);
@@ -96,6 +97,7 @@ Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape, 
   FSDP_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape), ValueError,
              "from_vector: {} values do not fill shape {} ({} elements)", values.size(),
              shape_str(shape), shape_numel(shape));
+  if (o.device.is_meta()) return empty(shape, o);  // shapes only
   if (on_device(o))
     return copied_to_device(
         from_vector(values, shape, o.with_device(kCPU).with_requires_grad(false)), o);

@@ -13,10 +13,22 @@
 
 #include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
+#include "core/kernels/cpu/row_kernels.h"
 #include "core/ops.h"
 
 namespace fsdp {
 namespace {
+
+// True if some defined tensor is on the meta device; otherwise checks they are all on the cpu.
+bool any_meta(std::initializer_list<const Tensor*> ts, const char* op) {
+  bool meta = false;
+  for (const Tensor* t : ts)
+    if (t->defined() && t->is_meta()) meta = true;
+  if (meta) return true;
+  for (const Tensor* t : ts)
+    if (t->defined()) check_cpu(*t, op);
+  return false;
+}
 
 struct BnLayout {
   std::int64_t n = 0, c = 0, s = 1;
@@ -144,7 +156,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                "batch_norm: expected more than 1 value per channel when training, got input "
                "size {}",
                shape_str(in_shape));
-  if (functional::any_meta({&input, &running_mean, &running_var, &weight, &bias}, op))
+  if (any_meta({&input, &running_mean, &running_var, &weight, &bias}, op))
     return functional::meta_empty(in_shape, input.dtype());
 
   const DType out_dtype = input.dtype();

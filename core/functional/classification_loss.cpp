@@ -3,13 +3,12 @@
 // (N, d1, ...) or a 0-d tensor. The input is read as (N, C, S): position (n, s) has its C class
 // scores S elements apart. Targets equal to ignore_index contribute nothing, and "mean" divides
 // by the number of targets that are not ignored, as torch does (0 / 0 = nan when all are).
-#include <cmath>
-#include <limits>
+// The kernels are the device's (core/kernels, `cross_entropy`, `nll_loss`).
 #include <vector>
 
 #include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
-#include "core/functional/vec_math.h"
+#include "core/kernels/kernel_table.h"
 #include "core/ops.h"
 
 namespace fsdp {
@@ -26,8 +25,7 @@ Reduction parse_reduction(const std::string& r, const char* op) {
   return Reduction::None;
 }
 
-struct LossLayout {
-  std::int64_t n = 1, c = 0, s = 1;
+struct LossLayout : ClassLayout {
   Shape out_shape;  // shape of the unreduced loss (= target's shape)
 };
 
@@ -66,28 +64,32 @@ LossLayout loss_layout(const Tensor& input, const Tensor& target, const char* op
   return l;
 }
 
-// Target class of every position, checked against the class count (ignore_index passes).
+// Target class of every position (read on the host), checked against the class count
+// (ignore_index passes); `valid` counts those not ignored.
 std::vector<std::int64_t> checked_targets(const Tensor& target, const LossLayout& l,
-                                          std::int64_t ignore_index, const char* op) {
-  Tensor t = functional::contiguous_as(target, DType::Int64);
-  const std::int64_t* p = t.data<std::int64_t>();
-  std::vector<std::int64_t> out(p, p + t.numel());
-  for (auto v : out)
+                                          std::int64_t ignore_index, const char* op,
+                                          std::int64_t* valid = nullptr) {
+  std::vector<std::int64_t> out = target.to_int_vector();
+  std::int64_t count = 0;
+  for (auto v : out) {
     FSDP_CHECK(v == ignore_index || (v >= 0 && v < l.c), IndexError,
                "{}: target {} is out of bounds (expected a class index in [0, {}) or "
                "ignore_index {})",
                op, v, l.c, ignore_index);
+    count += v != ignore_index;
+  }
+  if (valid) *valid = count;
   return out;
 }
 
-// Per-position losses -> the reduced (or unreduced) result in `dtype`.
-Tensor reduce_loss(const std::vector<double>& losses, std::int64_t valid, Reduction r,
-                   const Shape& out_shape, DType dtype) {
-  if (r == Reduction::None) return from_vector(losses, out_shape, TensorOptions(dtype));
-  double total = 0;
-  for (double v : losses) total += v;
-  if (r == Reduction::Mean) total /= static_cast<double>(valid);
-  return scalar_tensor(total, TensorOptions(dtype));
+// Per-position losses (float64) -> the reduced (or unreduced) result in `dtype`.
+Tensor reduce_loss(const Tensor& losses, std::int64_t valid, Reduction r, const Shape& out_shape,
+                   DType dtype) {
+  if (r == Reduction::None) return to_dtype(losses, dtype).reshape(out_shape);
+  Tensor out = new_tensor({}, dtype, losses.device());
+  kernels(losses.device())
+      .sum_in_order(out, losses, r == Reduction::Mean ? static_cast<double>(valid) : 1.0);
+  return out;
 }
 
 // d loss / d (loss of position p): the upstream gradient spread back through the reduction.
@@ -103,40 +105,6 @@ std::vector<double> position_grads(const Tensor& grad, std::int64_t positions, s
     std::fill(gp.begin(), gp.end(), g);
   }
   return gp;
-}
-
-// Per position: lse = logsumexp over classes, and sum of the class scores (for smoothing).
-template <typename T>
-void class_stats(const T* x, const LossLayout& l, double* lse, double* sum_x) {
-  const std::int64_t c = l.c, s = l.s;
-  std::vector<T> scratch(static_cast<std::size_t>(c));
-  T* e = scratch.data();
-  for (std::int64_t i = 0; i < l.n; ++i) {
-    if (s == 1) {  // the common (N, C) case: a contiguous row per position, vectorised passes
-      const T* p = x + i * c;
-      T mx = functional::row_max(p, c);
-      if (std::isinf(mx) && mx < 0) mx = 0;
-      for (std::int64_t k = 0; k < c; ++k) e[k] = functional::fast_exp(p[k] - mx);
-      lse[i] = std::log(functional::row_sum<T>(c, [e](std::int64_t k) { return e[k]; })) + mx;
-      sum_x[i] = functional::row_sum<T>(c, [p](std::int64_t k) { return p[k]; });
-      continue;
-    }
-    for (std::int64_t j = 0; j < s; ++j) {
-      const T* p = x + i * c * s + j;
-      double mx = -std::numeric_limits<double>::infinity();
-      double sx = 0;
-      for (std::int64_t k = 0; k < c; ++k) {
-        mx = std::max<double>(mx, p[k * s]);
-        sx += p[k * s];
-      }
-      if (std::isinf(mx) && mx < 0) mx = 0;
-      const T m = static_cast<T>(mx);
-      double acc = 0;
-      for (std::int64_t k = 0; k < c; ++k) acc += functional::fast_exp(p[k * s] - m);
-      lse[i * s + j] = std::log(acc) + mx;
-      sum_x[i * s + j] = sx;
-    }
-  }
 }
 
 }  // namespace
@@ -155,74 +123,35 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, std::int64_t ign
              shape_str(target.shape()));
   const LossLayout l = loss_layout(input, target, op);
   const Shape result_shape = red == Reduction::None ? l.out_shape : Shape{};
-  if (functional::any_meta({&input, &target}, op))
-    return functional::meta_empty(result_shape, input.dtype());
+  const Device dev = common_device(op, {&input, &target});
+  if (dev.is_meta()) return functional::meta_empty(result_shape, input.dtype());
 
   const DType out_dtype = input.dtype();
   const DType cd = functional::compute_dtype(out_dtype);
   const std::int64_t positions = l.n * l.s;
-  std::vector<std::int64_t> tg = checked_targets(target, l, ignore_index, op);
-  Tensor x = functional::contiguous_as(input, cd);
-  std::vector<double> lse(static_cast<std::size_t>(positions));
-  std::vector<double> sum_x(static_cast<std::size_t>(positions));
-  std::vector<double> losses(static_cast<std::size_t>(positions), 0.0);
-  const double eps = label_smoothing;
-  const double cnum = static_cast<double>(l.c);
   std::int64_t valid = 0;
-  dispatch_float(cd, op, [&]<typename T>() {
-    const T* xp = x.data<T>();
-    class_stats<T>(xp, l, lse.data(), sum_x.data());
-    for (std::int64_t p = 0; p < positions; ++p) {
-      const std::int64_t t = tg[static_cast<std::size_t>(p)];
-      if (t == ignore_index) continue;
-      ++valid;
-      const std::int64_t i = p / l.s, j = p % l.s;
-      const double xt = xp[(i * l.c + t) * l.s + j];
-      const double lp = lse[static_cast<std::size_t>(p)];
-      double loss = (1.0 - eps) * (lp - xt);
-      if (eps > 0) loss += eps * (lp - sum_x[static_cast<std::size_t>(p)] / cnum);
-      losses[static_cast<std::size_t>(p)] = loss;
-    }
-  });
+  std::vector<std::int64_t> tg = checked_targets(target, l, ignore_index, op, &valid);
+  Tensor x = functional::contiguous_as(input, cd);
+  Tensor losses = new_tensor({positions}, DType::Float64, dev);
+  Tensor lse_t = new_tensor({positions}, DType::Float64, dev);
+  const double eps = label_smoothing;
+  kernels(dev).cross_entropy(losses, lse_t, x, tg, l, ignore_index, eps);
   Tensor out = reduce_loss(losses, valid, red, result_shape, out_dtype);
-  Tensor lse_t = from_vector(lse, {positions}, TensorOptions(DType::Float64));
 
-  autograd::record("CrossEntropyBackward", {input, target}, {out}, {input, target, lse_t},
-                   [l, cd, out_dtype, red, valid, ignore_index, eps, positions](
-                       const autograd::variable_list& saved, const autograd::variable_list& grads) {
-                     autograd::variable_list result(2);
-                     if (!grads[0].defined()) return result;
-                     std::vector<std::int64_t> t =
-                         checked_targets(saved[1], l, ignore_index, "cross_entropy");
-                     std::vector<double> gp = position_grads(grads[0], positions, valid, red);
-                     Tensor xs = functional::contiguous_as(saved[0], cd);
-                     const double* lse = saved[2].data<double>();
-                     Tensor dx = zeros(xs.shape(), TensorOptions(cd));
-                     const double smooth = eps / static_cast<double>(l.c);
-                     dispatch_float(cd, "cross_entropy", [&]<typename T>() {
-                       const T* xp = xs.data<T>();
-                       T* dp = dx.data<T>();
-                       for (std::int64_t p = 0; p < positions; ++p) {
-                         const std::int64_t tp = t[static_cast<std::size_t>(p)];
-                         if (tp == ignore_index) continue;
-                         const std::int64_t i = p / l.s, j = p % l.s;
-                         const T g = static_cast<T>(gp[static_cast<std::size_t>(p)]);
-                         const T lp = static_cast<T>(lse[p]), sm = static_cast<T>(smooth);
-                         const T* xr = xp + i * l.c * l.s + j;
-                         T* dr = dp + i * l.c * l.s + j;
-                         if (l.s == 1) {
-                           for (std::int64_t k = 0; k < l.c; ++k)
-                             dr[k] = g * (functional::fast_exp(xr[k] - lp) - sm);
-                         } else {
-                           for (std::int64_t k = 0; k < l.c; ++k)
-                             dr[k * l.s] = g * (functional::fast_exp(xr[k * l.s] - lp) - sm);
-                         }
-                         dp[(i * l.c + tp) * l.s + j] -= g * static_cast<T>(1.0 - eps);
-                       }
-                     });
-                     result[0] = functional::to_result_dtype(dx, out_dtype);
-                     return result;
-                   });
+  autograd::record(
+      "CrossEntropyBackward", {input, target}, {out}, {input, target, lse_t},
+      [l, cd, out_dtype, red, valid, ignore_index, eps, positions](
+          const autograd::variable_list& saved, const autograd::variable_list& grads) {
+        autograd::variable_list result(2);
+        if (!grads[0].defined()) return result;
+        std::vector<std::int64_t> t = checked_targets(saved[1], l, ignore_index, "cross_entropy");
+        std::vector<double> gp = position_grads(grads[0], positions, valid, red);
+        Tensor xs = functional::contiguous_as(saved[0], cd);
+        Tensor dx = zeros(xs.shape(), TensorOptions(cd, xs.device()));
+        kernels(xs.device()).cross_entropy_backward(dx, xs, saved[2], t, gp, l, ignore_index, eps);
+        result[0] = functional::to_result_dtype(dx, out_dtype);
+        return result;
+      });
   return out;
 }
 
@@ -233,50 +162,34 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, std::int64_t igno
   const Reduction red = parse_reduction(reduction, op);
   const LossLayout l = loss_layout(log_probs, target, op);
   const Shape result_shape = red == Reduction::None ? l.out_shape : Shape{};
-  if (functional::any_meta({&log_probs, &target}, op))
-    return functional::meta_empty(result_shape, log_probs.dtype());
+  const Device dev = common_device(op, {&log_probs, &target});
+  if (dev.is_meta()) return functional::meta_empty(result_shape, log_probs.dtype());
 
   const DType out_dtype = log_probs.dtype();
   const DType cd = functional::compute_dtype(out_dtype);
   const std::int64_t positions = l.n * l.s;
-  std::vector<std::int64_t> tg = checked_targets(target, l, ignore_index, op);
-  Tensor x = functional::contiguous_as(log_probs, cd);
-  std::vector<double> losses(static_cast<std::size_t>(positions), 0.0);
   std::int64_t valid = 0;
-  dispatch_float(cd, op, [&]<typename T>() {
-    const T* xp = x.data<T>();
-    for (std::int64_t p = 0; p < positions; ++p) {
-      const std::int64_t t = tg[static_cast<std::size_t>(p)];
-      if (t == ignore_index) continue;
-      ++valid;
-      const std::int64_t i = p / l.s, j = p % l.s;
-      losses[static_cast<std::size_t>(p)] = -static_cast<double>(xp[(i * l.c + t) * l.s + j]);
-    }
-  });
+  std::vector<std::int64_t> tg = checked_targets(target, l, ignore_index, op, &valid);
+  Tensor x = functional::contiguous_as(log_probs, cd);
+  Tensor losses = new_tensor({positions}, DType::Float64, dev);
+  kernels(dev).nll_loss(losses, x, tg, l, ignore_index);
   Tensor out = reduce_loss(losses, valid, red, result_shape, out_dtype);
 
   const Shape in_shape = log_probs.shape();
-  autograd::record(
-      "NllLossBackward", {log_probs, target}, {out}, {target},
-      [l, cd, out_dtype, red, valid, ignore_index, positions, in_shape](
-          const autograd::variable_list& saved, const autograd::variable_list& grads) {
-        autograd::variable_list result(2);
-        if (!grads[0].defined()) return result;
-        std::vector<std::int64_t> t = checked_targets(saved[0], l, ignore_index, "nll_loss");
-        std::vector<double> gp = position_grads(grads[0], positions, valid, red);
-        Tensor dx = zeros(in_shape, TensorOptions(cd));
-        dispatch_float(cd, "nll_loss", [&]<typename T>() {
-          T* dp = dx.data<T>();
-          for (std::int64_t p = 0; p < positions; ++p) {
-            const std::int64_t tp = t[static_cast<std::size_t>(p)];
-            if (tp == ignore_index) continue;
-            const std::int64_t i = p / l.s, j = p % l.s;
-            dp[(i * l.c + tp) * l.s + j] = static_cast<T>(-gp[static_cast<std::size_t>(p)]);
-          }
-        });
-        result[0] = functional::to_result_dtype(dx, out_dtype);
-        return result;
-      });
+  autograd::record("NllLossBackward", {log_probs, target}, {out}, {target},
+                   [l, cd, out_dtype, red, valid, ignore_index, positions, in_shape](
+                       const autograd::variable_list& saved, const autograd::variable_list& grads) {
+                     autograd::variable_list result(2);
+                     if (!grads[0].defined()) return result;
+                     std::vector<std::int64_t> t =
+                         checked_targets(saved[0], l, ignore_index, "nll_loss");
+                     std::vector<double> gp = position_grads(grads[0], positions, valid, red);
+                     const Device dev = saved[0].device();
+                     Tensor dx = zeros(in_shape, TensorOptions(cd, dev));
+                     kernels(dev).nll_loss_backward(dx, t, gp, l, ignore_index);
+                     result[0] = functional::to_result_dtype(dx, out_dtype);
+                     return result;
+                   });
   return out;
 }
 

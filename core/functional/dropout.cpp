@@ -3,10 +3,9 @@
 // per element in row-major order, so restoring a generator's state replays the same mask
 // (activation checkpointing relies on this). Eval mode or p == 0 is the identity; p == 1 gives
 // zeros (and zero gradients).
-#include <vector>
-
 #include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
+#include "core/kernels/kernel_table.h"
 #include "core/ops.h"
 
 namespace fsdp {
@@ -18,32 +17,25 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* generator) {
              "dropout: dropout probability has to be between 0 and 1, but got {}", p);
   if (!training || p == 0.0) return a;
   functional::check_floating(a, op, "input");
-  if (functional::any_meta({&a}, op)) return functional::meta_empty(a.shape(), a.dtype());
+  const Device dev = common_device(op, {&a});
+  if (dev.is_meta()) return functional::meta_empty(a.shape(), a.dtype());
 
   const DType out_dtype = a.dtype();
   const DType cd = functional::compute_dtype(out_dtype);
-  const std::int64_t n = a.numel();
-  Tensor mask = empty(a.shape(), TensorOptions(DType::UInt8));
-  std::uint8_t* mp = mask.data<std::uint8_t>();
+  Tensor mask = new_tensor(a.shape(), DType::UInt8, dev);
   if (p == 1.0) {
-    std::fill(mp, mp + n, std::uint8_t{0});
+    mask.fill_(0.0);
   } else {
     Generator& gen = generator ? *generator : default_generator();
-    for (std::int64_t i = 0; i < n; ++i) mp[i] = gen.uniform() >= p ? 1 : 0;
+    kernels(dev).random({RandomKind::Keep, p}, mask, gen);
   }
   const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
 
   // y = x * mask * scale; the same kernel serves backward with g in place of x.
-  auto apply_mask = [scale, n](const Tensor& src, const Tensor& m, DType compute, DType result) {
+  auto apply_mask = [scale](const Tensor& src, const Tensor& m, DType compute, DType result) {
     Tensor s = functional::contiguous_as(src, compute);
-    Tensor y = empty(s.shape(), TensorOptions(compute));
-    const std::uint8_t* mk = m.data<std::uint8_t>();
-    dispatch_float(compute, "dropout", [&]<typename T>() {
-      const T* sp = s.data<T>();
-      T* yp = y.data<T>();
-      const T sc = static_cast<T>(scale);
-      for (std::int64_t i = 0; i < n; ++i) yp[i] = mk[i] ? sp[i] * sc : T(0);
-    });
+    Tensor y = new_tensor(s.shape(), compute, s.device());
+    kernels(s.device()).masked_scale(y, s, m, scale);
     return functional::to_result_dtype(y, result);
   };
   Tensor out = apply_mask(a, mask, cd, out_dtype);

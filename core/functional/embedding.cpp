@@ -5,36 +5,24 @@
 // padding_idx: a negative value means "no padding row" (this is the default of ops.h). torch's
 // F.embedding also accepts negative padding_idx counting from the end; nn::Embedding normalises
 // it to a non-negative row before calling, as torch's module does.
-#include <cstring>
 #include <vector>
 
 #include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
+#include "core/kernels/kernel_table.h"
 #include "core/ops.h"
 
 namespace fsdp {
 namespace {
 
-// Indices as int64 in row-major order, each checked against the table size.
+// Indices as int64 in row-major order (read on the host), each checked against the table size.
 std::vector<std::int64_t> checked_indices(const Tensor& indices, std::int64_t rows,
                                           const Shape& weight_shape) {
-  Tensor idx = functional::contiguous_as(indices, indices.dtype());
-  const std::int64_t n = idx.numel();
-  std::vector<std::int64_t> out(static_cast<std::size_t>(n));
-  auto check_copy = [&]<typename I>() {
-    const I* p = idx.data<I>();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const auto v = static_cast<std::int64_t>(p[i]);
-      FSDP_CHECK(v >= 0 && v < rows, IndexError,
-                 "embedding: index {} is out of range for a table of {} rows (weight shape {})", v,
-                 rows, shape_str(weight_shape));
-      out[static_cast<std::size_t>(i)] = v;
-    }
-  };
-  if (idx.dtype() == DType::Int64)
-    check_copy.template operator()<std::int64_t>();
-  else
-    check_copy.template operator()<std::int32_t>();
+  std::vector<std::int64_t> out = indices.to_int_vector();
+  for (std::int64_t v : out)
+    FSDP_CHECK(v >= 0 && v < rows, IndexError,
+               "embedding: index {} is out of range for a table of {} rows (weight shape {})", v,
+               rows, shape_str(weight_shape));
   return out;
 }
 
@@ -54,19 +42,14 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t paddi
              "embedding: padding_idx ({}) must be within num_embeddings ({})", padding_idx, rows);
   Shape out_shape = indices.shape();
   out_shape.push_back(dim);
-  if (functional::any_meta({&weight, &indices}, op))
-    return functional::meta_empty(out_shape, weight.dtype());
+  const Device dev = common_device(op, {&weight, &indices});
+  if (dev.is_meta()) return functional::meta_empty(out_shape, weight.dtype());
 
+  // The rows gathered: index_select's kernel over one outer block.
   std::vector<std::int64_t> idx = checked_indices(indices, rows, weight.shape());
-  Tensor w = functional::contiguous_as(weight, weight.dtype());
-  Tensor out = empty(out_shape, TensorOptions(weight.dtype()));
-  const std::size_t row_bytes = static_cast<std::size_t>(dim) * dtype_size(weight.dtype());
-  const auto* src = static_cast<const char*>(w.data_ptr());
-  auto* dst = static_cast<char*>(out.data_ptr());
-  if (row_bytes > 0)
-    for (std::size_t i = 0; i < idx.size(); ++i)
-      std::memcpy(dst + i * row_bytes, src + static_cast<std::size_t>(idx[i]) * row_bytes,
-                  row_bytes);
+  Tensor out = new_tensor(out_shape, weight.dtype(), dev);
+  kernels(dev).index_select(out, functional::contiguous_as(weight, weight.dtype()), idx, 1, dim,
+                            rows);
 
   const Shape w_shape = weight.shape();
   const DType w_dtype = weight.dtype();
@@ -78,18 +61,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t paddi
                      std::vector<std::int64_t> ix = checked_indices(saved[0], rows, w_shape);
                      const DType cd = functional::compute_dtype(w_dtype);
                      Tensor g = functional::contiguous_as(grads[0], cd);
-                     Tensor gw = zeros(w_shape, TensorOptions(cd));
-                     const std::int64_t d = w_shape[1];
-                     dispatch_float(cd, "embedding", [&]<typename T>() {
-                       const T* gp = g.data<T>();
-                       T* wp = gw.data<T>();
-                       for (std::size_t i = 0; i < ix.size(); ++i) {
-                         if (ix[i] == padding_idx) continue;
-                         T* row = wp + ix[i] * d;
-                         const T* gr = gp + static_cast<std::int64_t>(i) * d;
-                         for (std::int64_t j = 0; j < d; ++j) row[j] += gr[j];
-                       }
-                     });
+                     const Device dev = g.device();
+                     Tensor gw = zeros(w_shape, TensorOptions(cd, dev));
+                     kernels(dev).index_add(gw, g, ix, 1, w_shape[1], rows);
+                     // The padding row gets no gradient.
+                     if (padding_idx >= 0) narrow(gw, 0, padding_idx, 1).fill_(0.0);
                      result[0] = functional::to_result_dtype(gw, w_dtype);
                      return result;
                    });

@@ -1,9 +1,8 @@
 // mse_loss: (input - target)^2, reduced by "mean" (over every element), "sum" or "none".
 // Different shapes broadcast, with torch's warning (it is usually a bug in the caller).
-#include <vector>
-
 #include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
+#include "core/kernels/kernel_table.h"
 #include "core/ops.h"
 #include "core/warnings.h"
 
@@ -13,7 +12,7 @@ namespace {
 // `t` as a contiguous tensor of `shape` (broadcast if needed) in dtype `d`.
 Tensor expanded(const Tensor& t, const Shape& shape, DType d) {
   if (t.shape() == shape) return functional::contiguous_as(t, d);
-  Tensor out = empty(shape, TensorOptions(d));
+  Tensor out = new_tensor(shape, d, t.device());
   out.copy_(t.detach());
   return out;
 }
@@ -38,31 +37,22 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
                     shape_str(target.shape()), shape_str(input.shape())));
   const bool none = reduction == "none", mean = reduction == "mean";
   const DType out_dtype = input.dtype();
-  if (functional::any_meta({&input, &target}, op))
-    return functional::meta_empty(none ? shape : Shape{}, out_dtype);
+  const Device dev = common_device(op, {&input, &target});
+  if (dev.is_meta()) return functional::meta_empty(none ? shape : Shape{}, out_dtype);
 
   const DType cd = functional::compute_dtype(out_dtype);
   Tensor x = expanded(input, shape, cd);
   Tensor t = expanded(target, shape, cd);
   const std::int64_t n = x.numel();
   Tensor out;
-  dispatch_float(cd, op, [&]<typename T>() {
-    const T* xp = x.data<T>();
-    const T* tp = t.data<T>();
-    if (none) {
-      Tensor y = empty(shape, TensorOptions(cd));
-      T* yp = y.data<T>();
-      for (std::int64_t i = 0; i < n; ++i) yp[i] = (xp[i] - tp[i]) * (xp[i] - tp[i]);
-      out = functional::to_result_dtype(y, out_dtype);
-    } else {
-      double s = 0;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const T d = xp[i] - tp[i];
-        s += static_cast<double>(d) * d;
-      }
-      out = scalar_tensor(mean ? s / static_cast<double>(n) : s, TensorOptions(out_dtype));
-    }
-  });
+  if (none) {
+    Tensor y = new_tensor(shape, cd, dev);
+    kernels(dev).mse_loss(y, x, t, true, mean);
+    out = functional::to_result_dtype(y, out_dtype);
+  } else {
+    out = new_tensor({}, out_dtype, dev);
+    kernels(dev).mse_loss(out, x, t, false, mean);
+  }
 
   const Shape in_shape = input.shape(), tg_shape = target.shape();
   const DType tg_dtype = target.dtype();
@@ -76,33 +66,17 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
                      Tensor g = none ? functional::contiguous_as(grads[0], cd) : Tensor();
                      const double gs =
                          none ? 0.0 : grads[0].item() * (mean ? 2.0 / static_cast<double>(n) : 2.0);
-                     Tensor d = empty(shape, TensorOptions(cd));
-                     dispatch_float(cd, "mse_loss", [&]<typename T>() {
-                       const T* xp = xs.data<T>();
-                       const T* tp = ts.data<T>();
-                       T* dp = d.data<T>();
-                       if (none) {
-                         const T* gp = g.data<T>();
-                         for (std::int64_t i = 0; i < n; ++i)
-                           dp[i] = T(2) * (xp[i] - tp[i]) * gp[i];
-                       } else {
-                         const T k = static_cast<T>(gs);
-                         for (std::int64_t i = 0; i < n; ++i) dp[i] = k * (xp[i] - tp[i]);
-                       }
-                     });
+                     const Device dev = xs.device();
+                     Tensor d = new_tensor(shape, cd, dev);
+                     kernels(dev).mse_loss_backward(d, xs, ts, g, gs);
                      // Broadcast inputs get their gradient summed back to their own shape.
                      Tensor dx = in_shape == shape ? d : sum_to(d, in_shape);
                      result[0] = functional::to_result_dtype(dx, out_dtype);
                      // d loss / d target = -(d loss / d input) before the reduction to each shape.
                      Tensor src =
                          functional::contiguous_as(tg_shape == shape ? d : sum_to(d, tg_shape), cd);
-                     Tensor dt = empty(src.shape(), TensorOptions(cd));
-                     dispatch_float(cd, "mse_loss", [&]<typename T>() {
-                       const T* sp = src.data<T>();
-                       T* p = dt.data<T>();
-                       const std::int64_t m = dt.numel();
-                       for (std::int64_t i = 0; i < m; ++i) p[i] = -sp[i];
-                     });
+                     Tensor dt = new_tensor(src.shape(), cd, dev);
+                     kernels(dev).unary(UnaryKind::Neg, dt, src, 0.0);
                      result[1] = functional::to_result_dtype(dt, tg_dtype);
                      return result;
                    });

@@ -48,8 +48,17 @@ inline void fold_device(const char* op, const Tensor& t, Device& common, bool& h
     meta = true;
     return;
   }
-  check_storage_alive(t, op);
-  if (d.is_cpu() && t.dim() == 0) return;  // a cpu scalar goes with any device
+  if (d.is_cpu()) {
+    check_storage_alive(t, op);
+    if (t.dim() == 0) return;  // a cpu scalar goes with any device
+  } else {
+    // Before the storage: a device this build cannot run has no storage either.
+    FSDP_CHECK(has_kernels(d), NotImplementedError,
+               "{}: not implemented for device {} (tensor of shape {}): this build has no kernels "
+               "for it",
+               op, d.str(), shape_str(t.shape()));
+    check_storage_alive(t, op);
+  }
   if (!have) {
     common = d;
     have = true;

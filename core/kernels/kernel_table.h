@@ -40,8 +40,11 @@ enum class UnaryKind : std::uint8_t {
 };
 // out (bool) = a op b (a, b of one dtype, broadcast to out's shape).
 enum class CompareKind : std::uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
-// A random fill: Uniform draws [a, b); Normal, mean a and std b; Integer, low + draw % range.
-enum class RandomKind : std::uint8_t { Uniform, Normal, Integer };
+// torch.nn.functional's pointwise activations (Gelu: the erf form; GeluTanh: the tanh one).
+enum class ActivationKind : std::uint8_t { Relu, Tanh, Sigmoid, Gelu, GeluTanh };
+// A random fill: Uniform draws [a, b); Normal, mean a and std b; Integer, low + draw % range;
+// Keep, 1 where a uniform draw is >= a (dropout's mask: kept with probability 1 - a), else 0.
+enum class RandomKind : std::uint8_t { Uniform, Normal, Integer, Keep };
 struct RandomSpec {
   RandomKind kind;
   double a = 0, b = 0;
@@ -53,6 +56,12 @@ struct RandomSpec {
 struct HeadsLayout {
   std::int64_t L, N, parts, heads, hd;
   std::int64_t row() const { return parts * heads * hd; }  // one (l, n) row of packed
+};
+
+// A classification loss's input read as (n, c, s): position (i, j) has its c class scores s
+// elements apart.
+struct ClassLayout {
+  std::int64_t n = 1, c = 0, s = 1;
 };
 
 // blocked_attention's sizes: q (B, L, D), k (B, S, D), v (B, S, Dv).
@@ -119,6 +128,65 @@ struct KernelTable {
                                      const Tensor& mask, const Tensor& out, const Tensor& lse,
                                      const Tensor& dout, const AttentionDims& dims);
 
+  // Activations (core/functional/activations.cpp): y = f(x) over contiguous operands of one
+  // dtype (float32/float64, or 16-bit floats computed in float32 a chunk at a time; Relu also
+  // integers). Backward: dx = f'(saved, g), `saved` the output for relu, tanh and sigmoid, the
+  // input for gelu.
+  void (*activation)(ActivationKind kind, const Tensor& y, const Tensor& x);
+  void (*activation_backward)(ActivationKind kind, const Tensor& dx, const Tensor& saved,
+                              const Tensor& g);
+  // dropout (core/functional/dropout.cpp): y = mask ? x * scale : 0, contiguous, x and y of one
+  // dtype (float32/float64), mask uint8.
+  void (*masked_scale)(const Tensor& y, const Tensor& x, const Tensor& mask, double scale);
+  // softmax / log_softmax (core/functional/softmax.cpp) of x read as (outer, n, inner) around
+  // the dim, contiguous; x and y of one dtype: float32/float64, or 16-bit when inner == 1.
+  void (*softmax)(const Tensor& y, const Tensor& x, std::int64_t outer, std::int64_t n,
+                  std::int64_t inner, bool log);
+  // dx from the output y and the gradient g (same layout and dtype rules).
+  void (*softmax_backward)(const Tensor& dx, const Tensor& y, const Tensor& g, std::int64_t outer,
+                           std::int64_t n, std::int64_t inner, bool log);
+  // y = softmax over the last dim of x (B, L, S) + m (L, S) or (B, L, S), contiguous; mask_stride
+  // is L * S for a per-batch mask, else 0.
+  void (*masked_softmax)(const Tensor& y, const Tensor& x, const Tensor& m,
+                         std::int64_t mask_stride);
+
+  // layer_norm (core/functional/layer_norm.cpp) over rows of n elements, contiguous: x and y of
+  // one dtype (float32/float64, or 16-bit computed in float32), w, b (optional), mean and rstd
+  // (one per row) in the compute dtype.
+  void (*layer_norm)(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                     const Tensor& w, const Tensor& b, std::int64_t n, double eps);
+  // dx (x's dtype); dw and db (float64, zero-filled, optional) accumulate the parameter sums.
+  void (*layer_norm_backward)(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& x,
+                              const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                              const Tensor& g, std::int64_t n);
+
+  // Classification losses (core/functional/classification_loss.cpp): per-position losses
+  // (float64, 0 where the target is ignore_index) of x (n, c, s) contiguous float32/float64, with
+  // the targets checked on the host; cross_entropy also writes the log-sum-exp per position.
+  void (*cross_entropy)(const Tensor& losses, const Tensor& lse, const Tensor& x,
+                        const std::vector<std::int64_t>& targets, const ClassLayout& layout,
+                        std::int64_t ignore_index, double label_smoothing);
+  // dx (zero-filled) from x, lse and each position's upstream gradient.
+  void (*cross_entropy_backward)(const Tensor& dx, const Tensor& x, const Tensor& lse,
+                                 const std::vector<std::int64_t>& targets,
+                                 const std::vector<double>& position_grads,
+                                 const ClassLayout& layout, std::int64_t ignore_index,
+                                 double label_smoothing);
+  void (*nll_loss)(const Tensor& losses, const Tensor& x, const std::vector<std::int64_t>& targets,
+                   const ClassLayout& layout, std::int64_t ignore_index);
+  void (*nll_loss_backward)(const Tensor& dx, const std::vector<std::int64_t>& targets,
+                            const std::vector<double>& position_grads, const ClassLayout& layout,
+                            std::int64_t ignore_index);
+  // out (0-d) = the float64 values summed in order, divided by `divisor`.
+  void (*sum_in_order)(const Tensor& out, const Tensor& values, double divisor);
+
+  // mse_loss (core/functional/mse_loss.cpp), x and t contiguous of one dtype (float32/float64):
+  // out = (x - t)^2 of x's shape when `none`, else the 0-d sum (or mean) accumulated in double.
+  void (*mse_loss)(const Tensor& out, const Tensor& x, const Tensor& t, bool none, bool mean);
+  // d = 2 (x - t) g when g is defined (reduction none), else d = scale (x - t).
+  void (*mse_loss_backward)(const Tensor& d, const Tensor& x, const Tensor& t, const Tensor& g,
+                            double scale);
+
   // Optimizer updates of one contiguous parameter (core/optim): param, its gradient and state
   // of one dtype and shape; max_exp_avg_sq (amsgrad) and momentum_buffer may be undefined.
   void (*adam_update)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
@@ -137,7 +205,8 @@ bool has_kernels(Device device);  // false for meta
 // The device an op runs on: that of its defined tensors (undefined ones are skipped), which must
 // agree, else PyTorch's RuntimeError "<op>: Expected all tensors to be on the same device, but
 // found at least two devices, cuda:0 and cpu!". A 0-d cpu tensor mixes with any device (PyTorch's
-// scalar rule); meta mixes with any device and wins (shapes only). Storages must be alive.
+// scalar rule); meta mixes with any device and wins (shapes only). Storages must be alive; a
+// device without kernels is a NotImplementedError naming the op, the device and the shape.
 Device common_device(const char* op, std::initializer_list<const Tensor*> tensors);
 Device common_device(const char* op, const std::vector<Tensor>& tensors);
 

@@ -362,8 +362,9 @@ Tensor Transformer::generate_square_subsequent_mask(std::int64_t sz, TensorOptio
   for (std::int64_t i = 0; i < sz; ++i)
     for (std::int64_t j = i + 1; j < sz; ++j)
       v[static_cast<std::size_t>(i * sz + j)] = -std::numeric_limits<double>::infinity();
-  Tensor m = from_vector(v, {sz, sz}, TensorOptions(options.dtype, kCPU));
-  return options.device.is_cpu() ? m : m.to(options.device);
+  const TensorOptions o(options.dtype, options.device);
+  // from_vector writes on the host and copies to a device; a meta mask has no values.
+  return o.device.is_meta() ? empty({sz, sz}, o) : from_vector(v, {sz, sz}, o);
 }
 
 }  // namespace fsdp::nn

@@ -1,5 +1,6 @@
 // The CPU kernel table: the loops the ops ran inline before device dispatch, one file per family
-// (elementwise.cpp, reduce.cpp, copy.cpp, random.cpp, linalg.cpp, attention.cpp, optim.cpp).
+// (elementwise, reduce, copy, random, linalg, attention, activations, softmax, layer_norm,
+// classification_loss, losses, optim).
 #pragma once
 
 #include "core/kernels/kernel_table.h"
@@ -49,6 +50,42 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                                 const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& mask, const Tensor& out, const Tensor& lse,
                                 const Tensor& dout, const AttentionDims& dims);
+
+void activation(ActivationKind kind, const Tensor& y, const Tensor& x);
+void activation_backward(ActivationKind kind, const Tensor& dx, const Tensor& saved,
+                         const Tensor& g);
+
+void masked_scale(const Tensor& y, const Tensor& x, const Tensor& mask, double scale);
+
+void softmax(const Tensor& y, const Tensor& x, std::int64_t outer, std::int64_t n,
+             std::int64_t inner, bool log);
+void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& g, std::int64_t outer,
+                      std::int64_t n, std::int64_t inner, bool log);
+void masked_softmax(const Tensor& y, const Tensor& x, const Tensor& m, std::int64_t mask_stride);
+
+void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                const Tensor& w, const Tensor& b, std::int64_t n, double eps);
+void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& x,
+                         const Tensor& w, const Tensor& mean, const Tensor& rstd, const Tensor& g,
+                         std::int64_t n);
+
+void cross_entropy(const Tensor& losses, const Tensor& lse, const Tensor& x,
+                   const std::vector<std::int64_t>& targets, const ClassLayout& layout,
+                   std::int64_t ignore_index, double label_smoothing);
+void cross_entropy_backward(const Tensor& dx, const Tensor& x, const Tensor& lse,
+                            const std::vector<std::int64_t>& targets,
+                            const std::vector<double>& position_grads, const ClassLayout& layout,
+                            std::int64_t ignore_index, double label_smoothing);
+void nll_loss(const Tensor& losses, const Tensor& x, const std::vector<std::int64_t>& targets,
+              const ClassLayout& layout, std::int64_t ignore_index);
+void nll_loss_backward(const Tensor& dx, const std::vector<std::int64_t>& targets,
+                       const std::vector<double>& position_grads, const ClassLayout& layout,
+                       std::int64_t ignore_index);
+void sum_in_order(const Tensor& out, const Tensor& values, double divisor);
+
+void mse_loss(const Tensor& out, const Tensor& x, const Tensor& t, bool none, bool mean);
+void mse_loss_backward(const Tensor& d, const Tensor& x, const Tensor& t, const Tensor& g,
+                       double scale);
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,

@@ -270,4 +270,15 @@ void masked_fill(const Tensor& out, const Tensor& a, const Tensor& mc, double va
   });
 }
 
+void masked_scale(const Tensor& y, const Tensor& x, const Tensor& mask, double scale) {
+  const std::int64_t n = x.numel();
+  const std::uint8_t* mk = mask.data<std::uint8_t>();
+  dispatch_float(x.dtype(), "dropout", [&]<typename T>() {
+    const T* sp = x.data<T>();
+    T* yp = y.data<T>();
+    const T sc = static_cast<T>(scale);
+    for (std::int64_t i = 0; i < n; ++i) yp[i] = mk[i] ? sp[i] * sc : T(0);
+  });
+}
+
 }  // namespace fsdp::cpu

@@ -44,6 +44,9 @@ void random(const RandomSpec& spec, const Tensor& t, Generator& g) {
     case RandomKind::Normal:
       fill_with(t, [&, mean = spec.a, std = spec.b] { return mean + std * g.normal(); });
       return;
+    case RandomKind::Keep:
+      fill_with(t, [&, p = spec.a] { return g.uniform() >= p ? 1.0 : 0.0; });
+      return;
     case RandomKind::Integer: {
       const std::int64_t low = spec.low;
       const std::uint64_t range = spec.range;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/autograd.h"
+#include "core/functional/masked_softmax.h"
 #include "core/kernels/kernel_table.h"
 #include "core/memory.h"
 #include "core/ops.h"
@@ -231,6 +232,70 @@ BOOST_FIXTURE_TEST_CASE(gradients_flow_on_the_device, TestCudaDevice) {
   BOOST_TEST(gw.grad().to_vector() == cw.grad().to_vector(), boost::test_tools::per_element());
 }
 
+// Forward and backward of a function of one float input on the device equal the CPU's.
+template <typename F>
+void same_with_gradient(const Tensor& x, F f) {
+  Tensor gx = cuda(x).detach().requires_grad_(true), cx = x.detach().requires_grad_(true);
+  Tensor gy = f(gx), cy = f(cx);
+  BOOST_TEST(gy.device() == kCuda0);
+  BOOST_TEST(gy.to_vector() == cy.to_vector(), boost::test_tools::per_element());
+  sum(mul(gy, gy)).backward();
+  sum(mul(cy, cy)).backward();
+  BOOST_TEST(gx.grad().device() == kCuda0);
+  BOOST_TEST(gx.grad().to_vector() == cx.grad().to_vector(), boost::test_tools::per_element());
+}
+
+BOOST_FIXTURE_TEST_CASE(functional_ops_run_on_the_device, TestCudaDevice) {
+  Generator gen(9);
+  Tensor x = randn({4, 6}, {}, &gen);
+  for (DType d : {DType::Float32, DType::BFloat16}) {
+    Tensor xd = to_dtype(x, d);
+    same_with_gradient(xd, [](const Tensor& t) { return relu(t); });
+    same_with_gradient(xd, [](const Tensor& t) { return gelu(t); });
+    same_with_gradient(xd, [](const Tensor& t) { return gelu(t, "tanh"); });
+    same_with_gradient(xd, [](const Tensor& t) { return tanh(t); });
+    same_with_gradient(xd, [](const Tensor& t) { return sigmoid(t); });
+    same_with_gradient(xd, [](const Tensor& t) { return softmax(t, 1); });
+    same_with_gradient(xd, [](const Tensor& t) { return softmax(t, 0); });
+    same_with_gradient(xd, [](const Tensor& t) { return log_softmax(t, 1); });
+  }
+  Tensor w = randn({6}, {}, &gen), b = randn({6}, {}, &gen);
+  same_with_gradient(x, [&](const Tensor& t) {
+    return layer_norm(t, {6}, t.device() == kCuda0 ? cuda(w) : w,
+                      t.device() == kCuda0 ? cuda(b) : b);
+  });
+  Tensor mask = randn({4, 6}, {}, &gen);
+  same_with_gradient(x.reshape({1, 4, 6}), [&](const Tensor& t) {
+    return masked_softmax(t, t.device() == kCuda0 ? cuda(mask) : mask);
+  });
+  Tensor target = randn({4, 6}, {}, &gen);
+  same_with_gradient(x, [&](const Tensor& t) {
+    return mse_loss(t, t.device() == kCuda0 ? cuda(target) : target, "none");
+  });
+  same_with_gradient(x, [&](const Tensor& t) {
+    return mse_loss(t, t.device() == kCuda0 ? cuda(target) : target);
+  });
+  Tensor classes = from_vector({2.0, 0.0, -100.0, 5.0}, {4}, DType::Int64);
+  for (const char* reduction : {"mean", "sum", "none"}) {
+    same_with_gradient(x, [&](const Tensor& t) {
+      return cross_entropy(t, t.device() == kCuda0 ? cuda(classes) : classes, -100, reduction, 0.1);
+    });
+    same_with_gradient(x, [&](const Tensor& t) {
+      return nll_loss(t, t.device() == kCuda0 ? cuda(classes) : classes, -100, reduction);
+    });
+  }
+  Tensor rows = from_vector({3.0, 1.0, 3.0}, {3}, DType::Int64);
+  same_with_gradient(x, [&](const Tensor& t) {
+    return embedding(t, t.device() == kCuda0 ? cuda(rows) : rows, 1);
+  });
+  Generator g1(4), g2(4);
+  same_with_gradient(
+      x, [&](const Tensor& t) { return dropout(t, 0.3, true, t.device() == kCuda0 ? &g1 : &g2); });
+  expect_message([&] { mse_loss(cuda(x), target); }, mixed("mse_loss", "cuda:0", "cpu"));
+  expect_message([&] { layer_norm(cuda(x), {6}, w); }, mixed("layer_norm", "cuda:0", "cpu"));
+  expect_message([&] { embedding(cuda(x), rows); }, mixed("embedding", "cuda:0", "cpu"));
+}
+
 BOOST_FIXTURE_TEST_CASE(optimizers_update_parameters_on_their_device, TestCudaDevice) {
   Generator gen(5);
   Tensor p = randn({6}, {}, &gen), g = randn({6}, {}, &gen);
@@ -256,6 +321,20 @@ BOOST_FIXTURE_TEST_CASE(optimizers_update_parameters_on_their_device, TestCudaDe
 }
 
 BOOST_AUTO_TEST_CASE(a_device_without_kernels_is_named) {
+  // A tensor of that device (as a deserialised one could be): no storage, no kernels.
+  auto impl = std::make_shared<TensorImpl>();
+  impl->set_sizes({2, 3});
+  impl->strides = {3, 1};
+  impl->device = kCuda0;
+  Tensor c(impl);
+  try {
+    add(c, c);
+    BOOST_FAIL("expected a NotImplementedError");
+  } catch (const NotImplementedError& e) {
+    BOOST_TEST(std::string(e.what()) ==
+               "add: not implemented for device cuda:0 (tensor of shape [2, 3]): this build has "
+               "no kernels for it");
+  }
   expect_message([] { kernels(kCuda0); },
                  "no kernels for device cuda:0: this build has no support for it (the CUDA "
                  "kernels need a build with -Dcuda=enabled)");
