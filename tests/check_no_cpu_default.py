@@ -25,7 +25,6 @@ KERNEL_FILES = {"core/optim/update_kernels.cpp", "core/optim/update_kernels.h",
                 "core/ops/op_utils.h"}
 
 NOT_MIGRATED = {
-    "core/functional/batch_norm.cpp",
     "core/nn/clip_grad.cpp",
     "core/nn/embedding.cpp",
     "core/nn/init.cpp",

@@ -8,115 +8,13 @@
 // `momentum` is always a number here; the module turns torch's momentum=None (cumulative moving
 // average) into momentum = 1 / num_batches_tracked before calling, as torch's _BatchNorm does.
 // Eval: normalises with the running stats. Backward covers both modes.
-#include <cmath>
-#include <vector>
-
 #include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
-#include "core/kernels/cpu/row_kernels.h"
+#include "core/kernels/kernel_table.h"
 #include "core/ops.h"
 
 namespace fsdp {
 namespace {
-
-// True if some defined tensor is on the meta device; otherwise checks they are all on the cpu.
-bool any_meta(std::initializer_list<const Tensor*> ts, const char* op) {
-  bool meta = false;
-  for (const Tensor* t : ts)
-    if (t->defined() && t->is_meta()) meta = true;
-  if (meta) return true;
-  for (const Tensor* t : ts)
-    if (t->defined()) check_cpu(*t, op);
-  return false;
-}
-
-struct BnLayout {
-  std::int64_t n = 0, c = 0, s = 1;
-};
-
-// Per-channel mean and biased variance (two passes, double accumulation).
-template <typename T>
-void channel_stats(const T* x, const BnLayout& l, std::vector<double>& mean,
-                   std::vector<double>& var) {
-  const double count = static_cast<double>(l.n * l.s);
-  for (std::int64_t ch = 0; ch < l.c; ++ch) {
-    double s = 0;
-    for (std::int64_t i = 0; i < l.n; ++i) {
-      const T* p = x + (i * l.c + ch) * l.s;
-      for (std::int64_t j = 0; j < l.s; ++j) s += p[j];
-    }
-    const double mu = s / count;
-    double ss = 0;
-    for (std::int64_t i = 0; i < l.n; ++i) {
-      const T* p = x + (i * l.c + ch) * l.s;
-      for (std::int64_t j = 0; j < l.s; ++j) {
-        const double d = static_cast<double>(p[j]) - mu;
-        ss += d * d;
-      }
-    }
-    mean[static_cast<std::size_t>(ch)] = mu;
-    var[static_cast<std::size_t>(ch)] = ss / count;
-  }
-}
-
-// y = (x - mean) * invstd * w + b, per channel (w, b optional).
-template <typename T>
-void normalize(const T* x, T* y, const T* mean, const T* invstd, const T* w, const T* b,
-               const BnLayout& l) {
-  for (std::int64_t i = 0; i < l.n; ++i)
-    for (std::int64_t ch = 0; ch < l.c; ++ch) {
-      const T scale = invstd[ch] * (w ? w[ch] : T(1));
-      const T mu = mean[ch], shift = b ? b[ch] : T(0);
-      const std::int64_t base = (i * l.c + ch) * l.s;
-      for (std::int64_t j = 0; j < l.s; ++j) y[base + j] = (x[base + j] - mu) * scale + shift;
-    }
-}
-
-// Backward. Per channel: sum_g = sum(g), sum_gx = sum(g * xhat) with xhat = (x - mean) * invstd;
-//   training: dx = w * invstd * (g - sum_g / count - xhat * sum_gx / count)
-//   eval:     dx = w * invstd * g      (the statistics are constants)
-//   dw = sum_gx, db = sum_g.
-template <typename T>
-void batch_norm_backward(const T* x, const T* g, const T* mean, const T* invstd, const T* w, T* dx,
-                         double* dw, double* db, const BnLayout& l, bool training) {
-  const double count = static_cast<double>(l.n * l.s);
-  for (std::int64_t ch = 0; ch < l.c; ++ch) {
-    const T mu = mean[ch], is = invstd[ch];
-    double sum_g = 0, sum_gx = 0;
-    for (std::int64_t i = 0; i < l.n; ++i) {
-      const std::int64_t base = (i * l.c + ch) * l.s;
-      for (std::int64_t j = 0; j < l.s; ++j) {
-        sum_g += g[base + j];
-        sum_gx += static_cast<double>(g[base + j]) * ((x[base + j] - mu) * is);
-      }
-    }
-    if (dw) dw[ch] = sum_gx;
-    if (db) db[ch] = sum_g;
-    if (!dx) continue;
-    const T k = is * (w ? w[ch] : T(1));
-    const T mean_g = training ? static_cast<T>(sum_g / count) : T(0);
-    const T mean_gx = training ? static_cast<T>(sum_gx / count) : T(0);
-    for (std::int64_t i = 0; i < l.n; ++i) {
-      const std::int64_t base = (i * l.c + ch) * l.s;
-      for (std::int64_t j = 0; j < l.s; ++j) {
-        const T xhat = (x[base + j] - mu) * is;
-        dx[base + j] = k * (g[base + j] - mean_g - xhat * mean_gx);
-      }
-    }
-  }
-}
-
-// running = (1 - momentum) * running + momentum * value, in place in running's own dtype.
-void update_running(const Tensor& running, const std::vector<double>& value, double momentum) {
-  running.storage()->bump_version();
-  void* p = running.data_ptr();
-  const std::int64_t stride = running.dim() == 1 ? running.stride(0) : 1;
-  const DType d = running.dtype();
-  for (std::size_t ch = 0; ch < value.size(); ++ch) {
-    const auto o = static_cast<std::int64_t>(ch) * stride;
-    store_double(p, d, o, (1.0 - momentum) * load_double(p, d, o) + momentum * value[ch]);
-  }
-}
 
 void check_channel_tensor(const Tensor& t, std::int64_t c, const char* what, const Shape& input) {
   if (!t.defined()) return;
@@ -140,7 +38,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
              "batch_norm: expected an input of 2 or more dimensions (N, C, ...), got shape {}",
              shape_str(input.shape()));
   const Shape in_shape = input.shape();
-  BnLayout l;
+  NcsLayout l;
   l.n = in_shape[0];
   l.c = in_shape[1];
   for (std::size_t i = 2; i < in_shape.size(); ++i) l.s *= in_shape[i];
@@ -156,41 +54,40 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                "batch_norm: expected more than 1 value per channel when training, got input "
                "size {}",
                shape_str(in_shape));
-  if (any_meta({&input, &running_mean, &running_var, &weight, &bias}, op))
-    return functional::meta_empty(in_shape, input.dtype());
+  const Device dev = common_device(op, {&input, &running_mean, &running_var, &weight, &bias});
+  if (dev.is_meta()) return functional::meta_empty(in_shape, input.dtype());
 
   const DType out_dtype = input.dtype();
   const DType cd = functional::compute_dtype(out_dtype);
   Tensor x = functional::contiguous_as(input, cd);
   Tensor w = weight.defined() ? functional::contiguous_as(weight, cd) : Tensor();
   Tensor b = bias.defined() ? functional::contiguous_as(bias, cd) : Tensor();
-  const auto cs = static_cast<std::size_t>(l.c);
-  std::vector<double> mean(cs), var(cs);
+  // The statistics in float64 on the device: the batch's, or the running ones.
+  Tensor mean, var;
   if (training) {
-    dispatch_float(cd, op, [&]<typename T>() { channel_stats<T>(x.data<T>(), l, mean, var); });
+    mean = new_tensor({l.c}, DType::Float64, dev);
+    var = new_tensor({l.c}, DType::Float64, dev);
+    kernels(dev).batch_norm_stats(mean, var, x, l);
     const std::int64_t count = l.n * l.s;
-    if (running_mean.defined()) update_running(running_mean, mean, momentum);
+    if (running_mean.defined()) {
+      running_mean.storage()->bump_version();
+      kernels(dev).running_update(running_mean, mean, momentum);
+    }
     if (running_var.defined()) {
-      std::vector<double> unbiased(cs);
       const double f = static_cast<double>(count) / static_cast<double>(count - 1);
-      for (std::size_t ch = 0; ch < cs; ++ch) unbiased[ch] = var[ch] * f;
-      update_running(running_var, unbiased, momentum);
+      running_var.storage()->bump_version();
+      kernels(dev).running_update(running_var, mul(var, f), momentum);
     }
   } else {
-    mean = running_mean.to_vector();
-    var = running_var.to_vector();
+    mean = contiguous(to_dtype(running_mean.detach(), DType::Float64)).reshape({l.c});
+    var = contiguous(to_dtype(running_var.detach(), DType::Float64)).reshape({l.c});
   }
   // Saved as fresh tensors, so later in-place updates of the running stats cannot touch them.
-  std::vector<double> invstd(cs);
-  for (std::size_t ch = 0; ch < cs; ++ch) invstd[ch] = 1.0 / std::sqrt(var[ch] + eps);
-  Tensor mean_t = from_vector(mean, {l.c}, TensorOptions(cd));
-  Tensor invstd_t = from_vector(invstd, {l.c}, TensorOptions(cd));
+  Tensor mean_t = clone(to_dtype(mean, cd));
+  Tensor invstd_t = to_dtype(rsqrt(add(var, eps)), cd);
 
-  Tensor y = empty(in_shape, TensorOptions(cd));
-  dispatch_float(cd, op, [&]<typename T>() {
-    normalize<T>(x.data<T>(), y.data<T>(), mean_t.data<T>(), invstd_t.data<T>(),
-                 functional::ptr_or_null<T>(w), functional::ptr_or_null<T>(b), l);
-  });
+  Tensor y = new_tensor(in_shape, cd, dev);
+  kernels(dev).batch_norm(y, x, mean_t, invstd_t, w, b, l);
   Tensor out = functional::to_result_dtype(y, out_dtype);
 
   const bool has_w = weight.defined(), has_b = bias.defined();
@@ -206,17 +103,14 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
         Tensor xs = functional::contiguous_as(saved[0], cd);
         Tensor ws = has_w ? functional::contiguous_as(saved[1], cd) : Tensor();
         Tensor g = functional::contiguous_as(grads[0], cd);
-        Tensor dx = empty(in_shape, TensorOptions(cd));
-        const auto cs = static_cast<std::size_t>(l.c);
-        std::vector<double> dw(cs), db(cs);
-        dispatch_float(cd, "batch_norm", [&]<typename T>() {
-          batch_norm_backward<T>(xs.data<T>(), g.data<T>(), saved[2].data<T>(), saved[3].data<T>(),
-                                 functional::ptr_or_null<T>(ws), dx.data<T>(), dw.data(), db.data(),
-                                 l, training);
-        });
+        const Device dev = xs.device();
+        Tensor dx = new_tensor(in_shape, cd, dev);
+        Tensor dw = new_tensor({l.c}, DType::Float64, dev);
+        Tensor db = new_tensor({l.c}, DType::Float64, dev);
+        kernels(dev).batch_norm_backward(dx, dw, db, xs, g, saved[2], saved[3], ws, l, training);
         result[0] = functional::to_result_dtype(dx, out_dtype);
-        if (has_w) result[1] = from_vector(dw, w_shape, TensorOptions(w_dtype));
-        if (has_b) result[2] = from_vector(db, b_shape, TensorOptions(b_dtype));
+        if (has_w) result[1] = to_dtype(dw, w_dtype).reshape(w_shape);
+        if (has_b) result[2] = to_dtype(db, b_dtype).reshape(b_shape);
         return result;
       });
   return out;

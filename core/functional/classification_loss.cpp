@@ -25,7 +25,7 @@ Reduction parse_reduction(const std::string& r, const char* op) {
   return Reduction::None;
 }
 
-struct LossLayout : ClassLayout {
+struct LossLayout : NcsLayout {
   Shape out_shape;  // shape of the unreduced loss (= target's shape)
 };
 

@@ -58,9 +58,9 @@ struct HeadsLayout {
   std::int64_t row() const { return parts * heads * hd; }  // one (l, n) row of packed
 };
 
-// A classification loss's input read as (n, c, s): position (i, j) has its c class scores s
-// elements apart.
-struct ClassLayout {
+// An input read as (n, c, s): position (i, j) has its c class scores (a loss) or channels
+// (batch norm) s elements apart.
+struct NcsLayout {
   std::int64_t n = 1, c = 0, s = 1;
 };
 
@@ -164,21 +164,35 @@ struct KernelTable {
   // (float64, 0 where the target is ignore_index) of x (n, c, s) contiguous float32/float64, with
   // the targets checked on the host; cross_entropy also writes the log-sum-exp per position.
   void (*cross_entropy)(const Tensor& losses, const Tensor& lse, const Tensor& x,
-                        const std::vector<std::int64_t>& targets, const ClassLayout& layout,
+                        const std::vector<std::int64_t>& targets, const NcsLayout& layout,
                         std::int64_t ignore_index, double label_smoothing);
   // dx (zero-filled) from x, lse and each position's upstream gradient.
   void (*cross_entropy_backward)(const Tensor& dx, const Tensor& x, const Tensor& lse,
                                  const std::vector<std::int64_t>& targets,
-                                 const std::vector<double>& position_grads,
-                                 const ClassLayout& layout, std::int64_t ignore_index,
-                                 double label_smoothing);
+                                 const std::vector<double>& position_grads, const NcsLayout& layout,
+                                 std::int64_t ignore_index, double label_smoothing);
   void (*nll_loss)(const Tensor& losses, const Tensor& x, const std::vector<std::int64_t>& targets,
-                   const ClassLayout& layout, std::int64_t ignore_index);
+                   const NcsLayout& layout, std::int64_t ignore_index);
   void (*nll_loss_backward)(const Tensor& dx, const std::vector<std::int64_t>& targets,
-                            const std::vector<double>& position_grads, const ClassLayout& layout,
+                            const std::vector<double>& position_grads, const NcsLayout& layout,
                             std::int64_t ignore_index);
   // out (0-d) = the float64 values summed in order, divided by `divisor`.
   void (*sum_in_order)(const Tensor& out, const Tensor& values, double divisor);
+
+  // batch_norm (core/functional/batch_norm.cpp) over x (n, c, s) contiguous float32/float64:
+  // per-channel mean and biased variance (float64, two passes)...
+  void (*batch_norm_stats)(const Tensor& mean, const Tensor& var, const Tensor& x,
+                           const NcsLayout& layout);
+  // ...running = (1 - momentum) running + momentum value in place (running: c elements, any
+  // floating dtype, strided; value float64)...
+  void (*running_update)(const Tensor& running, const Tensor& value, double momentum);
+  // ...y = (x - mean) invstd w + b per channel (w, b optional; mean, invstd of x's dtype)...
+  void (*batch_norm)(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                     const Tensor& w, const Tensor& b, const NcsLayout& layout);
+  // ...and backward: dx (optional) and the per-channel sums dw, db (float64).
+  void (*batch_norm_backward)(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& x,
+                              const Tensor& g, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& w, const NcsLayout& layout, bool training);
 
   // mse_loss (core/functional/mse_loss.cpp), x and t contiguous of one dtype (float32/float64):
   // out = (x - t)^2 of x's shape when `none`, else the 0-d sum (or mean) accumulated in double.

@@ -14,7 +14,7 @@ namespace {
 
 // Per position: lse = logsumexp over classes, and sum of the class scores (for smoothing).
 template <typename T>
-void class_stats(const T* x, const ClassLayout& l, double* lse, double* sum_x) {
+void class_stats(const T* x, const NcsLayout& l, double* lse, double* sum_x) {
   const std::int64_t c = l.c, s = l.s;
   std::vector<T> scratch(static_cast<std::size_t>(c));
   T* e = scratch.data();
@@ -49,7 +49,7 @@ void class_stats(const T* x, const ClassLayout& l, double* lse, double* sum_x) {
 }  // namespace
 
 void cross_entropy(const Tensor& losses, const Tensor& lse_t, const Tensor& x,
-                   const std::vector<std::int64_t>& tg, const ClassLayout& l,
+                   const std::vector<std::int64_t>& tg, const NcsLayout& l,
                    std::int64_t ignore_index, double eps) {
   const std::int64_t positions = l.n * l.s;
   std::vector<double> sum_x(static_cast<std::size_t>(positions));
@@ -75,7 +75,7 @@ void cross_entropy(const Tensor& losses, const Tensor& lse_t, const Tensor& x,
 
 void cross_entropy_backward(const Tensor& dx, const Tensor& xs, const Tensor& lse_t,
                             const std::vector<std::int64_t>& t, const std::vector<double>& gp,
-                            const ClassLayout& l, std::int64_t ignore_index, double eps) {
+                            const NcsLayout& l, std::int64_t ignore_index, double eps) {
   const std::int64_t positions = l.n * l.s;
   const double* lse = lse_t.data<double>();
   const double smooth = eps / static_cast<double>(l.c);
@@ -102,7 +102,7 @@ void cross_entropy_backward(const Tensor& dx, const Tensor& xs, const Tensor& ls
 }
 
 void nll_loss(const Tensor& losses, const Tensor& x, const std::vector<std::int64_t>& tg,
-              const ClassLayout& l, std::int64_t ignore_index) {
+              const NcsLayout& l, std::int64_t ignore_index) {
   const std::int64_t positions = l.n * l.s;
   double* out = losses.data<double>();
   dispatch_float(x.dtype(), "nll_loss", [&]<typename T>() {
@@ -118,7 +118,7 @@ void nll_loss(const Tensor& losses, const Tensor& x, const std::vector<std::int6
 }
 
 void nll_loss_backward(const Tensor& dx, const std::vector<std::int64_t>& t,
-                       const std::vector<double>& gp, const ClassLayout& l,
+                       const std::vector<double>& gp, const NcsLayout& l,
                        std::int64_t ignore_index) {
   const std::int64_t positions = l.n * l.s;
   dispatch_float(dx.dtype(), "nll_loss", [&]<typename T>() {

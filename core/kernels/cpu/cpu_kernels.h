@@ -1,6 +1,6 @@
 // The CPU kernel table: the loops the ops ran inline before device dispatch, one file per family
 // (elementwise, reduce, copy, random, linalg, attention, activations, softmax, layer_norm,
-// classification_loss, losses, optim).
+// batch_norm, classification_loss, losses, optim).
 #pragma once
 
 #include "core/kernels/kernel_table.h"
@@ -70,18 +70,27 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
                          std::int64_t n);
 
 void cross_entropy(const Tensor& losses, const Tensor& lse, const Tensor& x,
-                   const std::vector<std::int64_t>& targets, const ClassLayout& layout,
+                   const std::vector<std::int64_t>& targets, const NcsLayout& layout,
                    std::int64_t ignore_index, double label_smoothing);
 void cross_entropy_backward(const Tensor& dx, const Tensor& x, const Tensor& lse,
                             const std::vector<std::int64_t>& targets,
-                            const std::vector<double>& position_grads, const ClassLayout& layout,
+                            const std::vector<double>& position_grads, const NcsLayout& layout,
                             std::int64_t ignore_index, double label_smoothing);
 void nll_loss(const Tensor& losses, const Tensor& x, const std::vector<std::int64_t>& targets,
-              const ClassLayout& layout, std::int64_t ignore_index);
+              const NcsLayout& layout, std::int64_t ignore_index);
 void nll_loss_backward(const Tensor& dx, const std::vector<std::int64_t>& targets,
-                       const std::vector<double>& position_grads, const ClassLayout& layout,
+                       const std::vector<double>& position_grads, const NcsLayout& layout,
                        std::int64_t ignore_index);
 void sum_in_order(const Tensor& out, const Tensor& values, double divisor);
+
+void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x,
+                      const NcsLayout& layout);
+void running_update(const Tensor& running, const Tensor& value, double momentum);
+void batch_norm(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                const Tensor& w, const Tensor& b, const NcsLayout& layout);
+void batch_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& x,
+                         const Tensor& g, const Tensor& mean, const Tensor& invstd, const Tensor& w,
+                         const NcsLayout& layout, bool training);
 
 void mse_loss(const Tensor& out, const Tensor& x, const Tensor& t, bool none, bool mean);
 void mse_loss_backward(const Tensor& d, const Tensor& x, const Tensor& t, const Tensor& g,

@@ -288,6 +288,16 @@ BOOST_FIXTURE_TEST_CASE(functional_ops_run_on_the_device, TestCudaDevice) {
   same_with_gradient(x, [&](const Tensor& t) {
     return embedding(t, t.device() == kCuda0 ? cuda(rows) : rows, 1);
   });
+  // batch_norm, training (the running statistics updated on their device) then eval.
+  Tensor rm = zeros({6}), rv = ones({6}), grm = cuda(rm), grv = cuda(rv);
+  for (bool training : {true, false})
+    same_with_gradient(x, [&](const Tensor& t) {
+      const bool dev = t.device() == kCuda0;
+      return batch_norm(t, dev ? grm : rm, dev ? grv : rv, dev ? cuda(w) : w, dev ? cuda(b) : b,
+                        training, 0.1, 1e-5);
+    });
+  BOOST_TEST(grm.to_vector() == rm.to_vector(), boost::test_tools::per_element());
+  BOOST_TEST(grv.to_vector() == rv.to_vector(), boost::test_tools::per_element());
   Generator g1(4), g2(4);
   same_with_gradient(
       x, [&](const Tensor& t) { return dropout(t, 0.3, true, t.device() == kCuda0 ? &g1 : &g2); });
