@@ -95,6 +95,8 @@ struct KernelTable {
   void (*copy)(const Tensor& dst, const Tensor& src);  // same shape, any strides and dtypes
   void (*copy_broadcast)(const Tensor& dst, const Tensor& src);  // Tensor::copy_ after its checks
   void (*fill)(const Tensor& t, double value);
+  // t (contiguous, values.size() elements) = values converted to t's dtype (nn.init's host draws).
+  void (*store_values)(const Tensor& t, const std::vector<double>& values);
   // out rows [o, i] = src rows [o, index[i]] of `inner` elements; src contiguous, `size` rows.
   void (*index_select)(const Tensor& out, const Tensor& src, const std::vector<std::int64_t>& index,
                        std::int64_t outer, std::int64_t inner, std::int64_t size);
@@ -200,6 +202,17 @@ struct KernelTable {
   // d = 2 (x - t) g when g is defined (reduction none), else d = scale (x - t).
   void (*mse_loss_backward)(const Tensor& d, const Tensor& x, const Tensor& t, const Tensor& g,
                             double scale);
+
+  // torch.nn.utils' gradient clipping (core/nn/clip_grad.cpp): out (0-d float64) = t's share of
+  // a p-norm in double (sum |x|^p; max or min |x| for +-inf, nan propagating; for 0, 1 if any
+  // element is non-zero)...
+  void (*norm_partial)(const Tensor& out, const Tensor& t, double p);
+  // ...and t clamped into [lo, hi] in place (nan stays nan).
+  void (*clamp_)(const Tensor& t, double lo, double hi);
+  // nn.Embedding's max_norm: the given rows of weight (contiguous float32/float64) whose
+  // norm_type-norm exceeds max_norm scaled down to it, in place.
+  void (*embedding_renorm_)(const Tensor& weight, const std::vector<std::int64_t>& rows,
+                            double max_norm, double norm_type);
 
   // Optimizer updates of one contiguous parameter (core/optim): param, its gradient and state
   // of one dtype and shape; max_exp_avg_sq (amsgrad) and momentum_buffer may be undefined.

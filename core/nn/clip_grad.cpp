@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "core/autograd.h"
-#include "core/kernel_utils.h"
+#include "core/kernels/kernel_table.h"
 #include "core/nn/repr_utils.h"
 #include "core/ops.h"
 
@@ -13,43 +13,17 @@ namespace fsdp::nn {
 namespace {
 
 void check_grad(const Tensor& g, const char* op) {
-  check_cpu(g, op);
+  FSDP_CHECK(!common_device(op, {&g}).is_meta(), NotImplementedError,
+             "{}: meta gradients have no values (shape {})", op, shape_str(g.shape()));
   FSDP_CHECK(g.is_floating_point(), TypeError, "{}: gradients must be floating point, got {}", op,
              dtype_name(g.dtype()));
 }
 
-// Calls f(value) for every element of t, read as double.
-template <typename F>
-void for_each_value(const Tensor& t, F&& f) {
-  dispatch_all(t.dtype(), [&]<typename T>() {
-    const T* base = t.data<T>();
-    for_each_offset(t.shape(), t.strides(), [&](std::int64_t o) { f(to_double(base[o])); });
-  });
-}
-
-// One tensor's share of the total: sum |x|^p for a finite non-zero p, max |x| for inf, min |x|
-// for -inf, and for 0 whether it has a non-zero (torch takes the order-0 norm of the per-tensor
-// norms: it counts tensors, not elements). Accumulated in double.
+// One tensor's share of the total, computed on its device (norm_partial's kernel).
 double partial_norm(const Tensor& t, double p) {
-  double acc = std::isinf(p) ? (p > 0 ? 0.0 : std::numeric_limits<double>::infinity()) : 0.0;
-  if (p == 2.0)
-    for_each_value(t, [&](double v) { acc += v * v; });
-  else if (p == 1.0)
-    for_each_value(t, [&](double v) { acc += std::abs(v); });
-  else if (std::isinf(p) && p > 0)
-    for_each_value(t, [&](double v) { acc = std::fmax(acc, std::abs(v)); });
-  else if (std::isinf(p))
-    for_each_value(t, [&](double v) { acc = std::fmin(acc, std::abs(v)); });
-  else if (p == 0.0)
-    for_each_value(t, [&](double v) { acc = v != 0.0 ? 1.0 : acc; });
-  else
-    for_each_value(t, [&](double v) { acc += std::pow(std::abs(v), p); });
-  // max/min must propagate nan as torch does (fmax/fmin drop it).
-  if (std::isinf(p))
-    for_each_value(t, [&](double v) {
-      if (std::isnan(v)) acc = v;
-    });
-  return acc;
+  Tensor out = new_tensor({}, DType::Float64, t.device());
+  kernels(t.device()).norm_partial(out, t, p);
+  return out.item();
 }
 
 DType result_dtype(const std::vector<Tensor>& tensors) {
@@ -98,7 +72,14 @@ Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type,
     total = 0.0;
   else if (!std::isinf(norm_type) && norm_type != 0.0 && norm_type != 1.0)
     total = std::pow(total, 1.0 / norm_type);
-  Tensor out = scalar_tensor(total, result_dtype(tensors));
+  // On the first gradient's device, as torch's total norm.
+  Device device;
+  for (const auto& t : tensors)
+    if (t.defined()) {
+      device = t.device();
+      break;
+    }
+  Tensor out = scalar_tensor(total, TensorOptions(result_dtype(tensors), device));
   if (error_if_nonfinite && !std::isfinite(out.item()))
     throw RuntimeError(fmt::format(
         "The total norm of order {} for gradients from `parameters` is non-finite, so it cannot "
@@ -140,17 +121,7 @@ void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) 
   const double lo = -clip_value, hi = clip_value;
   for (const Tensor& g : grads_of(parameters)) {
     check_grad(g, "clip_grad_value_");
-    dispatch_all(g.dtype(), [&]<typename T>() {
-      T* base = g.data<T>();
-      for_each_offset(g.shape(), g.strides(), [&](std::int64_t o) {
-        const double v = to_double(base[o]);
-        // torch.clamp_: nan stays nan.
-        if (v < lo)
-          base[o] = from_double<T>(lo);
-        else if (v > hi)
-          base[o] = from_double<T>(hi);
-      });
-    });
+    kernels(g.device()).clamp_(g, lo, hi);
     g.storage()->bump_version();
   }
 }

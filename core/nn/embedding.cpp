@@ -2,9 +2,10 @@
 
 #include <cmath>
 #include <set>
+#include <vector>
 
 #include "core/autograd.h"
-#include "core/kernel_utils.h"
+#include "core/kernels/kernel_table.h"
 #include "core/nn/init.h"
 #include "core/nn/repr_utils.h"
 #include "core/ops.h"
@@ -29,26 +30,13 @@ std::optional<std::int64_t> normalise_padding_idx(std::optional<std::int64_t> id
 // Scales the rows of `weight` selected by `indices` whose norm exceeds max_norm down to it
 // (torch.embedding_renorm_), in place and outside autograd.
 void renorm_rows(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
-  if (weight.is_meta()) return;
-  check_cpu(weight, "embedding_renorm_");
+  const Device dev = common_device("embedding_renorm_", {&weight, &indices});
+  if (dev.is_meta()) return;
   FSDP_CHECK(weight.is_contiguous(), RuntimeError, "embedding_renorm_: weight must be contiguous");
   std::set<std::int64_t> rows;
   for (auto i : indices.to_int_vector()) rows.insert(i);
-  const std::int64_t dim = weight.size(1);
-  dispatch_float(weight.dtype(), "embedding_renorm_", [&]<typename T>() {
-    T* w = weight.data<T>();
-    for (auto r : rows) {
-      T* row = w + r * dim;
-      double norm = 0.0;
-      for (std::int64_t j = 0; j < dim; ++j)
-        norm += std::pow(std::abs(static_cast<double>(row[j])), norm_type);
-      norm = std::pow(norm, 1.0 / norm_type);
-      if (norm > max_norm) {
-        double scale = max_norm / (norm + 1e-7);
-        for (std::int64_t j = 0; j < dim; ++j) row[j] = static_cast<T>(row[j] * scale);
-      }
-    }
-  });
+  kernels(dev).embedding_renorm_(weight, std::vector<std::int64_t>(rows.begin(), rows.end()),
+                                 max_norm, norm_type);
   weight.storage()->bump_version();
 }
 }  // namespace

@@ -1,9 +1,11 @@
 #include "core/nn/init.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/autograd.h"
-#include "core/kernel_utils.h"
+#include "core/kernels/kernel_table.h"
 #include "core/module.h"
 #include "core/warnings.h"
 
@@ -11,24 +13,25 @@ namespace fsdp::nn::init {
 
 namespace {
 
-// Fills `t` with values drawn by `draw` (called once per element, in row-major order).
+// Fills `t` with values drawn by `draw` (called once per element, in row-major order). The
+// generators are the host's: values are drawn a chunk at a time and stored by t's device.
 template <typename Draw>
 Tensor fill_random(const Tensor& t, const char* op, Draw&& draw) {
-  if (t.is_meta()) return t;
-  check_cpu(t, op);
+  const Device dev = common_device(op, {&t});
+  if (dev.is_meta()) return t;
   autograd::NoGradGuard no_grad;
   // Non-contiguous views are filled through a contiguous buffer (rare: parameters are dense).
-  Tensor dst = t.is_contiguous() ? t : empty(t.shape(), TensorOptions(t.dtype(), t.device()));
+  Tensor dst = t.is_contiguous() ? t : new_tensor(t.shape(), t.dtype(), dev);
   const std::int64_t n = dst.numel();
-  void* p = dst.data_ptr();
-  dispatch_all(dst.dtype(), [&]<typename T>() {
-    T* d = static_cast<T*>(p);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(draw());
-    } else {
-      for (std::int64_t i = 0; i < n; ++i) d[i] = from_double<T>(draw());
-    }
-  });
+  constexpr std::int64_t kChunk = std::int64_t(1) << 14;
+  std::vector<double> values;
+  Tensor flat = dst.reshape({n});
+  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::int64_t len = std::min(kChunk, n - i0);
+    values.resize(static_cast<std::size_t>(len));
+    for (double& v : values) v = draw();
+    kernels(dev).store_values(len == n ? flat : flat.narrow(0, i0, len), values);
+  }
   if (!dst.is_same(t)) {
     Tensor target = t;
     target.copy_(dst);

@@ -125,6 +125,14 @@ void fill(const Tensor& t, double value) {
   });
 }
 
+void store_values(const Tensor& t, const std::vector<double>& values) {
+  const auto n = static_cast<std::int64_t>(values.size());
+  dispatch_all(t.dtype(), [&]<typename T>() {
+    T* d = t.data<T>();
+    for (std::int64_t i = 0; i < n; ++i) d[i] = from_double<T>(values[static_cast<std::size_t>(i)]);
+  });
+}
+
 void index_select(const Tensor& out, const Tensor& src, const std::vector<std::int64_t>& idx,
                   std::int64_t outer, std::int64_t inner, std::int64_t size) {
   const std::int64_t n = static_cast<std::int64_t>(idx.size());

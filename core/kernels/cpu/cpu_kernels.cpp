@@ -19,6 +19,7 @@ constinit const KernelTable kCpuKernels{
     .copy = &cpu::copy,
     .copy_broadcast = &cpu::copy_broadcast,
     .fill = &cpu::fill,
+    .store_values = &cpu::store_values,
     .index_select = &cpu::index_select,
     .index_add = &cpu::index_add,
     .random = &cpu::random,
@@ -48,6 +49,9 @@ constinit const KernelTable kCpuKernels{
     .batch_norm_backward = &cpu::batch_norm_backward,
     .mse_loss = &cpu::mse_loss,
     .mse_loss_backward = &cpu::mse_loss_backward,
+    .norm_partial = &cpu::norm_partial,
+    .clamp_ = &cpu::clamp_,
+    .embedding_renorm_ = &cpu::embedding_renorm_,
     .adam_update = &cpu::adam_update,
     .sgd_update = &cpu::sgd_update,
 };

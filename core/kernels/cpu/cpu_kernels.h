@@ -1,6 +1,6 @@
 // The CPU kernel table: the loops the ops ran inline before device dispatch, one file per family
 // (elementwise, reduce, copy, random, linalg, attention, activations, softmax, layer_norm,
-// batch_norm, classification_loss, losses, optim).
+// batch_norm, classification_loss, losses, norms, optim).
 #pragma once
 
 #include "core/kernels/kernel_table.h"
@@ -28,6 +28,7 @@ void max_dim_backward(const Tensor& grad, const Tensor& g, const Tensor& indices
 void copy(const Tensor& dst, const Tensor& src);
 void copy_broadcast(const Tensor& dst, const Tensor& src);
 void fill(const Tensor& t, double value);
+void store_values(const Tensor& t, const std::vector<double>& values);
 void index_select(const Tensor& out, const Tensor& src, const std::vector<std::int64_t>& index,
                   std::int64_t outer, std::int64_t inner, std::int64_t size);
 void index_add(const Tensor& grad, const Tensor& src, const std::vector<std::int64_t>& index,
@@ -95,6 +96,11 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
 void mse_loss(const Tensor& out, const Tensor& x, const Tensor& t, bool none, bool mean);
 void mse_loss_backward(const Tensor& d, const Tensor& x, const Tensor& t, const Tensor& g,
                        double scale);
+
+void norm_partial(const Tensor& out, const Tensor& t, double p);
+void clamp_(const Tensor& t, double lo, double hi);
+void embedding_renorm_(const Tensor& weight, const std::vector<std::int64_t>& rows, double max_norm,
+                       double norm_type);
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,

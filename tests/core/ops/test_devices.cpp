@@ -10,6 +10,9 @@
 #include "core/functional/masked_softmax.h"
 #include "core/kernels/kernel_table.h"
 #include "core/memory.h"
+#include "core/nn/clip_grad.h"
+#include "core/nn/embedding.h"
+#include "core/nn/init.h"
 #include "core/ops.h"
 #include "core/ops/attention_heads.h"
 #include "core/ops/blocked_attention.h"
@@ -328,6 +331,42 @@ BOOST_FIXTURE_TEST_CASE(optimizers_update_parameters_on_their_device, TestCudaDe
   // A gradient on another device than its parameter is refused, naming both.
   gp.set_grad(clone(g));
   expect_message([&] { on_device.step(); }, mixed("AdamW.step", "cuda:0", "cpu"));
+}
+
+BOOST_FIXTURE_TEST_CASE(nn_utilities_run_on_the_device, TestCudaDevice) {
+  // nn.init draws on the host and stores on the device: the same values as on the cpu.
+  Tensor c = empty({5, 7}), g = empty({5, 7}, TensorOptions(DType::Float32, kCuda0));
+  Generator g1(21), g2(21);
+  nn::init::normal_(c, 0.0, 1.0, &g1);
+  nn::init::normal_(g, 0.0, 1.0, &g2);
+  BOOST_TEST(g.to_vector() == c.to_vector(), boost::test_tools::per_element());
+  // Gradient clipping: the norm on the gradients' device, the scaled gradients equal.
+  Tensor pc = clone(c).requires_grad_(true), pg = cuda(c).detach().requires_grad_(true);
+  pc.set_grad(mul(c, 3.0));
+  pg.set_grad(cuda(mul(c, 3.0)));
+  Tensor nc = nn::clip_grad_norm_({pc}, 1.0), ng = nn::clip_grad_norm_({pg}, 1.0);
+  BOOST_TEST(ng.device() == kCuda0);
+  BOOST_TEST(ng.item() == nc.item());
+  BOOST_TEST(pg.grad().to_vector() == pc.grad().to_vector(), boost::test_tools::per_element());
+  nn::clip_grad_value_({pc}, 0.01);
+  nn::clip_grad_value_({pg}, 0.01);
+  BOOST_TEST(pg.grad().to_vector() == pc.grad().to_vector(), boost::test_tools::per_element());
+  // Embedding's max_norm renorms the rows it reads, on the device.
+  nn::EmbeddingOptions o;
+  o.max_norm = 0.5;
+  nn::Embedding ec(5, 7, o), eg(5, 7, o);
+  {
+    autograd::NoGradGuard ng_guard;
+    Tensor(ec.param("weight")).copy_(c);
+    eg.to(kCuda0);
+    Tensor(eg.param("weight")).copy_(c);
+  }
+  Tensor rows = from_vector({4.0, 1.0}, {2}, DType::Int64);
+  Tensor yc = ec.forward(rows), yg = eg.forward(cuda(rows));
+  BOOST_TEST(yg.device() == kCuda0);
+  BOOST_TEST(yg.to_vector() == yc.to_vector(), boost::test_tools::per_element());
+  BOOST_TEST(eg.param("weight").to_vector() == ec.param("weight").to_vector(),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_device_without_kernels_is_named) {
