@@ -17,13 +17,15 @@ SKIPPED_PREFIXES = ("bench/results/",)
 
 
 def tracked_files(root):
-    """The repository's tracked files (relative, '/'-separated), or None outside a checkout."""
+    """The repository's files, tracked or new but not ignored (relative, '/'-separated), so a
+    file is checked before it is committed; None outside a checkout."""
     try:
-        out = subprocess.run(["git", "-C", root, "ls-files", "-z"], capture_output=True,
-                             check=True).stdout
+        out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others",
+                              "--exclude-standard"], capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    return [p for p in out.decode("utf-8", "replace").split("\0") if p]
+    paths = out.decode("utf-8", "replace").split("\0")
+    return sorted({p for p in paths if p and os.path.isfile(os.path.join(root, p))})
 
 
 def checked(path):
