@@ -32,12 +32,12 @@
 #include "core/io/safetensors.h"
 #include "core/tensor.h"
 #include "examples/gpt_train.h"
+#include "policies/policy_expr.h"
 #include "tests/support/fixture.h"
 #include "tests/support/thread_safe_test.h"
 #include "tools/plan/model_export.h"
 #include "tools/plan/model_file.h"
 #include "tools/plan/planner.h"
-#include "tools/plan/policy_expr.h"
 
 using namespace fsdp;
 using examples::GPTTrainConfig;
@@ -331,7 +331,7 @@ BOOST_DATA_TEST_CASE(planner_predicts_the_measured_step_peak, bdata::make({false
 
   examples::GPT meta(cfg.model, TensorOptions(DType::Float32, kMeta));
   plan::PlanOptions opts;
-  opts.policy = plan::parse_policy(cfg.policy);
+  opts.policy = policies::parse_policy(cfg.policy);
   opts.world_size = 2;
   opts.batch = cfg.batch;
   opts.seq = cfg.model.seq;
