@@ -136,8 +136,10 @@ BOOST_AUTO_TEST_CASE(build_policy_wraps_as_the_policy_built_in_code) {
   BOOST_TEST(wrapped(build_policy("or(size(min_num_params=80), transformer([ReLU]))")) ==
              wrapped(or_policy({size_based_auto_wrap_policy(80),
                                 transformer_auto_wrap_policy(nn::ClassSet{"ReLU"})})));
-  BOOST_TEST(input_error([] { build_policy("modules([Linear]"); }) ==
-             "--policy 'modules([Linear]': column 17: expected ')'");
+  BOOST_TEST(
+      input_error([] { build_policy("modules([Linear]"); }) ==
+      "--policy 'modules([Linear]': column 17: expected ')' to close modules(...), which takes one "
+      "list of class names, found the end");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
