@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/input_error.h"  // what parse_policy throws
+
 namespace fsdp::policies {
 
 // A class name as written, with the 1-based column where it starts (for messages).
