@@ -1,6 +1,5 @@
 // fsdp-plan's library: suggestions, model files, units (against PyTorch's own
 // _recursive_wrap and the examples of upstream's test_wrap.py), costs and warnings.
-// One file over 600 lines: the cases share one fixture set (tests/fixtures/models) and its loaders.
 #define BOOST_TEST_MODULE tools_plan
 #include <boost/test/unit_test.hpp>
 #include <fstream>
