@@ -57,3 +57,39 @@ BOOST_DATA_TEST_CASE(planner_predicts_the_measured_step_peak, bdata::make({false
     BOOST_TEST(ratio <= 1.1);
   }
 }
+
+// What each unit's collectives move comes from one rule (fsdp/sharding.h): the bytes fsdp-plan
+// predicts per step are those the runtime counts as it issues the collectives.
+BOOST_DATA_TEST_CASE(planner_predicts_the_counted_collective_bytes,
+                     bdata::make({ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                                  ShardingStrategy::NO_SHARD}) *
+                         bdata::make({false, true}),
+                     strategy, bf16) {
+  GPTTrainConfig cfg = reference().base;
+  cfg.model = examples::GPTConfig{.layers = 2, .d_model = 64, .heads = 4, .seq = 32, .vocab = 128};
+  cfg.load_path.clear();
+  cfg.steps = 3;
+  cfg.batch = 4;
+  cfg.sharding = strategy;
+  if (bf16) cfg.mixed_precision = DType::BFloat16;
+  std::vector<examples::GPTTrainResult> results(2);
+  comm::run_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    results[std::size_t(pg->rank())] = examples::train_gpt(cfg, pg);
+  });
+
+  examples::GPT meta(cfg.model, TensorOptions(DType::Float32, kMeta));
+  plan::PlanOptions opts;
+  opts.policy = policies::parse_policy(cfg.policy);
+  opts.world_size = 2;
+  opts.sharding = strategy;
+  opts.mixed_precision = bf16;
+  const plan::Plan p =
+      plan::make_plan(plan::parse_model(plan::model_to_json(meta), "gpt.json").root, opts);
+  const std::uint64_t timed_steps = std::uint64_t(cfg.steps - 1);
+  for (const auto& r : results) {
+    BOOST_TEST(r.all_gather_bytes == std::uint64_t(p.totals.all_gather_bytes) * timed_steps);
+    BOOST_TEST(r.reduce_bytes ==
+               std::uint64_t(p.totals.reduce_scatter_bytes + p.totals.all_reduce_bytes) *
+                   timed_steps);
+  }
+}

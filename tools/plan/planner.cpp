@@ -437,12 +437,11 @@ class Planner {
         add_to(u.unsharded_bytes, bytes(flat, csize), bytes_what);
       }
       if (u.trainable_numel > 0) {
-        if (u.sharding == ShardingStrategy::NO_SHARD)
-          add_to(u.all_reduce_bytes, bytes(flat, csize), bytes_what);
-        else
-          add_to(u.reduce_scatter_bytes, bytes(padded, csize), bytes_what);
-        if (policies::is_hybrid(u.sharding) && o_.world_size > group)
-          add_to(u.all_reduce_bytes, bytes(shard, csize), bytes_what);
+        // The runtime's own rule for what each collective moves (fsdp/sharding.h).
+        const CollectiveElements moved = unit_collective_elements(
+            sharded, policies::is_hybrid(u.sharding) && o_.world_size > group, flat, padded, shard);
+        add_to(u.reduce_scatter_bytes, bytes(moved.reduce_scatter, csize), bytes_what);
+        add_to(u.all_reduce_bytes, bytes(moved.all_reduce, csize), bytes_what);
       }
     }
     u.padding = u.padded_numel - u.numel;
