@@ -78,7 +78,8 @@ Stream new_stream(Device device, int priority = 0);
 void device_synchronize(Device device);
 // Runs `work` on `stream`: inline on CPU, queued on an accelerator. Queued work must own no
 // storage (as a GPU kernel holds none): what it touches is kept alive by its owners, ordered by
-// events and record_stream (core/memory.h).
+// events and record_stream (core/memory.h). Nor may it allocate device memory, as a kernel
+// cannot: the allocator waits for streams' work under its lock.
 void launch(const Stream& stream, std::function<void()> work);
 
 // Makes `stream` the current stream of its device while alive (torch.cuda.stream(s)).

@@ -53,4 +53,23 @@ BOOST_AUTO_TEST_CASE(a_device_this_build_lacks_is_named_with_how_to_get_it) {
   });
 }
 
+// Registered on first use when built, one line naming the option when not.
+BOOST_AUTO_TEST_CASE(fake_cuda_is_there_exactly_when_built) {
+  const Device d(DeviceType::FakeCUDA, 0);
+#if FSDP_TEST_HAVE_FAKE_CUDA
+  BOOST_TEST(allocator_for(d)->name() == "fake_cuda caching");
+  BOOST_TEST(new_stream(d).id >= 1u);
+#else
+  const std::string why = "this build has no fake_cuda device (configure with -Dfake_cuda=enabled)";
+  BOOST_CHECK_EXCEPTION(allocator_for(d), RuntimeError, [&](const RuntimeError& e) {
+    return e.what() == "no allocator for device fake_cuda:0: " + why;
+  });
+  BOOST_CHECK_EXCEPTION(new_stream(d), RuntimeError,
+                        [&](const RuntimeError& e) { return e.what() == "fake_cuda:0: " + why; });
+  BOOST_CHECK_EXCEPTION(Storage(8, d), RuntimeError, [&](const RuntimeError& e) {
+    return e.what() == "no allocator for device fake_cuda:0: " + why;
+  });
+#endif
+}
+
 BOOST_AUTO_TEST_SUITE_END()
