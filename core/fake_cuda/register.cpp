@@ -1,23 +1,9 @@
-// fake_cuda's registration: the allocator (a caching device allocator per device over its
-// DeviceMemory, events from its streams), the stream backend and the copies; and host_view.
-#include <fmt/format.h>
-
-#include <array>
-#include <atomic>
-#include <cstring>
-#include <memory>
-#include <mutex>
-#include <unordered_map>
-#include <vector>
-
+// fake_cuda's registration (core/builtin_devices.h): its stream backend, allocator and copies.
 #include "core/builtin_devices.h"
-#include "core/caching_device_allocator.h"
-#include "core/device_copy.h"
-#include "core/error.h"
-#include "core/fake_cuda/device_memory.h"
+#include "core/fake_cuda/allocator.h"
+#include "core/fake_cuda/context.h"
+#include "core/fake_cuda/copies.h"
 #include "core/fake_cuda/fake_cuda.h"
-#include "core/fake_cuda/streams.h"
-#include "core/memory.h"
 
 namespace fsdp {
 
@@ -27,217 +13,14 @@ void register_builtin_devices() {
 
 namespace fake_cuda {
 
-namespace {
-
-constexpr int kMaxDevices = FakeStreams::kMaxDevices;
-
-// The device lives until the process ends (never destroyed, as a CUDA context): storages freed
-// by static destructors and detached workers still running at exit find it whole.
-FakeStreams& streams() {
-  static auto* s = new FakeStreams;
-  return *s;
-}
-
-// Each device's memory, reserved at its first allocation; read lock-free by host_view.
-std::array<std::atomic<DeviceMemory*>, kMaxDevices> g_memory{};
-std::mutex g_memory_mutex;
-
-DeviceMemory& memory(int index) {
-  if (DeviceMemory* m = g_memory[index].load(std::memory_order_acquire)) return *m;
-  std::lock_guard lock(g_memory_mutex);
-  if (!g_memory[index]) g_memory[index] = new DeviceMemory(index);
-  return *g_memory[index];
-}
-
-// The caching allocator's view of the device: segments from DeviceMemory, events on its streams.
-class MemoryBackend final : public DeviceMemoryBackend {
- public:
-  explicit MemoryBackend(Device device) : device_(device), memory_(memory(device.index)) {}
-  void* allocate(std::size_t bytes) override { return memory_.allocate(bytes); }
-  void release(void* ptr) override { memory_.release(ptr); }
-  EventId record_event(StreamId stream) override {
-    std::lock_guard lock(mutex_);
-    const Stream s{device_, stream};
-    events_[++next_] = Event{s, streams().record(s)};
-    return next_;
-  }
-  bool event_done(EventId id) override {
-    const Event e = find(id);
-    return streams().query(e.stream, e.sequence);
-  }
-  void synchronize_event(EventId id) override {
-    const Event e = find(id);
-    streams().wait_quietly(e.stream, e.sequence);
-  }
-  void destroy_event(EventId id) override {
-    std::lock_guard lock(mutex_);
-    events_.erase(id);
-  }
-
- private:
-  struct Event {
-    Stream stream;
-    std::uint64_t sequence;
-  };
-  Event find(EventId id) {
-    std::lock_guard lock(mutex_);
-    return events_.at(id);
-  }
-  Device device_;
-  DeviceMemory& memory_;
-  std::mutex mutex_;
-  std::unordered_map<EventId, Event> events_;
-  EventId next_ = 0;
-};
-
-AllocatorStats as_allocator_stats(const DeviceAllocatorStats& d) {
-  AllocatorStats s;
-  s.allocated_bytes = d.allocated_bytes.current;
-  s.allocated_bytes_peak = d.allocated_bytes.peak;
-  s.reserved_bytes = d.reserved_bytes.current;
-  s.reserved_bytes_peak = d.reserved_bytes.peak;
-  s.requested_bytes = d.requested_bytes.current;
-  s.requested_bytes_peak = d.requested_bytes.peak;
-  s.num_allocs = d.allocation.allocated;
-  s.num_frees = d.allocation.freed;
-  s.cache_misses = d.num_device_alloc + d.num_ooms;
-  s.cache_hits = s.num_allocs - d.num_device_alloc;
-  s.num_system_allocs = d.num_device_alloc;
-  s.num_system_frees = d.num_device_free;
-  s.num_alloc_retries = d.num_alloc_retries;
-  s.num_splits = d.num_splits;
-  s.num_merges = d.num_merges;
-  s.cached_blocks = d.cached_blocks;
-  return s;
-}
-
-class FakeCudaAllocator final : public Allocator {
- public:
-  void* allocate(std::size_t nbytes, Device device) override {
-    const Stream s = current_stream(device);
-    return of(s.device).allocate(nbytes, s.id);
-  }
-  void deallocate(void* ptr, std::size_t, Device device) override {
-    of(stream_device(device)).free(ptr);
-  }
-  void record_stream(void* ptr, Device device, const Stream& stream) override {
-    of(stream_device(device)).record_stream(ptr, stream.id);
-  }
-  // Without a device: all devices together (fake_cuda:0 in practice).
-  AllocatorStats stats() const override {
-    AllocatorStats sum;
-    for (int i = 0; i < kMaxDevices; ++i)
-      if (const CachingDeviceAllocator* a = caches_[i].load()) {
-        const AllocatorStats s = as_allocator_stats(a->stats());
-        for (auto field : {&AllocatorStats::allocated_bytes, &AllocatorStats::allocated_bytes_peak,
-                           &AllocatorStats::reserved_bytes, &AllocatorStats::reserved_bytes_peak,
-                           &AllocatorStats::requested_bytes, &AllocatorStats::requested_bytes_peak,
-                           &AllocatorStats::num_allocs, &AllocatorStats::num_frees,
-                           &AllocatorStats::cache_hits, &AllocatorStats::cache_misses,
-                           &AllocatorStats::num_system_allocs, &AllocatorStats::num_system_frees,
-                           &AllocatorStats::num_alloc_retries, &AllocatorStats::num_splits,
-                           &AllocatorStats::num_merges, &AllocatorStats::cached_blocks})
-          sum.*field += s.*field;
-      }
-    return sum;
-  }
-  void reset_peak_stats() override {
-    for (int i = 0; i < kMaxDevices; ++i)
-      if (CachingDeviceAllocator* a = caches_[i].load()) a->reset_peak_stats();
-  }
-  void empty_cache() override {
-    for (int i = 0; i < kMaxDevices; ++i)
-      if (CachingDeviceAllocator* a = caches_[i].load()) a->empty_cache();
-  }
-  AllocatorStats stats_for(Device device) const override {
-    return as_allocator_stats(of(stream_device(device)).stats());
-  }
-  void reset_peak_stats_for(Device device) override {
-    of(stream_device(device)).reset_peak_stats();
-  }
-  void empty_cache_for(Device device) override { of(stream_device(device)).empty_cache(); }
-  std::string_view name() const override { return "fake_cuda caching"; }
-
-  CachingDeviceAllocator& of(Device device) const {
-    FSDP_CHECK(device.index >= 0 && device.index < kMaxDevices, ValueError,
-               "{}: no such device (fake_cuda has devices 0 to {})", device.str(), kMaxDevices - 1);
-    if (CachingDeviceAllocator* a = caches_[device.index].load(std::memory_order_acquire))
-      return *a;
-    std::lock_guard lock(mutex_);
-    if (!caches_[device.index])
-      caches_[device.index] =
-          new CachingDeviceAllocator(std::make_unique<MemoryBackend>(device), device.str());
-    return *caches_[device.index];
-  }
-
- private:
-  mutable std::array<std::atomic<CachingDeviceAllocator*>, kMaxDevices> caches_{};
-  mutable std::mutex mutex_;
-};
-
-FakeCudaAllocator& allocator() {
-  static auto* a = new FakeCudaAllocator;
-  return *a;
-}
-
-// Both ends of a copy, checked when it is queued: the error names the copy and the pointer.
-void* checked_view(const void* device_ptr, std::size_t nbytes, const Stream& stream,
-                   const char* what) {
-  void* host = host_view(device_ptr, what);
-  FSDP_CHECK(is_device_pointer(static_cast<const char*>(device_ptr) + nbytes - 1), ValueError,
-             "{}: {} of {} bytes at {} runs past the end of device memory", stream.device.str(),
-             what, nbytes, device_ptr);
-  return host;
-}
-
-void host_to_device(void* dst, const void* src, std::size_t nbytes, const Stream& stream) {
-  void* to = checked_view(dst, nbytes, stream, "host_to_device");
-  // Staged now, as a pageable cudaMemcpyAsync does: the caller may reuse `src` on return.
-  auto staged = std::make_shared<std::vector<std::byte>>(
-      static_cast<const std::byte*>(src), static_cast<const std::byte*>(src) + nbytes);
-  streams().launch(stream, [to, staged] { std::memcpy(to, staged->data(), staged->size()); });
-}
-
-void device_to_host(void* dst, const void* src, std::size_t nbytes, const Stream& stream) {
-  const void* from = checked_view(src, nbytes, stream, "device_to_host");
-  streams().launch(stream, [dst, from, nbytes] { std::memcpy(dst, from, nbytes); });
-  streams().synchronize(stream, streams().record(stream));
-}
-
-void device_to_device(void* dst, const void* src, std::size_t nbytes, const Stream& stream) {
-  void* to = checked_view(dst, nbytes, stream, "device_to_device");
-  const void* from = checked_view(src, nbytes, stream, "device_to_device");
-  streams().launch(stream, [to, from, nbytes] { std::memmove(to, from, nbytes); });
-}
-
-const DeviceCopyFunctions kCopies{host_to_device, device_to_host, device_to_device};
-
-}  // namespace
-
 void register_device() {
   register_stream_backend(DeviceType::FakeCUDA, &streams());
   register_allocator(DeviceType::FakeCUDA, &allocator());
-  register_device_copy(DeviceType::FakeCUDA, &kCopies);
-}
-
-bool is_device_pointer(const void* ptr) {
-  for (const auto& m : g_memory)
-    if (const DeviceMemory* d = m.load(std::memory_order_acquire); d && d->contains(ptr))
-      return true;
-  return false;
-}
-
-void* host_view(const void* device_ptr, const char* what) {
-  for (const auto& m : g_memory)
-    if (const DeviceMemory* d = m.load(std::memory_order_acquire); d && d->contains(device_ptr))
-      return d->host_view(device_ptr);
-  throw ValueError(
-      fmt::format("fake_cuda: {}: {} is not fake_cuda device memory", what, device_ptr));
+  register_device_copy(DeviceType::FakeCUDA, &copy_functions());
 }
 
 std::map<std::string, std::int64_t> memory_stats(Device device) {
-  ensure_builtin_devices();
-  return allocator().of(stream_device(device)).stats().as_torch_dict();
+  return caching_allocator(stream_device(device)).stats().as_torch_dict();
 }
 
 }  // namespace fake_cuda
