@@ -20,7 +20,12 @@ class MemoryBackend final : public DeviceMemoryBackend {
  public:
   explicit MemoryBackend(Device device) : device_(device), memory_(memory(device.index)) {}
   void* allocate(std::size_t bytes) override { return memory_.allocate(bytes); }
-  void release(void* ptr) override { memory_.release(ptr); }
+  // cudaFree waits for the device: work still queued on a freed block's own stream (where a
+  // block is reused without an event) must not find its pages gone.
+  void release(void* ptr) override {
+    streams().wait_device_quietly(device_);
+    memory_.release(ptr);
+  }
   EventId record_event(StreamId stream) override {
     std::lock_guard lock(mutex_);
     const Stream s{device_, stream};

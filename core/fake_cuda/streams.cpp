@@ -129,6 +129,11 @@ void FakeStreams::wait(const Stream& waiter, const Stream& stream, std::uint64_t
 }
 
 void FakeStreams::synchronize_device(Device device) {
+  wait_device_quietly(device);
+  throw_pending_error(device);
+}
+
+void FakeStreams::wait_device_quietly(Device device) {
   PerDevice& per = this->device(device);
   std::array<WorkerStream*, kStreamsPerDevice + 1> started{};
   {
@@ -137,7 +142,6 @@ void FakeStreams::synchronize_device(Device device) {
   }
   for (WorkerStream* w : started)
     if (w) w->wait_completed(w->last_queued());
-  throw_pending_error(device);
 }
 
 }  // namespace fsdp::fake_cuda

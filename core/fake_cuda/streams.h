@@ -60,8 +60,9 @@ class FakeStreams final : public StreamBackend {
   void wait(const Stream& waiter, const Stream& stream, std::uint64_t sequence) override;
   void synchronize_device(Device device) override;
 
-  // Waits without reporting kernel errors (the allocator's event waits, under its lock).
+  // Wait without reporting kernel errors (the allocator's waits, under its lock).
   void wait_quietly(const Stream& stream, std::uint64_t sequence);
+  void wait_device_quietly(Device device);  // for the work queued on every stream so far
   // Throws the device's kept error, if any, and forgets it.
   void throw_pending_error(Device device);
 

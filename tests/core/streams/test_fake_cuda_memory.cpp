@@ -5,11 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -169,6 +172,35 @@ BOOST_AUTO_TEST_CASE(record_stream_defers_reuse_until_the_recorded_work_is_done)
   r.other.synchronize();
   Storage c(ReuseSetup::n, kFake0);
   BOOST_TEST(c.data() == r.first);
+}
+
+// Freed on its own stream, a block may still be in use by work queued there; giving its segment
+// back to the system waits for the device first, as cudaFree does.
+BOOST_AUTO_TEST_CASE(empty_cache_waits_for_the_work_queued_on_the_device) {
+  const Stream s = new_stream(kFake0);
+  StreamGuard on_s(s);
+  Gate gate;
+  std::atomic<bool> written{false}, emptied{false};
+  {
+    Storage a(3 * kMiB, kFake0);
+    int* pa = view(a);
+    launch(s, gate.waiter());
+    launch(s, [pa, &written] {
+      pa[1000] = 7;  // the pages must still be there
+      written = true;
+    });
+  }
+  const std::int64_t reserved = allocator_stats(kFake0).reserved_bytes;
+  std::thread emptier([&] {
+    empty_cache(kFake0);
+    emptied = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  BOOST_TEST(!emptied.load());  // waiting for s
+  gate.open();
+  emptier.join();
+  BOOST_TEST(written.load());
+  BOOST_TEST(allocator_stats(kFake0).reserved_bytes < reserved);
 }
 
 BOOST_AUTO_TEST_CASE(statistics_carry_torch_names_per_device) {
