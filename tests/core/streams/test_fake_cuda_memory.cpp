@@ -203,6 +203,18 @@ BOOST_AUTO_TEST_CASE(empty_cache_waits_for_the_work_queued_on_the_device) {
   BOOST_TEST(allocator_stats(kFake0).reserved_bytes < reserved);
 }
 
+BOOST_AUTO_TEST_CASE(a_request_beyond_the_device_is_out_of_memory_naming_the_device) {
+  const Device d(DeviceType::FakeCUDA, 4);
+  BOOST_CHECK_EXCEPTION(Storage(std::size_t(17) << 30, d), RuntimeError, [](const RuntimeError& e) {
+    return std::string(e.what()) ==
+           "fake_cuda:4 out of memory. Tried to allocate 17408.00 MiB (a 17408.00 MiB segment); "
+           "this allocator has 0.00 MiB allocated and 0.00 MiB reserved";
+  });
+  BOOST_TEST(allocator_stats(d).num_alloc_retries == 1);
+  Storage fits(kMiB, d);  // the device is still usable
+  BOOST_TEST(allocator_stats(d).allocated_bytes == std::int64_t(kMiB));
+}
+
 BOOST_AUTO_TEST_CASE(statistics_carry_torch_names_per_device) {
   const Device d(DeviceType::FakeCUDA, 3);  // used by no other test
   const std::int64_t before_on_0 = allocator_stats(kFake0).num_allocs;
