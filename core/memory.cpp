@@ -211,12 +211,19 @@ void Storage::resize(std::size_t nbytes) {
   if (nbytes > 0) {
     allocator = allocator_for(device_);
     fresh = allocator->allocate(nbytes, device_);
+    if (data_) {
+      try {
+        copy_prefix(fresh, nbytes);
+      } catch (...) {  // (a device's copy refused): the storage stays as it was
+        allocator->deallocate(fresh, nbytes, device_);
+        throw;
+      }
+    }
     auto n = static_cast<std::int64_t>(nbytes);
     global_memory_stats(device_.type).on_alloc(n);
     scopes_.on_alloc(n);
     context = MemoryScopes::current();
     if (context.timeline()) context.timeline()->record(n, context.category());
-    if (data_) copy_prefix(fresh, nbytes);
   }
   release();
   if (fresh && device_.is_accelerator()) stream_id_ = current_stream(device_).id;
