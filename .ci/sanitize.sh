@@ -23,7 +23,7 @@ ulimit -s 65536 2>/dev/null || true
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export LSAN_OPTIONS="suppressions=$(pwd)/.ci/lsan.supp:print_suppressions=0"
-# train_gpt's MPI ranks (tests/fsdp/mpi/run_train_gpt.sh) keep Open MPI's plugins loaded through
+# train_gpt's MPI ranks (tests/examples/mpi/run_train_gpt.sh) keep Open MPI's plugins loaded through
 # MPI_Finalize (.ci/keep_plugins.c; libasan first, as ASan requires of a preload list) and unwind
 # malloc's callers fully (Open MPI's libraries have no frame pointers), so the leaks Open MPI leaves
 # are named and suppressed, and one of ours still fails the test.

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The sanitizer runs that fit in CI (issue 12), run by .ci/run before the test suite:
 #   - ASan + UBSan (build-asan-ci/): the communication layer's tests (the fake and threads
-#     backends, the stores, the environment knobs, the TcpStore protocol mutation test) and the
-#     gloo backend at 2 shell-launched ranks, over TCP and over the same-host direct path;
+#     backends, the stores, the environment knobs, the TcpStore protocol mutation test), the
+#     gloo backend at 2 shell-launched ranks, over TCP and over the same-host direct path, and
+#     the streams and fake_cuda tests (tests/core/streams);
 #   - TSan (build-tsan/): the threads backend, whose ranks are threads of one process (a race
-#     there is silent corruption), and the intra-op thread pool (core/parallel.h, built on its
-#     own with tests/core/ops/pool_stress.cpp);
+#     there is silent corruption), the intra-op thread pool (core/parallel.h, built on its
+#     own with tests/core/ops/pool_stress.cpp), and streams on the fake_cuda device (its
+#     streams are worker threads: tests/core/streams);
 #   - libFuzzer (build-fuzz/, clang): every target of tests/fuzz/run_fuzzers.sh (the model file,
 #     the policy expression, safetensors, the three command lines, the TcpStore wire format)
 #     for FSDP_FUZZ_CI_SECONDS (default 15) each from its seed corpus. The targets link the GCC
@@ -53,8 +55,11 @@ comm_tests=(tests/comm/test_comm_fake tests/comm/test_comm_threads tests/comm/te
 gloo=()
 [ -f "$asan/build.ninja" ] && grep -q "test_comm_gloo" "$asan/build.ninja" &&
   gloo=(tests/comm/test_comm_gloo)
-ninja -C "$asan" "${comm_tests[@]}" "${gloo[@]}" >/dev/null
-for t in "${comm_tests[@]}"; do run "asan+ubsan $(basename "$t")" "$asan/$t"; done
+stream_tests=(tests/core/streams/test_core_streams tests/core/streams/test_fake_cuda)
+ninja -C "$asan" "${comm_tests[@]}" "${gloo[@]}" "${stream_tests[@]}" >/dev/null
+for t in "${comm_tests[@]}" "${stream_tests[@]}"; do
+  run "asan+ubsan $(basename "$t")" "$asan/$t"
+done
 if ((${#gloo[@]})); then
   run "asan+ubsan gloo 2 ranks, direct path" env FSDP_GLOO_DIRECT=1 \
     tests/comm/run_ranks.sh shell 2 tcp "$asan/tests/comm/test_comm_gloo"
@@ -64,8 +69,9 @@ fi
 
 tsan=${FSDP_TSAN_DIR:-build-tsan}
 setup "$tsan" thread
-ninja -C "$tsan" tests/comm/test_comm_threads >/dev/null
+ninja -C "$tsan" tests/comm/test_comm_threads "${stream_tests[@]}" >/dev/null
 run "tsan threads backend" "$tsan/tests/comm/test_comm_threads"
+for t in "${stream_tests[@]}"; do run "tsan $(basename "$t")" "$tsan/$t"; done
 # fmt: a refused thread is a formatted error (core/start_thread.h).
 c++ -std=c++20 -O1 -g -fsanitize=thread -pthread -I. tests/core/ops/pool_stress.cpp \
   core/parallel.cpp $(pkg-config --libs fmt) -o "$tsan/pool_stress"

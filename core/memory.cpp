@@ -5,7 +5,9 @@
 #include <cstring>
 #include <string>
 
+#include "core/builtin_devices.h"
 #include "core/caching_allocator.h"
+#include "core/device_copy.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/memory_timeline.h"
@@ -62,7 +64,7 @@ constexpr CpuAllocatorKind kDefaultCpuAllocator = CpuAllocatorKind::Caching;
 #endif
 
 struct Registry {
-  std::array<std::atomic<Allocator*>, 3> allocators{};
+  std::array<std::atomic<Allocator*>, kNumDeviceTypes> allocators{};
   std::atomic<CpuAllocatorKind> cpu_kind{kDefaultCpuAllocator};
   // A bad FSDP_CPU_ALLOCATOR: every CPU allocation throws it until set_cpu_allocator() is called
   // (an exception out of a static initialiser would leave its guard locked).
@@ -126,25 +128,28 @@ Allocator* allocator_for(Device device) {
   Registry& r = registry();
   if (device.is_cpu() && r.has_env_error.load(std::memory_order_relaxed))
     throw EnvError(r.env_error);
-  Allocator* a = r.allocators[static_cast<int>(device.type)].load();
+  auto& slot = r.allocators[static_cast<int>(device.type)];
+  Allocator* a = slot.load();
+  if (!a) {
+    ensure_builtin_devices();
+    a = slot.load();
+  }
   if (!a)
     throw RuntimeError(
-        fmt::format("no allocator for device {}: this build has no CUDA support (reconfigure with "
-                    "-Dcuda=enabled on a machine with the CUDA toolkit)",
-                    device.str()));
+        fmt::format("no allocator for device {}: {}", device.str(), missing_device_reason(device)));
   return a;
 }
 
 AllocatorStats allocator_stats(Device device) {
-  return allocator_for(device)->stats();
+  return allocator_for(device)->stats_for(device);
 }
 
 void reset_allocator_peak_stats(Device device) {
-  allocator_for(device)->reset_peak_stats();
+  allocator_for(device)->reset_peak_stats_for(device);
 }
 
 void empty_cache(Device device) {
-  allocator_for(device)->empty_cache();
+  allocator_for(device)->empty_cache_for(device);
 }
 
 Storage::Storage(std::size_t nbytes, Device device) : device_(device) {
@@ -158,6 +163,13 @@ Storage::Storage(std::size_t nbytes, Device device) : device_(device) {
 
 Storage::~Storage() {
   release();
+}
+
+void Storage::record_stream(const Stream& stream) {
+  FSDP_CHECK(stream_device(stream.device) == stream_device(device_), ValueError,
+             "record_stream: a storage of {} cannot be recorded on stream {} of {}", device_.str(),
+             stream.id, stream.device.str());
+  if (data_) allocator_->record_stream(data_, device_, stream);
 }
 
 void Storage::release() {
@@ -175,6 +187,18 @@ void Storage::release() {
   nbytes_ = 0;
 }
 
+void Storage::copy_prefix(void* fresh, std::size_t nbytes) {
+  const std::size_t n = std::min(nbytes, nbytes_);
+  if (device_.is_cpu()) {
+    std::memcpy(fresh, data_, n);
+    return;
+  }
+  // Queued on the current stream, which may not be the old block's: its free must wait for it.
+  const Stream current = current_stream(device_);
+  if (current.id != stream_id_) allocator_->record_stream(data_, device_, current);
+  copy_bytes(fresh, device_, data_, device_, n);
+}
+
 void Storage::resize(std::size_t nbytes) {
   if (device_.is_meta()) {
     nbytes_ = nbytes;
@@ -187,14 +211,22 @@ void Storage::resize(std::size_t nbytes) {
   if (nbytes > 0) {
     allocator = allocator_for(device_);
     fresh = allocator->allocate(nbytes, device_);
+    if (data_) {
+      try {
+        copy_prefix(fresh, nbytes);
+      } catch (...) {  // (a device's copy refused): the storage stays as it was
+        allocator->deallocate(fresh, nbytes, device_);
+        throw;
+      }
+    }
     auto n = static_cast<std::int64_t>(nbytes);
     global_memory_stats(device_.type).on_alloc(n);
     scopes_.on_alloc(n);
     context = MemoryScopes::current();
     if (context.timeline()) context.timeline()->record(n, context.category());
-    if (data_ && device_.is_cpu()) std::memcpy(fresh, data_, std::min(nbytes, nbytes_));
   }
   release();
+  if (fresh && device_.is_accelerator()) stream_id_ = current_stream(device_).id;
   data_ = fresh;
   nbytes_ = nbytes;
   allocator_ = allocator;

@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "core/memory_stats.h"
+#include "core/stream.h"
 
 namespace fsdp {
 
@@ -30,19 +31,29 @@ struct AllocatorStats {
   std::int64_t cached_blocks = 0;
 };
 
-// A device allocator. CPU's are built in (64-byte aligned); a CUDA build registers its own.
+// A device allocator. CPU's are built in (64-byte aligned); each accelerator registers its own
+// (fake_cuda's: core/fake_cuda/). An accelerator's allocate() serves the calling thread's current
+// stream of `device` (core/stream.h), as torch's caching allocator does.
 class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual void* allocate(std::size_t nbytes, Device device) = 0;
   virtual void deallocate(void* ptr, std::size_t nbytes, Device device) = 0;
+  // `ptr` (a live block of `device`) is also used on `stream`: its reuse after the free waits for
+  // the work queued there by then. Nothing to do where work runs inline (cpu).
+  virtual void record_stream(void* /*ptr*/, Device /*device*/, const Stream& /*stream*/) {}
   virtual AllocatorStats stats() const { return {}; }
   virtual void reset_peak_stats() {}
   virtual void empty_cache() {}  // gives cached blocks back to the system
+  // The same for one device of the type (an accelerator's allocator keeps one cache per device).
+  virtual AllocatorStats stats_for(Device) const { return stats(); }
+  virtual void reset_peak_stats_for(Device) { reset_peak_stats(); }
+  virtual void empty_cache_for(Device) { empty_cache(); }
   virtual std::string_view name() const = 0;
 };
 void register_allocator(DeviceType type, Allocator* allocator);
-Allocator* allocator_for(Device device);  // throws if none is registered for that device type
+// Throws naming the device if none is registered for its type (meta, or a device not built).
+Allocator* allocator_for(Device device);
 
 // The CPU allocators. The default is FSDP_CPU_ALLOCATOR's (`caching` if unset; `malloc` in an
 // AddressSanitizer build). A storage is always freed by the allocator that allocated it, so
@@ -61,7 +72,10 @@ void reset_allocator_peak_stats(Device device = kCPU);
 void empty_cache(Device device = kCPU);
 
 // One contiguous allocation. Views share it; it carries the version counter that detects
-// in-place modification of tensors saved for backward.
+// in-place modification of tensors saved for backward. On an accelerator it belongs to the stream
+// current at its allocation: freeing it makes the block reusable at once on that stream only;
+// record_stream(s) defers its reuse until the work queued on s by the free is done
+// (Tensor.record_stream).
 class Storage {
  public:
   Storage(std::size_t nbytes, Device device);
@@ -72,6 +86,9 @@ class Storage {
   void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  Stream stream() const { return Stream{stream_device(device_), stream_id_}; }
+  // The memory is also used by work on `stream` (of this storage's device; ValueError otherwise).
+  void record_stream(const Stream& stream);
   // Reallocates to `nbytes`, keeping the common prefix. resize(0) frees the memory while views
   // stay valid objects: FSDP frees unsharded parameters this way between uses (the block goes
   // back to the caching allocator, which hands it out again at the next unshard).
@@ -82,9 +99,11 @@ class Storage {
 
  private:
   void release();
+  void copy_prefix(void* fresh, std::size_t nbytes);  // data_'s first bytes into a new block
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   Device device_;
+  std::uint64_t stream_id_ = 0;     // of device_: the current stream when data_ was allocated
   Allocator* allocator_ = nullptr;  // the one that allocated data_
   MemoryScopes scopes_;  // those current at construction: resizes and frees are charged to them
   // The category and timeline current when data_ was allocated: its free is recorded there.

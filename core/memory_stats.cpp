@@ -16,7 +16,7 @@ void MemoryStats::on_free(std::int64_t n) {
 }
 
 MemoryStats& global_memory_stats(DeviceType type) {
-  static MemoryStats stats[3];
+  static MemoryStats stats[kNumDeviceTypes];
   return stats[static_cast<int>(type)];
 }
 

@@ -33,8 +33,7 @@
 #include "fsdp/fully_sharded_data_parallel.h"
 #include "fsdp/memory_bound.h"
 #include "ops/checkpoint_wrapper.h"
-#include "tools/plan/policy_build.h"
-#include "tools/plan/policy_expr.h"
+#include "policies/policy_build.h"
 
 namespace fsdp::examples {
 
@@ -279,8 +278,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
       mp.param_dtype = mp.reduce_dtype = mp.buffer_dtype = *cfg.mixed_precision;
       o.mixed_precision = mp;
     }
-    if (!cfg.policy.empty())
-      o.auto_wrap_policy = plan::build_policy(plan::parse_policy(cfg.policy));
+    if (!cfg.policy.empty()) o.auto_wrap_policy = policies::build_policy(cfg.policy);
     fsdp_model = FullyShardedDataParallel::make(gpt, o);
     model = fsdp_model;
     if (!cfg.load_path.empty())

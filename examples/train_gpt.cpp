@@ -16,6 +16,7 @@
 #include "core/blas_kernels.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/input_error.h"
 #include "core/memory_category.h"
 #include "core/parallel.h"
 #include "examples/cli_checks.h"
@@ -25,7 +26,6 @@
 #include "policies/options.h"
 #include "tools/plan/model_export.h"
 #include "tools/plan/model_file.h"
-#include "tools/plan/policy_expr.h"
 
 using namespace fsdp;
 
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     return environment_error(e);
   } catch (const fsdp::ValueError& e) {  // a bad name (--sharding, --mixed-precision, ...)
     return examples::usage_error(kProgram, e.what());
-  } catch (const plan::InputError& e) {  // its message names --policy and the column
+  } catch (const InputError& e) {  // its message names --policy and the column
     return examples::usage_error(kProgram, e.what());
   }
   examples::GPTTrainConfig& cfg = a.cfg;

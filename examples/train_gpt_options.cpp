@@ -6,8 +6,8 @@
 
 #include "examples/cli_checks.h"
 #include "examples/gpt_checkpoint_checks.h"
+#include "policies/policy_expr.h"
 #include "policies/sharding_strategy_names.h"
-#include "tools/plan/policy_expr.h"
 
 namespace fsdp::examples {
 
@@ -55,7 +55,7 @@ std::string combination_error(TrainGptOptions& o) {
   cfg.sharding = parse_sharding(o.sharding);
   cfg.backward_prefetch = parse_prefetch(o.prefetch);
   cfg.mixed_precision = parse_mixed_precision(o.mixed_precision);
-  if (!cfg.policy.empty()) plan::parse_policy(cfg.policy);  // an InputError names the place
+  if (!cfg.policy.empty()) policies::parse_policy(cfg.policy);  // an InputError names the place
   // --steps 0 only writes: the model file, the initial weights, or the held-out loss.
   if (cfg.steps == 0 && o.export_path.empty() && cfg.save_path.empty() && cfg.eval_batches == 0)
     return "--steps 0 trains nothing: give --steps 1 or more, or --export-model FILE, --save "

@@ -30,7 +30,7 @@ TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv);
 
 // The options as a whole: sets cfg.sharding, cfg.backward_prefetch and cfg.mixed_precision from
 // their names and parses --policy. A combination that cannot run throws UsageError; an unknown
-// name throws ValueError naming the flag, a bad policy plan::InputError naming the column.
+// name throws ValueError naming the flag, a bad policy InputError naming the column.
 void check_train_gpt_options(TrainGptOptions& o);
 
 // --sharding, --backward-prefetch and --mixed-precision by name ("none": absent); an unknown

@@ -1,8 +1,9 @@
 // The umbrella header of the installed library, for `#include <fsdp/fsdp.h>`: tensors, modules
-// and optimizers (core), process groups and the launch of a job (comm), the auto-wrap policies,
-// activation checkpointing, and FullyShardedDataParallel with its state dicts, checkpoints,
-// gradient clipping and summon_full_params. Each header is also installed on its own
-// (<fsdp/core/tensor.h>, <fsdp/comm/process_group.h>, ...; README "The public API").
+// and optimizers (core), process groups and the launch of a job (comm), the auto-wrap policies
+// (in code, or as --policy text), activation checkpointing, and FullyShardedDataParallel with its
+// state dicts, checkpoints, gradient clipping and summon_full_params. Each header is also
+// installed on its own (<fsdp/core/tensor.h>, <fsdp/comm/process_group.h>, ...; README "The
+// public API").
 #pragma once
 
 #include "comm/launch.h"
@@ -29,5 +30,6 @@
 #include "policies/lambda_policy.h"
 #include "policies/module_wrap_policy.h"
 #include "policies/or_policy.h"
+#include "policies/policy_build.h"
 #include "policies/size_based.h"
 #include "policies/transformer_policy.h"

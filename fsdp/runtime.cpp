@@ -46,6 +46,20 @@ std::vector<Tensor> unit_buffers(FullyShardedDataParallel& unit) {
   return out;
 }
 
+// What this unit's collectives move (fsdp/sharding.h), for the runtime's byte counters: nothing
+// is sent within a shard group of one rank.
+CollectiveElements collective_elements(const FlatParamHandle& h, const UnitConfig& c) {
+  const bool replicated = c.replicate_group != nullptr && c.replicate_group->size() > 1;
+  const FlatParamLayout& l = h.layout();
+  CollectiveElements e = unit_collective_elements(h.sharded(), replicated, l.unpadded_numel,
+                                                  l.padded_numel, l.shard_numel);
+  if (c.shard_group->size() == 1) {
+    e.all_gather = e.reduce_scatter = 0;
+    if (!h.sharded()) e.all_reduce = 0;
+  }
+  return e;
+}
+
 }  // namespace
 
 // --- RootState
@@ -243,7 +257,7 @@ void UnitRuntime::unshard(bool prefetch, bool full_precision) {
     state_->record(prefetch ? RuntimeEvent::Kind::Prefetch : RuntimeEvent::Kind::Unshard, *this);
     if (h->sharded() && config_.shard_group->size() > 1)
       state_->comm.bytes.all_gather +=
-          static_cast<std::uint64_t>(h->layout().padded_numel) *
+          static_cast<std::uint64_t>(collective_elements(*h, config_).all_gather) *
           dtype_size(full_precision || !h->uses_param_mixed_precision() ? h->dtype()
                                                                         : h->compute_dtype());
     h->unshard_async(state_->comm.all_gather_queue(config_.shard_group), full_precision);
@@ -400,17 +414,18 @@ void UnitRuntime::post_backward() {
   r.input = g;
   r.replicate = config_.replicate_group.get();
   r.postdivide = f.post;
+  const CollectiveElements moved = collective_elements(*h, config_);
+  const std::uint64_t size = dtype_size(g.dtype());
+  st.comm.bytes.reduce_scatter += static_cast<std::uint64_t>(moved.reduce_scatter) * size;
+  st.comm.bytes.all_reduce += static_cast<std::uint64_t>(moved.all_reduce) * size;
   if (shard_size > 1) {
     auto& queue = st.comm.reduce_queue(config_.shard_group);
-    const auto bytes = static_cast<std::uint64_t>(g.numel()) * dtype_size(g.dtype());
     if (h->sharded()) {
-      st.comm.bytes.reduce_scatter += bytes;
       r.output = empty({h->layout().shard_numel}, TensorOptions(g.dtype()));
       r.work =
           queue.reduce_scatter_async(g.data_ptr(), r.output.data_ptr(),
                                      static_cast<std::size_t>(h->layout().shard_numel), g.dtype());
     } else {
-      st.comm.bytes.all_reduce += bytes;
       r.output = g;
       r.work = queue.all_reduce_async(g.data_ptr(), static_cast<std::size_t>(g.numel()), g.dtype());
     }

@@ -23,4 +23,17 @@ DivideFactors gradient_divide_factors(int world_size) {
   return f;
 }
 
+CollectiveElements unit_collective_elements(bool sharded, bool replicated, std::int64_t flat_numel,
+                                            std::int64_t padded_numel, std::int64_t shard_numel) {
+  CollectiveElements e;
+  if (sharded) {
+    e.all_gather = padded_numel;
+    e.reduce_scatter = padded_numel;
+    if (replicated) e.all_reduce = shard_numel;
+  } else {
+    e.all_reduce = flat_numel;
+  }
+  return e;
+}
+
 }  // namespace fsdp

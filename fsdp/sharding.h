@@ -1,6 +1,9 @@
 // Handle-level rules of the sharding strategies (upstream's _runtime_utils / _init_utils facts):
-// which strategies shard, which free parameters after forward, and the gradient divide factors.
+// which strategies shard, which free parameters after forward, the gradient divide factors, and
+// what each unit's collectives move.
 #pragma once
+
+#include <cstdint>
 
 #include "policies/options.h"
 
@@ -27,5 +30,19 @@ struct DivideFactors {
   double post = 1.0;
 };
 DivideFactors gradient_divide_factors(int world_size);
+
+// The elements one unit's collectives move on one rank per call: an all-gather receives the
+// padded flat parameter (sharded strategies); a gradient reduction contributes the padded
+// gradient to a reduce-scatter (sharded) or the flat gradient to an all-reduce (NO_SHARD), and a
+// hybrid strategy then all-reduces the shard over the replicas. The runtime counts their bytes
+// as it issues them (FullyShardedDataParallel::comm_bytes) and fsdp-plan predicts them: both
+// from here, each multiplying by the dtype's size in its own arithmetic (the planner's checked).
+struct CollectiveElements {
+  std::int64_t all_gather = 0;
+  std::int64_t reduce_scatter = 0;
+  std::int64_t all_reduce = 0;
+};
+CollectiveElements unit_collective_elements(bool sharded, bool replicated, std::int64_t flat_numel,
+                                            std::int64_t padded_numel, std::int64_t shard_numel);
 
 }  // namespace fsdp

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     // Freeing a million-module tree costs as much as building it; the process ends here.
     std::cerr.flush();
     std::_Exit(written ? 0 : 1);
-  } catch (const InputError& e) {
+  } catch (const fsdp::InputError& e) {
     return fail(e.what());
   } catch (const fsdp::Error& e) {
     return fail(e.what());

@@ -30,8 +30,7 @@
 #include "fsdp/checkpoint_full.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/fully_sharded_data_parallel.h"
-#include "tools/plan/policy_build.h"
-#include "tools/plan/policy_expr.h"
+#include "policies/policy_build.h"
 
 using namespace fsdp;
 namespace fs = std::filesystem;
@@ -91,8 +90,7 @@ Times run_world(int world, const examples::GPTConfig& cfg, const fs::path& dir, 
     auto gpt = std::make_shared<examples::GPT>(cfg, TensorOptions(DType::Float32, kMeta));
     WrapperOptions o;
     o.process_group = pg;
-    o.auto_wrap_policy =
-        plan::build_policy(plan::parse_policy("transformer([TransformerEncoderLayer])"));
+    o.auto_wrap_policy = policies::build_policy("transformer([TransformerEncoderLayer])");
     o.param_init_fn = [](nn::Module& m) {
       for (auto& [name, p] : m.named_parameters("", /*recurse=*/false)) p.zero_();
     };

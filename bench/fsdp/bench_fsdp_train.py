@@ -25,6 +25,8 @@ the same global batch agree: the table says by how much.
 Writes build/bench-results/fsdp_train.json (--json). Our runs get OPENBLAS_CORETYPE when
 OpenBLAS falls back to its Prescott kernels on a CPU that has better ones
 (--openblas-coretype; bench/fsdp/README.md says why). Python's standard library only.
+
+One file over 600 lines: one table of runs, their driver and report.
 """
 import argparse
 import datetime

@@ -1,23 +1,27 @@
 // Times core/cuda's kernels and cuBLASLt products at GPT-2 124M's shapes (D 768, 4D 3072,
-// vocab 50304, H 12, T 1024; bf16 storage) with CUDA events: the median of `iters` timed calls
-// after `warmup` calls, each call between its own pair of events. Writes one line per op,
-// "op ms flop", to stdout and --out; bench/gpu/torch_ops.py times the same ops with PyTorch in
-// the same run and prints both side by side. Exits 77 without a device.
-#include <CLI/CLI.hpp>
+// vocab 50304, H 12, T 1024; bf16 storage) with CUDA events (bench/common/cuda_timing.h): the
+// median of --iters calls after --warmup calls, each call between its own pair of events. Prints
+// one row per op; --json FILE writes bench/common's report with a row {"op", "ms", "flop"} per op,
+// which bench/gpu/torch_ops.py reads to time the same ops with PyTorch in the same run and print
+// both side by side. Exits 77 without a device.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench/common/cli.h"
+#include "bench/common/cuda_timing.h"
+#include "bench/common/report.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/gemm.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/runtime.h"
 
+namespace bench = fsdp::bench;
 using namespace fsdp::cuda;
 
 namespace {
@@ -51,61 +55,40 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 };
 
-struct Timer {
+// Times each op on the one stream, prints its row and adds it to the report.
+struct OpTimer {
   int warmup = 3, iters = 20;
   cudaStream_t stream = nullptr;
-  std::FILE* out = nullptr;
-  double time_ms(const std::function<void()>& op) {
-    for (int i = 0; i < warmup; ++i) op();
-    std::vector<float> ms;
-    Event start(true), end(true);
-    for (int i = 0; i < iters; ++i) {
-      start.record(stream);
-      op();
-      end.record(stream);
-      end.synchronize();
-      ms.push_back(start.elapsed_ms(end));
-    }
-    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-    return ms[ms.size() / 2];
-  }
-  void report(const std::string& name, double flop, const std::function<void()>& op) {
-    const double ms = time_ms(op);
+  bench::Report* report = nullptr;
+  void report_op(const std::string& name, double flop, const std::function<void()>& op) {
+    const double ms = bench::cuda_median_ms(op, stream, warmup, iters);
     std::printf("%-28s %10.4f ms", name.c_str(), ms);
     if (flop > 0) std::printf("  %7.1f TFLOP/s", flop / ms / 1e9);
     std::printf("\n");
-    if (out) std::fprintf(out, "%s %.6f %.0f\n", name.c_str(), ms, flop);
+    report->row({{"op", name}, {"ms", ms}, {"flop", flop}});
   }
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"core/cuda kernels and cuBLASLt products at GPT-2 124M shapes (bf16)"};
-  std::int64_t tokens = 16 * 1024;
-  std::string out_path;
-  Timer timer;
-  app.add_option("--tokens", tokens, "B*T tokens (a multiple of T=1024)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--iters", timer.iters, "timed calls per op")->check(CLI::PositiveNumber);
-  app.add_option("--out", out_path, "also write 'op ms flop' lines here");
-  CLI11_PARSE(app, argc, argv);
+// The ops in order, after the checks that need no device; 77 without one.
+int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
+  const std::int64_t D = 768, F = 4 * D, V = 50304, H = 12, T = 1024, hd = D / H;
+  const std::int64_t N = tokens, B = N / T, BH = B * H;
+  if (N % T != 0)
+    throw std::invalid_argument("--tokens " + std::to_string(N) +
+                                " is not a multiple of T=" + std::to_string(T));
   std::string why;
   if (device_count(&why) == 0) {
     std::printf("bench_gpu_kernels: no CUDA device (%s): skipping\n", why.c_str());
     return 77;
   }
-  const std::int64_t D = 768, F = 4 * D, V = 50304, H = 12, T = 1024, hd = D / H;
-  const std::int64_t N = tokens, B = N / T, BH = B * H;
-  if (N % T != 0) {
-    std::fprintf(stderr, "bench_gpu_kernels: --tokens %lld is not a multiple of T=%lld\n",
-                 static_cast<long long>(N), static_cast<long long>(T));
-    return 2;
-  }
-  if (!out_path.empty()) timer.out = std::fopen(out_path.c_str(), "w");
-  DeviceProperties p = device_properties(0);
+  const DeviceProperties p = device_properties(0);
   std::printf("device: %s (sm_%d%d, %d SMs); tokens %lld\n", p.name.c_str(), p.major, p.minor,
               p.multiprocessors, static_cast<long long>(N));
+  bench::Report report(cli);
+  report["device"] = {
+      {"name", p.name}, {"sm", p.major * 10 + p.minor}, {"multiprocessors", p.multiprocessors}};
+  report["tokens"] = N;
+  timer.report = &report;
 
   Stream stream;
   timer.stream = stream.get();
@@ -128,14 +111,14 @@ int main(int argc, char** argv) {
   };
   {  // the four products of a block and the head
     Buffer<bf16> x(N * F, 0.1f), w(V * D, 0.02f), bias(V), y(N * V);
-    timer.report("linear_qkv N,768->2304", 2.0 * N * D * 3 * D,
-                 [&] { linear(x.ptr, w.ptr, bias.ptr, y.ptr, N, 3 * D, D); });
-    timer.report("linear_fc N,768->3072", 2.0 * N * D * F,
-                 [&] { linear(x.ptr, w.ptr, bias.ptr, y.ptr, N, F, D); });
-    timer.report("linear_proj N,3072->768", 2.0 * N * F * D,
-                 [&] { linear(x.ptr, w.ptr, bias.ptr, y.ptr, N, D, F); });
-    timer.report("lm_head N,768->50304", 2.0 * N * D * V,
-                 [&] { linear(x.ptr, w.ptr, nullptr, y.ptr, N, V, D); });
+    timer.report_op("linear_qkv N,768->2304", 2.0 * N * D * 3 * D,
+                    [&] { linear(x.ptr, w.ptr, bias.ptr, y.ptr, N, 3 * D, D); });
+    timer.report_op("linear_fc N,768->3072", 2.0 * N * D * F,
+                    [&] { linear(x.ptr, w.ptr, bias.ptr, y.ptr, N, F, D); });
+    timer.report_op("linear_proj N,3072->768", 2.0 * N * F * D,
+                    [&] { linear(x.ptr, w.ptr, bias.ptr, y.ptr, N, D, F); });
+    timer.report_op("lm_head N,768->50304", 2.0 * N * D * V,
+                    [&] { linear(x.ptr, w.ptr, nullptr, y.ptr, N, V, D); });
   }
   {  // attention by GEMMs: scores = q k^T, then probs @ v
     Buffer<bf16> q(BH * T * hd), k(BH * T * hd), scores(BH * T * T), probs(BH * T * T),
@@ -152,7 +135,7 @@ int main(int argc, char** argv) {
     g.c = scores.ptr;
     g.stride_a = g.stride_b = T * hd;
     g.stride_c = T * T;
-    timer.report("attn_scores bmm", 2.0 * BH * T * T * hd, [&] { gemm.run(g, s); });
+    timer.report_op("attn_scores bmm", 2.0 * BH * T * T * hd, [&] { gemm.run(g, s); });
     GemmArgs pv;
     pv.precision = GemmPrecision::BF16;
     pv.batch = BH;
@@ -164,46 +147,46 @@ int main(int argc, char** argv) {
     pv.c = o.ptr;
     pv.stride_a = T * T;
     pv.stride_b = pv.stride_c = T * hd;
-    timer.report("attn_probs_v bmm", 2.0 * BH * T * T * hd, [&] { gemm.run(pv, s); });
+    timer.report_op("attn_probs_v bmm", 2.0 * BH * T * T * hd, [&] { gemm.run(pv, s); });
     const float scale = 1.0f / std::sqrt(float(hd));
-    timer.report("causal_softmax_fwd", 0,
-                 [&] { causal_softmax_forward(scores.ptr, probs.ptr, BH, T, scale, s); });
+    timer.report_op("causal_softmax_fwd", 0,
+                    [&] { causal_softmax_forward(scores.ptr, probs.ptr, BH, T, scale, s); });
     {  // causal attention (the tiled kernels at bf16, hd 64), beside PyTorch's SDPA
       Buffer<bf16> v(BH * T * hd), dout(BH * T * hd), dq(BH * T * hd);
       Buffer<float> lse(BH * T), dk(BH * T * hd), dv(BH * T * hd);
       // FLOPs as FlashAttention counts them: the causal half of 2 products forward, 5 backward
       // (our backward recomputes S and dP in both of its kernels: 7 done).
       const double fwd_flop = 4.0 * BH * T * T * hd / 2;
-      timer.report("attention_fwd", fwd_flop, [&] {
+      timer.report_op("attention_fwd", fwd_flop, [&] {
         attention_forward(q.ptr, k.ptr, v.ptr, o.ptr, lse.ptr, BH, T, hd, scale, s);
       });
-      timer.report("attention_bwd", 2.5 * fwd_flop, [&] {
+      timer.report_op("attention_bwd", 2.5 * fwd_flop, [&] {
         attention_backward(q.ptr, k.ptr, v.ptr, o.ptr, dout.ptr, lse.ptr, dq.ptr, dk.ptr, dv.ptr,
                            BH, T, hd, scale, s);
       });
     }
-    timer.report("causal_softmax_bwd", 0, [&] {
+    timer.report_op("causal_softmax_bwd", 0, [&] {
       causal_softmax_backward(probs.ptr, dprobs.ptr, dscores.ptr, BH, T, scale, s);
     });
   }
   {  // layer norm, GELU, residual add, bias gradient
     Buffer<bf16> x(N * F), dy(N * F), y(N * F), dx(N * F), w(D), b(D);
     Buffer<float> mean(N), rstd(N), dw(F), db(F);
-    timer.report("layer_norm_fwd N,768", 0, [&] {
+    timer.report_op("layer_norm_fwd N,768", 0, [&] {
       layer_norm_forward(x.ptr, w.ptr, b.ptr, y.ptr, mean.ptr, rstd.ptr, N, D, 1e-5f, s);
     });
-    timer.report("layer_norm_bwd N,768", 0, [&] {
+    timer.report_op("layer_norm_bwd N,768", 0, [&] {
       layer_norm_backward(dy.ptr, x.ptr, w.ptr, mean.ptr, rstd.ptr, dx.ptr, dw.ptr, db.ptr, N, D,
                           s);
     });
-    timer.report("gelu_fwd N,3072", 0,
-                 [&] { gelu_forward(x.ptr, y.ptr, N * F, GeluForm::Tanh, s); });
-    timer.report("gelu_bwd N,3072", 0,
-                 [&] { gelu_backward(x.ptr, dy.ptr, dx.ptr, N * F, GeluForm::Tanh, s); });
+    timer.report_op("gelu_fwd N,3072", 0,
+                    [&] { gelu_forward(x.ptr, y.ptr, N * F, GeluForm::Tanh, s); });
+    timer.report_op("gelu_bwd N,3072", 0,
+                    [&] { gelu_backward(x.ptr, dy.ptr, dx.ptr, N * F, GeluForm::Tanh, s); });
     const BroadcastGeometry g = broadcast_geometry({N, D}, {N, D}, "add");
-    timer.report("residual_add N,768", 0,
-                 [&] { binary(BinaryOp::Add, x.ptr, dy.ptr, y.ptr, g, s); });
-    timer.report("bias_grad N,3072", 0, [&] { sum_over_rows(dy.ptr, dw.ptr, N, F, s); });
+    timer.report_op("residual_add N,768", 0,
+                    [&] { binary(BinaryOp::Add, x.ptr, dy.ptr, y.ptr, g, s); });
+    timer.report_op("bias_grad N,3072", 0, [&] { sum_over_rows(dy.ptr, dw.ptr, N, F, s); });
   }
   {  // classifier, embeddings
     Buffer<bf16> logits(N * V), dlogits(N * V), wte(V * D, 0.02f), emb(N * D);
@@ -215,14 +198,14 @@ int main(int argc, char** argv) {
     FSDP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&tokens_d), N * sizeof(std::int32_t)));
     FSDP_CUDA_CHECK(
         cudaMemcpy(tokens_d, host_tokens.data(), N * sizeof(std::int32_t), cudaMemcpyHostToDevice));
-    timer.report("cross_entropy_fused N,50304", 0, [&] {
+    timer.report_op("cross_entropy_fused N,50304", 0, [&] {
       cross_entropy_forward_backward(logits.ptr, tokens_d, losses.ptr, dlogits.ptr, N, V, -100,
                                      1.0f / N, s);
     });
-    timer.report("embedding_fwd N,768", 0,
-                 [&] { embedding_forward(wte.ptr, V, tokens_d, emb.ptr, N, D, s); });
-    timer.report("embedding_bwd N,768", 0,
-                 [&] { embedding_backward(emb.ptr, tokens_d, dwte.ptr, V, N, D, s); });
+    timer.report_op("embedding_fwd N,768", 0,
+                    [&] { embedding_forward(wte.ptr, V, tokens_d, emb.ptr, N, D, s); });
+    timer.report_op("embedding_bwd N,768", 0,
+                    [&] { embedding_backward(emb.ptr, tokens_d, dwte.ptr, V, N, D, s); });
     cudaFree(tokens_d);
   }
   {  // optimizer and clip_grad_norm_ over GPT-2's 124.4M parameters, one flat fp32 shard
@@ -230,10 +213,29 @@ int main(int argc, char** argv) {
     Buffer<float> param(P), grad(P), m(P, 0.0f), v(P, 0.0f), norm(1);
     AdamWArgs a;
     a.weight_decay = 0.1f;
-    timer.report("adamw 124M fp32", 0,
-                 [&] { adamw_step(param.ptr, grad.ptr, m.ptr, v.ptr, P, a, s); });
-    timer.report("sum_of_squares 124M fp32", 0, [&] { sum_of_squares(grad.ptr, norm.ptr, P, s); });
+    timer.report_op("adamw 124M fp32", 0,
+                    [&] { adamw_step(param.ptr, grad.ptr, m.ptr, v.ptr, P, a, s); });
+    timer.report_op("sum_of_squares 124M fp32", 0,
+                    [&] { sum_of_squares(grad.ptr, norm.ptr, P, s); });
   }
-  if (timer.out) std::fclose(timer.out);
+  report.write();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Cli cli("bench_gpu_kernels",
+                 "core/cuda kernels and cuBLASLt products at GPT-2 124M shapes (bf16), timed with "
+                 "CUDA events");
+  std::int64_t tokens = 16 * 1024;
+  OpTimer timer;
+  cli.add_iters(timer.iters, "timed calls per op (median)");
+  cli.add_warmup(timer.warmup);
+  cli.app()
+      .add_option("--tokens", tokens, "B*T tokens, a multiple of T=1024")
+      ->check(bench::at_least(1024))
+      ->capture_default_str();
+  if (const int rc = cli.parse(argc, argv); rc >= 0) return rc;
+  return bench::run_main(cli.program(), [&] { return run(cli, timer, tokens); });
 }

@@ -3,10 +3,14 @@
 run and the same way (CUDA events around each call, the median of --iters after 3 warm-ups), and
 prints ours, PyTorch's and the ratio per op (>1: ours is faster), with TFLOP/s for the products.
 
-    bench_gpu_kernels --tokens 16384 --out ours.txt
-    python3 bench/gpu/torch_ops.py --ours ours.txt --tokens 16384
+    bench_gpu_kernels --tokens 16384 --json ours.json
+    python3 bench/gpu/torch_ops.py --ours ours.json --tokens 16384
+
+--ours is bench_gpu_kernels' --json report (bench/common/report.h): a row {"op", "ms", "flop"}
+per op.
 """
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -115,20 +119,30 @@ def torch_ops(tokens):
     return ops
 
 
+def read_ours(path):
+    """{op: (ms, flop)} from bench_gpu_kernels' --json report; exits with one line if it is not
+    one."""
+    try:
+        with open(path) as f:
+            rep = json.load(f)
+        if rep.get("program") != "bench_gpu_kernels":
+            raise ValueError("its program is %r, not bench_gpu_kernels" % rep.get("program"))
+        return {r["op"]: (float(r["ms"]), float(r["flop"])) for r in rep["rows"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit("torch_ops.py: error: --ours %s is not a bench_gpu_kernels --json report: %s"
+                 % (path, e))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ours", required=True, help="bench_gpu_kernels --out file")
+    ap.add_argument("--ours", required=True, help="bench_gpu_kernels --json FILE")
     ap.add_argument("--tokens", type=int, default=16384)
     ap.add_argument("--iters", type=int, default=20)
     args = ap.parse_args()
+    ours = read_ours(args.ours)
     if not torch.cuda.is_available():
         print("torch_ops.py: torch sees no CUDA device: skipping")
         return 77
-    ours = {}
-    with open(args.ours) as f:
-        for line in f:
-            *name, ms, flop = line.split()
-            ours[" ".join(name)] = (float(ms), float(flop))
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}; tokens {args.tokens}; "
           "bf16, eager; median of %d calls" % args.iters)
     print(f"{'op':28} {'ours ms':>9} {'torch ms':>9} {'torch/ours':>10} {'ours TF/s':>9} "

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "core/cuda/caching_device_allocator.h"
+#include "core/caching_device_allocator.h"
 
 namespace fsdp::cuda {
 

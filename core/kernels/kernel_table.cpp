@@ -1,3 +1,4 @@
+// The kernel table registry and the device of an op (kernel_table.h).
 #include "core/kernels/kernel_table.h"
 
 #include <array>
@@ -11,7 +12,8 @@ namespace {
 
 // Indexed by DeviceType; constant-initialised, so the CPU table is there before any static
 // constructor runs an op.
-std::array<std::atomic<const KernelTable*>, 3> g_tables{&kCpuKernels, nullptr, nullptr};
+std::array<std::atomic<const KernelTable*>, kNumDeviceTypes> g_tables{&kCpuKernels};
+static_assert(static_cast<int>(DeviceType::CPU) == 0, "the CPU table is the first row");
 
 std::atomic<const KernelTable*>& slot(DeviceType type) {
   return g_tables[static_cast<std::size_t>(type)];

@@ -4,7 +4,9 @@ file, environment and launcher. Each bad input ends the program with its exit st
 command line and the launch environment, 1 for a file or a failure while running) and one line on
 stderr 'train_gpt: error: ...' that says what was wrong, before any training; a launch that
 disagrees across ranks ends every rank within the timeout with a message.
-Usage: test_train_gpt_inputs.py TRAIN_GPT DATA_FILE MPIEXEC|'' HAVE_GLOO(0|1)"""
+Usage: test_train_gpt_inputs.py TRAIN_GPT DATA_FILE MPIEXEC|'' HAVE_GLOO(0|1)
+One file over 600 lines: one table of cases with its runner.
+"""
 import json
 import os
 import re

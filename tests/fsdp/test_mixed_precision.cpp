@@ -2,29 +2,24 @@
 // computed in param_dtype over float32 shards, gradients reduced in reduce_dtype and upcast,
 // buffers in buffer_dtype (saved in full precision), forward inputs cast, eval in full precision
 // under FSDP_USE_FULL_PREC_IN_EVAL=1, summon_full_params in full precision, and the BatchNorm
-// override of auto-wrap; the GPT trained in bf16/fp16 follows float32 within 2e-2 and moves half
-// the bytes.
+// override of auto-wrap. (train_gpt's GPT in bf16/fp16:
+// tests/examples/test_gpt_mixed_precision.cpp.)
 #define BOOST_TEST_MODULE fsdp_mixed_precision
 #pragma GCC diagnostic ignored "-Wrestrict"
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <mutex>
-#include <nlohmann/json.hpp>
 
 #include "comm/threads/run_ranks.h"
 #include "core/nn/nn.h"
 #include "core/ops.h"
-#include "examples/gpt_train.h"
 #include "fsdp/flat_param.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/state_dict_sharded.h"
 #include "fsdp/summon_full_params.h"
 #include "policies/module_wrap_policy.h"
-#include "tests/support/fixture.h"
 #include "tests/support/runtime_harness.h"
 #include "tests/support/thread_safe_test.h"
 
@@ -357,67 +352,6 @@ BOOST_AUTO_TEST_CASE(batch_norm_units_compute_in_float32) {
       }
     TS_TEST(bn_units == 1);
   });
-}
-
-BOOST_AUTO_TEST_SUITE_END()
-
-BOOST_AUTO_TEST_SUITE(gpt)
-
-namespace {
-
-struct GptRun {
-  std::vector<double> losses;
-  examples::GPTTrainResult result;
-};
-
-// The GPT of the train_gpt fixture, 50 steps of AdamW on 2 thread ranks.
-GptRun train(ShardingStrategy strategy, std::optional<DType> mp, bool orig = false) {
-  examples::GPTTrainConfig cfg;
-  std::ifstream in(fixture_path("gpt/losses.json"));
-  const auto j = nlohmann::json::parse(in);
-  const auto& c = j.at("config");
-  cfg.model = examples::GPTConfig{.layers = c.at("layers"),
-                                  .d_model = c.at("d_model"),
-                                  .heads = c.at("heads"),
-                                  .seq = c.at("seq"),
-                                  .vocab = 256};
-  std::ifstream data(fixture_path("gpt/" + j.at("data").get<std::string>()), std::ios::binary);
-  cfg.data = std::make_shared<const std::string>(std::istreambuf_iterator<char>(data),
-                                                 std::istreambuf_iterator<char>());
-  cfg.load_path = fixture_path("gpt/" + j.at("init").get<std::string>());
-  cfg.batch = 2;
-  cfg.steps = 50;
-  cfg.lr = 3e-3;
-  cfg.sharding = strategy;
-  cfg.use_orig_params = orig;
-  cfg.mixed_precision = mp;
-  GptRun run;
-  std::mutex mu;
-  comm::run_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
-    auto r = examples::train_gpt(cfg, pg);
-    std::lock_guard<std::mutex> lock(mu);
-    if (pg->rank() == 0) run = {r.losses, r};
-  });
-  return run;
-}
-
-}  // namespace
-
-BOOST_DATA_TEST_CASE(low_precision_follows_float32_with_half_the_bytes,
-                     bdata::make({ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
-                                  ShardingStrategy::NO_SHARD}) *
-                         bdata::make({DType::BFloat16, DType::Float16}),
-                     strategy, dtype) {
-  const GptRun full = train(strategy, std::nullopt);
-  const GptRun low = train(strategy, dtype, strategy == ShardingStrategy::FULL_SHARD);
-  TS_REQUIRE(low.losses.size() == 50u);
-  TS_REQUIRE(full.losses.size() == 50u);
-  for (std::size_t i = 0; i < 50; ++i)
-    TS_TEST(low.losses[i] == full.losses[i], boost::test_tools::tolerance(2e-2));
-  TS_TEST(full.losses.back() < full.losses.front() - 0.5);  // it learnt something
-  TS_TEST(2 * low.result.all_gather_bytes == full.result.all_gather_bytes);
-  TS_TEST(2 * low.result.reduce_bytes == full.result.reduce_bytes);
-  TS_TEST(full.result.reduce_bytes > 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

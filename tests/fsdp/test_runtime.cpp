@@ -1,6 +1,7 @@
 // The FSDP runtime: flat-parameter layout, sharded training against the plain model on the same
 // global batch (every strategy, world sizes, use_orig_params, prefetch modes), the schedule's
 // events, gradient accumulation, clip_grad_norm_, full state dicts and the error cases.
+// One file over 600 lines: every case drives the same harness (tests/support/runtime_harness.h).
 #define BOOST_TEST_MODULE fsdp_runtime
 #include <atomic>
 #include <boost/test/data/test_case.hpp>

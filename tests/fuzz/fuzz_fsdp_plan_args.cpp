@@ -4,9 +4,9 @@
 // report is a bug.
 #include <cstdlib>
 
+#include "core/input_error.h"
 #include "tests/fuzz/fuzz_argv.h"
 #include "tools/plan/command_line.h"
-#include "tools/plan/model_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const fsdp::fuzz::FuzzArgv args("fsdp-plan", data, size);
@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (cl.help.empty()) (void)fsdp::plan::plan_options(cl);
   } catch (const fsdp::UsageError& e) {
     if (e.exit_code() != 2) std::abort();
-  } catch (const fsdp::plan::InputError&) {
+  } catch (const fsdp::InputError&) {
   }
   return 0;
 }

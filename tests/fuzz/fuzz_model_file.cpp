@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
     (void)fsdp::plan::parse_model(text, "input.json");
-  } catch (const fsdp::plan::InputError& e) {
+  } catch (const fsdp::InputError& e) {
     if (std::strstr(e.what(), "input.json") == nullptr) std::abort();
   }
   return 0;

@@ -32,10 +32,10 @@ mkdir -p "$dir"
 # The instrumented sources of each target, besides tests/fuzz/<target>.cpp.
 declare -A parser_sources=(
   [fuzz_model_file]="tools/plan/model_file.cpp tools/plan/known_classes.cpp"
-  [fuzz_policy_expr]="tools/plan/policy_expr.cpp tools/plan/suggest.cpp"
+  [fuzz_policy_expr]="policies/policy_expr.cpp core/suggest.cpp"
   [fuzz_safetensors]="core/io/safetensors.cpp"
-  [fuzz_fsdp_plan_args]="tools/plan/command_line.cpp tools/plan/policy_expr.cpp
-                         tools/plan/suggest.cpp"
+  [fuzz_fsdp_plan_args]="tools/plan/command_line.cpp policies/policy_expr.cpp
+                         core/suggest.cpp"
   [fuzz_train_lm_args]="examples/train_lm_options.cpp"
   [fuzz_train_gpt_args]="examples/train_gpt_options.cpp"
   [fuzz_tcp_store_request]="comm/store/tcp_store_protocol.cpp"

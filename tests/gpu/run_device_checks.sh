@@ -245,11 +245,11 @@ nccl_world1() {
 
 bench() {
   . "$WORK/build.env"
-  "$BUILD/bench/gpu/bench_gpu_kernels" --tokens 16384 --out "$LOGS/bench_ours.txt"
+  "$BUILD/bench/gpu/bench_gpu_kernels" --tokens 16384 --json "$LOGS/bench_ours.json"
   rc=$?
   [ $rc = 0 ] || exit $rc
   [ "$DRY" = 1 ] && exit 0
-  python3 "$SRC/bench/gpu/torch_ops.py" --ours "$LOGS/bench_ours.txt" --tokens 16384
+  python3 "$SRC/bench/gpu/torch_ops.py" --ours "$LOGS/bench_ours.json" --tokens 16384
 }
 
 export -f preflight unpack write_env configure build ptxas_report gpu_tests sanitize memcheck \

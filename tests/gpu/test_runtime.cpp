@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda/caching_device_allocator.h"
+#include "core/caching_device_allocator.h"
 #include "core/cuda/cuda_memory_backend.h"
 #include "core/cuda/kernels.h"
 #include "core/error.h"

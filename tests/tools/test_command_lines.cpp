@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "core/input_error.h"
 #include "core/usage_error.h"
 #include "examples/train_gpt_options.h"
 #include "examples/train_lm_options.h"
 #include "tools/plan/command_line.h"
-#include "tools/plan/model_file.h"
 
 using namespace fsdp;
 
@@ -67,9 +67,9 @@ BOOST_AUTO_TEST_CASE(fsdp_plan_values_help_and_errors) {
              "2: MODEL.json is required (see fsdp-plan --help)");
   BOOST_CHECK_THROW(plan::plan_options(plan_args({"m", "--world-size", "8", "--sharding",
                                                   "HYBRID_SHARD", "--node-size", "3"})),
-                    plan::InputError);
-  BOOST_CHECK_THROW(plan::plan_options(plan_args({"m", "--policy", "sise()"})), plan::InputError);
-  BOOST_CHECK_THROW(plan::plan_options(plan_args({"m", "--sharding", "HALF"})), plan::InputError);
+                    InputError);
+  BOOST_CHECK_THROW(plan::plan_options(plan_args({"m", "--policy", "sise()"})), InputError);
+  BOOST_CHECK_THROW(plan::plan_options(plan_args({"m", "--sharding", "HALF"})), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(train_lm_values_and_errors) {

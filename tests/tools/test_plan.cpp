@@ -1,4 +1,4 @@
-// fsdp-plan's library: policy expressions, model files, units (against PyTorch's own
+// fsdp-plan's library: suggestions, model files, units (against PyTorch's own
 // _recursive_wrap and the examples of upstream's test_wrap.py), costs and warnings.
 #define BOOST_TEST_MODULE tools_plan
 #include <boost/test/unit_test.hpp>
@@ -8,13 +8,13 @@
 
 #include "core/error.h"
 #include "core/nn/nn.h"
+#include "core/suggest.h"
+#include "policies/policy_expr.h"
 #include "tests/support/fixture.h"
 #include "tools/plan/format.h"
 #include "tools/plan/model_export.h"
 #include "tools/plan/model_file.h"
 #include "tools/plan/planner.h"
-#include "tools/plan/policy_expr.h"
-#include "tools/plan/suggest.h"
 
 using namespace fsdp;
 using namespace fsdp::plan;
@@ -29,7 +29,7 @@ Plan plan_of(const std::string& model, const std::string& policy,
              std::vector<std::string> ignore = {}, std::int64_t world = 1, bool mixed = false,
              bool orig = false, ShardingStrategy s = ShardingStrategy::FULL_SHARD) {
   PlanOptions o;
-  if (!policy.empty()) o.policy = parse_policy(policy);
+  if (!policy.empty()) o.policy = policies::parse_policy(policy);
   o.ignore = std::move(ignore);
   o.world_size = world;
   o.mixed_precision = mixed;
@@ -85,71 +85,6 @@ BOOST_AUTO_TEST_CASE(edit_distance_and_close_matches) {
   BOOST_TEST(did_you_mean("sise", {"size", "always"}) == " (did you mean 'size'?)");
   BOOST_TEST(did_you_mean("zzzzzz", {"size", "always"}) == "");
   BOOST_TEST(close_matches("linear", {"Linear"}) == Strings({"Linear"}));  // case only
-}
-
-// --- policy expressions -----------------------------------------------------------------------
-
-BOOST_AUTO_TEST_CASE(policy_forms_parse) {
-  BOOST_TEST(parse_policy("always").str() == "always");
-  BOOST_TEST(parse_policy(" always ( ) ").str() == "always");
-  BOOST_TEST(parse_policy("size").str() == "size(min_num_params=100000000)");
-  BOOST_TEST(parse_policy("size(1e8)").min_num_params == 100000000);
-  BOOST_TEST(parse_policy("size(min_num_params=1_000)").min_num_params == 1000);
-  BOOST_TEST(
-      parse_policy("size(min_num_params=2.5e3, force_leaf=[A, B], exclude_wrap=[C])").str() ==
-      "size(min_num_params=2500, force_leaf=[A, B], exclude_wrap=[C])");
-  BOOST_TEST(parse_policy("size(force_leaf_modules=[torch.nn.Linear])").force_leaf->at(0).name ==
-             "Linear");
-  BOOST_TEST(parse_policy("transformer([Block,])").str() == "transformer([Block])");
-  BOOST_TEST(parse_policy("transformer(transformer_layer_cls=[A, B])").str() ==
-             "transformer([A, B])");
-  BOOST_TEST((parse_policy("individually([_BatchNorm])").kind == PolicyExpr::Kind::Individually));
-  BOOST_TEST(parse_policy("modules([])").str() == "modules([])");
-  auto e = parse_policy("or(size(min_num_params=10), or(transformer([A])), modules([B]))");
-  BOOST_TEST(e.str() == "or(size(min_num_params=10), or(transformer([A])), modules([B]))");
-  auto refs = e.class_refs();
-  BOOST_TEST(refs.size() == 2u);
-  BOOST_TEST(refs[0].name == "A");
-  BOOST_TEST(refs[0].column == 45u);
-  BOOST_TEST(refs[1].name == "B");
-}
-
-BOOST_AUTO_TEST_CASE(policy_errors_point_at_the_column) {
-  auto err = [](const std::string& t) { return input_error([&] { parse_policy(t); }); };
-  std::string m = err("sise(min_num_params=1)");
-  BOOST_TEST(has(m,
-                 "--policy 'sise(min_num_params=1)': column 1: unknown policy 'sise' (did you "
-                 "mean 'size'?)"),
-             m);
-  m = err("or(size(min_num_params=1), transfomer([A]))");
-  BOOST_TEST(has(m, "column 28: unknown policy 'transfomer' (did you mean 'transformer'?)"), m);
-  m = err("size(min_params=5)");
-  BOOST_TEST(has(m,
-                 "column 6: unknown argument 'min_params' of size() (did you mean "
-                 "'min_num_params'?)"),
-             m);
-  m = err("size(min_num_params=1.5)");
-  BOOST_TEST(has(m, "column 21: min_num_params must be a non-negative integer, got 1.5"), m);
-  m = err("size(min_num_params=-3)");
-  BOOST_TEST(has(m, "column 21: min_num_params must be a non-negative integer"), m);
-  m = err("size(min_num_params=abc)");
-  BOOST_TEST(has(m, "column 21: min_num_params must be a number"), m);
-  m = err("transformer(Block)");
-  BOOST_TEST(has(m, "column 13: expected a list of class names [A, B]"), m);
-  m = err("transformer([Block]");
-  BOOST_TEST(has(m, "column 20: expected ')'"), m);
-  m = err("always extra");
-  BOOST_TEST(has(m, "column 8: unexpected 'extra'"), m);
-  m = err("");
-  BOOST_TEST(has(m, "column 1: empty policy"), m);
-  m = err("or()");
-  BOOST_TEST(has(m, "column 4: or() needs at least one policy"), m);
-  m = err("size(min_num_params=1, min_num_params=2)");
-  BOOST_TEST(has(m, "column 24: size() got 'min_num_params' twice"), m);
-  m = err("modules([A B])");
-  BOOST_TEST(has(m, "column 12: expected ',' or ']'"), m);
-  m = err("transformer(layer_cls=[A])");
-  BOOST_TEST(has(m, "unknown argument 'layer_cls' of transformer()"), m);
 }
 
 // --- model files ------------------------------------------------------------------------------

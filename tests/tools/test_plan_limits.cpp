@@ -6,9 +6,9 @@
 #include <string>
 
 #include "core/error.h"
+#include "policies/policy_expr.h"
 #include "tools/plan/model_file.h"
 #include "tools/plan/planner.h"
-#include "tools/plan/policy_expr.h"
 
 using namespace fsdp;
 using namespace fsdp::plan;
@@ -51,7 +51,7 @@ std::string nested(const std::string& open, const std::string& leaf, const std::
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(input_errors_are_fsdp_errors) {
-  std::string m = error_of([] { parse_policy("sise()"); });
+  std::string m = error_of([] { policies::parse_policy("sise()"); });
   BOOST_TEST(m.find("--policy 'sise()': column 1: unknown policy 'sise'") == 0, m);
 }
 
@@ -132,9 +132,9 @@ BOOST_AUTO_TEST_CASE(number_overflow_has_a_position) {
 }
 
 BOOST_AUTO_TEST_CASE(policy_nesting_is_bounded) {
-  const std::string ok = nested("or(", "always", ")", kMaxPolicyDepth);
-  BOOST_TEST(parse_policy(ok).str() == ok);
-  std::string m = error_of([] { parse_policy(nested("or(", "always", ")", 30000)); });
+  const std::string ok = nested("or(", "always", ")", policies::kMaxPolicyDepth);
+  BOOST_TEST(policies::parse_policy(ok).str() == ok);
+  std::string m = error_of([] { policies::parse_policy(nested("or(", "always", ")", 30000)); });
   BOOST_TEST(m.find(": column 304: policies nested more than 100 deep in or(...); list them in "
                     "one or(A, B, C) instead") != std::string::npos,
              m);
@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(always_on_a_deep_chain_names_every_unit) {
                               R"("children": [{"name": "c", "module": )",
                               R"({"type": "L"})", "}]}", d);
   PlanOptions o;
-  o.policy = parse_policy("always");
+  o.policy = policies::parse_policy("always");
   Plan p = make_plan(parse_model(std::string(kHead) + module + "}", "m.json").root, o);
   BOOST_REQUIRE_EQUAL(p.units.size(), static_cast<std::size_t>(d + 1));
   std::string deepest = "c";

@@ -5,9 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 
+#include "core/suggest.h"
 #include "policies/sharding_strategy_names.h"
 #include "tools/plan/model_file.h"
-#include "tools/plan/suggest.h"
 
 namespace fsdp::plan {
 
@@ -108,7 +108,7 @@ PlanOptions plan_options(const CommandLine& cl) {
         fmt::format("--node-size {} does not divide --world-size {}: {} shards within whole nodes",
                     opts.node_size, opts.world_size, cl.sharding));
   opts.ignore = cl.ignore;
-  if (!cl.policy.empty()) opts.policy = parse_policy(cl.policy);
+  if (!cl.policy.empty()) opts.policy = policies::parse_policy(cl.policy);
   return opts;
 }
 

@@ -1,3 +1,5 @@
+// The fsdp-model/1 reader (tools/README.md "Model files"): one file over 600 lines because the
+// format's validation (every field, its type and range, each with its own message) is one concept.
 #include "tools/plan/model_file.h"
 
 #include <fmt/format.h>

@@ -4,10 +4,9 @@
 #pragma once
 
 #include <memory>
-#include <stdexcept>
 #include <string>
 
-#include "core/error.h"
+#include "core/input_error.h"
 #include "core/module.h"
 
 namespace fsdp::plan {
@@ -16,13 +15,6 @@ inline constexpr const char* kModelFormat = "fsdp-model/1";
 // A module's "attributes" (hyperparameters such as num_heads) become module attributes named
 // with this prefix: "hparam.num_heads".
 inline constexpr const char* kHyperparameterPrefix = "hparam.";
-
-// Any problem with the user's input (model file, policy, paths); the message is one line and
-// names the file and the place in it.
-class InputError : public fsdp::Error {
- public:
-  using fsdp::Error::Error;
-};
 
 struct LoadedModel {
   nn::ModulePtr root;

@@ -10,17 +10,18 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/suggest.h"
 #include "core/traversal/module_sets.h"
 #include "core/traversal/pre_order.h"
 #include "core/warnings.h"
 #include "fsdp/flat_param_layout.h"
 #include "fsdp/memory_bound.h"
 #include "fsdp/sharding.h"
+#include "policies/auto_wrap.h"
 #include "policies/ignored.h"
+#include "policies/policy_build.h"
 #include "tools/plan/checked_math.h"
 #include "tools/plan/model_file.h"
-#include "tools/plan/policy_build.h"
-#include "tools/plan/suggest.h"
 
 namespace fsdp::plan {
 
@@ -225,13 +226,13 @@ class Planner {
     auto opts = root_options(o_);
     std::vector<Recorded> recorded;
     if (o_.policy) {
-      auto policy = build_policy(*o_.policy);
+      auto policy = policies::build_policy(*o_.policy);
       WarningCapture capture;
-      run_auto_wrap(root_, policy, ignored_.modules, ignored_.params, opts,
-                    [&](const nn::ModulePtr& m, const policies::WrapperOptions& w) {
-                      recorded.push_back({m, w});
-                      return m;  // identity: the tree keeps its shape, the call is the record
-                    });
+      policies::auto_wrap(root_, policy, ignored_.modules, ignored_.params, opts,
+                          [&](nn::ModulePtr m, const policies::WrapperOptions& w) {
+                            recorded.push_back({m, w});
+                            return m;  // identity: the tree keeps its shape, the call is the record
+                          });
       for (const auto& w : capture.warnings()) plan_.warnings.push_back(w.message);
     }
     recorded.push_back({root_, opts});
@@ -436,12 +437,11 @@ class Planner {
         add_to(u.unsharded_bytes, bytes(flat, csize), bytes_what);
       }
       if (u.trainable_numel > 0) {
-        if (u.sharding == ShardingStrategy::NO_SHARD)
-          add_to(u.all_reduce_bytes, bytes(flat, csize), bytes_what);
-        else
-          add_to(u.reduce_scatter_bytes, bytes(padded, csize), bytes_what);
-        if (policies::is_hybrid(u.sharding) && o_.world_size > group)
-          add_to(u.all_reduce_bytes, bytes(shard, csize), bytes_what);
+        // The runtime's own rule for what each collective moves (fsdp/sharding.h).
+        const CollectiveElements moved = unit_collective_elements(
+            sharded, policies::is_hybrid(u.sharding) && o_.world_size > group, flat, padded, shard);
+        add_to(u.reduce_scatter_bytes, bytes(moved.reduce_scatter, csize), bytes_what);
+        add_to(u.all_reduce_bytes, bytes(moved.all_reduce, csize), bytes_what);
       }
     }
     u.padding = u.padded_numel - u.numel;

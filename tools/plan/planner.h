@@ -13,8 +13,8 @@
 #include "core/module.h"
 #include "core/traversal/pointer_index.h"
 #include "policies/options.h"
+#include "policies/policy_expr.h"
 #include "tools/plan/activations.h"
-#include "tools/plan/policy_expr.h"
 
 namespace fsdp::plan {
 
@@ -24,9 +24,9 @@ using policies::ShardingStrategy;
 inline constexpr std::int64_t kMaxWorldSize = 2147483647;
 
 struct PlanOptions {
-  std::optional<PolicyExpr> policy;  // none: only the root unit
-  std::vector<std::string> ignore;   // module FQNs (with their subtrees)
-  bool mixed_precision = false;      // MixedPrecision(param_dtype=reduce_dtype=mp_dtype)
+  std::optional<policies::PolicyExpr> policy;  // none: only the root unit
+  std::vector<std::string> ignore;             // module FQNs (with their subtrees)
+  bool mixed_precision = false;                // MixedPrecision(param_dtype=reduce_dtype=mp_dtype)
   DType mp_dtype = DType::BFloat16;
   bool use_orig_params = false;
   std::int64_t world_size = 1;

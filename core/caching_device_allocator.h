@@ -5,7 +5,8 @@
 // be in use by kernels queued on s: reusing it on s is ordered, on another stream it is not.
 // record_stream(p, t) says p is also used on t; freeing p then records an event on t and the
 // block waits for it before it returns to the pool. The backend (device memory and events) is
-// injected, so the logic is plain C++: a fake backend tests it on a machine without a GPU.
+// injected, so the logic is plain C++ and device-independent: core/cuda's backend is cudaMalloc
+// and CUDA events, core/fake_cuda's is host pages and that device's stream counters.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +19,9 @@
 #include <string>
 #include <unordered_map>
 
-namespace fsdp::cuda {
+namespace fsdp {
 
-using StreamId = std::uintptr_t;  // a cudaStream_t's value, or a fake one's
+using StreamId = std::uintptr_t;  // a cudaStream_t's value, or a fake_cuda stream's id
 using EventId = std::uintptr_t;
 
 class DeviceMemoryBackend {
@@ -34,9 +35,10 @@ class DeviceMemoryBackend {
   virtual void destroy_event(EventId event) = 0;
 };
 
-// A current/peak pair, as torch.cuda.memory_stats() reports each statistic.
+// One statistic as torch.cuda.memory_stats() reports it: current and peak, and the totals
+// ever added ("allocated") and removed ("freed").
 struct StatValue {
-  std::int64_t current = 0, peak = 0;
+  std::int64_t current = 0, peak = 0, allocated = 0, freed = 0;
   void add(std::int64_t delta);
 };
 
@@ -51,6 +53,7 @@ struct DeviceAllocatorStats {
   std::int64_t num_ooms = 0;
   std::int64_t num_device_alloc = 0, num_device_free = 0;
   std::int64_t num_splits = 0, num_merges = 0;
+  std::int64_t cached_blocks = 0;  // free blocks in the pools (filled in by stats())
   // "allocated_bytes.all.current" = ..., as torch.cuda.memory_stats() spells them.
   std::map<std::string, std::int64_t> as_torch_dict() const;
 };
@@ -68,13 +71,16 @@ class CachingDeviceAllocator {
   static constexpr std::size_t kMinLargeAlloc = 10 << 20;
   static constexpr std::size_t kRoundLarge = 2 << 20;
 
-  explicit CachingDeviceAllocator(std::unique_ptr<DeviceMemoryBackend> backend);
+  // `device` names the device in errors ("CUDA out of memory", "fake_cuda:0 out of memory").
+  explicit CachingDeviceAllocator(std::unique_ptr<DeviceMemoryBackend> backend,
+                                  std::string device = "CUDA");
   ~CachingDeviceAllocator();  // gives cached segments back; live blocks are the owners' problem
   CachingDeviceAllocator(const CachingDeviceAllocator&) = delete;
   CachingDeviceAllocator& operator=(const CachingDeviceAllocator&) = delete;
 
   // A block of at least `bytes` for use on `stream`; throws fsdp::RuntimeError ("CUDA out of
   // memory. Tried to allocate ...") when the device has none even after the cache is freed.
+  // allocate(0) is nullptr, as torch's (no block, nothing counted).
   void* allocate(std::size_t bytes, StreamId stream);
   void free(void* ptr);  // throws ValueError for a pointer this allocator did not hand out
   // `ptr` is also used on `stream`: its reuse waits for the work queued there at free time.
@@ -110,6 +116,7 @@ class CachingDeviceAllocator {
   void split_locked(Block* block, std::size_t size);
 
   std::unique_ptr<DeviceMemoryBackend> backend_;
+  std::string device_;
   mutable std::mutex mutex_;
   Pool small_pool_, large_pool_;
   std::unordered_map<void*, Block*> live_;  // allocated blocks by address
@@ -117,4 +124,4 @@ class CachingDeviceAllocator {
   DeviceAllocatorStats stats_;
 };
 
-}  // namespace fsdp::cuda
+}  // namespace fsdp

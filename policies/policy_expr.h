@@ -1,6 +1,7 @@
 // The --policy language: always | size(min_num_params=N[, force_leaf=[..]][, exclude_wrap=[..]])
-// | transformer([..]) | individually([..]) | modules([..]) | or(EXPR, ...). Parsing only; the
-// planner turns an expression into the policies of policies/ (policy_build.h).
+// | transformer([..]) | individually([..]) | modules([..]) | or(EXPR, ...), the auto-wrap policy
+// of fsdp-plan, train_gpt and a user's job given as text. Parsing only; policy_build.h turns an
+// expression into the policies of this folder.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace fsdp::plan {
+#include "core/input_error.h"  // what parse_policy throws
+
+namespace fsdp::policies {
 
 // A class name as written, with the 1-based column where it starts (for messages).
 struct ClassRef {
@@ -43,4 +46,4 @@ const std::vector<std::string>& policy_names();
 // "--policy 'TEXT': column N: what is wrong (did you mean ...?)".
 PolicyExpr parse_policy(const std::string& text);
 
-}  // namespace fsdp::plan
+}  // namespace fsdp::policies

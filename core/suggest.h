@@ -1,11 +1,11 @@
 // "Did you mean ...?": close matches by edit distance, for policy names, keywords, class names
-// and module paths typed by a user.
+// and module paths typed by a user (the --policy parser in policies/, the tools' messages).
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace fsdp::plan {
+namespace fsdp {
 
 // Levenshtein distance (insert, delete, substitute; case-sensitive).
 std::size_t edit_distance(const std::string& a, const std::string& b);
@@ -19,4 +19,4 @@ std::vector<std::string> close_matches(const std::string& word,
 // " (did you mean 'a' or 'b'?)" or "" when nothing is close.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
-}  // namespace fsdp::plan
+}  // namespace fsdp

@@ -25,19 +25,15 @@
 #include <iterator>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "comm/threads/run_ranks.h"
 #include "core/io/safetensors.h"
 #include "core/tensor.h"
 #include "examples/gpt_train.h"
+#include "tests/examples/gpt_reference.h"
 #include "tests/support/fixture.h"
 #include "tests/support/thread_safe_test.h"
-#include "tools/plan/model_export.h"
-#include "tools/plan/model_file.h"
-#include "tools/plan/planner.h"
-#include "tools/plan/policy_expr.h"
 
 using namespace fsdp;
 using examples::GPTTrainConfig;
@@ -58,37 +54,8 @@ std::ostream& operator<<(std::ostream& os, Prefetch p) {
   return os << kNames[static_cast<int>(p)];
 }
 
-struct Reference {
-  GPTTrainConfig base;  // model, steps, data, initial weights; global batch on one rank
-  std::map<std::string, std::vector<double>> losses;  // optimizer -> PyTorch's per-step losses
-  std::map<std::string, double> lr;
-};
-
-const Reference& reference() {
-  static const Reference ref = [] {
-    Reference r;
-    std::ifstream in(testing::fixture_path("gpt/losses.json"));
-    const auto j = nlohmann::json::parse(in);
-    const auto& c = j.at("config");
-    r.base.model = examples::GPTConfig{.layers = c.at("layers"),
-                                       .d_model = c.at("d_model"),
-                                       .heads = c.at("heads"),
-                                       .seq = c.at("seq"),
-                                       .vocab = 256};
-    r.base.batch = j.at("batch");
-    r.base.steps = j.at("steps");
-    std::ifstream data(testing::fixture_path("gpt/" + j.at("data").get<std::string>()),
-                       std::ios::binary);
-    r.base.data = std::make_shared<const std::string>(std::istreambuf_iterator<char>(data),
-                                                      std::istreambuf_iterator<char>());
-    r.base.load_path = testing::fixture_path("gpt/" + j.at("init").get<std::string>());
-    for (const auto& [name, run] : j.at("runs").items()) {
-      r.losses[name] = run.at("losses").get<std::vector<double>>();
-      r.lr[name] = run.at("lr");
-    }
-    return r;
-  }();
-  return ref;
+const testing::GptReference& reference() {
+  return testing::gpt_reference();
 }
 
 struct Run {
@@ -109,7 +76,7 @@ std::string temp_checkpoint() {
 Run train(const std::string& optimizer, int world, std::optional<ShardingStrategy> sharding,
           bool use_orig_params = false, Prefetch prefetch = Prefetch::pre, int node_size = 0,
           std::int64_t global_batch = 0, const std::string& checkpoint_activations = "none") {
-  const Reference& ref = reference();
+  const testing::GptReference& ref = reference();
   if (global_batch == 0) global_batch = ref.base.batch;
   TS_REQUIRE(global_batch % world == 0);
   GPTTrainConfig cfg = ref.base;
@@ -314,39 +281,6 @@ BOOST_DATA_TEST_CASE(activation_checkpointing_hybrid_shard_use_orig_params,
 // One step's memory by category: the peak stays within 1.1x FSDP's bound (own shards of
 // parameters, gradients and optimizer state + the two largest unsharded units + activations),
 // every category that must appear does, and the SVG chart names them.
-// fsdp-plan's peak with activations (--batch/--seq) against the step peak train_gpt measures:
-// within 10% (issue 14), in float32 and under bf16 mixed precision.
-BOOST_DATA_TEST_CASE(planner_predicts_the_measured_step_peak, bdata::make({false, true}), bf16) {
-  GPTTrainConfig cfg = reference().base;
-  cfg.model = examples::GPTConfig{.layers = 2, .d_model = 128, .heads = 4, .seq = 64, .vocab = 256};
-  cfg.load_path.clear();  // the fixture's initial weights are for its smaller model
-  cfg.steps = 3;
-  cfg.batch = 8;
-  cfg.sharding = ShardingStrategy::FULL_SHARD;
-  if (bf16) cfg.mixed_precision = DType::BFloat16;
-  std::vector<examples::GPTTrainResult> results(2);
-  comm::run_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
-    results[std::size_t(pg->rank())] = examples::train_gpt(cfg, pg);
-  });
-
-  examples::GPT meta(cfg.model, TensorOptions(DType::Float32, kMeta));
-  plan::PlanOptions opts;
-  opts.policy = plan::parse_policy(cfg.policy);
-  opts.world_size = 2;
-  opts.batch = cfg.batch;
-  opts.seq = cfg.model.seq;
-  opts.mixed_precision = bf16;
-  const plan::Plan p =
-      plan::make_plan(plan::parse_model(plan::model_to_json(meta), "gpt.json").root, opts);
-  const double predicted = double(p.totals.peak_with_activations_bytes);
-  for (const auto& r : results) {
-    const double ratio = predicted / double(r.step_peak_bytes);
-    BOOST_TEST_MESSAGE("planned " << predicted << " B, measured " << r.step_peak_bytes << " B");
-    BOOST_TEST(ratio >= 0.9);
-    BOOST_TEST(ratio <= 1.1);
-  }
-}
-
 BOOST_DATA_TEST_CASE(step_memory_within_the_bound_and_charted,
                      bdata::make({ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP}),
                      strategy) {

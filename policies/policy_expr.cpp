@@ -1,14 +1,14 @@
-#include "tools/plan/policy_expr.h"
+#include "policies/policy_expr.h"
 
 #include <fmt/format.h>
 
 #include <cctype>
 #include <cmath>
 
-#include "tools/plan/model_file.h"
-#include "tools/plan/suggest.h"
+#include "core/input_error.h"
+#include "core/suggest.h"
 
-namespace fsdp::plan {
+namespace fsdp::policies {
 
 const std::vector<std::string>& policy_names() {
   static const std::vector<std::string> names{"always",       "size",    "transformer",
@@ -311,4 +311,4 @@ std::vector<ClassRef> PolicyExpr::class_refs() const {
   return out;
 }
 
-}  // namespace fsdp::plan
+}  // namespace fsdp::policies

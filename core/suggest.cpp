@@ -1,10 +1,10 @@
-#include "tools/plan/suggest.h"
+#include "core/suggest.h"
 
 #include <algorithm>
 #include <cctype>
 #include <set>
 
-namespace fsdp::plan {
+namespace fsdp {
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> row(b.size() + 1);
@@ -61,4 +61,4 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   return s + "?)";
 }
 
-}  // namespace fsdp::plan
+}  // namespace fsdp

@@ -10,11 +10,10 @@
 #include <tuple>
 #include <vector>
 
-#include "core/cuda/caching_device_allocator.h"
+#include "core/caching_device_allocator.h"
 #include "core/error.h"
 
 using namespace fsdp;
-using namespace fsdp::cuda;
 
 namespace {
 constexpr std::size_t kMiB = 1 << 20;

@@ -1,4 +1,4 @@
-#include "core/cuda/caching_device_allocator.h"
+#include "core/caching_device_allocator.h"
 
 #include <fmt/format.h>
 
@@ -7,11 +7,12 @@
 
 #include "core/error.h"
 
-namespace fsdp::cuda {
+namespace fsdp {
 
 void StatValue::add(std::int64_t delta) {
   current += delta;
   peak = std::max(peak, current);
+  (delta >= 0 ? allocated : freed) += delta >= 0 ? delta : -delta;
 }
 
 std::map<std::string, std::int64_t> DeviceAllocatorStats::as_torch_dict() const {
@@ -19,6 +20,8 @@ std::map<std::string, std::int64_t> DeviceAllocatorStats::as_torch_dict() const 
   auto put = [&](const char* name, const StatValue& v) {
     d[fmt::format("{}.all.current", name)] = v.current;
     d[fmt::format("{}.all.peak", name)] = v.peak;
+    d[fmt::format("{}.all.allocated", name)] = v.allocated;
+    d[fmt::format("{}.all.freed", name)] = v.freed;
   };
   put("allocated_bytes", allocated_bytes);
   put("reserved_bytes", reserved_bytes);
@@ -31,6 +34,8 @@ std::map<std::string, std::int64_t> DeviceAllocatorStats::as_torch_dict() const 
   d["num_ooms"] = num_ooms;
   d["num_device_alloc"] = num_device_alloc;
   d["num_device_free"] = num_device_free;
+  d["num_splits"] = num_splits;
+  d["num_merges"] = num_merges;
   return d;
 }
 
@@ -40,8 +45,9 @@ bool CachingDeviceAllocator::BlockLess::operator()(const Block* a, const Block* 
   return a->ptr < b->ptr;
 }
 
-CachingDeviceAllocator::CachingDeviceAllocator(std::unique_ptr<DeviceMemoryBackend> backend)
-    : backend_(std::move(backend)) {}
+CachingDeviceAllocator::CachingDeviceAllocator(std::unique_ptr<DeviceMemoryBackend> backend,
+                                               std::string device)
+    : backend_(std::move(backend)), device_(std::move(device)) {}
 
 CachingDeviceAllocator::~CachingDeviceAllocator() {
   std::lock_guard lock(mutex_);
@@ -98,6 +104,7 @@ void CachingDeviceAllocator::split_locked(Block* block, std::size_t size) {
 }
 
 void* CachingDeviceAllocator::allocate(std::size_t bytes, StreamId stream) {
+  if (bytes == 0) return nullptr;
   std::lock_guard lock(mutex_);
   process_events_locked();
   std::size_t size = round_size(bytes);
@@ -117,9 +124,9 @@ void* CachingDeviceAllocator::allocate(std::size_t bytes, StreamId stream) {
     if (!mem) {
       ++stats_.num_ooms;
       throw RuntimeError(fmt::format(
-          "CUDA out of memory. Tried to allocate {:.2f} MiB (a {:.2f} MiB segment); this "
+          "{} out of memory. Tried to allocate {:.2f} MiB (a {:.2f} MiB segment); this "
           "allocator has {:.2f} MiB allocated and {:.2f} MiB reserved",
-          bytes / 1048576.0, seg / 1048576.0, stats_.allocated_bytes.current / 1048576.0,
+          device_, bytes / 1048576.0, seg / 1048576.0, stats_.allocated_bytes.current / 1048576.0,
           stats_.reserved_bytes.current / 1048576.0));
     }
     ++stats_.num_device_alloc;
@@ -242,7 +249,9 @@ void CachingDeviceAllocator::empty_cache() {
 
 DeviceAllocatorStats CachingDeviceAllocator::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  DeviceAllocatorStats s = stats_;
+  s.cached_blocks = static_cast<std::int64_t>(small_pool_.size() + large_pool_.size());
+  return s;
 }
 
 void CachingDeviceAllocator::reset_peak_stats() {
@@ -253,4 +262,4 @@ void CachingDeviceAllocator::reset_peak_stats() {
     v->peak = v->current;
 }
 
-}  // namespace fsdp::cuda
+}  // namespace fsdp

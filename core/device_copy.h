@@ -1,0 +1,33 @@
+// Bytes between devices, the path of every cross-device copy (Tensor::to, copy_, item, printing,
+// safetensors I/O): a device type registers three functions and copy_bytes picks one. Copies are
+// queued on the current stream of the accelerator involved (of the destination's between two
+// devices, ordered after and before the source's), in order with the kernels queued there, as
+// cudaMemcpyAsync is: host to device
+// takes the host bytes when called (the source may be reused at once, as a pageable
+// cudaMemcpyAsync stages it); device to host waits for the copy (the stream's earlier work
+// first), since host memory is read as soon as this returns.
+#pragma once
+
+#include <cstddef>
+
+#include "core/device.h"
+#include "core/stream.h"
+
+namespace fsdp {
+
+struct DeviceCopyFunctions {
+  void (*host_to_device)(void* dst, const void* src, std::size_t nbytes, const Stream& stream);
+  void (*device_to_host)(void* dst, const void* src, std::size_t nbytes, const Stream& stream);
+  // Between two buffers of this device type (either device index), queued on `stream`.
+  void (*device_to_device)(void* dst, const void* src, std::size_t nbytes, const Stream& stream);
+};
+void register_device_copy(DeviceType type, const DeviceCopyFunctions* functions);
+// Throws naming the device when its type registered none (meta, or a device not built).
+const DeviceCopyFunctions& device_copy(Device device);
+
+// `nbytes` from `src` on `src_device` to `dst` on `dst_device` (cpu <-> an accelerator, within an
+// accelerator type, or cpu to cpu). Between two accelerator types it is a ValueError naming both.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
+                std::size_t nbytes);
+
+}  // namespace fsdp
