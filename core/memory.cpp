@@ -11,6 +11,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/memory_timeline.h"
+#include "core/stream_sanitizer.h"
 
 namespace fsdp {
 
@@ -161,6 +162,13 @@ Storage::Storage(std::size_t nbytes, Device device) : device_(device) {
   resize(nbytes);
 }
 
+Storage::Storage(Borrowed, void* data, std::size_t nbytes, Device device)
+    : data_(data), nbytes_(nbytes), device_(device), borrowed_(true) {}
+
+std::shared_ptr<Storage> Storage::borrowed(void* data, std::size_t nbytes, Device device) {
+  return std::shared_ptr<Storage>(new Storage(Borrowed{}, data, nbytes, device));
+}
+
 Storage::~Storage() {
   release();
 }
@@ -169,15 +177,19 @@ void Storage::record_stream(const Stream& stream) {
   FSDP_CHECK(stream_device(stream.device) == stream_device(device_), ValueError,
              "record_stream: a storage of {} cannot be recorded on stream {} of {}", device_.str(),
              stream.id, stream.device.str());
-  if (data_) allocator_->record_stream(data_, device_, stream);
+  if (!data_ || borrowed_) return;
+  stream_sanitizer::on_record_stream(data_, stream);
+  allocator_->record_stream(data_, device_, stream);
 }
 
 void Storage::release() {
+  if (borrowed_) return;
   if (device_.is_meta() || !data_) {
     if (!device_.is_meta()) nbytes_ = 0;
     return;
   }
   auto n = static_cast<std::int64_t>(nbytes_);
+  if (device_.is_accelerator()) stream_sanitizer::on_free(data_, nbytes_, stream());
   allocator_->deallocate(data_, nbytes_, device_);
   global_memory_stats(device_.type).on_free(n);
   scopes_.on_free(n);
@@ -200,6 +212,9 @@ void Storage::copy_prefix(void* fresh, std::size_t nbytes) {
 }
 
 void Storage::resize(std::size_t nbytes) {
+  FSDP_CHECK(!borrowed_, RuntimeError,
+             "resize: a borrowed storage ({} bytes of {}) cannot be resized", nbytes_,
+             device_.str());
   if (device_.is_meta()) {
     nbytes_ = nbytes;
     return;

@@ -79,6 +79,9 @@ void empty_cache(Device device = kCPU);
 class Storage {
  public:
   Storage(std::size_t nbytes, Device device);
+  // Memory this storage does not own (a device's kernels reading a host view of device memory,
+  // core/fake_cuda/): never freed, never counted, never resized.
+  static std::shared_ptr<Storage> borrowed(void* data, std::size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -100,9 +103,12 @@ class Storage {
  private:
   void release();
   void copy_prefix(void* fresh, std::size_t nbytes);  // data_'s first bytes into a new block
+  struct Borrowed {};
+  Storage(Borrowed, void* data, std::size_t nbytes, Device device);
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   Device device_;
+  bool borrowed_ = false;
   std::uint64_t stream_id_ = 0;     // of device_: the current stream when data_ was allocated
   Allocator* allocator_ = nullptr;  // the one that allocated data_
   MemoryScopes scopes_;  // those current at construction: resizes and frees are charged to them

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fake_cuda/context.h"
 #include "core/fake_cuda/fake_cuda.h"
+#include "core/stream_sanitizer.h"
 
 namespace fsdp::fake_cuda {
 
@@ -29,11 +30,13 @@ void host_to_device(void* dst, const void* src, std::size_t nbytes, const Stream
   auto staged = std::make_shared<std::vector<std::byte>>(
       static_cast<const std::byte*>(src), static_cast<const std::byte*>(src) + nbytes);
   streams().launch(stream, [to, staged] { std::memcpy(to, staged->data(), staged->size()); });
+  stream_sanitizer::on_accesses(stream, "copy to the device", {{dst, nbytes, true}});
 }
 
 void device_to_host(void* dst, const void* src, std::size_t nbytes, const Stream& stream) {
   const void* from = checked_view(src, nbytes, stream, "device_to_host");
   streams().launch(stream, [dst, from, nbytes] { std::memcpy(dst, from, nbytes); });
+  stream_sanitizer::on_accesses(stream, "copy to the host", {{src, nbytes, false}});
   streams().synchronize(stream, streams().record(stream));
 }
 
@@ -41,6 +44,8 @@ void device_to_device(void* dst, const void* src, std::size_t nbytes, const Stre
   void* to = checked_view(dst, nbytes, stream, "device_to_device");
   const void* from = checked_view(src, nbytes, stream, "device_to_device");
   streams().launch(stream, [to, from, nbytes] { std::memmove(to, from, nbytes); });
+  stream_sanitizer::on_accesses(stream, "copy on the device",
+                                {{src, nbytes, false}, {dst, nbytes, true}});
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/start_thread.h"
+#include "core/stream_sanitizer.h"
 
 namespace fsdp::fake_cuda {
 
@@ -11,6 +12,12 @@ WorkerStream::WorkerStream(Stream stream, ErrorSink on_error)
     : stream_(stream), on_error_(std::move(on_error)) {}
 
 std::uint64_t WorkerStream::enqueue(std::function<void()> work) {
+  const std::uint64_t item = enqueue_locked(std::move(work));
+  stream_sanitizer::on_launch(stream_, item);
+  return item;
+}
+
+std::uint64_t WorkerStream::enqueue_locked(std::function<void()> work) {
   std::lock_guard lock(mutex_);
   if (!started_) {
     // Detached: the device lives until the process ends, as a CUDA context does, so a
@@ -96,7 +103,9 @@ void FakeStreams::launch(const Stream& stream, std::function<void()> work) {
 }
 
 std::uint64_t FakeStreams::record(const Stream& stream) {
-  return worker(stream).last_queued();
+  const std::uint64_t item = worker(stream).last_queued();
+  stream_sanitizer::on_record(stream, item);
+  return item;
 }
 
 bool FakeStreams::query(const Stream& stream, std::uint64_t sequence) {
@@ -119,17 +128,20 @@ void FakeStreams::throw_pending_error(Device device) {
 
 void FakeStreams::synchronize(const Stream& stream, std::uint64_t sequence) {
   wait_quietly(stream, sequence);
+  stream_sanitizer::on_synchronize(stream, sequence);
   throw_pending_error(stream.device);
 }
 
 void FakeStreams::wait(const Stream& waiter, const Stream& stream, std::uint64_t sequence) {
   if (sequence == 0) return;
+  stream_sanitizer::on_wait(waiter, stream, sequence);
   WorkerStream* other = &worker(stream);
   worker(waiter).enqueue([other, sequence] { other->wait_completed(sequence); });
 }
 
 void FakeStreams::synchronize_device(Device device) {
   wait_device_quietly(device);
+  stream_sanitizer::on_synchronize_device(device);
   throw_pending_error(device);
 }
 

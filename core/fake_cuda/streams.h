@@ -36,6 +36,7 @@ class WorkerStream {
 
  private:
   void run();
+  std::uint64_t enqueue_locked(std::function<void()> work);
   Stream stream_;
   ErrorSink on_error_;
   std::mutex mutex_;

@@ -5,6 +5,9 @@
 #include <atomic>
 
 #include "core/kernels/cpu/cpu_kernels.h"
+#if FSDP_HAVE_FAKE_CUDA
+#include "core/fake_cuda/kernels.h"
+#endif
 
 namespace fsdp {
 
@@ -27,8 +30,24 @@ void register_kernels(DeviceType type, const KernelTable* table) {
   slot(type).store(table, std::memory_order_release);
 }
 
+// The tables of the devices a build has beyond the CPU, installed at their first lookup (as
+// core/builtin_devices.h registers their allocators): no static initialiser to lose in linking.
+const KernelTable* builtin_table(DeviceType type) {
+#if FSDP_HAVE_FAKE_CUDA
+  if (type == DeviceType::FakeCUDA) {
+    const KernelTable* t = &fake_cuda::kernel_table();
+    const KernelTable* expected = nullptr;
+    slot(type).compare_exchange_strong(expected, t, std::memory_order_acq_rel);
+    return slot(type).load(std::memory_order_acquire);
+  }
+#endif
+  (void)type;
+  return nullptr;
+}
+
 const KernelTable& kernels(Device device) {
   const KernelTable* t = slot(device.type).load(std::memory_order_acquire);
+  if (t == nullptr) t = builtin_table(device.type);
   FSDP_CHECK(t != nullptr, RuntimeError,
              "no kernels for device {}: this build has no support for it (the CUDA kernels need "
              "a build with -Dcuda=enabled)",
@@ -37,7 +56,9 @@ const KernelTable& kernels(Device device) {
 }
 
 bool has_kernels(Device device) {
-  return !device.is_meta() && slot(device.type).load(std::memory_order_acquire) != nullptr;
+  if (device.is_meta()) return false;
+  return slot(device.type).load(std::memory_order_acquire) != nullptr ||
+         builtin_table(device.type) != nullptr;
 }
 
 namespace {

@@ -1,0 +1,336 @@
+// fake_cuda's kernel table: the CPU table's kernels, each queued on the current stream of the
+// device and run by that stream's worker on host views of the device memory (a non-owning CPU
+// tensor over the pages behind the same device pointer, strides and offset kept). Results are
+// the CPU's bit for bit; what differs is when they happen, as on a GPU: a kernel runs after the
+// work queued before it on its stream, concurrently with other streams, and nothing it touches
+// is kept alive by it (the storage's owner and the allocator's stream rules do that).
+#include "core/fake_cuda/kernels.h"
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "core/fake_cuda/fake_cuda.h"
+#include "core/kernels/kernel_table.h"
+#include "core/random.h"
+#include "core/stream.h"
+#include "core/stream_sanitizer.h"
+#include "core/stream_sanitizer_mode.h"
+#include "core/tensor.h"
+
+namespace fsdp::fake_cuda {
+namespace {
+
+// A kernel's view of one tensor argument. A fake_cuda tensor becomes a CPU tensor over its
+// pages; a CPU tensor (a 0-d scalar operand, PyTorch's rule) is copied now, so that the host may
+// change it before the kernel runs.
+Tensor kernel_view(const Tensor& t, const char* op) {
+  if (!t.defined()) return t;
+  if (t.device().is_cpu()) return t.clone();
+  auto impl = std::make_shared<TensorImpl>();
+  const auto& storage = t.impl()->storage;
+  impl->storage = Storage::borrowed(host_view(storage->data(), op), storage->nbytes(), kCPU);
+  impl->set_sizes(t.shape());
+  impl->strides = t.strides();
+  impl->offset = t.storage_offset();
+  impl->dtype = t.dtype();
+  impl->device = kCPU;
+  return Tensor(std::move(impl));
+}
+
+// How an argument travels into the queued kernel: tensors as views, everything else by value.
+template <typename A>
+struct Carry {
+  using type = std::decay_t<A>;
+  static type take(A a, const char*) { return a; }
+};
+template <>
+struct Carry<const Tensor&> {
+  using type = Tensor;
+  static Tensor take(const Tensor& t, const char* op) { return kernel_view(t, op); }
+};
+template <>
+struct Carry<const std::vector<Tensor>&> {
+  using type = std::vector<Tensor>;
+  static std::vector<Tensor> take(const std::vector<Tensor>& ts, const char* op) {
+    std::vector<Tensor> out;
+    out.reserve(ts.size());
+    for (const auto& t : ts) out.push_back(kernel_view(t, op));
+    return out;
+  }
+};
+
+// The device a kernel runs on: that of its first fake_cuda tensor.
+void find_device(Device& d, const Tensor& t) {
+  if (d.is_cpu() && t.defined() && t.device().is_fake_cuda()) d = t.device();
+}
+void find_device(Device& d, const std::vector<Tensor>& ts) {
+  for (const auto& t : ts) find_device(d, t);
+}
+template <typename A>
+void find_device(Device&, const A&) {}
+
+// Whether two table members are the same one (members of different types never are).
+template <auto A, auto B>
+constexpr bool is() {
+  if constexpr (std::is_same_v<decltype(A), decltype(B)>)
+    return A == B;
+  else
+    return false;
+}
+
+// The kernel's name in reports.
+template <auto Member>
+constexpr const char* kernel_name() {
+  using K = KernelTable;
+  if constexpr (is<Member, &K::binary>())
+    return "binary";
+  else if constexpr (is<Member, &K::unary>())
+    return "unary";
+  else if constexpr (is<Member, &K::compare>())
+    return "compare";
+  else if constexpr (is<Member, &K::eq_scalar>())
+    return "eq_scalar";
+  else if constexpr (is<Member, &K::logical_not>())
+    return "logical_not";
+  else if constexpr (is<Member, &K::where>())
+    return "where";
+  else if constexpr (is<Member, &K::masked_fill>())
+    return "masked_fill";
+  else if constexpr (is<Member, &K::sum>())
+    return "sum";
+  else if constexpr (is<Member, &K::amax>())
+    return "amax";
+  else if constexpr (is<Member, &K::max_dim>())
+    return "max_dim";
+  else if constexpr (is<Member, &K::max_dim_backward>())
+    return "max_dim_backward";
+  else if constexpr (is<Member, &K::copy>())
+    return "copy";
+  else if constexpr (is<Member, &K::copy_broadcast>())
+    return "copy_broadcast";
+  else if constexpr (is<Member, &K::fill>())
+    return "fill";
+  else if constexpr (is<Member, &K::store_values>())
+    return "store_values";
+  else if constexpr (is<Member, &K::index_select>())
+    return "index_select";
+  else if constexpr (is<Member, &K::index_add>())
+    return "index_add";
+  else if constexpr (is<Member, &K::random>())
+    return "random";
+  else if constexpr (is<Member, &K::bmm>())
+    return "bmm";
+  else if constexpr (is<Member, &K::linear>())
+    return "linear";
+  else if constexpr (is<Member, &K::linear_backward16>())
+    return "linear_backward16";
+  else if constexpr (is<Member, &K::split_heads>())
+    return "split_heads";
+  else if constexpr (is<Member, &K::merge_heads>())
+    return "merge_heads";
+  else if constexpr (is<Member, &K::blocked_attention>())
+    return "blocked_attention";
+  else if constexpr (is<Member, &K::blocked_attention_backward>())
+    return "blocked_attention_backward";
+  else if constexpr (is<Member, &K::activation>())
+    return "activation";
+  else if constexpr (is<Member, &K::activation_backward>())
+    return "activation_backward";
+  else if constexpr (is<Member, &K::masked_scale>())
+    return "masked_scale";
+  else if constexpr (is<Member, &K::softmax>())
+    return "softmax";
+  else if constexpr (is<Member, &K::softmax_backward>())
+    return "softmax_backward";
+  else if constexpr (is<Member, &K::masked_softmax>())
+    return "masked_softmax";
+  else if constexpr (is<Member, &K::layer_norm>())
+    return "layer_norm";
+  else if constexpr (is<Member, &K::layer_norm_backward>())
+    return "layer_norm_backward";
+  else if constexpr (is<Member, &K::cross_entropy>())
+    return "cross_entropy";
+  else if constexpr (is<Member, &K::cross_entropy_backward>())
+    return "cross_entropy_backward";
+  else if constexpr (is<Member, &K::nll_loss>())
+    return "nll_loss";
+  else if constexpr (is<Member, &K::nll_loss_backward>())
+    return "nll_loss_backward";
+  else if constexpr (is<Member, &K::sum_in_order>())
+    return "sum_in_order";
+  else if constexpr (is<Member, &K::batch_norm_stats>())
+    return "batch_norm_stats";
+  else if constexpr (is<Member, &K::running_update>())
+    return "running_update";
+  else if constexpr (is<Member, &K::batch_norm>())
+    return "batch_norm";
+  else if constexpr (is<Member, &K::batch_norm_backward>())
+    return "batch_norm_backward";
+  else if constexpr (is<Member, &K::mse_loss>())
+    return "mse_loss";
+  else if constexpr (is<Member, &K::mse_loss_backward>())
+    return "mse_loss_backward";
+  else if constexpr (is<Member, &K::norm_partial>())
+    return "norm_partial";
+  else if constexpr (is<Member, &K::clamp_>())
+    return "clamp_";
+  else if constexpr (is<Member, &K::embedding_renorm_>())
+    return "embedding_renorm_";
+  else if constexpr (is<Member, &K::adam_update>())
+    return "adam_update";
+  else if constexpr (is<Member, &K::sgd_update>())
+    return "sgd_update";
+  else
+    return "kernel";
+}
+
+// Which arguments a kernel writes (bit i: argument i), for the stream sanitizer; the default is
+// the first tensor argument (outputs come first, kernel_table.h).
+template <auto Member>
+constexpr unsigned written_arguments() {
+  using K = KernelTable;
+  if constexpr (is<Member, &K::max_dim>() || is<Member, &K::blocked_attention>() ||
+                is<Member, &K::cross_entropy>() || is<Member, &K::batch_norm_stats>())
+    return 0b11;
+  else if constexpr (is<Member, &K::linear_backward16>() ||
+                     is<Member, &K::blocked_attention_backward>() || is<Member, &K::layer_norm>() ||
+                     is<Member, &K::layer_norm_backward>() || is<Member, &K::batch_norm_backward>())
+    return 0b111;
+  else if constexpr (is<Member, &K::adam_update>())
+    return 0b11101;
+  else if constexpr (is<Member, &K::sgd_update>())
+    return 0b101;
+  else if constexpr (is<Member, &K::binary>() || is<Member, &K::unary>() ||
+                     is<Member, &K::compare>() || is<Member, &K::activation>() ||
+                     is<Member, &K::activation_backward>() || is<Member, &K::random>())
+    return 0b10;  // after the kind
+  else
+    return 0b1;
+}
+
+// The sanitizer's view of one argument.
+void add_accesses(std::vector<stream_sanitizer::Access>& out, const Tensor& t, bool write) {
+  if (t.defined() && t.device().is_fake_cuda())
+    out.push_back(stream_sanitizer::access_of(t, write));
+}
+void add_accesses(std::vector<stream_sanitizer::Access>& out, const std::vector<Tensor>& ts,
+                  bool write) {
+  for (const auto& t : ts) add_accesses(out, t, write);
+}
+template <typename A>
+void add_accesses(std::vector<stream_sanitizer::Access>&, const A&, bool) {}
+
+template <typename Member>
+struct Queued;
+
+template <typename... A>
+struct Queued<void (*KernelTable::*)(A...)> {
+  template <auto Member>
+  static void run(A... args) {
+    Device device = kCPU;
+    (find_device(device, args), ...);
+    const Stream stream = current_stream(device);
+    auto cpu = kernels(kCPU).*Member;
+    auto carried = std::make_tuple(Carry<A>::take(args, "a fake_cuda kernel")...);
+    launch(stream, [cpu, carried = std::move(carried)]() mutable {
+      std::apply([cpu](auto&... a) { cpu(a...); }, carried);
+    });
+    if (stream_sanitizer::enabled()) {
+      std::vector<stream_sanitizer::Access> accesses;
+      unsigned i = 0;
+      (add_accesses(accesses, args, (written_arguments<Member>() >> i++) & 1u), ...);
+      stream_sanitizer::on_accesses(stream, kernel_name<Member>(), accesses);
+    }
+  }
+};
+
+// A copy into host memory returns when the values are there, as cudaMemcpy to pageable memory
+// does (item(), to_vector() and printing read them next); from the host, the source is staged.
+template <auto Member>
+void queued_copy(const Tensor& dst, const Tensor& src) {
+  if (!dst.device().is_cpu()) return Queued<decltype(Member)>::template run<Member>(dst, src);
+  const Stream stream = current_stream(src.device());
+  auto cpu = kernels(kCPU).*Member;
+  Tensor from = kernel_view(src, "a copy to the host");
+  launch(stream, [cpu, dst, from] { cpu(dst, from); });
+  if (stream_sanitizer::enabled())
+    stream_sanitizer::on_accesses(stream, "copy to the host",
+                                  {stream_sanitizer::access_of(src, false)});
+  stream.synchronize();
+}
+
+// random draws from a host generator: drawn now, on the host and in the CPU's order (the
+// numbers are the CPU's), into a host buffer that the stream copies into the tensor.
+void queued_random(const RandomSpec& spec, const Tensor& t, Generator& g) {
+  Tensor drawn = empty(t.shape(), TensorOptions(t.dtype(), kCPU));
+  kernels(kCPU).random(spec, drawn, g);
+  Queued<decltype(&KernelTable::copy)>::run<&KernelTable::copy>(t, drawn);
+}
+
+KernelTable make_table() {
+  KernelTable t{};
+#define FSDP_FAKE_CUDA_QUEUED(name) \
+  t.name = &Queued<decltype(&KernelTable::name)>::run<&KernelTable::name>;
+  FSDP_FAKE_CUDA_QUEUED(binary)
+  FSDP_FAKE_CUDA_QUEUED(unary)
+  FSDP_FAKE_CUDA_QUEUED(compare)
+  FSDP_FAKE_CUDA_QUEUED(eq_scalar)
+  FSDP_FAKE_CUDA_QUEUED(logical_not)
+  FSDP_FAKE_CUDA_QUEUED(where)
+  FSDP_FAKE_CUDA_QUEUED(masked_fill)
+  FSDP_FAKE_CUDA_QUEUED(sum)
+  FSDP_FAKE_CUDA_QUEUED(amax)
+  FSDP_FAKE_CUDA_QUEUED(max_dim)
+  FSDP_FAKE_CUDA_QUEUED(max_dim_backward)
+  FSDP_FAKE_CUDA_QUEUED(fill)
+  FSDP_FAKE_CUDA_QUEUED(store_values)
+  FSDP_FAKE_CUDA_QUEUED(index_select)
+  FSDP_FAKE_CUDA_QUEUED(index_add)
+  FSDP_FAKE_CUDA_QUEUED(bmm)
+  FSDP_FAKE_CUDA_QUEUED(linear)
+  FSDP_FAKE_CUDA_QUEUED(linear_backward16)
+  FSDP_FAKE_CUDA_QUEUED(split_heads)
+  FSDP_FAKE_CUDA_QUEUED(merge_heads)
+  FSDP_FAKE_CUDA_QUEUED(blocked_attention)
+  FSDP_FAKE_CUDA_QUEUED(blocked_attention_backward)
+  FSDP_FAKE_CUDA_QUEUED(activation)
+  FSDP_FAKE_CUDA_QUEUED(activation_backward)
+  FSDP_FAKE_CUDA_QUEUED(masked_scale)
+  FSDP_FAKE_CUDA_QUEUED(softmax)
+  FSDP_FAKE_CUDA_QUEUED(softmax_backward)
+  FSDP_FAKE_CUDA_QUEUED(masked_softmax)
+  FSDP_FAKE_CUDA_QUEUED(layer_norm)
+  FSDP_FAKE_CUDA_QUEUED(layer_norm_backward)
+  FSDP_FAKE_CUDA_QUEUED(cross_entropy)
+  FSDP_FAKE_CUDA_QUEUED(cross_entropy_backward)
+  FSDP_FAKE_CUDA_QUEUED(nll_loss)
+  FSDP_FAKE_CUDA_QUEUED(nll_loss_backward)
+  FSDP_FAKE_CUDA_QUEUED(sum_in_order)
+  FSDP_FAKE_CUDA_QUEUED(batch_norm_stats)
+  FSDP_FAKE_CUDA_QUEUED(running_update)
+  FSDP_FAKE_CUDA_QUEUED(batch_norm)
+  FSDP_FAKE_CUDA_QUEUED(batch_norm_backward)
+  FSDP_FAKE_CUDA_QUEUED(mse_loss)
+  FSDP_FAKE_CUDA_QUEUED(mse_loss_backward)
+  FSDP_FAKE_CUDA_QUEUED(norm_partial)
+  FSDP_FAKE_CUDA_QUEUED(clamp_)
+  FSDP_FAKE_CUDA_QUEUED(embedding_renorm_)
+  FSDP_FAKE_CUDA_QUEUED(adam_update)
+  FSDP_FAKE_CUDA_QUEUED(sgd_update)
+#undef FSDP_FAKE_CUDA_QUEUED
+  t.copy = &queued_copy<&KernelTable::copy>;
+  t.copy_broadcast = &queued_copy<&KernelTable::copy_broadcast>;
+  t.random = &queued_random;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& kernel_table() {
+  static const KernelTable table = make_table();
+  return table;
+}
+
+}  // namespace fsdp::fake_cuda

@@ -1,0 +1,146 @@
+// fake_cuda's kernel table and the stream sanitizer: ops on fake_cuda tensors give the CPU's
+// values bit for bit (forward, backward and an optimizer step of a small model); a read on one
+// stream of what another stream writes is reported unless an event orders them, and a storage
+// freed while another stream may still read it is reported unless record_stream was called.
+#include <boost/test/unit_test.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/nn/nn.h"
+#include "core/ops.h"
+#include "core/optim/optim.h"
+#include "core/stream.h"
+#include "core/stream_sanitizer_mode.h"
+
+using namespace fsdp;
+namespace san = fsdp::stream_sanitizer;
+
+namespace {
+
+const Device kFake0(DeviceType::FakeCUDA, 0);
+
+// Two copies of one small model (same weights), the loss of `steps` AdamW steps on each device.
+std::vector<double> train(Device device, int steps) {
+  Generator g(7);
+  manual_seed(7);
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(8, 16), std::make_shared<nn::GELU>(),
+      std::make_shared<nn::LayerNorm>(Shape{16}), std::make_shared<nn::Linear>(16, 1)});
+  model->to(device);
+  optim::AdamW opt(model->parameters(), optim::AdamOptions{.lr = 1e-2, .weight_decay = 1e-2});
+  std::vector<double> losses;
+  Tensor x = randn({4, 8}, {}, &g).to(device);
+  for (int step = 0; step < steps; ++step) {
+    Tensor loss = mse_loss((*model)(x).tensor(), sum(x, {1}, true));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    losses.push_back(loss.item());
+  }
+  return losses;
+}
+
+std::vector<std::string> messages() {
+  std::vector<std::string> out;
+  for (const auto& r : san::reports()) out.push_back(r.message);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(fake_cuda_kernels)
+
+BOOST_AUTO_TEST_CASE(ops_give_the_cpu_values_bit_for_bit) {
+  Generator g(3);
+  Tensor a = randn({5, 7}, {}, &g), b = randn({7, 3}, {}, &g);
+  Tensor cpu = relu(add(mm(a, b), 0.5));
+  Tensor fake = relu(add(mm(a.to(kFake0), b.to(kFake0)), 0.5));
+  BOOST_TEST(fake.device() == kFake0);
+  BOOST_TEST(fake.to(kCPU).to_vector() == cpu.to_vector());
+}
+
+BOOST_AUTO_TEST_CASE(a_training_run_gives_the_cpu_losses_bit_for_bit) {
+  const auto cpu = train(kCPU, 4);
+  const auto fake = train(kFake0, 4);
+  BOOST_TEST(fake == cpu);
+  BOOST_TEST(cpu.back() < cpu.front());
+}
+
+BOOST_AUTO_TEST_CASE(a_training_run_under_the_sanitizer_has_no_report) {
+  san::clear_reports();
+  {
+    dispatch::ModeGuard mode(std::make_shared<san::StreamSanitizerMode>());
+    train(kFake0, 2);
+  }
+  BOOST_TEST(messages().empty());
+}
+
+// s2 reads what s1 wrote: without an event between them the sanitizer names both ops and
+// streams; with s2 waiting on s1's event, nothing.
+BOOST_AUTO_TEST_CASE(an_unordered_cross_stream_read_is_reported) {
+  for (bool ordered : {false, true}) {
+    san::clear_reports();
+    dispatch::ModeGuard mode(std::make_shared<san::StreamSanitizerMode>());
+    const Stream s1 = new_stream(kFake0), s2 = new_stream(kFake0);
+    Tensor x = zeros({64}, TensorOptions(DType::Float32, kFake0));
+    Tensor y;
+    s1.wait_stream(current_stream(kFake0));  // x's zeros were written on the current stream
+    {
+      StreamGuard on(s1);
+      x.fill_(1.0);
+    }
+    if (ordered) s2.wait_stream(s1);
+    {
+      StreamGuard on(s2);
+      y = mul(x, 2.0);
+    }
+    device_synchronize(kFake0);
+    const auto got = messages();
+    for (const auto& m : got) BOOST_TEST_MESSAGE(m);
+    if (ordered) {
+      BOOST_TEST(got.empty());
+    } else {
+      BOOST_TEST_REQUIRE(got.size() == 1u);
+      BOOST_TEST(got[0].find("mul") != std::string::npos);
+      BOOST_TEST(got[0].find("reads") != std::string::npos);
+      BOOST_TEST(got[0].find("while fill on") != std::string::npos);
+      BOOST_TEST(got[0].find("stream " + std::to_string(s2.id) + " of fake_cuda:0") !=
+                 std::string::npos);
+      BOOST_TEST(got[0].find("stream " + std::to_string(s1.id) + " of fake_cuda:0") !=
+                 std::string::npos);
+    }
+  }
+}
+
+// A tensor allocated on the current stream, read on another and freed: without record_stream
+// its block could be reused while the read runs.
+BOOST_AUTO_TEST_CASE(a_free_without_record_stream_is_reported) {
+  for (bool recorded : {false, true}) {
+    san::clear_reports();
+    dispatch::ModeGuard mode(std::make_shared<san::StreamSanitizerMode>());
+    const Stream side = new_stream(kFake0);
+    Tensor y;
+    {
+      Tensor x = ones({32}, TensorOptions(DType::Float32, kFake0));
+      san::set_owner(x.data_ptr(), 32 * sizeof(float), "the test's buffer x");
+      side.wait_stream(current_stream(kFake0));
+      {
+        StreamGuard on(side);
+        y = mul(x, 3.0);
+      }
+      if (recorded) x.storage()->record_stream(side);
+    }
+    device_synchronize(kFake0);
+    const auto got = messages();
+    if (recorded) {
+      BOOST_TEST(got.empty());
+    } else {
+      BOOST_TEST_REQUIRE(got.size() == 1u);
+      BOOST_TEST(got[0].find("the test's buffer x freed on stream 0 of fake_cuda:0") !=
+                 std::string::npos);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
