@@ -59,9 +59,11 @@ Tensor GPT::forward(const Tensor& idx) {
              "GPT: expected int64 token ids [batch, time] with 1 <= time <= {}, got {} {}",
              config.seq, dtype_name(idx.dtype()), shape_str(idx.shape()));
   const std::int64_t t = idx.size(1);
-  Tensor x = add(call_child("tok_emb", idx), call_child("pos_emb", arange(t)));
+  Tensor x = add(call_child("tok_emb", idx),
+                 call_child("pos_emb", arange(t, TensorOptions(DType::Int64, idx.device()))));
   // Additive float mask, -inf where key j > query i: position i attends to j <= i only.
-  const Tensor mask = nn::Transformer::generate_square_subsequent_mask(t, x.dtype());
+  const Tensor mask = nn::Transformer::generate_square_subsequent_mask(
+      t, TensorOptions(x.dtype(), x.device()));
   for (const auto& [name, block] : traversal::unwrapped(*child("blocks")).child_slots()) {
     nn::Args a({nn::Value(x)}, {{"src_mask", nn::Value(mask)}, {"is_causal", nn::Value(true)}});
     x = (*block)(a).tensor();

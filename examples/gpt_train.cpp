@@ -77,6 +77,17 @@ std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& p
 
 namespace {
 
+// This rank's device: an accelerator without an index is device `rank` (LOCAL_RANK's role).
+Device rank_device(Device device, int rank) {
+  if (device.is_accelerator() && device.index < 0) return Device(device.type, rank);
+  return device;
+}
+
+TokenBatch on_device(TokenBatch b, Device device) {
+  if (device.is_cpu()) return b;
+  return {b.inputs.to(device), b.targets.to(device)};
+}
+
 // Bytes of the parameters as the optimizer sees them (FSDP: this rank's shards).
 std::int64_t resident_parameter_bytes(nn::Module& model) {
   std::int64_t n = 0;
@@ -247,6 +258,8 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   const std::string data_xxh3 = cfg.data ? io::xxh3_hex(cfg.data->data(), cfg.data->size()) : "";
   comm::require_agreement(*group, gpt_job_settings(cfg, *gpt, data_xxh3));
   gpt_init(*gpt);
+  const Device device = rank_device(cfg.device, rank);
+  if (!device.is_cpu()) gpt->to(device);
   result.num_parameters = gpt->num_parameters();
   // The plain model's FQNs, before FSDP wraps its blocks.
   const JobIdentity job = gpt_job_identity(cfg, world, *gpt, data_xxh3);
@@ -320,7 +333,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     autograd::NoGradGuard no_grad;
     double total = 0;
     for (int i = 0; i < cfg.eval_batches; ++i) {
-      TokenBatch b = gpt_batch(*cfg.eval_data, i, cfg.batch, world, rank, T);
+      TokenBatch b = on_device(gpt_batch(*cfg.eval_data, i, cfg.batch, world, rank, T), device);
       total += global_mean(gpt_loss(*model, b.inputs, b.targets).item(), group.get());
     }
     return total / cfg.eval_batches;
@@ -341,7 +354,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
         fsdp_model->reset_comm_bytes();
       }
     }
-    TokenBatch b = gpt_batch(*cfg.data, step, cfg.batch, world, rank, T);
+    TokenBatch b = on_device(gpt_batch(*cfg.data, step, cfg.batch, world, rank, T), device);
     optimizer->zero_grad();
     std::optional<MemoryTimelineScope> recording;
     if (step == timeline_step) {

@@ -26,6 +26,10 @@ struct GPTTrainConfig {
   std::string optimizer = "adamw";  // "sgd" | "adamw"
   std::uint64_t seed = 0;
   std::shared_ptr<const std::string> data;  // the training bytes
+  // Where the model trains: cpu, or an accelerator (fake_cuda, the stream-ordered test device;
+  // cuda). Without an index, rank r uses device r (torch's LOCAL_RANK convention). The weights
+  // are initialised on the host and copied, so every device starts from the CPU's.
+  Device device;
   // FSDP: absent = the plain (unsharded) model on this rank alone.
   std::optional<policies::ShardingStrategy> sharding = policies::ShardingStrategy::FULL_SHARD;
   std::string policy = "transformer([TransformerEncoderLayer])";  // fsdp-plan's grammar

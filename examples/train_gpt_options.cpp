@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/builtin_devices.h"
+#include "core/kernels/kernel_table.h"
 #include "examples/cli_checks.h"
 #include "examples/gpt_checkpoint_checks.h"
 #include "policies/policy_expr.h"
@@ -43,6 +45,35 @@ const char* fsdp_only_flag_given(const TrainGptOptions& o) {
   return nullptr;
 }
 
+// Why --device cannot run (an unknown name, meta, a device this build has no kernels for, a
+// backend that moves host memory only), or ""; sets `device`.
+std::string device_error(const std::string& name, const std::string& backend, Device& device) {
+  try {
+    device = Device::parse(name);
+  } catch (const ValueError&) {
+    return fmt::format(
+        "--device {}: unknown device (expected cpu, fake_cuda, fake_cuda:N, cuda "
+        "or cuda:N)",
+        name);
+  }
+  if (device.is_meta())
+    return "--device meta: meta tensors have shapes and no values, so nothing can train on them";
+  if (device.is_cuda())
+    return fmt::format(
+        "--device {}: training on CUDA is not available yet (this build has no "
+        "CUDA kernel table); use --device cpu, or fake_cuda to run the GPU code "
+        "paths on the CPU",
+        name);
+  if (!has_kernels(device))
+    return fmt::format("--device {}: {}", name, missing_device_reason(device));
+  if (device.is_accelerator() && backend != "threads")
+    return fmt::format(
+        "--device {} needs --backend threads (the {} backend moves host memory "
+        "only)",
+        name, backend);
+  return "";
+}
+
 // Why the options cannot run together, or "".
 std::string combination_error(TrainGptOptions& o) {
   auto& cfg = o.cfg;
@@ -55,6 +86,7 @@ std::string combination_error(TrainGptOptions& o) {
   cfg.sharding = parse_sharding(o.sharding);
   cfg.backward_prefetch = parse_prefetch(o.prefetch);
   cfg.mixed_precision = parse_mixed_precision(o.mixed_precision);
+  if (std::string why = device_error(o.device, o.backend, cfg.device); !why.empty()) return why;
   if (!cfg.policy.empty()) policies::parse_policy(cfg.policy);  // an InputError names the place
   // --steps 0 only writes: the model file, the initial weights, or the held-out loss.
   if (cfg.steps == 0 && o.export_path.empty() && cfg.save_path.empty() && cfg.eval_batches == 0)
@@ -128,6 +160,10 @@ TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
   app.add_option("--eval-batches", cfg.eval_batches, "global batches of --eval-data")
       ->capture_default_str()
       ->check(int_range(0, 1000000));
+  app.add_option("--device", a.device,
+                 "cpu | fake_cuda[:N] (the stream-ordered test device) | cuda[:N]; without an "
+                 "index, rank r uses device r")
+      ->capture_default_str();
   app.add_option("--backend", a.backend, "threads | mpi | gloo | nccl")
       ->capture_default_str()
       ->check(CLI::IsMember({"threads", "mpi", "gloo", "nccl"}));
