@@ -62,8 +62,8 @@ Tensor GPT::forward(const Tensor& idx) {
   Tensor x = add(call_child("tok_emb", idx),
                  call_child("pos_emb", arange(t, TensorOptions(DType::Int64, idx.device()))));
   // Additive float mask, -inf where key j > query i: position i attends to j <= i only.
-  const Tensor mask = nn::Transformer::generate_square_subsequent_mask(
-      t, TensorOptions(x.dtype(), x.device()));
+  const Tensor mask =
+      nn::Transformer::generate_square_subsequent_mask(t, TensorOptions(x.dtype(), x.device()));
   for (const auto& [name, block] : traversal::unwrapped(*child("blocks")).child_slots()) {
     nn::Args a({nn::Value(x)}, {{"src_mask", nn::Value(mask)}, {"is_causal", nn::Value(true)}});
     x = (*block)(a).tensor();
