@@ -7,7 +7,8 @@
 #   - TSan (build-tsan/): the threads backend, whose ranks are threads of one process (a race
 #     there is silent corruption), the intra-op thread pool (core/parallel.h, built on its
 #     own with tests/core/ops/pool_stress.cpp), and streams on the fake_cuda device (its
-#     streams are worker threads: tests/core/streams);
+#     streams are worker threads: tests/core/streams, its kernel table and the stream
+#     sanitizer included);
 #   - libFuzzer (build-fuzz/, clang): every target of tests/fuzz/run_fuzzers.sh (the model file,
 #     the policy expression, safetensors, the three command lines, the TcpStore wire format)
 #     for FSDP_FUZZ_CI_SECONDS (default 15) each from its seed corpus. The targets link the GCC
@@ -69,9 +70,12 @@ fi
 
 tsan=${FSDP_TSAN_DIR:-build-tsan}
 setup "$tsan" thread
-ninja -C "$tsan" tests/comm/test_comm_threads "${stream_tests[@]}" >/dev/null
+# The fake_cuda kernel table and the stream sanitizer need the tensor library: built here too
+# (about 3 more minutes of CPU cold, seconds with ccache warm).
+tsan_stream_tests=("${stream_tests[@]}" tests/core/streams/test_fake_cuda_kernels)
+ninja -C "$tsan" tests/comm/test_comm_threads "${tsan_stream_tests[@]}" >/dev/null
 run "tsan threads backend" "$tsan/tests/comm/test_comm_threads"
-for t in "${stream_tests[@]}"; do run "tsan $(basename "$t")" "$tsan/$t"; done
+for t in "${tsan_stream_tests[@]}"; do run "tsan $(basename "$t")" "$tsan/$t"; done
 # fmt: a refused thread is a formatted error (core/start_thread.h).
 c++ -std=c++20 -O1 -g -fsanitize=thread -pthread -I. tests/core/ops/pool_stress.cpp \
   core/parallel.cpp $(pkg-config --libs fmt) -o "$tsan/pool_stress"

@@ -12,6 +12,7 @@
 #include "core/optim/optim.h"
 #include "core/stream.h"
 #include "core/stream_sanitizer_mode.h"
+#include "tests/core/streams/fake_cuda_test_util.h"
 
 using namespace fsdp;
 namespace san = fsdp::stream_sanitizer;
@@ -76,8 +77,10 @@ BOOST_AUTO_TEST_CASE(a_training_run_under_the_sanitizer_has_no_report) {
   BOOST_TEST(messages().empty());
 }
 
-// s2 reads what s1 wrote: without an event between them the sanitizer names both ops and
-// streams; with s2 waiting on s1's event, nothing.
+// s2 reads what s1 writes: without an event between them the sanitizer names both ops and
+// streams; with s2 waiting on s1's event, nothing. s1 is held by a gate until s2 is done, so the
+// unordered run is deterministic (and no real race for TSan): the sanitizer reports what could
+// race, not what happened to.
 BOOST_AUTO_TEST_CASE(an_unordered_cross_stream_read_is_reported) {
   for (bool ordered : {false, true}) {
     san::clear_reports();
@@ -86,15 +89,22 @@ BOOST_AUTO_TEST_CASE(an_unordered_cross_stream_read_is_reported) {
     Tensor x = zeros({64}, TensorOptions(DType::Float32, kFake0));
     Tensor y;
     s1.wait_stream(current_stream(kFake0));  // x's zeros were written on the current stream
+    testing::Gate gate;
+    launch(s1, gate.waiter());
     {
       StreamGuard on(s1);
       x.fill_(1.0);
     }
-    if (ordered) s2.wait_stream(s1);
+    if (ordered) {
+      s2.wait_stream(s1);
+      gate.open();
+    }
     {
       StreamGuard on(s2);
       y = mul(x, 2.0);
     }
+    s2.synchronize();
+    if (!ordered) gate.open();
     device_synchronize(kFake0);
     const auto got = messages();
     for (const auto& m : got) BOOST_TEST_MESSAGE(m);
