@@ -56,7 +56,8 @@ comm_tests=(tests/comm/test_comm_fake tests/comm/test_comm_threads tests/comm/te
 gloo=()
 [ -f "$asan/build.ninja" ] && grep -q "test_comm_gloo" "$asan/build.ninja" &&
   gloo=(tests/comm/test_comm_gloo)
-stream_tests=(tests/core/streams/test_core_streams tests/core/streams/test_fake_cuda)
+stream_tests=(tests/core/streams/test_core_streams tests/core/streams/test_fake_cuda
+              tests/comm/test_comm_threads_device)
 ninja -C "$asan" "${comm_tests[@]}" "${gloo[@]}" "${stream_tests[@]}" >/dev/null
 for t in "${comm_tests[@]}" "${stream_tests[@]}"; do
   run "asan+ubsan $(basename "$t")" "$asan/$t"

@@ -11,6 +11,7 @@
 #include "comm/reduce_op.h"
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/stream.h"
 
 namespace fsdp::comm {
 
@@ -47,6 +48,9 @@ struct Collective {
   ReduceOp op = ReduceOp::Sum;  // reduce_scatter, all_reduce
   int root = 0;                 // broadcast
   Device device = kCPU;
+  // Accelerator buffers: the stream the collective is queued on, in order with the work there
+  // (as NCCL's). The typed calls of ProcessGroup take the current stream of `device`.
+  Stream stream;
 
   std::size_t bytes() const { return count * dtype_size(dtype); }
   bool has_op() const {

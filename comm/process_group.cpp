@@ -67,18 +67,38 @@ void ProcessGroup::validate(const Collective& c) const {
   check_supported(c);
 }
 
+namespace {
+// An accelerator collective is queued on the stream it names, else on its device's current one.
+Collective on_its_stream(const Collective& c, const std::string& where) {
+  if (!c.device.is_accelerator()) return c;
+  Collective r = c;
+  const Device device = stream_device(c.device);
+  if (r.stream.device.type != device.type) r.stream = current_stream(device);
+  if (!(r.stream.device == device))
+    throw ValueError(fmt::format("{}: invalid {}: its stream {} is on {}, not on the buffers' {}",
+                                 where, describe(c), r.stream.id, r.stream.device.str(),
+                                 device.str()));
+  return r;
+}
+}  // namespace
+
 void ProcessGroup::run(const Collective& c) {
   validate(c);
-  executor().run_inline([&] { execute(c); });
+  const Collective r = on_its_stream(c, where());
+  executor().run_inline([&] { execute(r); });
 }
 
 std::shared_ptr<Work> ProcessGroup::run_async(const Collective& c) {
   validate(c);
-  return execute_async(c);
+  return execute_async(on_its_stream(c, where()));
 }
 
 std::shared_ptr<Work> ProcessGroup::execute_async(const Collective& c) {
   return executor().submit([this, c] { execute(c); });
+}
+
+std::shared_ptr<Work> ProcessGroup::submit_ordered(std::function<void()> task) {
+  return executor().submit(std::move(task));
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +83,8 @@ class ProcessGroup {
   virtual void execute(const Collective& c) = 0;
   // Asynchronous form; the default runs execute() on this group's ordered worker thread.
   virtual std::shared_ptr<Work> execute_async(const Collective& c);
+  // Queues task on this group's ordered worker thread (what execute_async does by default).
+  std::shared_ptr<Work> submit_ordered(std::function<void()> task);
   // Backend part of new_group, called on every rank of this group with the validated, unique
   // ranks; new_rank is this rank's position in them or -1 (then return nullptr). call_index
   // counts this group's new_group calls, identical on every rank.

@@ -1,6 +1,29 @@
 #include "comm/work.h"
 
+#include <thread>
+
 namespace fsdp::comm {
+
+void Work::block_stream(const Stream& stream) {
+  if (stream.device.is_accelerator()) wait();
+}
+
+bool StreamWork::wait_for(std::chrono::milliseconds timeout) {
+  // Events have no timed wait (nor has cudaEvent): poll, as torch's NCCL watchdog does.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done_.query()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  done_.synchronize();  // rethrows a failure of the queued collective
+  return true;
+}
+
+bool StreamWork::test() {
+  if (!done_.query()) return false;
+  done_.synchronize();
+  return true;
+}
 
 void PromiseWork::rethrow_locked() const {
   if (error_) std::rethrow_exception(error_);

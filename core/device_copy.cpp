@@ -35,6 +35,15 @@ const DeviceCopyFunctions& device_copy(Device device) {
   return *f;
 }
 
+void* launched_address(Device device, const void* ptr, const char* what) {
+  if (!device.is_accelerator()) return const_cast<void*>(ptr);
+  const DeviceCopyFunctions& f = device_copy(device);
+  FSDP_CHECK(f.launched_address != nullptr, ValueError,
+             "{}: {} runs host code on the device's streams, which cannot reach {} memory",
+             device.str(), what, device.str());
+  return ptr == nullptr ? nullptr : f.launched_address(ptr);
+}
+
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
                 std::size_t nbytes) {
   if (nbytes == 0) return;

@@ -20,6 +20,9 @@ struct DeviceCopyFunctions {
   void (*device_to_host)(void* dst, const void* src, std::size_t nbytes, const Stream& stream);
   // Between two buffers of this device type (either device index), queued on `stream`.
   void (*device_to_device)(void* dst, const void* src, std::size_t nbytes, const Stream& stream);
+  // The host address at which work launched on this device's streams reaches a device pointer
+  // (fake_cuda: its host view); null where launched host code cannot reach device memory (CUDA).
+  void* (*launched_address)(const void* device_ptr) = nullptr;
 };
 void register_device_copy(DeviceType type, const DeviceCopyFunctions* functions);
 // Throws naming the device when its type registered none (meta, or a device not built).
@@ -29,5 +32,11 @@ const DeviceCopyFunctions& device_copy(Device device);
 // accelerator type, or cpu to cpu). Between two accelerator types it is a ValueError naming both.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
                 std::size_t nbytes);
+
+// The address at which host code running inside work launched on a stream of `device` (see
+// launch() in core/stream.h) reads and writes `ptr`: `ptr` itself on the cpu. A device whose
+// memory launched host code cannot reach is a ValueError naming it and `what`. Only valid inside
+// launched work: the host itself never dereferences device memory.
+void* launched_address(Device device, const void* ptr, const char* what);
 
 }  // namespace fsdp

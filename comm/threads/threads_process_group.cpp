@@ -9,6 +9,7 @@
 #include "comm/errors.h"
 #include "comm/reduce_kernels.h"
 #include "comm/registry.h"
+#include "core/device_copy.h"
 #include "core/error.h"
 
 namespace fsdp::comm {
@@ -49,7 +50,68 @@ void ThreadsProcessGroup::check_signatures(const Collective& c) {
   }
 }
 
+void ThreadsProcessGroup::check_supported(const Collective& c) const {
+  if (c.kind == CollectiveKind::Barrier || c.device.is_cpu()) return;
+  if (c.device.is_accelerator()) {
+    launched_address(c.device, nullptr, "the threads backend");  // throws when unreachable
+    return;
+  }
+  ProcessGroup::check_supported(c);
+}
+
+std::uint64_t ThreadsProcessGroup::take_ticket() {
+  std::lock_guard lock(turn_mutex_);
+  return next_ticket_++;
+}
+
+void ThreadsProcessGroup::run_at_turn(std::uint64_t ticket, const Collective& c) {
+  {
+    std::unique_lock lock(turn_mutex_);
+    turn_cv_.wait(lock, [&] { return serving_ == ticket; });
+  }
+  struct Next {  // the next ticket's turn comes whether this one succeeded or threw
+    ThreadsProcessGroup* self;
+    ~Next() {
+      {
+        std::lock_guard lock(self->turn_mutex_);
+        ++self->serving_;
+      }
+      self->turn_cv_.notify_all();
+    }
+  } next{this};
+  exchange(c);
+}
+
+Event ThreadsProcessGroup::launch_on_stream(const Collective& c) {
+  const std::uint64_t ticket = take_ticket();
+  launch(c.stream, [this, c, ticket] {
+    Collective h = c;  // the same buffers, as this stream's work reaches them
+    h.input = launched_address(c.device, c.input, "the threads backend");
+    h.output = launched_address(c.device, c.output, "the threads backend");
+    run_at_turn(ticket, h);
+  });
+  Event done(c.stream.device);
+  done.record(c.stream);
+  return done;
+}
+
+std::shared_ptr<Work> ThreadsProcessGroup::execute_async(const Collective& c) {
+  if (c.device.is_accelerator()) return std::make_shared<StreamWork>(launch_on_stream(c));
+  const std::uint64_t ticket = take_ticket();
+  return submit_ordered([this, c, ticket] { run_at_turn(ticket, c); });
+}
+
 void ThreadsProcessGroup::execute(const Collective& c) {
+  // Synchronous on an accelerator means stream-ordered (torch's NCCL collectives without
+  // async_op): queued, the host does not wait.
+  if (c.device.is_accelerator()) {
+    launch_on_stream(c);
+    return;
+  }
+  run_at_turn(take_ticket(), c);
+}
+
+void ThreadsProcessGroup::exchange(const Collective& c) {
   const int n = size(), me = rank();
   ThreadsWorld& w = *world_;
   auto& slot = w.slot(me);

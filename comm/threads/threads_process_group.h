@@ -1,9 +1,18 @@
 // Internal: one rank of a threads-backend group. Collectives exchange buffer pointers through
 // the shared ThreadsWorld and copy/reduce directly between the ranks' buffers: each rank moves its
 // own share of the data, with two barriers per collective and no staging copies.
+//
+// Accelerator buffers (fake_cuda): the collective is queued on its stream, as an NCCL kernel is,
+// and moves the data from there through the addresses launched work reaches the memory by
+// (core/device_copy.h's launched_address); the host never touches device memory. Every
+// collective takes a ticket when issued and runs at its turn, so that those on several streams
+// (FSDP's unshard and post-backward streams) and on the host meet their peers' in issue order.
 #pragma once
 
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,14 +31,26 @@ class ThreadsProcessGroup final : public ProcessGroup {
 
  protected:
   void execute(const Collective& c) override;
+  std::shared_ptr<Work> execute_async(const Collective& c) override;
+  void check_supported(const Collective& c) const override;
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, int new_rank,
                                               int call_index) override;
 
  private:
   void sync(const Collective& c);
   void check_signatures(const Collective& c);
+  // The data movement, on host-addressable buffers, at this collective's turn.
+  void exchange(const Collective& c);
+  // Queues c on its stream; the event after it is c's completion.
+  Event launch_on_stream(const Collective& c);
+  std::uint64_t take_ticket();
+  void run_at_turn(std::uint64_t ticket, const Collective& c);
 
   std::shared_ptr<ThreadsWorld> world_;
+  std::mutex turn_mutex_;
+  std::condition_variable turn_cv_;
+  std::uint64_t next_ticket_ = 0;  // issued
+  std::uint64_t serving_ = 0;      // the ticket whose collective may run now
 };
 
 }  // namespace fsdp::comm

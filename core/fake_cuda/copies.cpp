@@ -51,7 +51,9 @@ void device_to_device(void* dst, const void* src, std::size_t nbytes, const Stre
 }  // namespace
 
 const DeviceCopyFunctions& copy_functions() {
-  static const DeviceCopyFunctions functions{host_to_device, device_to_host, device_to_device};
+  static const DeviceCopyFunctions functions{
+      host_to_device, device_to_host, device_to_device,
+      [](const void* ptr) { return host_view(ptr, "launched work"); }};
   return functions;
 }
 

@@ -1,0 +1,249 @@
+// Threads backend on fake_cuda buffers (each rank on its own device, fake_cuda:rank, as each
+// rank owns a GPU): every collective gives the bytes the cpu path gives; a collective runs in
+// order with its stream's work; Work::block_stream orders another stream after it; collectives on
+// several streams and on the host meet their peers' in issue order.
+#define BOOST_TEST_MODULE comm_threads_device
+#include <fmt/format.h>
+
+#include <boost/test/unit_test.hpp>
+#include <future>
+#include <mutex>
+
+#include "comm/threads/run_ranks.h"
+#include "core/device_copy.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "core/stream.h"
+#include "tests/comm/collective_checks.h"
+
+using namespace fsdp;
+using namespace fsdp::comm;
+using fsdp::comm::testing::Bytes;
+
+namespace {
+
+Device device_of(const ProcessGroup& pg) {
+  return Device(DeviceType::FakeCUDA, pg.rank());
+}
+
+// `bytes` in a fresh storage of `device`, copied on its current stream.
+std::unique_ptr<Storage> to_device(const Bytes& bytes, Device device) {
+  auto s = std::make_unique<Storage>(std::max<std::size_t>(bytes.size(), 1), device);
+  copy_bytes(s->data(), device, bytes.data(), kCPU, bytes.size());
+  return s;
+}
+
+// Reads it back (after the current stream's work: the copy to the host waits for it).
+Bytes to_host(const Storage& s, std::size_t nbytes) {
+  Bytes out(nbytes);
+  copy_bytes(out.data(), kCPU, s.data(), s.device(), nbytes);
+  return out;
+}
+
+// A gate that a test opens to let work it queued on a stream go on.
+class Gate {
+ public:
+  void open() { promise_.set_value(); }
+  auto waiter() const {
+    return [f = future_] { f.wait(); };
+  }
+
+ private:
+  std::promise<void> promise_;
+  std::shared_future<void> future_ = promise_.get_future().share();
+};
+
+// Runs body on every rank; rank threads collect failures, the main thread reports them.
+void on_ranks(int world, const std::function<std::vector<std::string>(ProcessGroup&)>& body) {
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  run_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+    auto mine = body(*pg);
+    device_synchronize(device_of(*pg));  // nothing of this rank is still queued when it returns
+    std::lock_guard lock(mutex);
+    failures.insert(failures.end(), mine.begin(), mine.end());
+  });
+  for (const auto& f : failures) BOOST_ERROR(f);
+}
+
+void expect_equal(std::vector<std::string>& failures, const ProcessGroup& pg, const char* what,
+                  const Bytes& actual, const Bytes& expected, DType dtype) {
+  std::string diff = fsdp::comm::testing::compare(actual, expected, dtype);
+  if (!diff.empty()) failures.push_back(fmt::format("rank {}: {}: {}", pg.rank(), what, diff));
+}
+
+}  // namespace
+
+// Each collective on device buffers against the same call on cpu buffers of the same group.
+BOOST_AUTO_TEST_CASE(collectives_on_fake_cuda_equal_cpu) {
+  for (int world : {2, 3, 4}) {
+    on_ranks(world, [&](ProcessGroup& pg) {
+      std::vector<std::string> failures;
+      const Device dev = device_of(pg);
+      for (DType dtype : {DType::Float32, DType::BFloat16, DType::Int64}) {
+        for (std::size_t count : {std::size_t(1), std::size_t(7), std::size_t(1000)}) {
+          const std::size_t bytes = count * dtype_size(dtype);
+          const Bytes in = fsdp::comm::testing::make_input(dtype, count, pg.rank(), 1);
+          const Bytes wide = fsdp::comm::testing::make_input(dtype, count * world, pg.rank(), 2);
+          const std::string label =
+              fmt::format("{} x {} at {} ranks", dtype_name(dtype), count, world);
+
+          Bytes cpu_out(bytes * world);
+          pg.all_gather(in.data(), cpu_out.data(), count, dtype);
+          auto d_in = to_device(in, dev), d_out = to_device(Bytes(bytes * world), dev);
+          pg.all_gather(d_in->data(), d_out->data(), count, dtype, dev);
+          expect_equal(failures, pg, ("all_gather " + label).c_str(),
+                       to_host(*d_out, bytes * world), cpu_out, dtype);
+
+          Bytes cpu_rs(bytes);
+          pg.reduce_scatter(wide.data(), cpu_rs.data(), count, dtype, ReduceOp::Avg);
+          auto d_wide = to_device(wide, dev), d_rs = to_device(Bytes(bytes), dev);
+          pg.reduce_scatter_async(d_wide->data(), d_rs->data(), count, dtype, ReduceOp::Avg, dev)
+              ->wait();
+          expect_equal(failures, pg, ("reduce_scatter " + label).c_str(), to_host(*d_rs, bytes),
+                       cpu_rs, dtype);
+
+          Bytes cpu_ar = wide;
+          pg.all_reduce(cpu_ar.data(), count * world, dtype, ReduceOp::Sum);
+          auto d_ar = to_device(wide, dev);
+          pg.all_reduce(d_ar->data(), count * world, dtype, ReduceOp::Sum, dev);
+          expect_equal(failures, pg, ("all_reduce " + label).c_str(), to_host(*d_ar, bytes * world),
+                       cpu_ar, dtype);
+
+          Bytes cpu_bc = in;
+          pg.broadcast(cpu_bc.data(), count, dtype, world - 1);
+          auto d_bc = to_device(in, dev);
+          pg.broadcast(d_bc->data(), count, dtype, world - 1, dev);
+          expect_equal(failures, pg, ("broadcast " + label).c_str(), to_host(*d_bc, bytes), cpu_bc,
+                       dtype);
+        }
+      }
+      return failures;
+    });
+  }
+}
+
+// The collective waits for the work queued before it on its stream (here held back by a gate),
+// and a stream that block_stream()ed on it reads the gathered values.
+BOOST_AUTO_TEST_CASE(all_gather_is_ordered_in_its_stream_and_block_stream_orders_another) {
+  on_ranks(2, [](ProcessGroup& pg) {
+    std::vector<std::string> failures;
+    const Device dev = device_of(pg);
+    const Stream unshard = new_stream(dev), compute = current_stream(dev);
+    const int mine = 10 + pg.rank();
+    auto input = to_device(Bytes(sizeof(int)), dev);  // zero until the gated kernel writes it
+    auto output = to_device(Bytes(2 * sizeof(int)), dev);
+    auto seen = to_device(Bytes(2 * sizeof(int)), dev);
+    device_synchronize(dev);
+    Gate gate;
+    std::shared_ptr<Work> work;
+    {
+      StreamGuard guard(unshard);
+      launch(unshard, gate.waiter());
+      void* in = launched_address(dev, input->data(), "test");
+      launch(unshard, [in, mine] { *static_cast<int*>(in) = mine; });
+      work = pg.all_gather_async(input->data(), output->data(), 1, DType::Int32, dev);
+    }
+    if (work->test()) failures.push_back("the all_gather finished before its stream's input");
+    work->block_stream(compute);
+    void* out = launched_address(dev, output->data(), "test");
+    void* copy = launched_address(dev, seen->data(), "test");
+    launch(compute, [out, copy] { std::memcpy(copy, out, 2 * sizeof(int)); });
+    gate.open();
+    Bytes got = to_host(*seen, 2 * sizeof(int));  // on the compute stream
+    int values[2];
+    std::memcpy(values, got.data(), sizeof values);
+    if (values[0] != 10 || values[1] != 11)
+      failures.push_back(fmt::format("rank {}: compute stream saw {} {}, expected 10 11", pg.rank(),
+                                     values[0], values[1]));
+    work->wait();
+    return failures;
+  });
+}
+
+// Rank 0 holds back its all_gather's stream; its reduce_scatter, issued later on another stream,
+// must still meet the peers' reduce_scatter, not their all_gather (issue order, not readiness).
+BOOST_AUTO_TEST_CASE(collectives_on_two_streams_and_the_host_meet_in_issue_order) {
+  on_ranks(2, [](ProcessGroup& pg) {
+    std::vector<std::string> failures;
+    const Device dev = device_of(pg);
+    const Stream unshard = new_stream(dev), post_backward = new_stream(dev);
+    auto ag_in = to_device(Bytes(4, std::uint8_t(1 + pg.rank())), dev);
+    auto ag_out = to_device(Bytes(8), dev);
+    auto rs_in = to_device(Bytes(2, std::uint8_t(3)), dev);  // uint8 sums: 3 + 3
+    auto rs_out = to_device(Bytes(1), dev);
+    device_synchronize(dev);
+    Gate gate;
+    if (pg.rank() == 0) launch(unshard, gate.waiter());
+    Collective ag;
+    ag.kind = CollectiveKind::AllGather;
+    ag.input = ag_in->data();
+    ag.output = ag_out->data();
+    ag.count = 4;
+    ag.dtype = DType::UInt8;
+    ag.device = dev;
+    ag.stream = unshard;
+    auto ag_work = pg.run_async(ag);
+    Collective rs = ag;
+    rs.kind = CollectiveKind::ReduceScatter;
+    rs.input = rs_in->data();
+    rs.output = rs_out->data();
+    rs.count = 1;
+    rs.stream = post_backward;
+    auto rs_work = pg.run_async(rs);
+    std::int64_t loss = 1;
+    auto host_work = pg.all_reduce_async(&loss, 1, DType::Int64);  // on the host, after both
+    if (pg.rank() == 0) {
+      if (rs_work->wait_for(std::chrono::milliseconds(50)))
+        failures.push_back("the reduce_scatter ran before the earlier all_gather");
+      gate.open();
+    }
+    host_work->wait();
+    if (loss != 2) failures.push_back(fmt::format("rank {}: loss {}", pg.rank(), loss));
+    ag_work->wait();
+    rs_work->wait();
+    StreamGuard guard(post_backward);
+    if (to_host(*rs_out, 1) != Bytes{6}) failures.push_back("reduce_scatter: expected 6");
+    if (to_host(*ag_out, 8) != Bytes{1, 1, 1, 1, 2, 2, 2, 2})
+      failures.push_back(fmt::format("rank {}: all_gather's bytes differ", pg.rank()));
+    return failures;
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_stream_of_another_device_is_refused) {
+  on_ranks(2, [](ProcessGroup& pg) {
+    std::vector<std::string> failures;
+    const Device dev = device_of(pg), other(DeviceType::FakeCUDA, 5);
+    auto buf = to_device(Bytes(4), dev);
+    Collective c;
+    c.kind = CollectiveKind::AllReduce;
+    c.output = buf->data();
+    c.count = 1;
+    c.device = dev;
+    c.stream = default_stream(other);
+    try {
+      pg.run(c);
+      failures.push_back("no error");
+    } catch (const ValueError& e) {
+      const std::string expected = fmt::format(
+          "threads rank {}/2: invalid all_reduce(count=1, dtype=float32, op=sum, "
+          "device=fake_cuda:{}): "
+          "its stream 0 is on fake_cuda:5, not on the buffers' fake_cuda:{}",
+          pg.rank(), pg.rank(), pg.rank());
+      if (e.what() != expected) failures.push_back(e.what());
+    }
+    return failures;
+  });
+}
+
+// A collective the host ran: nothing to order on the cpu's stream.
+BOOST_AUTO_TEST_CASE(block_stream_on_a_host_collective) {
+  on_ranks(2, [](ProcessGroup& pg) {
+    std::vector<std::string> failures;
+    float v = float(pg.rank() + 1);
+    auto work = pg.all_reduce_async(&v, 1, DType::Float32);
+    work->block_stream(current_stream(device_of(pg)));
+    if (v != 3.0f) failures.push_back(fmt::format("rank {}: {} after block_stream", pg.rank(), v));
+    return failures;
+  });
+}
