@@ -52,12 +52,17 @@ void CommScheduler::finish_front() {
   PendingReduction r = std::move(pending_.front());
   pending_.pop_front();
   autograd::NoGradGuard no_grad;
+  std::optional<StreamGuard> on_stream;
+  if (post_backward_) on_stream.emplace(*post_backward_);
   try {
-    if (r.work) wait(*r.work);
+    if (r.work && post_backward_)
+      r.work->block_stream(*post_backward_);
+    else if (r.work)
+      wait(*r.work);
     if (r.replicate != nullptr && r.replicate->size() > 1) {
       const auto t0 = std::chrono::steady_clock::now();
       r.replicate->all_reduce(r.output.data_ptr(), static_cast<std::size_t>(r.output.numel()),
-                              r.output.dtype());
+                              r.output.dtype(), comm::ReduceOp::Sum, r.output.device());
       blocked_seconds_ +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }

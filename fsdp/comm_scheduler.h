@@ -2,15 +2,18 @@
 // for all-gathers, one for gradient reductions, each a group of the same ranks), so that a
 // reduce-scatter never delays the next prefetch all-gather. Reductions in flight keep their
 // buffers alive until they are finished; the time the rank's thread spends blocked waiting for a
-// collective is counted (the "exposed communication" of the benchmarks).
+// collective is counted (the "exposed communication" of the benchmarks). On an accelerator the
+// reductions finish on the post-backward stream instead (fsdp/streams.h).
 #pragma once
 
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/process_group.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "fsdp/events.h"
 
@@ -40,6 +43,10 @@ class CommScheduler {
   comm::ProcessGroup& all_gather_queue(const std::shared_ptr<comm::ProcessGroup>& group);
   comm::ProcessGroup& reduce_queue(const std::shared_ptr<comm::ProcessGroup>& group);
 
+  // Accelerators: reductions finish on this stream (their collectives were queued there), with
+  // no host wait (fsdp/streams.h). Unset on the cpu: the host waits for each.
+  void set_post_backward_stream(const Stream& stream) { post_backward_ = stream; }
+
   void enqueue(PendingReduction r);
   // Finishes reductions, oldest first, until at most `max_in_flight` remain (by count: the same
   // on every rank).
@@ -62,6 +69,7 @@ class CommScheduler {
   std::map<comm::ProcessGroup*, Queues> queues_;
   std::deque<PendingReduction> pending_;
   double blocked_seconds_ = 0;
+  std::optional<Stream> post_backward_;
 };
 
 }  // namespace fsdp

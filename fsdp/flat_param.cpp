@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
@@ -172,7 +174,8 @@ bool FlatParamHandle::unshard_in_flight_in(bool full_precision) const {
          (!uses_param_mixed_precision() || unsharded_low_ == !full_precision);
 }
 
-void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precision) {
+void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precision,
+                                    const RootStreams* streams) {
   if (!needs_unshard() || is_unsharded_in(full_precision) || unshard_in_flight_in(full_precision))
     return;
   if (unsharded_ || pending_unshard_) reshard();  // unsharded in the other precision
@@ -193,19 +196,39 @@ void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precisi
   const bool into_full_prec = uses_param_mixed_precision() && !low;
   Storage& storage = into_full_prec ? *full_prec_storage_ : *full_storage_;
   const Tensor& dst = into_full_prec ? full_prec_padded_ : full_padded_;
+  const bool on_streams = streams != nullptr && streams->on_accelerator();
+  // On an accelerator the buffer is allocated on the unshard stream, the cast runs on the
+  // pre-unshard stream, and the all-gather is queued on the unshard stream after it.
+  std::optional<StreamGuard> gather_stream;
+  if (on_streams) gather_stream.emplace(streams->unshard);
   {
     MemoryCategoryScope category(MemoryCategory::Parameters);
     storage.resize(static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dst.dtype()));
   }
   const void* src = local_shard_.data_ptr();
   if (low) {
+    std::optional<StreamGuard> cast_stream;
+    if (on_streams) cast_stream.emplace(streams->pre_unshard);
     MemoryCategoryScope category(MemoryCategory::CommBuffers);
     mp_shard_ = empty({layout_.shard_numel}, TensorOptions(compute_dtype_, local_shard_.device()));
     copy_unversioned(mp_shard_, local_shard_);
     src = mp_shard_.data_ptr();
   }
-  pending_unshard_ = group.all_gather_async(
-      src, dst.data_ptr(), static_cast<std::size_t>(layout_.shard_numel), dst.dtype());
+  if (on_streams) {
+    streams->unshard.wait_stream(streams->pre_unshard);
+    // The host frees the cast shard once the all-gather is waited for, not when it has run.
+    if (low) mp_shard_.storage()->record_stream(streams->unshard);
+  }
+  pending_unshard_ =
+      group.all_gather_async(src, dst.data_ptr(), static_cast<std::size_t>(layout_.shard_numel),
+                             dst.dtype(), local_shard_.device());
+}
+
+void FlatParamHandle::record_unsharded_use(const Stream& stream) {
+  if (!needs_unshard() || !unsharded_) return;
+  if (full_storage_->nbytes() > 0) full_storage_->record_stream(stream);
+  if (full_prec_storage_ && full_prec_storage_->nbytes() > 0)
+    full_prec_storage_->record_stream(stream);
 }
 
 void FlatParamHandle::wait_unshard(const std::function<void(comm::Work&)>& wait) {

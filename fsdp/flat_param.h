@@ -16,6 +16,7 @@
 #include "core/module.h"
 #include "fsdp/flat_param_layout.h"
 #include "fsdp/sharding.h"
+#include "fsdp/streams.h"
 
 namespace fsdp {
 
@@ -66,6 +67,7 @@ class FlatParamHandle {
   const Tensor& flat_param() const { return flat_param_; }
   // This rank's shard [shard_numel] (for NO_SHARD the whole flat buffer).
   const Tensor& local_shard() const { return local_shard_; }
+  Device device() const { return local_shard_.device(); }
   DType dtype() const { return dtype_; }
   // The dtype of the unsharded parameters in forward and backward, and of gradient reduction.
   DType compute_dtype() const { return compute_dtype_; }
@@ -87,8 +89,11 @@ class FlatParamHandle {
   bool unshard_in_flight_in(bool full_precision) const;
   // Allocates the unsharded buffer and starts the all-gather on `group` (no-op if unsharded in
   // that precision; unsharded in the other one, it reshards first). Mixed precision: the shard
-  // is cast to the compute dtype first, so the all-gather moves 16-bit elements.
-  void unshard_async(comm::ProcessGroup& group, bool full_precision = false);
+  // is cast to the compute dtype first, so the all-gather moves 16-bit elements. On an
+  // accelerator (`streams`): the cast on the pre-unshard stream, the buffer and the all-gather on
+  // the unshard stream (fsdp/streams.h).
+  void unshard_async(comm::ProcessGroup& group, bool full_precision = false,
+                     const RootStreams* streams = nullptr);
   // Waits for an all-gather in flight (through `wait` when given, e.g. to time it); afterwards
   // the unsharded buffer holds the parameters.
   void wait_unshard(const std::function<void(comm::Work&)>& wait = nullptr);
@@ -103,6 +108,10 @@ class FlatParamHandle {
   void use_forward_views_in_backward();
   // Frees the unsharded buffer and points the flat parameter back at the shard.
   void reshard();
+  // Accelerators: the unsharded buffer is in use on `stream` (the compute stream), so that a
+  // reshard's free waits for that work before the block is reused (upstream's record_stream in
+  // _free_unsharded_flat_param).
+  void record_unsharded_use(const Stream& stream);
   // use_orig_params: the module slots hold the original Parameters again, as views of the
   // shard (1-D, possibly empty; the original shape for NO_SHARD). A no-op otherwise.
   void use_sharded_views();

@@ -67,7 +67,7 @@ void broadcast_module_states(const std::vector<std::pair<nn::Module*, std::strin
       FSDP_CHECK(t.is_contiguous(), ValueError,
                  "sync_module_states: a parameter or buffer of shape {} is not contiguous",
                  shape_str(t.shape()));
-      g.broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), t.dtype(), 0);
+      g.broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), t.dtype(), 0, t.device());
     }
   };
   broadcast(*unit.shard_group);

@@ -183,9 +183,9 @@ std::map<std::string, std::map<std::string, Tensor>> full_optim_state_dict(
       }
       Tensor full = shard;
       if (h.sharded()) {
-        full = empty({layout.padded_numel}, TensorOptions(h.dtype()));
-        shards[begin].unit->process_group()->all_gather(shard.data_ptr(), full.data_ptr(),
-                                                        layout.shard_numel, h.dtype());
+        full = empty({layout.padded_numel}, TensorOptions(h.dtype(), shard.device()));
+        shards[begin].unit->process_group()->all_gather(
+            shard.data_ptr(), full.data_ptr(), layout.shard_numel, h.dtype(), shard.device());
       }
       if (!keep) continue;
       for (std::size_t k = begin; k < end; ++k) {

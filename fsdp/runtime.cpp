@@ -105,6 +105,8 @@ Tensor RootState::buffer_for_state_dict(const Tensor& buffer) const {
 
 void RootState::final_callback() {
   comm.finish_reductions(0);
+  // The optimizer reads the reduced gradients on the compute stream.
+  if (streams.on_accelerator()) streams.compute().wait_stream(streams.post_backward);
   for (auto* u : units) {
     auto* h = u->handle();
     if (h == nullptr) continue;
@@ -154,6 +156,14 @@ void UnitRuntime::lazy_init() {
     r.fqn_ = name;
     state_->units.push_back(&r);
   });
+  // The streams of the tree's device (its first flat parameter's).
+  for (auto* u : state_->units)
+    if (u->handle_ != nullptr) {
+      state_->streams = RootStreams::for_device(u->handle_->device());
+      break;
+    }
+  if (state_->streams.on_accelerator())
+    state_->comm.set_post_backward_stream(state_->streams.post_backward);
   // The collective queues, made in the same order on every rank.
   for (auto* u : state_->units) {
     if (u->handle_ == nullptr || u->config_.shard_group->size() == 1) continue;
@@ -260,17 +270,30 @@ void UnitRuntime::unshard(bool prefetch, bool full_precision) {
           static_cast<std::uint64_t>(collective_elements(*h, config_).all_gather) *
           dtype_size(full_precision || !h->uses_param_mixed_precision() ? h->dtype()
                                                                         : h->compute_dtype());
-    h->unshard_async(state_->comm.all_gather_queue(config_.shard_group), full_precision);
+    auto& st = *state_;
+    if (st.streams.on_accelerator() && config_.limit_all_gathers) {
+      // Upstream's rate limiter: at most two units freed on the host but still in use on the
+      // device; the host waits for the oldest before allocating another unsharded buffer.
+      if (std::optional<Event> freed = st.free_events.dequeue_if_needed()) freed->synchronize();
+    }
+    h->unshard_async(st.comm.all_gather_queue(config_.shard_group), full_precision, &st.streams);
   }
   if (prefetch) return;
   try {
-    h->wait_unshard([this](comm::Work& w) { state_->comm.wait(w); });
+    h->wait_unshard([this](comm::Work& w) { wait_for_all_gather(w); });
   } catch (const std::exception& e) {
     throw RuntimeError(
         fmt::format("FSDP unit '{}' on rank {}: all-gather of its parameters "
                     "failed: {}",
                     fqn_, config_.shard_group->world_rank(config_.shard_group->rank()), e.what()));
   }
+}
+
+void UnitRuntime::wait_for_all_gather(comm::Work& work) {
+  if (state_->streams.on_accelerator())
+    work.block_stream(state_->streams.compute());
+  else
+    state_->comm.wait(work);
 }
 
 UnitRuntime* UnitRuntime::handle_to_prefetch(PrefetchPoint point) const {
@@ -313,10 +336,23 @@ void UnitRuntime::prefetch(UnitRuntime* next) {
 void UnitRuntime::reshard(bool record) {
   auto* h = handle_.get();
   if (h == nullptr || !h->needs_unshard()) return;
-  if (h->unshard_in_flight()) h->wait_unshard();
+  if (h->unshard_in_flight()) h->wait_unshard([this](comm::Work& w) { wait_for_all_gather(w); });
   if (!h->is_unsharded()) return;
   if (record) state_->record(RuntimeEvent::Kind::Reshard, *this);
+  RootState& st = *state_;
+  if (!st.streams.on_accelerator()) {
+    h->reshard();
+    return;
+  }
+  // The block goes back to the allocator once the compute stream's work so far is done; the
+  // event lets the next unshard wait for that (limit_all_gathers).
+  h->record_unsharded_use(st.streams.compute());
   h->reshard();
+  if (config_.limit_all_gathers) {
+    Event freed(st.streams.device);
+    freed.record();
+    st.free_events.enqueue(freed);
+  }
 }
 
 void UnitRuntime::pre_forward() {
@@ -334,6 +370,7 @@ void UnitRuntime::pre_forward() {
       st.final_callback_queued = false;
       st.reshard_all();
       cast_buffers_for_mode();
+      st.streams.wait_for_compute();
     }
   }
   if (handle_ == nullptr) return;
@@ -396,9 +433,17 @@ void UnitRuntime::post_backward() {
   if (!st.sync_gradients) return;
 
   // Reduce: cast to the reduction dtype, pre-divide, reduce-scatter (all-reduce for NO_SHARD) on
-  // the reduction queue.
+  // the reduction queue; on an accelerator all on the post-backward stream, after the compute
+  // stream's work that produced the gradient.
   autograd::NoGradGuard no_grad;
+  std::optional<StreamGuard> reduce_stream;
+  if (st.streams.on_accelerator()) {
+    st.streams.post_backward.wait_stream(st.streams.compute());
+    reduce_stream.emplace(st.streams.post_backward);
+  }
   Tensor g = h->take_unsharded_grad();
+  // Freed on the host while the post-backward stream still reads it.
+  if (reduce_stream) g.storage()->record_stream(st.streams.post_backward);
   if (g.dtype() != h->reduce_dtype()) {
     MemoryCategoryScope category(MemoryCategory::CommBuffers);
     g = g.to(h->reduce_dtype());
@@ -421,13 +466,14 @@ void UnitRuntime::post_backward() {
   if (shard_size > 1) {
     auto& queue = st.comm.reduce_queue(config_.shard_group);
     if (h->sharded()) {
-      r.output = empty({h->layout().shard_numel}, TensorOptions(g.dtype()));
-      r.work =
-          queue.reduce_scatter_async(g.data_ptr(), r.output.data_ptr(),
-                                     static_cast<std::size_t>(h->layout().shard_numel), g.dtype());
+      r.output = empty({h->layout().shard_numel}, TensorOptions(g.dtype(), g.device()));
+      r.work = queue.reduce_scatter_async(g.data_ptr(), r.output.data_ptr(),
+                                          static_cast<std::size_t>(h->layout().shard_numel),
+                                          g.dtype(), comm::ReduceOp::Sum, g.device());
     } else {
       r.output = g;
-      r.work = queue.all_reduce_async(g.data_ptr(), static_cast<std::size_t>(g.numel()), g.dtype());
+      r.work = queue.all_reduce_async(g.data_ptr(), static_cast<std::size_t>(g.numel()), g.dtype(),
+                                      comm::ReduceOp::Sum, g.device());
     }
   } else {
     r.output = h->sharded() ? g.narrow(0, 0, h->layout().shard_numel).contiguous() : g;
@@ -513,6 +559,7 @@ void UnitRuntime::run_around_container_modules(nn::Module& container,
 
 void UnitRuntime::unshard_now() {
   if (!state_) lazy_init();
+  state_->streams.wait_for_compute();
   unshard(false, /*full_precision=*/true);
   if (handle_ != nullptr) {
     autograd::NoGradGuard no_grad;

@@ -17,6 +17,7 @@
 #include "fsdp/comm_scheduler.h"
 #include "fsdp/events.h"
 #include "fsdp/flat_param.h"
+#include "fsdp/streams.h"
 #include "policies/options.h"
 
 namespace fsdp {
@@ -91,6 +92,9 @@ class UnitRuntime {
   // Marks "<unit> forward|backward" on the memory timeline this thread records into, if any.
   void mark_unit_event(const char* what) const;
   void reshard(bool record = true);
+  // Waits for this unit's all-gather: the host on the cpu (timed), the compute stream on an
+  // accelerator.
+  void wait_for_all_gather(comm::Work& work);
   void register_post_backward_hook();
 
   FullyShardedDataParallel& owner_;
@@ -126,6 +130,8 @@ struct RootState {
   std::vector<RuntimeEvent> events;
   CommScheduler comm;
   std::vector<MixedPrecisionBuffer> mixed_precision_buffers;
+  RootStreams streams;         // on the cpu: the cpu's one stream
+  FreeEventQueue free_events;  // accelerators, limit_all_gathers
 
   void record(RuntimeEvent::Kind kind, const UnitRuntime& unit);
   // Position of `unit` in forward_order (-1 when absent).

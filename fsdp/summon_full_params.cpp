@@ -29,10 +29,10 @@ SummonFullParams::SummonFullParams(FullyShardedDataParallel& root, bool writebac
     const Tensor g = h->flat_param().grad();
     if (with_grads && g.defined()) {
       if (h->sharded()) {
-        full_grad = empty({h->layout().padded_numel}, TensorOptions(g.dtype()));
+        full_grad = empty({h->layout().padded_numel}, TensorOptions(g.dtype(), g.device()));
         u->process_group()->all_gather(g.data_ptr(), full_grad.data_ptr(),
-                                       static_cast<std::size_t>(h->layout().shard_numel),
-                                       g.dtype());
+                                       static_cast<std::size_t>(h->layout().shard_numel), g.dtype(),
+                                       g.device());
       } else {
         full_grad = g;
       }
