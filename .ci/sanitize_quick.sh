@@ -8,7 +8,8 @@
 #     there is silent corruption), the intra-op thread pool (core/parallel.h, built on its
 #     own with tests/core/ops/pool_stress.cpp), and streams on the fake_cuda device (its
 #     streams are worker threads: tests/core/streams, its kernel table and the stream
-#     sanitizer included);
+#     sanitizer included, and the threads backend on fake_cuda buffers:
+#     tests/comm/test_comm_threads_device);
 #   - libFuzzer (build-fuzz/, clang): every target of tests/fuzz/run_fuzzers.sh (the model file,
 #     the policy expression, safetensors, the three command lines, the TcpStore wire format)
 #     for FSDP_FUZZ_CI_SECONDS (default 15) each from its seed corpus. The targets link the GCC

@@ -30,6 +30,10 @@ ThreadsProcessGroup::ThreadsProcessGroup(int rank, std::shared_ptr<ThreadsWorld>
 
 ThreadsProcessGroup::~ThreadsProcessGroup() {
   shutdown_executor();
+  // Collectives still queued on device streams use this object: wait for them, as the executor
+  // finishes its queued ones.
+  std::unique_lock lock(turn_mutex_);
+  turn_cv_.wait(lock, [&] { return serving_ == next_ticket_; });
 }
 
 void ThreadsProcessGroup::sync(const Collective& c) {
