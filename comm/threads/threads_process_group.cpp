@@ -57,7 +57,12 @@ void ThreadsProcessGroup::check_signatures(const Collective& c) {
 void ThreadsProcessGroup::check_supported(const Collective& c) const {
   if (c.kind == CollectiveKind::Barrier || c.device.is_cpu()) return;
   if (c.device.is_accelerator()) {
-    launched_address(c.device, nullptr, "the threads backend");  // throws when unreachable
+    try {
+      launched_address(c.device, nullptr, "the threads backend");  // throws when unreachable
+    } catch (const Error& e) {
+      throw ValueError(fmt::format("{}: {} needs memory that work on a stream reaches: {}", where(),
+                                   describe(c), e.what()));
+    }
     return;
   }
   ProcessGroup::check_supported(c);

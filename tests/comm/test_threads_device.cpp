@@ -236,6 +236,26 @@ BOOST_AUTO_TEST_CASE(a_stream_of_another_device_is_refused) {
   });
 }
 
+// CUDA memory is out of reach of host code on a stream: refused naming the group, the call and
+// why (this build's reason, or the device's).
+BOOST_AUTO_TEST_CASE(a_device_whose_memory_host_code_cannot_reach_is_refused) {
+  on_ranks(1, [](ProcessGroup& pg) {
+    std::vector<std::string> failures;
+    const Device cuda(DeviceType::CUDA, 0);
+    float x = 0;
+    try {
+      pg.all_reduce(&x, 1, DType::Float32, ReduceOp::Sum, cuda);
+      failures.push_back("no error");
+    } catch (const ValueError& e) {
+      const std::string prefix =
+          "threads rank 0/1: all_reduce(count=1, dtype=float32, op=sum, device=cuda:0) needs "
+          "memory that work on a stream reaches: cuda:0: ";
+      if (std::string(e.what()).rfind(prefix, 0) != 0) failures.push_back(e.what());
+    }
+    return failures;
+  });
+}
+
 // A collective the host ran: nothing to order on the cpu's stream.
 BOOST_AUTO_TEST_CASE(block_stream_on_a_host_collective) {
   on_ranks(2, [](ProcessGroup& pg) {
