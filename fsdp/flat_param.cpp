@@ -389,6 +389,10 @@ void FlatParamHandle::accumulate_reduced_grad(const Tensor& shard_grad) {
   }
 }
 
+void FlatParamHandle::record_reduced_grad_use(const Stream& stream) {
+  if (saved_grad_shard_.defined()) saved_grad_shard_.storage()->record_stream(stream);
+}
+
 void FlatParamHandle::finalize_gradients(bool synced) {
   if (!synced) {
     unreduced_grad_kept_ = flat_param_.grad().defined();

@@ -140,6 +140,9 @@ class FlatParamHandle {
   // parameters' .grad as views of it) is the reduced sharded gradient. Under no_sync(): the
   // unreduced gradient stays in .grad for the next backward to accumulate into.
   void finalize_gradients(bool synced);
+  // Accelerators: the reduced gradient, made on the post-backward stream, is used on `stream`
+  // (the compute stream: the optimizer), so that its free waits for that work.
+  void record_reduced_grad_use(const Stream& stream);
   // use_orig_params: the original parameters' .grad are views of the flat (sharded) gradient.
   void use_sharded_grad_views();
 

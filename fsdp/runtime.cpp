@@ -114,6 +114,7 @@ void RootState::final_callback() {
     // or that keep parameters under no_sync().
     if (h->needs_unshard() && (h->is_unsharded() || h->unshard_in_flight())) u->reshard();
     if (!h->needs_unshard()) h->use_sharded_views();
+    if (streams.on_accelerator()) h->record_reduced_grad_use(streams.compute());
     h->finalize_gradients(sync_gradients);
   }
   for (auto* u : units) {

@@ -19,7 +19,7 @@
 namespace fsdp {
 
 struct RootStreams {
-  Device device;  // the flat parameters' device (set by for_device)
+  Device device;         // the flat parameters' device (set by for_device)
   Stream unshard;        // all-gathers
   Stream post_backward;  // reduce-scatters (all-reduces for NO_SHARD, HYBRID's replica step)
   Stream pre_unshard;    // mixed-precision casts of the shards before their all-gather
