@@ -8,8 +8,8 @@
 #     there is silent corruption), the intra-op thread pool (core/parallel.h, built on its
 #     own with tests/core/ops/pool_stress.cpp), and streams on the fake_cuda device (its
 #     streams are worker threads: tests/core/streams, its kernel table and the stream
-#     sanitizer included, and the threads backend on fake_cuda buffers:
-#     tests/comm/test_comm_threads_device);
+#     sanitizer included, and collectives on fake_cuda buffers:
+#     tests/comm/test_comm_device_buffers);
 #   - libFuzzer (build-fuzz/, clang): every target of tests/fuzz/run_fuzzers.sh (the model file,
 #     the policy expression, safetensors, the three command lines, the TcpStore wire format)
 #     for FSDP_FUZZ_CI_SECONDS (default 15) each from its seed corpus. The targets link the GCC
@@ -58,7 +58,7 @@ gloo=()
 [ -f "$asan/build.ninja" ] && grep -q "test_comm_gloo" "$asan/build.ninja" &&
   gloo=(tests/comm/test_comm_gloo)
 stream_tests=(tests/core/streams/test_core_streams tests/core/streams/test_fake_cuda
-              tests/comm/test_comm_threads_device)
+              tests/comm/test_comm_device_buffers)
 ninja -C "$asan" "${comm_tests[@]}" "${gloo[@]}" "${stream_tests[@]}" >/dev/null
 for t in "${comm_tests[@]}" "${stream_tests[@]}"; do
   run "asan+ubsan $(basename "$t")" "$asan/$t"

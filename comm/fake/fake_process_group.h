@@ -1,7 +1,8 @@
 // FakeProcessGroup: a group of any rank and size that never communicates (PyTorch's
 // DummyProcessGroup). FSDP's construction and sharding logic can run as "rank 3 of 8" without any
-// peer. At size 1 every collective is the identity (a copy where input and output differ); at
-// size > 1 every collective throws UnsupportedCollectiveError naming the collective, rank and size.
+// peer. At size 1 every collective is the identity (a copy where input and output differ, queued
+// on the collective's stream for accelerator buffers); at size > 1 every collective throws
+// UnsupportedCollectiveError naming the collective, rank and size.
 #pragma once
 
 #include <memory>

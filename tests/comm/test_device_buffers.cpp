@@ -1,14 +1,16 @@
-// Threads backend on fake_cuda buffers (each rank on its own device, fake_cuda:rank, as each
-// rank owns a GPU): every collective gives the bytes the cpu path gives; a collective runs in
-// order with its stream's work; Work::block_stream orders another stream after it; collectives on
-// several streams and on the host meet their peers' in issue order.
-#define BOOST_TEST_MODULE comm_threads_device
+// Collectives on fake_cuda buffers. The threads backend (each rank on its own device,
+// fake_cuda:rank, as each rank owns a GPU): every collective gives the bytes the cpu path gives; a
+// collective runs in order with its stream's work; Work::block_stream orders another stream after
+// it; collectives on several streams and on the host meet their peers' in issue order. The fake
+// group of one rank: its identity copy is queued on the stream.
+#define BOOST_TEST_MODULE comm_device_buffers
 #include <fmt/format.h>
 
 #include <boost/test/unit_test.hpp>
 #include <future>
 #include <mutex>
 
+#include "comm/fake/fake_process_group.h"
 #include "comm/threads/run_ranks.h"
 #include "core/device_copy.h"
 #include "core/error.h"
@@ -266,4 +268,23 @@ BOOST_AUTO_TEST_CASE(block_stream_on_a_host_collective) {
     if (v != 3.0f) failures.push_back(fmt::format("rank {}: {} after block_stream", pg.rank(), v));
     return failures;
   });
+}
+
+// Size 1: all_gather and reduce_scatter copy input to output, in order with the stream's work.
+BOOST_AUTO_TEST_CASE(a_fake_group_of_one_rank_copies_on_the_stream) {
+  FakeProcessGroup pg(0, 1);
+  const Device dev(DeviceType::FakeCUDA, 0);
+  const Stream s = new_stream(dev);
+  StreamGuard guard(s);
+  auto in = to_device(Bytes{1, 2, 3, 4}, dev), out = to_device(Bytes(4), dev);
+  Gate gate;
+  launch(s, gate.waiter());
+  auto work = pg.all_gather_async(in->data(), out->data(), 4, DType::UInt8, dev);
+  BOOST_TEST(!work->test());  // queued behind the gate
+  gate.open();
+  work->wait();
+  BOOST_TEST((to_host(*out, 4) == Bytes{1, 2, 3, 4}));
+  auto rs_out = to_device(Bytes(4), dev);
+  pg.reduce_scatter(in->data(), rs_out->data(), 4, DType::UInt8, ReduceOp::Sum, dev);
+  BOOST_TEST((to_host(*rs_out, 4) == Bytes{1, 2, 3, 4}));
 }
