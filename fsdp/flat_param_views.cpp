@@ -12,10 +12,11 @@ namespace {
 
 class FlatParamViewsBackward final : public autograd::Node {
  public:
-  FlatParamViewsBackward(std::int64_t flat_numel, DType dtype, std::vector<Shape> shapes,
-                         std::vector<std::int64_t> offsets)
+  FlatParamViewsBackward(std::int64_t flat_numel, DType dtype, Device device,
+                         std::vector<Shape> shapes, std::vector<std::int64_t> offsets)
       : flat_numel_(flat_numel),
         dtype_(dtype),
+        device_(device),
         shapes_(std::move(shapes)),
         offsets_(std::move(offsets)) {
     set_num_outputs(static_cast<std::uint32_t>(shapes_.size()));
@@ -24,7 +25,7 @@ class FlatParamViewsBackward final : public autograd::Node {
 
   autograd::variable_list apply(autograd::variable_list&& grads) override {
     MemoryCategoryScope category(MemoryCategory::Gradients);
-    Tensor flat_grad = zeros({flat_numel_}, TensorOptions(dtype_));
+    Tensor flat_grad = zeros({flat_numel_}, TensorOptions(dtype_, device_));
     for (std::size_t i = 0; i < grads.size() && i < shapes_.size(); ++i) {
       if (!grads[i].defined()) continue;
       FSDP_CHECK(grads[i].shape() == shapes_[i], RuntimeError,
@@ -39,6 +40,7 @@ class FlatParamViewsBackward final : public autograd::Node {
  private:
   std::int64_t flat_numel_;
   DType dtype_;
+  Device device_;  // the flat parameter's: its gradient is made there
   std::vector<Shape> shapes_;
   std::vector<std::int64_t> offsets_;
 };
@@ -63,8 +65,8 @@ std::vector<Tensor> flat_param_views(const Tensor& flat, const std::vector<Shape
                               flat.storage_offset() + offsets[i]));
   }
   if (autograd::any_requires_grad({flat})) {
-    auto node =
-        std::make_shared<FlatParamViewsBackward>(flat.numel(), flat.dtype(), shapes, offsets);
+    auto node = std::make_shared<FlatParamViewsBackward>(flat.numel(), flat.dtype(), flat.device(),
+                                                         shapes, offsets);
     autograd::set_history({flat}, views, node);
   }
   return views;

@@ -25,7 +25,6 @@ KERNEL_FILES = {"core/optim/update_kernels.cpp", "core/optim/update_kernels.h",
                 "core/ops/op_utils.h"}
 
 NOT_MIGRATED = {
-    "fsdp/flat_param_views.cpp",
     "fsdp/fully_sharded_data_parallel.cpp",
     "fsdp/optim_state_dict.cpp",
 }

@@ -30,7 +30,9 @@ Tensor kernel_view(const Tensor& t, const char* op) {
   if (t.device().is_cpu()) return t.clone();
   auto impl = std::make_shared<TensorImpl>();
   const auto& storage = t.impl()->storage;
-  impl->storage = Storage::borrowed(host_view(storage->data(), op), storage->nbytes(), kCPU);
+  // An empty tensor's storage may hold no memory at all (a rank's empty piece of a parameter).
+  void* host = storage->data() == nullptr ? nullptr : host_view(storage->data(), op);
+  impl->storage = Storage::borrowed(host, storage->nbytes(), kCPU);
   impl->set_sizes(t.shape());
   impl->strides = t.strides();
   impl->offset = t.storage_offset();

@@ -86,14 +86,19 @@ RunResult run_mlp(int world, const RunOptions& o) {
   RunResult result;
   std::mutex mu;
   on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
-    auto fsdp = wrap_mlp(mlp(7), pg, o);
+    const Device device =
+        o.on_fake_cuda ? Device(DeviceType::FakeCUDA, pg->rank()) : Device(DeviceType::CPU);
+    auto model = mlp(7);
+    model->to(device);
+    auto fsdp = wrap_mlp(model, pg, o);
     auto opt = make_mlp_optimizer(o.optimizer, fsdp->parameters());
     std::vector<double> losses;
     for (int step = 0; step < o.steps; ++step) {
       auto [x, y] = global_batch(step, world, o.batch);
       opt->zero_grad();
-      Tensor out = (*fsdp)(rows(x, pg->rank() * o.batch, o.batch)).tensor();
-      Tensor loss = mse_loss(out.to(DType::Float32), rows(y, pg->rank() * o.batch, o.batch));
+      Tensor out = (*fsdp)(rows(x, pg->rank() * o.batch, o.batch).to(device)).tensor();
+      Tensor loss =
+          mse_loss(out.to(DType::Float32), rows(y, pg->rank() * o.batch, o.batch).to(device));
       loss.backward();
       opt->step();
       double l = loss.item();

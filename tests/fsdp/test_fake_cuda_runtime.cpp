@@ -1,0 +1,75 @@
+// FSDP on the fake_cuda test device (each rank on fake_cuda:rank, the threads backend): the stream
+// protocol (fsdp/streams.h) gives the CPU run's per-step losses and final parameters bit for bit,
+// for every strategy, prefetch mode, use_orig_params and mixed precision.
+#define BOOST_TEST_MODULE fsdp_fake_cuda_runtime
+#include <fmt/format.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include "tests/support/runtime_harness.h"
+
+using namespace fsdp;
+using namespace fsdp::testing;
+
+namespace {
+
+void expect_cpu_equal(int world, RunOptions o, const std::string& label) {
+  o.on_fake_cuda = false;
+  const RunResult cpu = run_mlp(world, o);
+  o.on_fake_cuda = true;
+  const RunResult fake = run_mlp(world, o);
+  BOOST_TEST_CONTEXT(label) {
+    BOOST_TEST(fake.losses == cpu.losses, boost::test_tools::per_element());
+    BOOST_REQUIRE_EQUAL(fake.params.size(), cpu.params.size());
+    for (std::size_t i = 0; i < cpu.params.size(); ++i) {
+      BOOST_TEST(fake.params[i].first == cpu.params[i].first);
+      BOOST_TEST(fake.params[i].second == cpu.params[i].second, boost::test_tools::per_element());
+    }
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(strategies_equal_cpu) {
+  for (int world : {2, 4}) {
+    for (auto s : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                   ShardingStrategy::NO_SHARD}) {
+      RunOptions o;
+      o.strategy = s;
+      expect_cpu_equal(world, o, fmt::format("{} at {} ranks", to_string(s), world));
+    }
+  }
+  RunOptions hybrid;
+  hybrid.strategy = ShardingStrategy::HYBRID_SHARD;
+  hybrid.node_size = 2;
+  expect_cpu_equal(4, hybrid, "HYBRID_SHARD at 4 ranks, 2 per node");
+}
+
+BOOST_AUTO_TEST_CASE(prefetch_modes_and_orig_params_equal_cpu) {
+  for (std::optional<BackwardPrefetch> p :
+       {std::optional<BackwardPrefetch>(BackwardPrefetch::BACKWARD_PRE),
+        std::optional<BackwardPrefetch>(BackwardPrefetch::BACKWARD_POST),
+        std::optional<BackwardPrefetch>()}) {
+    for (bool orig : {false, true}) {
+      RunOptions o;
+      o.backward_prefetch = p;
+      o.forward_prefetch = true;
+      o.use_orig_params = orig;
+      o.optimizer = "adamw";
+      expect_cpu_equal(2, o,
+                       fmt::format("{}, forward prefetch, use_orig_params={}",
+                                   p ? to_string(*p) : std::string("no backward prefetch"), orig));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(mixed_precision_equals_cpu) {
+  for (auto s : {ShardingStrategy::FULL_SHARD, ShardingStrategy::NO_SHARD}) {
+    RunOptions o;
+    o.strategy = s;
+    o.mixed_precision = MixedPrecision{.param_dtype = DType::BFloat16,
+                                       .reduce_dtype = DType::BFloat16,
+                                       .buffer_dtype = DType::BFloat16};
+    expect_cpu_equal(2, o, fmt::format("bfloat16 mixed precision, {}", to_string(s)));
+  }
+}
