@@ -11,6 +11,7 @@
 #include "comm/registry.h"
 #include "core/device_copy.h"
 #include "core/error.h"
+#include "core/stream_sanitizer.h"
 
 namespace fsdp::comm {
 
@@ -21,6 +22,25 @@ const char* at(const void* p, std::size_t bytes) {
 }
 char* at(void* p, std::size_t bytes) {
   return static_cast<char*>(p) + bytes;
+}
+
+// What a collective queued on a stream does to this rank's buffers, for the stream sanitizer
+// (the peers' buffers are its peers' own accesses, ordered by the collective's barriers).
+std::vector<stream_sanitizer::Access> own_accesses(const Collective& c, int size, int rank) {
+  const std::size_t bytes = c.bytes(), all = bytes * std::size_t(size);
+  switch (c.kind) {
+    case CollectiveKind::AllGather:
+      return {{c.input, bytes, false}, {c.output, all, true}};
+    case CollectiveKind::ReduceScatter:
+      return {{c.input, all, false}, {c.output, bytes, true}};
+    case CollectiveKind::AllReduce:
+      return {{c.output, bytes, true}};
+    case CollectiveKind::Broadcast:
+      return {{c.output, bytes, rank != c.root}};
+    case CollectiveKind::Barrier:
+      break;
+  }
+  return {};
 }
 
 }  // namespace
@@ -99,6 +119,9 @@ Event ThreadsProcessGroup::launch_on_stream(const Collective& c) {
     h.output = launched_address(c.device, c.output, "the threads backend");
     run_at_turn(ticket, h);
   });
+  if (stream_sanitizer::enabled() && c.bytes() > 0)
+    stream_sanitizer::on_accesses(c.stream, collective_name(c.kind).data(),
+                                  own_accesses(c, size(), rank()));
   Event done(c.stream.device);
   done.record(c.stream);
   return done;

@@ -7,6 +7,8 @@
 // (core/device_copy.h's launched_address); the host never touches device memory. Every
 // collective takes a ticket when issued and runs at its turn, so that those on several streams
 // (FSDP's unshard and post-backward streams) and on the host meet their peers' in issue order.
+// The stream sanitizer (core/stream_sanitizer.h) is told what each one does to this rank's
+// buffers.
 #pragma once
 
 #include <condition_variable>

@@ -1,6 +1,7 @@
 #include "tests/support/runtime_harness.h"
 
 #include <mutex>
+#include <optional>
 
 #include "comm/threads/run_ranks.h"
 #include "core/autograd.h"
@@ -8,6 +9,7 @@
 #include "core/ops.h"
 #include "core/optim/optim.h"
 #include "core/random.h"
+#include "core/stream_sanitizer_mode.h"
 #include "fsdp/full_state_dict.h"
 
 namespace fsdp::testing {
@@ -88,6 +90,9 @@ RunResult run_mlp(int world, const RunOptions& o) {
   on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     const Device device =
         o.on_fake_cuda ? Device(DeviceType::FakeCUDA, pg->rank()) : Device(DeviceType::CPU);
+    std::optional<dispatch::ModeGuard> sanitize;
+    if (o.stream_sanitizer)
+      sanitize.emplace(std::make_shared<stream_sanitizer::StreamSanitizerMode>());
     auto model = mlp(7);
     model->to(device);
     auto fsdp = wrap_mlp(model, pg, o);
