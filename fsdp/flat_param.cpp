@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/ops.h"
+#include "core/stream_sanitizer.h"
 #include "fsdp/flat_param_views.h"
 
 namespace fsdp {
@@ -205,6 +206,10 @@ void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precisi
     MemoryCategoryScope category(MemoryCategory::Parameters);
     storage.resize(static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dst.dtype()));
   }
+  if (on_streams && stream_sanitizer::enabled())
+    stream_sanitizer::set_owner(
+        storage.data(), storage.nbytes(),
+        fmt::format("the unsharded flat parameter of FSDP unit '{}'", unit_name_));
   const void* src = local_shard_.data_ptr();
   if (low) {
     std::optional<StreamGuard> cast_stream;

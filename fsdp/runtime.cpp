@@ -291,9 +291,9 @@ void UnitRuntime::unshard(bool prefetch, bool full_precision) {
 }
 
 void UnitRuntime::wait_for_all_gather(comm::Work& work) {
-  if (state_->streams.on_accelerator())
-    work.block_stream(state_->streams.compute());
-  else
+  if (state_->streams.on_accelerator()) {
+    if (!state_->skip_all_gather_wait) work.block_stream(state_->streams.compute());
+  } else
     state_->comm.wait(work);
 }
 

@@ -130,8 +130,11 @@ struct RootState {
   std::vector<RuntimeEvent> events;
   CommScheduler comm;
   std::vector<MixedPrecisionBuffer> mixed_precision_buffers;
-  RootStreams streams;         // on the cpu: the cpu's one stream
-  FreeEventQueue free_events;  // accelerators, limit_all_gathers
+  RootStreams streams;  // on the cpu: the cpu's one stream
+  FreeEventQueue free_events;
+  // Test hook (issue 24's seeded missing wait): the compute stream does not wait for the
+  // all-gathers, which the stream sanitizer must report.
+  bool skip_all_gather_wait = false;  // accelerators, limit_all_gathers
 
   void record(RuntimeEvent::Kind kind, const UnitRuntime& unit);
   // Position of `unit` in forward_order (-1 when absent).

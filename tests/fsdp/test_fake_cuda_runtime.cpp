@@ -1,7 +1,7 @@
 // FSDP on the fake_cuda test device (each rank on fake_cuda:rank, the threads backend): the stream
 // protocol (fsdp/streams.h) gives the CPU run's per-step losses and final parameters bit for bit,
 // for every strategy, prefetch mode, use_orig_params and mixed precision, and the stream
-// sanitizer reports nothing (a removed wait of the runtime is reported: checked by hand).
+// sanitizer reports nothing; the seeded missing wait (a test hook) is reported.
 #define BOOST_TEST_MODULE fsdp_fake_cuda_runtime
 #include <fmt/format.h>
 
@@ -103,4 +103,24 @@ BOOST_AUTO_TEST_CASE(clean_under_the_stream_sanitizer) {
     run_mlp(2, o);
     for (const auto& r : stream_sanitizer::reports()) BOOST_ERROR(label + ": " + r.message);
   }
+}
+
+// The seeded missing wait: the compute stream no longer waits for the all-gathers; the sanitizer
+// names the all-gather, the op that read its output early and the flat parameter.
+BOOST_AUTO_TEST_CASE(the_seeded_missing_wait_is_reported) {
+  RunOptions o;
+  o.on_fake_cuda = true;
+  o.stream_sanitizer = true;
+  o.skip_all_gather_wait = true;
+  stream_sanitizer::clear_reports();
+  run_mlp(2, o);
+  const auto reports = stream_sanitizer::reports();
+  BOOST_REQUIRE(!reports.empty());
+  bool named = false;
+  for (const auto& r : reports)
+    named =
+        named || (r.message.find("all_gather on stream") != std::string::npos &&
+                  r.message.find("linear") != std::string::npos &&
+                  r.message.find("the unsharded flat parameter of FSDP unit") != std::string::npos);
+  BOOST_TEST(named, reports.front().message);
 }

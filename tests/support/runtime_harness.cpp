@@ -11,6 +11,7 @@
 #include "core/random.h"
 #include "core/stream_sanitizer_mode.h"
 #include "fsdp/full_state_dict.h"
+#include "fsdp/runtime.h"
 
 namespace fsdp::testing {
 
@@ -96,6 +97,7 @@ RunResult run_mlp(int world, const RunOptions& o) {
     auto model = mlp(7);
     model->to(device);
     auto fsdp = wrap_mlp(model, pg, o);
+    if (o.skip_all_gather_wait) fsdp->runtime().root_state().skip_all_gather_wait = true;
     auto opt = make_mlp_optimizer(o.optimizer, fsdp->parameters());
     std::vector<double> losses;
     for (int step = 0; step < o.steps; ++step) {

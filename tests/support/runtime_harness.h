@@ -32,8 +32,9 @@ struct RunOptions {
   std::int64_t batch = 3;  // rows per rank
   std::optional<MixedPrecision> mixed_precision;
   bool offload_params = false;
-  bool on_fake_cuda = false;      // each rank's model and batch on fake_cuda:rank (run_mlp)
-  bool stream_sanitizer = false;  // each rank under StreamSanitizerMode (run_mlp)
+  bool on_fake_cuda = false;          // each rank's model and batch on fake_cuda:rank (run_mlp)
+  bool stream_sanitizer = false;      // each rank under StreamSanitizerMode (run_mlp)
+  bool skip_all_gather_wait = false;  // the runtime's test hook (RootState) (run_mlp)
 };
 
 // Wraps mlp(seed) as FSDP(root) with units for children "2" and "3" (manual nesting).
