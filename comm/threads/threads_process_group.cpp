@@ -101,10 +101,11 @@ void ThreadsProcessGroup::run_at_turn(std::uint64_t ticket, const Collective& c)
   struct Next {  // the next ticket's turn comes whether this one succeeded or threw
     ThreadsProcessGroup* self;
     ~Next() {
-      {
-        std::lock_guard lock(self->turn_mutex_);
-        ++self->serving_;
-      }
+      // Notified under the lock: the destructor, waiting for the last ticket, may destroy the
+      // condition variable as soon as it can take the lock (a notify after unlocking would race
+      // with that destruction).
+      std::lock_guard lock(self->turn_mutex_);
+      ++self->serving_;
       self->turn_cv_.notify_all();
     }
   } next{this};
