@@ -233,7 +233,9 @@ void FullyShardedDataParallel::materialize_meta_modules(
     for (const auto& [n, p] : m->parameter_slots()) meta = meta || is_meta(p);
     for (const auto& [n, b] : m->buffer_slots()) meta = meta || is_meta(b);
     if (!meta) continue;
-    m->to_empty(kCPU, /*recurse=*/false);
+    // Upstream materialises on device_id, else on the CPU.
+    const Device target = device_id_ ? *device_id_ : kCPU;  // host by design: no device_id
+    m->to_empty(target, /*recurse=*/false);
     if (param_init_fn_)
       param_init_fn_(*m);
     else

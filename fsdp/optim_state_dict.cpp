@@ -124,12 +124,14 @@ void load_sharded_optim_state_dict(FullyShardedDataParallel& root, optim::Optimi
                      return std::string();
                    }());
         if (name == "step") {
-          Tensor step = empty({1}, TensorOptions(DType::Float32));
+          Tensor step = empty(
+              {1},
+              TensorOptions(DType::Float32, kCPU));  // host by design: torch keeps step on the CPU
           pieces.read(optim_state_key(op.params.front()->fqn, name), 0, step);
           state[name] = step.reshape({});
           continue;
         }
-        Tensor t = zeros(params[i].shape(), TensorOptions(params[i].dtype()));
+        Tensor t = zeros(params[i].shape(), TensorOptions(params[i].dtype(), params[i].device()));
         for (const ParamShard* p : op.params) {
           const std::string key = optim_state_key(p->fqn, name);
           FSDP_CHECK(pieces.global_shape(key) == p->shape, ValueError,
@@ -167,7 +169,9 @@ std::map<std::string, std::map<std::string, Tensor>> full_optim_state_dict(
         for (std::size_t k = begin; k < end; ++k) {
           const std::string key = optim_state_key(shards[k].fqn, name);
           if (!keep || !local.contains(key)) continue;
-          Tensor step = empty({1}, TensorOptions(DType::Float32));
+          Tensor step = empty(
+              {1},
+              TensorOptions(DType::Float32, kCPU));  // host by design: torch keeps step on the CPU
           local.read(key, 0, step);
           out[shards[k].fqn][name] = step.reshape({});
         }
