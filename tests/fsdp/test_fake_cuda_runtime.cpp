@@ -76,6 +76,17 @@ BOOST_AUTO_TEST_CASE(mixed_precision_equals_cpu) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(no_sync_and_activation_checkpointing_equal_cpu) {
+  for (int world : {2, 4}) {
+    RunOptions accumulate;
+    accumulate.no_sync_microbatch = true;
+    expect_cpu_equal(world, accumulate, "no_sync micro-batch");
+    RunOptions recompute;
+    recompute.checkpoint_activations = "full";
+    expect_cpu_equal(world, recompute, "activation checkpointing");
+  }
+}
+
 // Under the stream sanitizer (core/stream_sanitizer.h): no unordered cross-stream access and no
 // free without record_stream, for each configuration above.
 BOOST_AUTO_TEST_CASE(clean_under_the_stream_sanitizer) {
@@ -96,6 +107,12 @@ BOOST_AUTO_TEST_CASE(clean_under_the_stream_sanitizer) {
   mp.mixed_precision =
       MixedPrecision{.param_dtype = DType::BFloat16, .reduce_dtype = DType::BFloat16};
   configs.emplace_back("bfloat16 mixed precision", mp);
+  RunOptions accumulate;
+  accumulate.no_sync_microbatch = true;
+  configs.emplace_back("no_sync micro-batch", accumulate);
+  RunOptions recompute;
+  recompute.checkpoint_activations = "full";
+  configs.emplace_back("activation checkpointing", recompute);
   for (auto& [label, o] : configs) {
     o.on_fake_cuda = true;
     o.stream_sanitizer = true;

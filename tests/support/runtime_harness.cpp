@@ -12,6 +12,7 @@
 #include "core/stream_sanitizer_mode.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/runtime.h"
+#include "ops/checkpoint_wrapper.h"
 
 namespace fsdp::testing {
 
@@ -97,12 +98,19 @@ RunResult run_mlp(int world, const RunOptions& o) {
     auto model = mlp(7);
     model->to(device);
     auto fsdp = wrap_mlp(model, pg, o);
+    ops::checkpoint_activations(fsdp, o.checkpoint_activations, nn::ClassSet{"Linear"});
     if (o.skip_all_gather_wait) fsdp->runtime().root_state().skip_all_gather_wait = true;
     auto opt = make_mlp_optimizer(o.optimizer, fsdp->parameters());
     std::vector<double> losses;
     for (int step = 0; step < o.steps; ++step) {
       auto [x, y] = global_batch(step, world, o.batch);
       opt->zero_grad();
+      if (o.no_sync_microbatch) {  // a first micro-batch accumulating unreduced gradients
+        auto guard = fsdp->no_sync();
+        Tensor first = (*fsdp)(rows(x, pg->rank() * o.batch, o.batch).to(device)).tensor();
+        mse_loss(first.to(DType::Float32), rows(y, pg->rank() * o.batch, o.batch).to(device))
+            .backward();
+      }
       Tensor out = (*fsdp)(rows(x, pg->rank() * o.batch, o.batch).to(device)).tensor();
       Tensor loss =
           mse_loss(out.to(DType::Float32), rows(y, pg->rank() * o.batch, o.batch).to(device));
@@ -129,6 +137,7 @@ RunResult run_mlp_plain(int world_for_batch, const RunOptions& o) {
   for (int step = 0; step < o.steps; ++step) {
     auto [x, y] = global_batch(step, world_for_batch, o.batch);
     opt->zero_grad();
+    if (o.no_sync_microbatch) mse_loss((*model)(x).tensor(), y).backward();
     Tensor loss = mse_loss((*model)(x).tensor(), y);
     loss.backward();
     opt->step();

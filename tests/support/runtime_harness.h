@@ -35,6 +35,10 @@ struct RunOptions {
   bool on_fake_cuda = false;          // each rank's model and batch on fake_cuda:rank (run_mlp)
   bool stream_sanitizer = false;      // each rank under StreamSanitizerMode (run_mlp)
   bool skip_all_gather_wait = false;  // the runtime's test hook (RootState) (run_mlp)
+  // Each step as two micro-batches, the first under no_sync() (run_mlp, run_mlp_plain).
+  bool no_sync_microbatch = false;
+  // Activation checkpointing ("full": every Linear recomputed in backward) (run_mlp).
+  std::string checkpoint_activations = "none";
 };
 
 // Wraps mlp(seed) as FSDP(root) with units for children "2" and "3" (manual nesting).
