@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/fixture.h"
+#include "tests/support/test_device.h"
 
 namespace fsdp::testing {
 
@@ -26,6 +27,8 @@ const GptReference& gpt_reference() {
     r.base.data = std::make_shared<const std::string>(std::istreambuf_iterator<char>(data),
                                                       std::istreambuf_iterator<char>());
     r.base.load_path = fixture_path("gpt/" + j.at("init").get<std::string>());
+    // FSDP_TEST_DEVICE=fake_cuda: each rank on its fake_cuda device (tests/support/test_device.h).
+    if (test_device_is_fake_cuda()) r.base.device = Device(DeviceType::FakeCUDA);
     for (const auto& [name, run] : j.at("runs").items()) {
       r.losses[name] = run.at("losses").get<std::vector<double>>();
       r.lr[name] = run.at("lr");

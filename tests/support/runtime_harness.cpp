@@ -1,5 +1,6 @@
 #include "tests/support/runtime_harness.h"
 
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 

@@ -12,6 +12,7 @@
 #include "core/module.h"
 #include "core/optim/optimizer.h"
 #include "fsdp/fully_sharded_data_parallel.h"
+#include "tests/support/test_device.h"
 
 namespace fsdp::testing {
 
@@ -32,7 +33,9 @@ struct RunOptions {
   std::int64_t batch = 3;  // rows per rank
   std::optional<MixedPrecision> mixed_precision;
   bool offload_params = false;
-  bool on_fake_cuda = false;          // each rank's model and batch on fake_cuda:rank (run_mlp)
+  // Each rank's model and batch on fake_cuda:rank (run_mlp). FSDP_TEST_DEVICE=fake_cuda makes it
+  // the default, so that a whole suite runs on the test device (tests/fsdp/meson.build).
+  bool on_fake_cuda = test_device_is_fake_cuda();
   bool stream_sanitizer = false;      // each rank under StreamSanitizerMode (run_mlp)
   bool skip_all_gather_wait = false;  // the runtime's test hook (RootState) (run_mlp)
   // Each step as two micro-batches, the first under no_sync() (run_mlp, run_mlp_plain).
