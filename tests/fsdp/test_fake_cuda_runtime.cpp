@@ -87,16 +87,23 @@ BOOST_AUTO_TEST_CASE(no_sync_and_activation_checkpointing_equal_cpu) {
   }
 }
 
-// Under the stream sanitizer (core/stream_sanitizer.h): no unordered cross-stream access and no
-// free without record_stream, for each configuration above.
+// Under the stream sanitizer (core/stream_sanitizer.h), at 2 and 4 ranks: no unordered
+// cross-stream access and no free without record_stream, for every strategy (HYBRID over nodes of
+// 2), no backward prefetch, BACKWARD_POST with forward prefetch and use_orig_params, mixed
+// precision, a no_sync micro-batch and activation checkpointing.
 BOOST_AUTO_TEST_CASE(clean_under_the_stream_sanitizer) {
   std::vector<std::pair<std::string, RunOptions>> configs;
-  for (auto s : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
-                 ShardingStrategy::NO_SHARD}) {
+  for (auto s :
+       {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD,
+        ShardingStrategy::HYBRID_SHARD, ShardingStrategy::_HYBRID_SHARD_ZERO2}) {
     RunOptions o;
     o.strategy = s;
+    o.node_size = 2;
     configs.emplace_back(to_string(s), o);
   }
+  RunOptions no_prefetch;
+  no_prefetch.backward_prefetch.reset();
+  configs.emplace_back("no backward prefetch", no_prefetch);
   RunOptions post;
   post.backward_prefetch = BackwardPrefetch::BACKWARD_POST;
   post.forward_prefetch = true;
@@ -113,12 +120,15 @@ BOOST_AUTO_TEST_CASE(clean_under_the_stream_sanitizer) {
   RunOptions recompute;
   recompute.checkpoint_activations = "full";
   configs.emplace_back("activation checkpointing", recompute);
-  for (auto& [label, o] : configs) {
-    o.on_fake_cuda = true;
-    o.stream_sanitizer = true;
-    stream_sanitizer::clear_reports();
-    run_mlp(2, o);
-    for (const auto& r : stream_sanitizer::reports()) BOOST_ERROR(label + ": " + r.message);
+  for (int world : {2, 4}) {
+    for (auto& [label, o] : configs) {
+      o.on_fake_cuda = true;
+      o.stream_sanitizer = true;
+      stream_sanitizer::clear_reports();
+      run_mlp(world, o);
+      for (const auto& r : stream_sanitizer::reports())
+        BOOST_ERROR(fmt::format("{} ranks, {}: {}", world, label, r.message));
+    }
   }
 }
 
