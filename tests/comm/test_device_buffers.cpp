@@ -17,6 +17,7 @@
 #include "core/memory.h"
 #include "core/stream.h"
 #include "tests/comm/collective_checks.h"
+#include "tests/support/gate.h"
 
 using namespace fsdp;
 using namespace fsdp::comm;
@@ -42,18 +43,7 @@ Bytes to_host(const Storage& s, std::size_t nbytes) {
   return out;
 }
 
-// A gate that a test opens to let work it queued on a stream go on.
-class Gate {
- public:
-  void open() { promise_.set_value(); }
-  auto waiter() const {
-    return [f = future_] { f.wait(); };
-  }
-
- private:
-  std::promise<void> promise_;
-  std::shared_future<void> future_ = promise_.get_future().share();
-};
+using fsdp::testing::Gate;  // tests/support/gate.h
 
 // Runs body on every rank; rank threads collect failures, the main thread reports them.
 void on_ranks(int world, const std::function<std::vector<std::string>(ProcessGroup&)>& body) {

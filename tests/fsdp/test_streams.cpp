@@ -8,6 +8,7 @@
 
 #include "core/stream.h"
 #include "fsdp/streams.h"
+#include "tests/support/gate.h"
 
 using namespace fsdp;
 
@@ -15,18 +16,7 @@ namespace {
 
 const Device kFake0(DeviceType::FakeCUDA, 0);
 
-// A gate that a test opens to let work it queued on a stream go on.
-class Gate {
- public:
-  void open() { promise_.set_value(); }
-  auto waiter() const {
-    return [f = future_] { f.wait(); };
-  }
-
- private:
-  std::promise<void> promise_;
-  std::shared_future<void> future_ = promise_.get_future().share();
-};
+using fsdp::testing::Gate;  // tests/support/gate.h
 
 }  // namespace
 

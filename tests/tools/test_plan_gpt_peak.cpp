@@ -25,6 +25,20 @@ namespace {
 const testing::GptReference& reference() {
   return testing::gpt_reference();
 }
+
+// fsdp-plan's plan of the job `cfg` runs on 2 ranks: the GPT exported to a model file and planned
+// with the job's policy, strategy, batch and sequence length.
+plan::Plan plan_of(const GPTTrainConfig& cfg, bool bf16) {
+  examples::GPT meta(cfg.model, TensorOptions(DType::Float32, kMeta));
+  plan::PlanOptions opts;
+  opts.policy = policies::parse_policy(cfg.policy);
+  opts.world_size = 2;
+  opts.sharding = cfg.sharding.value_or(ShardingStrategy::FULL_SHARD);
+  opts.batch = cfg.batch;
+  opts.seq = cfg.model.seq;
+  opts.mixed_precision = bf16;
+  return plan::make_plan(plan::parse_model(plan::model_to_json(meta), "gpt.json").root, opts);
+}
 }  // namespace
 
 BOOST_DATA_TEST_CASE(planner_predicts_the_measured_step_peak, bdata::make({false, true}), bf16) {
@@ -40,15 +54,7 @@ BOOST_DATA_TEST_CASE(planner_predicts_the_measured_step_peak, bdata::make({false
     results[std::size_t(pg->rank())] = examples::train_gpt(cfg, pg);
   });
 
-  examples::GPT meta(cfg.model, TensorOptions(DType::Float32, kMeta));
-  plan::PlanOptions opts;
-  opts.policy = policies::parse_policy(cfg.policy);
-  opts.world_size = 2;
-  opts.batch = cfg.batch;
-  opts.seq = cfg.model.seq;
-  opts.mixed_precision = bf16;
-  const plan::Plan p =
-      plan::make_plan(plan::parse_model(plan::model_to_json(meta), "gpt.json").root, opts);
+  const plan::Plan p = plan_of(cfg, bf16);
   const double predicted = double(p.totals.peak_with_activations_bytes);
   for (const auto& r : results) {
     const double ratio = predicted / double(r.step_peak_bytes);
@@ -77,14 +83,7 @@ BOOST_DATA_TEST_CASE(planner_predicts_the_counted_collective_bytes,
     results[std::size_t(pg->rank())] = examples::train_gpt(cfg, pg);
   });
 
-  examples::GPT meta(cfg.model, TensorOptions(DType::Float32, kMeta));
-  plan::PlanOptions opts;
-  opts.policy = policies::parse_policy(cfg.policy);
-  opts.world_size = 2;
-  opts.sharding = strategy;
-  opts.mixed_precision = bf16;
-  const plan::Plan p =
-      plan::make_plan(plan::parse_model(plan::model_to_json(meta), "gpt.json").root, opts);
+  const plan::Plan p = plan_of(cfg, bf16);
   const std::uint64_t timed_steps = std::uint64_t(cfg.steps - 1);
   for (const auto& r : results) {
     BOOST_TEST(r.all_gather_bytes == std::uint64_t(p.totals.all_gather_bytes) * timed_steps);
