@@ -15,22 +15,12 @@
 #include "policies/policy_expr.h"
 #include "policies/size_based.h"
 #include "policies/transformer_policy.h"
+#include "tests/support/error_message.h"
 
 using namespace fsdp;
 using namespace fsdp::policies;
 
 namespace {
-
-// The message of the InputError `fn` throws ("" if none).
-template <typename F>
-std::string input_error(F fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool has(const std::string& s, const std::string& needle) {
   return s.find(needle) != std::string::npos;
@@ -85,7 +75,9 @@ BOOST_AUTO_TEST_CASE(policy_forms_parse) {
 }
 
 BOOST_AUTO_TEST_CASE(policy_errors_point_at_the_column) {
-  auto err = [](const std::string& t) { return input_error([&] { parse_policy(t); }); };
+  auto err = [](const std::string& t) {
+    return testing::error_message<InputError>([&] { parse_policy(t); });
+  };
   std::string m = err("sise(min_num_params=1)");
   BOOST_TEST(has(m,
                  "--policy 'sise(min_num_params=1)': column 1: unknown policy 'sise' (did you "
@@ -137,7 +129,7 @@ BOOST_AUTO_TEST_CASE(build_policy_wraps_as_the_policy_built_in_code) {
              wrapped(or_policy({size_based_auto_wrap_policy(80),
                                 transformer_auto_wrap_policy(nn::ClassSet{"ReLU"})})));
   BOOST_TEST(
-      input_error([] { build_policy("modules([Linear]"); }) ==
+      testing::error_message<InputError>([] { build_policy("modules([Linear]"); }) ==
       "--policy 'modules([Linear]': column 17: expected ')' to close modules(...), which takes one "
       "list of class names, found the end");
 }

@@ -10,6 +10,7 @@
 #include "core/nn/nn.h"
 #include "core/suggest.h"
 #include "policies/policy_expr.h"
+#include "tests/support/error_message.h"
 #include "tests/support/fixture.h"
 #include "tools/plan/format.h"
 #include "tools/plan/model_export.h"
@@ -52,17 +53,6 @@ std::vector<std::string> param_fqns(const Plan& plan, const Unit& u) {
 
 using Strings = std::vector<std::string>;
 
-// The message of the InputError `fn` throws ("" if none).
-template <typename F>
-std::string input_error(F fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 bool has(const std::string& s, const std::string& needle) {
   return s.find(needle) != std::string::npos;
 }
@@ -91,7 +81,7 @@ BOOST_AUTO_TEST_CASE(edit_distance_and_close_matches) {
 
 namespace {
 std::string load_error(const std::string& text) {
-  return input_error([&] { parse_model(text, "m.json"); });
+  return testing::error_message<InputError>([&] { parse_model(text, "m.json"); });
 }
 const char* kHead = R"({"format": "fsdp-model/1", "module": )";
 }  // namespace
@@ -202,7 +192,7 @@ BOOST_AUTO_TEST_CASE(model_file_errors) {
   BOOST_TEST((has(m, "at module.children[1]") && has(m, "already exists")), m);
   m = load_error(std::string(kHead) + R"({"bases": []}})");
   BOOST_TEST(has(m, "at module: missing \"type\""), m);
-  m = input_error([] { load_model("/nonexistent/model.json"); });
+  m = testing::error_message<InputError>([] { load_model("/nonexistent/model.json"); });
   BOOST_TEST(has(m, "/nonexistent/model.json: cannot open the model file"), m);
   BOOST_TEST((line_and_column("ab\ncd", 4) == std::make_pair(std::size_t{2}, std::size_t{2})));
 }
@@ -274,7 +264,8 @@ BOOST_AUTO_TEST_CASE(ignored_modules) {
   BOOST_TEST(unit_fqns(p) == Strings({""}));
   BOOST_TEST(param_fqns(p, p.units[0]) ==
              Strings({"0.weight", "0.bias", "2.1.weight", "2.1.bias"}));
-  std::string m = input_error([] { plan_of("nested_sequential.json", "always", {"2.3"}); });
+  std::string m = testing::error_message<InputError>(
+      [] { plan_of("nested_sequential.json", "always", {"2.3"}); });
   BOOST_TEST(has(m, "--ignore '2.3': the model has no module at that path (did you mean"), m);
 }
 
@@ -539,6 +530,7 @@ BOOST_AUTO_TEST_CASE(activation_estimate_says_what_it_assumed_and_skipped) {
   BOOST_TEST(a.not_estimated == std::vector<std::string>{"Net"});
   PlanOptions half;
   half.batch = 1;
-  BOOST_TEST(input_error([&] { make_plan(parse_model(text, "m.json").root, half); }) ==
-             "--batch and --seq go together and must be positive (got --batch 1 --seq 0)");
+  BOOST_TEST(testing::error_message<InputError>([&] {
+               make_plan(parse_model(text, "m.json").root, half);
+             }) == "--batch and --seq go together and must be positive (got --batch 1 --seq 0)");
 }
