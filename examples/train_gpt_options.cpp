@@ -58,14 +58,15 @@ std::string device_error(const std::string& name, const std::string& backend, De
   }
   if (device.is_meta())
     return "--device meta: meta tensors have shapes and no values, so nothing can train on them";
-  if (device.is_cuda())
-    return fmt::format(
-        "--device {}: training on CUDA is not available yet (this build has no "
-        "CUDA kernel table); use --device cpu, or fake_cuda to run the GPU code "
-        "paths on the CPU",
-        name);
+  // A device is usable once its kernel table is: cuda's comes with issue 25.
   if (!has_kernels(device))
-    return fmt::format("--device {}: {}", name, missing_device_reason(device));
+    return device.is_cuda()
+               ? fmt::format(
+                     "--device {}: training on CUDA is not available yet (this build has "
+                     "no CUDA kernel table); use --device cpu, or fake_cuda to run the "
+                     "GPU code paths on the CPU",
+                     name)
+               : fmt::format("--device {}: {}", name, missing_device_reason(device));
   if (device.is_accelerator() && backend != "threads")
     return fmt::format(
         "--device {} needs --backend threads (the {} backend moves host memory "
