@@ -58,18 +58,18 @@ void check_load_matches(const std::string& path, const std::map<std::string, std
       path, change->field, change->saved, change->current));
 }
 
-JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, GPT& model,
-                             const std::string& data_xxh3) {
-  JobIdentity job = gpt_model_identity(cfg.model);
-  for (const auto& [fqn, p] : model.named_parameters())
-    job.emplace_back("parameter " + fqn, shape_str(p.shape()));
+JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, const JobModel& job_model,
+                             nn::Module& model, const std::string& data_xxh3) {
+  JobIdentity job = job_model.identity(model);
   job.emplace_back("optimizer", cfg.optimizer);
   job.emplace_back("lr", fmt::format("{}", cfg.lr));
   job.emplace_back("global_batch", std::to_string(cfg.batch * world));
   job.emplace_back("world_size", std::to_string(world));
   job.emplace_back("batch", std::to_string(cfg.batch));
   if (cfg.data) {
-    job.emplace_back("data_bytes", std::to_string(cfg.data->size()));
+    // A text's size keeps its old name: checkpoints of earlier jobs resume.
+    job.emplace_back(cfg.data.unit() == std::string_view("bytes") ? "data_bytes" : "data_tokens",
+                     std::to_string(cfg.data.size()));
     job.emplace_back("data_xxh3", data_xxh3);
   }
   return job;

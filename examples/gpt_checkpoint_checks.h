@@ -29,11 +29,12 @@ std::map<std::string, std::string> gpt_full_checkpoint_metadata(const GPTConfig&
 void check_load_matches(const std::string& path, const std::map<std::string, std::string>& metadata,
                         const GPTConfig& model);
 
-// The job as its checkpoints record it: the model's config and parameters (FQN -> shape), the
+// The job as its checkpoints record it: the model's config and parameters (FQN -> shape,
+// job_model.identity), the
 // optimizer and its learning rate, the global batch, world size and per-rank batch, and the
 // training data's size and XXH3-64.
-JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, GPT& model,
-                             const std::string& data_xxh3);
+JobIdentity gpt_job_identity(const GPTTrainConfig& cfg, int world, const JobModel& job_model,
+                             nn::Module& model, const std::string& data_xxh3);
 
 // ValueError naming the checkpoint, the first field that differs, its saved and current values
 // and what to do, unless the field is one `allow_changes` (--allow-change) lets change.

@@ -14,11 +14,11 @@ std::string path_or_none(const std::string& path) {
 
 // Files are compared by content: two hosts may hold the same corpus under other paths. `xxh3`:
 // the bytes' XXH3-64 when the caller has it already, else computed here.
-std::string bytes_digest(const std::shared_ptr<const std::string>& bytes,
-                         const std::string& xxh3 = "") {
-  if (bytes == nullptr) return "none";
-  return fmt::format("{} bytes, xxh3 {}", bytes->size(),
-                     xxh3.empty() ? io::xxh3_hex(bytes->data(), bytes->size()) : xxh3);
+std::string data_digest(const TokenData& data, const std::string& xxh3 = "") {
+  if (!data) return "none";
+  const std::string_view raw = data.raw();
+  return fmt::format("{} {}, xxh3 {}", data.size(), data.unit(),
+                     xxh3.empty() ? io::xxh3_hex(raw.data(), raw.size()) : xxh3);
 }
 
 // "FULL_SHARD" from "ShardingStrategy.FULL_SHARD": the command line's spelling.
@@ -29,39 +29,19 @@ std::string choice_or_none(const std::optional<Enum>& v) {
   return s.substr(s.find('.') + 1);
 }
 
-// The configuration (heads change no shape) and every module and parameter by name, class,
-// shape and dtype: equal only for the same model built by the same code.
-std::string model_fingerprint(GPT& model) {
-  const GPTConfig& c = model.config;
-  std::string text =
-      fmt::format("L{} D{} H{} T{} V{}", c.layers, c.d_model, c.heads, c.seq, c.vocab);
-  for (const auto& [name, m] : model.named_modules())
-    text += fmt::format("|{}:{}", name, m->type_name());
-  for (const auto& [name, p] : model.named_parameters()) {
-    text += fmt::format("|{}:{}:", name, dtype_name(p.dtype()));
-    for (std::int64_t size : p.sizes()) text += fmt::format("{},", size);
-  }
-  return fmt::format("GPT L{} D{} H{} T{} V{}, {} parameters, fingerprint {:016x}", c.layers,
-                     c.d_model, c.heads, c.seq, c.vocab, model.num_parameters(),
-                     comm::hash64(text));
-}
-
 }  // namespace
 
-std::vector<comm::NamedSetting> gpt_job_settings(const GPTTrainConfig& cfg, GPT& model,
+std::vector<comm::NamedSetting> gpt_job_settings(const GPTTrainConfig& cfg,
+                                                 const JobModel& job_model, nn::Module& model,
                                                  const std::string& data_xxh3) {
-  const GPTConfig& m = cfg.model;
-  return {
-      {"--layers", fmt::format("{}", m.layers)},
-      {"--d-model", fmt::format("{}", m.d_model)},
-      {"--heads", fmt::format("{}", m.heads)},
-      {"--seq", fmt::format("{}", m.seq)},
+  std::vector<comm::NamedSetting> settings = job_model.settings(model);
+  const std::vector<comm::NamedSetting> job = {
       {"--batch", fmt::format("{}", cfg.batch)},
       {"--steps", fmt::format("{}", cfg.steps)},
       {"--lr", fmt::format("{}", cfg.lr)},
       {"--optimizer", cfg.optimizer},
       {"--seed", fmt::format("{}", cfg.seed)},
-      {"--data", bytes_digest(cfg.data, data_xxh3)},
+      {"--data", data_digest(cfg.data, data_xxh3)},
       {"--sharding", choice_or_none(cfg.sharding)},
       {"--policy", cfg.policy.empty() ? "none" : cfg.policy},
       {"--use-orig-params", cfg.use_orig_params ? "on" : "off"},
@@ -73,7 +53,7 @@ std::vector<comm::NamedSetting> gpt_job_settings(const GPTTrainConfig& cfg, GPT&
       {"--mixed-precision",
        cfg.mixed_precision ? std::string(dtype_name(*cfg.mixed_precision)) : "none"},
       {"--allow-nonfinite", cfg.allow_nonfinite ? "on" : "off"},
-      {"--eval-data", bytes_digest(cfg.eval_data)},
+      {"--eval-data", data_digest(cfg.eval_data)},
       {"--eval-batches", fmt::format("{}", cfg.eval_batches)},
       {"--load", path_or_none(cfg.load_path)},
       {"--save", path_or_none(cfg.save_path)},
@@ -82,8 +62,10 @@ std::vector<comm::NamedSetting> gpt_job_settings(const GPTTrainConfig& cfg, GPT&
       {"--save-every", fmt::format("{}", cfg.save_every)},
       {"--keep", fmt::format("{}", cfg.keep)},
       {"--resume", path_or_none(cfg.resume_dir)},
-      {"the model", model_fingerprint(model)},
+      {"--weight-decay", cfg.weight_decay ? fmt::format("{}", *cfg.weight_decay) : "default"},
   };
+  settings.insert(settings.end(), job.begin(), job.end());
+  return settings;
 }
 
 }  // namespace fsdp::examples

@@ -22,6 +22,7 @@
 #include "core/random.h"
 #include "examples/gpt_checkpoint_checks.h"
 #include "examples/gpt_data.h"
+#include "examples/gpt_job_model.h"
 #include "examples/gpt_job_settings.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/checkpoint.h"
@@ -39,17 +40,19 @@ namespace fsdp::examples {
 
 namespace {
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name,
-                                                 std::vector<Tensor> params, double lr) {
-  if (name == "sgd") {
+std::unique_ptr<optim::Optimizer> make_optimizer(const GPTTrainConfig& cfg,
+                                                 std::vector<Tensor> params) {
+  if (cfg.optimizer == "sgd") {
     optim::SGDOptions o;
-    o.lr = lr;
+    o.lr = cfg.lr;
+    o.weight_decay = cfg.weight_decay.value_or(o.weight_decay);
     return std::make_unique<optim::SGD>(std::move(params), o);
   }
-  FSDP_CHECK(name == "adamw", ValueError, "--optimizer: unknown optimizer '{}' (sgd or adamw)",
-             name);
+  FSDP_CHECK(cfg.optimizer == "adamw", ValueError,
+             "--optimizer: unknown optimizer '{}' (sgd or adamw)", cfg.optimizer);
   optim::AdamWOptions o;
-  o.lr = lr;
+  o.lr = cfg.lr;
+  o.weight_decay = cfg.weight_decay.value_or(o.weight_decay);
   return std::make_unique<optim::AdamW>(std::move(params), o);
 }
 
@@ -58,19 +61,6 @@ double global_mean(double local, comm::ProcessGroup* group) {
   if (group == nullptr || group->size() == 1) return local;
   group->all_reduce(&local, 1, DType::Float64);
   return local / group->size();
-}
-
-// Full-checkpoint values by FQN: a .safetensors file or a directory in Hugging Face's layout
-// (fsdp/checkpoint_full.h), its checksums verified and its model config checked against `model`.
-std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& path,
-                                                            const GPTConfig& model) {
-  io::SafetensorsFile f;
-  if (std::filesystem::is_directory(path))
-    f.tensors = load_full_checkpoint(path, &f.metadata);
-  else
-    f = io::load_safetensors(path);
-  check_load_matches(path, f.metadata, model);
-  return std::move(f.tensors);
 }
 
 }  // namespace
@@ -234,7 +224,7 @@ std::string checkpoint_to_resume(const GPTTrainConfig& cfg, const JobIdentity& j
 
 GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
                          const std::shared_ptr<comm::ProcessGroup>& group) {
-  FSDP_CHECK(cfg.data != nullptr, ValueError, "train_gpt: no training data");
+  FSDP_CHECK(static_cast<bool>(cfg.data), ValueError, "train_gpt: no training data");
   FSDP_CHECK(cfg.sharding.has_value() || group->size() == 1, ValueError,
              "train_gpt: the unsharded model runs on one rank (got {} ranks)", group->size());
   FSDP_CHECK(!cfg.mixed_precision || cfg.sharding.has_value(), ValueError,
@@ -251,23 +241,26 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   std::optional<CheckpointDirLock> checkpoint_lock;
   check_on_rank0(*group, [&] { prepare_checkpoint_dirs(cfg, checkpoint_lock); });
 
+  const std::shared_ptr<const JobModel> job_model =
+      cfg.job_model ? cfg.job_model : gpt_job_model(cfg.model);
   manual_seed(cfg.seed);
-  auto gpt = std::make_shared<GPT>(cfg.model);
+  nn::ModulePtr net = job_model->build(cfg.sharding.has_value());
   // Ranks launched with different arguments stop here, every one saying which and how.
   // The corpus is hashed once: the ranks' agreement and the checkpoints' identity both use it.
-  const std::string data_xxh3 = cfg.data ? io::xxh3_hex(cfg.data->data(), cfg.data->size()) : "";
-  comm::require_agreement(*group, gpt_job_settings(cfg, *gpt, data_xxh3));
-  gpt_init(*gpt);
+  const std::string_view raw = cfg.data.raw();
+  const std::string data_xxh3 = cfg.data ? io::xxh3_hex(raw.data(), raw.size()) : "";
+  comm::require_agreement(*group, gpt_job_settings(cfg, *job_model, *net, data_xxh3));
+  job_model->initialize(*net);
   const Device device = rank_device(cfg.device, rank);
-  if (!device.is_cpu()) gpt->to(device);
-  result.num_parameters = gpt->num_parameters();
+  if (!device.is_cpu()) net->to(device);
+  result.num_parameters = net->num_parameters();
   // The plain model's FQNs, before FSDP wraps its blocks.
-  const JobIdentity job = gpt_job_identity(cfg, world, *gpt, data_xxh3);
+  const JobIdentity job = gpt_job_identity(cfg, world, *job_model, *net, data_xxh3);
   // Every rank reads and checks the same index: they refuse together, before any collective.
   std::string resume_from;
   if (!cfg.resume_dir.empty()) resume_from = checkpoint_to_resume(cfg, job);
 
-  nn::ModulePtr model = gpt;
+  nn::ModulePtr model = net;
   std::shared_ptr<FullyShardedDataParallel> fsdp_model;
   if (cfg.sharding.has_value()) {
     WrapperOptions o;
@@ -292,21 +285,15 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
       o.mixed_precision = mp;
     }
     if (!cfg.policy.empty()) o.auto_wrap_policy = policies::build_policy(cfg.policy);
-    fsdp_model = FullyShardedDataParallel::make(gpt, o);
+    if (auto init = job_model->param_init_fn()) o.param_init_fn = init;
+    fsdp_model = FullyShardedDataParallel::make(net, o);
     model = fsdp_model;
-    if (!cfg.load_path.empty())
-      load_full_state_dict(*fsdp_model, load_checkpoint(cfg.load_path, cfg.model));
-  } else if (!cfg.load_path.empty()) {
-    auto state = load_checkpoint(cfg.load_path, cfg.model);
-    std::vector<std::pair<std::string, Tensor>> with_tie = state;
-    for (const auto& [name, t] : state)
-      if (name == "tok_emb.weight") with_tie.emplace_back("head.weight", t);
-    gpt->load_state_dict(with_tie);
   }
+  job_model->load(cfg, *net, fsdp_model.get());
 
   ops::checkpoint_activations(model, cfg.checkpoint_activations,
-                              nn::ClassSet{"TransformerEncoderLayer"});
-  auto optimizer = make_optimizer(cfg.optimizer, model->parameters(), cfg.lr);
+                              nn::ClassSet{job_model->block_class()});
+  auto optimizer = make_optimizer(cfg, model->parameters());
   int first_step = 0;
   if (!resume_from.empty()) {
     const TrainingProgress p = load_sharded_checkpoint(resume_from, *fsdp_model, optimizer.get());
@@ -326,15 +313,15 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     save_sharded_checkpoint(cfg.checkpoint_dir, *fsdp_model, optimizer.get(),
                             {steps_done, steps_done, {}}, *group, co);
   };
-  const std::int64_t T = cfg.model.seq;
+  const std::int64_t T = job_model->seq();
 
   auto evaluate = [&]() {
-    if (cfg.eval_data == nullptr || cfg.eval_batches <= 0) return 0.0;
+    if (!cfg.eval_data || cfg.eval_batches <= 0) return 0.0;
     autograd::NoGradGuard no_grad;
     double total = 0;
     for (int i = 0; i < cfg.eval_batches; ++i) {
-      TokenBatch b = on_device(gpt_batch(*cfg.eval_data, i, cfg.batch, world, rank, T), device);
-      total += global_mean(gpt_loss(*model, b.inputs, b.targets).item(), group.get());
+      TokenBatch b = on_device(gpt_batch(cfg.eval_data, i, cfg.batch, world, rank, T), device);
+      total += global_mean(job_model->loss(*model, b.inputs, b.targets).item(), group.get());
     }
     return total / cfg.eval_batches;
   };
@@ -354,7 +341,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
         fsdp_model->reset_comm_bytes();
       }
     }
-    TokenBatch b = on_device(gpt_batch(*cfg.data, step, cfg.batch, world, rank, T), device);
+    TokenBatch b = on_device(gpt_batch(cfg.data, step, cfg.batch, world, rank, T), device);
     optimizer->zero_grad();
     std::optional<MemoryTimelineScope> recording;
     if (step == timeline_step) {
@@ -367,7 +354,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     Tensor loss;
     {
       MemoryCategoryScope activations(MemoryCategory::Activations);
-      loss = gpt_loss(*model, b.inputs, b.targets);
+      loss = job_model->loss(*model, b.inputs, b.targets);
       loss.backward();
     }
     const double global = global_mean(loss.item(), cfg.sharding ? group.get() : nullptr);
@@ -410,25 +397,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   result.eval_after = evaluate();
   result.peak_bytes = stats->peak_bytes.load();
 
-  if (!cfg.save_path.empty()) {
-    const std::map<std::string, std::string> metadata = gpt_full_checkpoint_metadata(cfg.model);
-    const bool one_file = cfg.save_path.ends_with(".safetensors");
-    if (fsdp_model && one_file) {
-      // Streamed: each unit written as it is gathered, no copy of the model on rank 0.
-      save_full_state_dict(*fsdp_model, cfg.save_path, metadata);
-    } else {
-      std::vector<std::pair<std::string, Tensor>> state;
-      if (fsdp_model) {
-        state = full_state_dict(*fsdp_model, /*rank0_only=*/true);
-      } else {
-        for (const auto& [name, t] : gpt->named_parameters()) state.emplace_back(name, t);
-      }
-      if (rank == 0 && one_file)
-        io::save_safetensors(cfg.save_path, state, metadata);
-      else if (rank == 0)
-        save_full_checkpoint(cfg.save_path, state, cfg.max_shard_bytes, metadata);
-    }
-  }
+  if (!cfg.save_path.empty()) job_model->save(cfg, *net, fsdp_model.get(), rank);
   return result;
 }
 

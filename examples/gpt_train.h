@@ -14,18 +14,24 @@
 #include "comm/process_group.h"
 #include "core/memory_category.h"
 #include "examples/gpt.h"
+#include "examples/job_model.h"
+#include "examples/token_data.h"
 #include "policies/options.h"
 
 namespace fsdp::examples {
 
 struct GPTTrainConfig {
   GPTConfig model;
+  // The model trained: absent, train_gpt's GPT of `model` (gpt_job_model.h); finetune's Hugging
+  // Face model otherwise.
+  std::shared_ptr<const JobModel> job_model;
   std::int64_t batch = 8;  // sequences per rank per step
   int steps = 10;
   double lr = 1e-3;
-  std::string optimizer = "adamw";  // "sgd" | "adamw"
+  std::string optimizer = "adamw";     // "sgd" | "adamw"
+  std::optional<double> weight_decay;  // absent: the optimizer's default (torch's: AdamW 0.01)
   std::uint64_t seed = 0;
-  std::shared_ptr<const std::string> data;  // the training bytes
+  TokenData data;  // the training tokens (a text's bytes, or a token file's ids)
   // Where the model trains: cpu, or an accelerator (fake_cuda, the stream-ordered test device;
   // cuda). Without an index, rank r uses device r (torch's LOCAL_RANK convention). The weights
   // are initialised on the host and copied, so every device starts from the CPU's.
@@ -66,7 +72,7 @@ struct GPTTrainConfig {
   // taken over).
   std::function<void(const std::string&)> on_warning;
   // Evaluation: mean loss over eval_batches global batches of eval_data, before and after.
-  std::shared_ptr<const std::string> eval_data;
+  TokenData eval_data;
   int eval_batches = 0;
   // An SVG chart of one training step's memory by category (rank 0; the second step, when the
   // optimizer state exists), with the units' forward and backward marked.

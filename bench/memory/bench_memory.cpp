@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
       auto data = std::make_shared<std::string>(1 << 20, '\0');
       for (std::size_t i = 0; i < data->size(); ++i)
         (*data)[i] = static_cast<char>('a' + (i * 2654435761u >> 13) % 26);
-      cfg.data = data;
+      cfg.data = std::shared_ptr<const std::string>(std::move(data));
       Summary train =
           measure(repeats, [&](CpuAllocatorKind k) { return run_train(k, cfg, ranks); });
       print_row(
