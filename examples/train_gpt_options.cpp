@@ -79,7 +79,7 @@ std::string device_error(const std::string& name, const std::string& backend, De
 std::string combination_error(TrainGptOptions& o) {
   auto& cfg = o.cfg;
   const auto& m = cfg.model;
-  if (m.d_model % m.heads != 0)
+  if (o.program == "train_gpt" && m.d_model % m.heads != 0)
     return fmt::format(
         "--d-model {} is not a multiple of --heads {} (each head gets d_model / heads "
         "dimensions)",
@@ -91,9 +91,12 @@ std::string combination_error(TrainGptOptions& o) {
   if (!cfg.policy.empty()) policies::parse_policy(cfg.policy);  // an InputError names the place
   // --steps 0 only writes: the model file, the initial weights, or the held-out loss.
   if (cfg.steps == 0 && o.export_path.empty() && cfg.save_path.empty() && cfg.eval_batches == 0)
-    return "--steps 0 trains nothing: give --steps 1 or more, or --export-model FILE, --save "
-           "PATH or --eval-data FILE --eval-batches N to only export, save or evaluate the "
-           "initial model";
+    return o.program == "train_gpt"
+               ? "--steps 0 trains nothing: give --steps 1 or more, or --export-model FILE, "
+                 "--save PATH or --eval-data FILE --eval-batches N to only export, save or "
+                 "evaluate the initial model"
+               : "--steps 0 trains nothing: give --steps 1 or more, or --save DIR or --eval-data "
+                 "FILE --eval-batches N to only save or evaluate the model";
   if (o.backend != "threads" && o.ranks_given)
     return fmt::format(
         "--ranks is for the threads backend; with --backend {} the launcher's ranks are used "
@@ -122,12 +125,8 @@ std::string combination_error(TrainGptOptions& o) {
   return checkpoint_combination_error(o);
 }
 
-}  // namespace
-
-TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
-  CLI::App app{"Train a byte-level GPT with FSDP (fsdp-cpp)"};
-  TrainGptOptions o;
-  TrainGptOptions& a = o;
+// The model's options: train_gpt's GPT by its sizes.
+void add_gpt_model_options(CLI::App& app, TrainGptOptions& a) {
   auto& cfg = a.cfg;
   // Every size has a range: a zero or negative size is refused with the option's name.
   app.add_option("--layers", cfg.model.layers, "transformer blocks")
@@ -142,6 +141,12 @@ TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
   app.add_option("--seq", cfg.model.seq, "bytes per sequence (T)")
       ->capture_default_str()
       ->check(int_range(1, 65536));
+}
+
+}  // namespace
+
+void add_training_options(CLI::App& app, TrainGptOptions& a) {
+  auto& cfg = a.cfg;
   app.add_option("--batch", cfg.batch, "sequences per rank per step")
       ->capture_default_str()
       ->check(int_range(1, 65536));
@@ -211,10 +216,6 @@ TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
                  "--save DIR: bytes per file of the sharded layout")
       ->capture_default_str()
       ->check(int_range(1, std::int64_t{1} << 50));
-  app.add_option("--load", cfg.load_path,
-                 "start from a full checkpoint (a .safetensors file or a --save directory; its "
-                 "checksums are verified)")
-      ->check(non_empty_path());
   app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
                  "write resumable sharded checkpoints (model, optimizer, progress, checksums, the "
                  "job's identity) here; DIR/.lock keeps a second job out")
@@ -235,27 +236,48 @@ TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
       ->delimiter(',')
       ->check(CLI::IsMember(
           std::vector<std::string>(std::begin(kAllowChangeNames), std::end(kAllowChangeNames))));
-  app.add_option("--export-model", a.export_path,
-                 "write the model as an fsdp-model/1 file for fsdp-plan (built on meta)");
   app.add_option("--log-every", a.log_every, "print every K steps")
       ->capture_default_str()
       ->check(int_range(1, 100000000));
   app.add_option("--threads-per-rank", a.threads_per_rank, "BLAS threads per rank")
       ->capture_default_str()
       ->check(int_range(1, 1024));
+}
+
+namespace {
+
+// Parses argv with `app` (whose options write into `o`): --help fills o.help; a malformed command
+// line is a UsageError naming the program's --help.
+void parse_with(CLI::App& app, TrainGptOptions& o, int argc, const char* const* argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     o.help = app.help();
   } catch (const CLI::ParseError& e) {
-    throw UsageError(fmt::format("{} (see train_gpt --help)", e.what()));
+    throw UsageError(fmt::format("{} (see {} --help)", e.what(), o.program));
   }
+}
+
+}  // namespace
+
+TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
+  CLI::App app{"Train a byte-level GPT with FSDP (fsdp-cpp)"};
+  TrainGptOptions o;
+  add_gpt_model_options(app, o);
+  add_training_options(app, o);
+  app.add_option("--load", o.cfg.load_path,
+                 "start from a full checkpoint (a .safetensors file or a --save directory; its "
+                 "checksums are verified)")
+      ->check(non_empty_path());
+  app.add_option("--export-model", o.export_path,
+                 "write the model as an fsdp-model/1 file for fsdp-plan (built on meta)");
+  parse_with(app, o, argc, argv);
   return o;
 }
 
 void check_train_gpt_options(TrainGptOptions& o) {
   if (std::string why = combination_error(o); !why.empty())
-    throw UsageError(fmt::format("{} (see train_gpt --help)", why));
+    throw UsageError(fmt::format("{} (see {} --help)", why, o.program));
 }
 
 std::optional<policies::ShardingStrategy> parse_sharding(const std::string& s) {

@@ -9,14 +9,20 @@
 #include <vector>
 
 #include "core/usage_error.h"
+
+namespace CLI {
+class App;
+}
 #include "examples/gpt_train.h"
 
 namespace fsdp::examples {
 
 struct TrainGptOptions {
+  std::string program = "train_gpt";  // in messages: "(see <program> --help)"
   std::string help;  // not empty: --help was given; print this on stdout and exit 0
   GPTTrainConfig cfg;
   std::string export_path, data_path, eval_path;
+  std::string model_dir;  // finetune: the Hugging Face directory trained
   std::string backend = "threads", sharding = "FULL_SHARD", prefetch = "pre";
   std::string mixed_precision = "none";
   std::string device = "cpu";  // --device: cpu | fake_cuda[:N] | cuda[:N]
@@ -24,6 +30,10 @@ struct TrainGptOptions {
   bool ranks_given = false, node_size_given = false, backward_prefetch_given = false;
   std::vector<std::string> allow_change;  // --allow-change, into cfg.allow_changes
 };
+
+// The options every training job takes (train_gpt's and finetune's): batch, steps, optimizer,
+// data, devices, backends, FSDP, checkpoints, logging -- all but the model's.
+void add_training_options(CLI::App& app, TrainGptOptions& options);
 
 // Parses argv (argv[0] is the program): every size in its range; a malformed command line throws
 // UsageError.
