@@ -5,25 +5,9 @@
 // rank with batch N*B.
 #include <fmt/format.h>
 
-#include <cmath>
-#include <filesystem>
-#include <mutex>
-
-#include "comm/agreement.h"
-#include "comm/env.h"
-#include "comm/registry.h"
-#include "comm/threads/run_ranks.h"
-#include "core/blas_kernels.h"
-#include "core/env.h"
 #include "core/error.h"
-#include "core/input_error.h"
-#include "core/memory_category.h"
-#include "core/parallel.h"
-#include "examples/cli_checks.h"
-#include "examples/gpt_train.h"
 #include "examples/job_files.h"
-#include "examples/train_gpt_options.h"
-#include "policies/options.h"
+#include "examples/job_main.h"
 #include "tools/plan/model_export.h"
 #include "tools/plan/model_file.h"
 
@@ -41,179 +25,20 @@ std::shared_ptr<const std::string> read_file(const char* option, const std::stri
   return bytes;
 }
 
-// The threads backend runs every rank in this process: a launcher that started several
-// processes (WORLD_SIZE or mpirun's size above 1) would get as many independent jobs.
-void check_not_launched_for_threads() {
-  const auto world = comm::env::world_size();
-  if (!world || *world == 1) return;
-  throw EnvError(fmt::format(
-      "{}={} says a launcher started {} processes, but --backend threads runs every rank in this "
-      "one: use --backend mpi, gloo or nccl (or run one process without the launcher)",
-      comm::env::world_size_variable(), *world, *world));
-}
-
-// "'PATH': REASON", for the library's "filesystem error: OPERATION: REASON [PATH]".
-std::string plain(const std::filesystem::filesystem_error& e) {
-  return fmt::format("'{}': {}", e.path1().string(), e.code().message());
-}
-
-// An error's one line, a std::filesystem error said plainly (also one that failed a rank).
-std::string plain_message(const std::exception& e) {
-  if (auto* fs = dynamic_cast<const std::filesystem::filesystem_error*>(&e)) return plain(*fs);
-  const std::string what = e.what();
-  if (auto* failed = dynamic_cast<const comm::RankFailedError*>(&e); failed && failed->cause()) {
-    try {
-      std::rethrow_exception(failed->cause());
-    } catch (const std::filesystem::filesystem_error& c) {
-      // "rank R of N failed: " and the cause's text: keep the prefix, say the text plainly.
-      const std::string raw = c.what();
-      if (what.ends_with(raw)) return what.substr(0, what.size() - raw.size()) + plain(c);
-    } catch (...) {
-    }
+// --export-model, then the text files.
+void prepare(examples::TrainGptOptions& a) {
+  examples::GPTTrainConfig& cfg = a.cfg;
+  if (!a.export_path.empty()) {
+    examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
+    plan::write_model_file(meta_model, a.export_path);
+    fmt::print("model file: {}\n", a.export_path);
   }
-  return what;
+  cfg.data = read_file("--data", a.data_path, cfg.model.seq);
+  if (!a.eval_path.empty()) cfg.eval_data = read_file("--eval-data", a.eval_path, cfg.model.seq);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  constexpr const char* kProgram = "train_gpt";
-  // A bad launch environment: one line, as a bad command line, but with no --help to see.
-  auto environment_error = [&](const EnvError& e) {
-    fmt::print(stderr, "{}: error: {}\n", kProgram, e.what());
-    return 2;
-  };
-  try {
-    select_blas_kernels(argv);  // may re-execute with OPENBLAS_CORETYPE set (core/blas_kernels.h)
-  } catch (const EnvError& e) {
-    return environment_error(e);
-  }
-  examples::TrainGptOptions a;
-  comm::ThreadsOptions threads_options;
-  try {
-    a = examples::parse_train_gpt_options(argc, argv);
-    if (!a.help.empty()) {
-      fmt::print("{}", a.help);
-      return 0;
-    }
-    examples::check_train_gpt_options(a);
-    // The launch environment is part of the command line: read (and checked) before any work.
-    fsdp::env::check_all();
-    if (a.backend == "threads") {
-      check_not_launched_for_threads();
-      threads_options.timeout = comm::env::timeout().value_or(threads_options.timeout);
-    } else {
-      comm::options_from_env();
-    }
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "{}: error: {}\n", kProgram, e.what());
-    return e.exit_code();
-  } catch (const EnvError& e) {
-    return environment_error(e);
-  } catch (const fsdp::ValueError& e) {  // a bad name (--sharding, --mixed-precision, ...)
-    return examples::usage_error(kProgram, e.what());
-  } catch (const InputError& e) {  // its message names --policy and the column
-    return examples::usage_error(kProgram, e.what());
-  }
-  examples::GPTTrainConfig& cfg = a.cfg;
-  const int ranks = a.ranks, log_every = a.log_every;
-  const std::string& sharding = a.sharding;
-
-  try {
-    // Our pool first: a thread the system refuses is then one clear error before OpenBLAS starts
-    // threads of its own (which retry a refused allocation forever).
-    set_num_threads(a.threads_per_rank);  // element-wise kernels (core/parallel.h)
-    set_blas_threads(a.threads_per_rank);
-    // Outputs written after training, checked before step 1.
-    if (!cfg.memory_timeline.empty())
-      examples::check_writable_file("--memory-timeline", cfg.memory_timeline);
-    if (!a.export_path.empty()) {
-      examples::GPT meta_model(cfg.model, TensorOptions(DType::Float32, kMeta));
-      plan::write_model_file(meta_model, a.export_path);
-      fmt::print("model file: {}\n", a.export_path);
-    }
-    cfg.data = read_file("--data", a.data_path, cfg.model.seq);
-    if (!a.eval_path.empty()) cfg.eval_data = read_file("--eval-data", a.eval_path, cfg.model.seq);
-
-    std::mutex print_mutex;
-    auto run_rank = [&](const std::shared_ptr<comm::ProcessGroup>& group) {
-      const int rank = group->rank(), world = group->size();
-      examples::GPTTrainConfig c = cfg;
-      const double tokens_per_step =
-          static_cast<double>(cfg.batch) * world * static_cast<double>(cfg.model.seq);
-      auto last = std::chrono::steady_clock::now();
-      int since = 0;
-      c.on_step = [&](int step, double loss) {
-        ++since;
-        if (rank != 0 || ((step + 1) % log_every != 0 && step + 1 != cfg.steps)) return;
-        const auto now = std::chrono::steady_clock::now();
-        const double secs = std::chrono::duration<double>(now - last).count();
-        std::lock_guard<std::mutex> lock(print_mutex);
-        fmt::print("step {} loss {:.8g} tokens/s {:.0f}\n", step, loss,
-                   tokens_per_step * since / secs);
-        std::fflush(stdout);
-        last = now;
-        since = 0;
-      };
-      c.on_warning = [&](const std::string& what) {  // rank 0's, about checkpoints
-        std::lock_guard<std::mutex> lock(print_mutex);
-        fmt::print(stderr, "{}: warning: {}\n", kProgram, what);
-      };
-      examples::GPTTrainResult r = examples::train_gpt(c, group);
-      std::lock_guard<std::mutex> lock(print_mutex);
-      if (rank == 0) {
-        const int timed = std::max(0, cfg.steps - r.first_step - 1);
-        fmt::print("model: GPT L{} D{} H{} T{}: {} parameters; {} rank(s), {}, batch {} per rank\n",
-                   cfg.model.layers, cfg.model.d_model, cfg.model.heads, cfg.model.seq,
-                   r.num_parameters, world, sharding, cfg.batch);
-        if (timed > 0)
-          fmt::print("tokens/s {:.0f}  ms/step {:.1f}  exposed communication {:.1f}%\n",
-                     tokens_per_step * timed / r.seconds, 1000.0 * r.seconds / timed,
-                     100.0 * r.exposed_comm_seconds / r.seconds);
-        if (cfg.sharding && timed > 0)
-          fmt::print("communicated per step: all-gather {:.2f} MiB, reduce {:.2f} MiB\n",
-                     r.all_gather_bytes / 1048576.0 / timed, r.reduce_bytes / 1048576.0 / timed);
-        if (cfg.eval_data && cfg.eval_batches > 0)
-          fmt::print("held-out loss before {:.6f} after {:.6f}\n", r.eval_before, r.eval_after);
-      }
-      fmt::print("rank {} peak memory {:.2f} MiB", rank, r.peak_bytes / 1048576.0);
-      if (r.memory_bound_bytes > 0)
-        fmt::print(
-            "; one step: peak {:.2f} MiB = {:.2f} x the bound {:.2f} MiB (shards, two "
-            "largest units, activations)",
-            r.step_peak_bytes / 1048576.0, double(r.step_peak_bytes) / double(r.memory_bound_bytes),
-            r.memory_bound_bytes / 1048576.0);
-      fmt::print("\n");
-      if (r.step_peak_bytes > 0) {
-        // What the step's peak is made of (the memory timeline's categories at that moment).
-        fmt::print("rank {} at the step's peak:", rank);
-        const char* sep = " ";
-        for (MemoryCategory c : kMemoryCategories) {
-          const auto bytes = r.step_peak_by_category[static_cast<std::size_t>(c)];
-          if (bytes == 0) continue;
-          fmt::print("{}{} {:.2f} MiB", sep, memory_category_name(c), bytes / 1048576.0);
-          sep = ", ";
-        }
-        fmt::print("\n");
-      }
-      std::fflush(stdout);
-      if (cfg.eval_data && cfg.eval_batches > 0 && cfg.steps > r.first_step &&
-          !(r.eval_after < r.eval_before))
-        throw RuntimeError("the held-out loss did not fall");
-    };
-
-    if (a.backend == "threads") {
-      comm::run_ranks(ranks, run_rank, threads_options);
-    } else {
-      auto group = comm::init_process_group(a.backend);
-      run_rank(group);
-    }
-    return 0;
-  } catch (const comm::RanksDisagreeError& e) {  // ranks launched with other arguments
-    fmt::print(stderr, "train_gpt: error: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {  // RankFailedError included: "rank R of N failed: ..."
-    fmt::print(stderr, "train_gpt: error: {}\n", plain_message(e));
-    return 1;
-  }
+  return examples::job_main(argc, argv, {"train_gpt", examples::parse_train_gpt_options, prepare});
 }
