@@ -29,22 +29,6 @@ std::vector<std::pair<std::string, Tensor>> load_checkpoint(const std::string& p
   return std::move(f.tensors);
 }
 
-// The configuration (heads change no shape) and every module and parameter by name, class,
-// shape and dtype: equal only for the same model built by the same code.
-std::string model_fingerprint(nn::Module& model, const GPTConfig& c) {
-  std::string text =
-      fmt::format("L{} D{} H{} T{} V{}", c.layers, c.d_model, c.heads, c.seq, c.vocab);
-  for (const auto& [name, m] : model.named_modules())
-    text += fmt::format("|{}:{}", name, m->type_name());
-  for (const auto& [name, p] : model.named_parameters()) {
-    text += fmt::format("|{}:{}:", name, dtype_name(p.dtype()));
-    for (std::int64_t size : p.sizes()) text += fmt::format("{},", size);
-  }
-  return fmt::format("GPT L{} D{} H{} T{} V{}, {} parameters, fingerprint {:016x}", c.layers,
-                     c.d_model, c.heads, c.seq, c.vocab, model.num_parameters(),
-                     comm::hash64(text));
-}
-
 class GptJobModel final : public JobModel {
  public:
   explicit GptJobModel(const GPTConfig& config) : config_(config) {}
@@ -63,7 +47,9 @@ class GptJobModel final : public JobModel {
             {"--d-model", fmt::format("{}", config_.d_model)},
             {"--heads", fmt::format("{}", config_.heads)},
             {"--seq", fmt::format("{}", config_.seq)},
-            {"the model", model_fingerprint(built, config_)}};
+            {"the model",
+             fmt::format("GPT L{} D{} H{} T{} V{}, {}", config_.layers, config_.d_model,
+                         config_.heads, config_.seq, config_.vocab, module_fingerprint(built))}};
   }
 
   JobIdentity identity(nn::Module& built) const override {

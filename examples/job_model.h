@@ -53,4 +53,8 @@ class JobModel {
                     int rank) const = 0;
 };
 
+// "<N> parameters, fingerprint <16 hex digits>": every module and parameter by name, class,
+// shape and dtype, equal only for the same model built by the same code (the ranks' agreement).
+std::string module_fingerprint(nn::Module& model);
+
 }  // namespace fsdp::examples

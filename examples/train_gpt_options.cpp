@@ -244,11 +244,7 @@ void add_training_options(CLI::App& app, TrainGptOptions& a) {
       ->check(int_range(1, 1024));
 }
 
-namespace {
-
-// Parses argv with `app` (whose options write into `o`): --help fills o.help; a malformed command
-// line is a UsageError naming the program's --help.
-void parse_with(CLI::App& app, TrainGptOptions& o, int argc, const char* const* argv) {
+void parse_job_options(CLI::App& app, TrainGptOptions& o, int argc, const char* const* argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -257,8 +253,6 @@ void parse_with(CLI::App& app, TrainGptOptions& o, int argc, const char* const* 
     throw UsageError(fmt::format("{} (see {} --help)", e.what(), o.program));
   }
 }
-
-}  // namespace
 
 TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
   CLI::App app{"Train a byte-level GPT with FSDP (fsdp-cpp)"};
@@ -271,7 +265,7 @@ TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv) {
       ->check(non_empty_path());
   app.add_option("--export-model", o.export_path,
                  "write the model as an fsdp-model/1 file for fsdp-plan (built on meta)");
-  parse_with(app, o, argc, argv);
+  parse_job_options(app, o, argc, argv);
   return o;
 }
 

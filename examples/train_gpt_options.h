@@ -35,6 +35,10 @@ struct TrainGptOptions {
 // data, devices, backends, FSDP, checkpoints, logging -- all but the model's.
 void add_training_options(CLI::App& app, TrainGptOptions& options);
 
+// Parses argv with `app` (whose options write into `options`): --help fills options.help; a
+// malformed command line is a UsageError naming the program's --help.
+void parse_job_options(CLI::App& app, TrainGptOptions& options, int argc, const char* const* argv);
+
 // Parses argv (argv[0] is the program): every size in its range; a malformed command line throws
 // UsageError.
 TrainGptOptions parse_train_gpt_options(int argc, const char* const* argv);
