@@ -344,12 +344,23 @@ SafetensorsHeader parse_header(const std::string& name, const ByteSource& src) {
   FSDP_CHECK(src.read(text.data(), text.size(), 8), ValueError,
              "load_safetensors: {}: cannot read the {}-byte header", name, header_len);
   nlohmann::json header;
+  // The parser keeps the last of repeated keys; the reference refuses them, and so do we.
+  std::set<std::string> keys;
+  std::optional<std::string> repeated;
+  auto note_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && !repeated &&
+        !keys.insert(parsed.get<std::string>()).second)
+      repeated = parsed.get<std::string>();
+    return true;
+  };
   try {
-    header = nlohmann::json::parse(text);
+    header = nlohmann::json::parse(text, note_keys);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range: 1e999
     throw ValueError(
         fmt::format("load_safetensors: {}: the header is not valid JSON: {}", name, e.what()));
   }
+  FSDP_CHECK(!repeated, ValueError, "load_safetensors: {}: the header names '{}' twice", name,
+             repeated.value_or(""));
   FSDP_CHECK(header.is_object(), ValueError,
              "load_safetensors: {}: the header must be a JSON object, got {}", name,
              header.type_name());

@@ -253,6 +253,8 @@ BOOST_AUTO_TEST_CASE(malformed_files) {
   expect_value_error(load(p), {p,
                                "the tensors end at byte 8 of the data, but it has 10 bytes "
                                "(trailing bytes)"});
+  p = file("repeated", raw_file("{" + entry_a + "," + entry_a + "}", std::string(8, '\0')));
+  expect_value_error(load(p), {p, "the header names 'a' twice"});
   p = file("leading_space", raw_file(" {" + entry_a + "}", std::string(8, '\0')));
   expect_value_error(load(p), {p, "the header must start with '{'"});
 
