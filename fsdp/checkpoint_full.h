@@ -1,23 +1,21 @@
-// Full checkpoints in Hugging Face's layout: a directory with model.safetensors, or, when the
-// tensors exceed a size limit, model-0000k-of-0000n.safetensors files (filled in order up to the
-// limit; a tensor larger than the limit gets a file of its own) and model.safetensors.index.json
-// ({"metadata": {"total_size": bytes}, "weight_map": {name: file}}), as transformers'
-// save_pretrained writes and from_pretrained / safetensors read.
+// Full checkpoints in Hugging Face's layout (core/io/safetensors_dir.h: model.safetensors, or
+// model-0000k-of-0000n.safetensors files and model.safetensors.index.json above a size limit),
+// as transformers' save_pretrained writes and from_pretrained reads, with checksums.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 
+#include "core/io/safetensors_dir.h"
 #include "fsdp/full_state_dict.h"
 
 namespace fsdp {
 
-inline constexpr std::int64_t kDefaultMaxShardBytes = 5'000'000'000;  // transformers' "5GB"
+using io::kDefaultMaxShardBytes;  // transformers' "50GB"
 
-// Writes `state` under `dir` (created). Each file is written atomically and the index last, so
-// a reader never sees an index naming a missing file; each file's header records its tensors'
-// checksums (io::Checksums::xxh3), verified when read. Returns the number of files.
+// io::save_safetensors_dir with each file's header recording its tensors' checksums
+// (io::Checksums::xxh3), verified when read. Returns the number of files.
 // `metadata` goes into every file's header.
 int save_full_checkpoint(const std::string& dir, const NamedTensors& state,
                          std::int64_t max_shard_bytes = kDefaultMaxShardBytes,
@@ -34,9 +32,9 @@ int save_full_checkpoint(const std::string& dir, const NamedTensors& state,
 void save_full_state_dict(FullyShardedDataParallel& root, const std::string& path,
                           const std::map<std::string, std::string>& metadata = {});
 
-// Reads a directory written by save_full_checkpoint (or by transformers), in the index's
-// order of files. ValueError naming the index and the file when a named file lacks a tensor.
-// `metadata` (when given) receives the first file's header metadata.
+// Reads a directory written by save_full_checkpoint (or by transformers), or one .safetensors
+// file, in io::SafetensorsDir::names() order, checksums verified; its errors. `metadata` (when
+// given) receives the first file's header metadata.
 NamedTensors load_full_checkpoint(const std::string& dir,
                                   std::map<std::string, std::string>* metadata = nullptr);
 

@@ -19,6 +19,7 @@
 #include "fsdp/checkpoint_full.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/fully_sharded_data_parallel.h"
+#include "fsdp/load_sharded.h"
 #include "fsdp/optim_state_dict.h"
 #include "fsdp/state_dict.h"
 #include "fsdp/summon_full_params.h"

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/io/checksum.h"
+#include "core/io/posix_file.h"
 
 namespace fsdp::io {
 
@@ -43,38 +44,17 @@ std::optional<DType> dtype_of_code(std::string_view code) {
   return std::nullopt;
 }
 
-// Closes a file descriptor on every path out of a function.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-// Reads exactly n bytes at `offset`; false when the file ends first.
-bool read_at(int fd, void* data, std::size_t n, std::uint64_t offset) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<std::size_t>(r);
-    offset += static_cast<std::uint64_t>(r);
-  }
-  return true;
+// The rank of a dtype in the reference writer's order (safetensors' `prepare` sorts by its Dtype
+// enum, descending: the widest alignment first), so every tensor starts aligned to its element.
+int layout_rank(DType dtype) {
+  constexpr DType kOrder[] = {DType::Int64,    DType::Float64, DType::Float32, DType::Int32,
+                              DType::BFloat16, DType::Float16, DType::UInt8,   DType::Bool};
+  return static_cast<int>(std::find(std::begin(kOrder), std::end(kOrder), dtype) -
+                          std::begin(kOrder));
 }
 
-// The header JSON of `specs`, in the order given; `offsets` receives each tensor's offset from
-// the start of the data.
+// The header JSON of `specs`, laid out as Python's safetensors writer does (by dtype rank, then
+// name); `offsets` receives each spec's offset from the start of the data, by spec index.
 std::string header_json(const std::vector<SafetensorsWriter::Spec>& specs,
                         const std::map<std::string, std::string>& metadata,
                         std::vector<std::uint64_t>& offsets) {
@@ -83,15 +63,22 @@ std::string header_json(const std::vector<SafetensorsWriter::Spec>& specs,
     auto& m = header[kMetadataKey] = nlohmann::ordered_json::object();
     for (const auto& [k, v] : metadata) m[k] = v;
   }
+  std::vector<std::size_t> order(specs.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const int ra = layout_rank(specs[a].dtype), rb = layout_rank(specs[b].dtype);
+    return ra != rb ? ra < rb : specs[a].name < specs[b].name;
+  });
   std::uint64_t offset = 0;
-  offsets.clear();
-  for (const auto& spec : specs) {
+  offsets.assign(specs.size(), 0);
+  for (std::size_t i : order) {
+    const auto& spec = specs[i];
     const std::uint64_t bytes = std::uint64_t(shape_numel(spec.shape)) * dtype_size(spec.dtype);
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
     entry["dtype"] = safetensors_dtype_code(spec.dtype);
     entry["shape"] = spec.shape;
     entry["data_offsets"] = {offset, offset + bytes};
-    offsets.push_back(offset);
+    offsets[i] = offset;
     offset += bytes;
     header[spec.name] = std::move(entry);
   }
@@ -238,12 +225,7 @@ std::map<std::string, std::string> save_safetensors(
 
 namespace {
 
-struct Entry {
-  std::string name;
-  DType dtype;
-  Shape shape;
-  std::uint64_t begin, end;
-};
+using Entry = SafetensorsEntry;
 
 // One header entry, checked against the data section's size.
 Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& v,
@@ -338,8 +320,15 @@ struct ByteSource {
   std::function<bool(void*, std::size_t, std::uint64_t)> read;
 };
 
-// The one parser behind load_safetensors and parse_safetensors; `name` names the file in errors.
-SafetensorsFile parse(const std::string& name, const ByteSource& src) {
+ByteSource file_source(int fd, std::uint64_t size) {
+  return {size, [fd](void* dst, std::size_t n, std::uint64_t offset) {
+            return read_at(fd, dst, n, offset);
+          }};
+}
+
+// The one header parser behind load_safetensors, parse_safetensors and read_safetensors_header;
+// `name` names the file in errors.
+SafetensorsHeader parse_header(const std::string& name, const ByteSource& src) {
   const std::uint64_t size = src.size;
   std::uint64_t header_len = 0;
   FSDP_CHECK(size >= 8 && src.read(&header_len, 8, 0), ValueError,
@@ -355,38 +344,75 @@ SafetensorsFile parse(const std::string& name, const ByteSource& src) {
   FSDP_CHECK(src.read(text.data(), text.size(), 8), ValueError,
              "load_safetensors: {}: cannot read the {}-byte header", name, header_len);
   nlohmann::json header;
+  // The parser keeps the last of repeated keys; the reference refuses them, and so do we.
+  std::set<std::string> keys;
+  std::optional<std::string> repeated;
+  auto note_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && !repeated &&
+        !keys.insert(parsed.get<std::string>()).second)
+      repeated = parsed.get<std::string>();
+    return true;
+  };
   try {
-    header = nlohmann::json::parse(text);
+    header = nlohmann::json::parse(text, note_keys);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range: 1e999
     throw ValueError(
         fmt::format("load_safetensors: {}: the header is not valid JSON: {}", name, e.what()));
   }
+  FSDP_CHECK(!repeated, ValueError, "load_safetensors: {}: the header names '{}' twice", name,
+             repeated.value_or(""));
   FSDP_CHECK(header.is_object(), ValueError,
              "load_safetensors: {}: the header must be a JSON object, got {}", name,
              header.type_name());
+  // The reference refuses what it would not have written: a header not starting with '{'.
+  FSDP_CHECK(text.starts_with('{'), ValueError,
+             "load_safetensors: {}: the header must start with '{{'", name);
 
-  const std::uint64_t data_start = 8 + header_len, data_size = size - data_start;
-  SafetensorsFile out;
-  std::vector<Entry> entries;
+  SafetensorsHeader out;
+  out.data_start = 8 + header_len;
+  const std::uint64_t data_size = size - out.data_start;
   for (const auto& [key, v] : header.items()) {
     if (key == kMetadataKey)
       out.metadata = parse_metadata(name, v);
     else
-      entries.push_back(parse_entry(name, key, v, data_size));
+      out.entries.push_back(parse_entry(name, key, v, data_size));
   }
+  auto& entries = out.entries;
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  for (std::size_t i = 1; i < entries.size(); ++i) {
-    const Entry &a = entries[i - 1], &b = entries[i];
-    FSDP_CHECK(b.begin >= a.end, ValueError,
-               "load_safetensors: {}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", name,
-               a.name, a.begin, a.end, b.name, b.begin, b.end);
+  // As the reference: the tensors cover the data exactly, from 0, with no hole and nothing after.
+  std::uint64_t covered = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Entry& b = entries[i];
+    if (i > 0) {
+      const Entry& a = entries[i - 1];
+      FSDP_CHECK(b.begin >= a.end, ValueError,
+                 "load_safetensors: {}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", name,
+                 a.name, a.begin, a.end, b.name, b.begin, b.end);
+    }
+    FSDP_CHECK(b.begin == covered, ValueError,
+               "load_safetensors: {}: tensor '{}' starts at byte {} of the data, but the tensors "
+               "before it end at {} (a hole)",
+               name, b.name, b.begin, covered);
+    covered = b.end;
   }
-  for (const Entry& e : entries) {
+  FSDP_CHECK(covered == data_size, ValueError,
+             "load_safetensors: {}: the tensors end at byte {} of the data, but it has {} bytes "
+             "(trailing bytes)",
+             name, covered, data_size);
+  return out;
+}
+
+// The whole file: the header, then every tensor's bytes.
+SafetensorsFile parse(const std::string& name, const ByteSource& src) {
+  SafetensorsHeader header = parse_header(name, src);
+  SafetensorsFile out;
+  out.metadata = std::move(header.metadata);
+  for (const Entry& e : header.entries) {
     Tensor t = empty(e.shape, e.dtype);
     const std::uint64_t n = e.end - e.begin;
-    FSDP_CHECK(n == 0 || src.read(t.data_ptr(), n, data_start + e.begin), ValueError,
+    FSDP_CHECK(n == 0 || src.read(t.data_ptr(), n, header.data_start + e.begin), ValueError,
                "load_safetensors: {}: tensor '{}': cannot read bytes [{}, {}) (truncated file?)",
                name, e.name, e.begin, e.end);
     out.tensors.emplace_back(e.name, std::move(t));
@@ -395,9 +421,8 @@ SafetensorsFile parse(const std::string& name, const ByteSource& src) {
   return out;
 }
 
-}  // namespace
-
-SafetensorsFile load_safetensors(const std::string& path) {
+// Opens `path` for reading; ValueError naming it when it is a directory or cannot be opened.
+FileDescriptor open_for_reading(const std::string& path, std::uint64_t& size) {
   std::error_code ec;
   FSDP_CHECK(!std::filesystem::is_directory(path, ec), ValueError,
              "load_safetensors: {} is a directory, not a safetensors file", path);
@@ -407,11 +432,16 @@ SafetensorsFile load_safetensors(const std::string& path) {
   struct stat st {};
   FSDP_CHECK(::fstat(fd.get(), &st) == 0, ValueError, "load_safetensors: cannot stat {}: {}", path,
              std::strerror(errno));
-  const int raw = fd.get();
-  return parse(path, {static_cast<std::uint64_t>(st.st_size),
-                      [raw](void* dst, std::size_t n, std::uint64_t offset) {
-                        return read_at(raw, dst, n, offset);
-                      }});
+  size = static_cast<std::uint64_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::uint64_t size = 0;
+  FileDescriptor fd = open_for_reading(path, size);
+  return parse(path, file_source(fd.get(), size));
 }
 
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name) {
@@ -420,6 +450,13 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& nam
                         if (n > 0) std::memcpy(dst, bytes.data() + offset, n);
                         return true;
                       }});
+}
+
+SafetensorsHeader read_safetensors_header(int fd, const std::string& path) {
+  struct stat st {};
+  FSDP_CHECK(::fstat(fd, &st) == 0, ValueError, "load_safetensors: cannot stat {}: {}", path,
+             std::strerror(errno));
+  return parse_header(path, file_source(fd, static_cast<std::uint64_t>(st.st_size)));
 }
 
 }  // namespace fsdp::io

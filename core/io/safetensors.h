@@ -20,18 +20,22 @@ namespace fsdp::io {
 // Python's safetensors writer's.
 enum class Checksums { none, xxh3 };
 
-// Writes the tensors, contiguous and in the order given, to `path` atomically (a temporary file
-// beside it, fsynced, then renamed). ValueError for duplicate or reserved names and meta tensors.
-// Returns the metadata written (with the checksums, when recorded).
+// Writes the tensors, contiguous, to `path` atomically (a temporary file beside it, fsynced, then
+// renamed), laid out as Python's safetensors writer does: by dtype (8-byte elements first, so
+// each starts aligned to its element size), then by name; the header padded with spaces to a
+// multiple of 8. With Checksums::none and at most one metadata entry the bytes equal Python's
+// `safetensors.torch.save_file` for the same dict (it orders several metadata entries by hash).
+// ValueError for duplicate or reserved names and meta tensors. Returns the metadata written
+// (with the checksums, when recorded).
 std::map<std::string, std::string> save_safetensors(
     const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
     const std::map<std::string, std::string>& metadata = {}, Checksums checksums = Checksums::none);
 
 // A safetensors file written as its tensors become available, in any order: the header (names,
-// dtypes, shapes, hence every offset) first, each tensor's bytes straight from its buffer to its
-// place in the file (pwrite, no copy), then fsync and an atomic rename in finish(). The bytes
-// equal save_safetensors' for the same tensors in the same order (save_safetensors is this
-// writer). Destroyed without finish(), it removes its temporary file.
+// dtypes, shapes, hence every offset, in save_safetensors' layout) first, each tensor's bytes
+// straight from its buffer to its place in the file (pwrite, no copy), then fsync and an atomic
+// rename in finish(). The bytes equal save_safetensors' for the same tensors in the same order
+// (save_safetensors is this writer). Destroyed without finish(), it removes its temporary file.
 class SafetensorsWriter {
  public:
   struct Spec {
@@ -71,7 +75,8 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;
 };
 
-// Reads a whole file into CPU tensors. Every malformation is a ValueError naming the file (and
+// Reads a whole file into CPU tensors, in the order of their bytes. Every malformation is a
+// ValueError naming the file (and
 // the tensor, where one is involved); a header above 100 MB is refused, as the reference does.
 // Checksums in the metadata ("xxh3:<name>") are verified: a tensor whose bytes differ is a
 // ValueError naming the file and the tensor.
@@ -79,6 +84,24 @@ SafetensorsFile load_safetensors(const std::string& path);
 
 // The same reader over bytes in memory; `name` stands for the file in errors (tests, fuzzing).
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name);
+
+// One tensor of a file's header: offsets [begin, end) from the start of the data section.
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  std::uint64_t begin = 0, end = 0;
+};
+struct SafetensorsHeader {
+  std::uint64_t data_start = 0;           // the data section's offset in the file
+  std::vector<SafetensorsEntry> entries;  // by offset
+  std::map<std::string, std::string> metadata;
+};
+
+// Reads and validates only the header of the file open as `fd` (named `path` in errors), with
+// load_safetensors' checks and messages: the tensors must cover the data exactly (no overlap,
+// hole or trailing bytes), as the reference requires.
+SafetensorsHeader read_safetensors_header(int fd, const std::string& path);
 
 // The format's dtype codes: "F32", "F64", "F16", "BF16", "I64", "I32", "U8", "BOOL".
 std::string_view safetensors_dtype_code(DType dtype);

@@ -292,11 +292,13 @@ BOOST_AUTO_TEST_CASE(full_checkpoint_in_hugging_faces_sharded_layout) {
   std::ifstream in(tmp.path / "model.safetensors.index.json");
   const auto index = nlohmann::json::parse(in);
   TS_TEST(index.at("metadata").at("total_size").get<int>() == 896);
-  // Files fill in order up to 300 bytes; the 400-byte tensor gets a file of its own.
+  TS_TEST(index.at("metadata").at("total_parameters").get<int>() == 224);
+  // Files fill in order up to 300 bytes; the 400-byte tensor gets a file of its own, before the
+  // file being filled (huggingface_hub's split).
   TS_TEST(index.at("weight_map").at("0.bias").get<std::string>() ==
-          "model-00001-of-00003.safetensors");
-  TS_TEST(index.at("weight_map").at("2.0.weight").get<std::string>() ==
           "model-00002-of-00003.safetensors");
+  TS_TEST(index.at("weight_map").at("2.0.weight").get<std::string>() ==
+          "model-00001-of-00003.safetensors");
   TS_TEST(index.at("weight_map").at("3.bias").get<std::string>() ==
           "model-00003-of-00003.safetensors");
   auto check_loaded = [&] {
@@ -314,14 +316,14 @@ BOOST_AUTO_TEST_CASE(full_checkpoint_in_hugging_faces_sharded_layout) {
   // An index naming a file without the tensor is an error naming both.
   save_full_checkpoint(tmp.path.string(), state, 300);
   nlohmann::json bad = index;
-  bad["weight_map"]["3.bias"] = "model-00001-of-00003.safetensors";
+  bad["weight_map"]["3.bias"] = "model-00002-of-00003.safetensors";
   std::ofstream(tmp.path / "model.safetensors.index.json") << bad.dump();
   try {
     load_full_checkpoint(tmp.path.string());
     TS_FAIL("loaded");
   } catch (const std::exception& e) {
     TS_TEST(std::string(e.what()).find("maps '3.bias' to " +
-                                       (tmp.path / "model-00001-of-00003.safetensors").string() +
+                                       (tmp.path / "model-00002-of-00003.safetensors").string() +
                                        ", which has no such tensor") != std::string::npos,
             e.what());
   }

@@ -2,14 +2,17 @@
 
 A file is: an 8-byte little-endian header length N, N bytes of JSON
 {name: {"dtype", "shape", "data_offsets": [begin, end)}, "__metadata__": {str: str}} padded with
-spaces to a multiple of 8, then the tensors' raw little-endian bytes. The writer lays the header
-out exactly as fsdp::io::save_safetensors does (compact JSON, metadata first, tensors in the
-order given), so the same tensors give the same bytes from both.
+spaces to a multiple of 8, then the tensors' raw little-endian bytes. The writer lays the file
+out as Python's safetensors and fsdp::io::save_safetensors do (compact JSON, metadata first,
+tensors by dtype, 8-byte elements first, then by name), so the same tensors give the same bytes
+from all three.
 """
 import json
 import struct
 
 DTYPE_SIZES = {"F32": 4, "F64": 8, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "U8": 1, "BOOL": 1}
+# The reference writer's order of dtypes (its Dtype enum, descending).
+LAYOUT_ORDER = ["I64", "F64", "F32", "I32", "BF16", "F16", "U8", "BOOL"]
 METADATA_KEY = "__metadata__"
 
 
@@ -21,7 +24,8 @@ def numel(shape):
 
 
 def write(path, entries, metadata=None):
-    """entries: [(name, dtype_code, shape, raw_bytes)] written in that order."""
+    """entries: [(name, dtype_code, shape, raw_bytes)], laid out as the reference does."""
+    entries = sorted(entries, key=lambda e: (LAYOUT_ORDER.index(e[1]), e[0]))
     header = {}
     if metadata:
         header[METADATA_KEY] = {k: metadata[k] for k in sorted(metadata)}

@@ -1,11 +1,21 @@
-"""Writes tests/core/io/python_written.safetensors by hand (json + struct, no torch): every dtype
-with known values, an empty and a 0-d tensor, and metadata. test_safetensors.cpp loads it and
-checks the values, and checks that save_safetensors writes the same bytes for the same tensors.
+"""Writes the fixtures of tests/core/io with Python's own writers (an optional tool: torch,
+safetensors and transformers, e.g. /opt/torch2/bin/python); test_safetensors.cpp and
+test_safetensors_dir.cpp read them and check that our writers give the same bytes.
 
-    python3 tests/core/io/gen_safetensors_fixture.py            # regenerate the fixture
+- python_written.safetensors: safetensors.torch.save_file of every dtype with known values, an
+  empty and a 0-d tensor, metadata {"format": "pt"} (one entry: the writer orders several by
+  hash, so only one gives reproducible bytes).
+- fixtures/hf_sharded/: transformers' save_pretrained of a tiny random LlamaForCausalLM with
+  max_shard_size="2KB" (the embedding and head, 2048 bytes, each get a file of their own):
+  model-0000k-of-0000n.safetensors and model.safetensors.index.json
+  (config.json and generation_config.json removed: only the weights are this fixture's), plus
+  state_dict_order.txt, the state dict's order that save_pretrained split in.
+
+    /opt/torch2/bin/python tests/core/io/gen_safetensors_fixture.py            # regenerate
     python3 tests/core/io/gen_safetensors_fixture.py --check F  # verify a file written by C++
 """
 import os
+import shutil
 import struct
 import sys
 
@@ -13,7 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tools", "torch_reference"))
 import safetensors_io  # noqa: E402
 
-METADATA = {"format": "pt", "generator": "gen_safetensors_fixture.py"}
+METADATA = {"format": "pt"}
+SHARDED_MAX_SHARD_SIZE = "2KB"
 
 
 def bf16(x):  # the upper half of a float32 (the values below are exact in bfloat16)
@@ -48,19 +59,56 @@ def cases():
     return out
 
 
+def write_python_file(path):
+    import torch
+    from safetensors.torch import save_file
+
+    dtypes = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16,
+              "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32, "U8": torch.uint8,
+              "BOOL": torch.bool}
+    tensors = {}
+    for name, code, shape, _, raw in cases():
+        t = torch.frombuffer(bytearray(raw), dtype=dtypes[code]) if raw else \
+            torch.empty(0, dtype=dtypes[code])
+        tensors[name] = t.reshape(shape).clone()
+    save_file(tensors, path, metadata=METADATA)
+
+
+def write_hf_sharded(out):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=8, intermediate_size=16, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=4,
+                         max_position_embeddings=16, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config)
+    shutil.rmtree(out, ignore_errors=True)
+    model.save_pretrained(out, max_shard_size=SHARDED_MAX_SHARD_SIZE)
+    for extra in ("config.json", "generation_config.json"):
+        if os.path.exists(os.path.join(out, extra)):
+            os.remove(os.path.join(out, extra))
+    with open(os.path.join(out, "state_dict_order.txt"), "w") as f:
+        for name in model.state_dict():
+            f.write(name + "\n")
+
+
 def main():
     expected = cases()
     if len(sys.argv) == 3 and sys.argv[1] == "--check":
         entries, metadata = safetensors_io.read(sys.argv[2])
         assert metadata == METADATA, metadata
-        got = [(n, c, list(s), raw) for n, c, s, raw in entries]
-        want = [(n, c, s, raw) for n, c, s, _, raw in expected]
+        got = sorted((n, c, list(s), raw) for n, c, s, raw in entries)
+        want = sorted((n, c, s, raw) for n, c, s, _, raw in expected)
         assert got == want, (got, want)
         print("ok: %s holds the %d expected tensors" % (sys.argv[2], len(got)))
         return
     path = os.path.join(HERE, "python_written.safetensors")
-    safetensors_io.write(path, [(n, c, s, raw) for n, c, s, _, raw in expected], METADATA)
+    write_python_file(path)
     print("wrote", path)
+    out = os.path.join(HERE, "fixtures", "hf_sharded")
+    write_hf_sharded(out)
+    print("wrote", out, sorted(os.listdir(out)))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE core_io
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <cstring>
@@ -83,11 +84,14 @@ std::vector<std::pair<std::string, Tensor>> python_fixture_tensors() {
       {"scalar", from_vector({42.0}, {}, DType::Float32)},
   };
 }
-const std::map<std::string, std::string> kPythonMetadata = {
-    {"format", "pt"}, {"generator", "gen_safetensors_fixture.py"}};
+const std::map<std::string, std::string> kPythonMetadata = {{"format", "pt"}};
 
-void check_same_tensors(const std::vector<std::pair<std::string, Tensor>>& got,
-                        const std::vector<std::pair<std::string, Tensor>>& want) {
+// The same names, dtypes, shapes and values, in any order (files lay tensors out by dtype).
+void check_same_tensors(std::vector<std::pair<std::string, Tensor>> got,
+                        std::vector<std::pair<std::string, Tensor>> want) {
+  auto by_name = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::sort(got.begin(), got.end(), by_name);
+  std::sort(want.begin(), want.end(), by_name);
   BOOST_REQUIRE_EQUAL(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     BOOST_TEST_CONTEXT("tensor " << want[i].first) {
@@ -98,6 +102,14 @@ void check_same_tensors(const std::vector<std::pair<std::string, Tensor>>& got,
                  boost::test_tools::per_element());
     }
   }
+}
+
+// The tensor named `name` of a file's list.
+const Tensor& tensor_named(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                           const std::string& name) {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  throw std::runtime_error("no tensor " + name);
 }
 
 const std::string kPythonFile = std::string(FSDP_IO_TEST_DIR) + "/python_written.safetensors";
@@ -132,10 +144,11 @@ BOOST_AUTO_TEST_CASE(non_contiguous_written_contiguous_and_overwrite) {
   io::save_safetensors(path, {{"t", t}, {"row", base.select(0, 1)}});
   auto f = io::load_safetensors(path);
   BOOST_REQUIRE_EQUAL(f.tensors.size(), 2u);
-  BOOST_TEST(f.tensors[0].second.shape() == (Shape{3, 2}));
-  BOOST_TEST(f.tensors[0].second.to_vector() == (std::vector<double>{1, 4, 2, 5, 3, 6}),
+  const Tensor& got_t = tensor_named(f.tensors, "t");
+  BOOST_TEST(got_t.shape() == (Shape{3, 2}));
+  BOOST_TEST(got_t.to_vector() == (std::vector<double>{1, 4, 2, 5, 3, 6}),
              boost::test_tools::per_element());
-  BOOST_TEST(f.tensors[1].second.to_vector() == (std::vector<double>{4, 5, 6}),
+  BOOST_TEST(tensor_named(f.tensors, "row").to_vector() == (std::vector<double>{4, 5, 6}),
              boost::test_tools::per_element());
   BOOST_TEST(f.metadata.empty());
   // The data section starts 8-byte aligned (the header is padded with spaces).
@@ -148,12 +161,19 @@ BOOST_AUTO_TEST_CASE(file_written_by_python_loads) {
   auto f = io::load_safetensors(kPythonFile);
   check_same_tensors(f.tensors, python_fixture_tensors());
   BOOST_TEST(f.metadata == kPythonMetadata);
-  BOOST_TEST(f.tensors[3].second.to_vector()[1] == -3.140625);
-  BOOST_TEST(f.tensors[4].second.to_int_vector()[1] == (1LL << 40));
+  BOOST_TEST(tensor_named(f.tensors, "bf16").to_vector()[1] == -3.140625);
+  BOOST_TEST(tensor_named(f.tensors, "i64").to_int_vector()[1] == (1LL << 40));
+  // Laid out by dtype (8-byte elements first), then by name, as the reference writer does.
+  std::vector<std::string> order;
+  for (const auto& [n, t] : f.tensors) order.push_back(n);
+  BOOST_TEST(order == (std::vector<std::string>{"i64", "f64", "empty", "f32", "scalar", "i32",
+                                                "bf16", "f16", "u8", "bool"}),
+             boost::test_tools::per_element());
 }
 
-// Same tensors, same bytes: what Python's reader accepts (gen_safetensors_fixture.py --check)
-// it accepts from us. FSDP_SAFETENSORS_WRITE_TO=PATH keeps our file for that check by hand.
+// Same tensors, same bytes as Python's safetensors.torch.save_file (gen_safetensors_fixture.py),
+// whatever order they are given in. FSDP_SAFETENSORS_WRITE_TO=PATH keeps our file for
+// gen_safetensors_fixture.py --check.
 BOOST_AUTO_TEST_CASE(we_write_the_bytes_python_writes) {
   TempDir tmp;
   std::string path = tmp.path("ours.safetensors");
@@ -162,6 +182,10 @@ BOOST_AUTO_TEST_CASE(we_write_the_bytes_python_writes) {
   const std::string ours = read_bytes(path), theirs = read_bytes(kPythonFile);
   BOOST_TEST(ours.size() == theirs.size());
   BOOST_TEST((ours == theirs));
+  auto reversed = python_fixture_tensors();
+  std::reverse(reversed.begin(), reversed.end());
+  io::save_safetensors(path, reversed, kPythonMetadata);
+  BOOST_TEST((read_bytes(path) == theirs));
 }
 
 BOOST_AUTO_TEST_CASE(writer_errors) {
@@ -217,6 +241,22 @@ BOOST_AUTO_TEST_CASE(malformed_files) {
            raw_file("{" + entry_a + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                     std::string(12, '\0')));
   expect_value_error(load(p), {p, "tensors 'a' [0, 8) and 'b' [4, 12) overlap"});
+
+  // The reference's coverage rule: no hole between tensors, no bytes after the last one.
+  p = file("hole",
+           raw_file("{" + entry_a + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",
+                    std::string(16, '\0')));
+  expect_value_error(load(p), {p,
+                               "tensor 'b' starts at byte 12 of the data, but the tensors before "
+                               "it end at 8 (a hole)"});
+  p = file("trailing", raw_file("{" + entry_a + "}", std::string(10, '\0')));
+  expect_value_error(load(p), {p,
+                               "the tensors end at byte 8 of the data, but it has 10 bytes "
+                               "(trailing bytes)"});
+  p = file("repeated", raw_file("{" + entry_a + "," + entry_a + "}", std::string(8, '\0')));
+  expect_value_error(load(p), {p, "the header names 'a' twice"});
+  p = file("leading_space", raw_file(" {" + entry_a + "}", std::string(8, '\0')));
+  expect_value_error(load(p), {p, "the header must start with '{'"});
 
   p = file("mismatch", raw_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
                                 std::string(8, '\0')));
@@ -274,19 +314,19 @@ BOOST_AUTO_TEST_CASE(checksums_are_recorded_and_verified) {
     w.finish();
   }
   BOOST_TEST(read_bytes(streamed) == read_bytes(path));
-  // The last byte belongs to b.
+  // The last byte belongs to a (float64 b is laid out first).
   std::string bytes = read_bytes(path);
   bytes.back() = static_cast<char>(bytes.back() ^ 1);
   write_bytes(path, bytes);
-  Tensor damaged = from_vector({-1, 0.5}, {2}, DType::Float64);
-  reinterpret_cast<char*>(damaged.data_ptr())[15] ^= 1;
+  Tensor damaged = from_vector({1, 2, 3}, {3});
+  reinterpret_cast<char*>(damaged.data_ptr())[11] ^= 1;
   try {
     io::load_safetensors(path);
     BOOST_FAIL("a damaged file loaded");
   } catch (const ValueError& e) {
     BOOST_TEST(std::string(e.what()) ==
-               "load_safetensors: " + path + ": tensor 'b' is damaged: its bytes hash to " +
-                   io::xxh3_hex(damaged) + ", the header records " + io::xxh3_hex(b) + " (xxh3)");
+               "load_safetensors: " + path + ": tensor 'a' is damaged: its bytes hash to " +
+                   io::xxh3_hex(damaged) + ", the header records " + io::xxh3_hex(a) + " (xxh3)");
   }
   // A checksum of a tensor the file lacks: the header is damaged.
   const std::string lacking = tmp.path("l.safetensors");
