@@ -50,7 +50,10 @@ Tensor causal_lm_loss(const Tensor& logits, const Tensor& targets) {
              ValueError,
              "causal_lm_loss: expected logits [B, S, V] and targets [B, S], got {} and {}",
              shape_str(logits.shape()), shape_str(targets.shape()));
-  const Tensor flat = reshape(to_dtype(logits, DType::Float32), {-1, logits.size(2)});
+  // float32 at least (transformers' logits.float()); float64 stays float64.
+  const bool low = logits.dtype() == DType::Float16 || logits.dtype() == DType::BFloat16;
+  const Tensor flat =
+      reshape(low ? to_dtype(logits, DType::Float32) : logits, {-1, logits.size(2)});
   return cross_entropy(flat, reshape(targets, {-1}));
 }
 

@@ -52,7 +52,7 @@ class CausalLM : public nn::Module {
 // A transformers class by name: its ancestry is `name`, `bases` (nearest first), "Module".
 const nn::ModuleClass& hf_class(const std::string& name, std::vector<std::string> bases = {});
 
-// Mean cross-entropy over all B*S positions of logits [B, S, V] (computed in float32) against
+// Mean cross-entropy over all B*S positions of logits [B, S, V] (16-bit ones in float32) against
 // targets [B, S] that are already shifted (llm.c style: targets = inputs moved by one); no
 // second shift, as transformers' loss would do on labels. Targets -100 are ignored.
 Tensor causal_lm_loss(const Tensor& logits, const Tensor& targets);
