@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/ops.h"
+#include "core/traversal/wrapper_marker.h"
 
 namespace fsdp::models {
 
@@ -55,6 +56,25 @@ Tensor causal_lm_loss(const Tensor& logits, const Tensor& targets) {
   const Tensor flat =
       reshape(low ? to_dtype(logits, DType::Float32) : logits, {-1, logits.size(2)});
   return cross_entropy(flat, reshape(targets, {-1}));
+}
+
+nn::Value run_blocks(const nn::Module& blocks, Tensor h, const nn::Value& past_key_values,
+                     bool use_cache,
+                     const std::function<nn::Args(const Tensor&, const nn::Value&)>& block_args) {
+  std::vector<nn::Value> presents;
+  std::size_t i = 0;
+  for (const auto& [name, block] : traversal::unwrapped(blocks).child_slots()) {
+    const nn::Value past = past_key_values.is_none() ? nn::Value() : past_key_values[i++];
+    const nn::Value out = (*block)(block_args(h, past));
+    if (!use_cache) {
+      h = out.tensor();
+      continue;
+    }
+    h = out[0].tensor();
+    presents.push_back(out[1]);
+  }
+  if (!use_cache) return h;
+  return nn::Value(std::vector<nn::Value>{h, nn::Value(std::move(presents))});
 }
 
 nn::Value layer_past(const KVCache* cache, std::size_t layer) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -56,6 +57,13 @@ const nn::ModuleClass& hf_class(const std::string& name, std::vector<std::string
 // targets [B, S] that are already shifted (llm.c style: targets = inputs moved by one); no
 // second shift, as transformers' loss would do on labels. Targets -100 are ignored.
 Tensor causal_lm_loss(const Tensor& logits, const Tensor& targets);
+
+// Runs the blocks in `blocks`' slots in order (through wrappers put there), each called with
+// block_args(h, layer_past) where layer_past is past_key_values[i] (None without a history);
+// returns the last h, or with use_cache (h, ((k, v) per block)).
+nn::Value run_blocks(const nn::Module& blocks, Tensor h, const nn::Value& past_key_values,
+                     bool use_cache,
+                     const std::function<nn::Args(const Tensor&, const nn::Value&)>& block_args);
 
 // The KV cache as the blocks exchange it through their slots: the layer's (k, v) tuple, or None.
 nn::Value layer_past(const KVCache* cache, std::size_t layer);

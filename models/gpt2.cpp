@@ -10,7 +10,6 @@
 #include "core/nn/layer_norm.h"
 #include "core/nn/linear.h"
 #include "core/ops.h"
-#include "core/traversal/wrapper_marker.h"
 #include "models/activation.h"
 #include "models/attention.h"
 #include "models/conv1d.h"
@@ -124,23 +123,13 @@ nn::Value GPT2Model::forward(const nn::Args& args) {
              config.n_positions);
   const Tensor pos = arange(static_cast<double>(past_len), static_cast<double>(past_len + S), 1.0,
                             TensorOptions(DType::Int64, ids.device()));
-  Tensor h = call_child("drop", add(call_child("wte", ids), call_child("wpe", pos)));
-  std::vector<nn::Value> presents;
-  std::size_t i = 0;
-  for (const auto& [name, block] : traversal::unwrapped(*child("h")).child_slots()) {
-    const nn::Value lp = past.is_none() ? nn::Value() : past[i];
-    const nn::Value out = (*block)(nn::Args({h}, {{"layer_past", lp}, {"use_cache", use_cache}}));
-    if (use_cache) {
-      h = out[0].tensor();
-      presents.push_back(out[1]);
-    } else {
-      h = out.tensor();
-    }
-    ++i;
-  }
-  h = call_child("ln_f", h);
-  if (!use_cache) return h;
-  return nn::Value(std::vector<nn::Value>{h, nn::Value(std::move(presents))});
+  const Tensor h = call_child("drop", add(call_child("wte", ids), call_child("wpe", pos)));
+  const nn::Value out =
+      run_blocks(*child("h"), h, past, use_cache, [&](const Tensor& x, const nn::Value& lp) {
+        return nn::Args({x}, {{"layer_past", lp}, {"use_cache", use_cache}});
+      });
+  if (!use_cache) return call_child("ln_f", out.tensor());
+  return nn::Value(std::vector<nn::Value>{call_child("ln_f", out[0].tensor()), out[1]});
 }
 
 const nn::ModuleClass& GPT2LMHeadModel::static_class() {

@@ -12,7 +12,6 @@
 #include "core/nn/init.h"
 #include "core/nn/linear.h"
 #include "core/ops.h"
-#include "core/traversal/wrapper_marker.h"
 #include "models/activation.h"
 #include "models/attention.h"
 #include "models/functional.h"
@@ -133,7 +132,8 @@ LlamaModel::LlamaModel(const LlamaConfig& c, TensorOptions options)
   register_module("layers", layers);
   register_module("norm", std::make_shared<LlamaRMSNorm>(c.hidden_size, c.rms_norm_eps, options,
                                                          family(c) + "RMSNorm"));
-  register_module("rotary_emb", std::make_shared<LlamaRotaryEmbedding>(c, options));
+  register_module("rotary_emb", std::make_shared<LlamaRotaryEmbedding>(
+                                    c, options, family(c) + "RotaryEmbedding"));
 }
 
 nn::Value LlamaModel::forward(const nn::Args& args) {
@@ -146,22 +146,12 @@ nn::Value LlamaModel::forward(const nn::Args& args) {
   const std::int64_t past_len = past.is_none() ? 0 : past[0][0].tensor().size(2);
   Tensor h = call_child("embed_tokens", ids);
   const nn::Value cos_sin = (*child("rotary_emb"))(nn::Args({h, past_len}));
-  std::vector<nn::Value> presents;
-  std::size_t i = 0;
-  for (const auto& [name, layer] : traversal::unwrapped(*child("layers")).child_slots()) {
-    const nn::Value lp = past.is_none() ? nn::Value() : past[i];
-    const nn::Value out = (*layer)(nn::Args({h, cos_sin[0], cos_sin[1], lp, use_cache}));
-    if (use_cache) {
-      h = out[0].tensor();
-      presents.push_back(out[1]);
-    } else {
-      h = out.tensor();
-    }
-    ++i;
-  }
-  h = call_child("norm", h);
-  if (!use_cache) return h;
-  return nn::Value(std::vector<nn::Value>{h, nn::Value(std::move(presents))});
+  const nn::Value out =
+      run_blocks(*child("layers"), h, past, use_cache, [&](const Tensor& x, const nn::Value& lp) {
+        return nn::Args({x, cos_sin[0], cos_sin[1], lp, use_cache});
+      });
+  if (!use_cache) return call_child("norm", out.tensor());
+  return nn::Value(std::vector<nn::Value>{call_child("norm", out[0].tensor()), out[1]});
 }
 
 const nn::ModuleClass& LlamaForCausalLM::static_class() {

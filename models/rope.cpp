@@ -41,8 +41,9 @@ Tensor rope_inv_freq(const RopeParameters& rope, std::int64_t head_dim) {
   return from_vector(inv, base.shape(), DType::Float32);
 }
 
-LlamaRotaryEmbedding::LlamaRotaryEmbedding(const LlamaConfig& c, TensorOptions options)
-    : Module(hf_class("LlamaRotaryEmbedding")), rope(c.rope), head_dim(c.head_dim) {
+LlamaRotaryEmbedding::LlamaRotaryEmbedding(const LlamaConfig& c, TensorOptions options,
+                                           const std::string& cls)
+    : Module(hf_class(cls)), rope(c.rope), head_dim(c.head_dim) {
   const TensorOptions f32 = TensorOptions(DType::Float32, options.device);
   register_buffer("inv_freq", empty({head_dim / 2}, f32), /*persistent=*/false);
   register_buffer("original_inv_freq", empty({head_dim / 2}, f32), /*persistent=*/false);

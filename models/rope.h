@@ -19,7 +19,9 @@ Tensor rope_inv_freq(const RopeParameters& rope, std::int64_t head_dim);
 // past_length .. past_length + S - 1, S = x.size(1).
 class LlamaRotaryEmbedding : public nn::Module {
  public:
-  LlamaRotaryEmbedding(const LlamaConfig& config, TensorOptions options = {});
+  // `cls`: transformers' class name ("LlamaRotaryEmbedding", "MistralRotaryEmbedding").
+  LlamaRotaryEmbedding(const LlamaConfig& config, TensorOptions options = {},
+                       const std::string& cls = "LlamaRotaryEmbedding");
   nn::Value forward(const nn::Args& args) override;
   void reset_parameters() override;  // recomputes the buffers (after to_empty)
 

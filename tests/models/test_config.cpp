@@ -142,6 +142,8 @@ BOOST_AUTO_TEST_CASE(mistral_needs_a_null_sliding_window_and_keeps_its_class_nam
   auto model = make_causal_lm(c, TensorOptions(DType::Float32, kMeta));
   BOOST_TEST(model->type_name() == "MistralForCausalLM");
   BOOST_TEST(model->get_submodule("model.layers.0")->type_name() == "MistralDecoderLayer");
+  BOOST_TEST(model->get_submodule("model.rotary_emb")->type_name() == "MistralRotaryEmbedding");
+  BOOST_TEST(model->get_submodule("model.norm")->type_name() == "MistralRMSNorm");
   BOOST_TEST(model->config_json().at("architectures") == json::array({"MistralForCausalLM"}));
   BOOST_TEST(!model->config_json().contains("mlp_bias"));
 }

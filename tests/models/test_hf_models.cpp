@@ -104,3 +104,18 @@ BOOST_DATA_TEST_CASE(rotary_inverse_frequencies_equal_transformers_bit_for_bit,
   const auto got = model->get_submodule("model.rotary_emb")->buffer("inv_freq").to_vector();
   BOOST_TEST(got == want, boost::test_tools::per_element());
 }
+
+BOOST_DATA_TEST_CASE(bfloat16_logits_stay_near_float32, bdata::make(testing::hf_fixture_models()),
+                     name) {
+  // The model converted to bfloat16 (RMSNorm normalising in float32, as transformers does):
+  // within bfloat16's rounding of transformers' float32 logits.
+  auto model = load_fixture_model(name);
+  model->to(DType::BFloat16);
+  const auto expected = testing::hf_expected(name);
+  autograd::NoGradGuard no_grad;
+  const Tensor logits = model->forward(expected.at("input_ids"));
+  BOOST_TEST(logits.dtype() == DType::BFloat16);
+  const Tensor& want = expected.at("logits");
+  const double diff = max(abs(sub(to_dtype(logits, DType::Float32), want))).item();
+  BOOST_TEST(diff <= 0.1 * max(abs(want)).item());
+}
