@@ -1,0 +1,57 @@
+#include "models/attention.h"
+
+#include <vector>
+
+#include "core/ops.h"
+#include "models/functional.h"
+
+namespace fsdp::models {
+
+namespace {
+
+// true where key j <= past + query i (a bool mask for scaled_dot_product_attention).
+Tensor causal_mask(std::int64_t past, std::int64_t S, Device device) {
+  std::vector<double> keep(static_cast<std::size_t>(S * (past + S)));
+  for (std::int64_t i = 0; i < S; ++i)
+    for (std::int64_t j = 0; j < past + S; ++j)
+      keep[static_cast<std::size_t>(i * (past + S) + j)] = j <= past + i;
+  return from_vector(keep, {S, past + S}, TensorOptions(DType::Bool, device));
+}
+
+}  // namespace
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                        double dropout_p) {
+  const std::int64_t S = q.size(2), past = k.size(2) - S;
+  const bool gqa = q.size(1) != k.size(1);
+  if (dropout_p > 0.0) {  // the probabilities themselves are needed: written out
+    Tensor key = k, value = v;
+    if (gqa) {
+      const std::int64_t rep = q.size(1) / k.size(1);
+      const auto repeat = [&](const Tensor& t) {
+        const Shape& s = t.shape();
+        return reshape(expand(unsqueeze(t, 2), {s[0], s[1], rep, s[2], s[3]}),
+                       {s[0], s[1] * rep, s[2], s[3]});
+      };
+      key = repeat(k);
+      value = repeat(v);
+    }
+    Tensor scores = mul(matmul(q, transpose(key, -2, -1)), scale);
+    if (S > 1 && !q.is_meta())
+      scores = masked_fill(scores, logical_not(causal_mask(past, S, q.device())), -INFINITY);
+    return matmul(dropout(softmax(scores, -1), dropout_p, /*training=*/true), value);
+  }
+  if (past == 0) return scaled_dot_product_attention(q, k, v, {}, true, scale, gqa);
+  if (S == 1 || q.is_meta()) return scaled_dot_product_attention(q, k, v, {}, false, scale, gqa);
+  return scaled_dot_product_attention(q, k, v, causal_mask(past, S, q.device()), false, scale, gqa);
+}
+
+Tensor merge_heads(const Tensor& x) {
+  return reshape(transpose(x, 1, 2), {x.size(0), x.size(2), x.size(1) * x.size(3)});
+}
+
+Tensor split_heads(const Tensor& x, std::int64_t heads) {
+  return transpose(reshape(x, {x.size(0), x.size(1), heads, x.size(2) / heads}), 1, 2);
+}
+
+}  // namespace fsdp::models

@@ -1,0 +1,20 @@
+// Causal self-attention over a key/value history, shared by GPT-2 and Llama.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace fsdp::models {
+
+// q (B, H, S, D) at absolute positions past..past+S-1 over k, v (B, Hkv, past+S, D): query i
+// attends keys j <= past + i; Hkv divides H (grouped-query). scale multiplies q k^T. With
+// dropout_p > 0 (training) the probabilities are dropped out, as the Python models do.
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                        double dropout_p = 0.0);
+
+// (B, heads, S, D) -> (B, S, heads * D), heads concatenated in order.
+Tensor merge_heads(const Tensor& x);
+
+// (B, S, heads * D) -> (B, heads, S, D).
+Tensor split_heads(const Tensor& x, std::int64_t heads);
+
+}  // namespace fsdp::models

@@ -1,0 +1,73 @@
+// What GPT2LMHeadModel and LlamaForCausalLM share: forward from token ids (with a KV cache)
+// to logits, their config as save_pretrained writes it, transformers' _init_weights, and the
+// causal-LM loss.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/module.h"
+#include "core/random.h"
+#include "models/kv_cache.h"
+
+namespace fsdp::models {
+
+// The base of the *ForCausalLM classes; its module class is transformers' PreTrainedModel.
+class CausalLM : public nn::Module {
+ public:
+  static const nn::ModuleClass& static_class();
+
+  // ids [B, S] int64 -> logits [B, S, V]. With a cache, the ids continue the cached positions
+  // (positions cache->length() ..) and the cache grows by S. The body (child `body`) and
+  // lm_head run through their slots, so wrappers put in their place run.
+  Tensor forward(const Tensor& ids, KVCache* cache);
+  Tensor forward(const Tensor& ids) { return forward(ids, nullptr); }
+  nn::Value forward(const nn::Args& args) override { return forward(args.tensor(0), nullptr); }
+
+  // config.json as save_pretrained writes it, with `dtype` ("float32", "bfloat16", ...).
+  virtual nlohmann::json config_json(const std::string& dtype = "float32") const = 0;
+  // transformers' _init_weights for the parameters and buffers of `module` and its children
+  // (any subtree of this model, so it also serves as FSDP's param_init_fn); draws from
+  // `generator`, else this thread's default one, in named_parameters() order.
+  virtual void init_weights(nn::Module& module, Generator* generator = nullptr) const = 0;
+
+  virtual std::int64_t vocab_size() const = 0;
+  // The most positions a sequence may have (GPT-2's n_positions, Llama's
+  // max_position_embeddings: generation's cap).
+  virtual std::int64_t max_positions() const = 0;
+  // The end-of-sequence ids of config.json's eos_token_id (a number or a list; none if null).
+  std::vector<std::int64_t> eos_token_ids() const;
+
+ protected:
+  // `body`: the child that maps ids to hidden states ("transformer", "model").
+  CausalLM(const nn::ModuleClass& cls, std::string body) : Module(cls), body_(std::move(body)) {}
+
+ private:
+  std::string body_;
+};
+
+// A transformers class by name: its ancestry is `name`, `bases` (nearest first), "Module".
+const nn::ModuleClass& hf_class(const std::string& name, std::vector<std::string> bases = {});
+
+// Mean cross-entropy over all B*S positions of logits [B, S, V] (16-bit ones in float32) against
+// targets [B, S] that are already shifted (llm.c style: targets = inputs moved by one); no
+// second shift, as transformers' loss would do on labels. Targets -100 are ignored.
+Tensor causal_lm_loss(const Tensor& logits, const Tensor& targets);
+
+// Runs the blocks in `blocks`' slots in order (through wrappers put there), each called with
+// block_args(h, layer_past) where layer_past is past_key_values[i] (None without a history);
+// returns the last h, or with use_cache (h, ((k, v) per block)).
+nn::Value run_blocks(const nn::Module& blocks, Tensor h, const nn::Value& past_key_values,
+                     bool use_cache,
+                     const std::function<nn::Args(const Tensor&, const nn::Value&)>& block_args);
+
+// The KV cache as the blocks exchange it through their slots: the layer's (k, v) tuple, or None.
+nn::Value layer_past(const KVCache* cache, std::size_t layer);
+// Stores a block's returned (k, v) tuple as layer `layer` of the cache.
+void store_layer_past(KVCache& cache, std::size_t layer, const nn::Value& present);
+
+}  // namespace fsdp::models

@@ -1,0 +1,18 @@
+// transformers' _init_weights for GPT-2 and Llama (PreTrainedModel._init_weights and the
+// models' overrides), over any subtree of a model.
+#pragma once
+
+#include "core/module.h"
+#include "core/random.h"
+
+namespace fsdp::models {
+
+// Linear and Conv1D weights ~ N(0, std) (parameters named "c_proj.weight": N(0, residual_std),
+// GPT-2's scaled residual projections), biases 0; Embedding ~ N(0, std) with its padding_idx row
+// 0; LayerNorm weight 1, bias 0; Llama's and Mistral's RMSNorm weight 1; other buffers (rotary
+// inverse frequencies) recomputed by their module's reset_parameters(). Draws from `generator`
+// (else this thread's default one) in named_parameters() order, a tied parameter once.
+void hf_init_weights(nn::Module& module, double std, double residual_std,
+                     Generator* generator = nullptr);
+
+}  // namespace fsdp::models

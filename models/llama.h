@@ -1,0 +1,85 @@
+// transformers' LlamaForCausalLM (also Mistral without a sliding window): its module tree,
+// class names and FQNs exactly (state dicts load without renaming), modeling_llama.py's forward
+// (RMSNorm, RoPE, grouped-query attention, SwiGLU) and a KV cache.
+//   LlamaForCausalLM(model: LlamaModel(embed_tokens, layers: ModuleList of LlamaDecoderLayer(
+//   self_attn: LlamaAttention(q_proj, k_proj, v_proj, o_proj), mlp: LlamaMLP(gate_proj,
+//   up_proj, down_proj, act_fn), input_layernorm, post_attention_layernorm), norm, rotary_emb),
+//   lm_head)
+#pragma once
+
+#include <cstdint>
+
+#include "core/module.h"
+#include "models/causal_lm.h"
+#include "models/llama_config.h"
+
+namespace fsdp::models {
+
+// weight [E] (ones); rms_norm(x, weight, eps).
+class LlamaRMSNorm : public nn::Module {
+ public:
+  // `cls`: transformers' class name ("LlamaRMSNorm", "MistralRMSNorm").
+  LlamaRMSNorm(std::int64_t hidden_size, double eps, TensorOptions options = {},
+               const std::string& cls = "LlamaRMSNorm");
+  nn::Value forward(const nn::Args& args) override { return forward(args.tensor(0)); }
+  Tensor forward(const Tensor& x);
+  void reset_parameters() override;
+  std::string extra_repr() const override;
+
+  const double eps;
+};
+
+// Calls: (x [B, S, E], cos, sin, layer_past=(k, v) | None) -> (out, (k, v)), k after RoPE and
+// v of the KV heads, [B, KV, past+S, D].
+class LlamaAttention : public nn::Module {
+ public:
+  LlamaAttention(const LlamaConfig& config, std::int64_t layer_idx, TensorOptions options = {});
+  nn::Value forward(const nn::Args& args) override;
+
+  const std::int64_t heads, kv_heads, head_dim, layer_idx;
+  const double attention_dropout;
+};
+
+// down_proj(act_fn(gate_proj(x)) * up_proj(x)).
+class LlamaMLP : public nn::Module {
+ public:
+  LlamaMLP(const LlamaConfig& config, TensorOptions options = {});
+  nn::Value forward(const nn::Args& args) override;
+};
+
+// Calls: (h, cos, sin, layer_past=(k, v) | None, use_cache=false) -> h, or (h, (k, v)).
+class LlamaDecoderLayer : public nn::Module {
+ public:
+  LlamaDecoderLayer(const LlamaConfig& config, std::int64_t layer_idx, TensorOptions options = {});
+  nn::Value forward(const nn::Args& args) override;
+};
+
+// Calls: (ids [B, S], past_key_values=((k, v), ...) | None, use_cache=false) -> hidden states
+// after norm, or (hidden, ((k, v), ...)) with use_cache.
+class LlamaModel : public nn::Module {
+ public:
+  LlamaModel(const LlamaConfig& config, TensorOptions options = {});
+  nn::Value forward(const nn::Args& args) override;
+
+  const LlamaConfig config;
+};
+
+// lm_head (Linear(E, V, bias=false)) holds model.embed_tokens' weight when tie_word_embeddings.
+class LlamaForCausalLM : public CausalLM {
+ public:
+  static const nn::ModuleClass& static_class();
+  // options.device may be meta: shapes only, materialised later (to_empty + init_weights).
+  explicit LlamaForCausalLM(const LlamaConfig& config, TensorOptions options = {});
+
+  using CausalLM::forward;
+  nlohmann::json config_json(const std::string& dtype = "float32") const override {
+    return config.to_json(dtype);
+  }
+  void init_weights(nn::Module& module, Generator* generator = nullptr) const override;
+  std::int64_t vocab_size() const override { return config.vocab_size; }
+  std::int64_t max_positions() const override { return config.max_position_embeddings; }
+
+  const LlamaConfig config;
+};
+
+}  // namespace fsdp::models

@@ -1,0 +1,260 @@
+// GPT2Config and LlamaConfig against transformers 5.24: defaults, aliases, both rope formats,
+// save_pretrained's config.json written back field for field, and every unsupported value's
+// message; load_config's and the weight loader's errors.
+#define BOOST_TEST_MODULE models_config
+#include <unistd.h>
+
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "core/input_error.h"
+#include "core/io/safetensors.h"
+#include "core/ops.h"
+#include "models/auto_model.h"
+#include "models/gpt2.h"
+#include "models/llama.h"
+#include "models/load_weights.h"
+#include "tests/models/hf_fixture.h"
+#include "tests/support/error_message.h"
+
+using namespace fsdp;
+using namespace fsdp::models;
+using nlohmann::json;
+namespace bdata = boost::unit_test::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string parse_error(const json& j) {
+  return testing::error_message<InputError>([&] { parse_config(j, "cfg.json"); });
+}
+
+json llama(json extra) {
+  json j = {{"model_type", "llama"},  {"hidden_size", 16},       {"num_attention_heads", 4},
+            {"num_hidden_layers", 1}, {"intermediate_size", 32}, {"vocab_size", 50}};
+  if (!extra.is_null()) j.update(extra);
+  return j;
+}
+
+json gpt2(json extra) {
+  json j = {{"model_type", "gpt2"}, {"n_embd", 16},     {"n_head", 4},
+            {"n_layer", 1},         {"n_positions", 8}, {"vocab_size", 50}};
+  if (!extra.is_null()) j.update(extra);
+  return j;
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("models_config_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(to_json_writes_the_saved_config_back_field_for_field,
+                     bdata::make(testing::hf_fixture_models()), name) {
+  const std::string path = testing::hf_fixture_dir(name) + "/config.json";
+  std::ifstream in(path);
+  const json saved = json::parse(in);
+  const json written = std::visit([](const auto& c) { return c.to_json(); }, load_config(path));
+  BOOST_TEST(written.dump(2) == saved.dump(2));
+}
+
+BOOST_AUTO_TEST_CASE(gpt2_defaults_and_aliases_are_transformers) {
+  const auto c = std::get<GPT2Config>(parse_config({{"model_type", "gpt2"}}, "cfg.json"));
+  BOOST_TEST(c.vocab_size == 50257);
+  BOOST_TEST(c.n_positions == 1024);
+  BOOST_TEST(c.n_embd == 768);
+  BOOST_TEST(c.inner_dim() == 4 * 768);
+  BOOST_TEST(c.activation_function == "gelu_new");
+  BOOST_TEST(c.tie_word_embeddings);
+  BOOST_TEST(c.layer_norm_epsilon == 1e-5);
+  const auto a = std::get<GPT2Config>(parse_config({{"model_type", "gpt2"},
+                                                    {"hidden_size", 64},
+                                                    {"num_attention_heads", 2},
+                                                    {"num_hidden_layers", 3},
+                                                    {"max_position_embeddings", 16}},
+                                                   "cfg.json"));
+  BOOST_TEST(a.n_embd == 64);
+  BOOST_TEST(a.n_head == 2);
+  BOOST_TEST(a.n_layer == 3);
+  BOOST_TEST(a.n_positions == 16);
+  const json j = a.to_json();
+  BOOST_TEST(!j.contains("hidden_size"));
+  BOOST_TEST(j.at("n_embd") == 64);
+  BOOST_TEST(j.at("architectures") == json::array({"GPT2LMHeadModel"}));
+  BOOST_TEST(j.at("dtype") == "float32");
+}
+
+BOOST_AUTO_TEST_CASE(llama_defaults_are_transformers) {
+  const auto c = std::get<LlamaConfig>(parse_config({{"model_type", "llama"}}, "cfg.json"));
+  BOOST_TEST(c.hidden_size == 4096);
+  BOOST_TEST(c.num_key_value_heads == 32);
+  BOOST_TEST(c.head_dim == 128);
+  BOOST_TEST(c.rms_norm_eps == 1e-6);
+  BOOST_TEST(!c.tie_word_embeddings);
+  BOOST_TEST(c.rope.rope_type == "default");
+  BOOST_TEST(c.rope.rope_theta == 10000.0);
+  BOOST_TEST(!c.pad_token_id.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(legacy_rope_theta_and_rope_scaling_convert_to_rope_parameters) {
+  const auto c = std::get<LlamaConfig>(parse_config(
+      llama({{"rope_theta", 500000.0}, {"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}}),
+      "cfg.json"));
+  BOOST_TEST(c.rope.rope_type == "linear");
+  BOOST_TEST(c.rope.rope_theta == 500000.0);
+  BOOST_TEST(c.rope.factor == 2.0);
+  const json j = c.to_json();
+  BOOST_TEST(!j.contains("rope_scaling"));
+  BOOST_TEST(!j.contains("rope_theta"));
+  BOOST_TEST(j.at("rope_parameters").dump() ==
+             R"({"factor":2.0,"rope_theta":500000.0,"rope_type":"linear"})");
+  // "rope_type" spelled out, llama3 without original_max_position_embeddings: it defaults to
+  // max_position_embeddings (standardize_rope_params).
+  const auto l3 = std::get<LlamaConfig>(parse_config(llama({{"max_position_embeddings", 64},
+                                                            {"rope_scaling",
+                                                             {{"rope_type", "llama3"},
+                                                              {"factor", 8.0},
+                                                              {"low_freq_factor", 1.0},
+                                                              {"high_freq_factor", 4.0}}}}),
+                                                     "cfg.json"));
+  BOOST_TEST(l3.rope.rope_type == "llama3");
+  BOOST_TEST(l3.rope.rope_theta == 10000.0);
+  BOOST_TEST(l3.rope.original_max_position_embeddings == 64);
+}
+
+BOOST_AUTO_TEST_CASE(mistral_needs_a_null_sliding_window_and_keeps_its_class_names) {
+  BOOST_TEST(parse_error({{"model_type", "mistral"}}) ==
+             "cfg.json: sliding_window 4096 is not supported (only full attention; set it to "
+             "null)");
+  const auto c = std::get<LlamaConfig>(parse_config({{"model_type", "mistral"},
+                                                     {"sliding_window", nullptr},
+                                                     {"hidden_size", 16},
+                                                     {"num_attention_heads", 4},
+                                                     {"num_key_value_heads", 2},
+                                                     {"num_hidden_layers", 1},
+                                                     {"intermediate_size", 32},
+                                                     {"vocab_size", 50}},
+                                                    "cfg.json"));
+  auto model = make_causal_lm(c, TensorOptions(DType::Float32, kMeta));
+  BOOST_TEST(model->type_name() == "MistralForCausalLM");
+  BOOST_TEST(model->get_submodule("model.layers.0")->type_name() == "MistralDecoderLayer");
+  BOOST_TEST(model->get_submodule("model.rotary_emb")->type_name() == "MistralRotaryEmbedding");
+  BOOST_TEST(model->get_submodule("model.norm")->type_name() == "MistralRMSNorm");
+  BOOST_TEST(model->config_json().at("architectures") == json::array({"MistralForCausalLM"}));
+  BOOST_TEST(!model->config_json().contains("mlp_bias"));
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_values_name_the_file_field_and_value) {
+  const std::string acts =
+      "supported: gelu_new, gelu_pytorch_tanh, gelu, gelu_fast, quick_gelu, relu, silu, swish, "
+      "tanh, linear";
+  BOOST_TEST(parse_error(gpt2({{"add_cross_attention", true}})) ==
+             "cfg.json: add_cross_attention true is not supported (GPT2LMHeadModel here has no "
+             "cross-attention)");
+  BOOST_TEST(parse_error(gpt2({{"activation_function", "mish"}})) ==
+             "cfg.json: activation_function \"mish\" is not supported (" + acts + ")");
+  BOOST_TEST(parse_error(gpt2({{"n_embd", 30}})) ==
+             "cfg.json: n_embd 30 is not divisible by "
+             "n_head 4");
+  BOOST_TEST(parse_error(gpt2({{"n_layer", "2"}})) ==
+             "cfg.json: n_layer must be a positive integer, got \"2\"");
+  BOOST_TEST(parse_error(gpt2({{"attn_pdrop", 1.5}})) ==
+             "cfg.json: attn_pdrop must be in [0, 1], got 1.5");
+  BOOST_TEST(parse_error(llama({{"hidden_size", 30}})) ==
+             "cfg.json: hidden_size 30 is not divisible by num_attention_heads 4");
+  BOOST_TEST(parse_error(llama({{"num_key_value_heads", 3}})) ==
+             "cfg.json: num_attention_heads 4 is not divisible by num_key_value_heads 3");
+  BOOST_TEST(parse_error(llama({{"head_dim", 5}})) ==
+             "cfg.json: head_dim 5 is not supported (rotary embeddings need an even head_dim)");
+  BOOST_TEST(parse_error(llama({{"hidden_act", "xielu"}})) ==
+             "cfg.json: hidden_act \"xielu\" is not supported (" + acts + ")");
+  BOOST_TEST(parse_error(llama({{"sliding_window", 128}})) ==
+             "cfg.json: sliding_window 128 is not supported (only full attention; set it to "
+             "null)");
+  BOOST_TEST(parse_error(llama({{"rope_parameters", {{"rope_type", "yarn"}, {"factor", 4.0}}}})) ==
+             "cfg.json: rope_parameters.rope_type \"yarn\" is not supported (supported: default, "
+             "linear, llama3)");
+  BOOST_TEST(parse_error(llama({{"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}})) ==
+             "cfg.json: rope_parameters.rope_type \"dynamic\" is not supported (supported: "
+             "default, linear, llama3)");
+  BOOST_TEST(
+      parse_error(llama({{"rope_parameters", {{"rope_type", "llama3"}, {"factor", 8.0}}}})) ==
+      "cfg.json: rope_parameters.low_freq_factor is missing (rope_type \"llama3\" needs "
+      "it)");
+  BOOST_TEST(parse_error(llama({{"rope_parameters", {{"rope_type", "linear"}}}})) ==
+             "cfg.json: rope_parameters.factor is missing (rope_type \"linear\" needs it)");
+  BOOST_TEST(parse_error(llama({{"rope_parameters", {{"rope_theta", "big"}}}})) ==
+             "cfg.json: rope_parameters: rope_theta must be a number, got \"big\"");
+  BOOST_TEST(parse_error(llama({{"pad_token_id", 50}})) ==
+             "cfg.json: pad_token_id 50 is outside the vocabulary [0, 50)");
+  BOOST_TEST(parse_error({{"vocab_size", 5}}) ==
+             "cfg.json: model_type is missing (supported: gpt2, llama, mistral)");
+  BOOST_TEST(parse_error({{"model_type", "bert"}}) ==
+             "cfg.json: model_type \"bert\" is not supported (supported: gpt2, llama, mistral)");
+}
+
+BOOST_AUTO_TEST_CASE(load_config_names_the_file) {
+  TempDir dir;
+  const std::string path = (dir.path / "config.json").string();
+  BOOST_TEST(testing::error_message<InputError>([&] { load_config(dir.path.string()); }) ==
+             path + ": cannot open the model config");
+  std::ofstream(path) << "{\"model_type\": \"gpt2\",";
+  BOOST_TEST(testing::error_message<InputError>([&] { load_config(dir.path.string()); }) ==
+             path + ": not valid JSON (at byte 23)");
+}
+
+BOOST_AUTO_TEST_CASE(weight_loading_errors_name_the_file_and_tensor) {
+  TempDir dir;
+  const std::string path = (dir.path / "model.safetensors").string();
+  const auto config = std::get<LlamaConfig>(parse_config(llama({}), "cfg.json"));
+  LlamaForCausalLM model(config);
+  auto state = model.state_dict();
+  const auto load = [&] {
+    return testing::error_message<InputError>([&] { load_safetensors_weights(model, path); });
+  };
+  auto without = [&](const std::string& key) {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (const auto& kv : state)
+      if (kv.first != key) out.push_back(kv);
+    return out;
+  };
+  io::save_safetensors(path, without("lm_head.weight"));  // untied: the head is required
+  BOOST_TEST(load() == path + ": missing tensor of LlamaForCausalLM: lm_head.weight");
+  auto extra = state;
+  extra.emplace_back("model.layers.0.self_attn.rotary.weight", zeros({2}));
+  io::save_safetensors(path, extra);
+  BOOST_TEST(load() == path +
+                           ": tensor 'model.layers.0.self_attn.rotary.weight' is not a "
+                           "parameter or buffer of LlamaForCausalLM");
+  auto bad = without("model.norm.weight");
+  bad.emplace_back("model.norm.weight", zeros({17}));
+  io::save_safetensors(path, bad);
+  BOOST_TEST(load() == path +
+                           ": tensor 'model.norm.weight' has shape [17], the model's "
+                           "model.norm.weight has [16]");
+  io::save_safetensors(path, state);
+  BOOST_TEST(load() == "no error");
+}
+
+BOOST_AUTO_TEST_CASE(gpt2_keys_without_the_transformer_prefix_load) {
+  // Hub GPT-2 files name h.0.attn.c_attn.weight, wte.weight, and hold attn.bias mask buffers.
+  TempDir dir;
+  const std::string path = (dir.path / "model.safetensors").string();
+  const auto config = std::get<GPT2Config>(parse_config(gpt2({}), "cfg.json"));
+  GPT2LMHeadModel source(config), target(config);
+  std::vector<std::pair<std::string, Tensor>> hub;
+  for (const auto& [key, t] : source.state_dict())
+    if (key != "lm_head.weight")
+      hub.emplace_back(key.substr(std::string("transformer.").size()), t);
+  hub.emplace_back("h.0.attn.bias", ones({1, 1, 8, 8}));
+  io::save_safetensors(path, hub);
+  load_safetensors_weights(target, path);
+  source.eval();  // dropout off
+  target.eval();
+  const Tensor ids = from_vector(std::vector<std::int64_t>{1, 2, 3}, {1, 3});
+  BOOST_TEST(testing::close(target.forward(ids), source.forward(ids), 0, 0, "logits") == "");
+}

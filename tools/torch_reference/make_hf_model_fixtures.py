@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Regenerates tests/fixtures/hf_models/ for tests/models/: tiny random GPT-2 and Llama models
+built with transformers (5.24) from configs, saved with save_pretrained (config.json,
+model.safetensors), plus expected.safetensors per model:
+  input_ids [2, 9] int64 and logits [2, 9, V] float32 of the model in eval mode;
+  prompt_ids [1, 4] int64 and greedy_ids [1, 4 + N] int64: generate(do_sample=False,
+  max_new_tokens=N) with the cache, transformers' defaults otherwise;
+  Llama only: inv_freq [head_dim / 2] float32, the rotary embedding's inverse frequencies.
+
+    /opt/torch2/bin/python tools/torch_reference/make_hf_model_fixtures.py
+
+Weights: transformers' init with initializer_range 0.2 (logits far from ties, so greedy argmax
+does not flip on rounding), then every parameter (norm weights and biases included) perturbed by
+N(0, 0.1), so each one changes the logits.
+"""
+import os
+import shutil
+
+import torch
+from safetensors.torch import save_file
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "..", "tests", "fixtures", "hf_models")
+NEW_TOKENS = 10
+
+MODELS = {
+    "gpt2_tied": (GPT2Config, GPT2LMHeadModel, dict(
+        vocab_size=101, n_positions=32, n_embd=32, n_layer=2, n_head=4, bos_token_id=100,
+        eos_token_id=100, initializer_range=0.2)),
+    "gpt2_gelu_untied": (GPT2Config, GPT2LMHeadModel, dict(
+        vocab_size=97, n_positions=24, n_embd=24, n_layer=2, n_head=3, n_inner=40,
+        activation_function="gelu", scale_attn_by_inverse_layer_idx=True,
+        layer_norm_epsilon=1e-4, tie_word_embeddings=False, bos_token_id=96, eos_token_id=96,
+        initializer_range=0.2)),
+    "llama_gqa": (LlamaConfig, LlamaForCausalLM, dict(
+        vocab_size=113, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        rms_norm_eps=1e-5, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        initializer_range=0.2)),
+    "llama_tied_bias_llama3": (LlamaConfig, LlamaForCausalLM, dict(
+        vocab_size=107, hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
+        tie_word_embeddings=True, attention_bias=True, mlp_bias=True, bos_token_id=1,
+        eos_token_id=2, initializer_range=0.2,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 16})),
+    "llama_linear_head_dim": (LlamaConfig, LlamaForCausalLM, dict(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=12, max_position_embeddings=64,
+        hidden_act="silu", bos_token_id=1, eos_token_id=2, initializer_range=0.2,
+        rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0})),
+}
+
+
+def main():
+    for index, (name, (config_cls, model_cls, kwargs)) in enumerate(MODELS.items()):
+        torch.manual_seed(index)
+        config = config_cls(**kwargs)
+        model = model_cls(config).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.1 * torch.randn_like(p))
+        out = os.path.join(OUT, name)
+        shutil.rmtree(out, ignore_errors=True)
+        model.save_pretrained(out)
+        os.remove(os.path.join(out, "generation_config.json"))  # not read by the tests
+        ids = torch.randint(0, config.vocab_size, (2, 9))
+        prompt = torch.randint(3, config.vocab_size - 1, (1, 4))
+        with torch.no_grad():
+            logits = model(ids).logits
+            greedy = model.generate(prompt, do_sample=False, max_new_tokens=NEW_TOKENS,
+                                    pad_token_id=config.eos_token_id)
+        expected = {"input_ids": ids, "logits": logits.contiguous(), "prompt_ids": prompt,
+                    "greedy_ids": greedy}
+        if hasattr(model, "model"):
+            expected["inv_freq"] = model.model.rotary_emb.inv_freq.contiguous()
+        save_file(expected, os.path.join(out, "expected.safetensors"))
+        print(name, "logits", tuple(logits.shape), "greedy", greedy.tolist())
+
+
+if __name__ == "__main__":
+    main()
