@@ -30,6 +30,7 @@ TESTS = {
     "tests/fsdp": ALLOWED["fsdp"],
     "tests/tools": ALLOWED["tools"] | {"examples"},  # train_gpt's measured peak, its command line
     "tests/examples": ALLOWED["examples"],
+    "tests/models": ALLOWED["models"],
 }
 # comm/ stands beside core, not above all of it: the header-only pieces it needs.
 COMM_CORE = {"core/dtype.h", "core/device.h", "core/memory_stats.h", "core/error.h", "core/env.h",

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "core/input_error.h"
 #include "models/tokenizer/json_place.h"
 
 namespace fsdp::models {
@@ -38,10 +40,28 @@ AddedVocabulary AddedVocabulary::from_json(const json& value, const JsonPlace& p
   return v;
 }
 
-const AddedToken* AddedVocabulary::find(std::uint32_t id) const {
-  for (const AddedToken& t : tokens_)
-    if (t.id == id) return &t;
-  return nullptr;
+void AddedVocabulary::check_ids(
+    const std::function<std::optional<std::uint32_t>(std::string_view)>& model_id,
+    std::size_t model_vocab_size, const JsonPlace& place) const {
+  std::optional<std::uint32_t> max_added;  // tokenizers' added_tokens_map.values().max()
+  for (std::size_t i = 0; i < tokens_.size(); ++i) {
+    const AddedToken& t = tokens_[i];
+    std::uint32_t id;
+    if (auto known = model_id(t.content))
+      id = *known;
+    else if (!max_added || (*max_added < model_vocab_size && model_vocab_size > 0))
+      id = std::uint32_t(model_vocab_size);
+    else
+      id = *max_added + 1;
+    max_added = std::max(max_added.value_or(0), id);
+    if (id != t.id) {
+      const JsonPlace at = place[i] / "id";
+      throw InputError(fmt::format(
+          "{}: {} is {}, but Hugging Face tokenizers gives {} the id {} (a model token's id, or "
+          "the next one after the model's {} tokens)",
+          at.file(), at.path(), t.id, short_json(t.content), id, model_vocab_size));
+    }
+  }
 }
 
 const AddedToken* AddedVocabulary::find(std::string_view content) const {

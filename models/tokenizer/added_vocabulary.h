@@ -33,8 +33,13 @@ class AddedVocabulary {
              const std::function<void(std::string_view)>& on_text,
              const std::function<void(std::uint32_t)>& on_token) const;
 
+  // Refuses an id that HF tokenizers would not give the token on loading: it keeps a model
+  // token's id and numbers the others on from the model's vocabulary, whatever the file says
+  // (then warns), so a file that disagrees is ambiguous.
+  void check_ids(const std::function<std::optional<std::uint32_t>(std::string_view)>& model_id,
+                 std::size_t model_vocab_size, const JsonPlace& place) const;
+
   const std::vector<AddedToken>& tokens() const { return tokens_; }
-  const AddedToken* find(std::uint32_t id) const;
   const AddedToken* find(std::string_view content) const;
 
  private:

@@ -58,7 +58,11 @@ const std::string& JsonPlace::as_string(const json& value) const {
 }
 
 std::uint32_t JsonPlace::as_id(const json& value) const {
-  if (!value.is_number_unsigned() || value.get<std::uint64_t>() > 0xFFFFFFFFu)
+  const bool in_range = value.is_number_unsigned()
+                            ? value.get<std::uint64_t>() <= 0xFFFFFFFFu
+                            : value.is_number_integer() && value.get<std::int64_t>() >= 0 &&
+                                  value.get<std::int64_t>() <= 0xFFFFFFFF;
+  if (!in_range)
     malformed(fmt::format("expected a token id (an integer from 0 to 2^32-1), got {}",
                           short_json(value)));
   return value.get<std::uint32_t>();

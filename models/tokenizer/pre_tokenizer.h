@@ -5,8 +5,8 @@
 #pragma once
 
 #include <functional>
-#include <optional>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>

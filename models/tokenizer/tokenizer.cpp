@@ -82,6 +82,13 @@ Tokenizer Tokenizer::from_json(const json& j, const std::string& source) {
                {},
                {}});
   Impl& t = *impl;
+  t.added.check_ids(
+      [&](std::string_view content) -> std::optional<std::uint32_t> {
+        auto it = t.model.vocab().find(content);
+        if (it == t.model.vocab().end()) return std::nullopt;
+        return it->second;
+      },
+      t.model.vocab().size(), top / "added_tokens");
   auto set = [&](std::uint32_t id, const std::string* text, bool special) {
     if (id >= t.tokens.size()) {
       t.tokens.resize(std::size_t(id) + 1, nullptr);

@@ -122,8 +122,11 @@ def train(kind):
         j["model"]["merges"] = [" ".join(m) for m in j["model"]["merges"]]
     else:
         # A vocabulary word that no merge reaches: ignore_merges emits it whole.
+        # Added after the model's vocabulary; tokenizers then renumbers the added tokens that
+        # follow it ("<custom>"), which a round trip through it writes out.
         vocab = j["model"]["vocab"]
-        vocab["zqxj"] = max(max(vocab.values()), max(t["id"] for t in j["added_tokens"])) + 1
+        vocab["zqxj"] = len(vocab)
+        j = json.loads(Tokenizer.from_str(json.dumps(j)).to_str())
     return j
 
 
