@@ -106,11 +106,13 @@ int main(int argc, char** argv) {
       return examples::usage_error(kProgram, "--decode reads one token file: give one --input");
     if (o.eot_delimiter || !o.format.empty())
       return examples::usage_error(
-          kProgram, "--decode takes the format from the token file: no --format, --eot-delimiter");
+          kProgram,
+          "--decode takes no --format or --eot-delimiter (the token file has its format)");
   } else if (o.skip_special_tokens) {
     return examples::usage_error(kProgram, "--skip-special-tokens needs --decode");
   }
   try {
+    examples::check_writable_file("--output", o.output);  // before the work, not after
     const models::Tokenizer tokenizer = models::Tokenizer::from_file(o.tokenizer);
     if (o.decode)
       decode(o, tokenizer);
