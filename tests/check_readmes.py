@@ -9,8 +9,8 @@ import re
 import subprocess
 import sys
 
-SOURCE_FOLDERS = ("core", "comm", "policies", "ops", "fsdp", "tools", "examples", "bench", "tests",
-                  "docs")
+SOURCE_FOLDERS = ("core", "comm", "policies", "ops", "fsdp", "models", "tools", "examples", "bench",
+                  "tests", "docs")
 # Data, not code: test inputs, fuzzing corpora, raw benchmark logs, CI plumbing.
 SKIPPED_DIRS = ("fixtures", "corpus", ".ci")
 SKIPPED_PREFIXES = ("bench/results/",)
