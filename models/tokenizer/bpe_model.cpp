@@ -62,12 +62,12 @@ BpeModel BpeModel::from_json(const json& value, const JsonPlace& place) {
     const std::uint32_t id = (vocab_place / it.key()).as_id(it.value());
     m.vocab_.emplace(it.key(), id);
   }
+  std::unordered_map<std::uint32_t, const std::string*> by_id;
   for (const auto& [token, id] : m.vocab_) {
-    if (id >= m.tokens_.size()) m.tokens_.resize(std::size_t(id) + 1, nullptr);
-    if (m.tokens_[id])
+    auto [it, fresh] = by_id.emplace(id, &token);
+    if (!fresh)
       vocab_place.malformed(fmt::format("id {} is given to both {} and {}", id,
-                                        short_json(*m.tokens_[id]), short_json(token)));
-    m.tokens_[id] = &token;
+                                        short_json(*it->second), short_json(token)));
   }
 
   const JsonPlace merges_place = place / "merges";
@@ -105,10 +105,6 @@ BpeModel BpeModel::from_json(const json& value, const JsonPlace& place) {
     m.merges_.insert_or_assign(key, Merge{rank++, id_of(left + right)});
   }
   return m;
-}
-
-const std::string* BpeModel::token(std::uint32_t id) const {
-  return id < tokens_.size() ? tokens_[id] : nullptr;
 }
 
 void BpeModel::encode(std::string_view word, std::vector<std::uint32_t>& out) const {

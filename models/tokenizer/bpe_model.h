@@ -38,8 +38,6 @@ class BpeModel {
   void encode(std::string_view word, std::vector<std::uint32_t>& out) const;
 
   const TokenIds& vocab() const { return vocab_; }
-  // The token of `id`, or nullptr.
-  const std::string* token(std::uint32_t id) const;
 
  private:
   BpeModel();
@@ -50,7 +48,6 @@ class BpeModel {
   };
   struct Cache;
   TokenIds vocab_;
-  std::vector<const std::string*> tokens_;           // by id; nullptr where no token has the id
   std::unordered_map<std::uint64_t, Merge> merges_;  // (left id << 32 | right id) -> merge
   bool ignore_merges_ = false;
   std::unique_ptr<Cache> cache_;

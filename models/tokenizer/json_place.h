@@ -29,7 +29,7 @@ class JsonPlace {
   // Refuses any field of the object here that is not in `known`.
   void check_keys(const nlohmann::json& object,
                   std::initializer_list<std::string_view> known) const;
-  // The value here as a bool / string / unsigned 32-bit integer, or an error naming its type.
+  // The value here as a bool / string / token id (0 to 2^31-1), or an error naming its type.
   bool as_bool(const nlohmann::json& value) const;
   const std::string& as_string(const nlohmann::json& value) const;
   std::uint32_t as_id(const nlohmann::json& value) const;

@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/input_error.h"
 #include "models/tokenizer/added_vocabulary.h"
@@ -28,9 +30,17 @@ struct Tokenizer::Impl {
   BpeModel model;
   PostProcessor post_processor;
   // By id: the token's text (added tokens first, as tokenizers looks them up) and whether it
-  // is special; nullptr where no token has the id.
-  std::vector<const std::string*> tokens;
-  std::vector<bool> special;
+  // is special. A map: ids may have holes, and a vector sized by a stray large id would not fit.
+  struct Entry {
+    const std::string* text;
+    bool special;
+  };
+  std::unordered_map<std::uint32_t, Entry> tokens;
+  std::uint32_t max_id = 0;
+  const Entry* find(std::uint32_t id) const {
+    auto it = tokens.find(id);
+    return it == tokens.end() ? nullptr : &it->second;
+  }
 };
 
 namespace {
@@ -90,17 +100,13 @@ Tokenizer Tokenizer::from_json(const json& j, const std::string& source) {
       },
       t.model.vocab().size(), top / "added_tokens");
   auto set = [&](std::uint32_t id, const std::string* text, bool special) {
-    if (id >= t.tokens.size()) {
-      t.tokens.resize(std::size_t(id) + 1, nullptr);
-      t.special.resize(std::size_t(id) + 1, false);
-    }
-    t.tokens[id] = text;
-    t.special[id] = special;
+    t.tokens[id] = {text, special};
+    t.max_id = std::max(t.max_id, id);
   };
   for (const auto& [text, id] : t.model.vocab()) set(id, &text, false);
   for (const AddedToken& a : t.added.tokens()) set(a.id, &a.content, a.special);
   for (std::uint32_t id : t.post_processor.prefix())
-    if (id >= t.tokens.size() || !t.tokens[id])
+    if (!t.find(id))
       (top / "post_processor")
           .malformed(fmt::format("the template's token id {} is not in the vocabulary", id));
   return Tokenizer(std::move(impl));
@@ -123,11 +129,12 @@ std::string Tokenizer::decode(std::span<const std::uint32_t> ids, bool skip_spec
   std::string bytes;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const std::uint32_t id = ids[i];
-    if (id >= impl_->tokens.size() || !impl_->tokens[id])
+    const Impl::Entry* entry = impl_->find(id);
+    if (!entry)
       throw InputError(fmt::format("{}: token id {} (at index {}) is not in the vocabulary",
                                    impl_->source, id, i));
-    if (skip_special_tokens && impl_->special[id]) continue;
-    append_token_bytes(*impl_->tokens[id], bytes);
+    if (skip_special_tokens && entry->special) continue;
+    append_token_bytes(*entry->text, bytes);
   }
   return from_utf8_lossy(bytes);
 }
@@ -145,12 +152,14 @@ std::optional<std::uint32_t> Tokenizer::token_to_id(std::string_view token) cons
 }
 
 std::optional<std::string> Tokenizer::id_to_token(std::uint32_t id) const {
-  if (id >= impl_->tokens.size() || !impl_->tokens[id]) return std::nullopt;
-  return *impl_->tokens[id];
+  const Impl::Entry* entry = impl_->find(id);
+  if (!entry) return std::nullopt;
+  return *entry->text;
 }
 
 bool Tokenizer::is_special(std::uint32_t id) const {
-  return id < impl_->special.size() && impl_->special[id];
+  const Impl::Entry* entry = impl_->find(id);
+  return entry && entry->special;
 }
 
 std::uint32_t Tokenizer::vocab_size() const {

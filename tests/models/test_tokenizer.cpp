@@ -293,7 +293,13 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
   BOOST_TEST(load_with([](json& j) { j["model"]["merges"][0] = "Ġ"; }) ==
              "t.json: model.merges[0]: expected \"left right\", got \"Ġ\"");
   BOOST_TEST(load_with([](json& j) { j["model"]["vocab"]["a"] = -1; }) ==
-             "t.json: model.vocab.a: expected a token id (an integer from 0 to 2^32-1), got -1");
+             "t.json: model.vocab.a: expected a token id (an integer from 0 to 2^31-1), got -1");
+  BOOST_TEST(load_with([](json& j) { j["model"]["vocab"]["a"] = 2147483648u; }) ==
+             "t.json: model.vocab.a: expected a token id (an integer from 0 to 2^31-1), got "
+             "2147483648");
+  BOOST_TEST(load_with([](json& j) {
+               j["model"]["vocab"]["a"] = 7;
+             }).starts_with("t.json: model.vocab: id 7 is given to both "));
   BOOST_TEST(load_with([](json& j) { j.erase("model"); }) == "t.json: model: missing");
 }
 
@@ -364,4 +370,14 @@ BOOST_AUTO_TEST_CASE(added_token_ids_that_hf_would_renumber_are_refused) {
                  .starts_with("t.json: added_tokens[0].id is 7, but Hugging Face tokenizers gives "
                               "\"<|begin_of_text|>\" "
                               "the id 0"));
+}
+
+// Ids may have holes: the largest allowed id costs no memory by its size.
+BOOST_AUTO_TEST_CASE(a_sparse_vocabulary_up_to_the_largest_id) {
+  json j = read_json(fixture("gpt2_style/tokenizer.json"));
+  j["model"]["vocab"]["zz"] = 2147483647u;
+  const Tokenizer tok = Tokenizer::from_json(j, "t.json");
+  BOOST_TEST(tok.vocab_size() == 2147483648u);
+  BOOST_TEST(tok.decode(Ids{2147483647u}) == "zz");
+  BOOST_TEST(!tok.id_to_token(2147483646u).has_value());
 }
