@@ -163,7 +163,7 @@ bool Tokenizer::is_special(std::uint32_t id) const {
 }
 
 std::uint32_t Tokenizer::vocab_size() const {
-  return std::uint32_t(impl_->tokens.size());
+  return impl_->tokens.empty() ? 0 : impl_->max_id + 1;
 }
 
 const std::string& Tokenizer::source() const {
