@@ -91,7 +91,9 @@ TokenFile read_token_file(const std::string& path, std::optional<std::uint32_t> 
                            expected, count, format->token_bytes));
 
   TokenFile out{std::vector<std::uint32_t>(count), format->format};
-  if (format->token_bytes == 4) {
+  if (count == 0) {
+    // No tokens to read (and fread may not be given an empty vector's null pointer).
+  } else if (format->token_bytes == 4) {
     if (std::fread(out.tokens.data(), 4, count, f.get()) != count)
       throw fail("cannot read the tokens");
   } else {
@@ -127,7 +129,9 @@ void write_token_file(const std::string& path, std::span<const std::uint32_t> to
   File f(std::fopen(path.c_str(), "wb"));
   if (!f) throw fail(fmt::format("cannot write: {}", std::strerror(errno)));
   bool ok = std::fwrite(header, 4, kHeaderInts, f.get()) == kHeaderInts;
-  if (fi.token_bytes == 4) {
+  if (tokens.empty()) {
+    // Nothing after the header (and fwrite may not be given an empty span's null pointer).
+  } else if (fi.token_bytes == 4) {
     ok = ok && std::fwrite(tokens.data(), 4, tokens.size(), f.get()) == tokens.size();
   } else {
     std::vector<std::uint16_t> narrow(tokens.begin(), tokens.end());
