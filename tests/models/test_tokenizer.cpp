@@ -109,7 +109,7 @@ BOOST_AUTO_TEST_CASE(ignore_merges_changes_the_result_as_in_hf) {
                boost::test_tools::per_element());
     differ += ids != ids_of(c["ids_no_special"]);
   }
-  BOOST_TEST(differ == 1);
+  BOOST_TEST(differ > 0);  // the flag matters on these texts (zqxj among them)
 }
 
 // hf-models.md section 6's pre-tokenizer cases, written out.

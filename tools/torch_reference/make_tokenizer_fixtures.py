@@ -11,10 +11,14 @@ and decodes that tests/models/test_tokenizer.cpp compares against).
                 ignore_merges changes the result
   corpus.txt    a test text for tokenize's end-to-end test
 
+Each expected.json holds HF's results on the fixed CASES and on 40 random texts (seed 26) drawn
+from POOL, every text encoded three ways and decoded two ways, plus its pre-tokens.
+
 Run with /opt/torch2/bin/python (tokenizers 0.23): python make_tokenizer_fixtures.py [OUT_DIR]
 """
 import json
 import os
+import random
 import sys
 
 import tokenizers
@@ -81,6 +85,28 @@ CASES = [
 ]
 
 
+# Random texts over pools of characters that the regexes treat differently (letters of several
+# scripts, digits of several systems, spaces and line breaks of several kinds, marks, symbols,
+# emoji, apostrophes, pieces of special tokens); none of the few code points where PCRE2's
+# Unicode tables and Oniguruma's differ (hf-models.md section 6).
+POOL = (list("abcXYZ") + list("0123456789") + list(" \t\n\r") + list(".,;:!?'\"()[]{}<>|_-+=*/#$%&@^~`\\") +
+        ["\u00a0", "\u2028", "\u0085", "\u3000", "\u2003", "\u000b", "\u000c"] +
+        list("éàüßøñçÅ") + list("αβΓΔωЖжЯ") + list("日本語中文한국어") + list("٣٤٥½Ⅻ²") +
+        ["\u0301", "\u0308", "’", "‘", "“", "—", "…", "€", "©"] +
+        ["😀", "🎉", "👍🏽", "🇫🇷", "🦀", "\u200d", "\ufe0f"] +
+        ["'s", "'T", "'re", "'VE", "'m", "'LL", "'d", "  ", "   ", "\r\n", "\n\n", "123456"] +
+        ["<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<|eot_id|>!", "<custom>", "zqxj",
+         "<|", "|>", "<|eot"])
+
+
+def random_cases(n, seed=26):
+    rng = random.Random(seed)
+    return ["".join(rng.choice(POOL) for _ in range(rng.randint(1, 40))) for _ in range(n)]
+
+
+TEXTS = CASES + random_cases(40)
+
+
 def extra_training_text():
     """More English and code, present on every Debian machine with this Python: a license text
     and a standard-library module, so that ~1000 merges are learnt."""
@@ -133,7 +159,7 @@ def train(kind):
 def expectations(j):
     tok = Tokenizer.from_str(json.dumps(j))
     cases = []
-    for text in CASES:
+    for text in TEXTS:
         with_special = tok.encode(text, add_special_tokens=True).ids
         tok.encode_special_tokens = True
         split_special = tok.encode(text, add_special_tokens=False).ids
@@ -153,14 +179,14 @@ def expectations(j):
         for cut in [ids[:1], ids[1:], ids[:-1], ids[-1:], ids[::-1]]:
             lossy.append({"ids": cut, "decode": tok.decode(cut, skip_special_tokens=False)})
     pre = tok.pre_tokenizer
-    pre_tokens = {t: [p for p, _ in pre.pre_tokenize_str(t)] for t in CASES}
+    pre_tokens = {t: [p for p, _ in pre.pre_tokenize_str(t)] for t in TEXTS}
     # The same file with ignore_merges flipped (Llama 3 style only).
     flipped = None
     if j["model"].get("ignore_merges"):
         jf = json.loads(json.dumps(j))
         jf["model"]["ignore_merges"] = False
         tf = Tokenizer.from_str(json.dumps(jf))
-        flipped = {t: tf.encode(t, add_special_tokens=False).ids for t in CASES}
+        flipped = {t: tf.encode(t, add_special_tokens=False).ids for t in TEXTS}
     return {"generator": "tools/torch_reference/make_tokenizer_fixtures.py",
             "tokenizers_version": tokenizers.__version__,
             "vocab_size": tok.get_vocab_size(with_added_tokens=True),
@@ -182,7 +208,7 @@ def main():
         with open(os.path.join(d, "expected.json"), "w", encoding="utf-8") as f:
             f.write(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n")
         if e["ids_without_ignore_merges"]:
-            differ = [t for t, c in zip(CASES, e["cases"])
+            differ = [t for t, c in zip(TEXTS, e["cases"])
                       if c["ids_no_special"] != e["ids_without_ignore_merges"][t]]
             print(f"{kind}: ignore_merges changes {len(differ)} case(s): {differ[:3]}")
     with open(os.path.join(out, "corpus.txt"), "w", encoding="utf-8", newline="") as f:
