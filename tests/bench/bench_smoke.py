@@ -82,6 +82,10 @@ CASES = {
         launcher=GLOO, args=["--min-size", "1K", "--max-size", "1K", "--iters", "1"],
         rows=9, row_keys=["backend", "impl", "collective", "ranks", "bytes", "seconds"],
         ratios=["all_gather 1K gloo::allgather(ring) vs fsdp"], top=[]),
+    "bench_tokenizer": dict(
+        args=["--no-hf", "--kb", "64", "--iters", "1"],
+        rows=2, row_keys=["impl", "seconds", "mb_per_s"], ratios=[], top=["text"],
+        bad=[(["--kb", "0"], "--kb: '0' is not an integer >= 1")]),
     "bench_gpu_kernels": dict(
         args=["--tokens", "1024", "--iters", "1", "--warmup", "0"], may_skip=True,
         rows=21, row_keys=["op", "ms", "flop"], ratios=[], top=["device", "tokens"],

@@ -1,0 +1,57 @@
+// The added_tokens of a tokenizer.json (tokenizers' added_vocabulary.rs): found in the text before
+// pre-tokenization, leftmost-longest, and mapped straight to their ids. Two passes as tokenizers
+// makes them: first the tokens with normalized=false (special tokens by default), then, in what
+// is left, those with normalized=true (with no normalizer, against the same text).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fsdp::models {
+
+class JsonPlace;
+
+struct AddedToken {
+  std::uint32_t id;
+  std::string content;
+  bool special, normalized;
+};
+
+class AddedVocabulary {
+ public:
+  // From the "added_tokens" field at `place`; single_word, lstrip or rstrip set is an InputError.
+  static AddedVocabulary from_json(const nlohmann::json& value, const JsonPlace& place);
+
+  // Splits `text` into its added tokens (on_token(id)) and the text between them (on_text), in
+  // order. With split_special_tokens, special tokens are left in the text as ordinary text.
+  void split(std::string_view text, bool split_special_tokens,
+             const std::function<void(std::string_view)>& on_text,
+             const std::function<void(std::uint32_t)>& on_token) const;
+
+  // Refuses an id that HF tokenizers would not give the token on loading: it keeps a model
+  // token's id and numbers the others on from the model's vocabulary, whatever the file says
+  // (then warns), so a file that disagrees is ambiguous.
+  void check_ids(const std::function<std::optional<std::uint32_t>(std::string_view)>& model_id,
+                 std::size_t model_vocab_size, const JsonPlace& place) const;
+
+  const std::vector<AddedToken>& tokens() const { return tokens_; }
+  const AddedToken* find(std::string_view content) const;
+
+ private:
+  // The added token of `pass` (0: normalized=false, 1: normalized=true) that starts at text[i]
+  // and is the longest there, or nullptr.
+  const AddedToken* longest_at(std::string_view text, std::size_t i, int pass) const;
+  void split_pass(std::string_view text, int pass, bool split_special_tokens,
+                  const std::function<void(std::string_view)>& on_text,
+                  const std::function<void(std::uint32_t)>& on_token) const;
+
+  std::vector<AddedToken> tokens_;
+  std::vector<std::size_t> by_first_byte_[2][256];  // indices into tokens_, per pass
+};
+
+}  // namespace fsdp::models

@@ -1,0 +1,100 @@
+#include "models/tokenizer/pre_tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include "models/tokenizer/byte_level.h"
+#include "models/tokenizer/json_place.h"
+
+namespace fsdp::models {
+
+using nlohmann::json;
+
+const char* const kGpt2Regex =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+namespace {
+constexpr const char* kSupported =
+    "ByteLevel, Split with a Regex and behavior Isolated, or a Sequence of them";
+}
+
+PreTokenizer PreTokenizer::from_json(const json& value, const JsonPlace& place) {
+  PreTokenizer p;
+  p.add_steps(value, place);
+  bool byte_level = false;
+  for (const Step& s : p.steps_) byte_level = byte_level || s.byte_level;
+  if (!byte_level) place.unsupported(value, "byte-level BPE needs a ByteLevel pre-tokenizer step");
+  return p;
+}
+
+void PreTokenizer::add_steps(const json& value, const JsonPlace& place) {
+  if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
+  const std::string& type = place.as_string(value["type"]);
+  if (type == "Sequence") {
+    place.check_keys(value, {"type", "pretokenizers"});
+    const json& list = place.at(value, "pretokenizers");
+    if (!list.is_array()) (place / "pretokenizers").malformed("expected an array");
+    for (std::size_t i = 0; i < list.size(); ++i) add_steps(list[i], (place / "pretokenizers")[i]);
+  } else if (type == "ByteLevel") {
+    place.check_keys(value, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
+    // trim_offsets changes only the offsets of the encoding, never its ids.
+    if (!value.contains("add_prefix_space") ||
+        (place / "add_prefix_space").as_bool(value["add_prefix_space"]))
+      (place / "add_prefix_space")
+          .unsupported(value.value("add_prefix_space", json(true)), "false only");
+    const bool use_regex =
+        !value.contains("use_regex") || (place / "use_regex").as_bool(value["use_regex"]);
+    Step step;
+    if (use_regex) step.regex.emplace(kGpt2Regex, place);
+    step.byte_level = true;
+    steps_.push_back(std::move(step));
+  } else if (type == "Split") {
+    place.check_keys(value, {"type", "pattern", "behavior", "invert"});
+    const json& pattern = place.at(value, "pattern");
+    if (!pattern.is_object() || !pattern.contains("Regex"))
+      (place / "pattern").unsupported(pattern, "a {\"Regex\": ...} pattern");
+    const json& behavior = place.at(value, "behavior");
+    if ((place / "behavior").as_string(behavior) != "Isolated")
+      (place / "behavior").unsupported(behavior, "Isolated only");
+    if (value.contains("invert") && (place / "invert").as_bool(value["invert"]))
+      (place / "invert").unsupported(value["invert"], "false only");
+    const JsonPlace regex_place = place / "pattern" / "Regex";
+    Step step;
+    step.regex.emplace(regex_place.as_string(pattern["Regex"]), regex_place);
+    steps_.push_back(std::move(step));
+  } else {
+    (place / "type").unsupported(value["type"], kSupported);
+  }
+}
+
+void PreTokenizer::run(std::string_view text, RegexScratch& scratch,
+                       const std::function<void(std::string_view)>& emit) const {
+  run_from(0, text, scratch, emit);
+}
+
+void PreTokenizer::run_from(std::size_t step, std::string_view piece, RegexScratch& scratch,
+                            const std::function<void(std::string_view)>& emit) const {
+  if (step == steps_.size()) {
+    emit(piece);
+    return;
+  }
+  const Step& s = steps_[step];
+  auto after_split = [&](std::string_view part) {
+    if (!s.byte_level) return run_from(step + 1, part, scratch, emit);
+    std::string mapped;
+    append_byte_level(part, mapped);
+    run_from(step + 1, mapped, scratch, emit);
+  };
+  if (s.regex)
+    s.regex->split(piece, scratch, after_split);
+  else
+    after_split(piece);
+}
+
+std::vector<std::string> PreTokenizer::pre_tokenize(std::string_view text) const {
+  std::vector<std::string> out;
+  RegexScratch scratch;
+  run(text, scratch, [&](std::string_view p) { out.emplace_back(p); });
+  return out;
+}
+
+}  // namespace fsdp::models

@@ -1,0 +1,43 @@
+// The pre_tokenizer of a byte-level BPE tokenizer.json: a sequence of steps, each a regex split
+// (Split{Regex, Isolated}) or ByteLevel (GPT-2's regex split when use_regex, then every byte to
+// its character, byte_level.h). GPT-2: [ByteLevel{use_regex}]. Llama 3: [Split{Llama 3's regex},
+// ByteLevel{use_regex: false}]. The pieces it yields are what the BPE model merges.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/tokenizer/split_regex.h"
+
+namespace fsdp::models {
+
+// GPT-2's pre-tokenizer regex (tokenizers' byte_level.rs, OpenAI's encoder.py).
+extern const char* const kGpt2Regex;
+
+class PreTokenizer {
+ public:
+  // From the "pre_tokenizer" field at `place`; anything else than the steps above is an
+  // InputError naming the field and its value.
+  static PreTokenizer from_json(const nlohmann::json& value, const JsonPlace& place);
+
+  // Calls emit on each pre-token of `text` (valid UTF-8), in order.
+  void run(std::string_view text, RegexScratch& scratch,
+           const std::function<void(std::string_view)>& emit) const;
+  std::vector<std::string> pre_tokenize(std::string_view text) const;  // for tests and tools
+
+ private:
+  struct Step {
+    std::optional<SplitRegex> regex;  // split first, if any
+    bool byte_level = false;          // then map bytes to characters
+  };
+  void add_steps(const nlohmann::json& value, const JsonPlace& place);
+  void run_from(std::size_t step, std::string_view piece, RegexScratch& scratch,
+                const std::function<void(std::string_view)>& emit) const;
+  std::vector<Step> steps_;
+};
+
+}  // namespace fsdp::models

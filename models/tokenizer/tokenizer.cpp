@@ -1,0 +1,173 @@
+#include "models/tokenizer/tokenizer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/input_error.h"
+#include "models/tokenizer/added_vocabulary.h"
+#include "models/tokenizer/bpe_model.h"
+#include "models/tokenizer/byte_level.h"
+#include "models/tokenizer/json_place.h"
+#include "models/tokenizer/post_processor.h"
+#include "models/tokenizer/pre_tokenizer.h"
+#include "models/tokenizer/utf8.h"
+
+namespace fsdp::models {
+
+using nlohmann::json;
+
+struct Tokenizer::Impl {
+  std::string source;
+  AddedVocabulary added;
+  PreTokenizer pre_tokenizer;
+  BpeModel model;
+  PostProcessor post_processor;
+  // By id: the token's text (added tokens first, as tokenizers looks them up) and whether it
+  // is special. A map: ids may have holes, and a vector sized by a stray large id would not fit.
+  struct Entry {
+    const std::string* text;
+    bool special;
+  };
+  std::unordered_map<std::uint32_t, Entry> tokens;
+  std::uint32_t max_id = 0;
+  const Entry* find(std::uint32_t id) const {
+    auto it = tokens.find(id);
+    return it == tokens.end() ? nullptr : &it->second;
+  }
+};
+
+namespace {
+
+void check_decoder(const json& value, const JsonPlace& place) {
+  if (!value.is_object() || !value.contains("type") || value["type"] != json("ByteLevel"))
+    place.unsupported(value, "ByteLevel only");
+  // The ByteLevel decoder ignores its options (they act on encoding offsets).
+  place.check_keys(value, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::from_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}: not valid JSON (at byte {})", path, e.byte));
+  }
+  return from_json(j, path);
+}
+
+Tokenizer Tokenizer::from_json(const json& j, const std::string& source) {
+  const JsonPlace top(source);
+  top.check_keys(j, {"version", "truncation", "padding", "added_tokens", "normalizer",
+                     "pre_tokenizer", "post_processor", "decoder", "model"});
+  for (const char* key : {"truncation", "padding", "normalizer"})
+    if (j.contains(key) && !j[key].is_null()) (top / key).unsupported(j[key], "null only");
+  check_decoder(top.at(j, "decoder"), top / "decoder");
+  auto impl = std::unique_ptr<Impl>(
+      new Impl{source,
+               j.contains("added_tokens")
+                   ? AddedVocabulary::from_json(j["added_tokens"], top / "added_tokens")
+                   : AddedVocabulary{},
+               PreTokenizer::from_json(top.at(j, "pre_tokenizer"), top / "pre_tokenizer"),
+               BpeModel::from_json(top.at(j, "model"), top / "model"),
+               PostProcessor::from_json(j.value("post_processor", json()), top / "post_processor"),
+               {},
+               {}});
+  Impl& t = *impl;
+  t.added.check_ids(
+      [&](std::string_view content) -> std::optional<std::uint32_t> {
+        auto it = t.model.vocab().find(content);
+        if (it == t.model.vocab().end()) return std::nullopt;
+        return it->second;
+      },
+      t.model.vocab().size(), top / "added_tokens");
+  auto set = [&](std::uint32_t id, const std::string* text, bool special) {
+    t.tokens[id] = {text, special};
+    t.max_id = std::max(t.max_id, id);
+  };
+  for (const auto& [text, id] : t.model.vocab()) set(id, &text, false);
+  for (const AddedToken& a : t.added.tokens()) set(a.id, &a.content, a.special);
+  for (std::uint32_t id : t.post_processor.prefix())
+    if (!t.find(id))
+      (top / "post_processor")
+          .malformed(fmt::format("the template's token id {} is not in the vocabulary", id));
+  return Tokenizer(std::move(impl));
+}
+
+std::vector<std::uint32_t> Tokenizer::encode(std::string_view text, EncodeOptions options) const {
+  check_utf8(text);
+  std::vector<std::uint32_t> ids;
+  RegexScratch scratch;
+  auto on_piece = [&](std::string_view word) { impl_->model.encode(word, ids); };
+  impl_->added.split(
+      text, options.split_special_tokens,
+      [&](std::string_view segment) { impl_->pre_tokenizer.run(segment, scratch, on_piece); },
+      [&](std::uint32_t id) { ids.push_back(id); });
+  if (options.add_special_tokens) return impl_->post_processor.apply(std::move(ids));
+  return ids;
+}
+
+std::string Tokenizer::decode(std::span<const std::uint32_t> ids, bool skip_special_tokens) const {
+  std::string bytes;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::uint32_t id = ids[i];
+    const Impl::Entry* entry = impl_->find(id);
+    if (!entry)
+      throw InputError(fmt::format("{}: token id {} (at index {}) is not in the vocabulary",
+                                   impl_->source, id, i));
+    if (skip_special_tokens && entry->special) continue;
+    append_token_bytes(*entry->text, bytes);
+  }
+  return from_utf8_lossy(bytes);
+}
+
+std::vector<std::string> Tokenizer::pre_tokenize(std::string_view text) const {
+  check_utf8(text);
+  return impl_->pre_tokenizer.pre_tokenize(text);
+}
+
+std::optional<std::uint32_t> Tokenizer::token_to_id(std::string_view token) const {
+  if (const AddedToken* a = impl_->added.find(token)) return a->id;
+  auto it = impl_->model.vocab().find(token);
+  if (it == impl_->model.vocab().end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> Tokenizer::id_to_token(std::uint32_t id) const {
+  const Impl::Entry* entry = impl_->find(id);
+  if (!entry) return std::nullopt;
+  return *entry->text;
+}
+
+bool Tokenizer::is_special(std::uint32_t id) const {
+  const Impl::Entry* entry = impl_->find(id);
+  return entry && entry->special;
+}
+
+std::uint32_t Tokenizer::vocab_size() const {
+  return impl_->tokens.empty() ? 0 : impl_->max_id + 1;
+}
+
+const std::string& Tokenizer::source() const {
+  return impl_->source;
+}
+
+}  // namespace fsdp::models
