@@ -125,7 +125,8 @@ class ShardLoader {
     Tensor dst = target;
     if (dst.is_meta()) {  // not materialised by FSDP (an ignored module): give it storage
       const auto& device = root_.device_id();
-      dst.set_data(empty(dst.shape(), TensorOptions(dst.dtype(), device ? *device : kCPU)));
+      const Device where = device ? *device : kCPU;  // host by design: no device_id
+      dst.set_data(empty(dst.shape(), TensorOptions(dst.dtype(), where)));
     }
     dst.copy_(value);
   }

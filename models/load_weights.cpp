@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <regex>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -9,55 +11,74 @@
 
 #include "core/autograd.h"
 #include "core/input_error.h"
-#include "core/io/safetensors.h"
+#include "core/error.h"
 
 namespace fsdp::models {
 
-namespace {
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+CheckpointNames checkpoint_names(const nn::Module& model, const io::SafetensorsDir& files) {
+  CheckpointNames names;
+  if (!model.has_child("transformer")) return names;  // Llama: the FQNs as they are
+  names.name_in_file = [&files](const std::string& fqn) {
+    constexpr std::string_view kPrefix = "transformer.";
+    if (files.contains(fqn) || !std::string_view(fqn).starts_with(kPrefix)) return fqn;
+    std::string bare = fqn.substr(kPrefix.size());
+    return files.contains(bare) ? bare : fqn;
+  };
+  names.ignore_unexpected = {R"(attn\.masked_bias$)", R"(attn\.bias$)"};
+  return names;
 }
 
-}  // namespace
+io::SafetensorsDir open_pretrained_weights(const std::string& path) {
+  try {
+    return io::SafetensorsDir::open(path);
+  } catch (const Error& e) {  // the reader's message names the file and what is wrong
+    throw InputError(e.what());
+  }
+}
 
 void load_safetensors_weights(nn::Module& model, const std::string& path) {
-  std::unordered_map<std::string, Tensor> slots;
-  for (const auto& [fqn, t] : model.state_dict()) slots.emplace(fqn, t);
-  const bool gpt2 = model.has_child("transformer");
-  io::SafetensorsFile file = [&] {
-    try {
-      return io::load_safetensors(path);
-    } catch (const Error& e) {  // the reader's message names the file and what is wrong
-      throw InputError(e.what());
-    }
-  }();
+  load_pretrained_weights(model, open_pretrained_weights(path));
+}
+
+void load_pretrained_weights(nn::Module& model, const io::SafetensorsDir& files) {
+  const std::string& path = files.path();
+  // The model's tensors by their names in the file, with their FQNs.
+  std::unordered_map<std::string, std::pair<std::string, Tensor>> slots;
+  const CheckpointNames names = checkpoint_names(model, files);
+  for (const auto& [fqn, t] : model.state_dict())
+    slots.emplace(names.name_in_file ? names.name_in_file(fqn) : fqn, std::make_pair(fqn, t));
+  std::vector<std::regex> ignored;
+  for (const auto& pattern : names.ignore_unexpected) ignored.emplace_back(pattern);
   std::unordered_set<const TensorImpl*> loaded;
   autograd::NoGradGuard no_grad;
-  for (auto& [name, value] : file.tensors) {
-    std::string fqn = name;
-    if (gpt2 && !slots.count(fqn) && slots.count("transformer." + fqn)) fqn = "transformer." + fqn;
-    if (gpt2 && (ends_with(fqn, ".attn.bias") || ends_with(fqn, ".attn.masked_bias"))) continue;
-    const auto it = slots.find(fqn);
-    if (it == slots.end())
+  for (const std::string& name : files.names()) {
+    const auto it = slots.find(name);
+    if (it == slots.end()) {
+      if (std::any_of(ignored.begin(), ignored.end(),
+                      [&](const std::regex& r) { return std::regex_search(name, r); }))
+        continue;
       throw InputError(fmt::format("{}: tensor '{}' is not a parameter or buffer of {}", path, name,
                                    model.type_name()));
-    Tensor dst = it->second;
-    if (dst.shape() != value.shape())
+    }
+    const auto& [fqn, slot] = it->second;
+    Tensor dst = slot;
+    const io::SafetensorsTensorInfo& info = files.info(name);
+    if (dst.shape() != info.shape)
       throw InputError(fmt::format("{}: tensor '{}' has shape {}, the model's {} has {}", path,
-                                   name, shape_str(value.shape()), fqn, shape_str(dst.shape())));
+                                   name, shape_str(info.shape), fqn, shape_str(dst.shape())));
+    const Tensor value = files.read(name);
     dst.copy_(value);
     loaded.insert(dst.impl());
   }
   std::set<std::string> missing;
-  for (const auto& [fqn, t] : slots)
-    if (!loaded.count(t.impl())) missing.insert(fqn);
+  for (const auto& [name, slot] : slots)
+    if (!loaded.count(slot.second.impl())) missing.insert(slot.first);
   if (!missing.empty()) {
-    std::string names;
-    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     throw InputError(fmt::format("{}: missing {} of {}: {}", path,
                                  missing.size() == 1 ? "tensor" : "tensors", model.type_name(),
-                                 names));
+                                 list));
   }
 }
 
