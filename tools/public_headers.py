@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-LAYERS = ("core", "comm", "policies", "ops", "fsdp")
+LAYERS = ("core", "comm", "policies", "ops", "fsdp", "models")
 INCLUDE = re.compile(r'^(\s*#\s*include\s*)"([^"]+)"', re.M)
 
 
