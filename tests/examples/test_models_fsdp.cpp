@@ -1,0 +1,64 @@
+// transformers' GPT-2 and Llama (models/) under FSDP on 2 thread ranks, one unit per decoder
+// block (the GradientCheckpointingLayer classes): the logits and, after an SGD step, the next
+// logits equal the plain model's on the whole batch. The blocks are called through their FSDP
+// wrappers with the models' tuple-and-keyword calling convention.
+#define BOOST_TEST_MODULE examples_models_fsdp
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "core/ops.h"
+#include "core/optim/sgd.h"
+#include "fsdp/fully_sharded_data_parallel.h"
+#include "models/auto_model.h"
+#include "models/load_weights.h"
+#include "policies/lambda_policy.h"
+#include "tests/models/hf_fixture.h"
+#include "tests/support/runtime_harness.h"
+
+using namespace fsdp;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+std::shared_ptr<models::CausalLM> load(const std::string& name) {
+  const std::string dir = testing::hf_fixture_dir(name);
+  auto model = models::make_causal_lm(models::load_config(dir));
+  models::load_safetensors_weights(*model, dir + "/model.safetensors");
+  model->eval();  // no dropout: the ranks' and the reference's maths are the same
+  return model;
+}
+
+// Logits before and after one SGD step (lr 0.5) on the mean loss over the rows of `ids`.
+std::pair<Tensor, Tensor> train_step(nn::Module& model, const Tensor& ids) {
+  optim::SGD sgd(model.parameters(), optim::SGDOptions{.lr = 0.5});
+  const Tensor before = model(ids).tensor();
+  const Tensor targets = cat({narrow(ids, 1, 1, ids.size(1) - 1), narrow(ids, 1, 0, 1)}, 1);
+  models::causal_lm_loss(before, targets).backward();
+  sgd.step();
+  return {before.detach(), model(ids).tensor().detach()};
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(sharded_per_block_equals_the_plain_model,
+                     bdata::make(testing::hf_fixture_models()), name) {
+  const Tensor ids = testing::hf_expected(name).at("input_ids");  // [2, 9]
+  auto reference = load(name);
+  const auto [ref_before, ref_after] = train_step(*reference, ids);
+  BOOST_TEST(max(abs(sub(ref_after, ref_before))).item() > 1e-2);  // the step moved the logits
+  testing::on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto sharded = FSDP::make(
+        load(name), {.process_group = pg,
+                     .auto_wrap_policy = policies::lambda_auto_wrap_policy([](nn::Module& m) {
+                       return m.isinstance("GradientCheckpointingLayer");
+                     })});
+    std::size_t units = 0;
+    for (const auto& [path, m] : sharded->named_modules())
+      units += m->type_name() == "FullyShardedDataParallel";
+    BOOST_TEST(units == 3u);  // the root and 2 blocks
+    const std::int64_t r = pg->rank();
+    const auto [before, after] = train_step(*sharded, narrow(ids, 0, r, 1));
+    BOOST_TEST(testing::close(before, narrow(ref_before, 0, r, 1), 1e-5, 1e-5, "before") == "");
+    BOOST_TEST(testing::close(after, narrow(ref_after, 0, r, 1), 1e-4, 1e-5, "after") == "");
+  });
+}
