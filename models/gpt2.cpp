@@ -39,7 +39,7 @@ GPT2Attention::GPT2Attention(const GPT2Config& c, std::int64_t layer_idx_, Tenso
       layer_idx(layer_idx_),
       scale(attention_scale(c, layer_idx_)) {
   register_module("c_attn", std::make_shared<Conv1D>(3 * c.n_embd, c.n_embd, options));
-  register_module("c_proj", std::make_shared<Conv1D>(c.n_embd, c.n_embd, options));
+  register_module("c_proj", std::make_shared<Conv1D>(c.n_embd, c.n_embd, options, true));
   register_module("attn_dropout", std::make_shared<nn::Dropout>(c.attn_pdrop));
   register_module("resid_dropout", std::make_shared<nn::Dropout>(c.resid_pdrop));
 }
@@ -63,7 +63,7 @@ nn::Value GPT2Attention::forward(const nn::Args& args) {
 
 GPT2MLP::GPT2MLP(const GPT2Config& c, TensorOptions options) : Module(hf_class("GPT2MLP")) {
   register_module("c_fc", std::make_shared<Conv1D>(c.inner_dim(), c.n_embd, options));
-  register_module("c_proj", std::make_shared<Conv1D>(c.n_embd, c.inner_dim(), options));
+  register_module("c_proj", std::make_shared<Conv1D>(c.n_embd, c.inner_dim(), options, true));
   register_module("act", std::make_shared<Activation>(c.activation_function));
   register_module("dropout", std::make_shared<nn::Dropout>(c.resid_pdrop));
 }

@@ -5,10 +5,12 @@
 #define BOOST_TEST_MODULE examples_models_fsdp
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 
 #include "core/ops.h"
 #include "core/optim/sgd.h"
 #include "fsdp/fully_sharded_data_parallel.h"
+#include "fsdp/summon_full_params.h"
 #include "models/auto_model.h"
 #include "models/load_weights.h"
 #include "policies/lambda_policy.h"
@@ -60,5 +62,40 @@ BOOST_DATA_TEST_CASE(sharded_per_block_equals_the_plain_model,
     const auto [before, after] = train_step(*sharded, narrow(ids, 0, r, 1));
     BOOST_TEST(testing::close(before, narrow(ref_before, 0, r, 1), 1e-5, 1e-5, "before") == "");
     BOOST_TEST(testing::close(after, narrow(ref_after, 0, r, 1), 1e-4, 1e-5, "after") == "");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(built_on_meta_and_materialised_by_fsdp_with_init_weights) {
+  // Each rank builds the model on the meta device; FSDP gives each unit's modules storage and
+  // calls init_weights on them one at a time: transformers' init (ones in the norms, the
+  // padding row zero) and the rotary frequencies as the CPU-built model's.
+  const auto config = models::load_config(testing::hf_fixture_dir("llama_gqa"));  // pad 0
+  auto cpu = models::make_causal_lm(config);
+  testing::on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto meta = models::make_causal_lm(config, TensorOptions(DType::Float32, kMeta));
+    const auto norm_module = meta->get_submodule("model.layers.1.input_layernorm");
+    const auto up_proj = meta->get_submodule("model.layers.0.mlp.up_proj");
+    auto sharded =
+        FSDP::make(meta, {.process_group = pg,
+                          .auto_wrap_policy = policies::lambda_auto_wrap_policy([](nn::Module& m) {
+                            return m.isinstance("GradientCheckpointingLayer");
+                          }),
+                          .param_init_fn = [meta](nn::Module& m) { meta->init_weights(m); }});
+    BOOST_TEST(testing::close(meta->get_submodule("model.rotary_emb")->buffer("inv_freq"),
+                              cpu->get_submodule("model.rotary_emb")->buffer("inv_freq"), 0, 0,
+                              "inv_freq") == "");
+    {
+      SummonFullParams full(*sharded);
+      const Tensor emb = meta->get_submodule("model.embed_tokens")->param("weight");
+      BOOST_TEST(max(abs(select(emb, 0, 0))).item() == 0.0);
+      BOOST_TEST(max(abs(emb)).item() > 0.0);
+      const Tensor norm = norm_module->param("weight");
+      BOOST_TEST(max(abs(add(norm, -1.0))).item() == 0.0);
+      const Tensor w = up_proj->param("weight");  // N(0, initializer_range 0.2), not kaiming's
+      BOOST_TEST(std::sqrt(mean(mul(w, w)).item()) == 0.2, boost::test_tools::tolerance(0.1));
+    }
+    const Tensor ids = testing::hf_expected("llama_gqa").at("input_ids");
+    const Tensor logits = (*sharded)(narrow(ids, 0, pg->rank(), 1)).tensor();
+    BOOST_TEST(logits.shape() == (Shape{1, 9, 113}));
   });
 }
