@@ -1,6 +1,7 @@
 // transformers' GPT-2 and Llama (models/) under FSDP on 2 thread ranks, one unit per decoder
 // block (the GradientCheckpointingLayer classes): the logits and, after an SGD step, the next
-// logits equal the plain model's on the whole batch. The blocks are called through their FSDP
+// logits equal the plain model's on the whole batch; a meta-built model materialised by FSDP with
+// init_weights; activation checkpointing of the blocks. The blocks are called through their
 // wrappers with the models' tuple-and-keyword calling convention.
 #define BOOST_TEST_MODULE examples_models_fsdp
 #include <boost/test/data/test_case.hpp>
@@ -13,6 +14,8 @@
 #include "fsdp/summon_full_params.h"
 #include "models/auto_model.h"
 #include "models/load_weights.h"
+#include "ops/checkpoint.h"
+#include "ops/checkpoint_wrapper.h"
 #include "policies/lambda_policy.h"
 #include "tests/models/hf_fixture.h"
 #include "tests/support/runtime_harness.h"
@@ -98,4 +101,30 @@ BOOST_AUTO_TEST_CASE(built_on_meta_and_materialised_by_fsdp_with_init_weights) {
     const Tensor logits = (*sharded)(narrow(ids, 0, pg->rank(), 1)).tensor();
     BOOST_TEST(logits.shape() == (Shape{1, 9, 113}));
   });
+}
+
+BOOST_DATA_TEST_CASE(activation_checkpointing_of_the_blocks_keeps_the_gradients,
+                     bdata::make(std::vector<std::string>{"gpt2_tied", "llama_gqa"}), name) {
+  // checkpoint_activations(full / selective) over the decoder blocks, as finetune's
+  // --checkpoint-activations: the loss and every gradient equal the plain model's.
+  const Tensor ids = testing::hf_expected(name).at("input_ids");
+  const auto grads = [&](const std::string& mode) {
+    auto model = load(name);
+    ops::checkpoint_activations(model, mode, nn::ClassSet{"GPT2Block", "LlamaDecoderLayer"});
+    const Tensor targets = cat({narrow(ids, 1, 1, ids.size(1) - 1), narrow(ids, 1, 0, 1)}, 1);
+    const Tensor loss = models::causal_lm_loss(model->forward(ids), targets);
+    const std::int64_t recomputed = ops::checkpoint_recompute_count();
+    loss.backward();
+    BOOST_TEST((ops::checkpoint_recompute_count() > recomputed) == (mode != "none"));
+    std::vector<Tensor> out = {loss.detach()};
+    for (const auto& [fqn, p] : model->named_parameters()) out.push_back(p.grad());
+    return out;
+  };
+  const auto plain = grads("none");
+  for (const std::string mode : {"full", "selective"}) {
+    const auto checkpointed = grads(mode);
+    BOOST_REQUIRE(checkpointed.size() == plain.size());
+    for (std::size_t i = 0; i < plain.size(); ++i)
+      BOOST_TEST(testing::close(checkpointed[i], plain[i], 1e-6, 1e-7, mode) == "");
+  }
 }
