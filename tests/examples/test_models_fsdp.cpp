@@ -1,8 +1,8 @@
 // transformers' GPT-2 and Llama (models/) under FSDP on 2 thread ranks, one unit per decoder
 // block (the GradientCheckpointingLayer classes): the logits and, after an SGD step, the next
 // logits equal the plain model's on the whole batch; a meta-built model materialised by FSDP with
-// init_weights; activation checkpointing of the blocks. The blocks are called through their
-// wrappers with the models' tuple-and-keyword calling convention.
+// init_weights; activation checkpointing of the blocks; bfloat16 mixed precision. The blocks are
+// called through their wrappers with the models' tuple-and-keyword calling convention.
 #define BOOST_TEST_MODULE examples_models_fsdp
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -51,6 +51,9 @@ BOOST_DATA_TEST_CASE(sharded_per_block_equals_the_plain_model,
   auto reference = load(name);
   const auto [ref_before, ref_after] = train_step(*reference, ids);
   BOOST_TEST(max(abs(sub(ref_after, ref_before))).item() > 1e-2);  // the step moved the logits
+  MixedPrecision bf16;
+  bf16.param_dtype = DType::BFloat16;
+  bf16.reduce_dtype = DType::BFloat16;
   testing::on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
     auto sharded = FSDP::make(
         load(name), {.process_group = pg,
@@ -127,4 +130,29 @@ BOOST_DATA_TEST_CASE(activation_checkpointing_of_the_blocks_keeps_the_gradients,
     for (std::size_t i = 0; i < plain.size(); ++i)
       BOOST_TEST(testing::close(checkpointed[i], plain[i], 1e-6, 1e-7, mode) == "");
   }
+}
+
+BOOST_DATA_TEST_CASE(bfloat16_mixed_precision_stays_near_float32,
+                     bdata::make(std::vector<std::string>{"gpt2_tied", "llama_gqa"}), name) {
+  // FSDP's MixedPrecision(param_dtype=reduce_dtype=bfloat16) per block: the logits within
+  // bfloat16's rounding of the float32 model's, and a training step runs.
+  const Tensor ids = testing::hf_expected(name).at("input_ids");
+  const Tensor reference = load(name)->forward(ids).detach();
+  MixedPrecision bf16;
+  bf16.param_dtype = DType::BFloat16;
+  bf16.reduce_dtype = DType::BFloat16;
+  testing::on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto sharded = FSDP::make(
+        load(name), {.process_group = pg,
+                     .auto_wrap_policy = policies::lambda_auto_wrap_policy(
+                         [](nn::Module& m) { return m.isinstance("GradientCheckpointingLayer"); }),
+                     .mixed_precision = bf16});
+    const Tensor rows = narrow(ids, 0, pg->rank(), 1);
+    const auto [before, after] = train_step(*sharded, rows);
+    BOOST_TEST(before.dtype() == DType::BFloat16);  // computed in bfloat16
+    const Tensor want = narrow(reference, 0, pg->rank(), 1);
+    BOOST_TEST(max(abs(sub(to_dtype(before, DType::Float32), want))).item() <=
+               0.1 * max(abs(want)).item());
+    BOOST_TEST(max(abs(sub(to_dtype(after, DType::Float32), want))).item() > 0);
+  });
 }
