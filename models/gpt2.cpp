@@ -47,14 +47,10 @@ GPT2Attention::GPT2Attention(const GPT2Config& c, std::int64_t layer_idx_, Tenso
 nn::Value GPT2Attention::forward(const nn::Args& args) {
   const Tensor qkv = call_child("c_attn", args.tensor(0));
   const std::int64_t E = qkv.size(-1) / 3;
-  Tensor q = split_heads(narrow(qkv, -1, 0, E), heads);
-  Tensor k = split_heads(narrow(qkv, -1, E, E), heads);
-  Tensor v = split_heads(narrow(qkv, -1, 2 * E, E), heads);
-  const nn::Value& past = args.get(1, "layer_past");
-  if (!past.is_none()) {
-    k = cat({past[0].tensor(), k}, 2);
-    v = cat({past[1].tensor(), v}, 2);
-  }
+  const Tensor q = split_heads(narrow(qkv, -1, 0, E), heads);
+  const auto [k, v] =
+      with_history(args.get(1, "layer_past"), split_heads(narrow(qkv, -1, E, E), heads),
+                   split_heads(narrow(qkv, -1, 2 * E, E), heads));
   const double p = is_training() ? child_as<nn::Dropout>("attn_dropout")->p : 0.0;
   Tensor out = merge_heads(causal_attention(q, k, v, scale, p));
   out = call_child("resid_dropout", call_child("c_proj", out));
