@@ -4,7 +4,6 @@
 //   generate --model-dir DIR --prompt-ids 1,2,3 [--max-new-tokens N] [--do-sample
 //            --temperature T --top-k K --top-p P --seed S]
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <charconv>
@@ -101,7 +100,10 @@ int main(int argc, char** argv) {
     Generator generator(seed);
     const Tensor prompt = from_vector(ids, {1, std::int64_t(ids.size())});
     const Tensor out = models::generate(*model, prompt, o, &generator);
-    fmt::print("{}\n", fmt::join(out.to_int_vector(), ","));
+    std::string line;
+    for (std::int64_t id : out.to_int_vector())
+      line += (line.empty() ? "" : ",") + std::to_string(id);
+    fmt::print("{}\n", line);
   } catch (const Error& e) {
     fmt::print(stderr, "{}: error: {}\n", kProgram, e.what());
     return 1;

@@ -46,6 +46,11 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   return scaled_dot_product_attention(q, k, v, causal_mask(past, S, q.device()), false, scale, gqa);
 }
 
+std::pair<Tensor, Tensor> with_history(const nn::Value& layer_past, Tensor k, Tensor v) {
+  if (layer_past.is_none()) return {std::move(k), std::move(v)};
+  return {cat({layer_past[0].tensor(), k}, 2), cat({layer_past[1].tensor(), v}, 2)};
+}
+
 Tensor merge_heads(const Tensor& x) {
   return reshape(transpose(x, 1, 2), {x.size(0), x.size(2), x.size(1) * x.size(3)});
 }

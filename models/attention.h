@@ -1,7 +1,10 @@
 // Causal self-attention over a key/value history, shared by GPT-2 and Llama.
 #pragma once
 
+#include <utility>
+
 #include "core/tensor.h"
+#include "core/value.h"
 
 namespace fsdp::models {
 
@@ -10,6 +13,10 @@ namespace fsdp::models {
 // dropout_p > 0 (training) the probabilities are dropped out, as the Python models do.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                         double dropout_p = 0.0);
+
+// k and v (B, heads, S, D) after the layer's history: cat along the time axis with
+// layer_past's (k, v), or as they are when layer_past is None.
+std::pair<Tensor, Tensor> with_history(const nn::Value& layer_past, Tensor k, Tensor v);
 
 // (B, heads, S, D) -> (B, S, heads * D), heads concatenated in order.
 Tensor merge_heads(const Tensor& x);

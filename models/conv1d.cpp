@@ -14,8 +14,8 @@ const nn::ModuleClass& Conv1D::static_class() {
   return cls;
 }
 
-Conv1D::Conv1D(std::int64_t nf_, std::int64_t nx_, TensorOptions options)
-    : Module(static_class()), nf(nf_), nx(nx_) {
+Conv1D::Conv1D(std::int64_t nf_, std::int64_t nx_, TensorOptions options, bool residual_)
+    : Module(static_class()), nf(nf_), nx(nx_), residual(residual_) {
   register_parameter("weight", empty({nx, nf}, options.with_requires_grad(false)));
   register_parameter("bias", empty({nf}, options.with_requires_grad(false)));
   reset_parameters();

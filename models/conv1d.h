@@ -12,7 +12,9 @@ namespace fsdp::models {
 class Conv1D : public nn::Module {
  public:
   static const nn::ModuleClass& static_class();
-  Conv1D(std::int64_t nf, std::int64_t nx, TensorOptions options = {});
+  // residual: a projection into the residual stream (GPT-2's c_proj), which transformers'
+  // _init_weights draws with std / sqrt(2 * n_layer).
+  Conv1D(std::int64_t nf, std::int64_t nx, TensorOptions options = {}, bool residual = false);
 
   nn::Value forward(const nn::Args& args) override { return forward(args.tensor(0)); }
   Tensor forward(const Tensor& x);
@@ -20,6 +22,7 @@ class Conv1D : public nn::Module {
   std::string extra_repr() const override;
 
   const std::int64_t nf, nx;  // out, in
+  const bool residual;
 };
 
 }  // namespace fsdp::models

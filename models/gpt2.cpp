@@ -39,7 +39,7 @@ GPT2Attention::GPT2Attention(const GPT2Config& c, std::int64_t layer_idx_, Tenso
       layer_idx(layer_idx_),
       scale(attention_scale(c, layer_idx_)) {
   register_module("c_attn", std::make_shared<Conv1D>(3 * c.n_embd, c.n_embd, options));
-  register_module("c_proj", std::make_shared<Conv1D>(c.n_embd, c.n_embd, options));
+  register_module("c_proj", std::make_shared<Conv1D>(c.n_embd, c.n_embd, options, true));
   register_module("attn_dropout", std::make_shared<nn::Dropout>(c.attn_pdrop));
   register_module("resid_dropout", std::make_shared<nn::Dropout>(c.resid_pdrop));
 }
@@ -47,14 +47,10 @@ GPT2Attention::GPT2Attention(const GPT2Config& c, std::int64_t layer_idx_, Tenso
 nn::Value GPT2Attention::forward(const nn::Args& args) {
   const Tensor qkv = call_child("c_attn", args.tensor(0));
   const std::int64_t E = qkv.size(-1) / 3;
-  Tensor q = split_heads(narrow(qkv, -1, 0, E), heads);
-  Tensor k = split_heads(narrow(qkv, -1, E, E), heads);
-  Tensor v = split_heads(narrow(qkv, -1, 2 * E, E), heads);
-  const nn::Value& past = args.get(1, "layer_past");
-  if (!past.is_none()) {
-    k = cat({past[0].tensor(), k}, 2);
-    v = cat({past[1].tensor(), v}, 2);
-  }
+  const Tensor q = split_heads(narrow(qkv, -1, 0, E), heads);
+  const auto [k, v] =
+      with_history(args.get(1, "layer_past"), split_heads(narrow(qkv, -1, E, E), heads),
+                   split_heads(narrow(qkv, -1, 2 * E, E), heads));
   const double p = is_training() ? child_as<nn::Dropout>("attn_dropout")->p : 0.0;
   Tensor out = merge_heads(causal_attention(q, k, v, scale, p));
   out = call_child("resid_dropout", call_child("c_proj", out));
@@ -63,7 +59,7 @@ nn::Value GPT2Attention::forward(const nn::Args& args) {
 
 GPT2MLP::GPT2MLP(const GPT2Config& c, TensorOptions options) : Module(hf_class("GPT2MLP")) {
   register_module("c_fc", std::make_shared<Conv1D>(c.inner_dim(), c.n_embd, options));
-  register_module("c_proj", std::make_shared<Conv1D>(c.n_embd, c.inner_dim(), options));
+  register_module("c_proj", std::make_shared<Conv1D>(c.n_embd, c.inner_dim(), options, true));
   register_module("act", std::make_shared<Activation>(c.activation_function));
   register_module("dropout", std::make_shared<nn::Dropout>(c.resid_pdrop));
 }

@@ -11,6 +11,7 @@
 #include "core/nn/embedding.h"
 #include "core/nn/init.h"
 #include "core/ops.h"
+#include "models/conv1d.h"
 
 namespace fsdp::models {
 
@@ -38,7 +39,8 @@ void hf_init_weights(nn::Module& module, double std, double residual_std, Genera
     } else if (name == "bias") {
       nn::init::zeros_(p);
     } else if (name == "weight") {
-      nn::init::normal_(p, 0.0, ends_with(fqn, "c_proj.weight") ? residual_std : std, generator);
+      const auto* conv = dynamic_cast<const Conv1D*>(m);
+      nn::init::normal_(p, 0.0, conv && conv->residual ? residual_std : std, generator);
       if (auto* emb = dynamic_cast<nn::Embedding*>(m); emb && emb->padding_idx)
         p.select(0, *emb->padding_idx).zero_();
     } else {

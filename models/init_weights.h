@@ -7,8 +7,8 @@
 
 namespace fsdp::models {
 
-// Linear and Conv1D weights ~ N(0, std) (parameters named "c_proj.weight": N(0, residual_std),
-// GPT-2's scaled residual projections), biases 0; Embedding ~ N(0, std) with its padding_idx row
+// Linear and Conv1D weights ~ N(0, std) (residual Conv1Ds, GPT-2's c_proj: N(0, residual_std)),
+// biases 0; Embedding ~ N(0, std) with its padding_idx row
 // 0; LayerNorm weight 1, bias 0; Llama's and Mistral's RMSNorm weight 1; other buffers (rotary
 // inverse frequencies) recomputed by their module's reset_parameters(). Draws from `generator`
 // (else this thread's default one) in named_parameters() order, a tied parameter once.

@@ -68,14 +68,11 @@ nn::Value LlamaAttention::forward(const nn::Args& args) {
   const Tensor& x = args.tensor(0);
   const Tensor& cos = args.get(1, "cos").tensor();
   const Tensor& sin = args.get(2, "sin").tensor();
-  Tensor q = apply_rotary(split_heads(call_child("q_proj", x), heads), cos, sin);
-  Tensor k = apply_rotary(split_heads(call_child("k_proj", x), kv_heads), cos, sin);
-  Tensor v = split_heads(call_child("v_proj", x), kv_heads);
-  const nn::Value& past = args.get(3, "layer_past");
-  if (!past.is_none()) {
-    k = cat({past[0].tensor(), k}, 2);
-    v = cat({past[1].tensor(), v}, 2);
-  }
+  const Tensor q = apply_rotary(split_heads(call_child("q_proj", x), heads), cos, sin);
+  const auto [k, v] = with_history(args.get(3, "layer_past"),
+                                   apply_rotary(split_heads(call_child("k_proj", x), kv_heads), cos,
+                                                sin),  // K cached after RoPE
+                                   split_heads(call_child("v_proj", x), kv_heads));
   const double p = is_training() ? attention_dropout : 0.0;
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   const Tensor out = call_child("o_proj", merge_heads(causal_attention(q, k, v, scale, p)));

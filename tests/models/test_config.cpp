@@ -148,6 +148,27 @@ BOOST_AUTO_TEST_CASE(mistral_needs_a_null_sliding_window_and_keeps_its_class_nam
   BOOST_TEST(!model->config_json().contains("mlp_bias"));
 }
 
+BOOST_AUTO_TEST_CASE(eos_token_id_may_be_a_number_a_list_or_null) {
+  // Llama 3.1's config lists two end-of-sequence ids; generation stops at either.
+  const TensorOptions meta(DType::Float32, kMeta);
+  BOOST_TEST(make_causal_lm(parse_config(llama({{"eos_token_id", {128001, 128009}}}), "c"), meta)
+                     ->eos_token_ids() == (std::vector<std::int64_t>{128001, 128009}),
+             boost::test_tools::per_element());
+  BOOST_TEST(make_causal_lm(parse_config(gpt2({}), "c"), meta)->eos_token_ids() ==
+                 (std::vector<std::int64_t>{50256}),
+             boost::test_tools::per_element());
+  BOOST_TEST(make_causal_lm(parse_config(llama({{"eos_token_id", nullptr}}), "c"), meta)
+                 ->eos_token_ids()
+                 .empty());
+}
+
+BOOST_AUTO_TEST_CASE(fields_that_do_not_change_the_maths_are_written_back) {
+  const json j =
+      std::get<GPT2Config>(parse_config(gpt2({{"n_ctx", 8}, {"my_note", "kept"}}), "c")).to_json();
+  BOOST_TEST(j.at("n_ctx") == 8);
+  BOOST_TEST(j.at("my_note") == "kept");
+}
+
 BOOST_AUTO_TEST_CASE(unsupported_values_name_the_file_field_and_value) {
   const std::string acts =
       "supported: gelu_new, gelu_pytorch_tanh, gelu, gelu_fast, quick_gelu, relu, silu, swish, "

@@ -313,6 +313,11 @@ BOOST_AUTO_TEST_CASE(init_follows_transformers_init_weights) {
                  0.02 / std::sqrt(16.0),
              boost::test_tools::tolerance(0.05));
   BOOST_TEST(std_of(gpt2.get_submodule("transformer.ln_f")->param("weight")) == 1.0);
+  // One module at a time (FSDP's param_init_fn): the residual projection keeps its std.
+  auto c_proj = gpt2.get_submodule("transformer.h.3.attn.c_proj");
+  gpt2.init_weights(*c_proj);
+  BOOST_TEST(std_of(c_proj->param("weight")) == 0.02 / std::sqrt(16.0),
+             boost::test_tools::tolerance(0.1));
 }
 
 BOOST_AUTO_TEST_CASE(dropout_is_active_in_training_only) {
