@@ -301,6 +301,20 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
                j["model"]["vocab"]["a"] = 7;
              }).starts_with("t.json: model.vocab: id 7 is given to both "));
   BOOST_TEST(load_with([](json& j) { j.erase("model"); }) == "t.json: model: missing");
+  BOOST_TEST(load_with([](json& j) { j["version"] = "2.0"; }) ==
+             "t.json: version is \"2.0\": not supported (\"1.0\" only)");
+  BOOST_TEST(
+      load_with([](json& j) {
+        j["post_processor"]["processors"][1]["special_tokens"]["<|begin_of_text|>"]["ids"] = {
+            99999};
+      }) ==
+      "t.json: post_processor: the template's token id 99999 is not in the "
+      "vocabulary");
+  BOOST_TEST(load_with([](json& j) {
+               j["post_processor"]["processors"][1]["single"][1] = {{"Sequence", {{"id", "B"}}}};
+             }) ==
+             "t.json: post_processor.processors[1].single[1].Sequence.id is \"B\": not "
+             "supported (\"A\" once)");
 }
 
 // A character missing from the vocabulary (no unk_token) is an error, not dropped text.
@@ -326,6 +340,8 @@ BOOST_AUTO_TEST_CASE(a_character_outside_the_vocabulary_is_an_error) {
 }
 
 BOOST_AUTO_TEST_CASE(file_errors_name_the_file) {
+  BOOST_TEST(error_message([] { Tokenizer::from_file(FSDP_TOKENIZER_FIXTURES); }) ==
+             std::string(FSDP_TOKENIZER_FIXTURES) + ": not a regular file");
   BOOST_TEST(error_message([] { Tokenizer::from_file("/nonexistent/tokenizer.json"); }) ==
              "/nonexistent/tokenizer.json: cannot open: No such file or directory");
   const std::string bad = fixture("corpus.txt");  // text, not JSON
