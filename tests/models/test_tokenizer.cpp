@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -396,4 +397,28 @@ BOOST_AUTO_TEST_CASE(a_sparse_vocabulary_up_to_the_largest_id) {
   BOOST_TEST(tok.vocab_size() == 2147483648u);
   BOOST_TEST(tok.decode(Ids{2147483647u}) == "zz");
   BOOST_TEST(!tok.id_to_token(2147483646u).has_value());
+}
+
+// Random bytes (a fixed seed): invalid UTF-8 is refused naming its first bad byte, valid text
+// comes back from decode(encode(text)) unchanged; nothing else happens.
+BOOST_AUTO_TEST_CASE(random_bytes_are_refused_or_round_trip) {
+  const Tokenizer tok = llama3();
+  std::mt19937 rng(26);
+  const std::string pool = std::string("ab '1\r\n\t<|>") + "\xC3\xA9\xE6\x97\xA5\xF0\x9F\x98\x80" +
+                           "\x80\xBF\xC0\xC1\xED\xA0\xF4\x90\xF5\xFF";
+  int refused = 0, round_trips = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text(rng() % 24, ' ');
+    for (char& c : text) c = pool[rng() % pool.size()];
+    try {
+      const Ids ids = tok.encode(text, {.add_special_tokens = false});
+      BOOST_TEST(tok.decode(ids) == text);
+      ++round_trips;
+    } catch (const InputError& e) {
+      BOOST_TEST(std::string(e.what()).starts_with("the text is not valid UTF-8: byte 0x"));
+      ++refused;
+    }
+  }
+  BOOST_TEST(refused > 100);
+  BOOST_TEST(round_trips > 100);
 }
