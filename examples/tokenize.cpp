@@ -39,6 +39,10 @@ std::uint32_t eot_delimiter(const models::Tokenizer& tokenizer) {
 void encode(const Options& o, const models::Tokenizer& tokenizer) {
   TokenFormat format = models::token_format_for_vocab(tokenizer.vocab_size());
   if (!o.format.empty()) format = *models::token_format_from_name(o.format);
+  if (format == TokenFormat::gpt2 && tokenizer.vocab_size() > 65536)  // before any work
+    throw InputError(fmt::format(
+        "--format gpt2 stores uint16 tokens, but {} has ids up to {}: use --format llama3",
+        tokenizer.source(), tokenizer.vocab_size() - 1));
   std::vector<std::uint32_t> tokens;
   for (const std::string& path : o.inputs) {
     const std::string text = examples::read_data_file("--input", path);

@@ -59,7 +59,9 @@ BpeModel BpeModel::from_json(const json& value, const JsonPlace& place) {
   if (!vocab.is_object()) vocab_place.malformed("expected an object of token -> id");
   m.vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const std::uint32_t id = (vocab_place / it.key()).as_id(it.value());
+    // The place (a formatted path) only for an error: a vocabulary has 10^5 entries.
+    const std::uint32_t id = is_id(it.value()) ? it.value().get<std::uint32_t>()
+                                               : (vocab_place / it.key()).as_id(it.value());
     m.vocab_.emplace(it.key(), id);
   }
   std::unordered_map<std::uint32_t, const std::string*> by_id;
@@ -76,14 +78,14 @@ BpeModel BpeModel::from_json(const json& value, const JsonPlace& place) {
   m.merges_.reserve(merges.size());
   std::uint32_t rank = 0;
   for (std::size_t i = 0; i < merges.size(); ++i) {
-    const JsonPlace at = merges_place[i];
+    auto at = [&] { return merges_place[i]; };  // for an error only
     std::string left, right;
     if (merges[i].is_string()) {  // the legacy "a b" form; "#version" lines are comments
       const std::string& s = merges[i].get_ref<const std::string&>();
       if (s.starts_with("#version")) continue;
       const std::size_t space = s.find(' ');
       if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
-        at.malformed(fmt::format("expected \"left right\", got {}", short_json(merges[i])));
+        at().malformed(fmt::format("expected \"left right\", got {}", short_json(merges[i])));
       left = s.substr(0, space);
       right = s.substr(space + 1);
     } else if (merges[i].is_array() && merges[i].size() == 2 && merges[i][0].is_string() &&
@@ -91,13 +93,13 @@ BpeModel BpeModel::from_json(const json& value, const JsonPlace& place) {
       left = merges[i][0].get<std::string>();
       right = merges[i][1].get<std::string>();
     } else {
-      at.malformed(fmt::format("expected [\"left\", \"right\"] or \"left right\", got {}",
-                               short_json(merges[i])));
+      at().malformed(fmt::format("expected [\"left\", \"right\"] or \"left right\", got {}",
+                                 short_json(merges[i])));
     }
     auto id_of = [&](const std::string& token) {
       auto it = m.vocab_.find(token);
       if (it == m.vocab_.end())
-        at.malformed(fmt::format("{} is not in the vocabulary", short_json(token)));
+        at().malformed(fmt::format("{} is not in the vocabulary", short_json(token)));
       return it->second;
     };
     const std::uint64_t key = (std::uint64_t(id_of(left)) << 32) | id_of(right);

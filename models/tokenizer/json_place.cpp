@@ -57,13 +57,14 @@ const std::string& JsonPlace::as_string(const json& value) const {
   return value.get_ref<const std::string&>();
 }
 
+bool is_id(const json& value) {
+  return value.is_number_unsigned() ? value.get<std::uint64_t>() < 0x80000000u
+                                    : value.is_number_integer() && value.get<std::int64_t>() >= 0 &&
+                                          value.get<std::int64_t>() < 0x80000000;
+}
+
 std::uint32_t JsonPlace::as_id(const json& value) const {
-  // Below 2^31: llm.c's files count tokens in int32, and vocab_size() is one more than an id.
-  const bool in_range = value.is_number_unsigned()
-                            ? value.get<std::uint64_t>() < 0x80000000u
-                            : value.is_number_integer() && value.get<std::int64_t>() >= 0 &&
-                                  value.get<std::int64_t>() < 0x80000000;
-  if (!in_range)
+  if (!is_id(value))
     malformed(fmt::format("expected a token id (an integer from 0 to 2^31-1), got {}",
                           short_json(value)));
   return value.get<std::uint32_t>();

@@ -38,6 +38,10 @@ class JsonPlace {
   std::string file_, path_;
 };
 
+// Whether `value` is a token id: an integer from 0 to 2^31-1 (below 2^31: llm.c's files count
+// tokens in int32, and vocab_size() is one more than an id).
+bool is_id(const nlohmann::json& value);
+
 // A JSON value in one short line for a message (cut after 60 characters).
 std::string short_json(const nlohmann::json& value);
 

@@ -19,7 +19,9 @@ class PostProcessor {
 
   // ids with the template's special tokens around them.
   std::vector<std::uint32_t> apply(std::vector<std::uint32_t> ids) const;
+  // The template's ids before and after the text.
   const std::vector<std::uint32_t>& prefix() const { return prefix_; }
+  const std::vector<std::uint32_t>& suffix() const { return suffix_; }
 
  private:
   void add(const nlohmann::json& value, const JsonPlace& place);

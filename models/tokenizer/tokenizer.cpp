@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -60,6 +61,9 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw InputError(fmt::format("{}: not a regular file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   std::stringstream text;
@@ -78,6 +82,8 @@ Tokenizer Tokenizer::from_json(const json& j, const std::string& source) {
   const JsonPlace top(source);
   top.check_keys(j, {"version", "truncation", "padding", "added_tokens", "normalizer",
                      "pre_tokenizer", "post_processor", "decoder", "model"});
+  if (j.contains("version") && j["version"] != json("1.0"))
+    (top / "version").unsupported(j["version"], "\"1.0\" only");
   for (const char* key : {"truncation", "padding", "normalizer"})
     if (j.contains(key) && !j[key].is_null()) (top / key).unsupported(j[key], "null only");
   check_decoder(top.at(j, "decoder"), top / "decoder");
@@ -105,10 +111,11 @@ Tokenizer Tokenizer::from_json(const json& j, const std::string& source) {
   };
   for (const auto& [text, id] : t.model.vocab()) set(id, &text, false);
   for (const AddedToken& a : t.added.tokens()) set(a.id, &a.content, a.special);
-  for (std::uint32_t id : t.post_processor.prefix())
-    if (!t.find(id))
-      (top / "post_processor")
-          .malformed(fmt::format("the template's token id {} is not in the vocabulary", id));
+  for (const auto* ids : {&t.post_processor.prefix(), &t.post_processor.suffix()})
+    for (std::uint32_t id : *ids)
+      if (!t.find(id))
+        (top / "post_processor")
+            .malformed(fmt::format("the template's token id {} is not in the vocabulary", id));
   return Tokenizer(std::move(impl));
 }
 

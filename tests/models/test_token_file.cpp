@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -160,4 +161,38 @@ BOOST_AUTO_TEST_CASE(writing_refuses_what_the_format_cannot_hold) {
   BOOST_TEST(error_message([&] {
                write_token_file(dir / "no/such/dir.bin", Ids{1}, TokenFormat::gpt2);
              }) == dir / "no/such/dir.bin" + ": cannot write: No such file or directory");
+}
+
+// Mutants of a valid file (a fixed seed: bytes changed in the header and the tokens, the file cut
+// or extended) are read or refused with an InputError naming the file; nothing else happens.
+BOOST_AUTO_TEST_CASE(mutated_files_are_read_or_refused) {
+  TempDir dir;
+  const std::string good = dir / "good.bin", p = dir / "m.bin";
+  write_token_file(good, Ids{1, 2, 3, 500, 65535}, TokenFormat::gpt2);
+  const std::string bytes = bytes_of(good);
+  std::mt19937 rng(26);
+  int read = 0, refused = 0;
+  for (int i = 0; i < 500; ++i) {
+    std::string m = bytes;
+    switch (rng() % 3) {
+      case 0:  // a byte of the first 12 (magic, version, count) or of the tokens
+        m[rng() % 2 ? rng() % 12 : 1024 + rng() % 10] = char(rng());
+        break;
+      case 1:
+        m.resize(rng() % m.size());
+        break;
+      default:
+        m += std::string(1 + rng() % 8, char(rng()));
+    }
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << m;
+    try {
+      read_token_file(p, 65536);
+      ++read;
+    } catch (const InputError& e) {
+      BOOST_TEST(std::string(e.what()).starts_with(p + ": "));
+      ++refused;
+    }
+  }
+  BOOST_TEST(read > 10);
+  BOOST_TEST(refused > 100);
 }

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,24 @@ BOOST_AUTO_TEST_CASE(a_bad_input_is_one_line_and_status_1) {
     BOOST_TEST(r.status == 1, what);
     BOOST_TEST(r.output == "tokenize: error: " + what + "\n");
   }
+}
+
+// A vocabulary wider than 16 bits: llama3 by default, and --format gpt2 refused before any work.
+BOOST_AUTO_TEST_CASE(a_wide_vocabulary_needs_the_llama3_format) {
+  TempDir dir;
+  std::ifstream in(kGpt2);
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["model"]["vocab"]["zz"] = 70000;
+  write_text(dir / "wide.json", j.dump());
+  const Result r = tokenize({"--tokenizer", dir / "wide.json", "--input", fixture("corpus.txt"),
+                             "--output", dir / "w.bin"});
+  BOOST_TEST(r.status == 0, r.output);
+  BOOST_TEST((read_token_file(dir / "w.bin").format == TokenFormat::llama3));
+  const Result g = tokenize({"--tokenizer", dir / "wide.json", "--input", fixture("corpus.txt"),
+                             "--output", dir / "g.bin", "--format", "gpt2"});
+  BOOST_TEST(g.status == 1);
+  BOOST_TEST(g.output == "tokenize: error: --format gpt2 stores uint16 tokens, but " +
+                             dir / "wide.json" + " has ids up to 70000: use --format llama3\n");
 }
 
 // A token file of another vocabulary: a token at or above this tokenizer's size is refused.

@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -301,6 +302,20 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
                j["model"]["vocab"]["a"] = 7;
              }).starts_with("t.json: model.vocab: id 7 is given to both "));
   BOOST_TEST(load_with([](json& j) { j.erase("model"); }) == "t.json: model: missing");
+  BOOST_TEST(load_with([](json& j) { j["version"] = "2.0"; }) ==
+             "t.json: version is \"2.0\": not supported (\"1.0\" only)");
+  BOOST_TEST(
+      load_with([](json& j) {
+        j["post_processor"]["processors"][1]["special_tokens"]["<|begin_of_text|>"]["ids"] = {
+            99999};
+      }) ==
+      "t.json: post_processor: the template's token id 99999 is not in the "
+      "vocabulary");
+  BOOST_TEST(load_with([](json& j) {
+               j["post_processor"]["processors"][1]["single"][1] = {{"Sequence", {{"id", "B"}}}};
+             }) ==
+             "t.json: post_processor.processors[1].single[1].Sequence.id is \"B\": not "
+             "supported (\"A\" once)");
 }
 
 // A character missing from the vocabulary (no unk_token) is an error, not dropped text.
@@ -326,6 +341,8 @@ BOOST_AUTO_TEST_CASE(a_character_outside_the_vocabulary_is_an_error) {
 }
 
 BOOST_AUTO_TEST_CASE(file_errors_name_the_file) {
+  BOOST_TEST(error_message([] { Tokenizer::from_file(FSDP_TOKENIZER_FIXTURES); }) ==
+             std::string(FSDP_TOKENIZER_FIXTURES) + ": not a regular file");
   BOOST_TEST(error_message([] { Tokenizer::from_file("/nonexistent/tokenizer.json"); }) ==
              "/nonexistent/tokenizer.json: cannot open: No such file or directory");
   const std::string bad = fixture("corpus.txt");  // text, not JSON
@@ -352,9 +369,9 @@ BOOST_AUTO_TEST_CASE(legacy_and_pair_merges_agree) {
 // the model's vocabulary); a file whose ids disagree would load differently there: refused.
 BOOST_AUTO_TEST_CASE(added_token_ids_that_hf_would_renumber_are_refused) {
   json j = read_json(fixture("llama3_style/tokenizer.json"));
-  json& custom = j["added_tokens"].back();
-  BOOST_TEST_REQUIRE(custom["content"] == "<custom>");
-  const std::size_t n = j["added_tokens"].size() - 1;
+  std::size_t n = 0;
+  while (j["added_tokens"][n]["content"] != "<custom>") ++n;
+  json& custom = j["added_tokens"][n];
   const std::uint32_t model_size = std::uint32_t(j["model"]["vocab"].size());
   BOOST_TEST(custom["id"] == model_size);
   custom["id"] = model_size + 5;
@@ -380,4 +397,28 @@ BOOST_AUTO_TEST_CASE(a_sparse_vocabulary_up_to_the_largest_id) {
   BOOST_TEST(tok.vocab_size() == 2147483648u);
   BOOST_TEST(tok.decode(Ids{2147483647u}) == "zz");
   BOOST_TEST(!tok.id_to_token(2147483646u).has_value());
+}
+
+// Random bytes (a fixed seed): invalid UTF-8 is refused naming its first bad byte, valid text
+// comes back from decode(encode(text)) unchanged; nothing else happens.
+BOOST_AUTO_TEST_CASE(random_bytes_are_refused_or_round_trip) {
+  const Tokenizer tok = llama3();
+  std::mt19937 rng(26);
+  const std::string pool = std::string("ab '1\r\n\t<|>") + "\xC3\xA9\xE6\x97\xA5\xF0\x9F\x98\x80" +
+                           "\x80\xBF\xC0\xC1\xED\xA0\xF4\x90\xF5\xFF";
+  int refused = 0, round_trips = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text(rng() % 24, ' ');
+    for (char& c : text) c = pool[rng() % pool.size()];
+    try {
+      const Ids ids = tok.encode(text, {.add_special_tokens = false});
+      BOOST_TEST(tok.decode(ids) == text);
+      ++round_trips;
+    } catch (const InputError& e) {
+      BOOST_TEST(std::string(e.what()).starts_with("the text is not valid UTF-8: byte 0x"));
+      ++refused;
+    }
+  }
+  BOOST_TEST(refused > 100);
+  BOOST_TEST(round_trips > 100);
 }

@@ -6,9 +6,10 @@ and decodes that tests/models/test_tokenizer.cpp compares against).
   gpt2_style/   ByteLevel pre-tokenizer (GPT-2's regex), <|endoftext|> special, merges written in
                 the legacy "a b" string form (as GPT-2's hub tokenizer.json has them)
   llama3_style/ Split(Llama 3's regex, Isolated) + ByteLevel(use_regex=false), ignore_merges,
-                TemplateProcessing prefixing <|begin_of_text|>, several special tokens, a
-                non-special added token, and a vocabulary word no merge reaches ("zqxj"), so that
-                ignore_merges changes the result
+                TemplateProcessing prefixing <|begin_of_text|>, several special tokens,
+                non-special added tokens, added tokens outside the byte table ("→→", "<| sp |>"),
+                and a vocabulary word no merge reaches ("zqxj"), so that ignore_merges changes
+                the result
   corpus.txt    a test text for tokenize's end-to-end test
 
 Each expected.json holds HF's results on the fixed CASES and on 40 random texts (seed 26) drawn
@@ -71,6 +72,7 @@ CASES = [
     "<|begin_of_text|>Hi<|eot_id|>there<|end_of_text|>",
     "<|eot_id|>!<|eot_id|>?",
     "text with <custom> added token and <custom><custom>",
+    "a→→b <| sp |> c → and →→→",
     "zqxj zqxj zqxjzqxj",
     "\u00a0non-breaking\u00a0space and \u2028 line separator and \u0085 next line",
     "combining: e\u0301 a\u0308 and digits: \u0663\u0664\u0665 \u00bd\u216b",
@@ -89,14 +91,15 @@ CASES = [
 # scripts, digits of several systems, spaces and line breaks of several kinds, marks, symbols,
 # emoji, apostrophes, pieces of special tokens); none of the few code points where PCRE2's
 # Unicode tables and Oniguruma's differ (hf-models.md section 6).
-POOL = (list("abcXYZ") + list("0123456789") + list(" \t\n\r") + list(".,;:!?'\"()[]{}<>|_-+=*/#$%&@^~`\\") +
+POOL = (list("abcXYZ") + list("0123456789") + list(" \t\n\r") +
+        list(".,;:!?'\"()[]{}<>|_-+=*/#$%&@^~`\\") +
         ["\u00a0", "\u2028", "\u0085", "\u3000", "\u2003", "\u000b", "\u000c"] +
         list("éàüßøñçÅ") + list("αβΓΔωЖжЯ") + list("日本語中文한국어") + list("٣٤٥½Ⅻ²") +
         ["\u0301", "\u0308", "’", "‘", "“", "—", "…", "€", "©"] +
         ["😀", "🎉", "👍🏽", "🇫🇷", "🦀", "\u200d", "\ufe0f"] +
         ["'s", "'T", "'re", "'VE", "'m", "'LL", "'d", "  ", "   ", "\r\n", "\n\n", "123456"] +
         ["<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<|eot_id|>!", "<custom>", "zqxj",
-         "<|", "|>", "<|eot"])
+         "<|", "|>", "<|eot", "→", "<| sp |>"])
 
 
 def random_cases(n, seed=26):
@@ -142,7 +145,10 @@ def train(kind):
             processors.TemplateProcessing(
                 single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
                 special_tokens=[("<|begin_of_text|>", bos)])])
-        tok.add_tokens(["<custom>"])  # non-special: normalized=True, matched in the second pass
+        # Non-special (normalized=True: matched in the second pass) and special added tokens,
+        # two of them with characters outside the byte table (decoded as their own UTF-8).
+        tok.add_tokens(["<custom>", "→→"])
+        tok.add_special_tokens(["<| sp |>"])
     j = json.loads(tok.to_str())
     if kind == "gpt2":
         j["model"]["merges"] = [" ".join(m) for m in j["model"]["merges"]]
