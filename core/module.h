@@ -156,6 +156,8 @@ class Module : public std::enable_shared_from_this<Module> {
                                                             bool recurse = true,
                                                             bool remove_duplicate = true);
   std::vector<Tensor> buffers(bool recurse = true);
+  // named_buffers() without the non-persistent ones (those state_dict leaves out).
+  std::vector<std::pair<std::string, Tensor>> named_persistent_buffers();
   // Parameters and persistent buffers by FQN, PyTorch's state_dict order (no de-duplication).
   std::vector<std::pair<std::string, Tensor>> state_dict(const std::string& prefix = "");
   // Copies values into parameters/buffers by FQN. strict: missing or unexpected keys throw.

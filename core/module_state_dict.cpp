@@ -68,6 +68,15 @@ std::vector<Tensor> Module::buffers(bool recurse) {
   return out;
 }
 
+std::vector<std::pair<std::string, Tensor>> Module::named_persistent_buffers() {
+  std::unordered_set<std::string> in_state_dict;
+  for (const auto& [name, t] : state_dict()) in_state_dict.insert(name);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, b] : named_buffers())
+    if (in_state_dict.count(name)) out.emplace_back(name, b);
+  return out;
+}
+
 std::vector<std::pair<std::string, Tensor>> Module::state_dict(const std::string& prefix) {
   // PyTorch recurses through _modules without a memo: shared modules appear under each name.
   std::vector<std::pair<std::string, Tensor>> out;

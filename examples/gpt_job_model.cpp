@@ -38,6 +38,7 @@ class GptJobModel final : public JobModel {
                        config_.seq);
   }
   std::int64_t seq() const override { return config_.seq; }
+  std::int64_t vocab_size() const override { return config_.vocab; }
   std::string block_class() const override { return "TransformerEncoderLayer"; }
 
   nn::ModulePtr build(bool /*sharded*/) const override { return std::make_shared<GPT>(config_); }

@@ -29,6 +29,8 @@ class JobModel {
   virtual std::string description() const = 0;
   // Tokens per sequence (T) of the job's batches.
   virtual std::int64_t seq() const = 0;
+  // Token ids the model embeds (0 .. vocab_size - 1).
+  virtual std::int64_t vocab_size() const = 0;
   // The blocks: activation checkpointing's class (and the usual wrapping unit).
   virtual std::string block_class() const = 0;
   // The model on each rank, after manual_seed(seed) and before wrapping. `sharded`: FSDP will

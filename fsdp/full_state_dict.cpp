@@ -116,8 +116,8 @@ void visit_full_state_dict(FullyShardedDataParallel& root, bool rank0_only,
   const bool keep = !rank0_only || root.rank() == 0;
   std::vector<std::vector<std::size_t>> position;
   const std::vector<FullParam> params = full_params(root, position);
-  NamedTensors buffers;
-  for (const auto& [name, b] : root.named_buffers())
+  NamedTensors buffers;  // persistent ones: torch's state_dict leaves the others out
+  for (const auto& [name, b] : root.named_persistent_buffers())
     if (b.defined())
       buffers.emplace_back(clean_tensor_name(name),
                            root.runtime().root_state().buffer_for_state_dict(b));

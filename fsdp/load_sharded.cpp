@@ -45,12 +45,10 @@ class ShardLoader {
         managed.insert(h->flat_param().impl());
         for (const auto& p : h->params()) managed.insert(p.orig.impl());
       }
-    std::unordered_set<std::string> in_state_dict;
-    for (const auto& [name, t] : root_.state_dict()) in_state_dict.insert(name);
     for (const auto& [name, p] : root_.named_parameters())
       if (!managed.count(p.impl())) load_whole(clean_tensor_name(name), p, "parameter");
-    for (const auto& [name, b] : root_.named_buffers())
-      if (in_state_dict.count(name)) load_whole(clean_tensor_name(name), b, "buffer");
+    for (const auto& [name, b] : root_.named_persistent_buffers())
+      load_whole(clean_tensor_name(name), b, "buffer");
   }
 
   std::vector<std::string> unexpected() const {

@@ -10,8 +10,8 @@
 #include <unordered_set>
 
 #include "core/autograd.h"
-#include "core/input_error.h"
 #include "core/error.h"
+#include "core/input_error.h"
 
 namespace fsdp::models {
 

@@ -1,0 +1,104 @@
+#include "models/pretrained.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/input_error.h"
+#include "models/auto_model.h"
+#include "models/load_weights.h"
+#include "models/rope.h"
+
+namespace fsdp::models {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// torch's names of the floating dtypes, as config.json's "dtype" spells them.
+std::string torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Float16:
+      return "float16";
+    case DType::Float64:
+      return "float64";
+    default:
+      return "float32";
+  }
+}
+
+// JSON as transformers writes it (indent 2, keys sorted: nlohmann's objects are ordered maps),
+// atomically: a temporary file beside it, then a rename.
+void write_json(const fs::path& path, const nlohmann::json& value) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << value.dump(2) << "\n";
+    FSDP_CHECK(out.good(), RuntimeError, "save_pretrained: cannot write '{}'", tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+// generation_config.json as save_pretrained derives it from the model's config.
+nlohmann::json generation_config(const nlohmann::json& config) {
+  nlohmann::json g = {{"_from_model_config", true},
+                      {"output_attentions", false},
+                      {"output_hidden_states", false},
+                      {"use_cache", true}};
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+    if (config.contains(key) && !config[key].is_null()) g[key] = config[key];
+  if (config.contains("transformers_version"))
+    g["transformers_version"] = config["transformers_version"];
+  return g;
+}
+
+}  // namespace
+
+std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype) {
+  FSDP_CHECK(is_floating(dtype), ValueError,
+             "from_pretrained: dtype {} is not a floating dtype (float32, bfloat16, float16)",
+             dtype_name(dtype));
+  auto model = make_causal_lm(load_config(dir));
+  load_pretrained_weights(*model, open_pretrained_weights(dir));
+  if (dtype != DType::Float32) model->to(dtype);
+  return model;
+}
+
+void save_pretrained(const std::string& dir, const CausalLM& model,
+                     const std::vector<std::pair<std::string, Tensor>>& state,
+                     std::int64_t max_shard_bytes) {
+  DType dtype = DType::Float32;
+  for (const auto& [name, t] : state)
+    if (is_floating(t.dtype())) {
+      dtype = t.dtype();
+      break;
+    }
+  const nlohmann::json config = model.config_json(torch_dtype_name(dtype));
+  // A tied head is the embedding's tensor: transformers writes it once, under the embedding's name.
+  const bool tied = config.value("tie_word_embeddings", false);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, t] : state)
+    if (!(tied && name == "lm_head.weight")) tensors.emplace_back(name, t);
+  fs::create_directories(dir);
+  io::save_safetensors_dir(dir, tensors, max_shard_bytes, {{"format", "pt"}});
+  write_json(fs::path(dir) / "config.json", config);
+  write_json(fs::path(dir) / "generation_config.json", generation_config(config));
+}
+
+void init_computed_buffers(nn::Module& module) {
+  if (auto* rotary = dynamic_cast<LlamaRotaryEmbedding*>(&module)) rotary->reset_parameters();
+}
+
+std::string decoder_block_class(const nn::Module& model) {
+  for (const auto& [name, m] : const_cast<nn::Module&>(model).named_modules())
+    if (m->isinstance("GradientCheckpointingLayer")) return m->type_name();
+  throw ValueError(
+      fmt::format("{} has no decoder blocks (GradientCheckpointingLayer)", model.type_name()));
+}
+
+}  // namespace fsdp::models

@@ -1,0 +1,40 @@
+// transformers' from_pretrained and save_pretrained for the causal LMs here: a directory with
+// config.json and the weights (model.safetensors, or shards with model.safetensors.index.json)
+// in, the same layout out -- one that transformers.AutoModelForCausalLM.from_pretrained loads.
+// Under FSDP the model is built on meta and each rank reads its own shards
+// (fsdp/load_sharded.h with checkpoint_names from load_weights.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/io/safetensors_dir.h"
+#include "models/causal_lm.h"
+
+namespace fsdp::models {
+
+// The model of DIR (config.json read and checked; InputError naming the field) with its weights,
+// in `dtype` (float32 as the files hold them, or bfloat16 / float16, cast after loading).
+std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype = DType::Float32);
+
+// Writes DIR (created) as save_pretrained does: config.json (model.config_json with `dtype`
+// named after the tensors'), generation_config.json, and `state` as safetensors (FQN -> tensor,
+// e.g. model.state_dict() or FSDP's full_state_dict) with the tied head omitted, in one
+// model.safetensors or sharded above `max_shard_bytes` with the index.
+void save_pretrained(const std::string& dir, const CausalLM& model,
+                     const std::vector<std::pair<std::string, Tensor>>& state,
+                     std::int64_t max_shard_bytes = io::kDefaultMaxShardBytes);
+
+// For a model built on meta whose weights come from files (FSDP's param_init_fn, with storage
+// given): computes `module`'s own buffers that no file holds (the rotary embedding's inv_freq)
+// and leaves every parameter as it is.
+void init_computed_buffers(nn::Module& module);
+
+// The class name of the model's decoder blocks ("GPT2Block", "LlamaDecoderLayer",
+// "MistralDecoderLayer"): the usual FSDP unit and activation checkpointing's class.
+std::string decoder_block_class(const nn::Module& model);
+
+}  // namespace fsdp::models
