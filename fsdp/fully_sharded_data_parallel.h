@@ -37,6 +37,13 @@ using policies::WrapperOptions;
 // parameters and buffers.
 using policies::ParamInitFn;
 
+// A param_init_fn for a model built on the meta device whose values come from elsewhere (a
+// file: load_sharded_from): FSDP gives each unit's meta parameters their storage as views of the
+// unit's flat buffer (zeros) and initialises nothing, so that a rank holds one unit unsharded at
+// a time during construction, not its parameters and their flat copy. Meta buffers get
+// uninitialised storage. Every call returns the same function (FSDP recognises it).
+ParamInitFn allocate_only();
+
 class FullyShardedDataParallel : public nn::Module {
  public:
   ~FullyShardedDataParallel() override;
@@ -109,8 +116,10 @@ class FullyShardedDataParallel : public nn::Module {
 
  private:
   std::unique_ptr<FlatParamHandle> init_flat_param(nn::Module& module, const UnitConfig& unit);
-  void materialize_meta_modules(
-      const std::vector<std::pair<nn::Module*, std::string>>& own_modules);
+  // Gives the unit's meta parameters and buffers storage and initialises them; with
+  // `params` false only the buffers (the flat buffer becomes the parameters' storage).
+  void materialize_meta_modules(const std::vector<std::pair<nn::Module*, std::string>>& own_modules,
+                                bool params);
   ParamInitFn param_init_fn_;
   std::unique_ptr<UnitClaims> claims_;  // the modules and parameters this unit took
   std::unique_ptr<UnitRuntime> runtime_;

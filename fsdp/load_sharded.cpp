@@ -148,8 +148,4 @@ std::vector<std::string> load_sharded_from(FullyShardedDataParallel& root,
   return loader.unexpected();
 }
 
-policies::ParamInitFn allocate_only() {
-  return [](nn::Module&) {};
-}
-
 }  // namespace fsdp
