@@ -23,6 +23,7 @@
 #include "tests/support/error_message.h"
 #include "tests/support/runtime_harness.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_device.h"
 #include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
@@ -79,6 +80,8 @@ std::shared_ptr<FullyShardedDataParallel> wrap(const nn::ModulePtr& model,
     w.process_group = pg;
   w.sharding_strategy = c.strategy;
   w.use_orig_params = c.orig;
+  // FSDP_TEST_DEVICE=fake_cuda: shards on the rank's device, filled through a host copy.
+  if (test_device_is_fake_cuda()) w.device_id = test_device(pg->rank());
   if (allocate) w.param_init_fn = allocate_only();
   for (const char* name : {"2", "3"})
     model->replace_child(name, FullyShardedDataParallel::make(model->child(name), w));
@@ -136,6 +139,8 @@ BOOST_AUTO_TEST_CASE(every_strategy_loads_the_files_values) {
       const auto src = io::SafetensorsDir::open(tmp.dir.string());
       const auto unexpected = load_sharded_from(*loaded, src);
       TS_TEST(unexpected.empty(), c.str());
+      for (auto* unit : loaded->fsdp_units())
+        TS_TEST(unit->handle()->device() == test_device(pg->rank()), c.str());
       // The shards FSDP builds from the same values (the eager model with the file's values).
       auto eager_model = build(kCPU);
       eager_model->load_state_dict(state);
