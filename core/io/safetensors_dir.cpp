@@ -310,7 +310,8 @@ std::vector<std::string> save_safetensors_dir(
     nlohmann::json index = {
         {"metadata", {{"total_parameters", total_parameters}, {"total_size", total_size}}},
         {"weight_map", std::move(weight_map)}};
-    write_atomically(base / kSafetensorsIndexFile, index.dump(2) + "\n");
+    // As json.dumps (ensure_ascii): a name outside ASCII is written with backslash-u escapes.
+    write_atomically(base / kSafetensorsIndexFile, index.dump(2, ' ', true) + "\n");
     fs::remove(base / kSafetensorsFile, ec);
   }
   // Shard files of an earlier save with another split would lie beside the new ones.
