@@ -104,15 +104,16 @@ SafetensorsDir SafetensorsDir::open(const std::string& path) {
     dir.add_file(path, nullptr, "");
     return dir;
   }
+  // As transformers' from_pretrained: model.safetensors first, else the index.
   const fs::path base(path);
-  const std::string index_path = (base / kSafetensorsIndexFile).string();
-  if (!fs::exists(index_path, ec)) {
-    const std::string single = (base / kSafetensorsFile).string();
-    FSDP_CHECK(fs::exists(single, ec), ValueError, "load_safetensors: {} has neither {} nor {}",
-               path, kSafetensorsFile, kSafetensorsIndexFile);
+  const std::string single = (base / kSafetensorsFile).string();
+  if (fs::exists(single, ec)) {
     dir.add_file(single, nullptr, "");
     return dir;
   }
+  const std::string index_path = (base / kSafetensorsIndexFile).string();
+  FSDP_CHECK(fs::exists(index_path, ec), ValueError, "load_safetensors: {} has neither {} nor {}",
+             path, kSafetensorsFile, kSafetensorsIndexFile);
   const nlohmann::json index = read_index(index_path);
   FSDP_CHECK(index.is_object(), ValueError, "load_safetensors: {} must hold a JSON object, got {}",
              index_path, index.type_name());

@@ -141,6 +141,12 @@ BOOST_AUTO_TEST_CASE(single_file_round_trip_and_switching_layouts) {
   BOOST_TEST(sharded.size() > 1u);
   BOOST_TEST(!fs::exists(tmp.path(io::kSafetensorsFile)));
   BOOST_TEST(io::SafetensorsDir::open(dir).names().size() == tensors.size());
+  // Both present (a directory written by hand): model.safetensors wins, as in transformers.
+  fs::copy_file(tmp.path(io::kSafetensorsIndexFile), tmp.path("index.keep"));
+  io::save_safetensors_dir(dir, {{"only", zeros({2})}});
+  fs::rename(tmp.path("index.keep"), tmp.path(io::kSafetensorsIndexFile));
+  BOOST_TEST(io::SafetensorsDir::open(dir).names() == (std::vector<std::string>{"only"}),
+             boost::test_tools::per_element());
   io::save_safetensors_dir(dir, tensors);
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(tmp.dir)) left.push_back(e.path().filename());
