@@ -203,6 +203,11 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
 
 FullyShardedDataParallel::~FullyShardedDataParallel() = default;
 
+Device FullyShardedDataParallel::meta_target() const {
+  // Upstream materialises on device_id, else on the CPU.
+  return device_id_ ? *device_id_ : kCPU;  // host by design: no device_id
+}
+
 ParamInitFn allocate_only() {
   static const ParamInitFn fn = [](nn::Module&) {};
   return fn;
@@ -238,8 +243,7 @@ void FullyShardedDataParallel::materialize_meta_modules(
     for (const auto& [n, p] : m->parameter_slots()) meta = meta || is_meta(p);
     for (const auto& [n, b] : m->buffer_slots()) meta = meta || is_meta(b);
     if (!meta) continue;
-    // Upstream materialises on device_id, else on the CPU.
-    const Device target = device_id_ ? *device_id_ : kCPU;  // host by design: no device_id
+    const Device target = meta_target();
     if (params) {
       m->to_empty(target, /*recurse=*/false);
     } else {
@@ -306,7 +310,7 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
   cfg.param_dtype = mixed_precision_.param_dtype;
   cfg.reduce_dtype = mixed_precision_.reduce_dtype;
   cfg.keep_low_precision_grads = mixed_precision_.keep_low_precision_grads;
-  if (flat_storage) cfg.materialize_meta_on = device_id_ ? *device_id_ : kCPU;
+  if (flat_storage) cfg.materialize_meta_on = meta_target();
   auto handle = std::make_unique<FlatParamHandle>(std::move(params), std::move(shared), cfg,
                                                   module.type_name());
   if (!use_orig_params_)

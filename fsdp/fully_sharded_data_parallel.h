@@ -73,6 +73,8 @@ class FullyShardedDataParallel : public nn::Module {
   const MixedPrecision& mixed_precision() const { return mixed_precision_; }
   const CPUOffload& cpu_offload() const { return cpu_offload_; }
   const std::optional<Device>& device_id() const { return device_id_; }
+  // Where meta-device parameters and buffers get their storage: device_id, else the CPU.
+  Device meta_target() const;
   const traversal::ModuleSet& ignored_modules() const { return ignored_modules_; }
   const traversal::ParamSet& ignored_params() const { return ignored_params_; }
 

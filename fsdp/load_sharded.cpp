@@ -124,8 +124,7 @@ class ShardLoader {
     autograd::NoGradGuard no_grad;
     Tensor dst = target;
     if (dst.is_meta()) {  // not materialised by FSDP (an ignored module): give it storage
-      const auto& device = root_.device_id();
-      dst.set_data(empty(dst.shape(), TensorOptions(dst.dtype(), device ? *device : kCPU)));
+      dst.set_data(empty(dst.shape(), TensorOptions(dst.dtype(), root_.meta_target())));
     }
     dst.copy_(value);
   }

@@ -257,6 +257,32 @@ BOOST_AUTO_TEST_CASE(peak_is_one_unit_unsharded_plus_shards) {
   }
 }
 
+// An ignored module's parameters are not FSDP's: built on meta, they get storage and are loaded
+// whole on every rank.
+BOOST_AUTO_TEST_CASE(ignored_module_loaded_whole) {
+  TempDir tmp;
+  const NamedTensors state = eager_state();
+  io::save_safetensors_dir(tmp.dir.string(), state);
+  const auto want = values_of(state);
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = build(kMeta);
+    const nn::ModulePtr ignored = model->child("4");
+    WrapperOptions w;
+    w.process_group = pg;
+    w.param_init_fn = allocate_only();
+    w.ignored_modules = std::vector<nn::ModulePtr>{ignored};
+    auto root = FullyShardedDataParallel::make(model, w);
+    TS_TEST(ignored->param("weight").is_meta());
+    const auto unexpected = load_sharded_from(*root, io::SafetensorsDir::open(tmp.dir.string()));
+    TS_TEST(unexpected.empty());
+    TS_TEST(!ignored->param("weight").is_meta());
+    TS_TEST(ignored->param("weight").to_vector() == want.at("4.weight"));
+    TS_TEST(ignored->param("bias").to_vector() == want.at("4.bias"));
+    const auto full = values_of(full_state_dict(*root, false));
+    TS_TEST(full.at("0.weight") == want.at("0.weight"));
+  });
+}
+
 // A parameter tied to another in the same unit is loaded under either of its names (transformers
 // keeps the embedding's and drops the head's).
 BOOST_AUTO_TEST_CASE(tied_parameter_under_either_name) {
