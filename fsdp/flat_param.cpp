@@ -46,7 +46,9 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
   // Validation, as upstream's FlatParamHandle._init_flat_param_and_metadata.
   const Tensor& first = params_.front().orig;
   dtype_ = first.dtype();
-  const Device device = first.device();
+  const Device orig_device = first.device();
+  const bool materialize = orig_device.is_meta() && config_.materialize_meta_on.has_value();
+  const Device device = materialize ? *config_.materialize_meta_on : orig_device;
   bool any_requires_grad = false, all_require_grad = true;
   for (const auto& p : params_) {
     FSDP_CHECK(p.orig.is_floating_point(), ValueError,
@@ -57,10 +59,10 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
                "'{}' and '{}')",
                dtype_name(dtype_), dtype_name(p.orig.dtype()), unit_name_, params_.front().fqn,
                p.fqn);
-    FSDP_CHECK(p.orig.device() == device, ValueError,
+    FSDP_CHECK(p.orig.device() == orig_device, ValueError,
                "Must flatten tensors on the same device but got {} and {} (unit '{}', parameters "
                "'{}' and '{}')",
-               device.str(), p.orig.device().str(), unit_name_, params_.front().fqn, p.fqn);
+               orig_device.str(), p.orig.device().str(), unit_name_, params_.front().fqn, p.fqn);
     any_requires_grad = any_requires_grad || p.orig.requires_grad();
     all_require_grad = all_require_grad && p.orig.requires_grad();
   }
@@ -97,9 +99,10 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
     full_padded_.zero_();
     for (const auto& pad : layout_.paddings)
       flat_view(full_padded_, pad.start, pad.numel).fill_(kFlatParamPaddingValue);
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      copy_unversioned(flat_view(full_padded_, layout_.offsets[i], layout_.numels[i]),
-                       params_[i].orig.reshape({layout_.numels[i]}));
+    if (!materialize)  // else the parameters have no values yet: the buffer becomes theirs
+      for (std::size_t i = 0; i < params_.size(); ++i)
+        copy_unversioned(flat_view(full_padded_, layout_.offsets[i], layout_.numels[i]),
+                         params_[i].orig.reshape({layout_.numels[i]}));
   }
   if (layout_.sharded) {
     local_shard_ = zeros({layout_.shard_numel}, opts);

@@ -49,6 +49,10 @@ struct FlatParamConfig {
   std::optional<DType> param_dtype;
   std::optional<DType> reduce_dtype;
   bool keep_low_precision_grads = false;
+  // Meta parameters given storage here, on this device, as views of the unsharded flat buffer
+  // (zeros): FSDP's allocate-only meta init, so that the unit is never held twice (parameters
+  // plus their flat copy). Unset: meta parameters give a meta flat parameter.
+  std::optional<Device> materialize_meta_on;
 };
 
 class FlatParamHandle {

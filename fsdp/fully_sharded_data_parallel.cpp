@@ -203,8 +203,18 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::ModulePtr module, Wrapper
 
 FullyShardedDataParallel::~FullyShardedDataParallel() = default;
 
+Device FullyShardedDataParallel::meta_target() const {
+  // Upstream materialises on device_id, else on the CPU.
+  return device_id_ ? *device_id_ : kCPU;  // host by design: no device_id
+}
+
+ParamInitFn allocate_only() {
+  static const ParamInitFn fn = [](nn::Module&) {};
+  return fn;
+}
+
 void FullyShardedDataParallel::materialize_meta_modules(
-    const std::vector<std::pair<nn::Module*, std::string>>& own_modules) {
+    const std::vector<std::pair<nn::Module*, std::string>>& own_modules, bool params) {
   auto is_meta = [&](const Tensor& t) {
     return t.defined() && t.is_meta() && !ignored_params_.count(t.impl());
   };
@@ -233,9 +243,13 @@ void FullyShardedDataParallel::materialize_meta_modules(
     for (const auto& [n, p] : m->parameter_slots()) meta = meta || is_meta(p);
     for (const auto& [n, b] : m->buffer_slots()) meta = meta || is_meta(b);
     if (!meta) continue;
-    // Upstream materialises on device_id, else on the CPU.
-    const Device target = device_id_ ? *device_id_ : kCPU;  // host by design: no device_id
-    m->to_empty(target, /*recurse=*/false);
+    const Device target = meta_target();
+    if (params) {
+      m->to_empty(target, /*recurse=*/false);
+    } else {
+      for (const auto& [n, b] : m->buffer_slots())
+        if (is_meta(b)) b.set_data(empty(b.shape(), TensorOptions(b.dtype(), target)));
+    }
     if (param_init_fn_)
       param_init_fn_(*m);
     else
@@ -264,8 +278,14 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
         if (auto claim = UnitClaims::of_parameter(p))
           throw ValueError(shared_parameter_message(module, join_fqn(prefix, name), *claim));
   // Meta-device parameters are materialised here, unit by unit: each rank holds one unit
-  // unsharded at a time, then keeps only its shard.
-  materialize_meta_modules(own_modules);
+  // unsharded at a time, then keeps only its shard. With allocate_only, every managed parameter
+  // on meta and no broadcast to come, the flat buffer is their storage (no second copy).
+  bool all_meta = true;
+  for (const auto& [m, prefix] : own_modules)
+    for (const auto& [name, p] : m->parameter_slots())
+      if (p.defined() && !ignored_params_.count(p.impl())) all_meta = all_meta && p.is_meta();
+  const bool flat_storage = all_meta && !sync_module_states_ && param_init_fn_ == allocate_only();
+  materialize_meta_modules(own_modules, /*params=*/!flat_storage);
   if (sync_module_states_) broadcast_module_states(own_modules, unit);
   for (auto& [m, prefix] : own_modules) {
     for (const auto& [name, p] : m->parameter_slots()) {
@@ -290,6 +310,7 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
   cfg.param_dtype = mixed_precision_.param_dtype;
   cfg.reduce_dtype = mixed_precision_.reduce_dtype;
   cfg.keep_low_precision_grads = mixed_precision_.keep_low_precision_grads;
+  if (flat_storage) cfg.materialize_meta_on = meta_target();
   auto handle = std::make_unique<FlatParamHandle>(std::move(params), std::move(shared), cfg,
                                                   module.type_name());
   if (!use_orig_params_)

@@ -37,6 +37,13 @@ using policies::WrapperOptions;
 // parameters and buffers.
 using policies::ParamInitFn;
 
+// A param_init_fn for a model built on the meta device whose values come from elsewhere (a
+// file: load_sharded_from): FSDP gives each unit's meta parameters their storage as views of the
+// unit's flat buffer (zeros) and initialises nothing, so that a rank holds one unit unsharded at
+// a time during construction, not its parameters and their flat copy. Meta buffers get
+// uninitialised storage. Every call returns the same function (FSDP recognises it).
+ParamInitFn allocate_only();
+
 class FullyShardedDataParallel : public nn::Module {
  public:
   ~FullyShardedDataParallel() override;
@@ -66,6 +73,8 @@ class FullyShardedDataParallel : public nn::Module {
   const MixedPrecision& mixed_precision() const { return mixed_precision_; }
   const CPUOffload& cpu_offload() const { return cpu_offload_; }
   const std::optional<Device>& device_id() const { return device_id_; }
+  // Where meta-device parameters and buffers get their storage: device_id, else the CPU.
+  Device meta_target() const;
   const traversal::ModuleSet& ignored_modules() const { return ignored_modules_; }
   const traversal::ParamSet& ignored_params() const { return ignored_params_; }
 
@@ -109,8 +118,10 @@ class FullyShardedDataParallel : public nn::Module {
 
  private:
   std::unique_ptr<FlatParamHandle> init_flat_param(nn::Module& module, const UnitConfig& unit);
-  void materialize_meta_modules(
-      const std::vector<std::pair<nn::Module*, std::string>>& own_modules);
+  // Gives the unit's meta parameters and buffers storage and initialises them; with
+  // `params` false only the buffers (the flat buffer becomes the parameters' storage).
+  void materialize_meta_modules(const std::vector<std::pair<nn::Module*, std::string>>& own_modules,
+                                bool params);
   ParamInitFn param_init_fn_;
   std::unique_ptr<UnitClaims> claims_;  // the modules and parameters this unit took
   std::unique_ptr<UnitRuntime> runtime_;

@@ -122,9 +122,7 @@ class ShardLoader {
     autograd::NoGradGuard no_grad;
     Tensor dst = target;
     if (dst.is_meta()) {  // not materialised by FSDP (an ignored module): give it storage
-      const auto& device = root_.device_id();
-      const Device where = device ? *device : kCPU;  // host by design: no device_id
-      dst.set_data(empty(dst.shape(), TensorOptions(dst.dtype(), where)));
+      dst.set_data(empty(dst.shape(), TensorOptions(dst.dtype(), root_.meta_target())));
     }
     dst.copy_(value);
   }
@@ -145,10 +143,6 @@ std::vector<std::string> load_sharded_from(FullyShardedDataParallel& root,
   loader.load_flat_params();
   loader.load_unmanaged();
   return loader.unexpected();
-}
-
-policies::ParamInitFn allocate_only() {
-  return [](nn::Module&) {};
 }
 
 }  // namespace fsdp

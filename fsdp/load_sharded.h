@@ -2,9 +2,9 @@
 // file): each rank reads, for every flat parameter, only the elements its own shard holds
 // (io::SafetensorsDir::read_range), so a rank reads about 1/world of the parameters' bytes and
 // never holds a full parameter it does not own. With the model built on the meta device and
-// param_init_fn = allocate_only() (below), a rank's peak while wrapping is one unit unsharded
-// (its parameters' storage and the flat buffer they are copied into) plus the shards so far;
-// loading adds nothing but a conversion buffer.
+// param_init_fn = allocate_only() (fsdp/fully_sharded_data_parallel.h), a rank's peak while
+// wrapping is one unit unsharded (the flat buffer that is its parameters' storage) plus the
+// shards so far; loading adds nothing but a conversion buffer.
 #pragma once
 
 #include <functional>
@@ -36,9 +36,5 @@ struct LoadShardedOptions {
 std::vector<std::string> load_sharded_from(FullyShardedDataParallel& root,
                                            const io::SafetensorsDir& src,
                                            const LoadShardedOptions& options = {});
-
-// A param_init_fn for a model built on the meta device whose values come from a file: FSDP
-// gives each unit's modules storage and this leaves it uninitialised (no random init to pay).
-policies::ParamInitFn allocate_only();
 
 }  // namespace fsdp

@@ -104,15 +104,16 @@ SafetensorsDir SafetensorsDir::open(const std::string& path) {
     dir.add_file(path, nullptr, "");
     return dir;
   }
+  // As transformers' from_pretrained: model.safetensors first, else the index.
   const fs::path base(path);
-  const std::string index_path = (base / kSafetensorsIndexFile).string();
-  if (!fs::exists(index_path, ec)) {
-    const std::string single = (base / kSafetensorsFile).string();
-    FSDP_CHECK(fs::exists(single, ec), ValueError, "load_safetensors: {} has neither {} nor {}",
-               path, kSafetensorsFile, kSafetensorsIndexFile);
+  const std::string single = (base / kSafetensorsFile).string();
+  if (fs::exists(single, ec)) {
     dir.add_file(single, nullptr, "");
     return dir;
   }
+  const std::string index_path = (base / kSafetensorsIndexFile).string();
+  FSDP_CHECK(fs::exists(index_path, ec), ValueError, "load_safetensors: {} has neither {} nor {}",
+             path, kSafetensorsFile, kSafetensorsIndexFile);
   const nlohmann::json index = read_index(index_path);
   FSDP_CHECK(index.is_object(), ValueError, "load_safetensors: {} must hold a JSON object, got {}",
              index_path, index.type_name());
@@ -310,7 +311,8 @@ std::vector<std::string> save_safetensors_dir(
     nlohmann::json index = {
         {"metadata", {{"total_parameters", total_parameters}, {"total_size", total_size}}},
         {"weight_map", std::move(weight_map)}};
-    write_atomically(base / kSafetensorsIndexFile, index.dump(2) + "\n");
+    // As json.dumps (ensure_ascii): a name outside ASCII is written with backslash-u escapes.
+    write_atomically(base / kSafetensorsIndexFile, index.dump(2, ' ', true) + "\n");
     fs::remove(base / kSafetensorsFile, ec);
   }
   // Shard files of an earlier save with another split would lie beside the new ones.

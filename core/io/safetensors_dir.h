@@ -38,9 +38,10 @@ struct SafetensorsTensorInfo {
 
 class SafetensorsDir {
  public:
-  // Opens a directory (model.safetensors.index.json and its files, else model.safetensors) or
-  // one .safetensors file, reading the headers only; each file is opened once and stays open.
-  // Every malformation is a ValueError naming the file (the index, the tensor).
+  // Opens a directory (model.safetensors, else model.safetensors.index.json and its files, as
+  // transformers looks for them) or one .safetensors file, reading the headers only; each file is
+  // opened once and stays open. Every malformation is a ValueError naming the file (the index, the
+  // tensor).
   static SafetensorsDir open(const std::string& path);
   SafetensorsDir(SafetensorsDir&&) = default;
   SafetensorsDir& operator=(SafetensorsDir&&) = delete;

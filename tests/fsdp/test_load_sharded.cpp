@@ -14,12 +14,16 @@
 #include "core/io/safetensors_dir.h"
 #include "core/memory_stats.h"
 #include "core/nn/nn.h"
+#include "core/ops.h"
+#include "core/optim/optim.h"
+#include "core/random.h"
 #include "fsdp/flat_param.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/load_sharded.h"
 #include "tests/support/error_message.h"
 #include "tests/support/runtime_harness.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_device.h"
 #include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
@@ -76,6 +80,8 @@ std::shared_ptr<FullyShardedDataParallel> wrap(const nn::ModulePtr& model,
     w.process_group = pg;
   w.sharding_strategy = c.strategy;
   w.use_orig_params = c.orig;
+  // FSDP_TEST_DEVICE=fake_cuda: shards on the rank's device, filled through a host copy.
+  if (test_device_is_fake_cuda()) w.device_id = test_device(pg->rank());
   if (allocate) w.param_init_fn = allocate_only();
   for (const char* name : {"2", "3"})
     model->replace_child(name, FullyShardedDataParallel::make(model->child(name), w));
@@ -111,6 +117,14 @@ std::map<std::string, std::vector<double>> values_of(const NamedTensors& state) 
   return out;
 }
 
+// Sequential of four Linear(64, 64): four units of 4160 parameters when each is wrapped.
+nn::ModulePtr linears(Device device) {
+  TensorOptions t(DType::Float32, device);
+  std::vector<nn::ModulePtr> layers;
+  for (int i = 0; i < 4; ++i) layers.push_back(std::make_shared<nn::Linear>(64, 64, true, t));
+  return std::make_shared<nn::Sequential>(layers);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(every_strategy_loads_the_files_values) {
@@ -125,6 +139,8 @@ BOOST_AUTO_TEST_CASE(every_strategy_loads_the_files_values) {
       const auto src = io::SafetensorsDir::open(tmp.dir.string());
       const auto unexpected = load_sharded_from(*loaded, src);
       TS_TEST(unexpected.empty(), c.str());
+      for (auto* unit : loaded->fsdp_units())
+        TS_TEST(unit->handle()->device() == test_device(pg->rank()), c.str());
       // The shards FSDP builds from the same values (the eager model with the file's values).
       auto eager_model = build(kCPU);
       eager_model->load_state_dict(state);
@@ -199,17 +215,12 @@ BOOST_AUTO_TEST_CASE(each_rank_reads_only_its_own_bytes) {
   }
 }
 
-// Four units of 4160 parameters on 2 ranks, built on meta: wrapping materialises one unit at a
-// time (its parameters, then the flat buffer they are copied into) and keeps the shards; loading
-// adds nothing that stays.
+// Four units of 4160 parameters on 2 ranks, built on meta: wrapping with allocate_only gives one
+// unit at a time its flat buffer as its parameters' storage and keeps the shards; loading adds
+// nothing that stays.
 BOOST_AUTO_TEST_CASE(peak_is_one_unit_unsharded_plus_shards) {
   TempDir tmp;
-  auto make = [](Device device) {
-    TensorOptions t(DType::Float32, device);
-    std::vector<nn::ModulePtr> layers;
-    for (int i = 0; i < 4; ++i) layers.push_back(std::make_shared<nn::Linear>(64, 64, true, t));
-    return std::make_shared<nn::Sequential>(layers);
-  };
+  auto make = linears;
   manual_seed(3);
   NamedTensors state = make(kCPU)->state_dict();
   io::save_safetensors_dir(tmp.dir.string(), state);
@@ -240,9 +251,36 @@ BOOST_AUTO_TEST_CASE(peak_is_one_unit_unsharded_plus_shards) {
                                << kept[std::size_t(r)] << " (a unit is " << unit
                                << " bytes, the shards " << shards << ")");
     BOOST_TEST(kept[std::size_t(r)] == shards);
-    // The last unit: its parameters and its flat buffer, beside the earlier units' shards.
-    BOOST_TEST(peaks[std::size_t(r)] <= 2 * unit + shards);
+    // The last unit's flat buffer (its parameters' storage) beside the shards: one unit
+    // unsharded, never a second copy of it.
+    BOOST_TEST(peaks[std::size_t(r)] <= unit + shards);
   }
+}
+
+// An ignored module's parameters are not FSDP's: built on meta, they get storage and are loaded
+// whole on every rank.
+BOOST_AUTO_TEST_CASE(ignored_module_loaded_whole) {
+  TempDir tmp;
+  const NamedTensors state = eager_state();
+  io::save_safetensors_dir(tmp.dir.string(), state);
+  const auto want = values_of(state);
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = build(kMeta);
+    const nn::ModulePtr ignored = model->child("4");
+    WrapperOptions w;
+    w.process_group = pg;
+    w.param_init_fn = allocate_only();
+    w.ignored_modules = std::vector<nn::ModulePtr>{ignored};
+    auto root = FullyShardedDataParallel::make(model, w);
+    TS_TEST(ignored->param("weight").is_meta());
+    const auto unexpected = load_sharded_from(*root, io::SafetensorsDir::open(tmp.dir.string()));
+    TS_TEST(unexpected.empty());
+    TS_TEST(!ignored->param("weight").is_meta());
+    TS_TEST(ignored->param("weight").to_vector() == want.at("4.weight"));
+    TS_TEST(ignored->param("bias").to_vector() == want.at("4.bias"));
+    const auto full = values_of(full_state_dict(*root, false));
+    TS_TEST(full.at("0.weight") == want.at("0.weight"));
+  });
 }
 
 // A parameter tied to another in the same unit is loaded under either of its names (transformers
@@ -356,5 +394,53 @@ BOOST_AUTO_TEST_CASE(errors_and_unexpected_tensors) {
     BOOST_TEST(errors2[0] == fmt::format("load_sharded_from: rank 0: parameter '0.weight' is "
                                          "missing from {} (no tensor '0.weight')",
                                          dir2));
+  }
+}
+
+// A loaded model trains as the model FSDP wrapped from the same values: the same losses and
+// parameters after two SGD steps, with and without mixed precision.
+BOOST_AUTO_TEST_CASE(trains_as_the_model_wrapped_from_the_values) {
+  TempDir tmp;
+  manual_seed(9);
+  const NamedTensors state = linears(kCPU)->state_dict();
+  io::save_safetensors_dir(tmp.dir.string(), state);
+  for (bool orig : {false, true}) {
+    for (bool mp : {false, true}) {
+      std::vector<std::vector<double>> losses(2);
+      std::vector<std::map<std::string, std::vector<double>>> params(2);
+      on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+        for (int loaded = 0; loaded < 2; ++loaded) {
+          auto model = linears(loaded ? kMeta : kCPU);
+          if (!loaded) model->load_state_dict(state);
+          WrapperOptions w;
+          w.process_group = pg;
+          w.use_orig_params = orig;
+          if (mp) w.mixed_precision = MixedPrecision{.param_dtype = DType::BFloat16};
+          if (loaded) w.param_init_fn = allocate_only();
+          for (const char* name : {"0", "1", "2", "3"})
+            model->replace_child(name, FullyShardedDataParallel::make(model->child(name), w));
+          auto root = FullyShardedDataParallel::make(model, w);
+          if (loaded) load_sharded_from(*root, io::SafetensorsDir::open(tmp.dir.string()));
+          optim::SGD opt(root->parameters(), optim::SGDOptions{.lr = 0.1});
+          Generator data(1 + std::uint64_t(pg->rank()));
+          std::vector<double> l;
+          for (int step = 0; step < 2; ++step) {
+            Tensor x = randn({3, 64}, {}, &data);
+            Tensor loss = mse_loss((*root)(x).tensor().to(DType::Float32), x);
+            opt.zero_grad();
+            loss.backward();
+            opt.step();
+            l.push_back(loss.item());
+          }
+          const auto full = values_of(full_state_dict(*root, false));
+          if (pg->rank() == 0) {
+            losses[std::size_t(loaded)] = l;
+            params[std::size_t(loaded)] = full;
+          }
+        }
+      });
+      BOOST_TEST(losses[1] == losses[0], boost::test_tools::per_element());
+      BOOST_TEST((params[1] == params[0]), "use_orig_params " << orig << " mixed precision " << mp);
+    }
   }
 }

@@ -141,6 +141,12 @@ BOOST_AUTO_TEST_CASE(single_file_round_trip_and_switching_layouts) {
   BOOST_TEST(sharded.size() > 1u);
   BOOST_TEST(!fs::exists(tmp.path(io::kSafetensorsFile)));
   BOOST_TEST(io::SafetensorsDir::open(dir).names().size() == tensors.size());
+  // Both present (a directory written by hand): model.safetensors wins, as in transformers.
+  fs::copy_file(tmp.path(io::kSafetensorsIndexFile), tmp.path("index.keep"));
+  io::save_safetensors_dir(dir, {{"only", zeros({2})}});
+  fs::rename(tmp.path("index.keep"), tmp.path(io::kSafetensorsIndexFile));
+  BOOST_TEST(io::SafetensorsDir::open(dir).names() == (std::vector<std::string>{"only"}),
+             boost::test_tools::per_element());
   io::save_safetensors_dir(dir, tensors);
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(tmp.dir)) left.push_back(e.path().filename());
@@ -181,6 +187,18 @@ BOOST_AUTO_TEST_CASE(sharding_boundaries) {
              "    \"t2\": \"model-00002-of-00004.safetensors\",\n"
              "    \"t3\": \"model-00003-of-00004.safetensors\",\n"
              "    \"t4\": \"model-00004-of-00004.safetensors\"\n  }\n}\n");
+  // Names outside ASCII: escaped in the index as json.dumps does, raw UTF-8 in the headers.
+  io::save_safetensors_dir(
+      dir, {{"b", ramp(20, 0)}, {"t\u00f6", ramp(20, 1)}, {"z\u20ac", ramp(2, 2)}}, 100);
+  BOOST_TEST(read_bytes(tmp.path(io::kSafetensorsIndexFile)) ==
+             "{\n  \"metadata\": {\n    \"total_parameters\": 42,\n    \"total_size\": 168\n  "
+             "},\n  \"weight_map\": {\n"
+             "    \"b\": \"model-00001-of-00002.safetensors\",\n"
+             "    \"t\\u00f6\": \"model-00002-of-00002.safetensors\",\n"
+             "    \"z\\u20ac\": \"model-00002-of-00002.safetensors\"\n  }\n}\n");
+  BOOST_TEST(io::SafetensorsDir::open(dir).read("z\u20ac").to_vector() == ramp(2, 2).to_vector(),
+             boost::test_tools::per_element());
+  io::save_safetensors_dir(dir, float_tensors({40, 104, 20, 100, 8}), 100);
   const auto src = io::SafetensorsDir::open(dir);
   BOOST_TEST(src.read("t3").to_vector() == ramp(25, 3.0).to_vector(),
              boost::test_tools::per_element());
