@@ -64,6 +64,13 @@ void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& g, std::i
                       std::int64_t n, std::int64_t inner, bool log);
 void masked_softmax(const Tensor& y, const Tensor& x, const Tensor& m, std::int64_t mask_stride);
 
+void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w, std::int64_t n,
+              double eps);
+void rms_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
+                       const Tensor& rstd, const Tensor& g, std::int64_t n);
+void rotary(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
+            std::int64_t table_batch, bool transpose);
+
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                 const Tensor& w, const Tensor& b, std::int64_t n, double eps);
 void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& x,
