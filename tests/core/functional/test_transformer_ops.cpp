@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/parallel.h"
 #include "tests/core/functional/functional_check.h"
 #include "tests/support/error_message.h"
 
@@ -307,6 +308,31 @@ BOOST_AUTO_TEST_CASE(strided_and_16bit_inputs) {
   Tensor y16 = scaled_dot_product_attention(bf16(q), bf16(k), bf16(v), {}, true, {}, true);
   BOOST_TEST(y16.dtype() == DType::BFloat16);
   BOOST_TEST(close(converted(y16, DType::Float64), dense, 0.02, 0.02, "bf16") == "");
+}
+
+// The kernels split (batch, head, query block) and (batch, kv head) across the intra-op threads,
+// and rms_norm's rows and weight columns: the values do not depend on the thread count.
+BOOST_AUTO_TEST_CASE(threads_give_the_serial_values) {
+  auto run = [] {
+    Tensor q = det_values({2, 4, 150, 8}, 1.0), k = det_values({2, 2, 150, 8}, 1.0, 0.3);
+    Tensor v = det_values({2, 2, 150, 8}, 1.0, 0.6), x = det_values({300, 64}, 2.0);
+    Tensor w = det_values({64}, 1.0, 0.2);
+    for (Tensor* t : {&q, &k, &v, &x, &w}) t->requires_grad_(true);
+    Tensor a = scaled_dot_product_attention(q, k, v, {}, true, {}, true);
+    Tensor n = rms_norm(x, w, 1e-6);
+    add(sum(mul(a, a)), sum(mul(n, n))).backward();
+    std::vector<std::vector<double>> out;
+    for (const Tensor& t : {a, n, q.grad(), k.grad(), v.grad(), x.grad(), w.grad()})
+      out.push_back(t.to_vector());
+    return out;
+  };
+  const int before = get_num_threads();
+  set_num_threads(1);
+  const auto serial = run();
+  set_num_threads(2);
+  const auto threaded = run();
+  set_num_threads(before);
+  BOOST_TEST((threaded == serial));
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_the_shapes) {
