@@ -4,6 +4,7 @@
 // differences, long sequences against the op-by-op attention, exact error messages.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "core/parallel.h"
@@ -38,6 +39,62 @@ Tensor bf16(const Tensor& t) {
 }
 
 }  // namespace
+
+namespace {
+
+// Forward and input gradients of `fn` on 16-bit inputs against the same maths in float32 on the
+// inputs rounded to 16 bits: the 16-bit paths compute in float32 and round their results once
+// (or as transformers rounds), so they differ by a few 16-bit steps at most.
+void check_16bit(const std::string& what, const std::vector<Tensor>& inputs,
+                 const std::function<Tensor(const std::vector<Tensor>&)>& fn, double tol) {
+  for (DType d : {DType::BFloat16, DType::Float16}) {
+    BOOST_TEST_CONTEXT(what << " in " << dtype_name(d)) {
+      std::vector<Tensor> low, ref;
+      for (const Tensor& t : inputs) {
+        low.push_back(converted(t, d).requires_grad_(true));
+        ref.push_back(converted(converted(t, d), DType::Float32).requires_grad_(true));
+      }
+      Tensor y = fn(low), y_ref = fn(ref);
+      BOOST_TEST(y.dtype() == d);
+      BOOST_TEST(close(converted(y, DType::Float32), y_ref, tol, tol, what) == "");
+      Tensor gy = det_values(y.shape(), 1.0, 0.7);
+      y.backward(converted(gy, d));
+      y_ref.backward(converted(gy, DType::Float32));
+      for (std::size_t i = 0; i < low.size(); ++i) {
+        if (!ref[i].grad().defined()) {  // an input fn does not differentiate (rotary's tables)
+          BOOST_TEST(!low[i].grad().defined());
+          continue;
+        }
+        BOOST_TEST(low[i].grad().dtype() == d);
+        BOOST_TEST(close(converted(low[i].grad(), DType::Float32), ref[i].grad(), tol, tol,
+                         what + " grad " + std::to_string(i)) == "");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sixteen_bit_forward_and_gradients_follow_float32) {
+  check_16bit(
+      "rms_norm", {det_values({6, 16}, 2.0), det_values({16}, 0.5, 1.0)},
+      [](const std::vector<Tensor>& t) { return rms_norm(t[0], t[1], 1e-6); }, 0.03);
+  check_16bit(
+      "silu", {det_values({5, 9}, 4.0)}, [](const std::vector<Tensor>& t) { return silu(t[0]); },
+      0.03);
+  check_16bit(
+      "apply_rotary", {det_values({1, 2, 5, 8}), det_values({5, 8}, 1.0, 0.2), det_values({5, 8})},
+      [](const std::vector<Tensor>& t) { return apply_rotary(t[0], t[1].detach(), t[2].detach()); },
+      0.03);
+  check_16bit(
+      "sdpa",
+      {det_values({1, 4, 70, 8}), det_values({1, 2, 70, 8}, 1.0, 0.3),
+       det_values({1, 2, 70, 8}, 1.0, 0.6)},
+      [](const std::vector<Tensor>& t) {
+        return scaled_dot_product_attention(t[0], t[1], t[2], {}, true, {}, true);
+      },
+      0.03);
+}
 
 BOOST_AUTO_TEST_SUITE(rms_norm_op)
 
