@@ -115,7 +115,8 @@ std::pair<Tensor, Tensor> rotary_cos_sin(const Tensor& inv_freq, std::int64_t p0
 // torch.nn.functional.scaled_dot_product_attention: q (B, H, L, D), k (B, KV, S, D), v (B, KV,
 // S, Dv) -> (B, H, L, Dv); attn_mask bool (true = attend) or additive float, broadcastable to
 // (B, H, L, S); is_causal: query i sees keys j <= i; scale defaults to 1/sqrt(D); enable_gqa:
-// H % KV == 0, query head n uses kv head n / (H / KV). Blocked online softmax (no (L, S) matrix).
+// H % KV == 0, query head n uses kv head n / (H / KV). Blocked online softmax (no (L, S) matrix);
+// differentiable in q, k and v (not the mask); a row with every key masked gives 0, as torch's.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = {}, bool is_causal = false,
                                     std::optional<double> scale = {}, bool enable_gqa = false);

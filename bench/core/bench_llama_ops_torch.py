@@ -4,21 +4,11 @@ SwiGLU's act(gate) * up and torch's scaled_dot_product_attention (causal, enable
 backward, on the same shapes and thread count. Prints "op ms" lines and one JSON line."""
 import argparse
 import json
-import time
 
 import torch
 import torch.nn.functional as F
 
-
-def median_ms(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return sorted(times)[len(times) // 2]
+from bench_attention_torch import median_ms
 
 
 def rms_norm(x, w, eps):
