@@ -216,6 +216,13 @@ BOOST_AUTO_TEST_CASE(tables_match_llama_rotary_embedding) {
   // cos and sin of the same float32 arguments (torch's vectorised cos may differ by an ulp).
   BOOST_TEST(close(c, fx.tensor("rotary_shared", "cos"), 2e-7, 0, "cos") == "");
   BOOST_TEST(close(s, fx.tensor("rotary_shared", "sin"), 2e-7, 1e-7, "sin") == "");
+  // On meta (a model built before it is materialised): shapes and dtypes only.
+  Tensor meta_inv = rotary_inv_freq(8, 1e4, kMeta);
+  BOOST_TEST(meta_inv.is_meta());
+  BOOST_TEST(meta_inv.shape() == (Shape{4}));
+  auto [mc, ms] = rotary_cos_sin(meta_inv, 0, 5, DType::BFloat16);
+  BOOST_TEST((mc.is_meta() && ms.is_meta() && mc.shape() == (Shape{5, 8})));
+  BOOST_TEST(ms.dtype() == DType::BFloat16);
   auto [c16, s16] = rotary_cos_sin(rotary_inv_freq(8, 1e4), 3, 5, DType::BFloat16);
   BOOST_TEST(c16.dtype() == DType::BFloat16);
   BOOST_TEST(c16.to_vector() == converted(c, DType::BFloat16).to_vector());
