@@ -1,6 +1,6 @@
 // The CPU kernel table: the loops the ops ran inline before device dispatch, one file per family
 // (elementwise, reduce, copy, random, linalg, attention, activations, softmax, layer_norm,
-// batch_norm, classification_loss, losses, norms, optim).
+// rms_norm, rotary, batch_norm, classification_loss, losses, norms, optim).
 #pragma once
 
 #include "core/kernels/kernel_table.h"
