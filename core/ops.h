@@ -34,6 +34,7 @@ Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");  // "none" | "tanh"
+Tensor silu(const Tensor& a);  // x * sigmoid(x) (SiLU, swish)
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);  // mask: bool/uint8
 // Comparisons (not differentiable) return bool tensors.
@@ -97,6 +98,28 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps);
+// LlamaRMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) computed in float32 (float64
+// natively), rounded to x's dtype, then times weight (optional), in their promoted dtype.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+// Rotary position embedding as Hugging Face applies it: x (B, H, S, D), cos and sin (S, D) or
+// (B, S, D) of x's dtype (cat(freqs, freqs), rotary_cos_sin); out = x cos + rotate_half(x) sin
+// with rotate_half(x) = cat(-x[D/2:], x[:D/2]). Differentiable in x only.
+Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin);
+// Llama's default inverse frequencies 1 / theta^(2i / dim), i < dim / 2, float32 as transformers
+// computes them (powf, then a float32 divide).
+Tensor rotary_inv_freq(std::int64_t dim, double theta, Device device = Device());
+// cos and sin tables (S, 2 * inv_freq.size(0)) of positions [p0, p0 + S): cat(freqs, freqs) with
+// freqs = float(pos) * inv_freq in float32, then cast to `dtype`; on inv_freq's device.
+std::pair<Tensor, Tensor> rotary_cos_sin(const Tensor& inv_freq, std::int64_t p0, std::int64_t S,
+                                         DType dtype);
+// torch.nn.functional.scaled_dot_product_attention: q (B, H, L, D), k (B, KV, S, D), v (B, KV,
+// S, Dv) -> (B, H, L, Dv); attn_mask bool (true = attend) or additive float, broadcastable to
+// (B, H, L, S); is_causal: query i sees keys j <= i; scale defaults to 1/sqrt(D); enable_gqa:
+// H % KV == 0, query head n uses kv head n / (H / KV). Blocked online softmax (no (L, S) matrix);
+// differentiable in q, k and v (not the mask); a row with every key masked gives 0, as torch's.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = {}, bool is_causal = false,
+                                    std::optional<double> scale = {}, bool enable_gqa = false);
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx = -1);
 Tensor dropout(const Tensor& a, double p, bool training, Generator* generator = nullptr);
 // reduction: "mean" | "sum" | "none". input (N, C) or (N, C, d1...) or (C); target class indices.

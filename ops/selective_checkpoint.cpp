@@ -39,13 +39,14 @@ CheckpointPolicy policy_from_bool(bool save) {
 const std::vector<std::string>& core_op_names() {
   // clang-format off
   static const std::vector<std::string> names = {
-      "abs", "add", "add.Scalar", "add_", "amax", "argmax", "batch_norm", "bmm", "cat", "chunk",
-      "clone", "contiguous", "cross_entropy", "div", "div.Scalar", "dropout", "embedding", "eq",
-      "eq.Scalar", "exp", "expand", "flatten", "ge", "gelu", "gt", "index_select", "layer_norm",
-      "le", "linear", "log", "log_softmax", "logical_not", "lt", "masked_fill", "masked_softmax",
-      "matmul", "max", "max.dim", "maximum", "mean", "minimum", "mm", "mse_loss", "mul",
-      "mul.Scalar", "mul_", "narrow", "ne", "neg", "nll_loss", "normal_", "permute", "pow", "rand",
-      "randint", "randn", "relu", "reshape", "rsqrt", "select", "sigmoid", "softmax", "split",
+      "abs", "add", "add.Scalar", "add_", "amax", "apply_rotary", "argmax", "batch_norm", "bmm",
+      "cat", "chunk", "clone", "contiguous", "cross_entropy", "div", "div.Scalar", "dropout",
+      "embedding", "eq", "eq.Scalar", "exp", "expand", "flatten", "ge", "gelu", "gt",
+      "index_select", "layer_norm", "le", "linear", "log", "log_softmax", "logical_not", "lt",
+      "masked_fill", "masked_softmax", "matmul", "max", "max.dim", "maximum", "mean", "minimum",
+      "mm", "mse_loss", "mul", "mul.Scalar", "mul_", "narrow", "ne", "neg", "nll_loss", "normal_",
+      "permute", "pow", "rand", "randint", "randn", "relu", "reshape", "rms_norm", "rsqrt",
+      "scaled_dot_product_attention", "select", "sigmoid", "silu", "softmax", "split",
       "split_heads", "split_with_sizes", "sqrt", "squeeze", "stack", "sub", "sum", "sum_to",
       "tanh", "to_device", "to_dtype", "transpose", "uniform_", "unsqueeze", "view", "where"};
   // clang-format on

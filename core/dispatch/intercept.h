@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -29,6 +30,9 @@ inline nn::Value to_value(const Tensor& t) {
 }
 inline nn::Value to_value(double d) {
   return nn::Value(d);
+}
+inline nn::Value to_value(const std::optional<double>& d) {
+  return d ? nn::Value(*d) : nn::Value();
 }
 inline nn::Value to_value(std::int64_t i) {
   return nn::Value(i);

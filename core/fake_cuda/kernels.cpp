@@ -148,6 +148,12 @@ constexpr const char* kernel_name() {
     return "softmax_backward";
   else if constexpr (is<Member, &K::masked_softmax>())
     return "masked_softmax";
+  else if constexpr (is<Member, &K::rms_norm>())
+    return "rms_norm";
+  else if constexpr (is<Member, &K::rms_norm_backward>())
+    return "rms_norm_backward";
+  else if constexpr (is<Member, &K::rotary>())
+    return "rotary";
   else if constexpr (is<Member, &K::layer_norm>())
     return "layer_norm";
   else if constexpr (is<Member, &K::layer_norm_backward>())
@@ -194,7 +200,8 @@ template <auto Member>
 constexpr unsigned written_arguments() {
   using K = KernelTable;
   if constexpr (is<Member, &K::max_dim>() || is<Member, &K::blocked_attention>() ||
-                is<Member, &K::cross_entropy>() || is<Member, &K::batch_norm_stats>())
+                is<Member, &K::cross_entropy>() || is<Member, &K::batch_norm_stats>() ||
+                is<Member, &K::rms_norm>() || is<Member, &K::rms_norm_backward>())
     return 0b11;
   else if constexpr (is<Member, &K::linear_backward16>() ||
                      is<Member, &K::blocked_attention_backward>() || is<Member, &K::layer_norm>() ||
@@ -303,6 +310,9 @@ KernelTable make_table() {
   FSDP_FAKE_CUDA_QUEUED(softmax)
   FSDP_FAKE_CUDA_QUEUED(softmax_backward)
   FSDP_FAKE_CUDA_QUEUED(masked_softmax)
+  FSDP_FAKE_CUDA_QUEUED(rms_norm)
+  FSDP_FAKE_CUDA_QUEUED(rms_norm_backward)
+  FSDP_FAKE_CUDA_QUEUED(rotary)
   FSDP_FAKE_CUDA_QUEUED(layer_norm)
   FSDP_FAKE_CUDA_QUEUED(layer_norm_backward)
   FSDP_FAKE_CUDA_QUEUED(cross_entropy)

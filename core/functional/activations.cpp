@@ -1,5 +1,5 @@
 // Pointwise activations: relu, gelu ("none" = exact erf form, "tanh" = the tanh approximation),
-// tanh and sigmoid; their kernels are the device's (core/kernels, `activation`).
+// tanh, sigmoid and silu; their kernels are the device's (core/kernels, `activation`).
 #include <string>
 
 #include "core/dispatch/intercept.h"
@@ -11,7 +11,7 @@ namespace fsdp {
 namespace {
 
 // The shared shape of every activation: checks, meta, forward, record. `save_output` picks
-// whether backward sees the output (relu, tanh, sigmoid) or the input (gelu). 16-bit
+// whether backward sees the output (relu, tanh, sigmoid) or the input (gelu, silu). 16-bit
 // contiguous tensors go to the kernel as they are (it computes in float32 chunk by chunk);
 // others in their compute dtype.
 Tensor activation(const Tensor& a, const char* op, const char* node, bool save_output,
@@ -76,6 +76,11 @@ Tensor tanh(const Tensor& a) {
 Tensor sigmoid(const Tensor& a) {
   FSDP_DISPATCH("sigmoid", sigmoid, a);
   return activation(a, "sigmoid", "SigmoidBackward", true, ActivationKind::Sigmoid);
+}
+
+Tensor silu(const Tensor& a) {
+  FSDP_DISPATCH("silu", silu, a);
+  return activation(a, "silu", "SiluBackward", false, ActivationKind::Silu);
 }
 
 Tensor gelu(const Tensor& a, const std::string& approximate) {

@@ -40,8 +40,9 @@ enum class UnaryKind : std::uint8_t {
 };
 // out (bool) = a op b (a, b of one dtype, broadcast to out's shape).
 enum class CompareKind : std::uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
-// torch.nn.functional's pointwise activations (Gelu: the erf form; GeluTanh: the tanh one).
-enum class ActivationKind : std::uint8_t { Relu, Tanh, Sigmoid, Gelu, GeluTanh };
+// torch.nn.functional's pointwise activations (Gelu: the erf form; GeluTanh: the tanh one;
+// Silu: x sigmoid(x)).
+enum class ActivationKind : std::uint8_t { Relu, Tanh, Sigmoid, Gelu, GeluTanh, Silu };
 // A random fill: Uniform draws [a, b); Normal, mean a and std b; Integer, low + draw % range;
 // Keep, 1 where a uniform draw is >= a (dropout's mask: kept with probability 1 - a), else 0.
 enum class RandomKind : std::uint8_t { Uniform, Normal, Integer, Keep };
@@ -64,10 +65,27 @@ struct NcsLayout {
   std::int64_t n = 1, c = 0, s = 1;
 };
 
-// blocked_attention's sizes: q (B, L, D), k (B, S, D), v (B, S, Dv).
+// Where an attention operand's rows are: element (b, h, i, c) at b * batch + h * head + i * row
+// + c (the last dim has unit stride; a 0 stride broadcasts). Strided q, k and v let
+// scaled_dot_product_attention read a (B, S, H, D) projection transposed without a copy.
+struct AttentionStrides {
+  std::int64_t batch = 0, head = 0, row = 0;
+};
+
+// blocked_attention's and scaled_dot_product_attention's sizes: q (B, H, L, D), k (B, KV, S, D),
+// v (B, KV, S, Dv), out (B, H, L, Dv) and lse (B, H, L) contiguous; query head h uses kv head
+// h / (H / KV) (grouped-query attention); scores = scale q k^T + mask, the mask additive (of q's
+// dtype) with its own strides (row: between queries; keys are contiguous), causal = top-left
+// (query i sees keys j <= i). dq, dk, dv of the backward are contiguous.
 struct AttentionDims {
   std::int64_t B, L, S, D, Dv;
-  std::int64_t mask_batch_stride;  // 0 when one (L, S) mask serves every batch entry
+  std::int64_t H = 1, KV = 1;
+  double scale = 1.0;
+  bool causal = false;
+  // A row whose every key is masked: output 0 and no gradient (torch's scaled_dot_product_
+  // attention) rather than nan (softmax's, blocked_attention's).
+  bool masked_rows_zero = false;
+  AttentionStrides q, k, v, mask;
 };
 
 struct KernelTable {
@@ -122,9 +140,11 @@ struct KernelTable {
   // packed = the parts back in packed layout; undefined parts give zeros.
   void (*merge_heads)(const Tensor& packed, const std::vector<Tensor>& heads,
                       const HeadsLayout& layout, double first_divisor);
+  // blocked attention (an online softmax over blocks of keys, float32/float64): out and lse (the
+  // row log-sum-exp of the scaled, masked scores) from q, k, v and the mask (undefined: none).
   void (*blocked_attention)(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                             const Tensor& v, const Tensor& mask, const AttentionDims& dims);
-  // dq, dk, dv zero-filled on entry.
+  // dq, dk, dv (contiguous, zero-filled on entry) recomputed block by block from lse.
   void (*blocked_attention_backward)(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                      const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& mask, const Tensor& out, const Tensor& lse,
@@ -133,7 +153,7 @@ struct KernelTable {
   // Activations (core/functional/activations.cpp): y = f(x) over contiguous operands of one
   // dtype (float32/float64, or 16-bit floats computed in float32 a chunk at a time; Relu also
   // integers). Backward: dx = f'(saved, g), `saved` the output for relu, tanh and sigmoid, the
-  // input for gelu.
+  // input for gelu and silu.
   void (*activation)(ActivationKind kind, const Tensor& y, const Tensor& x);
   void (*activation_backward)(ActivationKind kind, const Tensor& dx, const Tensor& saved,
                               const Tensor& g);
@@ -151,6 +171,21 @@ struct KernelTable {
   // is L * S for a per-batch mask, else 0.
   void (*masked_softmax)(const Tensor& y, const Tensor& x, const Tensor& m,
                          std::int64_t mask_stride);
+
+  // rms_norm (core/functional/rms_norm.cpp) over rows of n elements, contiguous, x, y and w
+  // (optional) of one dtype (16-bit computed in float32), rstd (one per row) in the compute dtype:
+  // y = w * round(x * rstd), rstd = 1 / sqrt(mean(x^2) + eps), round() to x's dtype (Llama's).
+  void (*rms_norm)(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                   std::int64_t n, double eps);
+  // dx (x's dtype), dw (float64, zero-filled, optional) the weight's sums.
+  void (*rms_norm_backward)(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
+                            const Tensor& rstd, const Tensor& g, std::int64_t n);
+  // Rotary embedding (core/functional/rotary.cpp): out (B, H, S, D) contiguous = x cos +
+  // rotate_half(x) sin, x read through its strides (unit stride in the last dim), cos and sin
+  // contiguous (S, D) or (B, S, D) (table_batch: S * D, or 0), all of one dtype. `transpose`
+  // gives the backward: out = x cos + rotate_half^T(x sin).
+  void (*rotary)(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                 std::int64_t table_batch, bool transpose);
 
   // layer_norm (core/functional/layer_norm.cpp) over rows of n elements, contiguous: x and y of
   // one dtype (float32/float64, or 16-bit computed in float32), w, b (optional), mean and rstd

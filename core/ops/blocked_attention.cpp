@@ -26,7 +26,10 @@ Tensor blocked_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v
   const Device dev = common_device(op, {&q_in, &k_in, &v_in, &mask_in});
   FSDP_CHECK(!dev.is_meta(), NotImplementedError, "{}: meta tensors are not supported (q shape {})",
              op, shape_str(q_in.shape()));
-  AttentionDims d{q_in.size(0), q_in.size(1), k_in.size(1), q_in.size(2), v_in.size(2), 0};
+  AttentionDims d{q_in.size(0), q_in.size(1), k_in.size(1), q_in.size(2), v_in.size(2)};
+  d.q = {d.L * d.D, 0, d.D};
+  d.k = {d.S * d.D, 0, d.D};
+  d.v = {d.S * d.Dv, 0, d.Dv};
   Tensor mask;
   if (mask_in.defined()) {
     const bool ok = (mask_in.dim() == 2 && mask_in.size(0) == d.L && mask_in.size(1) == d.S) ||
@@ -37,7 +40,7 @@ Tensor blocked_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v
                "(1, L, S) or (B, L, S)",
                op, shape_str(mask_in.shape()), d.B, d.L, d.S);
     mask = mask_in.detach().contiguous();
-    d.mask_batch_stride = mask.dim() == 3 && mask.size(0) == d.B && d.B > 1 ? d.L * d.S : 0;
+    d.mask = {mask.dim() == 3 && mask.size(0) == d.B && d.B > 1 ? d.L * d.S : 0, 0, d.S};
   }
   Tensor q = q_in.detach().contiguous(), k = k_in.detach().contiguous();
   Tensor v = v_in.detach().contiguous();

@@ -40,6 +40,40 @@ CheckpointOptions sac(ContextFn ctx) {
 
 BOOST_AUTO_TEST_SUITE(selective_checkpointing)
 
+// A Llama-style region (rms_norm, rotary, grouped-query causal attention, silu) with its
+// attention and norms saved by name: the same gradients as without checkpointing, and at
+// recomputation the saved ops come from the cache while silu and apply_rotary run again.
+BOOST_AUTO_TEST_CASE(transformer_ops_are_saved_by_name) {
+  Tensor x = randn({1, 2, 6, 8}, DType::Float64).requires_grad_();
+  Tensor w = randn({8}, DType::Float64).requires_grad_();
+  Tensor kv = randn({1, 1, 6, 8}, DType::Float64);
+  auto [cos, sin] = rotary_cos_sin(rotary_inv_freq(8, 1e4), 0, 6, DType::Float64);
+  auto block = [&](const Tensor& t) {
+    Tensor q = apply_rotary(rms_norm(t, w, 1e-6), cos, sin);
+    return silu(scaled_dot_product_attention(q, kv, kv, {}, true, {}, true));
+  };
+  sum(block(x)).backward();
+  const Tensor plain = x.grad();
+  x.set_grad(Tensor());
+  auto counter = std::make_shared<ops_test::RecordingMode>();
+  {
+    dispatch::ModeGuard g(counter);
+    Tensor y = checkpoint(block, x,
+                          sac(selective_context_fn(std::vector<std::string>{
+                              "scaled_dot_product_attention", "rms_norm"})));
+    counter->ops.clear();
+    sum(y).backward();
+  }
+  BOOST_TEST(x.grad().to_vector() == plain.to_vector());
+  auto runs = [&](const char* op) {
+    return std::count(counter->ops.begin(), counter->ops.end(), op);
+  };
+  BOOST_TEST(runs("scaled_dot_product_attention") == 0);
+  BOOST_TEST(runs("rms_norm") == 0);
+  BOOST_TEST(runs("apply_rotary") == 1);
+  BOOST_TEST(runs("silu") == 1);
+}
+
 BOOST_AUTO_TEST_CASE(saved_ops_are_replayed_and_the_rest_recomputed) {
   Tensor x = randn({3, 3}, DType::Float64).requires_grad_();
   Tensor w = randn({3, 3}, DType::Float64).requires_grad_();

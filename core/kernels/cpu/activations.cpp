@@ -97,6 +97,20 @@ struct GeluTanhBwd {  // saved: input
   }
 };
 
+struct SiluFwd {
+  template <typename T>
+  [[gnu::always_inline]] T operator()(T x) const {
+    return x / (T(1) + functional::fast_exp(-x));
+  }
+};
+struct SiluBwd {  // saved: input; d/dx x sigmoid(x) = sigmoid(x) (1 + x (1 - sigmoid(x)))
+  template <typename T>
+  [[gnu::always_inline]] T operator()(T x, T g) const {
+    const T s = T(1) / (T(1) + functional::fast_exp(-x));
+    return g * (s * (T(1) + x * (T(1) - s)));
+  }
+};
+
 template <typename Fwd>
 void forward(const Tensor& y, const Tensor& x, Fwd fwd) {
   const DType d = x.dtype();
@@ -173,6 +187,9 @@ void activation(ActivationKind kind, const Tensor& y, const Tensor& x) {
     case ActivationKind::GeluTanh:
       forward(y, x, GeluTanhFwd{});
       return;
+    case ActivationKind::Silu:
+      forward(y, x, SiluFwd{});
+      return;
   }
 }
 
@@ -193,6 +210,9 @@ void activation_backward(ActivationKind kind, const Tensor& dx, const Tensor& sa
       return;
     case ActivationKind::GeluTanh:
       backward(dx, saved, g, GeluTanhBwd{});
+      return;
+    case ActivationKind::Silu:
+      backward(dx, saved, g, SiluBwd{});
       return;
   }
 }

@@ -1,6 +1,6 @@
 // The CPU kernel table: the loops the ops ran inline before device dispatch, one file per family
 // (elementwise, reduce, copy, random, linalg, attention, activations, softmax, layer_norm,
-// batch_norm, classification_loss, losses, norms, optim).
+// rms_norm, rotary, batch_norm, classification_loss, losses, norms, optim).
 #pragma once
 
 #include "core/kernels/kernel_table.h"
@@ -63,6 +63,13 @@ void softmax(const Tensor& y, const Tensor& x, std::int64_t outer, std::int64_t 
 void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& g, std::int64_t outer,
                       std::int64_t n, std::int64_t inner, bool log);
 void masked_softmax(const Tensor& y, const Tensor& x, const Tensor& m, std::int64_t mask_stride);
+
+void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w, std::int64_t n,
+              double eps);
+void rms_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
+                       const Tensor& rstd, const Tensor& g, std::int64_t n);
+void rotary(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
+            std::int64_t table_batch, bool transpose);
 
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                 const Tensor& w, const Tensor& b, std::int64_t n, double eps);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype_convert.h"
+#include "core/kernel_utils.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
@@ -53,6 +54,22 @@ void for_row_blocks(std::int64_t m, std::int64_t n, F fn) {
   c.resize(size);
   for (std::int64_t r0 = 0; r0 < m; r0 += rb)
     fn(r0, std::min(rb, m - r0), a.data(), b.data(), c.data());
+}
+
+// f.template operator()<T>() for the storage type T of a floating dtype (Half and BFloat16 for the
+// 16-bit ones, which compute in float through ops_detail::load and store).
+template <typename F>
+void dispatch_floating(DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case DType::BFloat16:
+      f.template operator()<BFloat16>();
+      return;
+    case DType::Float16:
+      f.template operator()<Half>();
+      return;
+    default:
+      dispatch_float(dt, op, f);
+  }
 }
 
 // Data pointer of an optional tensor (weight, bias): null when undefined.

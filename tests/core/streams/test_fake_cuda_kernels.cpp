@@ -42,6 +42,28 @@ std::vector<double> train(Device device, int steps) {
   return losses;
 }
 
+// Outputs and input gradients of the Hugging Face models' ops (rms_norm, silu, apply_rotary,
+// causal grouped-query scaled_dot_product_attention) on `device`, in float32 and bfloat16.
+std::vector<std::vector<double>> transformer_ops(Device device, DType dtype) {
+  Generator g(11);
+  auto leaf = [&](const Shape& shape) {
+    Tensor t = randn(shape, {}, &g).to(dtype).to(device);
+    t.requires_grad_(true);
+    return t;
+  };
+  Tensor x = leaf({2, 70, 16}), w = leaf({16});
+  Tensor q = leaf({2, 4, 70, 8}), k = leaf({2, 2, 70, 8}), v = leaf({2, 2, 70, 8});
+  auto [cos, sin] = rotary_cos_sin(rotary_inv_freq(8, 1e4, device), 0, 70, dtype);
+  Tensor qr = apply_rotary(q, cos, sin), kr = apply_rotary(k, cos, sin);
+  Tensor a = scaled_dot_product_attention(qr, kr, v, {}, true, {}, true);
+  Tensor n = silu(rms_norm(x, w, 1e-6));
+  add(sum(mul(a, a)), sum(mul(n, n))).backward();
+  std::vector<std::vector<double>> out;
+  for (const Tensor& t : {a, n, x.grad(), w.grad(), q.grad(), k.grad(), v.grad()})
+    out.push_back(t.to(kCPU).to_vector());
+  return out;
+}
+
 std::vector<std::string> messages() {
   std::vector<std::string> out;
   for (const auto& r : san::reports()) out.push_back(r.message);
@@ -59,6 +81,22 @@ BOOST_AUTO_TEST_CASE(ops_give_the_cpu_values_bit_for_bit) {
   Tensor fake = relu(add(mm(a.to(kFake0), b.to(kFake0)), 0.5));
   BOOST_TEST(fake.device() == kFake0);
   BOOST_TEST(fake.to(kCPU).to_vector() == cpu.to_vector());
+}
+
+BOOST_AUTO_TEST_CASE(transformer_ops_give_the_cpu_values_bit_for_bit) {
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    const auto cpu = transformer_ops(kCPU, dt);
+    BOOST_TEST((transformer_ops(kFake0, dt) == cpu), dtype_name(dt));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(transformer_ops_under_the_sanitizer_have_no_report) {
+  san::clear_reports();
+  {
+    dispatch::ModeGuard mode(std::make_shared<san::StreamSanitizerMode>());
+    transformer_ops(kFake0, DType::Float32);
+  }
+  BOOST_TEST(messages().empty());
 }
 
 BOOST_AUTO_TEST_CASE(a_training_run_gives_the_cpu_losses_bit_for_bit) {
