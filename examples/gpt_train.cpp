@@ -18,6 +18,7 @@
 #include "core/memory_stats.h"
 #include "core/memory_timeline.h"
 #include "core/memory_timeline_svg.h"
+#include "core/nn/clip_grad.h"
 #include "core/optim/optim.h"
 #include "core/random.h"
 #include "examples/gpt_checkpoint_checks.h"
@@ -367,7 +368,10 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
           : global > 0       ? "+inf"
                              : "-inf",
           first_nonfinite_gradient(*model, cfg.sharding ? group.get() : nullptr)));
-    if (cfg.clip_grad_norm > 0 && fsdp_model) clip_grad_norm_(*fsdp_model, cfg.clip_grad_norm);
+    if (cfg.clip_grad_norm > 0 && fsdp_model)
+      clip_grad_norm_(*fsdp_model, cfg.clip_grad_norm);
+    else if (cfg.clip_grad_norm > 0)  // the unsharded model: torch.nn.utils.clip_grad_norm_
+      nn::clip_grad_norm_(model->parameters(), cfg.clip_grad_norm);
     {
       MemoryCategoryScope state(MemoryCategory::OptimizerState);
       mark_memory_event("optimizer step");

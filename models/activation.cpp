@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/ops.h"
-#include "models/functional.h"
+#include "core/ops.h"
 
 namespace fsdp::models {
 

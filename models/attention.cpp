@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "core/ops.h"
-#include "models/functional.h"
+#include "core/ops.h"
 
 namespace fsdp::models {
 

@@ -14,7 +14,7 @@
 #include "core/ops.h"
 #include "models/activation.h"
 #include "models/attention.h"
-#include "models/functional.h"
+#include "core/ops.h"
 #include "models/init_weights.h"
 #include "models/rope.h"
 

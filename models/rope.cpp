@@ -6,7 +6,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "models/causal_lm.h"
-#include "models/functional.h"
+#include "core/ops.h"
 
 namespace fsdp::models {
 
