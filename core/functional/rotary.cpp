@@ -30,8 +30,10 @@ Tensor rotary_inv_freq(std::int64_t dim, double theta, Device device) {
 
 std::pair<Tensor, Tensor> rotary_cos_sin(const Tensor& inv_freq, std::int64_t p0, std::int64_t S,
                                          DType dtype) {
-  FSDP_CHECK(inv_freq.dim() == 1 && inv_freq.dtype() == DType::Float32, ValueError,
-             "rotary_cos_sin: expected a 1-d float32 inv_freq, got {} of shape {}",
+  // Any floating inv_freq (a model cast by to(dtype) casts its buffers too): read as float32,
+  // as transformers' inv_freq.float() does.
+  FSDP_CHECK(inv_freq.dim() == 1 && is_floating(inv_freq.dtype()), ValueError,
+             "rotary_cos_sin: expected a 1-d floating inv_freq, got {} of shape {}",
              dtype_name(inv_freq.dtype()), shape_str(inv_freq.shape()));
   FSDP_CHECK(p0 >= 0 && S >= 0, ValueError,
              "rotary_cos_sin: positions [{}, {}) must be non-negative", p0, p0 + S);
