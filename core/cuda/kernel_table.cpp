@@ -1,0 +1,436 @@
+#include "core/cuda/kernel_table.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/devices.h"
+#include "core/cuda/gemm.h"
+#include "core/cuda/kernels.h"
+#include "core/cuda/launch.h"
+#include "core/cuda/streams.h"
+#include "core/device_copy.h"
+#include "core/error.h"
+#include "core/kernels/kernel_names.h"
+#include "core/random.h"
+
+namespace fsdp::cuda {
+namespace {
+
+// The device of a kernel: that of its first CUDA tensor ("cuda" is cuda:0).
+void find_device(Device& d, const Tensor& t) {
+  if (!d.is_cuda() && t.defined() && t.device().is_cuda()) d = stream_device(t.device());
+}
+void find_device(Device& d, const std::vector<Tensor>& ts) {
+  for (const auto& t : ts) find_device(d, t);
+}
+template <typename A>
+void find_device(Device&, const A&) {}
+
+[[noreturn]] void missing(const char* family, Device device, const std::string& what = "") {
+  throw NotImplementedError(fmt::format("{}: no CUDA kernel yet{}{} (device {})", family,
+                                        what.empty() ? "" : " for ", what, device.str()));
+}
+
+// A family without a CUDA kernel: every entry of the table is this until it has one.
+template <typename Member>
+struct Missing;
+template <typename... A>
+struct Missing<void (*KernelTable::*)(A...)> {
+  template <auto Member>
+  static void run(A... args) {
+    Device device = kCPU;
+    (find_device(device, args), ...);
+    missing(kernel_name<Member>(), device);
+  }
+};
+
+// Where a kernel runs: its device current on this thread, the current stream's handle.
+struct Launch {
+  explicit Launch(Device d)
+      : device(stream_device(d)),
+        index(checked_index(device)),
+        guard(index),
+        stream(streams().native(current_stream(device))) {}
+  Device device;
+  int index;
+  DeviceGuard guard;
+  cudaStream_t stream;
+};
+
+bool is_float_or_bf16(DType t) {
+  return t == DType::Float32 || t == DType::BFloat16;
+}
+
+std::string layout_of(const Tensor& t) {
+  return fmt::format("{} of shape {}{}", dtype_name(t.dtype()), shape_str(t.shape()),
+                     t.is_contiguous() ? "" : " (strided)");
+}
+
+// Calls f.template operator()<T>() with T float or bf16 for the dtype.
+template <typename F>
+void float_or_bf16(DType t, F&& f) {
+  if (t == DType::Float32)
+    f.template operator()<float>();
+  else
+    f.template operator()<bf16>();
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+// A 0-d cpu operand (PyTorch's scalar rule) as a tensor on `device`: kernels read device memory.
+Tensor on_device(const Tensor& t, Device device) {
+  if (!t.defined() || !t.device().is_cpu()) return t;
+  Tensor d = new_tensor(t.shape(), t.dtype(), device);
+  d.copy_(t);
+  return d;
+}
+
+// --- copies and fills
+
+// Bytes between two contiguous tensors of one dtype and size, whichever devices (copy_bytes
+// orders them on the current streams).
+void copy_contiguous(const Tensor& dst, const Tensor& src) {
+  copy_bytes(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), dst.nbytes());
+}
+
+// Between the host and the device, the host side does any broadcast, conversion or striding
+// (a host buffer is prepared or read, as torch stages a pageable copy); the device side must be
+// contiguous until a strided copy kernel exists.
+void copy_through_host(const char* family, const Tensor& dst, const Tensor& src) {
+  if (dst.device().is_cpu()) {
+    if (!src.is_contiguous()) missing(family, src.device(), "a strided source " + layout_of(src));
+    if (dst.is_contiguous() && dst.dtype() == src.dtype() && dst.shape() == src.shape())
+      return copy_contiguous(dst, src);
+    Tensor host = empty(src.shape(), TensorOptions(src.dtype(), kCPU));
+    copy_contiguous(host, src);
+    kernels(kCPU).copy_broadcast(dst, host);
+    return;
+  }
+  if (!dst.is_contiguous())
+    missing(family, dst.device(), "a strided destination " + layout_of(dst));
+  if (src.is_contiguous() && dst.dtype() == src.dtype() && dst.shape() == src.shape())
+    return copy_contiguous(dst, src);
+  Tensor host = empty(dst.shape(), TensorOptions(dst.dtype(), kCPU));
+  kernels(kCPU).copy_broadcast(host, src);
+  copy_contiguous(dst, host);
+}
+
+void copy_on_device(const char* family, const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
+  const bool dense = dst.is_contiguous() && src.is_contiguous() && dst.shape() == src.shape();
+  if (dense && dst.dtype() == src.dtype()) return copy_contiguous(dst, src);
+  if (dense && dst.dtype() == DType::BFloat16 && src.dtype() == DType::Float32) {
+    Launch l(dst.device());
+    return cast(ptr<const float>(src), ptr<bf16>(dst), dst.numel(), l.stream);
+  }
+  if (dense && dst.dtype() == DType::Float32 && src.dtype() == DType::BFloat16) {
+    Launch l(dst.device());
+    return cast(ptr<const bf16>(src), ptr<float>(dst), dst.numel(), l.stream);
+  }
+  missing(family, stream_device(dst.device()),
+          fmt::format("{} to {}", layout_of(src), layout_of(dst)));
+}
+
+void copy(const Tensor& dst, const Tensor& src) {
+  if (dst.device().is_cpu() || src.device().is_cpu()) return copy_through_host("copy", dst, src);
+  copy_on_device("copy", dst, src);
+}
+
+void copy_broadcast(const Tensor& dst, const Tensor& src) {
+  if (dst.device().is_cpu() || src.device().is_cpu())
+    return copy_through_host("copy_broadcast", dst, src);
+  copy_on_device("copy_broadcast", dst, src);
+}
+
+void fill(const Tensor& t, double value) {
+  if (t.numel() == 0) return;
+  if (!t.is_contiguous()) missing("fill", t.device(), "a strided tensor " + layout_of(t));
+  Launch l(t.device());
+  // Zero is all-zero bits in every dtype (0.0f, 0, false): one memset.
+  if (value == 0.0 && !std::signbit(value))
+    return FSDP_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), l.stream));
+  if (!is_float_or_bf16(t.dtype())) missing("fill", t.device(), layout_of(t));
+  float_or_bf16(t.dtype(), [&]<typename T>() {
+    cuda::fill<T>(ptr<T>(t), static_cast<float>(value), t.numel(), l.stream);
+  });
+}
+
+// nn.init's draws are made on the host (the CPU's numbers, as fake_cuda's): stored as values.
+void store_values(const Tensor& t, const std::vector<double>& values) {
+  Tensor host = empty(t.shape(), TensorOptions(t.dtype(), kCPU));
+  kernels(kCPU).store_values(host, values);
+  copy_through_host("store_values", t, host);
+}
+
+void random(const RandomSpec& spec, const Tensor& t, Generator& g) {
+  Tensor host = empty(t.shape(), TensorOptions(t.dtype(), kCPU));
+  kernels(kCPU).random(spec, host, g);
+  copy_through_host("random", t, host);
+}
+
+// --- element-wise
+
+void binary(BinaryKind kind, const Tensor& out, const Tensor& a_in, const Tensor& b_in,
+            double alpha) {
+  const Device device = stream_device(out.device());
+  if (out.numel() == 0) return;
+  const bool covered = (kind == BinaryKind::Add && alpha == 1.0) || kind == BinaryKind::Mul;
+  if (!covered) {
+    constexpr const char* kNames[] = {"add", "sub", "mul", "div", "maximum", "minimum"};
+    const char* name = kNames[static_cast<int>(kind)];
+    missing("binary", device,
+            kind == BinaryKind::Add ? fmt::format("add with alpha {}", alpha) : name);
+  }
+  const Tensor a = on_device(a_in, device), b = on_device(b_in, device);
+  if (!is_float_or_bf16(out.dtype()) || !out.is_contiguous() || !a.is_contiguous() ||
+      !b.is_contiguous())
+    missing("binary", device,
+            fmt::format("{} and {} into {}", layout_of(a), layout_of(b), layout_of(out)));
+  const BroadcastGeometry geometry = broadcast_geometry(a.shape(), b.shape(), "binary");
+  Launch l(device);
+  const BinaryOp op = kind == BinaryKind::Add ? BinaryOp::Add : BinaryOp::Mul;
+  float_or_bf16(out.dtype(), [&]<typename T>() {
+    cuda::binary<T>(op, ptr<const T>(a), ptr<const T>(b), ptr<T>(out), geometry, l.stream);
+  });
+}
+
+// --- activations: GELU (both forms)
+
+const char* activation_name(ActivationKind kind) {
+  constexpr const char* kNames[] = {"relu", "tanh", "sigmoid", "gelu", "gelu_tanh"};
+  return kNames[static_cast<int>(kind)];
+}
+
+bool gelu_form(ActivationKind kind, GeluForm& form) {
+  if (kind == ActivationKind::Gelu)
+    form = GeluForm::Erf;
+  else if (kind == ActivationKind::GeluTanh)
+    form = GeluForm::Tanh;
+  else
+    return false;
+  return true;
+}
+
+void activation(ActivationKind kind, const Tensor& y, const Tensor& x) {
+  const Device device = stream_device(y.device());
+  GeluForm form;
+  if (!gelu_form(kind, form)) missing("activation", device, activation_name(kind));
+  if (!is_float_or_bf16(y.dtype())) missing("activation", device, layout_of(y));
+  if (y.numel() == 0) return;
+  Launch l(device);
+  float_or_bf16(y.dtype(), [&]<typename T>() {
+    gelu_forward<T>(ptr<const T>(x), ptr<T>(y), y.numel(), form, l.stream);
+  });
+}
+
+void activation_backward(ActivationKind kind, const Tensor& dx, const Tensor& saved,
+                         const Tensor& g) {
+  const Device device = stream_device(dx.device());
+  GeluForm form;
+  if (!gelu_form(kind, form)) missing("activation_backward", device, activation_name(kind));
+  if (!is_float_or_bf16(dx.dtype())) missing("activation_backward", device, layout_of(dx));
+  if (dx.numel() == 0) return;
+  Launch l(device);
+  float_or_bf16(dx.dtype(), [&]<typename T>() {
+    gelu_backward<T>(ptr<const T>(saved), ptr<const T>(g), ptr<T>(dx), dx.numel(), form, l.stream);
+  });
+}
+
+// --- products through cuBLASLt
+
+// One cuBLASLt handle per thread and device (a handle is not thread-safe; gemm.h).
+Gemm& gemm_for(int index) {
+  thread_local std::array<std::unique_ptr<Gemm>, CudaStreams::kMaxDevices> handles;
+  auto& h = handles[index];
+  if (!h) h = std::make_unique<Gemm>();  // on the device the caller's Launch made current
+  return *h;
+}
+
+GemmPrecision precision_of(const char* family, const Tensor& t) {
+  if (t.dtype() == DType::Float32) return GemmPrecision::FP32;
+  if (t.dtype() == DType::BFloat16) return GemmPrecision::BF16;
+  missing(family, stream_device(t.device()), layout_of(t));
+}
+
+void linear(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias) {
+  const Device device = stream_device(out.device());
+  const GemmPrecision precision = precision_of("linear", out);
+  if (!x.is_contiguous() || !w.is_contiguous() || (bias.defined() && !bias.is_contiguous()))
+    missing("linear", device, fmt::format("{} and weight {}", layout_of(x), layout_of(w)));
+  const std::int64_t out_features = w.shape()[0], in_features = w.shape()[1];
+  if (out.numel() == 0) return;
+  Launch l(device);
+  GemmArgs g;
+  g.precision = precision;
+  g.m = out.numel() / out_features;
+  g.n = out_features;
+  g.k = in_features;
+  g.a = x.data_ptr();
+  g.b = w.data_ptr();
+  g.trans_b = true;  // w is (out, in): x . w^T
+  g.c = out.data_ptr();
+  if (bias.defined()) {
+    g.epilogue = GemmEpilogue::Bias;
+    g.bias = bias.data_ptr();
+  }
+  if (g.k == 0) {  // an empty product: out is the bias, or zeros
+    fill(out, 0.0);
+    if (bias.defined()) binary(BinaryKind::Add, out, out, bias, 1.0);
+    return;
+  }
+  gemm_for(l.index).run(g, l.stream);
+}
+
+void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const Device device = stream_device(out.device());
+  const GemmPrecision precision = precision_of("bmm", out);
+  if (!a.is_contiguous() || !b.is_contiguous())
+    missing("bmm", device, fmt::format("{} and {}", layout_of(a), layout_of(b)));
+  if (out.numel() == 0) return;
+  GemmArgs g;
+  g.precision = precision;
+  g.batch = a.shape()[0];
+  g.m = a.shape()[1];
+  g.k = a.shape()[2];
+  g.n = b.shape()[2];
+  if (g.k == 0) return fill(out, 0.0);
+  Launch l(device);
+  g.a = a.data_ptr();
+  g.b = b.data_ptr();
+  g.c = out.data_ptr();
+  g.stride_a = g.m * g.k;
+  g.stride_b = g.k * g.n;
+  g.stride_c = g.m * g.n;
+  gemm_for(l.index).run(g, l.stream);
+}
+
+// --- optimizers over contiguous float32 parameters (FSDP's flat shards)
+
+void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                 const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
+                 const optim::AdamScalars& s) {
+  const Device device = stream_device(param.device());
+  if (param.dtype() != DType::Float32) missing("adam_update", device, layout_of(param));
+  // The kernel is AdamW's; Adam without weight decay is the same update.
+  if (max_exp_avg_sq.defined() || s.maximize || (!s.decoupled && s.weight_decay != 0.0))
+    missing("adam_update", device,
+            max_exp_avg_sq.defined() ? "amsgrad"
+            : s.maximize             ? "maximize"
+                                     : "Adam's coupled weight decay");
+  if (param.numel() == 0) return;
+  Launch l(device);
+  const AdamWArgs args{.lr = s.lr,
+                       .beta1 = s.beta1,
+                       .beta2 = s.beta2,
+                       .eps = s.eps,
+                       .weight_decay = s.weight_decay,
+                       .step = s.step};
+  adamw_step(ptr<float>(param), ptr<const float>(grad), ptr<float>(exp_avg), ptr<float>(exp_avg_sq),
+             param.numel(), args, l.stream);
+}
+
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                const optim::SgdScalars& s) {
+  const Device device = stream_device(param.device());
+  if (param.dtype() != DType::Float32) missing("sgd_update", device, layout_of(param));
+  if (s.maximize) missing("sgd_update", device, "maximize");
+  if (param.numel() == 0) return;
+  Launch l(device);
+  const SgdArgs args{.lr = float(s.lr),
+                     .momentum = float(s.momentum),
+                     .dampening = float(s.dampening),
+                     .weight_decay = float(s.weight_decay),
+                     .nesterov = s.nesterov,
+                     .first_step = s.first_step};
+  sgd_step(ptr<float>(param), ptr<const float>(grad),
+           momentum_buffer.defined() ? ptr<float>(momentum_buffer) : nullptr, param.numel(), args,
+           l.stream);
+}
+
+KernelTable make_table() {
+  KernelTable t{};
+#define FSDP_CUDA_MISSING(name) \
+  t.name = &Missing<decltype(&KernelTable::name)>::run<&KernelTable::name>;
+  FSDP_CUDA_MISSING(binary)
+  FSDP_CUDA_MISSING(unary)
+  FSDP_CUDA_MISSING(compare)
+  FSDP_CUDA_MISSING(eq_scalar)
+  FSDP_CUDA_MISSING(logical_not)
+  FSDP_CUDA_MISSING(where)
+  FSDP_CUDA_MISSING(masked_fill)
+  FSDP_CUDA_MISSING(sum)
+  FSDP_CUDA_MISSING(amax)
+  FSDP_CUDA_MISSING(max_dim)
+  FSDP_CUDA_MISSING(max_dim_backward)
+  FSDP_CUDA_MISSING(copy)
+  FSDP_CUDA_MISSING(copy_broadcast)
+  FSDP_CUDA_MISSING(fill)
+  FSDP_CUDA_MISSING(store_values)
+  FSDP_CUDA_MISSING(index_select)
+  FSDP_CUDA_MISSING(index_add)
+  FSDP_CUDA_MISSING(random)
+  FSDP_CUDA_MISSING(bmm)
+  FSDP_CUDA_MISSING(linear)
+  FSDP_CUDA_MISSING(linear_backward16)
+  FSDP_CUDA_MISSING(split_heads)
+  FSDP_CUDA_MISSING(merge_heads)
+  FSDP_CUDA_MISSING(blocked_attention)
+  FSDP_CUDA_MISSING(blocked_attention_backward)
+  FSDP_CUDA_MISSING(activation)
+  FSDP_CUDA_MISSING(activation_backward)
+  FSDP_CUDA_MISSING(masked_scale)
+  FSDP_CUDA_MISSING(softmax)
+  FSDP_CUDA_MISSING(softmax_backward)
+  FSDP_CUDA_MISSING(masked_softmax)
+  FSDP_CUDA_MISSING(layer_norm)
+  FSDP_CUDA_MISSING(layer_norm_backward)
+  FSDP_CUDA_MISSING(cross_entropy)
+  FSDP_CUDA_MISSING(cross_entropy_backward)
+  FSDP_CUDA_MISSING(nll_loss)
+  FSDP_CUDA_MISSING(nll_loss_backward)
+  FSDP_CUDA_MISSING(sum_in_order)
+  FSDP_CUDA_MISSING(batch_norm_stats)
+  FSDP_CUDA_MISSING(running_update)
+  FSDP_CUDA_MISSING(batch_norm)
+  FSDP_CUDA_MISSING(batch_norm_backward)
+  FSDP_CUDA_MISSING(mse_loss)
+  FSDP_CUDA_MISSING(mse_loss_backward)
+  FSDP_CUDA_MISSING(norm_partial)
+  FSDP_CUDA_MISSING(clamp_)
+  FSDP_CUDA_MISSING(embedding_renorm_)
+  FSDP_CUDA_MISSING(adam_update)
+  FSDP_CUDA_MISSING(sgd_update)
+#undef FSDP_CUDA_MISSING
+  // The families with a CUDA kernel (README.md's list).
+  t.binary = &binary;
+  t.copy = &copy;
+  t.copy_broadcast = &copy_broadcast;
+  t.fill = &fill;
+  t.store_values = &store_values;
+  t.random = &random;
+  t.bmm = &bmm;
+  t.linear = &linear;
+  t.activation = &activation;
+  t.activation_backward = &activation_backward;
+  t.adam_update = &adam_update;
+  t.sgd_update = &sgd_update;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& kernel_table() {
+  static const KernelTable table = make_table();
+  return table;
+}
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,194 @@
+// CUDA's kernel table (core/cuda/kernel_table.h) against the CPU table: each covered family is
+// called on both tables with the same inputs (the CPU table is the oracle), through tensors on
+// cuda:0; the families without a CUDA kernel fail with one line naming the family and the
+// device, never a host fallback. Skips (exit 77) without a device.
+#define BOOST_TEST_MODULE gpu_kernel_table
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/kernels/kernel_table.h"
+#include "core/ops.h"
+#include "core/random.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "tests/gpu/gpu_test_support.h"
+
+using namespace fsdp;
+using fsdp::cuda::testing::kTolBf16;
+using fsdp::cuda::testing::kTolFp32;
+using fsdp::cuda::testing::RequireDevice;
+
+BOOST_TEST_GLOBAL_FIXTURE(RequireDevice);
+
+namespace {
+
+const Device kCuda(DeviceType::CUDA, 0);
+
+Generator& gen() {
+  static Generator g(20251127);
+  return g;
+}
+
+// Fresh normal values on the host, in `dtype` (bf16 rounds before either table sees them).
+Tensor host_randn(const Shape& shape, DType dtype = DType::Float32) {
+  return randn(shape, TensorOptions(DType::Float32, kCPU), &gen()).to(dtype);
+}
+
+// ||got - ref|| / ||ref|| over the values as double; NaN or Inf in `got` fails.
+void check_close(const Tensor& got_device, const Tensor& ref, double tol) {
+  const std::vector<double> got = got_device.to(kCPU).to_vector(), want = ref.to_vector();
+  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    BOOST_REQUIRE_MESSAGE(std::isfinite(got[i]), "element " << i << " is " << got[i]);
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  const double rel = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+  BOOST_TEST(rel <= tol, "relative error " << rel << " > " << tol);
+}
+
+double tol_of(DType dtype) {
+  return dtype == DType::BFloat16 ? kTolBf16 : kTolFp32;
+}
+
+// A device tensor of `shape` poisoned with NaN, so that a kernel that skips elements fails.
+Tensor poisoned(const Shape& shape, DType dtype) {
+  return full(shape, NAN, TensorOptions(DType::Float32, kCPU)).to(dtype).to(kCuda);
+}
+
+template <typename F>
+void expect_missing(F&& call, const std::string& message) {
+  BOOST_CHECK_EXCEPTION(call(), NotImplementedError,
+                        [&](const NotImplementedError& e) { return e.what() == message; });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(copies_round_trip_between_host_and_device) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Int64, DType::Bool}) {
+    const Tensor host = mul(host_randn({3, 17}), 3.0).to(dtype);
+    BOOST_TEST(host.to(kCuda).to(kCPU).to_vector() == host.to_vector());
+  }
+  // A strided host source and a broadcast one are prepared on the host side.
+  const Tensor base = host_randn({5, 4});
+  BOOST_TEST(base.t().to(kCuda).to(kCPU).to_vector() == base.t().contiguous().to_vector());
+  Tensor dst = empty({3, 4}, TensorOptions(DType::Float32, kCuda));
+  const Tensor row = host_randn({4});
+  dst.copy_(row);
+  BOOST_TEST(dst.to(kCPU).to_vector() == row.expand({3, 4}).contiguous().to_vector());
+}
+
+BOOST_AUTO_TEST_CASE(casts_on_the_device_round_as_the_cpu) {
+  const Tensor x = host_randn({1000});
+  BOOST_TEST(x.to(kCuda).to(DType::BFloat16).to(kCPU).to_vector() ==
+             x.to(DType::BFloat16).to_vector());
+  const Tensor b = x.to(DType::BFloat16);
+  BOOST_TEST(b.to(kCuda).to(DType::Float32).to(kCPU).to_vector() ==
+             b.to(DType::Float32).to_vector());
+}
+
+BOOST_AUTO_TEST_CASE(fill_writes_every_element) {
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    Tensor t = poisoned({1000, 3}, dtype);
+    t.fill_(1.5);
+    BOOST_TEST(t.to(kCPU).to_vector() == std::vector<double>(3000, 1.5));
+  }
+  // Zero in any dtype is one memset.
+  Tensor i = full({7}, 3, TensorOptions(DType::Int64, kCPU)).to(kCuda);
+  i.fill_(0);
+  BOOST_TEST(i.to(kCPU).to_vector() == std::vector<double>(7, 0.0));
+  expect_missing([&] { i.fill_(2); },
+                 "fill: no CUDA kernel yet for int64 of shape [7] (device cuda:0)");
+}
+
+BOOST_AUTO_TEST_CASE(add_and_mul_broadcast_as_the_cpu) {
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor a = host_randn({4, 1, 33}, dtype), b = host_randn({5, 33}, dtype);
+    check_close(add(a.to(kCuda), b.to(kCuda)), add(a, b), tol_of(dtype));
+    check_close(mul(a.to(kCuda), b.to(kCuda)), mul(a, b), tol_of(dtype));
+    // A 0-d cpu operand goes with any device (PyTorch's scalar rule).
+    const Tensor s = scalar_tensor(0.75, TensorOptions(dtype, kCPU));
+    check_close(mul(a.to(kCuda), s), mul(a, s), tol_of(dtype));
+  }
+  const Tensor a = host_randn({8});
+  expect_missing([&] { sub(a.to(kCuda), a.to(kCuda)); },
+                 "binary: no CUDA kernel yet for sub (device cuda:0)");
+}
+
+BOOST_AUTO_TEST_CASE(linear_and_bmm_match_the_cpu) {
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor x = host_randn({2, 9, 48}, dtype), w = host_randn({40, 48}, dtype);
+    const Tensor bias = host_randn({40}, dtype);
+    check_close(linear(x.to(kCuda), w.to(kCuda), bias.to(kCuda)), linear(x, w, bias),
+                tol_of(dtype));
+    check_close(linear(x.to(kCuda), w.to(kCuda)), linear(x, w), tol_of(dtype));
+    const Tensor p = host_randn({3, 17, 24}, dtype), q = host_randn({3, 24, 5}, dtype);
+    check_close(bmm(p.to(kCuda), q.to(kCuda)), bmm(p, q), tol_of(dtype));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gelu_and_its_backward_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16})
+    for (ActivationKind kind : {ActivationKind::Gelu, ActivationKind::GeluTanh}) {
+      const Tensor x = host_randn({3, 257}, dtype), g = host_randn({3, 257}, dtype);
+      Tensor y = empty(x.shape(), TensorOptions(dtype, kCPU)), dx = empty_like(y);
+      kernels(kCPU).activation(kind, y, x);
+      kernels(kCPU).activation_backward(kind, dx, x, g);
+      Tensor yd = poisoned(x.shape(), dtype), dxd = poisoned(x.shape(), dtype);
+      kernels(kCuda).activation(kind, yd, x.to(kCuda));
+      kernels(kCuda).activation_backward(kind, dxd, x.to(kCuda), g.to(kCuda));
+      check_close(yd, y, tol_of(dtype));
+      check_close(dxd, dx, tol_of(dtype));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(adamw_and_sgd_updates_match_the_cpu_table) {
+  // Long chains of float operations in another order: the fp32 bound is 1e-4 (README.md).
+  const std::int64_t n = 10007;
+  const optim::AdamScalars adam{.lr = 1e-2, .weight_decay = 0.1, .decoupled = true, .step = 3};
+  Tensor p = host_randn({n}), g = host_randn({n}), m = mul(host_randn({n}), 0.1);
+  Tensor v = abs(mul(host_randn({n}), 0.1));
+  Tensor pd = p.to(kCuda), gd = g.to(kCuda), md = m.to(kCuda), vd = v.to(kCuda);
+  kernels(kCPU).adam_update(p, g, m, v, Tensor(), adam);
+  kernels(kCuda).adam_update(pd, gd, md, vd, Tensor(), adam);
+  check_close(pd, p, 1e-4);
+  check_close(md, m, 1e-4);
+  check_close(vd, v, 1e-4);
+
+  const optim::SgdScalars sgd{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01};
+  Tensor q = host_randn({n}), buf = host_randn({n});
+  Tensor qd = q.to(kCuda), bufd = buf.to(kCuda);
+  kernels(kCPU).sgd_update(q, g, buf, sgd);
+  kernels(kCuda).sgd_update(qd, gd, bufd, sgd);
+  check_close(qd, q, 1e-4);
+  check_close(bufd, buf, 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
+  const Tensor x = host_randn({4, 6}).to(kCuda);
+  expect_missing([&] { exp(x); }, "unary: no CUDA kernel yet (device cuda:0)");
+  expect_missing([&] { sum(x); }, "sum: no CUDA kernel yet (device cuda:0)");
+  Tensor y = empty_like(x);
+  expect_missing([&] { kernels(kCuda).softmax(y, x, 4, 6, 1, false); },
+                 "softmax: no CUDA kernel yet (device cuda:0)");
+}
+
+BOOST_AUTO_TEST_CASE(kernels_run_on_the_current_stream) {
+  // Queued on a side stream, then read through the default one after an event: the value is
+  // the side stream's, so the kernel went where current_stream said.
+  const Stream side = new_stream(kCuda);
+  Tensor t = empty({1 << 20}, TensorOptions(DType::Float32, kCuda));
+  Event done(kCuda);
+  {
+    StreamGuard guard(side);
+    t.fill_(2.0);
+    t.fill_(3.0);
+    done.record();
+  }
+  done.block(current_stream(kCuda));
+  BOOST_TEST(t.to(kCPU).to_vector() == std::vector<double>(1 << 20, 3.0));
+  BOOST_TEST(done.query());
+}
