@@ -94,6 +94,45 @@ Tensor on_device(const Tensor& t, Device device) {
   return d;
 }
 
+// The output's sizes and each operand's strides broadcast to them (stride 0 along a broadcast
+// dim); false beyond the kernels' kMaxDims dims. Size-1 dims are dropped: they move nothing.
+bool strided_layout(const Tensor& out, std::initializer_list<const Tensor*> operands,
+                    StridedLayout& l) {
+  const Shape& sizes = out.shape();
+  const int nd = static_cast<int>(sizes.size());
+  const Tensor* all[3] = {&out, nullptr, nullptr};
+  int k = 1;
+  for (const Tensor* t : operands) all[k++] = t;
+  l = StridedLayout{};
+  l.numel = out.numel();
+  for (int d = 0; d < nd; ++d) {
+    if (sizes[d] == 1) continue;
+    if (l.ndim == kMaxDims) return false;
+    l.size[l.ndim] = sizes[d];
+    for (int j = 0; j < k; ++j) {
+      const Tensor& t = *all[j];
+      const int td = d - (nd - static_cast<int>(t.dim()));
+      l.stride[j][l.ndim] = td < 0 || t.shape()[td] == 1 ? 0 : t.strides()[td];
+    }
+    ++l.ndim;
+  }
+  return true;
+}
+
+// Calls f.template operator()<T>() with T float, bf16 or double for the dtype.
+template <typename F>
+bool float_types(DType t, F&& f) {
+  if (t == DType::Float32)
+    f.template operator()<float>();
+  else if (t == DType::BFloat16)
+    f.template operator()<bf16>();
+  else if (t == DType::Float64)
+    f.template operator()<double>();
+  else
+    return false;
+  return true;
+}
+
 // --- copies and fills
 
 // Bytes between two contiguous tensors of one dtype and size, whichever devices (copy_bytes
@@ -102,42 +141,77 @@ void copy_contiguous(const Tensor& dst, const Tensor& src) {
   copy_bytes(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), dst.nbytes());
 }
 
-// Between the host and the device, the host side does any broadcast, conversion or striding
-// (a host buffer is prepared or read, as torch stages a pageable copy); the device side must be
-// contiguous until a strided copy kernel exists.
+void copy_on_device(const char* family, const Tensor& dst, const Tensor& src);
+
+// Between the host and the device, the host side does any broadcast or conversion (a host
+// buffer is prepared or read, as torch stages a pageable copy); a strided device side goes
+// through a contiguous device buffer and the strided copy kernel.
 void copy_through_host(const char* family, const Tensor& dst, const Tensor& src) {
   if (dst.device().is_cpu()) {
-    if (!src.is_contiguous()) missing(family, src.device(), "a strided source " + layout_of(src));
+    Tensor from = src;
+    if (!src.is_contiguous()) {
+      from = new_tensor(src.shape(), src.dtype(), src.device());
+      copy_on_device(family, from, src);
+    }
     if (dst.is_contiguous() && dst.dtype() == src.dtype() && dst.shape() == src.shape())
-      return copy_contiguous(dst, src);
+      return copy_contiguous(dst, from);
     Tensor host = empty(src.shape(), TensorOptions(src.dtype(), kCPU));
-    copy_contiguous(host, src);
+    copy_contiguous(host, from);
     kernels(kCPU).copy_broadcast(dst, host);
     return;
   }
-  if (!dst.is_contiguous())
-    missing(family, dst.device(), "a strided destination " + layout_of(dst));
-  if (src.is_contiguous() && dst.dtype() == src.dtype() && dst.shape() == src.shape())
-    return copy_contiguous(dst, src);
-  Tensor host = empty(dst.shape(), TensorOptions(dst.dtype(), kCPU));
-  kernels(kCPU).copy_broadcast(host, src);
-  copy_contiguous(dst, host);
+  Tensor host = src;
+  if (!src.is_contiguous() || dst.dtype() != src.dtype() || dst.shape() != src.shape()) {
+    host = empty(dst.shape(), TensorOptions(dst.dtype(), kCPU));
+    kernels(kCPU).copy_broadcast(host, src);
+  }
+  if (dst.is_contiguous()) return copy_contiguous(dst, host);
+  Tensor staged = new_tensor(dst.shape(), dst.dtype(), dst.device());
+  copy_contiguous(staged, host);
+  copy_on_device(family, dst, staged);
+}
+
+// The strided copy of one storage type: `bytes` picks the unsigned integer of that size.
+void strided_copy_bytes(std::size_t bytes, const Tensor& dst, const Tensor& src,
+                        const StridedLayout& l, cudaStream_t stream) {
+  switch (bytes) {
+    case 1:
+      return strided_copy(ptr<const std::uint8_t>(src), ptr<std::uint8_t>(dst), l, stream);
+    case 2:
+      return strided_copy(ptr<const std::uint16_t>(src), ptr<std::uint16_t>(dst), l, stream);
+    case 4:
+      return strided_copy(ptr<const std::uint32_t>(src), ptr<std::uint32_t>(dst), l, stream);
+    default:
+      return strided_copy(ptr<const std::uint64_t>(src), ptr<std::uint64_t>(dst), l, stream);
+  }
 }
 
 void copy_on_device(const char* family, const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
+  const DType dd = dst.dtype(), sd = src.dtype();
   const bool dense = dst.is_contiguous() && src.is_contiguous() && dst.shape() == src.shape();
-  if (dense && dst.dtype() == src.dtype()) return copy_contiguous(dst, src);
-  if (dense && dst.dtype() == DType::BFloat16 && src.dtype() == DType::Float32) {
-    Launch l(dst.device());
-    return cast(ptr<const float>(src), ptr<bf16>(dst), dst.numel(), l.stream);
-  }
-  if (dense && dst.dtype() == DType::Float32 && src.dtype() == DType::BFloat16) {
-    Launch l(dst.device());
-    return cast(ptr<const bf16>(src), ptr<float>(dst), dst.numel(), l.stream);
-  }
-  missing(family, stream_device(dst.device()),
-          fmt::format("{} to {}", layout_of(src), layout_of(dst)));
+  if (dense && dd == sd) return copy_contiguous(dst, src);
+  const Device device = stream_device(dst.device());
+  StridedLayout l;
+  const bool converts = dd == sd || (dd == DType::BFloat16 && sd == DType::Float32) ||
+                        (dd == DType::Float32 && sd == DType::BFloat16) ||
+                        (dd == DType::Float64 && sd == DType::Float32) ||
+                        (dd == DType::Float32 && sd == DType::Float64);
+  if (!converts || !strided_layout(dst, {&src}, l))
+    missing(family, device, fmt::format("{} to {}", layout_of(src), layout_of(dst)));
+  Launch launch(device);
+  if (dense && dd == DType::BFloat16)  // the 16-byte-load kernels
+    return cast(ptr<const float>(src), ptr<bf16>(dst), dst.numel(), launch.stream);
+  if (dense && sd == DType::BFloat16)
+    return cast(ptr<const bf16>(src), ptr<float>(dst), dst.numel(), launch.stream);
+  if (dd == sd) return strided_copy_bytes(dtype_size(dd), dst, src, l, launch.stream);
+  if (dd == DType::BFloat16)
+    return strided_copy(ptr<const float>(src), ptr<bf16>(dst), l, launch.stream);
+  if (sd == DType::BFloat16)
+    return strided_copy(ptr<const bf16>(src), ptr<float>(dst), l, launch.stream);
+  if (dd == DType::Float64)
+    return strided_copy(ptr<const float>(src), ptr<double>(dst), l, launch.stream);
+  strided_copy(ptr<const double>(src), ptr<float>(dst), l, launch.stream);
 }
 
 void copy(const Tensor& dst, const Tensor& src) {
@@ -183,24 +257,100 @@ void binary(BinaryKind kind, const Tensor& out, const Tensor& a_in, const Tensor
             double alpha) {
   const Device device = stream_device(out.device());
   if (out.numel() == 0) return;
-  const bool covered = (kind == BinaryKind::Add && alpha == 1.0) || kind == BinaryKind::Mul;
-  if (!covered) {
-    constexpr const char* kNames[] = {"add", "sub", "mul", "div", "maximum", "minimum"};
-    const char* name = kNames[static_cast<int>(kind)];
-    missing("binary", device,
-            kind == BinaryKind::Add ? fmt::format("add with alpha {}", alpha) : name);
-  }
   const Tensor a = on_device(a_in, device), b = on_device(b_in, device);
-  if (!is_float_or_bf16(out.dtype()) || !out.is_contiguous() || !a.is_contiguous() ||
-      !b.is_contiguous())
-    missing("binary", device,
-            fmt::format("{} and {} into {}", layout_of(a), layout_of(b), layout_of(out)));
-  const BroadcastGeometry geometry = broadcast_geometry(a.shape(), b.shape(), "binary");
+  const bool contiguous = out.is_contiguous() && a.is_contiguous() && b.is_contiguous();
+  if (contiguous && is_float_or_bf16(out.dtype()) &&
+      ((kind == BinaryKind::Add && alpha == 1.0) || kind == BinaryKind::Mul)) {
+    // The 16-byte-load kernels of elementwise.cu.
+    const BroadcastGeometry geometry = broadcast_geometry(a.shape(), b.shape(), "binary");
+    Launch l(device);
+    const BinaryOp op = kind == BinaryKind::Add ? BinaryOp::Add : BinaryOp::Mul;
+    float_or_bf16(out.dtype(), [&]<typename T>() {
+      cuda::binary<T>(op, ptr<const T>(a), ptr<const T>(b), ptr<T>(out), geometry, l.stream);
+    });
+    return;
+  }
+  StridedLayout layout;
+  if (!strided_layout(out, {&a, &b}, layout))
+    missing("binary", device, fmt::format("{} dims", out.dim()));
   Launch l(device);
-  const BinaryOp op = kind == BinaryKind::Add ? BinaryOp::Add : BinaryOp::Mul;
-  float_or_bf16(out.dtype(), [&]<typename T>() {
-    cuda::binary<T>(op, ptr<const T>(a), ptr<const T>(b), ptr<T>(out), geometry, l.stream);
-  });
+  const auto op = static_cast<BinaryKindOp>(static_cast<int>(kind));
+  if (!float_types(out.dtype(), [&]<typename T>() {
+        strided_binary<T>(op, ptr<const T>(a), ptr<const T>(b), ptr<T>(out), layout, alpha,
+                          l.stream);
+      }))
+    missing("binary", device, layout_of(out));
+}
+
+// The kernels' enums follow the table's (kernels.h cannot include the table: nvcc and fmt).
+static_assert(static_cast<int>(BinaryKindOp::Minimum) == static_cast<int>(BinaryKind::Minimum));
+static_assert(static_cast<int>(UnaryKindOp::Sign) == static_cast<int>(UnaryKind::Sign));
+static_assert(static_cast<int>(UnaryKindOp::Pow) == static_cast<int>(UnaryKind::Pow));
+
+void unary(UnaryKind kind, const Tensor& out, const Tensor& a, double scalar) {
+  const Device device = stream_device(out.device());
+  if (out.numel() == 0) return;
+  StridedLayout layout;
+  if (!strided_layout(out, {&a}, layout))
+    missing("unary", device, fmt::format("{} dims", out.dim()));
+  Launch l(device);
+  const auto op = static_cast<UnaryKindOp>(static_cast<int>(kind));
+  if (!float_types(out.dtype(), [&]<typename T>() {
+        strided_unary<T>(op, ptr<const T>(a), ptr<T>(out), layout, scalar, l.stream);
+      }))
+    missing("unary", device, layout_of(out));
+}
+
+// --- reductions over any dims
+
+// a's dims split into kept (the outputs, in order) and reduced ones; false beyond kMaxDims of
+// either (size-1 dims dropped).
+bool reduce_layout(const Tensor& a, const std::vector<bool>& mask, ReduceLayout& l) {
+  l = ReduceLayout{};
+  for (std::int64_t d = 0; d < a.dim(); ++d) {
+    const std::int64_t size = a.shape()[d], stride = a.strides()[d];
+    if (size == 1) continue;
+    if (mask[d]) {
+      if (l.reduced == kMaxDims) return false;
+      l.reduced_size[l.reduced] = size;
+      l.reduced_stride[l.reduced++] = stride;
+      l.count *= size;
+    } else {
+      if (l.kept == kMaxDims) return false;
+      l.kept_size[l.kept] = size;
+      l.kept_stride[l.kept++] = stride;
+      l.outputs *= size;
+    }
+  }
+  return true;
+}
+
+void sum(const Tensor& out, const Tensor& a, const std::vector<bool>& mask, bool mean,
+         std::int64_t count) {
+  const Device device = stream_device(out.device());
+  ReduceLayout l;
+  if (out.dtype() != a.dtype() || !reduce_layout(a, mask, l))
+    missing("sum", device, fmt::format("{} into {}", layout_of(a), layout_of(out)));
+  if (out.numel() == 0) return;
+  Launch launch(device);
+  const double scale = mean ? 1.0 / static_cast<double>(count) : 1.0;
+  if (!float_types(out.dtype(), [&]<typename T>() {
+        reduce_sum<T>(ptr<const T>(a), ptr<T>(out), l, scale, launch.stream);
+      }))
+    missing("sum", device, layout_of(a));
+}
+
+void amax(const Tensor& out, const Tensor& a, const std::vector<bool>& mask) {
+  const Device device = stream_device(out.device());
+  ReduceLayout l;
+  if (out.dtype() != a.dtype() || !reduce_layout(a, mask, l))
+    missing("amax", device, fmt::format("{} into {}", layout_of(a), layout_of(out)));
+  if (out.numel() == 0) return;
+  Launch launch(device);
+  if (!float_types(out.dtype(), [&]<typename T>() {
+        reduce_max<T>(ptr<const T>(a), ptr<T>(out), l, launch.stream);
+      }))
+    missing("amax", device, layout_of(a));
 }
 
 // --- activations: GELU (both forms)
@@ -412,6 +562,9 @@ KernelTable make_table() {
 #undef FSDP_CUDA_MISSING
   // The families with a CUDA kernel (README.md's list).
   t.binary = &binary;
+  t.unary = &unary;
+  t.sum = &sum;
+  t.amax = &amax;
   t.copy = &copy;
   t.copy_broadcast = &copy_broadcast;
   t.fill = &fill;

@@ -37,6 +37,59 @@ template <typename T>
 void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, GeluForm form,
                    cudaStream_t stream);
 
+// --- strided element-wise (strided.cu): the kernel table's general layouts. A StridedLayout is
+// the output's sizes and, per operand, strides in elements (0 where an operand is broadcast);
+// element i of the output (row-major over the sizes) reads its operands at their strides. T is
+// float, bf16 or double; arithmetic in float (double for double), as the CPU's.
+struct StridedLayout {
+  int ndim = 0;
+  std::int64_t size[kMaxDims] = {};
+  std::int64_t stride[3][kMaxDims] = {};  // [0] the output, [1] a (or src), [2] b
+  std::int64_t numel = 1;
+};
+// The KernelTable's UnaryKind and BinaryKind, in their order.
+enum class UnaryKindOp {
+  AddScalar,
+  MulScalar,
+  DivScalar,
+  Pow,
+  Square,
+  Identity,
+  Sqrt,
+  Neg,
+  Exp,
+  Log,
+  Rsqrt,
+  Abs,
+  Sign
+};
+enum class BinaryKindOp { Add, Sub, Mul, Div, Maximum, Minimum };  // Add, Sub: a op alpha * b
+template <typename T>
+void strided_unary(UnaryKindOp op, const T* a, T* out, const StridedLayout& l, double scalar,
+                   cudaStream_t stream);
+template <typename T>
+void strided_binary(BinaryKindOp op, const T* a, const T* b, T* out, const StridedLayout& l,
+                    double alpha, cudaStream_t stream);
+// dst (stride[0]) = src (stride[1]) converted: D and S the same storage type (any element size:
+// pass unsigned integers of it), or float <-> bf16, float <-> double.
+template <typename D, typename S>
+void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t stream);
+
+// --- reductions over any dims (reduce_dims.cu): the kernel table's sum/mean and amax. The kept
+// dims index the outputs (row-major: a contiguous output's order), the reduced dims one output's
+// elements; strides are the input's, in elements. One block per output, float accumulation
+// (double for double); amax propagates NaN, as torch's.
+struct ReduceLayout {
+  int kept = 0, reduced = 0;
+  std::int64_t kept_size[kMaxDims] = {}, kept_stride[kMaxDims] = {};
+  std::int64_t reduced_size[kMaxDims] = {}, reduced_stride[kMaxDims] = {};
+  std::int64_t outputs = 1, count = 1;
+};
+template <typename T>
+void reduce_sum(const T* a, T* out, const ReduceLayout& l, double scale, cudaStream_t stream);
+template <typename T>
+void reduce_max(const T* a, T* out, const ReduceLayout& l, cudaStream_t stream);
+
 // --- reductions (reduce.cu)
 // out[c] = sum over rows of in[r, c] (the bias gradient of a linear layer), in float.
 template <typename T>

@@ -79,6 +79,15 @@ BOOST_AUTO_TEST_CASE(copies_round_trip_between_host_and_device) {
   const Tensor row = host_randn({4});
   dst.copy_(row);
   BOOST_TEST(dst.to(kCPU).to_vector() == row.expand({3, 4}).contiguous().to_vector());
+  // A strided device side on either end goes through the strided copy kernel.
+  Tensor wide = zeros({3, 8}, TensorOptions(DType::Float32, kCuda));
+  wide.narrow(1, 2, 4).copy_(base.narrow(0, 0, 3));
+  Tensor expect = zeros({3, 8}, TensorOptions(DType::Float32, kCPU));
+  expect.narrow(1, 2, 4).copy_(base.narrow(0, 0, 3));
+  BOOST_TEST(wide.to(kCPU).to_vector() == expect.to_vector());
+  Tensor back = empty({4, 3}, TensorOptions(DType::Float32, kCPU));
+  back.copy_(wide.narrow(1, 2, 4).t());
+  BOOST_TEST(back.to_vector() == expect.narrow(1, 2, 4).t().contiguous().to_vector());
 }
 
 BOOST_AUTO_TEST_CASE(casts_on_the_device_round_as_the_cpu) {
@@ -113,9 +122,52 @@ BOOST_AUTO_TEST_CASE(add_and_mul_broadcast_as_the_cpu) {
     const Tensor s = scalar_tensor(0.75, TensorOptions(dtype, kCPU));
     check_close(mul(a.to(kCuda), s), mul(a, s), tol_of(dtype));
   }
-  const Tensor a = host_randn({8});
-  expect_missing([&] { sub(a.to(kCuda), a.to(kCuda)); },
-                 "binary: no CUDA kernel yet for sub (device cuda:0)");
+}
+
+// Every BinaryKind and UnaryKind through the strided kernels: a transposed operand, a broadcast
+// one, a strided output, float64 too.
+BOOST_AUTO_TEST_CASE(every_binary_and_unary_kind_matches_the_cpu_table_on_any_layout) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    const Tensor base = host_randn({6, 5}, dtype), b = host_randn({6}, dtype);
+    const Tensor a = base.t(), a_device = base.to(kCuda).t();  // transposed views
+    for (BinaryKind kind : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div,
+                            BinaryKind::Maximum, BinaryKind::Minimum}) {
+      Tensor want = empty({5, 6}, TensorOptions(dtype, kCPU));
+      kernels(kCPU).binary(kind, want, a.contiguous(), b.expand({5, 6}).contiguous(), 0.5);
+      Tensor got = poisoned({5, 6}, dtype);
+      kernels(kCuda).binary(kind, got, a_device, b.to(kCuda), 0.5);
+      check_close(got, want, tol_of(dtype));
+    }
+    const Tensor positive = add(abs(host_randn({7, 3}, dtype)), 0.5);
+    for (UnaryKind kind :
+         {UnaryKind::AddScalar, UnaryKind::MulScalar, UnaryKind::DivScalar, UnaryKind::Pow,
+          UnaryKind::Square, UnaryKind::Identity, UnaryKind::Sqrt, UnaryKind::Neg, UnaryKind::Exp,
+          UnaryKind::Log, UnaryKind::Rsqrt, UnaryKind::Abs, UnaryKind::Sign}) {
+      Tensor want = empty({3, 7}, TensorOptions(dtype, kCPU));
+      kernels(kCPU).unary(kind, want, positive.t().contiguous(), 1.5);
+      // A strided output: the first 7 columns of a wider tensor.
+      Tensor wide = poisoned({3, 14}, dtype);
+      Tensor got = wide.narrow(1, 0, 7);
+      kernels(kCuda).unary(kind, got, positive.to(kCuda).t(), 1.5);
+      check_close(got.contiguous(), want, tol_of(dtype));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(strided_copies_and_casts_on_the_device_match_the_cpu) {
+  const Tensor x = host_randn({4, 9, 5});
+  const Tensor xd = x.to(kCuda);
+  BOOST_TEST(xd.transpose(0, 2).contiguous().to(kCPU).to_vector() ==
+             x.transpose(0, 2).contiguous().to_vector());
+  BOOST_TEST(xd.transpose(0, 1).to(DType::BFloat16).to(kCPU).to_vector() ==
+             x.transpose(0, 1).to(DType::BFloat16).to_vector());
+  BOOST_TEST(xd.t().to(DType::Float64).to(kCPU).to_vector() ==
+             x.t().to(DType::Float64).to_vector());
+  Tensor i = mul(host_randn({3, 4}), 5.0).to(DType::Int64);
+  BOOST_TEST(i.to(kCuda).t().contiguous().to(kCPU).to_vector() == i.t().contiguous().to_vector());
+  expect_missing([&] { i.to(kCuda).to(DType::Float32); },
+                 "copy: no CUDA kernel yet for int64 of shape [3, 4] to float32 of shape [3, 4] "
+                 "(device cuda:0)");
 }
 
 BOOST_AUTO_TEST_CASE(linear_and_bmm_match_the_cpu) {
@@ -167,10 +219,44 @@ BOOST_AUTO_TEST_CASE(adamw_and_sgd_updates_match_the_cpu_table) {
   check_close(bufd, buf, 1e-4);
 }
 
+BOOST_AUTO_TEST_CASE(sum_mean_and_amax_over_any_dims_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    const Tensor base = host_randn({3, 1, 70, 5}, dtype);
+    const Tensor x = base.transpose(0, 2), xd = base.to(kCuda).transpose(0, 2);  // (70, 1, 3, 5)
+    for (const std::vector<bool>& mask : {std::vector<bool>{true, false, false, false},
+                                          {false, false, true, true},
+                                          {true, true, true, true},
+                                          {false, true, false, false}}) {
+      Shape kept;
+      std::int64_t count = 1;
+      for (std::size_t d = 0; d < mask.size(); ++d)
+        if (mask[d])
+          count *= x.shape()[d];
+        else
+          kept.push_back(x.shape()[d]);
+      for (bool mean : {false, true}) {
+        Tensor want = empty(kept, TensorOptions(dtype, kCPU)), got = poisoned(kept, dtype);
+        kernels(kCPU).sum(want, x, mask, mean, count);
+        kernels(kCuda).sum(got, xd, mask, mean, count);
+        check_close(got, want, tol_of(dtype));
+      }
+      Tensor want = empty(kept, TensorOptions(dtype, kCPU)), got = poisoned(kept, dtype);
+      kernels(kCPU).amax(want, x, mask);
+      kernels(kCuda).amax(got, xd, mask);
+      BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
   const Tensor x = host_randn({4, 6}).to(kCuda);
-  expect_missing([&] { exp(x); }, "unary: no CUDA kernel yet (device cuda:0)");
-  expect_missing([&] { sum(x); }, "sum: no CUDA kernel yet (device cuda:0)");
+  const Tensor condition = empty({4, 6}, TensorOptions(DType::Bool, kCuda));
+  expect_missing([&] { kernels(kCuda).where(x, condition, x, x); },
+                 "where: no CUDA kernel yet (device cuda:0)");
+  const Tensor i = full({4}, 2, TensorOptions(DType::Int64, kCPU)).to(kCuda);
+  Tensor j = empty_like(i);
+  expect_missing([&] { kernels(kCuda).unary(UnaryKind::Neg, j, i, 0.0); },
+                 "unary: no CUDA kernel yet for int64 of shape [4] (device cuda:0)");
   Tensor y = empty_like(x);
   expect_missing([&] { kernels(kCuda).softmax(y, x, 4, 6, 1, false); },
                  "softmax: no CUDA kernel yet (device cuda:0)");
