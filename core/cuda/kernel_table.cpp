@@ -22,9 +22,9 @@
 namespace fsdp::cuda {
 namespace {
 
-// The device of a kernel: that of its first CUDA tensor ("cuda" is cuda:0).
+// The device of a kernel: that of its first CUDA tensor ("cuda" is cuda:0); `d` starts as cuda.
 void find_device(Device& d, const Tensor& t) {
-  if (!d.is_cuda() && t.defined() && t.device().is_cuda()) d = stream_device(t.device());
+  if (d.index < 0 && t.defined() && t.device().is_cuda()) d = stream_device(t.device());
 }
 void find_device(Device& d, const std::vector<Tensor>& ts) {
   for (const auto& t : ts) find_device(d, t);
@@ -44,9 +44,9 @@ template <typename... A>
 struct Missing<void (*KernelTable::*)(A...)> {
   template <auto Member>
   static void run(A... args) {
-    Device device = kCPU;
+    Device device(DeviceType::CUDA);
     (find_device(device, args), ...);
-    missing(kernel_name<Member>(), device);
+    missing(kernel_name<Member>(), stream_device(device));
   }
 };
 
@@ -227,15 +227,23 @@ void copy_broadcast(const Tensor& dst, const Tensor& src) {
 
 void fill(const Tensor& t, double value) {
   if (t.numel() == 0) return;
-  if (!t.is_contiguous()) missing("fill", t.device(), "a strided tensor " + layout_of(t));
-  Launch l(t.device());
-  // Zero is all-zero bits in every dtype (0.0f, 0, false): one memset.
-  if (value == 0.0 && !std::signbit(value))
-    return FSDP_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), l.stream));
-  if (!is_float_or_bf16(t.dtype())) missing("fill", t.device(), layout_of(t));
-  float_or_bf16(t.dtype(), [&]<typename T>() {
-    cuda::fill<T>(ptr<T>(t), static_cast<float>(value), t.numel(), l.stream);
-  });
+  if (t.is_contiguous()) {
+    Launch l(t.device());
+    // Zero is all-zero bits in every dtype (0.0f, 0, false): one memset.
+    if (value == 0.0 && !std::signbit(value))
+      return FSDP_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), l.stream));
+    if (is_float_or_bf16(t.dtype()))
+      return float_or_bf16(t.dtype(), [&]<typename T>() {
+        cuda::fill<T>(ptr<T>(t), static_cast<float>(value), t.numel(), l.stream);
+      });
+  }
+  // Any other dtype or layout: the value converted on the host (the CPU's conversion), then
+  // broadcast from one device element by the strided copy.
+  Tensor host = empty({}, TensorOptions(t.dtype(), kCPU));
+  kernels(kCPU).fill(host, value);
+  Tensor one = new_tensor({}, t.dtype(), t.device());
+  copy_contiguous(one, host);
+  copy_on_device("fill", t, one);
 }
 
 // nn.init's draws are made on the host (the CPU's numbers, as fake_cuda's): stored as values.

@@ -105,12 +105,17 @@ BOOST_AUTO_TEST_CASE(fill_writes_every_element) {
     t.fill_(1.5);
     BOOST_TEST(t.to(kCPU).to_vector() == std::vector<double>(3000, 1.5));
   }
-  // Zero in any dtype is one memset.
+  // Zero in any dtype is one memset; other values and layouts a broadcast device element.
   Tensor i = full({7}, 3, TensorOptions(DType::Int64, kCPU)).to(kCuda);
   i.fill_(0);
   BOOST_TEST(i.to(kCPU).to_vector() == std::vector<double>(7, 0.0));
-  expect_missing([&] { i.fill_(2); },
-                 "fill: no CUDA kernel yet for int64 of shape [7] (device cuda:0)");
+  i.fill_(-2);
+  BOOST_TEST(i.to(kCPU).to_vector() == std::vector<double>(7, -2.0));
+  Tensor m = zeros({4, 6}, TensorOptions(DType::Bool, kCuda));
+  m.narrow(1, 1, 2).fill_(1);
+  Tensor expect = zeros({4, 6}, TensorOptions(DType::Bool, kCPU));
+  expect.narrow(1, 1, 2).fill_(1);
+  BOOST_TEST(m.to(kCPU).to_vector() == expect.to_vector());
 }
 
 BOOST_AUTO_TEST_CASE(add_and_mul_broadcast_as_the_cpu) {
