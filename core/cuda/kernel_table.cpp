@@ -100,7 +100,7 @@ bool strided_layout(const Tensor& out, std::initializer_list<const Tensor*> oper
                     StridedLayout& l) {
   const Shape& sizes = out.shape();
   const int nd = static_cast<int>(sizes.size());
-  const Tensor* all[3] = {&out, nullptr, nullptr};
+  const Tensor* all[4] = {&out, nullptr, nullptr, nullptr};
   int k = 1;
   for (const Tensor* t : operands) all[k++] = t;
   l = StridedLayout{};
@@ -307,6 +307,119 @@ void unary(UnaryKind kind, const Tensor& out, const Tensor& a, double scalar) {
         strided_unary<T>(op, ptr<const T>(a), ptr<T>(out), layout, scalar, l.stream);
       }))
     missing("unary", device, layout_of(out));
+}
+
+// --- comparisons and selections
+
+// Calls f.template operator()<T>() with T the comparable storage type of the dtype.
+template <typename F>
+bool comparable_types(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32:
+      return f.template operator()<float>(), true;
+    case DType::BFloat16:
+      return f.template operator()<bf16>(), true;
+    case DType::Float64:
+      return f.template operator()<double>(), true;
+    case DType::Int64:
+      return f.template operator()<std::int64_t>(), true;
+    case DType::Int32:
+      return f.template operator()<std::int32_t>(), true;
+    case DType::Bool:
+      return f.template operator()<bool>(), true;
+    default:
+      return false;
+  }
+}
+
+// Calls f.template operator()<U>() with U the unsigned integer of the dtype's element size.
+template <typename F>
+void bits_type(DType t, F&& f) {
+  switch (dtype_size(t)) {
+    case 1:
+      return f.template operator()<std::uint8_t>();
+    case 2:
+      return f.template operator()<std::uint16_t>();
+    case 4:
+      return f.template operator()<std::uint32_t>();
+    default:
+      return f.template operator()<std::uint64_t>();
+  }
+}
+
+static_assert(static_cast<int>(CompareKindOp::Ge) == static_cast<int>(CompareKind::Ge));
+
+void compare(CompareKind kind, const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+  const Device device = stream_device(out.device());
+  if (out.numel() == 0) return;
+  const Tensor a = on_device(a_in, device), b = on_device(b_in, device);
+  StridedLayout layout;
+  if (!strided_layout(out, {&a, &b}, layout))
+    missing("compare", device, fmt::format("{} dims", out.dim()));
+  Launch l(device);
+  const auto op = static_cast<CompareKindOp>(static_cast<int>(kind));
+  if (!comparable_types(a.dtype(), [&]<typename T>() {
+        strided_compare<T>(op, ptr<const T>(a), ptr<const T>(b), ptr<bool>(out), layout, l.stream);
+      }))
+    missing("compare", device, layout_of(a));
+}
+
+void eq_scalar(const Tensor& out, const Tensor& a, double b) {
+  const Device device = stream_device(out.device());
+  if (out.numel() == 0) return;
+  StridedLayout layout;
+  if (!strided_layout(out, {&a}, layout))
+    missing("eq_scalar", device, fmt::format("{} dims", out.dim()));
+  Launch l(device);
+  if (!comparable_types(a.dtype(), [&]<typename T>() {
+        strided_eq_scalar<T>(ptr<const T>(a), b, ptr<bool>(out), layout, l.stream);
+      }))
+    missing("eq_scalar", device, layout_of(a));
+}
+
+void logical_not(const Tensor& out, const Tensor& a) {
+  const Device device = stream_device(out.device());
+  if (out.numel() == 0) return;
+  StridedLayout layout;
+  if (!strided_layout(out, {&a}, layout))
+    missing("logical_not", device, fmt::format("{} dims", out.dim()));
+  Launch l(device);
+  if (!comparable_types(a.dtype(), [&]<typename T>() {
+        strided_logical_not<T>(ptr<const T>(a), ptr<bool>(out), layout, l.stream);
+      }))
+    missing("logical_not", device, layout_of(a));
+}
+
+void where(const Tensor& out, const Tensor& condition, const Tensor& a_in, const Tensor& b_in) {
+  const Device device = stream_device(out.device());
+  if (out.numel() == 0) return;
+  const Tensor c = on_device(condition, device), a = on_device(a_in, device),
+               b = on_device(b_in, device);
+  StridedLayout layout;
+  if (!strided_layout(out, {&c, &a, &b}, layout))
+    missing("where", device, fmt::format("{} dims", out.dim()));
+  Launch l(device);
+  bits_type(out.dtype(), [&]<typename U>() {
+    strided_where<U>(ptr<const bool>(c), ptr<const U>(a), ptr<const U>(b), ptr<U>(out), layout,
+                     l.stream);
+  });
+}
+
+void masked_fill(const Tensor& out, const Tensor& a, const Tensor& mask_in, double value) {
+  const Device device = stream_device(out.device());
+  if (out.numel() == 0) return;
+  const Tensor mask = on_device(mask_in, device);
+  StridedLayout layout;
+  if (!strided_layout(out, {&a, &mask}, layout))
+    missing("masked_fill", device, fmt::format("{} dims", out.dim()));
+  // The value in the element's bits, converted by the CPU (its rounding, as fill's).
+  Tensor host = empty({}, TensorOptions(out.dtype(), kCPU));
+  kernels(kCPU).fill(host, value);
+  Launch l(device);
+  bits_type(out.dtype(), [&]<typename U>() {
+    strided_masked_fill<U>(ptr<const U>(a), ptr<const bool>(mask), *ptr<const U>(host), ptr<U>(out),
+                           layout, l.stream);
+  });
 }
 
 // --- reductions over any dims
@@ -572,6 +685,11 @@ KernelTable make_table() {
   t.binary = &binary;
   t.unary = &unary;
   t.sum = &sum;
+  t.compare = &compare;
+  t.eq_scalar = &eq_scalar;
+  t.logical_not = &logical_not;
+  t.where = &where;
+  t.masked_fill = &masked_fill;
   t.amax = &amax;
   t.copy = &copy;
   t.copy_broadcast = &copy_broadcast;

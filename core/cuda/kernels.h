@@ -44,7 +44,7 @@ void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, GeluForm form
 struct StridedLayout {
   int ndim = 0;
   std::int64_t size[kMaxDims] = {};
-  std::int64_t stride[3][kMaxDims] = {};  // [0] the output, [1] a (or src), [2] b
+  std::int64_t stride[4][kMaxDims] = {};  // [0] the output, then the operands in order
   std::int64_t numel = 1;
 };
 // The KernelTable's UnaryKind and BinaryKind, in their order.
@@ -70,6 +70,24 @@ void strided_unary(UnaryKindOp op, const T* a, T* out, const StridedLayout& l, d
 template <typename T>
 void strided_binary(BinaryKindOp op, const T* a, const T* b, T* out, const StridedLayout& l,
                     double alpha, cudaStream_t stream);
+// Comparisons into bool outputs: T float, bf16, double, int64 or int32 (bf16 compared as float).
+enum class CompareKindOp { Eq, Ne, Lt, Le, Gt, Ge };  // the KernelTable's CompareKind
+template <typename T>
+void strided_compare(CompareKindOp op, const T* a, const T* b, bool* out, const StridedLayout& l,
+                     cudaStream_t stream);
+template <typename T>
+void strided_eq_scalar(const T* a, double b, bool* out, const StridedLayout& l,
+                       cudaStream_t stream);
+template <typename T>
+void strided_logical_not(const T* a, bool* out, const StridedLayout& l, cudaStream_t stream);
+// Selections move bits: T is the unsigned integer of the element's size. where: strides of out,
+// condition, a, b; masked_fill: of out, a, mask, `value` already in the element's bits.
+template <typename T>
+void strided_where(const bool* condition, const T* a, const T* b, T* out, const StridedLayout& l,
+                   cudaStream_t stream);
+template <typename T>
+void strided_masked_fill(const T* a, const bool* mask, T value, T* out, const StridedLayout& l,
+                         cudaStream_t stream);
 // dst (stride[0]) = src (stride[1]) converted: D and S the same storage type (any element size:
 // pass unsigned integers of it), or float <-> bf16, float <-> double.
 template <typename D, typename S>

@@ -150,7 +150,125 @@ __global__ void strided_copy_kernel(const S* src, D* dst, StridedLayout l) {
   }
 }
 
+// The value a comparison sees: bf16 as float, the rest as stored.
+template <typename T>
+__device__ __forceinline__ auto compared(T x) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return __bfloat162float(x);
+  else
+    return x;
+}
+
+template <typename T>
+__global__ void strided_compare_kernel(CompareKindOp op, const T* a, const T* b, bool* out,
+                                       StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[3];
+    offsets<3>(l, i, off);
+    const auto x = compared(a[off[1]]), y = compared(b[off[2]]);
+    bool r = false;
+    switch (op) {
+      case CompareKindOp::Eq:
+        r = x == y;
+        break;
+      case CompareKindOp::Ne:
+        r = x != y;
+        break;
+      case CompareKindOp::Lt:
+        r = x < y;
+        break;
+      case CompareKindOp::Le:
+        r = x <= y;
+        break;
+      case CompareKindOp::Gt:
+        r = x > y;
+        break;
+      case CompareKindOp::Ge:
+        r = x >= y;
+        break;
+    }
+    out[off[0]] = r;
+  }
+}
+
+template <typename T>
+__global__ void strided_eq_scalar_kernel(const T* a, double b, bool* out, StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[2];
+    offsets<2>(l, i, off);
+    out[off[0]] = static_cast<double>(compared(a[off[1]])) == b;
+  }
+}
+
+template <typename T>
+__global__ void strided_logical_not_kernel(const T* a, bool* out, StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[2];
+    offsets<2>(l, i, off);
+    out[off[0]] = compared(a[off[1]]) == decltype(compared(a[off[1]]))(0);
+  }
+}
+
+template <typename T>
+__global__ void strided_where_kernel(const bool* c, const T* a, const T* b, T* out,
+                                     StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[4];
+    offsets<4>(l, i, off);
+    out[off[0]] = c[off[1]] ? a[off[2]] : b[off[3]];
+  }
+}
+
+template <typename T>
+__global__ void strided_masked_fill_kernel(const T* a, const bool* m, T value, T* out,
+                                           StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[3];
+    offsets<3>(l, i, off);
+    out[off[0]] = m[off[2]] ? value : a[off[1]];
+  }
+}
+
 }  // namespace
+
+template <typename T>
+void strided_compare(CompareKindOp op, const T* a, const T* b, bool* out, const StridedLayout& l,
+                     cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_compare_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(op, a, b, out, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void strided_eq_scalar(const T* a, double b, bool* out, const StridedLayout& l,
+                       cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_eq_scalar_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(a, b, out, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void strided_logical_not(const T* a, bool* out, const StridedLayout& l, cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_logical_not_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(a, out, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void strided_where(const bool* condition, const T* a, const T* b, T* out, const StridedLayout& l,
+                   cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_where_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(condition, a, b, out, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void strided_masked_fill(const T* a, const bool* mask, T value, T* out, const StridedLayout& l,
+                         cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_masked_fill_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(a, mask, value, out, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
 
 template <typename T>
 void strided_unary(UnaryKindOp op, const T* a, T* out, const StridedLayout& l, double scalar,
@@ -186,6 +304,30 @@ FSDP_POINTWISE(float)
 FSDP_POINTWISE(bf16)
 FSDP_POINTWISE(double)
 #undef FSDP_POINTWISE
+
+#define FSDP_COMPARE(T)                                                                            \
+  template void strided_compare<T>(CompareKindOp, const T*, const T*, bool*, const StridedLayout&, \
+                                   cudaStream_t);                                                  \
+  template void strided_eq_scalar<T>(const T*, double, bool*, const StridedLayout&, cudaStream_t); \
+  template void strided_logical_not<T>(const T*, bool*, const StridedLayout&, cudaStream_t);
+FSDP_COMPARE(float)
+FSDP_COMPARE(bf16)
+FSDP_COMPARE(double)
+FSDP_COMPARE(std::int64_t)
+FSDP_COMPARE(std::int32_t)
+FSDP_COMPARE(bool)
+#undef FSDP_COMPARE
+
+#define FSDP_SELECT(T)                                                                      \
+  template void strided_where<T>(const bool*, const T*, const T*, T*, const StridedLayout&, \
+                                 cudaStream_t);                                             \
+  template void strided_masked_fill<T>(const T*, const bool*, T, T*, const StridedLayout&,  \
+                                       cudaStream_t);
+FSDP_SELECT(std::uint8_t)
+FSDP_SELECT(std::uint16_t)
+FSDP_SELECT(std::uint32_t)
+FSDP_SELECT(std::uint64_t)
+#undef FSDP_SELECT
 
 #define FSDP_COPY(D, S) \
   template void strided_copy<D, S>(const S*, D*, const StridedLayout&, cudaStream_t);

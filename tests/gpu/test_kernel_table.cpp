@@ -253,11 +253,50 @@ BOOST_AUTO_TEST_CASE(sum_mean_and_amax_over_any_dims_match_the_cpu_table) {
   }
 }
 
+// Comparisons, eq_scalar, logical_not, where and masked_fill: exact (they compare or move
+// values), with broadcast and transposed operands.
+BOOST_AUTO_TEST_CASE(comparisons_and_selections_equal_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64, DType::Int64}) {
+    const Tensor base = mul(host_randn({5, 4}), 2.0).to(dtype);
+    const Tensor a = base.t(), a_device = base.to(kCuda).t();  // (4, 5)
+    const Tensor b = mul(host_randn({5}), 2.0).to(dtype);
+    for (CompareKind kind : {CompareKind::Eq, CompareKind::Ne, CompareKind::Lt, CompareKind::Le,
+                             CompareKind::Gt, CompareKind::Ge}) {
+      Tensor want = empty({4, 5}, TensorOptions(DType::Bool, kCPU));
+      kernels(kCPU).compare(kind, want, a.contiguous(), b.expand({4, 5}).contiguous());
+      Tensor got = empty({4, 5}, TensorOptions(DType::Bool, kCuda));
+      kernels(kCuda).compare(kind, got, a_device, b.to(kCuda));
+      BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+    }
+    Tensor eq_want = empty({4, 5}, TensorOptions(DType::Bool, kCPU));
+    Tensor eq_got = empty({4, 5}, TensorOptions(DType::Bool, kCuda));
+    const double probe = a.contiguous().to_vector()[3];
+    kernels(kCPU).eq_scalar(eq_want, a.contiguous(), probe);
+    kernels(kCuda).eq_scalar(eq_got, a_device, probe);
+    BOOST_TEST(eq_got.to(kCPU).to_vector() == eq_want.to_vector());
+    Tensor not_want = empty({4, 5}, TensorOptions(DType::Bool, kCPU));
+    Tensor not_got = empty({4, 5}, TensorOptions(DType::Bool, kCuda));
+    kernels(kCPU).logical_not(not_want, a.contiguous());
+    kernels(kCuda).logical_not(not_got, a_device);
+    BOOST_TEST(not_got.to(kCPU).to_vector() == not_want.to_vector());
+
+    Tensor cond = empty({4, 5}, TensorOptions(DType::Bool, kCPU));
+    kernels(kCPU).compare(CompareKind::Gt, cond, a.contiguous(), b.expand({4, 5}).contiguous());
+    Tensor w_want = empty({4, 5}, TensorOptions(dtype, kCPU));
+    kernels(kCPU).where(w_want, cond, a.contiguous(), b.expand({4, 5}).contiguous());
+    Tensor w_got = empty({4, 5}, TensorOptions(dtype, kCuda));
+    kernels(kCuda).where(w_got, cond.to(kCuda), a_device, b.to(kCuda));
+    BOOST_TEST(w_got.to(kCPU).to_vector() == w_want.to_vector());
+    Tensor f_want = empty({4, 5}, TensorOptions(dtype, kCPU));
+    kernels(kCPU).masked_fill(f_want, a.contiguous(), cond, -7.25);
+    Tensor f_got = empty({4, 5}, TensorOptions(dtype, kCuda));
+    kernels(kCuda).masked_fill(f_got, a_device, cond.to(kCuda), -7.25);
+    BOOST_TEST(f_got.to(kCPU).to_vector() == f_want.to_vector());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
   const Tensor x = host_randn({4, 6}).to(kCuda);
-  const Tensor condition = empty({4, 6}, TensorOptions(DType::Bool, kCuda));
-  expect_missing([&] { kernels(kCuda).where(x, condition, x, x); },
-                 "where: no CUDA kernel yet (device cuda:0)");
   const Tensor i = full({4}, 2, TensorOptions(DType::Int64, kCPU)).to(kCuda);
   Tensor j = empty_like(i);
   expect_missing([&] { kernels(kCuda).unary(UnaryKind::Neg, j, i, 0.0); },
