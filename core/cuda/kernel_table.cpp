@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <memory>
@@ -422,6 +423,60 @@ void masked_fill(const Tensor& out, const Tensor& a, const Tensor& mask_in, doub
   });
 }
 
+void masked_scale(const Tensor& y, const Tensor& x, const Tensor& mask, double scale) {
+  const Device device = stream_device(y.device());
+  if (y.numel() == 0) return;
+  StridedLayout layout;
+  if (!strided_layout(y, {&x, &mask}, layout) ||
+      (y.dtype() != DType::Float32 && y.dtype() != DType::Float64))
+    missing("masked_scale", device, layout_of(y));
+  Launch l(device);
+  if (y.dtype() == DType::Float32)
+    strided_masked_scale(ptr<const float>(x), ptr<const std::uint8_t>(mask), ptr<float>(y), scale,
+                         layout, l.stream);
+  else
+    strided_masked_scale(ptr<const double>(x), ptr<const std::uint8_t>(mask), ptr<double>(y), scale,
+                         layout, l.stream);
+}
+
+// --- rows by index (the indices were checked on the host by the op)
+
+// The indices on the device, in stream order with the kernel that reads them.
+Tensor device_index(const std::vector<std::int64_t>& index, Device device) {
+  Tensor host = empty({static_cast<std::int64_t>(index.size())}, TensorOptions(DType::Int64, kCPU));
+  std::copy(index.begin(), index.end(), host.data<std::int64_t>());
+  Tensor d = new_tensor(host.shape(), DType::Int64, device);
+  copy_contiguous(d, host);
+  return d;
+}
+
+void index_select(const Tensor& out, const Tensor& src, const std::vector<std::int64_t>& index,
+                  std::int64_t outer, std::int64_t inner, std::int64_t size) {
+  const Device device = stream_device(out.device());
+  if (out.numel() == 0) return;
+  if (!src.is_contiguous() || !out.is_contiguous()) missing("index_select", device, layout_of(src));
+  const Tensor idx = device_index(index, device);
+  Launch l(device);
+  bits_type(out.dtype(), [&]<typename U>() {
+    index_select_rows<U>(ptr<const U>(src), ptr<const std::int64_t>(idx), ptr<U>(out), outer,
+                         static_cast<std::int64_t>(index.size()), inner, size, l.stream);
+  });
+}
+
+void index_add(const Tensor& grad, const Tensor& src, const std::vector<std::int64_t>& index,
+               std::int64_t outer, std::int64_t inner, std::int64_t size) {
+  const Device device = stream_device(grad.device());
+  if (src.numel() == 0) return;
+  if (!src.is_contiguous() || !grad.is_contiguous()) missing("index_add", device, layout_of(src));
+  const Tensor idx = device_index(index, device);
+  Launch l(device);
+  if (!float_types(grad.dtype(), [&]<typename T>() {
+        index_add_rows<T>(ptr<const T>(src), ptr<const std::int64_t>(idx), ptr<T>(grad), outer,
+                          static_cast<std::int64_t>(index.size()), inner, size, l.stream);
+      }))
+    missing("index_add", device, layout_of(grad));
+}
+
 // --- reductions over any dims
 
 // a's dims split into kept (the outputs, in order) and reduced ones; false beyond kMaxDims of
@@ -685,6 +740,9 @@ KernelTable make_table() {
   t.binary = &binary;
   t.unary = &unary;
   t.sum = &sum;
+  t.masked_scale = &masked_scale;
+  t.index_select = &index_select;
+  t.index_add = &index_add;
   t.compare = &compare;
   t.eq_scalar = &eq_scalar;
   t.logical_not = &logical_not;

@@ -88,10 +88,26 @@ void strided_where(const bool* condition, const T* a, const T* b, T* out, const 
 template <typename T>
 void strided_masked_fill(const T* a, const bool* mask, T value, T* out, const StridedLayout& l,
                          cudaStream_t stream);
+// y = mask ? x * scale : 0 (dropout), strides of y, x, mask; T float or double, mask uint8.
+template <typename T>
+void strided_masked_scale(const T* x, const std::uint8_t* mask, T* y, double scale,
+                          const StridedLayout& l, cudaStream_t stream);
 // dst (stride[0]) = src (stride[1]) converted: D and S the same storage type (any element size:
 // pass unsigned integers of it), or float <-> bf16, float <-> double.
 template <typename D, typename S>
 void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t stream);
+
+// --- rows along one dim by index (index.cu), the indices checked on the host and copied to the
+// device: src (outer, size, inner) and out (outer, n, inner), contiguous.
+// out[o, i, :] = src[o, index[i], :]; U is the unsigned integer of the element's size.
+template <typename U>
+void index_select_rows(const U* src, const std::int64_t* index, U* out, std::int64_t outer,
+                       std::int64_t n, std::int64_t inner, std::int64_t size, cudaStream_t stream);
+// grad[o, index[i], :] += src[o, i, :] with atomics (repeated indices add up; the order of the
+// additions is the hardware's). T float, bf16 or double.
+template <typename T>
+void index_add_rows(const T* src, const std::int64_t* index, T* grad, std::int64_t outer,
+                    std::int64_t n, std::int64_t inner, std::int64_t size, cudaStream_t stream);
 
 // --- reductions over any dims (reduce_dims.cu): the kernel table's sum/mean and amax. The kept
 // dims index the outputs (row-major: a contiguous output's order), the reduced dims one output's

@@ -229,7 +229,30 @@ __global__ void strided_masked_fill_kernel(const T* a, const bool* m, T value, T
   }
 }
 
+template <typename T>
+__global__ void strided_masked_scale_kernel(const T* x, const std::uint8_t* m, T* y,
+                                            typename Acc<T>::type scale, StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[3];
+    offsets<3>(l, i, off);
+    y[off[0]] = m[off[2]] ? static_cast<T>(x[off[1]] * scale) : T(0);
+  }
+}
+
 }  // namespace
+
+template <typename T>
+void strided_masked_scale(const T* x, const std::uint8_t* mask, T* y, double scale,
+                          const StridedLayout& l, cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_masked_scale_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(
+      x, mask, y, static_cast<typename Acc<T>::type>(scale), l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+template void strided_masked_scale<float>(const float*, const std::uint8_t*, float*, double,
+                                          const StridedLayout&, cudaStream_t);
+template void strided_masked_scale<double>(const double*, const std::uint8_t*, double*, double,
+                                           const StridedLayout&, cudaStream_t);
 
 template <typename T>
 void strided_compare(CompareKindOp op, const T* a, const T* b, bool* out, const StridedLayout& l,

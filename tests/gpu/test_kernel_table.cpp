@@ -295,6 +295,39 @@ BOOST_AUTO_TEST_CASE(comparisons_and_selections_equal_the_cpu_table) {
   }
 }
 
+// Embedding's path: rows gathered by index (exact) and their gradient scattered back with
+// atomics (repeated indices add up; the order of additions differs from the CPU's).
+BOOST_AUTO_TEST_CASE(index_select_and_index_add_match_the_cpu_table) {
+  const std::vector<std::int64_t> index{3, 0, 3, 7, 1, 3};
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    const Tensor src = host_randn({2, 8, 5}, dtype);  // (outer, size, inner)
+    Tensor want = empty({2, 6, 5}, TensorOptions(dtype, kCPU));
+    kernels(kCPU).index_select(want, src, index, 2, 5, 8);
+    Tensor got = poisoned({2, 6, 5}, dtype);
+    kernels(kCuda).index_select(got, src.to(kCuda), index, 2, 5, 8);
+    BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+
+    const Tensor g = host_randn({2, 6, 5}, dtype);
+    Tensor grad = zeros({2, 8, 5}, TensorOptions(dtype, kCPU));
+    Tensor grad_device = grad.to(kCuda);
+    kernels(kCPU).index_add(grad, g, index, 2, 5, 8);
+    kernels(kCuda).index_add(grad_device, g.to(kCuda), index, 2, 5, 8);
+    check_close(grad_device, grad, tol_of(dtype));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(dropouts_masked_scale_matches_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const Tensor x = host_randn({33, 7}, dtype);
+    const Tensor mask =
+        gt(host_randn({33, 7}), zeros({}, TensorOptions(DType::Float32, kCPU))).to(DType::UInt8);
+    Tensor want = empty_like(x), got = poisoned(x.shape(), dtype);
+    kernels(kCPU).masked_scale(want, x, mask, 1.25);
+    kernels(kCuda).masked_scale(got, x.to(kCuda), mask.to(kCuda), 1.25);
+    BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
   const Tensor x = host_randn({4, 6}).to(kCuda);
   const Tensor i = full({4}, 2, TensorOptions(DType::Int64, kCPU)).to(kCuda);
