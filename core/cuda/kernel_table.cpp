@@ -571,6 +571,54 @@ void activation_backward(ActivationKind kind, const Tensor& dx, const Tensor& sa
   });
 }
 
+// --- layer norm (layer_norm.cu): float32 rows; 16-bit rows come with float32 parameters and
+// statistics, which the kernels (one storage type for all) do not take yet.
+
+const float* optional_ptr(const Tensor& t) {
+  return t.defined() ? ptr<const float>(t) : nullptr;
+}
+
+void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                const Tensor& w, const Tensor& b, std::int64_t n, double eps) {
+  const Device device = stream_device(y.device());
+  if (x.dtype() != DType::Float32 || (w.defined() && w.dtype() != DType::Float32))
+    missing("layer_norm", device, layout_of(x));
+  if (x.numel() == 0) return;
+  Launch l(device);
+  layer_norm_forward<float>(ptr<const float>(x), optional_ptr(w), optional_ptr(b), ptr<float>(y),
+                            ptr<float>(mean), ptr<float>(rstd), x.numel() / n, n,
+                            static_cast<float>(eps), l.stream);
+}
+
+// dw += (float sums), db likewise: the table keeps float64 parameter sums.
+void accumulate_into(const Tensor& sum64, const Tensor& part32, cudaStream_t stream) {
+  Tensor wide = new_tensor(part32.shape(), DType::Float64, sum64.device());
+  StridedLayout l;
+  strided_layout(wide, {&part32}, l);
+  strided_copy(ptr<const float>(part32), ptr<double>(wide), l, stream);
+  strided_layout(sum64, {&sum64, &wide}, l);
+  strided_binary<double>(BinaryKindOp::Add, ptr<const double>(sum64), ptr<const double>(wide),
+                         ptr<double>(sum64), l, 1.0, stream);
+}
+
+void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& x,
+                         const Tensor& w, const Tensor& mean, const Tensor& rstd, const Tensor& g,
+                         std::int64_t n) {
+  const Device device = stream_device(dx.device());
+  if (x.dtype() != DType::Float32 || !dx.defined())
+    missing("layer_norm_backward", device, layout_of(x));
+  if (x.numel() == 0) return;
+  Launch l(device);
+  const Tensor dw32 = dw.defined() ? new_tensor({n}, DType::Float32, device) : Tensor();
+  const Tensor db32 = db.defined() ? new_tensor({n}, DType::Float32, device) : Tensor();
+  cuda::layer_norm_backward<float>(
+      ptr<const float>(g), ptr<const float>(x), optional_ptr(w), ptr<const float>(mean),
+      ptr<const float>(rstd), ptr<float>(dx), dw.defined() ? ptr<float>(dw32) : nullptr,
+      db.defined() ? ptr<float>(db32) : nullptr, x.numel() / n, n, l.stream);
+  if (dw.defined()) accumulate_into(dw, dw32, l.stream);
+  if (db.defined()) accumulate_into(db, db32, l.stream);
+}
+
 // --- products through cuBLASLt
 
 // One cuBLASLt handle per thread and device (a handle is not thread-safe; gemm.h).
@@ -740,6 +788,8 @@ KernelTable make_table() {
   t.binary = &binary;
   t.unary = &unary;
   t.sum = &sum;
+  t.layer_norm = &layer_norm;
+  t.layer_norm_backward = &layer_norm_backward;
   t.masked_scale = &masked_scale;
   t.index_select = &index_select;
   t.index_add = &index_add;
