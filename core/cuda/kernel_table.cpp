@@ -571,6 +571,42 @@ void activation_backward(ActivationKind kind, const Tensor& dx, const Tensor& sa
   });
 }
 
+// --- softmax along a dim (softmax_rows.cu)
+
+void softmax(const Tensor& y, const Tensor& x, std::int64_t outer, std::int64_t n,
+             std::int64_t inner, bool log) {
+  const Device device = stream_device(y.device());
+  Launch l(device);
+  if (!float_types(x.dtype(), [&]<typename T>() {
+        softmax_rows<T>(ptr<const T>(x), nullptr, ptr<T>(y), outer, n, inner, 1, log, l.stream);
+      }))
+    missing("softmax", device, layout_of(x));
+}
+
+void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& g, std::int64_t outer,
+                      std::int64_t n, std::int64_t inner, bool log) {
+  const Device device = stream_device(dx.device());
+  Launch l(device);
+  if (!float_types(y.dtype(), [&]<typename T>() {
+        softmax_rows_backward<T>(ptr<const T>(y), ptr<const T>(g), ptr<T>(dx), outer, n, inner, log,
+                                 l.stream);
+      }))
+    missing("softmax_backward", device, layout_of(y));
+}
+
+void masked_softmax(const Tensor& y, const Tensor& x, const Tensor& m, std::int64_t mask_stride) {
+  const Device device = stream_device(y.device());
+  const std::int64_t B = x.shape()[0], L = x.shape()[1], S = x.shape()[2];
+  Launch l(device);
+  // A shared (L, S) mask repeats every L rows; a per-batch one never does.
+  const std::int64_t mask_rows = mask_stride == 0 ? L : B * L;
+  if (!float_types(x.dtype(), [&]<typename T>() {
+        softmax_rows<T>(ptr<const T>(x), ptr<const T>(m), ptr<T>(y), B * L, S, 1, mask_rows, false,
+                        l.stream);
+      }))
+    missing("masked_softmax", device, layout_of(x));
+}
+
 // --- layer norm (layer_norm.cu): float32 rows; 16-bit rows come with float32 parameters and
 // statistics, which the kernels (one storage type for all) do not take yet.
 
@@ -788,6 +824,9 @@ KernelTable make_table() {
   t.binary = &binary;
   t.unary = &unary;
   t.sum = &sum;
+  t.softmax = &softmax;
+  t.softmax_backward = &softmax_backward;
+  t.masked_softmax = &masked_softmax;
   t.layer_norm = &layer_norm;
   t.layer_norm_backward = &layer_norm_backward;
   t.masked_scale = &masked_scale;

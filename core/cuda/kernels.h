@@ -97,6 +97,17 @@ void strided_masked_scale(const T* x, const std::uint8_t* mask, T* y, double sca
 template <typename D, typename S>
 void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t stream);
 
+// --- softmax along any dim (softmax_rows.cu): x, y (outer, n, inner) contiguous, one row per
+// (outer, inner) pair; `mask` (inner 1 only, or null) is added first, row r reading mask row
+// r % mask_rows (masked_softmax's shared or per-batch mask). T float, bf16 or double.
+template <typename T>
+void softmax_rows(const T* x, const T* mask, T* y, std::int64_t outer, std::int64_t n,
+                  std::int64_t inner, std::int64_t mask_rows, bool log, cudaStream_t stream);
+// dx from the output y and the gradient g: y (g - sum(g y)), or g - exp(y) sum(g) for log.
+template <typename T>
+void softmax_rows_backward(const T* y, const T* g, T* dx, std::int64_t outer, std::int64_t n,
+                           std::int64_t inner, bool log, cudaStream_t stream);
+
 // --- rows along one dim by index (index.cu), the indices checked on the host and copied to the
 // device: src (outer, size, inner) and out (outer, n, inner), contiguous.
 // out[o, i, :] = src[o, index[i], :]; U is the unsigned integer of the element's size.
