@@ -571,6 +571,58 @@ void activation_backward(ActivationKind kind, const Tensor& dx, const Tensor& sa
   });
 }
 
+// --- gradient clipping (core/nn/clip_grad.cpp)
+
+// t's elements as float64 on the device, contiguous (the CPU's norm shares are double).
+Tensor as_float64(const char* family, const Tensor& t, cudaStream_t stream) {
+  Tensor wide = new_tensor(t.shape(), DType::Float64, t.device());
+  StridedLayout l;
+  if (!strided_layout(wide, {&t}, l)) missing(family, stream_device(t.device()), layout_of(t));
+  if (t.dtype() == DType::Float32)
+    strided_copy(ptr<const float>(t), ptr<double>(wide), l, stream);
+  else if (t.dtype() == DType::Float64)
+    strided_copy_bytes(8, wide, t, l, stream);
+  else
+    missing(family, stream_device(t.device()), layout_of(t));
+  return wide;
+}
+
+// out (0-d float64) = sum |x|^p, or max |x| for p = inf, in double as the CPU's.
+void norm_partial(const Tensor& out, const Tensor& t, double p) {
+  const Device device = stream_device(out.device());
+  if (!(p > 0) || (std::isinf(p) && p < 0)) missing("norm_partial", device, fmt::format("p {}", p));
+  Launch l(device);
+  const Tensor x = as_float64("norm_partial", t, l.stream);
+  StridedLayout self;
+  strided_layout(x, {&x}, self);
+  strided_unary<double>(UnaryKindOp::Abs, ptr<const double>(x), ptr<double>(x), self, 0.0,
+                        l.stream);
+  ReduceLayout all;
+  all.reduced = 1;
+  all.reduced_size[0] = x.numel();
+  all.reduced_stride[0] = 1;
+  all.count = x.numel();
+  if (std::isinf(p)) {
+    if (x.numel() == 0) return fill(out, 0.0);
+    return reduce_max<double>(ptr<const double>(x), ptr<double>(out), all, l.stream);
+  }
+  if (p != 1.0)
+    strided_unary<double>(UnaryKindOp::Pow, ptr<const double>(x), ptr<double>(x), self, p,
+                          l.stream);
+  reduce_sum<double>(ptr<const double>(x), ptr<double>(out), all, 1.0, l.stream);
+}
+
+// t clamped into [lo, hi] in place; nan stays nan (maximum and minimum propagate it).
+void clamp_(const Tensor& t, double lo, double hi) {
+  if (!float_types(t.dtype(), []<typename>() {}))
+    missing("clamp_", stream_device(t.device()), layout_of(t));
+  if (t.numel() == 0) return;
+  for (auto [kind, bound] : {std::pair{BinaryKind::Maximum, lo}, {BinaryKind::Minimum, hi}}) {
+    if (std::isinf(bound)) continue;  // no bound on that side
+    binary(kind, t, t, scalar_tensor(bound, TensorOptions(t.dtype(), kCPU)), 1.0);
+  }
+}
+
 // --- softmax along a dim (softmax_rows.cu)
 
 void softmax(const Tensor& y, const Tensor& x, std::int64_t outer, std::int64_t n,
@@ -824,6 +876,8 @@ KernelTable make_table() {
   t.binary = &binary;
   t.unary = &unary;
   t.sum = &sum;
+  t.norm_partial = &norm_partial;
+  t.clamp_ = &clamp_;
   t.softmax = &softmax;
   t.softmax_backward = &softmax_backward;
   t.masked_softmax = &masked_softmax;

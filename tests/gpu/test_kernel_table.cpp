@@ -394,6 +394,29 @@ BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_tabl
   }
 }
 
+// clip_grad_norm_'s pieces: the norm shares in double and the clamp (nan stays nan).
+BOOST_AUTO_TEST_CASE(norm_shares_and_clamp_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const Tensor base = host_randn({40, 31}, dtype);
+    const Tensor t = base.t(), t_device = base.to(kCuda).t();
+    for (double p : {1.0, 2.0, 3.0, double(INFINITY)}) {
+      Tensor want = empty({}, TensorOptions(DType::Float64, kCPU));
+      Tensor got = empty({}, TensorOptions(DType::Float64, kCuda));
+      kernels(kCPU).norm_partial(want, t, p);
+      kernels(kCuda).norm_partial(got, t_device, p);
+      check_close(got, want, p == INFINITY ? 0.0 : 1e-5);
+    }
+    Tensor c = host_randn({9}, dtype);
+    c.narrow(0, 4, 1).fill_(NAN);
+    Tensor cd = c.to(kCuda);
+    kernels(kCPU).clamp_(c, -0.5, 0.25);
+    kernels(kCuda).clamp_(cd, -0.5, 0.25);
+    const std::vector<double> got = cd.to(kCPU).to_vector(), want = c.to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i)
+      BOOST_TEST((got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
   const Tensor x = host_randn({4, 6}).to(kCuda);
   const Tensor i = full({4}, 2, TensorOptions(DType::Int64, kCPU)).to(kCuda);
