@@ -623,6 +623,53 @@ void clamp_(const Tensor& t, double lo, double hi) {
   }
 }
 
+// --- mse_loss (core/functional/mse_loss.cpp), from the element-wise and reduction kernels in
+// the CPU's order: the difference in x's dtype, its square summed in double.
+
+void mse_loss(const Tensor& out, const Tensor& x, const Tensor& t, bool none, bool mean) {
+  const Device device = stream_device(out.device());
+  if (x.dtype() != DType::Float32 && x.dtype() != DType::Float64)
+    missing("mse_loss", device, layout_of(x));
+  if (none) {
+    binary(BinaryKind::Sub, out, x, t, 1.0);
+    unary(UnaryKind::Square, out, out, 0.0);
+    return;
+  }
+  Tensor diff = new_tensor(x.shape(), x.dtype(), device);
+  binary(BinaryKind::Sub, diff, x, t, 1.0);
+  Launch l(device);
+  const Tensor wide = as_float64("mse_loss", diff, l.stream);
+  StridedLayout self;
+  strided_layout(wide, {&wide}, self);
+  strided_unary<double>(UnaryKindOp::Square, ptr<const double>(wide), ptr<double>(wide), self, 0.0,
+                        l.stream);
+  ReduceLayout all;
+  all.reduced = 1;
+  all.reduced_size[0] = all.count = wide.numel();
+  all.reduced_stride[0] = 1;
+  Tensor total = new_tensor({}, DType::Float64, device);
+  if (wide.numel() == 0)
+    fill(total, 0.0);
+  else
+    reduce_sum<double>(ptr<const double>(wide), ptr<double>(total), all,
+                       mean ? 1.0 / static_cast<double>(wide.numel()) : 1.0, l.stream);
+  copy_on_device("mse_loss", out, total);
+}
+
+void mse_loss_backward(const Tensor& d, const Tensor& x, const Tensor& t, const Tensor& g,
+                       double scale) {
+  const Device device = stream_device(d.device());
+  if (x.dtype() != DType::Float32 && x.dtype() != DType::Float64)
+    missing("mse_loss_backward", device, layout_of(x));
+  binary(BinaryKind::Sub, d, x, t, 1.0);
+  if (g.defined()) {
+    binary(BinaryKind::Mul, d, d, g, 1.0);
+    unary(UnaryKind::MulScalar, d, d, 2.0);  // exact: 2 (x - t) g == ((x - t) g) 2
+  } else {
+    unary(UnaryKind::MulScalar, d, d, scale);
+  }
+}
+
 // --- softmax along a dim (softmax_rows.cu)
 
 void softmax(const Tensor& y, const Tensor& x, std::int64_t outer, std::int64_t n,
@@ -876,6 +923,8 @@ KernelTable make_table() {
   t.binary = &binary;
   t.unary = &unary;
   t.sum = &sum;
+  t.mse_loss = &mse_loss;
+  t.mse_loss_backward = &mse_loss_backward;
   t.norm_partial = &norm_partial;
   t.clamp_ = &clamp_;
   t.softmax = &softmax;
