@@ -670,6 +670,83 @@ void mse_loss_backward(const Tensor& d, const Tensor& x, const Tensor& t, const 
   }
 }
 
+// --- classification losses (class_loss.cu): targets checked on the host, copied over
+
+Tensor device_doubles(const std::vector<double>& values, Device device) {
+  Tensor host =
+      empty({static_cast<std::int64_t>(values.size())}, TensorOptions(DType::Float64, kCPU));
+  std::copy(values.begin(), values.end(), host.data<double>());
+  Tensor d = new_tensor(host.shape(), DType::Float64, device);
+  copy_contiguous(d, host);
+  return d;
+}
+
+void cross_entropy(const Tensor& losses, const Tensor& lse, const Tensor& x,
+                   const std::vector<std::int64_t>& targets, const NcsLayout& layout,
+                   std::int64_t ignore_index, double label_smoothing) {
+  const Device device = stream_device(losses.device());
+  const Tensor t = device_index(targets, device);
+  Launch l(device);
+  if (!float_types(x.dtype(), [&]<typename T>() {
+        cross_entropy_positions<T>(ptr<const T>(x), ptr<const std::int64_t>(t), ptr<double>(losses),
+                                   ptr<double>(lse), layout.n, layout.c, layout.s, ignore_index,
+                                   label_smoothing, l.stream);
+      }))
+    missing("cross_entropy", device, layout_of(x));
+}
+
+void cross_entropy_backward(const Tensor& dx, const Tensor& x, const Tensor& lse,
+                            const std::vector<std::int64_t>& targets,
+                            const std::vector<double>& position_grads, const NcsLayout& layout,
+                            std::int64_t ignore_index, double label_smoothing) {
+  const Device device = stream_device(dx.device());
+  const Tensor t = device_index(targets, device), g = device_doubles(position_grads, device);
+  Launch l(device);
+  if (!float_types(x.dtype(), [&]<typename T>() {
+        cross_entropy_positions_backward<T>(ptr<const T>(x), ptr<const double>(lse),
+                                            ptr<const std::int64_t>(t), ptr<const double>(g),
+                                            ptr<T>(dx), layout.n, layout.c, layout.s, ignore_index,
+                                            label_smoothing, l.stream);
+      }))
+    missing("cross_entropy_backward", device, layout_of(x));
+}
+
+void nll_loss(const Tensor& losses, const Tensor& x, const std::vector<std::int64_t>& targets,
+              const NcsLayout& layout, std::int64_t ignore_index) {
+  const Device device = stream_device(losses.device());
+  const Tensor t = device_index(targets, device);
+  Launch l(device);
+  if (!float_types(x.dtype(), [&]<typename T>() {
+        nll_positions<T>(ptr<const T>(x), ptr<const std::int64_t>(t), ptr<double>(losses), layout.n,
+                         layout.c, layout.s, ignore_index, l.stream);
+      }))
+    missing("nll_loss", device, layout_of(x));
+}
+
+void nll_loss_backward(const Tensor& dx, const std::vector<std::int64_t>& targets,
+                       const std::vector<double>& position_grads, const NcsLayout& layout,
+                       std::int64_t ignore_index) {
+  const Device device = stream_device(dx.device());
+  const Tensor t = device_index(targets, device), g = device_doubles(position_grads, device);
+  Launch l(device);
+  if (!float_types(dx.dtype(), [&]<typename T>() {
+        nll_positions_backward<T>(ptr<const std::int64_t>(t), ptr<const double>(g), ptr<T>(dx),
+                                  layout.n, layout.c, layout.s, ignore_index, l.stream);
+      }))
+    missing("nll_loss_backward", device, layout_of(dx));
+}
+
+void sum_in_order(const Tensor& out, const Tensor& values, double divisor) {
+  const Device device = stream_device(out.device());
+  if (values.dtype() != DType::Float64 || !values.is_contiguous())
+    missing("sum_in_order", device, layout_of(values));
+  Launch l(device);
+  Tensor total = out.dtype() == DType::Float64 ? out : new_tensor({}, DType::Float64, device);
+  cuda::sum_in_order(ptr<const double>(values), values.numel(), divisor, ptr<double>(total),
+                     l.stream);
+  if (out.dtype() != DType::Float64) copy_on_device("sum_in_order", out, total);
+}
+
 // --- softmax along a dim (softmax_rows.cu)
 
 void softmax(const Tensor& y, const Tensor& x, std::int64_t outer, std::int64_t n,
@@ -923,6 +1000,11 @@ KernelTable make_table() {
   t.binary = &binary;
   t.unary = &unary;
   t.sum = &sum;
+  t.cross_entropy = &cross_entropy;
+  t.cross_entropy_backward = &cross_entropy_backward;
+  t.nll_loss = &nll_loss;
+  t.nll_loss_backward = &nll_loss_backward;
+  t.sum_in_order = &sum_in_order;
   t.mse_loss = &mse_loss;
   t.mse_loss_backward = &mse_loss_backward;
   t.norm_partial = &norm_partial;

@@ -108,6 +108,33 @@ template <typename T>
 void softmax_rows_backward(const T* y, const T* g, T* dx, std::int64_t outer, std::int64_t n,
                            std::int64_t inner, bool log, cudaStream_t stream);
 
+// --- classification losses per position (class_loss.cu): x read as (n, c, s), position
+// p = (i, j) with its c class scores s apart; targets int64 (checked on the host), ignore_index
+// positions give 0. Losses and lse in double, as the table's.
+// loss = (1 - eps) (lse - x_t) + eps (lse - mean_k x_k).
+template <typename T>
+void cross_entropy_positions(const T* x, const std::int64_t* target, double* losses, double* lse,
+                             std::int64_t n, std::int64_t c, std::int64_t s,
+                             std::int64_t ignore_index, double eps, cudaStream_t stream);
+// dx (zero-filled) = g_p (softmax - eps / c - (1 - eps) onehot(t)) per non-ignored position.
+template <typename T>
+void cross_entropy_positions_backward(const T* x, const double* lse, const std::int64_t* target,
+                                      const double* grads, T* dx, std::int64_t n, std::int64_t c,
+                                      std::int64_t s, std::int64_t ignore_index, double eps,
+                                      cudaStream_t stream);
+// losses[p] = -x[t]; backward: dx[t] = -g_p (dx zero-filled).
+template <typename T>
+void nll_positions(const T* x, const std::int64_t* target, double* losses, std::int64_t n,
+                   std::int64_t c, std::int64_t s, std::int64_t ignore_index, cudaStream_t stream);
+template <typename T>
+void nll_positions_backward(const std::int64_t* target, const double* grads, T* dx, std::int64_t n,
+                            std::int64_t c, std::int64_t s, std::int64_t ignore_index,
+                            cudaStream_t stream);
+// *out = (values[0] + values[1] + ...) / divisor, added in index order (one thread: the CPU's
+// result bit for bit).
+void sum_in_order(const double* values, std::int64_t n, double divisor, double* out,
+                  cudaStream_t stream);
+
 // --- rows along one dim by index (index.cu), the indices checked on the host and copied to the
 // device: src (outer, size, inner) and out (outer, n, inner), contiguous.
 // out[o, i, :] = src[o, index[i], :]; U is the unsigned integer of the element's size.

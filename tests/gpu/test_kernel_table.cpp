@@ -441,6 +441,55 @@ BOOST_AUTO_TEST_CASE(mse_loss_and_its_backward_match_the_cpu_table) {
   }
 }
 
+// train_gpt's loss: cross-entropy per position (with label smoothing and an ignored target),
+// its backward, nll, and the in-order sum (bit for bit: one thread adds in the CPU's order).
+BOOST_AUTO_TEST_CASE(classification_losses_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64})
+    for (std::int64_t s : {1, 3}) {
+      const NcsLayout layout{5, 300, s};
+      const Tensor x = mul(host_randn({5, 300, s}, dtype), 4.0).to(dtype);
+      std::vector<std::int64_t> targets;
+      std::vector<double> grads;
+      for (std::int64_t p = 0; p < 5 * s; ++p) {
+        targets.push_back(p == 2 ? -100 : (p * 37) % 300);
+        grads.push_back(0.1 * double(p + 1));
+      }
+      for (double smoothing : {0.0, 0.1}) {
+        Tensor losses = empty({5 * s}, TensorOptions(DType::Float64, kCPU)),
+               lse = empty_like(losses);
+        kernels(kCPU).cross_entropy(losses, lse, x, targets, layout, -100, smoothing);
+        Tensor losses_d = poisoned({5 * s}, DType::Float64),
+               lse_d = poisoned({5 * s}, DType::Float64);
+        kernels(kCuda).cross_entropy(losses_d, lse_d, x.to(kCuda), targets, layout, -100,
+                                     smoothing);
+        check_close(losses_d, losses, 1e-5);
+        check_close(lse_d, lse, 1e-5);
+        Tensor dx = zeros(x.shape(), TensorOptions(dtype, kCPU));
+        Tensor dx_d = zeros(x.shape(), TensorOptions(dtype, kCuda));
+        kernels(kCPU).cross_entropy_backward(dx, x, lse, targets, grads, layout, -100, smoothing);
+        kernels(kCuda).cross_entropy_backward(dx_d, x.to(kCuda), lse_d, targets, grads, layout,
+                                              -100, smoothing);
+        check_close(dx_d, dx, tol_of(dtype));
+      }
+      Tensor nll = empty({5 * s}, TensorOptions(DType::Float64, kCPU));
+      Tensor nll_d = poisoned({5 * s}, DType::Float64);
+      kernels(kCPU).nll_loss(nll, x, targets, layout, -100);
+      kernels(kCuda).nll_loss(nll_d, x.to(kCuda), targets, layout, -100);
+      BOOST_TEST(nll_d.to(kCPU).to_vector() == nll.to_vector());
+      Tensor dn = zeros(x.shape(), TensorOptions(dtype, kCPU));
+      Tensor dn_d = zeros(x.shape(), TensorOptions(dtype, kCuda));
+      kernels(kCPU).nll_loss_backward(dn, targets, grads, layout, -100);
+      kernels(kCuda).nll_loss_backward(dn_d, targets, grads, layout, -100);
+      BOOST_TEST(dn_d.to(kCPU).to_vector() == dn.to_vector());
+      for (DType out_dtype : {DType::Float64, DType::Float32}) {
+        Tensor total = empty({}, TensorOptions(out_dtype, kCPU)), total_d = poisoned({}, out_dtype);
+        kernels(kCPU).sum_in_order(total, nll, 7.0);
+        kernels(kCuda).sum_in_order(total_d, nll.to(kCuda), 7.0);
+        BOOST_TEST(total_d.to(kCPU).to_vector() == total.to_vector());
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
   const Tensor x = host_randn({4, 6}).to(kCuda);
   const Tensor i = full({4}, 2, TensorOptions(DType::Int64, kCPU)).to(kCuda);
@@ -448,8 +497,12 @@ BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device)
   expect_missing([&] { kernels(kCuda).unary(UnaryKind::Neg, j, i, 0.0); },
                  "unary: no CUDA kernel yet for int64 of shape [4] (device cuda:0)");
   Tensor y = empty_like(x);
-  expect_missing([&] { kernels(kCuda).sum_in_order(y, x, 1.0); },
-                 "sum_in_order: no CUDA kernel yet (device cuda:0)");
+  const Tensor s = empty({4}, TensorOptions(DType::Float64, kCuda));
+  expect_missing(
+      [&] {
+        kernels(kCuda).batch_norm_stats(s, s, x, NcsLayout{4, 6, 1});
+      },
+      "batch_norm_stats: no CUDA kernel yet (device cuda:0)");
 }
 
 BOOST_AUTO_TEST_CASE(kernels_run_on_the_current_stream) {
