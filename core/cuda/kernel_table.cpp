@@ -747,6 +747,78 @@ void sum_in_order(const Tensor& out, const Tensor& values, double divisor) {
   if (out.dtype() != DType::Float64) copy_on_device("sum_in_order", out, total);
 }
 
+// --- attention heads: split_heads and merge_heads are strided copies, each part of the packed
+// (L, N, parts * heads * hd) rows walked as (N, heads, L, hd), the order of a contiguous
+// (N * heads, L, hd) part; part 0 divided by first_divisor afterwards (one rounding, as the
+// CPU's: the copy is exact).
+
+StridedLayout heads_layout(const HeadsLayout& h, bool to_packed) {
+  StridedLayout l;
+  l.ndim = 4;
+  const std::int64_t size[4] = {h.N, h.heads, h.L, h.hd};
+  const std::int64_t part[4] = {h.heads * h.L * h.hd, h.L * h.hd, h.hd, 1};
+  const std::int64_t packed[4] = {h.row(), h.hd, h.N * h.row(), 1};
+  for (int d = 0; d < 4; ++d) {
+    l.size[d] = size[d];
+    l.stride[0][d] = to_packed ? packed[d] : part[d];
+    l.stride[1][d] = to_packed ? part[d] : packed[d];
+    l.numel *= size[d];
+  }
+  return l;
+}
+
+void move_part(DType dtype, void* dst, const void* src, const StridedLayout& l, double divisor,
+               cudaStream_t stream) {
+  bits_type(dtype, [&]<typename U>() {
+    strided_copy(static_cast<const U*>(src), static_cast<U*>(dst), l, stream);
+  });
+  if (divisor == 1.0) return;
+  StridedLayout in_place = l;
+  for (int d = 0; d < l.ndim; ++d) in_place.stride[1][d] = l.stride[0][d];
+  float_types(dtype, [&]<typename T>() {
+    strided_unary<T>(UnaryKindOp::DivScalar, static_cast<const T*>(dst), static_cast<T*>(dst),
+                     in_place, divisor, stream);
+  });
+}
+
+void split_heads(const std::vector<Tensor>& heads, const Tensor& packed, const HeadsLayout& layout,
+                 double first_divisor) {
+  const Device device = stream_device(packed.device());
+  if (!float_types(packed.dtype(), []<typename>() {}))
+    missing("split_heads", device, layout_of(packed));
+  Launch l(device);
+  const StridedLayout walk = heads_layout(layout, false);
+  const std::size_t es = dtype_size(packed.dtype());
+  for (std::int64_t p = 0; p < layout.parts; ++p)
+    move_part(packed.dtype(), heads[p].data_ptr(),
+              static_cast<const char*>(packed.data_ptr()) + p * layout.heads * layout.hd * es, walk,
+              p == 0 ? first_divisor : 1.0, l.stream);
+}
+
+void merge_heads(const Tensor& packed, const std::vector<Tensor>& heads, const HeadsLayout& layout,
+                 double first_divisor) {
+  const Device device = stream_device(packed.device());
+  if (!float_types(packed.dtype(), []<typename>() {}))
+    missing("merge_heads", device, layout_of(packed));
+  Launch l(device);
+  const StridedLayout walk = heads_layout(layout, true);
+  const std::size_t es = dtype_size(packed.dtype());
+  for (std::int64_t p = 0; p < layout.parts; ++p) {
+    char* to = static_cast<char*>(packed.data_ptr()) + p * layout.heads * layout.hd * es;
+    if (heads[p].defined()) {
+      move_part(packed.dtype(), to, heads[p].data_ptr(), walk, p == 0 ? first_divisor : 1.0,
+                l.stream);
+      continue;
+    }
+    // An undefined part gives zeros: its slice of the packed rows, from one zero element.
+    const Tensor zero = new_tensor({}, packed.dtype(), device);
+    FSDP_CUDA_CHECK(cudaMemsetAsync(zero.data_ptr(), 0, es, l.stream));
+    StridedLayout from_zero = walk;
+    for (int d = 0; d < walk.ndim; ++d) from_zero.stride[1][d] = 0;
+    move_part(packed.dtype(), to, zero.data_ptr(), from_zero, 1.0, l.stream);
+  }
+}
+
 // --- softmax along a dim (softmax_rows.cu)
 
 void softmax(const Tensor& y, const Tensor& x, std::int64_t outer, std::int64_t n,
@@ -1000,6 +1072,8 @@ KernelTable make_table() {
   t.binary = &binary;
   t.unary = &unary;
   t.sum = &sum;
+  t.split_heads = &split_heads;
+  t.merge_heads = &merge_heads;
   t.cross_entropy = &cross_entropy;
   t.cross_entropy_backward = &cross_entropy_backward;
   t.nll_loss = &nll_loss;

@@ -490,6 +490,29 @@ BOOST_AUTO_TEST_CASE(classification_losses_match_the_cpu_table) {
     }
 }
 
+// Attention's head moves: exact (copies, and part 0's division rounded once, as the CPU's).
+BOOST_AUTO_TEST_CASE(split_and_merge_heads_equal_the_cpu_table) {
+  const HeadsLayout layout{.L = 5, .N = 2, .parts = 3, .heads = 4, .hd = 6};
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    const Tensor packed = host_randn({5, 2, layout.row()}, dtype);
+    std::vector<Tensor> parts, parts_d;
+    for (int p = 0; p < 3; ++p) {
+      parts.push_back(empty({8, 5, 6}, TensorOptions(dtype, kCPU)));
+      parts_d.push_back(poisoned({8, 5, 6}, dtype));
+    }
+    kernels(kCPU).split_heads(parts, packed, layout, 8.0);
+    kernels(kCuda).split_heads(parts_d, packed.to(kCuda), layout, 8.0);
+    for (int p = 0; p < 3; ++p) BOOST_TEST(parts_d[p].to(kCPU).to_vector() == parts[p].to_vector());
+    parts[1] = Tensor();  // an undefined part merges as zeros
+    parts_d[1] = Tensor();
+    Tensor merged = empty(packed.shape(), TensorOptions(dtype, kCPU));
+    Tensor merged_d = poisoned(packed.shape(), dtype);
+    kernels(kCPU).merge_heads(merged, parts, layout, 0.5);
+    kernels(kCuda).merge_heads(merged_d, parts_d, layout, 0.5);
+    BOOST_TEST(merged_d.to(kCPU).to_vector() == merged.to_vector());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
   const Tensor x = host_randn({4, 6}).to(kCuda);
   const Tensor i = full({4}, 2, TensorOptions(DType::Int64, kCPU)).to(kCuda);
