@@ -971,6 +971,92 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
   gemm_for(l.index).run(g, l.stream);
 }
 
+// --- blocked attention (float32), composed: scores by cuBLASLt, the mask added and the rows
+// normalised by softmax_rows (which saves lse), products by cuBLASLt; the backward recomputes P
+// and takes dS from softmax_rows_backward (sum(dP P) = sum(dO O) per row). The scores are held
+// whole (B, L, S): the flash kernels (flash_attention.h) take bf16 causal attention without.
+
+// The rows a mask repeats over: one (L, S) mask for every batch entry, or one per entry.
+std::int64_t attention_mask_rows(const char* family, const Tensor& mask, const AttentionDims& d) {
+  if (!mask.defined()) return 1;
+  if (d.mask_batch_stride == 0) return d.L;
+  if (d.mask_batch_stride == d.L * d.S) return d.B * d.L;
+  missing(family, stream_device(mask.device()),
+          fmt::format("a mask batch stride of {}", d.mask_batch_stride));
+}
+
+// C (batch of m x n) = op(A) op(B) + beta C, float32, dense row-major operands.
+void batched_gemm(int index, cudaStream_t stream, std::int64_t batch, std::int64_t m,
+                  std::int64_t n, std::int64_t k, const float* a, bool trans_a, const float* b,
+                  bool trans_b, float* c, float beta) {
+  GemmArgs g;
+  g.precision = GemmPrecision::FP32;
+  g.batch = batch;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a;
+  g.b = b;
+  g.c = c;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  g.stride_a = m * k;
+  g.stride_b = k * n;
+  g.stride_c = m * n;
+  g.beta = beta;
+  gemm_for(index).run(g, stream);
+}
+
+void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const Tensor& mask, const AttentionDims& d) {
+  const Device device = stream_device(out.device());
+  if (q.dtype() != DType::Float32 || d.D == 0) missing("blocked_attention", device, layout_of(q));
+  const std::int64_t mask_rows = attention_mask_rows("blocked_attention", mask, d);
+  if (d.B * d.L == 0) return;
+  if (d.S == 0) missing("blocked_attention", device, "no keys");
+  Launch l(device);
+  const Tensor scores = new_tensor({d.B, d.L, d.S}, DType::Float32, device);
+  const Tensor p = new_tensor({d.B, d.L, d.S}, DType::Float32, device);
+  batched_gemm(l.index, l.stream, d.B, d.L, d.S, d.D, ptr<const float>(q), false,
+               ptr<const float>(k), true, ptr<float>(scores), 0.0f);
+  softmax_rows<float>(ptr<const float>(scores), mask.defined() ? ptr<const float>(mask) : nullptr,
+                      ptr<float>(p), d.B * d.L, d.S, 1, mask_rows, false, l.stream,
+                      ptr<float>(lse));
+  batched_gemm(l.index, l.stream, d.B, d.L, d.Dv, d.S, ptr<const float>(p), false,
+               ptr<const float>(v), false, ptr<float>(out), 0.0f);
+}
+
+void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& mask, const Tensor& out, const Tensor& lse,
+                                const Tensor& dout, const AttentionDims& d) {
+  (void)out;  // dS comes from P and dP (softmax's backward), not from O
+  (void)lse;  // P is recomputed by the forward's softmax
+  const Device device = stream_device(dq.device());
+  if (q.dtype() != DType::Float32 || d.D == 0)
+    missing("blocked_attention_backward", device, layout_of(q));
+  const std::int64_t mask_rows = attention_mask_rows("blocked_attention_backward", mask, d);
+  if (d.B * d.L * d.S == 0) return;
+  Launch l(device);
+  const Tensor p = new_tensor({d.B, d.L, d.S}, DType::Float32, device);
+  const Tensor dp = new_tensor({d.B, d.L, d.S}, DType::Float32, device);
+  batched_gemm(l.index, l.stream, d.B, d.L, d.S, d.D, ptr<const float>(q), false,
+               ptr<const float>(k), true, ptr<float>(dp), 0.0f);  // the scores, in dp for now
+  softmax_rows<float>(ptr<const float>(dp), mask.defined() ? ptr<const float>(mask) : nullptr,
+                      ptr<float>(p), d.B * d.L, d.S, 1, mask_rows, false, l.stream);
+  // dV += P^T dO; dP = dO V^T; dS = P (dP - sum(dP P)); dQ += dS K; dK += dS^T Q.
+  batched_gemm(l.index, l.stream, d.B, d.S, d.Dv, d.L, ptr<const float>(p), true,
+               ptr<const float>(dout), false, ptr<float>(dv), 1.0f);
+  batched_gemm(l.index, l.stream, d.B, d.L, d.S, d.Dv, ptr<const float>(dout), false,
+               ptr<const float>(v), true, ptr<float>(dp), 0.0f);
+  softmax_rows_backward<float>(ptr<const float>(p), ptr<const float>(dp), ptr<float>(dp), d.B * d.L,
+                               d.S, 1, false, l.stream);
+  batched_gemm(l.index, l.stream, d.B, d.L, d.D, d.S, ptr<const float>(dp), false,
+               ptr<const float>(k), false, ptr<float>(dq), 1.0f);
+  batched_gemm(l.index, l.stream, d.B, d.S, d.D, d.L, ptr<const float>(dp), true,
+               ptr<const float>(q), false, ptr<float>(dk), 1.0f);
+}
+
 // --- optimizers over contiguous float32 parameters (FSDP's flat shards)
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
@@ -1072,6 +1158,8 @@ KernelTable make_table() {
   t.binary = &binary;
   t.unary = &unary;
   t.sum = &sum;
+  t.blocked_attention = &blocked_attention;
+  t.blocked_attention_backward = &blocked_attention_backward;
   t.split_heads = &split_heads;
   t.merge_heads = &merge_heads;
   t.cross_entropy = &cross_entropy;

@@ -100,9 +100,11 @@ void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t str
 // --- softmax along any dim (softmax_rows.cu): x, y (outer, n, inner) contiguous, one row per
 // (outer, inner) pair; `mask` (inner 1 only, or null) is added first, row r reading mask row
 // r % mask_rows (masked_softmax's shared or per-batch mask). T float, bf16 or double.
+// `lse` (one per row, or null) receives each row's log-sum-exp (attention's saved statistic).
 template <typename T>
 void softmax_rows(const T* x, const T* mask, T* y, std::int64_t outer, std::int64_t n,
-                  std::int64_t inner, std::int64_t mask_rows, bool log, cudaStream_t stream);
+                  std::int64_t inner, std::int64_t mask_rows, bool log, cudaStream_t stream,
+                  T* lse = nullptr);
 // dx from the output y and the gradient g: y (g - sum(g y)), or g - exp(y) sum(g) for log.
 template <typename T>
 void softmax_rows_backward(const T* y, const T* g, T* dx, std::int64_t outer, std::int64_t n,

@@ -53,7 +53,8 @@ __device__ C block_all(C v, C* scratch) {
 
 template <typename T>
 __global__ void softmax_kernel(const T* x, const T* mask, T* y, std::int64_t rows, std::int64_t n,
-                               std::int64_t inner, std::int64_t mask_rows, bool take_log) {
+                               std::int64_t inner, std::int64_t mask_rows, bool take_log,
+                               T* lse_out) {
   using C = acc_t<T>;
   __shared__ C scratch[kRowThreads];
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -75,6 +76,7 @@ __global__ void softmax_kernel(const T* x, const T* mask, T* y, std::int64_t row
     for (std::int64_t k = threadIdx.x; k < n; k += blockDim.x) sum += exp(value(k) - mx);
     sum = block_all<false>(sum, scratch);
     const C lse = log(sum) + mx, inv = C(1) / sum;
+    if (lse_out && threadIdx.x == 0) store(lse_out + r, lse);
     for (std::int64_t k = threadIdx.x; k < n; k += blockDim.x) {
       const C v = value(k);
       store(y + base + k * inner, take_log ? v - lse : exp(v - mx) * inv);
@@ -111,11 +113,12 @@ unsigned blocks_for(std::int64_t rows) {
 
 template <typename T>
 void softmax_rows(const T* x, const T* mask, T* y, std::int64_t outer, std::int64_t n,
-                  std::int64_t inner, std::int64_t mask_rows, bool log, cudaStream_t stream) {
+                  std::int64_t inner, std::int64_t mask_rows, bool log, cudaStream_t stream,
+                  T* lse) {
   const std::int64_t rows = outer * inner;
   if (rows == 0 || n == 0) return;
   softmax_kernel<T><<<blocks_for(rows), kRowThreads, 0, stream>>>(
-      x, mask, y, rows, n, inner, mask_rows > 0 ? mask_rows : 1, log);
+      x, mask, y, rows, n, inner, mask_rows > 0 ? mask_rows : 1, log, lse);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -131,7 +134,7 @@ void softmax_rows_backward(const T* y, const T* g, T* dx, std::int64_t outer, st
 
 #define FSDP_SOFTMAX(T)                                                                           \
   template void softmax_rows<T>(const T*, const T*, T*, std::int64_t, std::int64_t, std::int64_t, \
-                                std::int64_t, bool, cudaStream_t);                                \
+                                std::int64_t, bool, cudaStream_t, T*);                            \
   template void softmax_rows_backward<T>(const T*, const T*, T*, std::int64_t, std::int64_t,      \
                                          std::int64_t, bool, cudaStream_t);
 FSDP_SOFTMAX(float)

@@ -513,6 +513,42 @@ BOOST_AUTO_TEST_CASE(split_and_merge_heads_equal_the_cpu_table) {
   }
 }
 
+// Attention against the CPU's blocked online softmax: no mask, a causal (L, S) one and one per
+// batch entry; the backward's zero-filled gradients.
+BOOST_AUTO_TEST_CASE(blocked_attention_and_its_backward_match_the_cpu_table) {
+  const std::int64_t B = 3, L = 7, S = 9, D = 8, Dv = 5;
+  const Tensor q = host_randn({B, L, D}), k = host_randn({B, S, D}), v = host_randn({B, S, Dv});
+  const Tensor dout = host_randn({B, L, Dv});
+  Tensor causal = zeros({L, S}, TensorOptions(DType::Float32, kCPU));
+  for (std::int64_t i = 0; i < L; ++i)
+    causal.narrow(0, i, 1).narrow(1, i + 3, S - i - 3 > 0 ? S - i - 3 : 0).fill_(-INFINITY);
+  const Tensor per_batch =
+      add(causal.expand({B, L, S}).contiguous(), mul(host_randn({B, L, S}), 0.1));
+  for (const auto& [mask, stride] :
+       {std::pair<Tensor, std::int64_t>{Tensor(), 0}, {causal, 0}, {per_batch, L * S}}) {
+    const AttentionDims dims{B, L, S, D, Dv, stride};
+    auto on_cuda = [](const Tensor& t) { return t.defined() ? t.to(kCuda) : Tensor(); };
+    Tensor out = empty({B, L, Dv}, TensorOptions(DType::Float32, kCPU));
+    Tensor lse = empty({B, L}, TensorOptions(DType::Float32, kCPU));
+    kernels(kCPU).blocked_attention(out, lse, q, k, v, mask, dims);
+    Tensor out_d = poisoned({B, L, Dv}, DType::Float32), lse_d = poisoned({B, L}, DType::Float32);
+    kernels(kCuda).blocked_attention(out_d, lse_d, q.to(kCuda), k.to(kCuda), v.to(kCuda),
+                                     on_cuda(mask), dims);
+    check_close(out_d, out, kTolFp32);
+    check_close(lse_d, lse, kTolFp32);
+    Tensor dq = zeros_like(q), dk = zeros_like(k), dv = zeros_like(v);
+    kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, mask, out, lse, dout, dims);
+    Tensor dq_d = zeros_like(q).to(kCuda), dk_d = zeros_like(k).to(kCuda);
+    Tensor dv_d = zeros_like(v).to(kCuda);
+    kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q.to(kCuda), k.to(kCuda),
+                                              v.to(kCuda), on_cuda(mask), out_d, lse_d,
+                                              dout.to(kCuda), dims);
+    check_close(dq_d, dq, 1e-4);  // sums in another order
+    check_close(dk_d, dk, 1e-4);
+    check_close(dv_d, dv, 1e-4);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
   const Tensor x = host_randn({4, 6}).to(kCuda);
   const Tensor i = full({4}, 2, TensorOptions(DType::Int64, kCPU)).to(kCuda);
