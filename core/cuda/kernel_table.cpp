@@ -919,54 +919,96 @@ GemmPrecision precision_of(const char* family, const Tensor& t) {
   missing(family, stream_device(t.device()), layout_of(t));
 }
 
+// A product's operand as cuBLASLt reads it: the logical (rows, cols) matrix of t's last two dims
+// is row-major (unit column stride), or the transpose of a row-major one (unit row stride: the
+// backward's transposed views), each with its leading dim; anything else is copied contiguous
+// first (`keep` holds the copy).
+struct GemmOperand {
+  const void* ptr = nullptr;
+  bool trans = false;
+  std::int64_t ld = 0, batch_stride = 0;
+  Tensor keep;
+};
+
+GemmOperand gemm_operand(const char* family, const Tensor& t) {
+  const std::int64_t nd = t.dim(), rows = t.shape()[nd - 2], cols = t.shape()[nd - 1];
+  const std::int64_t sr = t.strides()[nd - 2], sc = t.strides()[nd - 1];
+  GemmOperand o;
+  o.ptr = t.data_ptr();
+  o.batch_stride = nd == 3 ? t.strides()[0] : 0;
+  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= cols)) {
+    o.ld = rows == 1 ? std::max<std::int64_t>(cols, 1) : sr;
+    return o;
+  }
+  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= rows)) {
+    o.trans = true;
+    o.ld = cols == 1 ? std::max<std::int64_t>(rows, 1) : sc;
+    return o;
+  }
+  o.keep = new_tensor(t.shape(), t.dtype(), t.device());
+  copy_on_device(family, o.keep, t);
+  o.ptr = o.keep.data_ptr();
+  o.ld = cols;
+  o.batch_stride = nd == 3 ? rows * cols : 0;
+  return o;
+}
+
 void linear(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias) {
   const Device device = stream_device(out.device());
   const GemmPrecision precision = precision_of("linear", out);
-  if (!x.is_contiguous() || !w.is_contiguous() || (bias.defined() && !bias.is_contiguous()))
-    missing("linear", device, fmt::format("{} and weight {}", layout_of(x), layout_of(w)));
   const std::int64_t out_features = w.shape()[0], in_features = w.shape()[1];
   if (out.numel() == 0) return;
+  if (in_features == 0) {  // an empty product: out is the bias, or zeros
+    fill(out, 0.0);
+    if (bias.defined()) binary(BinaryKind::Add, out, out, bias, 1.0);
+    return;
+  }
+  // x (rows, in) . w^T: w^T is read through w's strides, as the CPU's.
+  const GemmOperand a = gemm_operand("linear", x), b = gemm_operand("linear", w.t());
+  const Tensor bc =
+      bias.defined() && !bias.is_contiguous() ? on_device(bias.contiguous(), device) : bias;
   Launch l(device);
   GemmArgs g;
   g.precision = precision;
   g.m = out.numel() / out_features;
   g.n = out_features;
   g.k = in_features;
-  g.a = x.data_ptr();
-  g.b = w.data_ptr();
-  g.trans_b = true;  // w is (out, in): x . w^T
+  g.a = a.ptr;
+  g.trans_a = a.trans;
+  g.lda = a.ld;
+  g.b = b.ptr;
+  g.trans_b = b.trans;
+  g.ldb = b.ld;
   g.c = out.data_ptr();
-  if (bias.defined()) {
+  if (bc.defined()) {
     g.epilogue = GemmEpilogue::Bias;
-    g.bias = bias.data_ptr();
-  }
-  if (g.k == 0) {  // an empty product: out is the bias, or zeros
-    fill(out, 0.0);
-    if (bias.defined()) binary(BinaryKind::Add, out, out, bias, 1.0);
-    return;
+    g.bias = bc.data_ptr();
   }
   gemm_for(l.index).run(g, l.stream);
 }
 
-void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
+void bmm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   const Device device = stream_device(out.device());
   const GemmPrecision precision = precision_of("bmm", out);
-  if (!a.is_contiguous() || !b.is_contiguous())
-    missing("bmm", device, fmt::format("{} and {}", layout_of(a), layout_of(b)));
   if (out.numel() == 0) return;
+  if (a_in.shape()[2] == 0) return fill(out, 0.0);
+  const GemmOperand a = gemm_operand("bmm", a_in), b = gemm_operand("bmm", b_in);
+  Launch l(device);
   GemmArgs g;
   g.precision = precision;
-  g.batch = a.shape()[0];
-  g.m = a.shape()[1];
-  g.k = a.shape()[2];
-  g.n = b.shape()[2];
-  if (g.k == 0) return fill(out, 0.0);
-  Launch l(device);
-  g.a = a.data_ptr();
-  g.b = b.data_ptr();
+  g.batch = a_in.shape()[0];
+  g.m = a_in.shape()[1];
+  g.k = a_in.shape()[2];
+  g.n = b_in.shape()[2];
+  g.a = a.ptr;
+  g.trans_a = a.trans;
+  g.lda = a.ld;
+  g.stride_a = a.batch_stride;
+  g.b = b.ptr;
+  g.trans_b = b.trans;
+  g.ldb = b.ld;
+  g.stride_b = b.batch_stride;
   g.c = out.data_ptr();
-  g.stride_a = g.m * g.k;
-  g.stride_b = g.k * g.n;
   g.stride_c = g.m * g.n;
   gemm_for(l.index).run(g, l.stream);
 }

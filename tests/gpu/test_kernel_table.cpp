@@ -189,6 +189,37 @@ BOOST_AUTO_TEST_CASE(linear_and_bmm_match_the_cpu) {
   }
 }
 
+// The backward's operands are views: transposed (read with the transpose flag), row-strided
+// (a leading dim) or neither (copied contiguous first); the CPU table reads them by strides.
+BOOST_AUTO_TEST_CASE(products_of_strided_views_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor xb = host_randn({48, 9}, dtype), wb = host_randn({48, 40}, dtype);
+    const Tensor bias = host_randn({40}, dtype);
+    const Tensor x = xb.t(), w = wb.t();  // (9, 48) and (40, 48), unit row strides
+    Tensor want = empty({9, 40}, TensorOptions(dtype, kCPU)), got = poisoned({9, 40}, dtype);
+    kernels(kCPU).linear(want, x, w, bias);
+    kernels(kCuda).linear(got, xb.to(kCuda).t(), wb.to(kCuda).t(), bias.to(kCuda));
+    check_close(got, want, tol_of(dtype));
+
+    const Tensor wide = host_randn({3, 17, 48}, dtype);  // a (3, 17, 24) view: leading dim 48
+    const Tensor a = wide.narrow(2, 0, 24), bt = host_randn({3, 5, 24}, dtype);
+    const Tensor b = bt.transpose(1, 2);  // (3, 24, 5), transposed
+    Tensor r = empty({3, 17, 5}, TensorOptions(dtype, kCPU)), rd = poisoned({3, 17, 5}, dtype);
+    kernels(kCPU).bmm(r, a, b);
+    kernels(kCuda).bmm(rd, wide.to(kCuda).narrow(2, 0, 24), bt.to(kCuda).transpose(1, 2));
+    check_close(rd, r, tol_of(dtype));
+
+    // Every other element: neither layout, so a contiguous copy first.
+    const Tensor base = host_randn({3 * 17 * 24 * 2}, dtype);
+    const Tensor sparse = make_view(base, {3, 17, 24}, {17 * 24 * 2, 24 * 2, 2}, 0);
+    const Tensor q = host_randn({3, 24, 5}, dtype);
+    kernels(kCPU).bmm(r, sparse, q);
+    kernels(kCuda).bmm(rd, make_view(base.to(kCuda), {3, 17, 24}, {17 * 24 * 2, 24 * 2, 2}, 0),
+                       q.to(kCuda));
+    check_close(rd, r, tol_of(dtype));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(gelu_and_its_backward_match_the_cpu_table) {
   for (DType dtype : {DType::Float32, DType::BFloat16})
     for (ActivationKind kind : {ActivationKind::Gelu, ActivationKind::GeluTanh}) {
