@@ -1013,6 +1013,54 @@ void bmm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   gemm_for(l.index).run(g, l.stream);
 }
 
+// 16-bit linear's backward (bf16 here): gx = g w, gw = g^T x through cuBLASLt (float
+// accumulation), gb the column sums of g in float, rounded once. g (rows, out) and x (rows, in)
+// contiguous, w (out, in) by its strides.
+void linear_backward16(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& g,
+                       const Tensor& x, const Tensor& w, std::int64_t in_features) {
+  const Device device = stream_device(g.device());
+  if (g.dtype() != DType::BFloat16) missing("linear_backward16", device, layout_of(g));
+  const std::int64_t rows = g.shape()[0], out_features = g.shape()[1];
+  if (rows == 0) {
+    for (const Tensor* t : {&gw, &gb})
+      if (t->defined()) fill(*t, 0.0);
+    return;
+  }
+  if (gx.defined()) {
+    const GemmOperand b = gemm_operand("linear_backward16", w);
+    Launch l(device);
+    GemmArgs a;
+    a.precision = GemmPrecision::BF16;
+    a.m = rows;
+    a.n = in_features;
+    a.k = out_features;
+    a.a = g.data_ptr();
+    a.b = b.ptr;
+    a.trans_b = b.trans;
+    a.ldb = b.ld;
+    a.c = gx.data_ptr();
+    gemm_for(l.index).run(a, l.stream);
+  }
+  Launch l(device);
+  if (gw.defined()) {
+    GemmArgs a;
+    a.precision = GemmPrecision::BF16;
+    a.m = out_features;
+    a.n = in_features;
+    a.k = rows;
+    a.a = g.data_ptr();
+    a.trans_a = true;  // g^T
+    a.b = x.data_ptr();
+    a.c = gw.data_ptr();
+    gemm_for(l.index).run(a, l.stream);
+  }
+  if (gb.defined()) {
+    const Tensor sums = new_tensor({out_features}, DType::Float32, device);
+    sum_over_rows<bf16>(ptr<const bf16>(g), ptr<float>(sums), rows, out_features, l.stream);
+    cast(ptr<const float>(sums), ptr<bf16>(gb), out_features, l.stream);
+  }
+}
+
 // --- blocked attention (float32), composed: scores by cuBLASLt, the mask added and the rows
 // normalised by softmax_rows (which saves lse), products by cuBLASLt; the backward recomputes P
 // and takes dS from softmax_rows_backward (sum(dP P) = sum(dO O) per row). The scores are held
@@ -1200,6 +1248,7 @@ KernelTable make_table() {
   t.binary = &binary;
   t.unary = &unary;
   t.sum = &sum;
+  t.linear_backward16 = &linear_backward16;
   t.blocked_attention = &blocked_attention;
   t.blocked_attention_backward = &blocked_attention_backward;
   t.split_heads = &split_heads;

@@ -191,6 +191,22 @@ BOOST_AUTO_TEST_CASE(linear_and_bmm_match_the_cpu) {
 
 // The backward's operands are views: transposed (read with the transpose flag), row-strided
 // (a leading dim) or neither (copied contiguous first); the CPU table reads them by strides.
+BOOST_AUTO_TEST_CASE(bf16_linear_backward_matches_the_cpu_table) {
+  const std::int64_t rows = 37, in = 48, out = 40;
+  const Tensor g = host_randn({rows, out}, DType::BFloat16),
+               x = host_randn({rows, in}, DType::BFloat16);
+  const Tensor w = host_randn({out, in}, DType::BFloat16);
+  Tensor gx = empty({rows, in}, TensorOptions(DType::BFloat16, kCPU)), gw = empty_like(w);
+  Tensor gb = empty({out}, TensorOptions(DType::BFloat16, kCPU));
+  kernels(kCPU).linear_backward16(gx, gw, gb, g, x, w, in);
+  Tensor gxd = poisoned({rows, in}, DType::BFloat16), gwd = poisoned({out, in}, DType::BFloat16);
+  Tensor gbd = poisoned({out}, DType::BFloat16);
+  kernels(kCuda).linear_backward16(gxd, gwd, gbd, g.to(kCuda), x.to(kCuda), w.to(kCuda), in);
+  check_close(gxd, gx, kTolBf16);
+  check_close(gwd, gw, kTolBf16);
+  check_close(gbd, gb, kTolBf16);
+}
+
 BOOST_AUTO_TEST_CASE(products_of_strided_views_match_the_cpu_table) {
   for (DType dtype : {DType::Float32, DType::BFloat16}) {
     const Tensor xb = host_randn({48, 9}, dtype), wb = host_randn({48, 40}, dtype);
