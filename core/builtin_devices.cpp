@@ -2,7 +2,23 @@
 
 #include <mutex>
 
+#if FSDP_HAVE_FAKE_CUDA
+#include "core/fake_cuda/fake_cuda.h"
+#endif
+#if FSDP_HAVE_CUDA
+#include "core/cuda/cuda_device.h"
+#endif
+
 namespace fsdp {
+
+void register_builtin_devices() {
+#if FSDP_HAVE_FAKE_CUDA
+  fake_cuda::register_device();
+#endif
+#if FSDP_HAVE_CUDA
+  cuda::register_device();
+#endif
+}
 
 void ensure_builtin_devices() {
   static std::once_flag once;

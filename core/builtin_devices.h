@@ -1,6 +1,7 @@
 // The devices a build has beyond the CPU, registered on first use: the first lookup of a device
 // type's allocator, stream backend or copy functions that finds none registers them (fake_cuda
-// with -Dfake_cuda=enabled), so no static initialiser has to survive static linking.
+// with -Dfake_cuda=enabled, CUDA when the build found it), so no static initialiser has to
+// survive static linking.
 #pragma once
 
 #include <string>
@@ -14,7 +15,7 @@ void ensure_builtin_devices();  // once per process; later calls return at once
 // -Dfake_cuda=enabled)".
 std::string missing_device_reason(Device device);
 
-// Defined by the build's choice of core/fake_cuda/register.cpp or builtin_devices_none.cpp.
+// Registers each device the build has (FSDP_HAVE_FAKE_CUDA, FSDP_HAVE_CUDA).
 void register_builtin_devices();
 
 }  // namespace fsdp

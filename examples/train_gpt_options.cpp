@@ -6,6 +6,7 @@
 
 #include "core/builtin_devices.h"
 #include "core/kernels/kernel_table.h"
+#include "core/stream.h"
 #include "examples/cli_checks.h"
 #include "examples/gpt_checkpoint_checks.h"
 #include "policies/policy_expr.h"
@@ -67,6 +68,14 @@ std::string device_error(const std::string& name, const std::string& backend, De
                      "GPU code paths on the CPU",
                      name)
                : fmt::format("--device {}: {}", name, missing_device_reason(device));
+  // A device the machine lacks (cuda:3 on a one-GPU machine, cuda without a GPU), named now.
+  if (device.is_accelerator()) {
+    try {
+      device_synchronize(device);
+    } catch (const std::exception& e) {
+      return fmt::format("--device {}: {}", name, e.what());
+    }
+  }
   if (device.is_accelerator() && backend != "threads")
     return fmt::format(
         "--device {} needs --backend threads (the {} backend moves host memory "

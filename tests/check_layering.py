@@ -35,7 +35,7 @@ TESTS = {
 # comm/ stands beside core, not above all of it: the header-only pieces it needs.
 COMM_CORE = {"core/dtype.h", "core/device.h", "core/memory_stats.h", "core/error.h", "core/env.h",
              "core/start_thread.h", "core/stream.h", "core/device_copy.h",
-             "core/stream_sanitizer.h"}
+             "core/stream_sanitizer.h", "core/native_stream.h"}
 BACKEND = re.compile(r'#\s*include\s*[<"](comm/(mpi|gloo|nccl|store)/|'
                      r'comm/threads/threads_(world|process_group)\.h|mpi\.h|gloo/|nccl\.h)')
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([a-z_]+)/([^>"]+)[>"]')

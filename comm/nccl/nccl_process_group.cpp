@@ -1,11 +1,14 @@
 // NCCL backend (the CUDA toolkit's NCCL). Buffers must be on a CUDA device.
 //
-// One communicator and one non-blocking communication stream per group. Each collective first
-// makes the communication stream wait for an event recorded on the caller's stream (the legacy
-// default stream: this library has no stream of its own), so it sees the caller's writes; the
-// asynchronous form returns a Work whose completion is an event on the communication stream.
-// Waiting polls the event and ncclCommGetAsyncError, and aborts the communicator after the
-// configured timeout (a peer that never joined or died), naming the collective.
+// One communicator per group. A collective is enqueued on the stream it is given
+// (Collective::stream: the caller's current stream unless named, core/stream.h), so it is ordered
+// after the work queued there and before the work queued after it, as torch's NCCL collectives
+// on a stream; FSDP's stream protocol (fsdp/streams.h) runs unchanged. Its Work is an event
+// recorded after it on that stream (pooled by the device's stream backend): block_stream makes
+// another stream wait for it on the device; wait() is the host's wait, polling the event and
+// ncclCommGetAsyncError, and aborts the communicator after the configured timeout (a peer that
+// never joined or died), naming the collective. The synchronous form only enqueues (torch's
+// collectives without async_op); a barrier, whose meaning is the host's, waits.
 //
 // Semantics: ncclAvg is native; bool reduces as uint8 with SUM/MAX = ncclMax (logical or) and
 // MIN = ncclMin (logical and), like comm/reduce_op.h. NCCL accumulates float16/bfloat16 in their
@@ -30,6 +33,8 @@
 #include "comm/registry.h"
 #include "comm/store/store.h"
 #include "core/error.h"
+#include "core/native_stream.h"
+#include "core/stream.h"
 
 // Checks an NCCL / CUDA return code; the message names the call, the group and the error text.
 #define FSDP_NCCL_CHECK(call, where)                                                         \
@@ -90,17 +95,16 @@ ncclRedOp_t nccl_op(ReduceOp op, DType t) {
   return ncclSum;
 }
 
-// Completion of one enqueued collective: an event on the communication stream.
+// Completion of one enqueued collective: an event recorded after it on its stream.
 class NcclWork final : public Work {
  public:
-  NcclWork(cudaEvent_t done, ncclComm_t comm, std::shared_ptr<std::atomic<bool>> aborted,
+  NcclWork(Event done, ncclComm_t comm, std::shared_ptr<std::atomic<bool>> aborted,
            std::string what, std::chrono::milliseconds timeout)
       : done_(done),
         comm_(comm),
         aborted_(std::move(aborted)),
         what_(std::move(what)),
         timeout_(timeout) {}
-  ~NcclWork() override { cudaEventDestroy(done_); }
 
   void wait() override {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -129,15 +133,17 @@ class NcclWork final : public Work {
     ncclCommGetAsyncError(comm_, &async_error);
     if (async_error != ncclSuccess && async_error != ncclInProgress)
       throw CommError(fmt::format("{} failed: {}", what_, ncclGetErrorString(async_error)));
-    cudaError_t state = cudaEventQuery(done_);
-    if (state == cudaErrorNotReady) return false;
-    if (state != cudaSuccess)
-      throw CommError(fmt::format("{} failed: {}", what_, cudaGetErrorString(state)));
-    return true;
+    try {
+      return done_.query();
+    } catch (const std::exception& e) {
+      throw CommError(fmt::format("{} failed: {}", what_, e.what()));
+    }
   }
+  // The device-side wait: later work on `stream` runs after the collective (no host wait).
+  void block_stream(const Stream& stream) override { stream.wait_event(done_); }
 
  private:
-  cudaEvent_t done_;
+  Event done_;
   ncclComm_t comm_;
   std::shared_ptr<std::atomic<bool>> aborted_;
   std::string what_;
@@ -149,27 +155,33 @@ class NcclProcessGroup final : public ProcessGroup {
   NcclProcessGroup(int rank, int size, int device, ncclComm_t comm, const InitOptions& options)
       : ProcessGroup(rank, size), device_(device), comm_(comm), options_(options) {
     FSDP_CUDA_CHECK(cudaSetDevice(device_), where());
-    FSDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), where());
   }
   ~NcclProcessGroup() override {
     shutdown_executor();
     cudaSetDevice(device_);
     if (!aborted_->load()) {
-      cudaStreamSynchronize(stream_);
+      cudaDeviceSynchronize();  // collectives queued on the callers' streams use the comm
       ncclCommDestroy(comm_);
     }
-    cudaStreamDestroy(stream_);
     if (barrier_scratch_ != nullptr) cudaFree(barrier_scratch_);
   }
   std::string backend_name() const override { return "nccl"; }
 
  protected:
   void check_supported(const Collective& c) const override {
-    if (c.kind != CollectiveKind::Barrier && !c.device.is_cuda())
+    if (c.kind == CollectiveKind::Barrier) return;
+    if (!c.device.is_cuda())
       throw ValueError(fmt::format("{}: {} needs cuda buffers, got device {}", where(), describe(c),
                                    c.device.str()));
+    if (stream_device(c.device).index != device_)
+      throw ValueError(fmt::format("{}: {} has buffers on {}, but this group's device is cuda:{}",
+                                   where(), describe(c), c.device.str(), device_));
   }
-  void execute(const Collective& c) override { enqueue(c)->wait(); }
+  // Stream-ordered: queued, not waited for (a barrier is the host's, so it waits).
+  void execute(const Collective& c) override {
+    auto work = enqueue(c);
+    if (c.kind == CollectiveKind::Barrier) work->wait();
+  }
   std::shared_ptr<Work> execute_async(const Collective& c) override { return enqueue(c); }
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, int new_rank,
                                               int) override {
@@ -187,7 +199,6 @@ class NcclProcessGroup final : public ProcessGroup {
   int device_;
   ncclComm_t comm_;
   InitOptions options_;
-  cudaStream_t stream_ = nullptr;
   void* barrier_scratch_ = nullptr;
   std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
 };
@@ -197,40 +208,39 @@ std::shared_ptr<Work> NcclProcessGroup::enqueue(const Collective& c) {
   if (aborted_->load())
     throw CommAbortedError(what + " refused: the communicator was aborted after a timeout");
   FSDP_CUDA_CHECK(cudaSetDevice(device_), what);
-  cudaEvent_t ready, done;
-  FSDP_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), what);
-  FSDP_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy), what);  // the caller's writes
-  FSDP_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0), what);
-  cudaEventDestroy(ready);
+  // A barrier has no buffers: it goes on the group's device's current stream (as torch's).
+  const Stream on =
+      c.device.is_cuda() ? c.stream : current_stream(Device(DeviceType::CUDA, device_));
+  cudaStream_t stream = static_cast<cudaStream_t>(native_stream(on));
   const ncclDataType_t type = nccl_type(c.dtype);
   char* out = static_cast<char*>(c.output);
   switch (c.kind) {
     case CollectiveKind::AllGather:
-      FSDP_NCCL_CHECK(ncclAllGather(c.input, out, c.count, type, comm_, stream_), what);
+      FSDP_NCCL_CHECK(ncclAllGather(c.input, out, c.count, type, comm_, stream), what);
       break;
     case CollectiveKind::ReduceScatter:
       FSDP_NCCL_CHECK(
-          ncclReduceScatter(c.input, out, c.count, type, nccl_op(c.op, c.dtype), comm_, stream_),
+          ncclReduceScatter(c.input, out, c.count, type, nccl_op(c.op, c.dtype), comm_, stream),
           what);
       break;
     case CollectiveKind::AllReduce:
-      FSDP_NCCL_CHECK(
-          ncclAllReduce(out, out, c.count, type, nccl_op(c.op, c.dtype), comm_, stream_), what);
+      FSDP_NCCL_CHECK(ncclAllReduce(out, out, c.count, type, nccl_op(c.op, c.dtype), comm_, stream),
+                      what);
       break;
     case CollectiveKind::Broadcast:
-      FSDP_NCCL_CHECK(ncclBroadcast(out, out, c.count, type, c.root, comm_, stream_), what);
+      FSDP_NCCL_CHECK(ncclBroadcast(out, out, c.count, type, c.root, comm_, stream), what);
       break;
     case CollectiveKind::Barrier:
       // NCCL has no barrier: an all-reduce of one element on a scratch buffer.
       if (barrier_scratch_ == nullptr)
         FSDP_CUDA_CHECK(cudaMalloc(&barrier_scratch_, sizeof(float)), what);
-      FSDP_NCCL_CHECK(ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum,
-                                    comm_, stream_),
-                      what);
+      FSDP_NCCL_CHECK(
+          ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_, stream),
+          what);
       break;
   }
-  FSDP_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), what);
-  FSDP_CUDA_CHECK(cudaEventRecord(done, stream_), what);
+  Event done(on.device);
+  done.record(on);
   return std::make_shared<NcclWork>(done, comm_, aborted_, what, options_.timeout);
 }
 

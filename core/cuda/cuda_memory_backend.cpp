@@ -3,13 +3,16 @@
 #include <cuda_runtime_api.h>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/devices.h"
 
 namespace fsdp::cuda {
 namespace {
 
 class CudaMemoryBackend final : public DeviceMemoryBackend {
  public:
+  explicit CudaMemoryBackend(int device) : device_(device) {}
   void* allocate(std::size_t bytes) override {
+    DeviceGuard guard(device_);
     void* p = nullptr;
     cudaError_t rc = cudaMalloc(&p, bytes);
     if (rc == cudaErrorMemoryAllocation) {
@@ -19,8 +22,12 @@ class CudaMemoryBackend final : public DeviceMemoryBackend {
     FSDP_CUDA_CHECK(rc);
     return p;
   }
-  void release(void* ptr) override { FSDP_CUDA_CHECK(cudaFree(ptr)); }
+  void release(void* ptr) override {
+    DeviceGuard guard(device_);
+    FSDP_CUDA_CHECK(cudaFree(ptr));
+  }
   EventId record_event(StreamId stream) override {
+    DeviceGuard guard(device_);
     cudaEvent_t e = nullptr;
     FSDP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     FSDP_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
@@ -41,12 +48,15 @@ class CudaMemoryBackend final : public DeviceMemoryBackend {
   void destroy_event(EventId event) override {
     FSDP_CUDA_CHECK(cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event)));
   }
+
+ private:
+  int device_;
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceMemoryBackend> make_cuda_memory_backend() {
-  return std::make_unique<CudaMemoryBackend>();
+std::unique_ptr<DeviceMemoryBackend> make_cuda_memory_backend(int device) {
+  return std::make_unique<CudaMemoryBackend>(device);
 }
 
 }  // namespace fsdp::cuda

@@ -7,7 +7,7 @@
 
 namespace fsdp::cuda {
 
-// Device memory of the current device (cudaSetDevice before use).
-std::unique_ptr<DeviceMemoryBackend> make_cuda_memory_backend();
+// Memory and events of CUDA device `device` (each call made with it current).
+std::unique_ptr<DeviceMemoryBackend> make_cuda_memory_backend(int device = 0);
 
 }  // namespace fsdp::cuda

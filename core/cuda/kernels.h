@@ -37,6 +37,133 @@ template <typename T>
 void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, GeluForm form,
                    cudaStream_t stream);
 
+// --- strided element-wise (strided.cu): the kernel table's general layouts. A StridedLayout is
+// the output's sizes and, per operand, strides in elements (0 where an operand is broadcast);
+// element i of the output (row-major over the sizes) reads its operands at their strides. T is
+// float, bf16 or double; arithmetic in float (double for double), as the CPU's.
+struct StridedLayout {
+  int ndim = 0;
+  std::int64_t size[kMaxDims] = {};
+  std::int64_t stride[4][kMaxDims] = {};  // [0] the output, then the operands in order
+  std::int64_t numel = 1;
+};
+// The KernelTable's UnaryKind and BinaryKind, in their order.
+enum class UnaryKindOp {
+  AddScalar,
+  MulScalar,
+  DivScalar,
+  Pow,
+  Square,
+  Identity,
+  Sqrt,
+  Neg,
+  Exp,
+  Log,
+  Rsqrt,
+  Abs,
+  Sign
+};
+enum class BinaryKindOp { Add, Sub, Mul, Div, Maximum, Minimum };  // Add, Sub: a op alpha * b
+template <typename T>
+void strided_unary(UnaryKindOp op, const T* a, T* out, const StridedLayout& l, double scalar,
+                   cudaStream_t stream);
+template <typename T>
+void strided_binary(BinaryKindOp op, const T* a, const T* b, T* out, const StridedLayout& l,
+                    double alpha, cudaStream_t stream);
+// Comparisons into bool outputs: T float, bf16, double, int64 or int32 (bf16 compared as float).
+enum class CompareKindOp { Eq, Ne, Lt, Le, Gt, Ge };  // the KernelTable's CompareKind
+template <typename T>
+void strided_compare(CompareKindOp op, const T* a, const T* b, bool* out, const StridedLayout& l,
+                     cudaStream_t stream);
+template <typename T>
+void strided_eq_scalar(const T* a, double b, bool* out, const StridedLayout& l,
+                       cudaStream_t stream);
+template <typename T>
+void strided_logical_not(const T* a, bool* out, const StridedLayout& l, cudaStream_t stream);
+// Selections move bits: T is the unsigned integer of the element's size. where: strides of out,
+// condition, a, b; masked_fill: of out, a, mask, `value` already in the element's bits.
+template <typename T>
+void strided_where(const bool* condition, const T* a, const T* b, T* out, const StridedLayout& l,
+                   cudaStream_t stream);
+template <typename T>
+void strided_masked_fill(const T* a, const bool* mask, T value, T* out, const StridedLayout& l,
+                         cudaStream_t stream);
+// y = mask ? x * scale : 0 (dropout), strides of y, x, mask; T float or double, mask uint8.
+template <typename T>
+void strided_masked_scale(const T* x, const std::uint8_t* mask, T* y, double scale,
+                          const StridedLayout& l, cudaStream_t stream);
+// dst (stride[0]) = src (stride[1]) converted: D and S the same storage type (any element size:
+// pass unsigned integers of it), or float <-> bf16, float <-> double.
+template <typename D, typename S>
+void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t stream);
+
+// --- softmax along any dim (softmax_rows.cu): x, y (outer, n, inner) contiguous, one row per
+// (outer, inner) pair; `mask` (inner 1 only, or null) is added first, row r reading mask row
+// r % mask_rows (masked_softmax's shared or per-batch mask). T float, bf16 or double.
+// `lse` (one per row, or null) receives each row's log-sum-exp (attention's saved statistic).
+template <typename T>
+void softmax_rows(const T* x, const T* mask, T* y, std::int64_t outer, std::int64_t n,
+                  std::int64_t inner, std::int64_t mask_rows, bool log, cudaStream_t stream,
+                  T* lse = nullptr);
+// dx from the output y and the gradient g: y (g - sum(g y)), or g - exp(y) sum(g) for log.
+template <typename T>
+void softmax_rows_backward(const T* y, const T* g, T* dx, std::int64_t outer, std::int64_t n,
+                           std::int64_t inner, bool log, cudaStream_t stream);
+
+// --- classification losses per position (class_loss.cu): x read as (n, c, s), position
+// p = (i, j) with its c class scores s apart; targets int64 (checked on the host), ignore_index
+// positions give 0. Losses and lse in double, as the table's.
+// loss = (1 - eps) (lse - x_t) + eps (lse - mean_k x_k).
+template <typename T>
+void cross_entropy_positions(const T* x, const std::int64_t* target, double* losses, double* lse,
+                             std::int64_t n, std::int64_t c, std::int64_t s,
+                             std::int64_t ignore_index, double eps, cudaStream_t stream);
+// dx (zero-filled) = g_p (softmax - eps / c - (1 - eps) onehot(t)) per non-ignored position.
+template <typename T>
+void cross_entropy_positions_backward(const T* x, const double* lse, const std::int64_t* target,
+                                      const double* grads, T* dx, std::int64_t n, std::int64_t c,
+                                      std::int64_t s, std::int64_t ignore_index, double eps,
+                                      cudaStream_t stream);
+// losses[p] = -x[t]; backward: dx[t] = -g_p (dx zero-filled).
+template <typename T>
+void nll_positions(const T* x, const std::int64_t* target, double* losses, std::int64_t n,
+                   std::int64_t c, std::int64_t s, std::int64_t ignore_index, cudaStream_t stream);
+template <typename T>
+void nll_positions_backward(const std::int64_t* target, const double* grads, T* dx, std::int64_t n,
+                            std::int64_t c, std::int64_t s, std::int64_t ignore_index,
+                            cudaStream_t stream);
+// *out = (values[0] + values[1] + ...) / divisor, added in index order (one thread: the CPU's
+// result bit for bit).
+void sum_in_order(const double* values, std::int64_t n, double divisor, double* out,
+                  cudaStream_t stream);
+
+// --- rows along one dim by index (index.cu), the indices checked on the host and copied to the
+// device: src (outer, size, inner) and out (outer, n, inner), contiguous.
+// out[o, i, :] = src[o, index[i], :]; U is the unsigned integer of the element's size.
+template <typename U>
+void index_select_rows(const U* src, const std::int64_t* index, U* out, std::int64_t outer,
+                       std::int64_t n, std::int64_t inner, std::int64_t size, cudaStream_t stream);
+// grad[o, index[i], :] += src[o, i, :] with atomics (repeated indices add up; the order of the
+// additions is the hardware's). T float, bf16 or double.
+template <typename T>
+void index_add_rows(const T* src, const std::int64_t* index, T* grad, std::int64_t outer,
+                    std::int64_t n, std::int64_t inner, std::int64_t size, cudaStream_t stream);
+
+// --- reductions over any dims (reduce_dims.cu): the kernel table's sum/mean and amax. The kept
+// dims index the outputs (row-major: a contiguous output's order), the reduced dims one output's
+// elements; strides are the input's, in elements. One block per output, float accumulation
+// (double for double); amax propagates NaN, as torch's.
+struct ReduceLayout {
+  int kept = 0, reduced = 0;
+  std::int64_t kept_size[kMaxDims] = {}, kept_stride[kMaxDims] = {};
+  std::int64_t reduced_size[kMaxDims] = {}, reduced_stride[kMaxDims] = {};
+  std::int64_t outputs = 1, count = 1;
+};
+template <typename T>
+void reduce_sum(const T* a, T* out, const ReduceLayout& l, double scale, cudaStream_t stream);
+template <typename T>
+void reduce_max(const T* a, T* out, const ReduceLayout& l, cudaStream_t stream);
+
 // --- reductions (reduce.cu)
 // out[c] = sum over rows of in[r, c] (the bias gradient of a linear layer), in float.
 template <typename T>

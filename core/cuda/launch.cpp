@@ -1,15 +1,23 @@
 #include "core/cuda/launch.h"
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
-#include "core/tensor.h"
 
 namespace fsdp::cuda {
+
+namespace {
+// shape_str's spelling ("[2, 3]") without linking the tensor library, which links this one.
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+}  // namespace
 
 BroadcastGeometry broadcast_geometry(const std::vector<std::int64_t>& a,
                                      const std::vector<std::int64_t>& b, const char* op) {
   const int nd = static_cast<int>(std::max(a.size(), b.size()));
   FSDP_CHECK(nd <= kMaxDims, ValueError, "{}: shapes {} and {} have more than {} dims", op,
-             shape_str(a), shape_str(b), kMaxDims);
+             shape_text(a), shape_text(b), kMaxDims);
   BroadcastGeometry g;
   g.ndim = nd;
   std::int64_t sa = 1, sb = 1;  // contiguous strides, built from the last dim
@@ -18,8 +26,8 @@ BroadcastGeometry broadcast_geometry(const std::vector<std::int64_t>& a,
     const int ib = d - (nd - static_cast<int>(b.size()));
     const std::int64_t na = ia >= 0 ? a[ia] : 1, nb = ib >= 0 ? b[ib] : 1;
     FSDP_CHECK(na == nb || na == 1 || nb == 1, ValueError,
-               "{}: shapes {} and {} do not broadcast (dim {}: {} vs {})", op, shape_str(a),
-               shape_str(b), d, na, nb);
+               "{}: shapes {} and {} do not broadcast (dim {}: {} vs {})", op, shape_text(a),
+               shape_text(b), d, na, nb);
     g.size[d] = na == 1 ? nb : na;  // a size 0 broadcasts against 1, as in torch
     g.a_stride[d] = na == 1 ? 0 : sa;
     g.b_stride[d] = nb == 1 ? 0 : sb;

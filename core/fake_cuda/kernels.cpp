@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/fake_cuda/fake_cuda.h"
+#include "core/kernels/kernel_names.h"
 #include "core/kernels/kernel_table.h"
 #include "core/random.h"
 #include "core/stream.h"
@@ -73,147 +74,32 @@ void find_device(Device& d, const std::vector<Tensor>& ts) {
 template <typename A>
 void find_device(Device&, const A&) {}
 
-// Whether two table members are the same one (members of different types never are).
-template <auto A, auto B>
-constexpr bool is() {
-  if constexpr (std::is_same_v<decltype(A), decltype(B)>)
-    return A == B;
-  else
-    return false;
-}
-
-// The kernel's name in reports.
-template <auto Member>
-constexpr const char* kernel_name() {
-  using K = KernelTable;
-  if constexpr (is<Member, &K::binary>())
-    return "binary";
-  else if constexpr (is<Member, &K::unary>())
-    return "unary";
-  else if constexpr (is<Member, &K::compare>())
-    return "compare";
-  else if constexpr (is<Member, &K::eq_scalar>())
-    return "eq_scalar";
-  else if constexpr (is<Member, &K::logical_not>())
-    return "logical_not";
-  else if constexpr (is<Member, &K::where>())
-    return "where";
-  else if constexpr (is<Member, &K::masked_fill>())
-    return "masked_fill";
-  else if constexpr (is<Member, &K::sum>())
-    return "sum";
-  else if constexpr (is<Member, &K::amax>())
-    return "amax";
-  else if constexpr (is<Member, &K::max_dim>())
-    return "max_dim";
-  else if constexpr (is<Member, &K::max_dim_backward>())
-    return "max_dim_backward";
-  else if constexpr (is<Member, &K::copy>())
-    return "copy";
-  else if constexpr (is<Member, &K::copy_broadcast>())
-    return "copy_broadcast";
-  else if constexpr (is<Member, &K::fill>())
-    return "fill";
-  else if constexpr (is<Member, &K::store_values>())
-    return "store_values";
-  else if constexpr (is<Member, &K::index_select>())
-    return "index_select";
-  else if constexpr (is<Member, &K::index_add>())
-    return "index_add";
-  else if constexpr (is<Member, &K::random>())
-    return "random";
-  else if constexpr (is<Member, &K::bmm>())
-    return "bmm";
-  else if constexpr (is<Member, &K::linear>())
-    return "linear";
-  else if constexpr (is<Member, &K::linear_backward16>())
-    return "linear_backward16";
-  else if constexpr (is<Member, &K::split_heads>())
-    return "split_heads";
-  else if constexpr (is<Member, &K::merge_heads>())
-    return "merge_heads";
-  else if constexpr (is<Member, &K::blocked_attention>())
-    return "blocked_attention";
-  else if constexpr (is<Member, &K::blocked_attention_backward>())
-    return "blocked_attention_backward";
-  else if constexpr (is<Member, &K::activation>())
-    return "activation";
-  else if constexpr (is<Member, &K::activation_backward>())
-    return "activation_backward";
-  else if constexpr (is<Member, &K::masked_scale>())
-    return "masked_scale";
-  else if constexpr (is<Member, &K::softmax>())
-    return "softmax";
-  else if constexpr (is<Member, &K::softmax_backward>())
-    return "softmax_backward";
-  else if constexpr (is<Member, &K::masked_softmax>())
-    return "masked_softmax";
-  else if constexpr (is<Member, &K::rms_norm>())
-    return "rms_norm";
-  else if constexpr (is<Member, &K::rms_norm_backward>())
-    return "rms_norm_backward";
-  else if constexpr (is<Member, &K::rotary>())
-    return "rotary";
-  else if constexpr (is<Member, &K::layer_norm>())
-    return "layer_norm";
-  else if constexpr (is<Member, &K::layer_norm_backward>())
-    return "layer_norm_backward";
-  else if constexpr (is<Member, &K::cross_entropy>())
-    return "cross_entropy";
-  else if constexpr (is<Member, &K::cross_entropy_backward>())
-    return "cross_entropy_backward";
-  else if constexpr (is<Member, &K::nll_loss>())
-    return "nll_loss";
-  else if constexpr (is<Member, &K::nll_loss_backward>())
-    return "nll_loss_backward";
-  else if constexpr (is<Member, &K::sum_in_order>())
-    return "sum_in_order";
-  else if constexpr (is<Member, &K::batch_norm_stats>())
-    return "batch_norm_stats";
-  else if constexpr (is<Member, &K::running_update>())
-    return "running_update";
-  else if constexpr (is<Member, &K::batch_norm>())
-    return "batch_norm";
-  else if constexpr (is<Member, &K::batch_norm_backward>())
-    return "batch_norm_backward";
-  else if constexpr (is<Member, &K::mse_loss>())
-    return "mse_loss";
-  else if constexpr (is<Member, &K::mse_loss_backward>())
-    return "mse_loss_backward";
-  else if constexpr (is<Member, &K::norm_partial>())
-    return "norm_partial";
-  else if constexpr (is<Member, &K::clamp_>())
-    return "clamp_";
-  else if constexpr (is<Member, &K::embedding_renorm_>())
-    return "embedding_renorm_";
-  else if constexpr (is<Member, &K::adam_update>())
-    return "adam_update";
-  else if constexpr (is<Member, &K::sgd_update>())
-    return "sgd_update";
-  else
-    return "kernel";
-}
-
 // Which arguments a kernel writes (bit i: argument i), for the stream sanitizer; the default is
 // the first tensor argument (outputs come first, kernel_table.h).
 template <auto Member>
 constexpr unsigned written_arguments() {
   using K = KernelTable;
-  if constexpr (is<Member, &K::max_dim>() || is<Member, &K::blocked_attention>() ||
-                is<Member, &K::cross_entropy>() || is<Member, &K::batch_norm_stats>() ||
-                is<Member, &K::rms_norm>() || is<Member, &K::rms_norm_backward>())
+  if constexpr (same_member<Member, &K::max_dim>() ||
+                same_member<Member, &K::blocked_attention>() ||
+                same_member<Member, &K::cross_entropy>() ||
+                same_member<Member, &K::batch_norm_stats>() ||
+                same_member<Member, &K::rms_norm>() ||
+                same_member<Member, &K::rms_norm_backward>())
     return 0b11;
-  else if constexpr (is<Member, &K::linear_backward16>() ||
-                     is<Member, &K::blocked_attention_backward>() || is<Member, &K::layer_norm>() ||
-                     is<Member, &K::layer_norm_backward>() || is<Member, &K::batch_norm_backward>())
+  else if constexpr (same_member<Member, &K::linear_backward16>() ||
+                     same_member<Member, &K::blocked_attention_backward>() ||
+                     same_member<Member, &K::layer_norm>() ||
+                     same_member<Member, &K::layer_norm_backward>() ||
+                     same_member<Member, &K::batch_norm_backward>())
     return 0b111;
-  else if constexpr (is<Member, &K::adam_update>())
+  else if constexpr (same_member<Member, &K::adam_update>())
     return 0b11101;
-  else if constexpr (is<Member, &K::sgd_update>())
+  else if constexpr (same_member<Member, &K::sgd_update>())
     return 0b101;
-  else if constexpr (is<Member, &K::binary>() || is<Member, &K::unary>() ||
-                     is<Member, &K::compare>() || is<Member, &K::activation>() ||
-                     is<Member, &K::activation_backward>() || is<Member, &K::random>())
+  else if constexpr (same_member<Member, &K::binary>() || same_member<Member, &K::unary>() ||
+                     same_member<Member, &K::compare>() || same_member<Member, &K::activation>() ||
+                     same_member<Member, &K::activation_backward>() ||
+                     same_member<Member, &K::random>())
     return 0b10;  // after the kind
   else
     return 0b1;

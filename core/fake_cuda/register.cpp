@@ -1,17 +1,11 @@
-// fake_cuda's registration (core/builtin_devices.h): its stream backend, allocator and copies.
-#include "core/builtin_devices.h"
+// fake_cuda's registration (core/builtin_devices.cpp calls it): its stream backend, allocator and
+// copies.
 #include "core/fake_cuda/allocator.h"
 #include "core/fake_cuda/context.h"
 #include "core/fake_cuda/copies.h"
 #include "core/fake_cuda/fake_cuda.h"
 
-namespace fsdp {
-
-void register_builtin_devices() {
-  fake_cuda::register_device();
-}
-
-namespace fake_cuda {
+namespace fsdp::fake_cuda {
 
 void register_device() {
   register_stream_backend(DeviceType::FakeCUDA, &streams());
@@ -23,5 +17,4 @@ std::map<std::string, std::int64_t> memory_stats(Device device) {
   return caching_allocator(stream_device(device)).stats().as_torch_dict();
 }
 
-}  // namespace fake_cuda
-}  // namespace fsdp
+}  // namespace fsdp::fake_cuda

@@ -8,6 +8,9 @@
 #if FSDP_HAVE_FAKE_CUDA
 #include "core/fake_cuda/kernels.h"
 #endif
+#if FSDP_HAVE_CUDA
+#include "core/cuda/kernel_table.h"
+#endif
 
 namespace fsdp {
 
@@ -32,14 +35,18 @@ void register_kernels(DeviceType type, const KernelTable* table) {
 
 // The tables of the devices a build has beyond the CPU, installed at their first lookup (as
 // core/builtin_devices.h registers their allocators): no static initialiser to lose in linking.
+const KernelTable* install_once(DeviceType type, const KernelTable* table) {
+  const KernelTable* expected = nullptr;
+  slot(type).compare_exchange_strong(expected, table, std::memory_order_acq_rel);
+  return slot(type).load(std::memory_order_acquire);
+}
+
 const KernelTable* builtin_table(DeviceType type) {
 #if FSDP_HAVE_FAKE_CUDA
-  if (type == DeviceType::FakeCUDA) {
-    const KernelTable* t = &fake_cuda::kernel_table();
-    const KernelTable* expected = nullptr;
-    slot(type).compare_exchange_strong(expected, t, std::memory_order_acq_rel);
-    return slot(type).load(std::memory_order_acquire);
-  }
+  if (type == DeviceType::FakeCUDA) return install_once(type, &fake_cuda::kernel_table());
+#endif
+#if FSDP_HAVE_CUDA
+  if (type == DeviceType::CUDA) return install_once(type, &cuda::kernel_table());
 #endif
   (void)type;
   return nullptr;

@@ -6,9 +6,13 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "comm/errors.h"
 #include "comm/registry.h"
+#include "core/native_stream.h"
+#include "core/stream.h"
 #include "tests/comm/collective_checks.h"
 
 using namespace fsdp;
@@ -102,4 +106,46 @@ BOOST_AUTO_TEST_CASE(collectives_on_device_buffers) {
 BOOST_AUTO_TEST_CASE(host_buffers_are_rejected) {
   float x = 0;
   BOOST_CHECK_THROW(world()->all_reduce(&x, 1, DType::Float32), fsdp::ValueError);
+}
+
+// The collective is queued on the caller's current stream and its Work orders another stream on
+// the device (block_stream), as FSDP's stream protocol needs; nothing waits on the host.
+BOOST_AUTO_TEST_CASE(a_collective_runs_on_the_current_stream_and_orders_others) {
+  auto pg = world();
+  const Device cuda0(DeviceType::CUDA, 0);
+  const int n = pg->size();
+  const std::size_t count = std::size_t(1) << 22;
+  std::vector<float> host(count, 2.5f + float(pg->rank())), back(count * n, 0.0f);
+  DeviceBuffer in(count * sizeof(float)), out(count * n * sizeof(float));
+  cudaMemcpy(in.ptr, host.data(), count * sizeof(float), cudaMemcpyHostToDevice);
+  const Stream side = new_stream(cuda0);
+  std::shared_ptr<Work> work;
+  {
+    StreamGuard guard(side);
+    work = pg->all_gather_async(in.ptr, out.ptr, count, DType::Float32, cuda0);
+  }
+  const Stream reader = new_stream(cuda0);
+  work->block_stream(reader);
+  auto* stream = static_cast<cudaStream_t>(native_stream(reader));
+  BOOST_REQUIRE(stream != nullptr);
+  cudaMemcpyAsync(back.data(), out.ptr, back.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                  stream);
+  cudaStreamSynchronize(stream);
+  for (int r = 0; r < n; ++r)
+    BOOST_TEST(back[std::size_t(r) * count + count - 1] == 2.5f + float(r));
+  BOOST_TEST(work->test());
+  work->wait();
+}
+
+BOOST_AUTO_TEST_CASE(buffers_on_another_device_than_the_groups_are_named) {
+  auto pg = world();
+  float x = 0;  // never touched: the device is checked first
+  const std::string suffix = "has buffers on cuda:7, but this group's device is cuda:0";
+  BOOST_CHECK_EXCEPTION(
+      pg->all_reduce(&x, 1, DType::Float32, ReduceOp::Sum, Device(DeviceType::CUDA, 7)),
+      fsdp::ValueError, [&](const fsdp::ValueError& e) {
+        const std::string what = e.what();
+        return what.size() > suffix.size() &&
+               what.compare(what.size() - suffix.size(), suffix.size(), suffix) == 0;
+      });
 }

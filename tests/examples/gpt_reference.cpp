@@ -27,8 +27,10 @@ const GptReference& gpt_reference() {
     r.base.data = std::make_shared<const std::string>(std::istreambuf_iterator<char>(data),
                                                       std::istreambuf_iterator<char>());
     r.base.load_path = fixture_path("gpt/" + j.at("init").get<std::string>());
-    // FSDP_TEST_DEVICE=fake_cuda: each rank on its fake_cuda device (tests/support/test_device.h).
+    // FSDP_TEST_DEVICE (tests/support/test_device.h): fake_cuda without an index puts rank r on
+    // fake_cuda:r; on cuda every rank shares cuda:0.
     if (test_device_is_fake_cuda()) r.base.device = Device(DeviceType::FakeCUDA);
+    if (test_device_type() == DeviceType::CUDA) r.base.device = Device(DeviceType::CUDA, 0);
     for (const auto& [name, run] : j.at("runs").items()) {
       r.losses[name] = run.at("losses").get<std::vector<double>>();
       r.lr[name] = run.at("lr");

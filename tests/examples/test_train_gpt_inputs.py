@@ -20,6 +20,7 @@ import tempfile
 import time
 
 EXE, DATA, MPIEXEC, HAVE_GLOO = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+HAVE_CUDA = len(sys.argv) > 5 and sys.argv[5] == "1"  # the build has the CUDA device
 tmp = tempfile.mkdtemp()
 short = os.path.join(tmp, "short.txt")
 with open(short, "w") as f:
@@ -134,6 +135,10 @@ TABLE = [
      "--device gpu: unknown device (expected cpu, fake_cuda, fake_cuda:N, cuda or cuda:N)"),
     ("option", ["--device", "meta"], {}, 2,
      "--device meta: meta tensors have shapes and no values, so nothing can train on them"),
+    # With CUDA built, a device this machine lacks (cuda:9, or any without a GPU) is named;
+    # without, CUDA is refused (core/cuda/devices.h).
+    ("option", ["--device", "cuda:9"], {}, 2, "--device cuda:9: cuda:9: no ")
+    if HAVE_CUDA else
     ("option", ["--device", "cuda:0"], {}, 2,
      "--device cuda:0: training on CUDA is not available yet"),
     ("option", ["--device", "fake_cuda", "--backend", "gloo"], {}, 2,

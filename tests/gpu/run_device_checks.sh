@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The GPU machine's checks in one call (at most 8 minutes at 16 cores): preflight, unpack the
 # carried Debian packages into a prefix, configure and build only what the checks need, then the
-# gpu suite (op parity, allocator, runtime), compute-sanitizer memcheck and racecheck on a parity
-# subset, the NCCL world-1 test, and the kernel bench beside PyTorch in the same run.
+# gpu suite (op parity, allocator, runtime, the CUDA kernel table), compute-sanitizer memcheck and
+# racecheck on a parity subset, the NCCL world-1 test, the kernel bench beside PyTorch in the same
+# run, then the device layer end to end: the fsdp suites with FSDP_TEST_DEVICE=cuda (thread ranks
+# on the one GPU), train_gpt --device cuda against --device cpu, and the stream sanitizer over an
+# FSDP step.
 #
 #   tools/fetch_device_debs.sh                           # here, once: .debs/ (carry [".debs"])
 #   OUT=$OUT bash tests/gpu/run_device_checks.sh         # there
@@ -189,7 +192,7 @@ configure() {
   reconfigure=""
   [ -f "$BUILD/build.ninja" ] && reconfigure=--reconfigure  # WORK kept from an earlier run
   meson setup $reconfigure "$BUILD" "$SRC" -Dcuda=enabled -Dnccl=$nccl -Dmpi=disabled \
-    -Dgloo=disabled -Dbench=true -Dexamples=false -Dcublas_home="$SHIM" -Dnccl_home="$SHIM"
+    -Dgloo=disabled -Dbench=true -Dexamples=true -Dcublas_home="$SHIM" -Dnccl_home="$SHIM"
 }
 
 build() {
@@ -198,8 +201,22 @@ build() {
   . "$WORK/paths.env"
   export PATH=$CUDA_HOME/bin:$PATH
   targets="tests/gpu/test_cuda_host tests/gpu/test_gpu_kernels tests/gpu/test_gpu_gemm
-    tests/gpu/test_gpu_runtime bench/gpu/bench_gpu_kernels"
+    tests/gpu/test_gpu_runtime tests/gpu/test_gpu_kernel_table bench/gpu/bench_gpu_kernels"
   [ -z "$NCCL_DIR" ] || targets="$targets tests/comm/test_comm_nccl"
+  ninja -C "$BUILD" -j"$JOBS" $targets
+}
+
+# What the device-layer steps run, built apart so that a slow build of them never costs the
+# kernel checks above.
+FSDP_SUITES="fsdp_runtime fsdp_mixed_precision"
+export FSDP_SUITES
+build_fsdp() {
+  set -e
+  . "$WORK/build.env"
+  . "$WORK/paths.env"
+  export PATH=$CUDA_HOME/bin:$PATH
+  targets="examples/train_gpt tests/fsdp/test_fsdp_fake_cuda_runtime"
+  for t in $FSDP_SUITES; do targets="$targets tests/fsdp/test_$t"; done
   ninja -C "$BUILD" -j"$JOBS" $targets
 }
 
@@ -214,7 +231,8 @@ ptxas_report() {
 # meson counts a skip (77) as a pass: the log's last lines (Ok/Skipped) say which it was.
 gpu_tests() {
   . "$WORK/build.env"
-  meson test -C "$BUILD" --no-rebuild --print-errorlogs cuda_host gpu_runtime gpu_kernels gpu_gemm
+  meson test -C "$BUILD" --no-rebuild --print-errorlogs cuda_host gpu_runtime gpu_kernels gpu_gemm \
+    gpu_kernel_table
   rc=$?
   cp "$BUILD/meson-logs/testlog.txt" "$LOGS/gpu_tests.testlog.txt" 2>/dev/null
   exit $rc
@@ -252,8 +270,44 @@ bench() {
   python3 "$SRC/bench/gpu/torch_ops.py" --ours "$LOGS/bench_ours.json" --tokens 16384
 }
 
+# The fsdp suites that honour FSDP_TEST_DEVICE (tests/support/test_device.h) with every rank on
+# cuda:0 (their 2- and 4-rank runs are thread ranks sharing the GPU); on the dry run, fake_cuda.
+fsdp_cuda() {
+  . "$WORK/build.env"
+  device=cuda
+  [ "$DRY" = 1 ] && device=fake_cuda
+  rc=0
+  for t in $FSDP_SUITES; do
+    echo "--- $t with FSDP_TEST_DEVICE=$device"
+    FSDP_TEST_DEVICE=$device "$BUILD/tests/fsdp/test_$t" || rc=1
+  done
+  exit $rc
+}
+
+# train_gpt's tokens/s on the device against the CPU's, one rank, unsharded, the same data.
+train_gpt_cuda() {
+  . "$WORK/build.env"
+  device=cuda
+  [ "$DRY" = 1 ] && device=fake_cuda
+  data=$SRC/tests/fixtures/gpt/data.txt
+  rc=0
+  for d in cpu $device; do
+    echo "--- train_gpt --device $d"
+    "$BUILD/examples/train_gpt" --sharding none --ranks 1 --device $d --data "$data" \
+      --steps 5 || rc=1
+  done
+  exit $rc
+}
+
+# The stream sanitizer over FSDP steps at 2 and 4 ranks (tests/fsdp/test_fake_cuda_runtime.cpp's
+# case): no unordered access, no free racing another stream's use.
+stream_sanitizer() {
+  . "$WORK/build.env"
+  "$BUILD/tests/fsdp/test_fsdp_fake_cuda_runtime" --run_test=clean_under_the_stream_sanitizer
+}
+
 export -f preflight unpack write_env configure build ptxas_report gpu_tests sanitize memcheck \
-  racecheck nccl_world1 bench
+  racecheck nccl_world1 bench build_fsdp fsdp_cuda train_gpt_cuda stream_sanitizer
 
 t0=$(date +%s)
 if step preflight 30 preflight; then
@@ -276,12 +330,22 @@ if step preflight 30 preflight; then
       step racecheck 90 racecheck
     fi
     step nccl_world1 60 nccl_world1
+    # The device layer end to end, last: it needs the kernel table's later families.
+    if step build_fsdp "${BUILD_FSDP_LIMIT:-180}" build_fsdp; then
+      step fsdp_cuda 90 fsdp_cuda
+      step train_gpt_cuda 60 train_gpt_cuda
+      step stream_sanitizer 60 stream_sanitizer
+    else
+      for s in fsdp_cuda train_gpt_cuda stream_sanitizer; do skip $s "no build"; done
+    fi
   else
-    for s in gpu_tests bench memcheck racecheck nccl_world1; do skip $s "no build"; done
+    for s in gpu_tests bench memcheck racecheck nccl_world1 build_fsdp fsdp_cuda train_gpt_cuda \
+      stream_sanitizer; do skip $s "no build"; done
   fi
   step ptxas_report 60 ptxas_report
 else
-  for s in unpack configure build gpu_tests bench memcheck racecheck nccl_world1; do
+  for s in unpack configure build gpu_tests bench memcheck racecheck nccl_world1 build_fsdp \
+    fsdp_cuda train_gpt_cuda stream_sanitizer; do
     skip $s "preflight failed"
   done
 fi
@@ -299,16 +363,20 @@ tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs
     echo "--- bench (ours vs PyTorch eager, same run)"
     grep -E -A40 '^op ' "$LOGS/bench.log" || tail -n 30 "$LOGS/bench.log"
   fi
+  if [ -f "$LOGS/train_gpt_cuda.log" ]; then
+    echo "--- train_gpt (cpu, then the device)"
+    grep -h -E '^(--- train_gpt|tokens/s|train_gpt: error)' "$LOGS/train_gpt_cuda.log"
+  fi
   counts=$(grep -h -E '^(Ok|Fail|Skipped|Timeout): ' "$LOGS/gpu_tests.log" 2>/dev/null)
   echo "--- gpu suite: $(echo "$counts" | tr -s ' ' | tr '\n' ' ')"
   echo "--- failures"
   grep -h -E 'error: in|relative error|FAILED|ERROR SUMMARY: [1-9]|Hazard|Invalid' \
     "$LOGS"/gpu_tests.log "$LOGS"/memcheck.log "$LOGS"/racecheck.log "$LOGS"/nccl_world1.log \
-    2>/dev/null | head -n 40
+    "$LOGS"/fsdp_cuda.log "$LOGS"/stream_sanitizer.log 2>/dev/null | head -n 40
   echo "--- steps"
-  printf '%-14s %-24s %6s\n' step status seconds
+  printf '%-16s %-24s %6s\n' step status seconds
   for i in "${!NAMES[@]}"; do
-    printf '%-14s %-24s %6s\n' "${NAMES[$i]}" "${STATUS[$i]}" "${SECS[$i]}"
+    printf '%-16s %-24s %6s\n' "${NAMES[$i]}" "${STATUS[$i]}" "${SECS[$i]}"
   done
 } >"$OUT/summary.txt"
 cat "$OUT/summary.txt"

@@ -91,8 +91,9 @@ RunResult run_mlp(int world, const RunOptions& o) {
   RunResult result;
   std::mutex mu;
   on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
-    const Device device =
-        o.on_fake_cuda ? Device(DeviceType::FakeCUDA, pg->rank()) : Device(DeviceType::CPU);
+    const Device device = o.on_fake_cuda ? Device(DeviceType::FakeCUDA, pg->rank())
+                          : o.on_cuda    ? Device(DeviceType::CUDA, 0)
+                                         : Device(DeviceType::CPU);
     std::optional<dispatch::ModeGuard> sanitize;
     if (o.stream_sanitizer)
       sanitize.emplace(std::make_shared<stream_sanitizer::StreamSanitizerMode>());

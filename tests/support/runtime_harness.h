@@ -36,6 +36,8 @@ struct RunOptions {
   // Each rank's model and batch on fake_cuda:rank (run_mlp). FSDP_TEST_DEVICE=fake_cuda makes it
   // the default, so that a whole suite runs on the test device (tests/fsdp/meson.build).
   bool on_fake_cuda = test_device_is_fake_cuda();
+  // Every rank on cuda:0 (FSDP_TEST_DEVICE=cuda: the GPU machine's one GPU, shared).
+  bool on_cuda = test_device_type() == DeviceType::CUDA;
   bool stream_sanitizer = false;      // each rank under StreamSanitizerMode (run_mlp)
   bool skip_all_gather_wait = false;  // the runtime's test hook (RootState) (run_mlp)
   // Each step as two micro-batches, the first under no_sync() (run_mlp, run_mlp_plain).

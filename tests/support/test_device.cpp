@@ -7,19 +7,32 @@
 
 namespace fsdp::testing {
 
-bool test_device_is_fake_cuda() {
-  static const bool fake = [] {
+DeviceType test_device_type() {
+  static const DeviceType type = [] {
     const char* v = std::getenv("FSDP_TEST_DEVICE");
     const std::string name = v ? v : "cpu";
-    FSDP_CHECK(name == "cpu" || name == "fake_cuda", ValueError,
-               "FSDP_TEST_DEVICE='{}': expected cpu or fake_cuda", name);
-    return name == "fake_cuda";
+    FSDP_CHECK(name == "cpu" || name == "fake_cuda" || name == "cuda", ValueError,
+               "FSDP_TEST_DEVICE='{}': expected cpu, fake_cuda or cuda", name);
+    return name == "fake_cuda" ? DeviceType::FakeCUDA
+           : name == "cuda"    ? DeviceType::CUDA
+                               : DeviceType::CPU;
   }();
-  return fake;
+  return type;
+}
+
+bool test_device_is_fake_cuda() {
+  return test_device_type() == DeviceType::FakeCUDA;
 }
 
 Device test_device(int rank) {
-  return test_device_is_fake_cuda() ? Device(DeviceType::FakeCUDA, rank) : Device(DeviceType::CPU);
+  switch (test_device_type()) {
+    case DeviceType::FakeCUDA:
+      return Device(DeviceType::FakeCUDA, rank);
+    case DeviceType::CUDA:
+      return Device(DeviceType::CUDA, 0);
+    default:
+      return kCPU;
+  }
 }
 
 }  // namespace fsdp::testing

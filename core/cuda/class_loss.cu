@@ -1,0 +1,205 @@
+// Classification losses per position (cross-entropy with label smoothing, nll) over an (n, c, s)
+// input, their backward, and the in-order sum of the per-position losses. Cross-entropy takes
+// one block per position (max, sum of exps and sum of scores over the c classes by a
+// shared-memory tree, in double); nll one thread per position.
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernel_math.cuh"
+#include "core/cuda/kernels.h"
+
+namespace fsdp::cuda {
+namespace {
+
+#define FSDP_GRID_STRIDE(i, n)                                                        \
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += std::int64_t(gridDim.x) * blockDim.x)
+
+constexpr int kClassThreads = 256;
+
+template <typename T>
+__device__ __forceinline__ double value(const T* p) {
+  if constexpr (std::is_same_v<T, double>)
+    return *p;
+  else
+    return static_cast<double>(to_float(*p));
+}
+template <typename T>
+__device__ __forceinline__ void store(T* p, double v) {
+  if constexpr (std::is_same_v<T, double>)
+    *p = v;
+  else
+    *p = from_float<T>(static_cast<float>(v));
+}
+
+template <bool kMax>
+__device__ double block_all(double v, double* scratch) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      const double o = scratch[threadIdx.x + half];
+      scratch[threadIdx.x] = kMax ? fmax(scratch[threadIdx.x], o) : scratch[threadIdx.x] + o;
+    }
+    __syncthreads();
+  }
+  const double r = scratch[0];
+  __syncthreads();
+  return r;
+}
+
+template <typename T>
+__global__ void cross_entropy_kernel(const T* x, const std::int64_t* target, double* losses,
+                                     double* lse_out, std::int64_t positions, std::int64_t c,
+                                     std::int64_t s, std::int64_t ignore_index, double eps) {
+  __shared__ double scratch[kClassThreads];
+  for (std::int64_t p = blockIdx.x; p < positions; p += gridDim.x) {
+    const std::int64_t i = p / s, j = p % s;
+    const T* row = x + i * c * s + j;
+    double mx = -INFINITY, sum_x = 0;
+    for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) {
+      const double v = value(row + k * s);
+      mx = fmax(mx, v);
+      sum_x += v;
+    }
+    mx = block_all<true>(mx, scratch);
+    sum_x = block_all<false>(sum_x, scratch);
+    if (isinf(mx) && mx < 0) mx = 0;
+    double e = 0;
+    for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) e += exp(value(row + k * s) - mx);
+    e = block_all<false>(e, scratch);
+    if (threadIdx.x == 0) {
+      const double lse = log(e) + mx;
+      lse_out[p] = lse;
+      const std::int64_t t = target[p];
+      double loss = 0;
+      if (t != ignore_index) {
+        loss = (1.0 - eps) * (lse - value(row + t * s));
+        if (eps > 0) loss += eps * (lse - sum_x / static_cast<double>(c));
+      }
+      losses[p] = loss;
+    }
+  }
+}
+
+template <typename T>
+__global__ void cross_entropy_backward_kernel(const T* x, const double* lse,
+                                              const std::int64_t* target, const double* grads,
+                                              T* dx, std::int64_t positions, std::int64_t c,
+                                              std::int64_t s, std::int64_t ignore_index,
+                                              double eps) {
+  for (std::int64_t p = blockIdx.x; p < positions; p += gridDim.x) {
+    const std::int64_t t = target[p];
+    if (t == ignore_index) continue;
+    const std::int64_t i = p / s, j = p % s;
+    const double g = grads[p], lp = lse[p], smooth = eps / static_cast<double>(c);
+    for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) {
+      const std::int64_t e = i * c * s + j + k * s;
+      double d = g * (exp(value(x + e) - lp) - smooth);
+      if (k == t) d -= g * (1.0 - eps);
+      store(dx + e, d);
+    }
+  }
+}
+
+template <typename T>
+__global__ void nll_kernel(const T* x, const std::int64_t* target, double* losses,
+                           std::int64_t positions, std::int64_t c, std::int64_t s,
+                           std::int64_t ignore_index) {
+  FSDP_GRID_STRIDE(p, positions) {
+    const std::int64_t t = target[p], i = p / s, j = p % s;
+    losses[p] = t == ignore_index ? 0.0 : -value(x + (i * c + t) * s + j);
+  }
+}
+
+template <typename T>
+__global__ void nll_backward_kernel(const std::int64_t* target, const double* grads, T* dx,
+                                    std::int64_t positions, std::int64_t c, std::int64_t s,
+                                    std::int64_t ignore_index) {
+  FSDP_GRID_STRIDE(p, positions) {
+    const std::int64_t t = target[p], i = p / s, j = p % s;
+    if (t != ignore_index) store(dx + (i * c + t) * s + j, -grads[p]);
+  }
+}
+
+__global__ void sum_in_order_kernel(const double* v, std::int64_t n, double divisor, double* out) {
+  double total = 0;
+  for (std::int64_t i = 0; i < n; ++i) total += v[i];
+  *out = total / divisor;
+}
+
+unsigned blocks_for(std::int64_t positions) {
+  return static_cast<unsigned>(positions < kMaxBlocks ? positions : kMaxBlocks);
+}
+
+}  // namespace
+
+template <typename T>
+void cross_entropy_positions(const T* x, const std::int64_t* target, double* losses, double* lse,
+                             std::int64_t n, std::int64_t c, std::int64_t s,
+                             std::int64_t ignore_index, double eps, cudaStream_t stream) {
+  const std::int64_t positions = n * s;
+  if (positions == 0) return;
+  cross_entropy_kernel<T><<<blocks_for(positions), kClassThreads, 0, stream>>>(
+      x, target, losses, lse, positions, c, s, ignore_index, eps);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void cross_entropy_positions_backward(const T* x, const double* lse, const std::int64_t* target,
+                                      const double* grads, T* dx, std::int64_t n, std::int64_t c,
+                                      std::int64_t s, std::int64_t ignore_index, double eps,
+                                      cudaStream_t stream) {
+  const std::int64_t positions = n * s;
+  if (positions == 0) return;
+  cross_entropy_backward_kernel<T><<<blocks_for(positions), kClassThreads, 0, stream>>>(
+      x, lse, target, grads, dx, positions, c, s, ignore_index, eps);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void nll_positions(const T* x, const std::int64_t* target, double* losses, std::int64_t n,
+                   std::int64_t c, std::int64_t s, std::int64_t ignore_index, cudaStream_t stream) {
+  const std::int64_t positions = n * s;
+  if (positions == 0) return;
+  nll_kernel<T><<<grid_for(positions), kThreads, 0, stream>>>(x, target, losses, positions, c, s,
+                                                              ignore_index);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void nll_positions_backward(const std::int64_t* target, const double* grads, T* dx, std::int64_t n,
+                            std::int64_t c, std::int64_t s, std::int64_t ignore_index,
+                            cudaStream_t stream) {
+  const std::int64_t positions = n * s;
+  if (positions == 0) return;
+  nll_backward_kernel<T><<<grid_for(positions), kThreads, 0, stream>>>(target, grads, dx, positions,
+                                                                       c, s, ignore_index);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+void sum_in_order(const double* values, std::int64_t n, double divisor, double* out,
+                  cudaStream_t stream) {
+  sum_in_order_kernel<<<1, 1, 0, stream>>>(values, n, divisor, out);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+#define FSDP_CLASS_LOSS(T)                                                                         \
+  template void cross_entropy_positions<T>(const T*, const std::int64_t*, double*, double*,        \
+                                           std::int64_t, std::int64_t, std::int64_t, std::int64_t, \
+                                           double, cudaStream_t);                                  \
+  template void cross_entropy_positions_backward<T>(                                               \
+      const T*, const double*, const std::int64_t*, const double*, T*, std::int64_t, std::int64_t, \
+      std::int64_t, std::int64_t, double, cudaStream_t);                                           \
+  template void nll_positions<T>(const T*, const std::int64_t*, double*, std::int64_t,             \
+                                 std::int64_t, std::int64_t, std::int64_t, cudaStream_t);          \
+  template void nll_positions_backward<T>(const std::int64_t*, const double*, T*, std::int64_t,    \
+                                          std::int64_t, std::int64_t, std::int64_t, cudaStream_t);
+FSDP_CLASS_LOSS(float)
+FSDP_CLASS_LOSS(bf16)
+FSDP_CLASS_LOSS(double)
+#undef FSDP_CLASS_LOSS
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,14 @@
+// CUDA's kernel table (core/kernels/kernel_table.h), installed by kernels(device) at its first
+// lookup: each family core/cuda has a kernel for launches it on current_stream(device)'s
+// cudaStream_t; every other family, and every case of a family that its kernel does not cover
+// (a dtype, a strided operand), throws NotImplementedError "<family>: no CUDA kernel yet
+// (device cuda:N)" -- never a silent host fallback. README.md lists what is covered.
+#pragma once
+
+#include "core/kernels/kernel_table.h"
+
+namespace fsdp::cuda {
+
+const KernelTable& kernel_table();
+
+}  // namespace fsdp::cuda

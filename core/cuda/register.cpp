@@ -1,0 +1,22 @@
+// The CUDA device's registration (core/builtin_devices.h).
+#include "core/cuda/allocator.h"
+#include "core/cuda/copies.h"
+#include "core/cuda/cuda_device.h"
+#include "core/cuda/streams.h"
+#include "core/native_stream.h"
+
+namespace fsdp::cuda {
+
+void register_device() {
+  register_stream_backend(DeviceType::CUDA, &streams());
+  register_allocator(DeviceType::CUDA, &allocator());
+  register_device_copy(DeviceType::CUDA, &copy_functions());
+  register_native_stream(DeviceType::CUDA,
+                         [](const Stream& s) -> void* { return streams().native(s); });
+}
+
+std::map<std::string, std::int64_t> memory_stats(Device device) {
+  return caching_allocator(stream_device(device)).stats().as_torch_dict();
+}
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,367 @@
+// Strided element-wise kernels: the kernel table's general layouts (views, transposes,
+// broadcasts, in-place ops on strided outputs), one thread per output element in a grid-stride
+// loop, each computing its operands' offsets from the output's index. Slower than the
+// contiguous kernels of elementwise.cu (no 16-byte loads), which the table prefers when the
+// layout allows.
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernel_math.cuh"
+#include "core/cuda/kernels.h"
+
+namespace fsdp::cuda {
+namespace {
+
+#define FSDP_GRID_STRIDE(i, n)                                                        \
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += std::int64_t(gridDim.x) * blockDim.x)
+
+// Arithmetic type: double for double storage, float otherwise.
+template <typename T>
+struct Acc {
+  using type = float;
+};
+template <>
+struct Acc<double> {
+  using type = double;
+};
+
+template <typename T>
+__device__ __forceinline__ typename Acc<T>::type load(const T* p) {
+  if constexpr (std::is_same_v<T, double>)
+    return *p;
+  else
+    return to_float(*p);
+}
+template <typename T>
+__device__ __forceinline__ void store(T* p, typename Acc<T>::type v) {
+  if constexpr (std::is_same_v<T, double>)
+    *p = v;
+  else
+    *p = from_float<T>(v);
+}
+
+// The offsets of output element i in each of `operands` layouts.
+template <int kOperands>
+__device__ __forceinline__ void offsets(const StridedLayout& l, std::int64_t i,
+                                        std::int64_t (&off)[kOperands]) {
+#pragma unroll
+  for (int k = 0; k < kOperands; ++k) off[k] = 0;
+  for (int d = l.ndim - 1; d >= 0; --d) {
+    const std::int64_t idx = i % l.size[d];
+    i /= l.size[d];
+#pragma unroll
+    for (int k = 0; k < kOperands; ++k) off[k] += idx * l.stride[k][d];
+  }
+}
+
+template <typename C>
+__device__ __forceinline__ C unary_op(UnaryKindOp op, C x, C s) {
+  switch (op) {
+    case UnaryKindOp::AddScalar:
+      return x + s;
+    case UnaryKindOp::MulScalar:
+      return x * s;
+    case UnaryKindOp::DivScalar:
+      return x / s;
+    case UnaryKindOp::Pow:
+      return s == C(2) ? x * x : pow(x, s);
+    case UnaryKindOp::Square:
+      return x * x;
+    case UnaryKindOp::Identity:
+      return x;
+    case UnaryKindOp::Sqrt:
+      return sqrt(x);
+    case UnaryKindOp::Neg:
+      return -x;
+    case UnaryKindOp::Exp:
+      return exp(x);
+    case UnaryKindOp::Log:
+      return log(x);
+    case UnaryKindOp::Rsqrt:
+      return C(1) / sqrt(x);
+    case UnaryKindOp::Abs:
+      return fabs(x);
+    case UnaryKindOp::Sign:
+      return C((C(0) < x) - (x < C(0)));
+  }
+  return x;
+}
+
+template <typename C>
+__device__ __forceinline__ C binary_op(BinaryKindOp op, C a, C b, C alpha) {
+  switch (op) {
+    case BinaryKindOp::Add:
+      return alpha == C(1) ? a + b : a + alpha * b;
+    case BinaryKindOp::Sub:
+      return a - alpha * b;
+    case BinaryKindOp::Mul:
+      return a * b;
+    case BinaryKindOp::Div:
+      return a / b;
+    case BinaryKindOp::Maximum:  // torch.maximum propagates NaN
+      return a != a || b != b ? C(NAN) : (a > b ? a : b);
+    case BinaryKindOp::Minimum:
+      return a != a || b != b ? C(NAN) : (a < b ? a : b);
+  }
+  return a;
+}
+
+template <typename T>
+__global__ void strided_unary_kernel(UnaryKindOp op, const T* a, T* out, StridedLayout l,
+                                     typename Acc<T>::type s) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[2];
+    offsets<2>(l, i, off);
+    store(out + off[0], unary_op(op, load(a + off[1]), s));
+  }
+}
+
+template <typename T>
+__global__ void strided_binary_kernel(BinaryKindOp op, const T* a, const T* b, T* out,
+                                      StridedLayout l, typename Acc<T>::type alpha) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[3];
+    offsets<3>(l, i, off);
+    store(out + off[0], binary_op(op, load(a + off[1]), load(b + off[2]), alpha));
+  }
+}
+
+template <typename D, typename S>
+__device__ __forceinline__ D convert(S x) {
+  if constexpr (std::is_same_v<D, S>)
+    return x;
+  else if constexpr (std::is_same_v<D, bf16>)
+    return __float2bfloat16_rn(static_cast<float>(x));  // from float or double, as the CPU
+  else if constexpr (std::is_same_v<S, bf16>)
+    return static_cast<D>(__bfloat162float(x));
+  else
+    return static_cast<D>(x);
+}
+
+template <typename D, typename S>
+__global__ void strided_copy_kernel(const S* src, D* dst, StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[2];
+    offsets<2>(l, i, off);
+    dst[off[0]] = convert<D, S>(src[off[1]]);
+  }
+}
+
+// The value a comparison sees: bf16 as float, the rest as stored.
+template <typename T>
+__device__ __forceinline__ auto compared(T x) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return __bfloat162float(x);
+  else
+    return x;
+}
+
+template <typename T>
+__global__ void strided_compare_kernel(CompareKindOp op, const T* a, const T* b, bool* out,
+                                       StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[3];
+    offsets<3>(l, i, off);
+    const auto x = compared(a[off[1]]), y = compared(b[off[2]]);
+    bool r = false;
+    switch (op) {
+      case CompareKindOp::Eq:
+        r = x == y;
+        break;
+      case CompareKindOp::Ne:
+        r = x != y;
+        break;
+      case CompareKindOp::Lt:
+        r = x < y;
+        break;
+      case CompareKindOp::Le:
+        r = x <= y;
+        break;
+      case CompareKindOp::Gt:
+        r = x > y;
+        break;
+      case CompareKindOp::Ge:
+        r = x >= y;
+        break;
+    }
+    out[off[0]] = r;
+  }
+}
+
+template <typename T>
+__global__ void strided_eq_scalar_kernel(const T* a, double b, bool* out, StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[2];
+    offsets<2>(l, i, off);
+    out[off[0]] = static_cast<double>(compared(a[off[1]])) == b;
+  }
+}
+
+template <typename T>
+__global__ void strided_logical_not_kernel(const T* a, bool* out, StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[2];
+    offsets<2>(l, i, off);
+    out[off[0]] = compared(a[off[1]]) == decltype(compared(a[off[1]]))(0);
+  }
+}
+
+template <typename T>
+__global__ void strided_where_kernel(const bool* c, const T* a, const T* b, T* out,
+                                     StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[4];
+    offsets<4>(l, i, off);
+    out[off[0]] = c[off[1]] ? a[off[2]] : b[off[3]];
+  }
+}
+
+template <typename T>
+__global__ void strided_masked_fill_kernel(const T* a, const bool* m, T value, T* out,
+                                           StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[3];
+    offsets<3>(l, i, off);
+    out[off[0]] = m[off[2]] ? value : a[off[1]];
+  }
+}
+
+template <typename T>
+__global__ void strided_masked_scale_kernel(const T* x, const std::uint8_t* m, T* y,
+                                            typename Acc<T>::type scale, StridedLayout l) {
+  FSDP_GRID_STRIDE(i, l.numel) {
+    std::int64_t off[3];
+    offsets<3>(l, i, off);
+    y[off[0]] = m[off[2]] ? static_cast<T>(x[off[1]] * scale) : T(0);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void strided_masked_scale(const T* x, const std::uint8_t* mask, T* y, double scale,
+                          const StridedLayout& l, cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_masked_scale_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(
+      x, mask, y, static_cast<typename Acc<T>::type>(scale), l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+template void strided_masked_scale<float>(const float*, const std::uint8_t*, float*, double,
+                                          const StridedLayout&, cudaStream_t);
+template void strided_masked_scale<double>(const double*, const std::uint8_t*, double*, double,
+                                           const StridedLayout&, cudaStream_t);
+
+template <typename T>
+void strided_compare(CompareKindOp op, const T* a, const T* b, bool* out, const StridedLayout& l,
+                     cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_compare_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(op, a, b, out, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void strided_eq_scalar(const T* a, double b, bool* out, const StridedLayout& l,
+                       cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_eq_scalar_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(a, b, out, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void strided_logical_not(const T* a, bool* out, const StridedLayout& l, cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_logical_not_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(a, out, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void strided_where(const bool* condition, const T* a, const T* b, T* out, const StridedLayout& l,
+                   cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_where_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(condition, a, b, out, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void strided_masked_fill(const T* a, const bool* mask, T value, T* out, const StridedLayout& l,
+                         cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_masked_fill_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(a, mask, value, out, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void strided_unary(UnaryKindOp op, const T* a, T* out, const StridedLayout& l, double scalar,
+                   cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_unary_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(
+      op, a, out, l, static_cast<typename Acc<T>::type>(scalar));
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void strided_binary(BinaryKindOp op, const T* a, const T* b, T* out, const StridedLayout& l,
+                    double alpha, cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_binary_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(
+      op, a, b, out, l, static_cast<typename Acc<T>::type>(alpha));
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+template <typename D, typename S>
+void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t stream) {
+  if (l.numel == 0) return;
+  strided_copy_kernel<D, S><<<grid_for(l.numel), kThreads, 0, stream>>>(src, dst, l);
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+#define FSDP_POINTWISE(T)                                                                     \
+  template void strided_unary<T>(UnaryKindOp, const T*, T*, const StridedLayout&, double,     \
+                                 cudaStream_t);                                               \
+  template void strided_binary<T>(BinaryKindOp, const T*, const T*, T*, const StridedLayout&, \
+                                  double, cudaStream_t);
+FSDP_POINTWISE(float)
+FSDP_POINTWISE(bf16)
+FSDP_POINTWISE(double)
+#undef FSDP_POINTWISE
+
+#define FSDP_COMPARE(T)                                                                            \
+  template void strided_compare<T>(CompareKindOp, const T*, const T*, bool*, const StridedLayout&, \
+                                   cudaStream_t);                                                  \
+  template void strided_eq_scalar<T>(const T*, double, bool*, const StridedLayout&, cudaStream_t); \
+  template void strided_logical_not<T>(const T*, bool*, const StridedLayout&, cudaStream_t);
+FSDP_COMPARE(float)
+FSDP_COMPARE(bf16)
+FSDP_COMPARE(double)
+FSDP_COMPARE(std::int64_t)
+FSDP_COMPARE(std::int32_t)
+FSDP_COMPARE(bool)
+#undef FSDP_COMPARE
+
+#define FSDP_SELECT(T)                                                                      \
+  template void strided_where<T>(const bool*, const T*, const T*, T*, const StridedLayout&, \
+                                 cudaStream_t);                                             \
+  template void strided_masked_fill<T>(const T*, const bool*, T, T*, const StridedLayout&,  \
+                                       cudaStream_t);
+FSDP_SELECT(std::uint8_t)
+FSDP_SELECT(std::uint16_t)
+FSDP_SELECT(std::uint32_t)
+FSDP_SELECT(std::uint64_t)
+#undef FSDP_SELECT
+
+#define FSDP_COPY(D, S) \
+  template void strided_copy<D, S>(const S*, D*, const StridedLayout&, cudaStream_t);
+FSDP_COPY(std::uint8_t, std::uint8_t)
+FSDP_COPY(std::uint16_t, std::uint16_t)
+FSDP_COPY(std::uint32_t, std::uint32_t)
+FSDP_COPY(std::uint64_t, std::uint64_t)
+FSDP_COPY(float, bf16)
+FSDP_COPY(bf16, float)
+FSDP_COPY(float, double)
+FSDP_COPY(double, float)
+#undef FSDP_COPY
+
+}  // namespace fsdp::cuda

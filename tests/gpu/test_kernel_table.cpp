@@ -1,0 +1,629 @@
+// CUDA's kernel table (core/cuda/kernel_table.h) against the CPU table: each covered family is
+// called on both tables with the same inputs (the CPU table is the oracle), through tensors on
+// cuda:0; the families without a CUDA kernel fail with one line naming the family and the
+// device, never a host fallback. Skips (exit 77) without a device.
+#define BOOST_TEST_MODULE gpu_kernel_table
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/kernels/kernel_table.h"
+#include "core/ops.h"
+#include "core/random.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "tests/gpu/gpu_test_support.h"
+
+using namespace fsdp;
+using fsdp::cuda::testing::kTolBf16;
+using fsdp::cuda::testing::kTolFp32;
+using fsdp::cuda::testing::RequireDevice;
+
+BOOST_TEST_GLOBAL_FIXTURE(RequireDevice);
+
+namespace {
+
+const Device kCuda(DeviceType::CUDA, 0);
+
+Generator& gen() {
+  static Generator g(20251127);
+  return g;
+}
+
+// Fresh normal values on the host, in `dtype` (bf16 rounds before either table sees them).
+Tensor host_randn(const Shape& shape, DType dtype = DType::Float32) {
+  return randn(shape, TensorOptions(DType::Float32, kCPU), &gen()).to(dtype);
+}
+
+// ||got - ref|| / ||ref|| over the values as double; NaN or Inf in `got` fails.
+void check_close(const Tensor& got_device, const Tensor& ref, double tol) {
+  const std::vector<double> got = got_device.to(kCPU).to_vector(), want = ref.to_vector();
+  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    BOOST_REQUIRE_MESSAGE(std::isfinite(got[i]), "element " << i << " is " << got[i]);
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  const double rel = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+  BOOST_TEST(rel <= tol, "relative error " << rel << " > " << tol);
+}
+
+double tol_of(DType dtype) {
+  return dtype == DType::BFloat16 ? kTolBf16 : kTolFp32;
+}
+
+// A device tensor of `shape` poisoned with NaN, so that a kernel that skips elements fails.
+Tensor poisoned(const Shape& shape, DType dtype) {
+  return full(shape, NAN, TensorOptions(DType::Float32, kCPU)).to(dtype).to(kCuda);
+}
+
+template <typename F>
+void expect_missing(F&& call, const std::string& message) {
+  BOOST_CHECK_EXCEPTION(call(), NotImplementedError,
+                        [&](const NotImplementedError& e) { return e.what() == message; });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(copies_round_trip_between_host_and_device) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Int64, DType::Bool}) {
+    const Tensor host = mul(host_randn({3, 17}), 3.0).to(dtype);
+    BOOST_TEST(host.to(kCuda).to(kCPU).to_vector() == host.to_vector());
+  }
+  // A strided host source and a broadcast one are prepared on the host side.
+  const Tensor base = host_randn({5, 4});
+  BOOST_TEST(base.t().to(kCuda).to(kCPU).to_vector() == base.t().contiguous().to_vector());
+  Tensor dst = empty({3, 4}, TensorOptions(DType::Float32, kCuda));
+  const Tensor row = host_randn({4});
+  dst.copy_(row);
+  BOOST_TEST(dst.to(kCPU).to_vector() == row.expand({3, 4}).contiguous().to_vector());
+  // A strided device side on either end goes through the strided copy kernel.
+  Tensor wide = zeros({3, 8}, TensorOptions(DType::Float32, kCuda));
+  wide.narrow(1, 2, 4).copy_(base.narrow(0, 0, 3));
+  Tensor expect = zeros({3, 8}, TensorOptions(DType::Float32, kCPU));
+  expect.narrow(1, 2, 4).copy_(base.narrow(0, 0, 3));
+  BOOST_TEST(wide.to(kCPU).to_vector() == expect.to_vector());
+  Tensor back = empty({4, 3}, TensorOptions(DType::Float32, kCPU));
+  back.copy_(wide.narrow(1, 2, 4).t());
+  BOOST_TEST(back.to_vector() == expect.narrow(1, 2, 4).t().contiguous().to_vector());
+}
+
+BOOST_AUTO_TEST_CASE(casts_on_the_device_round_as_the_cpu) {
+  const Tensor x = host_randn({1000});
+  BOOST_TEST(x.to(kCuda).to(DType::BFloat16).to(kCPU).to_vector() ==
+             x.to(DType::BFloat16).to_vector());
+  const Tensor b = x.to(DType::BFloat16);
+  BOOST_TEST(b.to(kCuda).to(DType::Float32).to(kCPU).to_vector() ==
+             b.to(DType::Float32).to_vector());
+}
+
+BOOST_AUTO_TEST_CASE(fill_writes_every_element) {
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    Tensor t = poisoned({1000, 3}, dtype);
+    t.fill_(1.5);
+    BOOST_TEST(t.to(kCPU).to_vector() == std::vector<double>(3000, 1.5));
+  }
+  // Zero in any dtype is one memset; other values and layouts a broadcast device element.
+  Tensor i = full({7}, 3, TensorOptions(DType::Int64, kCPU)).to(kCuda);
+  i.fill_(0);
+  BOOST_TEST(i.to(kCPU).to_vector() == std::vector<double>(7, 0.0));
+  i.fill_(-2);
+  BOOST_TEST(i.to(kCPU).to_vector() == std::vector<double>(7, -2.0));
+  Tensor m = zeros({4, 6}, TensorOptions(DType::Bool, kCuda));
+  m.narrow(1, 1, 2).fill_(1);
+  Tensor expect = zeros({4, 6}, TensorOptions(DType::Bool, kCPU));
+  expect.narrow(1, 1, 2).fill_(1);
+  BOOST_TEST(m.to(kCPU).to_vector() == expect.to_vector());
+}
+
+BOOST_AUTO_TEST_CASE(add_and_mul_broadcast_as_the_cpu) {
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor a = host_randn({4, 1, 33}, dtype), b = host_randn({5, 33}, dtype);
+    check_close(add(a.to(kCuda), b.to(kCuda)), add(a, b), tol_of(dtype));
+    check_close(mul(a.to(kCuda), b.to(kCuda)), mul(a, b), tol_of(dtype));
+    // A 0-d cpu operand goes with any device (PyTorch's scalar rule).
+    const Tensor s = scalar_tensor(0.75, TensorOptions(dtype, kCPU));
+    check_close(mul(a.to(kCuda), s), mul(a, s), tol_of(dtype));
+  }
+}
+
+// Every BinaryKind and UnaryKind through the strided kernels: a transposed operand, a broadcast
+// one, a strided output, float64 too.
+BOOST_AUTO_TEST_CASE(every_binary_and_unary_kind_matches_the_cpu_table_on_any_layout) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    const Tensor base = host_randn({6, 5}, dtype), b = host_randn({6}, dtype);
+    const Tensor a = base.t(), a_device = base.to(kCuda).t();  // transposed views
+    for (BinaryKind kind : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div,
+                            BinaryKind::Maximum, BinaryKind::Minimum}) {
+      Tensor want = empty({5, 6}, TensorOptions(dtype, kCPU));
+      kernels(kCPU).binary(kind, want, a.contiguous(), b.expand({5, 6}).contiguous(), 0.5);
+      Tensor got = poisoned({5, 6}, dtype);
+      kernels(kCuda).binary(kind, got, a_device, b.to(kCuda), 0.5);
+      check_close(got, want, tol_of(dtype));
+    }
+    const Tensor positive = add(abs(host_randn({7, 3}, dtype)), 0.5);
+    for (UnaryKind kind :
+         {UnaryKind::AddScalar, UnaryKind::MulScalar, UnaryKind::DivScalar, UnaryKind::Pow,
+          UnaryKind::Square, UnaryKind::Identity, UnaryKind::Sqrt, UnaryKind::Neg, UnaryKind::Exp,
+          UnaryKind::Log, UnaryKind::Rsqrt, UnaryKind::Abs, UnaryKind::Sign}) {
+      Tensor want = empty({3, 7}, TensorOptions(dtype, kCPU));
+      kernels(kCPU).unary(kind, want, positive.t().contiguous(), 1.5);
+      // A strided output: the first 7 columns of a wider tensor.
+      Tensor wide = poisoned({3, 14}, dtype);
+      Tensor got = wide.narrow(1, 0, 7);
+      kernels(kCuda).unary(kind, got, positive.to(kCuda).t(), 1.5);
+      check_close(got.contiguous(), want, tol_of(dtype));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(strided_copies_and_casts_on_the_device_match_the_cpu) {
+  const Tensor x = host_randn({4, 9, 5});
+  const Tensor xd = x.to(kCuda);
+  BOOST_TEST(xd.transpose(0, 2).contiguous().to(kCPU).to_vector() ==
+             x.transpose(0, 2).contiguous().to_vector());
+  BOOST_TEST(xd.transpose(0, 1).to(DType::BFloat16).to(kCPU).to_vector() ==
+             x.transpose(0, 1).to(DType::BFloat16).to_vector());
+  BOOST_TEST(xd.t().to(DType::Float64).to(kCPU).to_vector() ==
+             x.t().to(DType::Float64).to_vector());
+  Tensor i = mul(host_randn({3, 4}), 5.0).to(DType::Int64);
+  BOOST_TEST(i.to(kCuda).t().contiguous().to(kCPU).to_vector() == i.t().contiguous().to_vector());
+  expect_missing([&] { i.to(kCuda).to(DType::Float32); },
+                 "copy: no CUDA kernel yet for int64 of shape [3, 4] to float32 of shape [3, 4] "
+                 "(device cuda:0)");
+}
+
+BOOST_AUTO_TEST_CASE(linear_and_bmm_match_the_cpu) {
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor x = host_randn({2, 9, 48}, dtype), w = host_randn({40, 48}, dtype);
+    const Tensor bias = host_randn({40}, dtype);
+    check_close(linear(x.to(kCuda), w.to(kCuda), bias.to(kCuda)), linear(x, w, bias),
+                tol_of(dtype));
+    check_close(linear(x.to(kCuda), w.to(kCuda)), linear(x, w), tol_of(dtype));
+    const Tensor p = host_randn({3, 17, 24}, dtype), q = host_randn({3, 24, 5}, dtype);
+    check_close(bmm(p.to(kCuda), q.to(kCuda)), bmm(p, q), tol_of(dtype));
+  }
+}
+
+// The backward's operands are views: transposed (read with the transpose flag), row-strided
+// (a leading dim) or neither (copied contiguous first); the CPU table reads them by strides.
+BOOST_AUTO_TEST_CASE(bf16_linear_backward_matches_the_cpu_table) {
+  const std::int64_t rows = 37, in = 48, out = 40;
+  const Tensor g = host_randn({rows, out}, DType::BFloat16),
+               x = host_randn({rows, in}, DType::BFloat16);
+  const Tensor w = host_randn({out, in}, DType::BFloat16);
+  Tensor gx = empty({rows, in}, TensorOptions(DType::BFloat16, kCPU)), gw = empty_like(w);
+  Tensor gb = empty({out}, TensorOptions(DType::BFloat16, kCPU));
+  kernels(kCPU).linear_backward16(gx, gw, gb, g, x, w, in);
+  Tensor gxd = poisoned({rows, in}, DType::BFloat16), gwd = poisoned({out, in}, DType::BFloat16);
+  Tensor gbd = poisoned({out}, DType::BFloat16);
+  kernels(kCuda).linear_backward16(gxd, gwd, gbd, g.to(kCuda), x.to(kCuda), w.to(kCuda), in);
+  check_close(gxd, gx, kTolBf16);
+  check_close(gwd, gw, kTolBf16);
+  check_close(gbd, gb, kTolBf16);
+}
+
+BOOST_AUTO_TEST_CASE(products_of_strided_views_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor xb = host_randn({48, 9}, dtype), wb = host_randn({48, 40}, dtype);
+    const Tensor bias = host_randn({40}, dtype);
+    const Tensor x = xb.t(), w = wb.t();  // (9, 48) and (40, 48), unit row strides
+    Tensor want = empty({9, 40}, TensorOptions(dtype, kCPU)), got = poisoned({9, 40}, dtype);
+    kernels(kCPU).linear(want, x, w, bias);
+    kernels(kCuda).linear(got, xb.to(kCuda).t(), wb.to(kCuda).t(), bias.to(kCuda));
+    check_close(got, want, tol_of(dtype));
+
+    const Tensor wide = host_randn({3, 17, 48}, dtype);  // a (3, 17, 24) view: leading dim 48
+    const Tensor a = wide.narrow(2, 0, 24), bt = host_randn({3, 5, 24}, dtype);
+    const Tensor b = bt.transpose(1, 2);  // (3, 24, 5), transposed
+    Tensor r = empty({3, 17, 5}, TensorOptions(dtype, kCPU)), rd = poisoned({3, 17, 5}, dtype);
+    kernels(kCPU).bmm(r, a, b);
+    kernels(kCuda).bmm(rd, wide.to(kCuda).narrow(2, 0, 24), bt.to(kCuda).transpose(1, 2));
+    check_close(rd, r, tol_of(dtype));
+
+    // Every other element: neither layout, so a contiguous copy first.
+    const Tensor base = host_randn({3 * 17 * 24 * 2}, dtype);
+    const Tensor sparse = make_view(base, {3, 17, 24}, {17 * 24 * 2, 24 * 2, 2}, 0);
+    const Tensor q = host_randn({3, 24, 5}, dtype);
+    kernels(kCPU).bmm(r, sparse, q);
+    kernels(kCuda).bmm(rd, make_view(base.to(kCuda), {3, 17, 24}, {17 * 24 * 2, 24 * 2, 2}, 0),
+                       q.to(kCuda));
+    check_close(rd, r, tol_of(dtype));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gelu_and_its_backward_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16})
+    for (ActivationKind kind : {ActivationKind::Gelu, ActivationKind::GeluTanh}) {
+      const Tensor x = host_randn({3, 257}, dtype), g = host_randn({3, 257}, dtype);
+      Tensor y = empty(x.shape(), TensorOptions(dtype, kCPU)), dx = empty_like(y);
+      kernels(kCPU).activation(kind, y, x);
+      kernels(kCPU).activation_backward(kind, dx, x, g);
+      Tensor yd = poisoned(x.shape(), dtype), dxd = poisoned(x.shape(), dtype);
+      kernels(kCuda).activation(kind, yd, x.to(kCuda));
+      kernels(kCuda).activation_backward(kind, dxd, x.to(kCuda), g.to(kCuda));
+      check_close(yd, y, tol_of(dtype));
+      check_close(dxd, dx, tol_of(dtype));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(adamw_and_sgd_updates_match_the_cpu_table) {
+  // Long chains of float operations in another order: the fp32 bound is 1e-4 (README.md).
+  const std::int64_t n = 10007;
+  const optim::AdamScalars adam{.lr = 1e-2, .weight_decay = 0.1, .decoupled = true, .step = 3};
+  Tensor p = host_randn({n}), g = host_randn({n}), m = mul(host_randn({n}), 0.1);
+  Tensor v = abs(mul(host_randn({n}), 0.1));
+  Tensor pd = p.to(kCuda), gd = g.to(kCuda), md = m.to(kCuda), vd = v.to(kCuda);
+  kernels(kCPU).adam_update(p, g, m, v, Tensor(), adam);
+  kernels(kCuda).adam_update(pd, gd, md, vd, Tensor(), adam);
+  check_close(pd, p, 1e-4);
+  check_close(md, m, 1e-4);
+  check_close(vd, v, 1e-4);
+
+  const optim::SgdScalars sgd{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01};
+  Tensor q = host_randn({n}), buf = host_randn({n});
+  Tensor qd = q.to(kCuda), bufd = buf.to(kCuda);
+  kernels(kCPU).sgd_update(q, g, buf, sgd);
+  kernels(kCuda).sgd_update(qd, gd, bufd, sgd);
+  check_close(qd, q, 1e-4);
+  check_close(bufd, buf, 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(sum_mean_and_amax_over_any_dims_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    const Tensor base = host_randn({3, 1, 70, 5}, dtype);
+    const Tensor x = base.transpose(0, 2), xd = base.to(kCuda).transpose(0, 2);  // (70, 1, 3, 5)
+    for (const std::vector<bool>& mask : {std::vector<bool>{true, false, false, false},
+                                          {false, false, true, true},
+                                          {true, true, true, true},
+                                          {false, true, false, false}}) {
+      Shape kept;
+      std::int64_t count = 1;
+      for (std::size_t d = 0; d < mask.size(); ++d)
+        if (mask[d])
+          count *= x.shape()[d];
+        else
+          kept.push_back(x.shape()[d]);
+      for (bool mean : {false, true}) {
+        Tensor want = empty(kept, TensorOptions(dtype, kCPU)), got = poisoned(kept, dtype);
+        kernels(kCPU).sum(want, x, mask, mean, count);
+        kernels(kCuda).sum(got, xd, mask, mean, count);
+        check_close(got, want, tol_of(dtype));
+      }
+      Tensor want = empty(kept, TensorOptions(dtype, kCPU)), got = poisoned(kept, dtype);
+      kernels(kCPU).amax(want, x, mask);
+      kernels(kCuda).amax(got, xd, mask);
+      BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+    }
+  }
+}
+
+// Comparisons, eq_scalar, logical_not, where and masked_fill: exact (they compare or move
+// values), with broadcast and transposed operands.
+BOOST_AUTO_TEST_CASE(comparisons_and_selections_equal_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64, DType::Int64}) {
+    const Tensor base = mul(host_randn({5, 4}), 2.0).to(dtype);
+    const Tensor a = base.t(), a_device = base.to(kCuda).t();  // (4, 5)
+    const Tensor b = mul(host_randn({5}), 2.0).to(dtype);
+    for (CompareKind kind : {CompareKind::Eq, CompareKind::Ne, CompareKind::Lt, CompareKind::Le,
+                             CompareKind::Gt, CompareKind::Ge}) {
+      Tensor want = empty({4, 5}, TensorOptions(DType::Bool, kCPU));
+      kernels(kCPU).compare(kind, want, a.contiguous(), b.expand({4, 5}).contiguous());
+      Tensor got = empty({4, 5}, TensorOptions(DType::Bool, kCuda));
+      kernels(kCuda).compare(kind, got, a_device, b.to(kCuda));
+      BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+    }
+    Tensor eq_want = empty({4, 5}, TensorOptions(DType::Bool, kCPU));
+    Tensor eq_got = empty({4, 5}, TensorOptions(DType::Bool, kCuda));
+    const double probe = a.contiguous().to_vector()[3];
+    kernels(kCPU).eq_scalar(eq_want, a.contiguous(), probe);
+    kernels(kCuda).eq_scalar(eq_got, a_device, probe);
+    BOOST_TEST(eq_got.to(kCPU).to_vector() == eq_want.to_vector());
+    Tensor not_want = empty({4, 5}, TensorOptions(DType::Bool, kCPU));
+    Tensor not_got = empty({4, 5}, TensorOptions(DType::Bool, kCuda));
+    kernels(kCPU).logical_not(not_want, a.contiguous());
+    kernels(kCuda).logical_not(not_got, a_device);
+    BOOST_TEST(not_got.to(kCPU).to_vector() == not_want.to_vector());
+
+    Tensor cond = empty({4, 5}, TensorOptions(DType::Bool, kCPU));
+    kernels(kCPU).compare(CompareKind::Gt, cond, a.contiguous(), b.expand({4, 5}).contiguous());
+    Tensor w_want = empty({4, 5}, TensorOptions(dtype, kCPU));
+    kernels(kCPU).where(w_want, cond, a.contiguous(), b.expand({4, 5}).contiguous());
+    Tensor w_got = empty({4, 5}, TensorOptions(dtype, kCuda));
+    kernels(kCuda).where(w_got, cond.to(kCuda), a_device, b.to(kCuda));
+    BOOST_TEST(w_got.to(kCPU).to_vector() == w_want.to_vector());
+    Tensor f_want = empty({4, 5}, TensorOptions(dtype, kCPU));
+    kernels(kCPU).masked_fill(f_want, a.contiguous(), cond, -7.25);
+    Tensor f_got = empty({4, 5}, TensorOptions(dtype, kCuda));
+    kernels(kCuda).masked_fill(f_got, a_device, cond.to(kCuda), -7.25);
+    BOOST_TEST(f_got.to(kCPU).to_vector() == f_want.to_vector());
+  }
+}
+
+// Embedding's path: rows gathered by index (exact) and their gradient scattered back with
+// atomics (repeated indices add up; the order of additions differs from the CPU's).
+BOOST_AUTO_TEST_CASE(index_select_and_index_add_match_the_cpu_table) {
+  const std::vector<std::int64_t> index{3, 0, 3, 7, 1, 3};
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    const Tensor src = host_randn({2, 8, 5}, dtype);  // (outer, size, inner)
+    Tensor want = empty({2, 6, 5}, TensorOptions(dtype, kCPU));
+    kernels(kCPU).index_select(want, src, index, 2, 5, 8);
+    Tensor got = poisoned({2, 6, 5}, dtype);
+    kernels(kCuda).index_select(got, src.to(kCuda), index, 2, 5, 8);
+    BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+
+    const Tensor g = host_randn({2, 6, 5}, dtype);
+    Tensor grad = zeros({2, 8, 5}, TensorOptions(dtype, kCPU));
+    Tensor grad_device = grad.to(kCuda);
+    kernels(kCPU).index_add(grad, g, index, 2, 5, 8);
+    kernels(kCuda).index_add(grad_device, g.to(kCuda), index, 2, 5, 8);
+    check_close(grad_device, grad, tol_of(dtype));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(dropouts_masked_scale_matches_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const Tensor x = host_randn({33, 7}, dtype);
+    const Tensor mask =
+        gt(host_randn({33, 7}), zeros({}, TensorOptions(DType::Float32, kCPU))).to(DType::UInt8);
+    Tensor want = empty_like(x), got = poisoned(x.shape(), dtype);
+    kernels(kCPU).masked_scale(want, x, mask, 1.25);
+    kernels(kCuda).masked_scale(got, x.to(kCuda), mask.to(kCuda), 1.25);
+    BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_and_its_backward_match_the_cpu_table) {
+  const std::int64_t rows = 37, n = 96;
+  const Tensor x = add(host_randn({rows, n}), 3.0), g = host_randn({rows, n});
+  const Tensor w = host_randn({n}), b = host_randn({n});
+  for (bool affine : {true, false}) {
+    const Tensor wt = affine ? w : Tensor(), bt = affine ? b : Tensor();
+    Tensor y = empty({rows, n}, TensorOptions(DType::Float32, kCPU));
+    Tensor mean = empty({rows}, TensorOptions(DType::Float32, kCPU)), rstd = empty_like(mean);
+    kernels(kCPU).layer_norm(y, mean, rstd, x, wt, bt, n, 1e-5);
+    Tensor yd = poisoned({rows, n}, DType::Float32), meand = poisoned({rows}, DType::Float32);
+    Tensor rstdd = poisoned({rows}, DType::Float32);
+    kernels(kCuda).layer_norm(yd, meand, rstdd, x.to(kCuda), affine ? w.to(kCuda) : Tensor(),
+                              affine ? b.to(kCuda) : Tensor(), n, 1e-5);
+    check_close(yd, y, kTolFp32);
+    check_close(meand, mean, kTolFp32);
+    check_close(rstdd, rstd, kTolFp32);
+
+    Tensor dx = empty_like(x);
+    Tensor dw = zeros({n}, TensorOptions(DType::Float64, kCPU)), db = zeros_like(dw);
+    kernels(kCPU).layer_norm_backward(dx, affine ? dw : Tensor(), affine ? db : Tensor(), x, wt,
+                                      mean, rstd, g, n);
+    Tensor dxd = poisoned({rows, n}, DType::Float32);
+    Tensor dwd = zeros({n}, TensorOptions(DType::Float64, kCuda)), dbd = zeros_like(dwd);
+    kernels(kCuda).layer_norm_backward(dxd, affine ? dwd : Tensor(), affine ? dbd : Tensor(),
+                                       x.to(kCuda), affine ? w.to(kCuda) : Tensor(), mean.to(kCuda),
+                                       rstd.to(kCuda), g.to(kCuda), n);
+    check_close(dxd, dx, 1e-4);  // float sums in another order (README.md)
+    if (affine) {
+      check_close(dwd, dw, 1e-4);
+      check_close(dbd, db, 1e-4);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const Tensor x = mul(host_randn({3, 50, 4}, dtype), 3.0), g = host_randn({3, 50, 4}, dtype);
+    for (bool log : {false, true})
+      for (auto [outer, n, inner] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{3, 50, 4},
+                                     {150, 4, 1},
+                                     {1, 3, 200}}) {
+        Tensor y = empty_like(x), dx = empty_like(x);
+        kernels(kCPU).softmax(y, x, outer, n, inner, log);
+        kernels(kCPU).softmax_backward(dx, y, g, outer, n, inner, log);
+        Tensor yd = poisoned(x.shape(), dtype), dxd = poisoned(x.shape(), dtype);
+        kernels(kCuda).softmax(yd, x.to(kCuda), outer, n, inner, log);
+        kernels(kCuda).softmax_backward(dxd, y.to(kCuda), g.to(kCuda), outer, n, inner, log);
+        check_close(yd, y, tol_of(dtype));
+        check_close(dxd, dx, 1e-4);  // sums in another order
+      }
+    // An additive causal mask, shared by the batch and per batch entry.
+    const Tensor scores = host_randn({2, 6, 6}, dtype);
+    Tensor mask = zeros({6, 6}, TensorOptions(dtype, kCPU));
+    for (std::int64_t i = 0; i < 6; ++i) mask.narrow(0, i, 1).narrow(1, i + 1, 5 - i).fill_(-1e9);
+    const Tensor per_batch = mask.expand({2, 6, 6}).contiguous();
+    for (const auto& [m, stride] : {std::pair<Tensor, std::int64_t>{mask, 0}, {per_batch, 36}}) {
+      Tensor want = empty_like(scores), got = poisoned(scores.shape(), dtype);
+      kernels(kCPU).masked_softmax(want, scores, m, stride);
+      kernels(kCuda).masked_softmax(got, scores.to(kCuda), m.to(kCuda), stride);
+      check_close(got, want, tol_of(dtype));
+    }
+  }
+}
+
+// clip_grad_norm_'s pieces: the norm shares in double and the clamp (nan stays nan).
+BOOST_AUTO_TEST_CASE(norm_shares_and_clamp_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const Tensor base = host_randn({40, 31}, dtype);
+    const Tensor t = base.t(), t_device = base.to(kCuda).t();
+    for (double p : {1.0, 2.0, 3.0, double(INFINITY)}) {
+      Tensor want = empty({}, TensorOptions(DType::Float64, kCPU));
+      Tensor got = empty({}, TensorOptions(DType::Float64, kCuda));
+      kernels(kCPU).norm_partial(want, t, p);
+      kernels(kCuda).norm_partial(got, t_device, p);
+      check_close(got, want, p == INFINITY ? 0.0 : 1e-5);
+    }
+    Tensor c = host_randn({9}, dtype);
+    c.narrow(0, 4, 1).fill_(NAN);
+    Tensor cd = c.to(kCuda);
+    kernels(kCPU).clamp_(c, -0.5, 0.25);
+    kernels(kCuda).clamp_(cd, -0.5, 0.25);
+    const std::vector<double> got = cd.to(kCPU).to_vector(), want = c.to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i)
+      BOOST_TEST((got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(mse_loss_and_its_backward_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const Tensor x = host_randn({13, 7}, dtype), t = host_randn({13, 7}, dtype);
+    const Tensor g = host_randn({13, 7}, dtype);
+    Tensor none = empty_like(x), none_d = poisoned(x.shape(), dtype);
+    kernels(kCPU).mse_loss(none, x, t, true, false);
+    kernels(kCuda).mse_loss(none_d, x.to(kCuda), t.to(kCuda), true, false);
+    BOOST_TEST(none_d.to(kCPU).to_vector() == none.to_vector());
+    for (bool mean : {false, true}) {
+      Tensor s = empty({}, TensorOptions(dtype, kCPU)), s_d = poisoned({}, dtype);
+      kernels(kCPU).mse_loss(s, x, t, false, mean);
+      kernels(kCuda).mse_loss(s_d, x.to(kCuda), t.to(kCuda), false, mean);
+      check_close(s_d, s, 1e-12);  // double sums: only their order differs
+    }
+    Tensor d = empty_like(x), d_d = poisoned(x.shape(), dtype);
+    kernels(kCPU).mse_loss_backward(d, x, t, g, 0.0);
+    kernels(kCuda).mse_loss_backward(d_d, x.to(kCuda), t.to(kCuda), g.to(kCuda), 0.0);
+    BOOST_TEST(d_d.to(kCPU).to_vector() == d.to_vector());
+    kernels(kCPU).mse_loss_backward(d, x, t, Tensor(), 2.0 / 91);
+    kernels(kCuda).mse_loss_backward(d_d, x.to(kCuda), t.to(kCuda), Tensor(), 2.0 / 91);
+    BOOST_TEST(d_d.to(kCPU).to_vector() == d.to_vector());
+  }
+}
+
+// train_gpt's loss: cross-entropy per position (with label smoothing and an ignored target),
+// its backward, nll, and the in-order sum (bit for bit: one thread adds in the CPU's order).
+BOOST_AUTO_TEST_CASE(classification_losses_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64})
+    for (std::int64_t s : {1, 3}) {
+      const NcsLayout layout{5, 300, s};
+      const Tensor x = mul(host_randn({5, 300, s}, dtype), 4.0).to(dtype);
+      std::vector<std::int64_t> targets;
+      std::vector<double> grads;
+      for (std::int64_t p = 0; p < 5 * s; ++p) {
+        targets.push_back(p == 2 ? -100 : (p * 37) % 300);
+        grads.push_back(0.1 * double(p + 1));
+      }
+      for (double smoothing : {0.0, 0.1}) {
+        Tensor losses = empty({5 * s}, TensorOptions(DType::Float64, kCPU)),
+               lse = empty_like(losses);
+        kernels(kCPU).cross_entropy(losses, lse, x, targets, layout, -100, smoothing);
+        Tensor losses_d = poisoned({5 * s}, DType::Float64),
+               lse_d = poisoned({5 * s}, DType::Float64);
+        kernels(kCuda).cross_entropy(losses_d, lse_d, x.to(kCuda), targets, layout, -100,
+                                     smoothing);
+        check_close(losses_d, losses, 1e-5);
+        check_close(lse_d, lse, 1e-5);
+        Tensor dx = zeros(x.shape(), TensorOptions(dtype, kCPU));
+        Tensor dx_d = zeros(x.shape(), TensorOptions(dtype, kCuda));
+        kernels(kCPU).cross_entropy_backward(dx, x, lse, targets, grads, layout, -100, smoothing);
+        kernels(kCuda).cross_entropy_backward(dx_d, x.to(kCuda), lse_d, targets, grads, layout,
+                                              -100, smoothing);
+        check_close(dx_d, dx, tol_of(dtype));
+      }
+      Tensor nll = empty({5 * s}, TensorOptions(DType::Float64, kCPU));
+      Tensor nll_d = poisoned({5 * s}, DType::Float64);
+      kernels(kCPU).nll_loss(nll, x, targets, layout, -100);
+      kernels(kCuda).nll_loss(nll_d, x.to(kCuda), targets, layout, -100);
+      BOOST_TEST(nll_d.to(kCPU).to_vector() == nll.to_vector());
+      Tensor dn = zeros(x.shape(), TensorOptions(dtype, kCPU));
+      Tensor dn_d = zeros(x.shape(), TensorOptions(dtype, kCuda));
+      kernels(kCPU).nll_loss_backward(dn, targets, grads, layout, -100);
+      kernels(kCuda).nll_loss_backward(dn_d, targets, grads, layout, -100);
+      BOOST_TEST(dn_d.to(kCPU).to_vector() == dn.to_vector());
+      for (DType out_dtype : {DType::Float64, DType::Float32}) {
+        Tensor total = empty({}, TensorOptions(out_dtype, kCPU)), total_d = poisoned({}, out_dtype);
+        kernels(kCPU).sum_in_order(total, nll, 7.0);
+        kernels(kCuda).sum_in_order(total_d, nll.to(kCuda), 7.0);
+        BOOST_TEST(total_d.to(kCPU).to_vector() == total.to_vector());
+      }
+    }
+}
+
+// Attention's head moves: exact (copies, and part 0's division rounded once, as the CPU's).
+BOOST_AUTO_TEST_CASE(split_and_merge_heads_equal_the_cpu_table) {
+  const HeadsLayout layout{.L = 5, .N = 2, .parts = 3, .heads = 4, .hd = 6};
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    const Tensor packed = host_randn({5, 2, layout.row()}, dtype);
+    std::vector<Tensor> parts, parts_d;
+    for (int p = 0; p < 3; ++p) {
+      parts.push_back(empty({8, 5, 6}, TensorOptions(dtype, kCPU)));
+      parts_d.push_back(poisoned({8, 5, 6}, dtype));
+    }
+    kernels(kCPU).split_heads(parts, packed, layout, 8.0);
+    kernels(kCuda).split_heads(parts_d, packed.to(kCuda), layout, 8.0);
+    for (int p = 0; p < 3; ++p) BOOST_TEST(parts_d[p].to(kCPU).to_vector() == parts[p].to_vector());
+    parts[1] = Tensor();  // an undefined part merges as zeros
+    parts_d[1] = Tensor();
+    Tensor merged = empty(packed.shape(), TensorOptions(dtype, kCPU));
+    Tensor merged_d = poisoned(packed.shape(), dtype);
+    kernels(kCPU).merge_heads(merged, parts, layout, 0.5);
+    kernels(kCuda).merge_heads(merged_d, parts_d, layout, 0.5);
+    BOOST_TEST(merged_d.to(kCPU).to_vector() == merged.to_vector());
+  }
+}
+
+// Attention against the CPU's blocked online softmax: no mask, a causal (L, S) one and one per
+// batch entry; the backward's zero-filled gradients.
+BOOST_AUTO_TEST_CASE(blocked_attention_and_its_backward_match_the_cpu_table) {
+  const std::int64_t B = 3, L = 7, S = 9, D = 8, Dv = 5;
+  const Tensor q = host_randn({B, L, D}), k = host_randn({B, S, D}), v = host_randn({B, S, Dv});
+  const Tensor dout = host_randn({B, L, Dv});
+  Tensor causal = zeros({L, S}, TensorOptions(DType::Float32, kCPU));
+  for (std::int64_t i = 0; i < L; ++i)
+    causal.narrow(0, i, 1).narrow(1, i + 3, S - i - 3 > 0 ? S - i - 3 : 0).fill_(-INFINITY);
+  const Tensor per_batch =
+      add(causal.expand({B, L, S}).contiguous(), mul(host_randn({B, L, S}), 0.1));
+  for (const auto& [mask, stride] :
+       {std::pair<Tensor, std::int64_t>{Tensor(), 0}, {causal, 0}, {per_batch, L * S}}) {
+    const AttentionDims dims{B, L, S, D, Dv, stride};
+    auto on_cuda = [](const Tensor& t) { return t.defined() ? t.to(kCuda) : Tensor(); };
+    Tensor out = empty({B, L, Dv}, TensorOptions(DType::Float32, kCPU));
+    Tensor lse = empty({B, L}, TensorOptions(DType::Float32, kCPU));
+    kernels(kCPU).blocked_attention(out, lse, q, k, v, mask, dims);
+    Tensor out_d = poisoned({B, L, Dv}, DType::Float32), lse_d = poisoned({B, L}, DType::Float32);
+    kernels(kCuda).blocked_attention(out_d, lse_d, q.to(kCuda), k.to(kCuda), v.to(kCuda),
+                                     on_cuda(mask), dims);
+    check_close(out_d, out, kTolFp32);
+    check_close(lse_d, lse, kTolFp32);
+    Tensor dq = zeros_like(q), dk = zeros_like(k), dv = zeros_like(v);
+    kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, mask, out, lse, dout, dims);
+    Tensor dq_d = zeros_like(q).to(kCuda), dk_d = zeros_like(k).to(kCuda);
+    Tensor dv_d = zeros_like(v).to(kCuda);
+    kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q.to(kCuda), k.to(kCuda),
+                                              v.to(kCuda), on_cuda(mask), out_d, lse_d,
+                                              dout.to(kCuda), dims);
+    check_close(dq_d, dq, 1e-4);  // sums in another order
+    check_close(dk_d, dk, 1e-4);
+    check_close(dv_d, dv, 1e-4);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
+  const Tensor x = host_randn({4, 6}).to(kCuda);
+  const Tensor i = full({4}, 2, TensorOptions(DType::Int64, kCPU)).to(kCuda);
+  Tensor j = empty_like(i);
+  expect_missing([&] { kernels(kCuda).unary(UnaryKind::Neg, j, i, 0.0); },
+                 "unary: no CUDA kernel yet for int64 of shape [4] (device cuda:0)");
+  Tensor y = empty_like(x);
+  const Tensor s = empty({4}, TensorOptions(DType::Float64, kCuda));
+  expect_missing(
+      [&] {
+        kernels(kCuda).batch_norm_stats(s, s, x, NcsLayout{4, 6, 1});
+      },
+      "batch_norm_stats: no CUDA kernel yet (device cuda:0)");
+}
+
+BOOST_AUTO_TEST_CASE(kernels_run_on_the_current_stream) {
+  // Queued on a side stream, then read through the default one after an event: the value is
+  // the side stream's, so the kernel went where current_stream said.
+  const Stream side = new_stream(kCuda);
+  Tensor t = empty({1 << 20}, TensorOptions(DType::Float32, kCuda));
+  Event done(kCuda);
+  {
+    StreamGuard guard(side);
+    t.fill_(2.0);
+    t.fill_(3.0);
+    done.record();
+  }
+  done.block(current_stream(kCuda));
+  BOOST_TEST(t.to(kCPU).to_vector() == std::vector<double>(1 << 20, 3.0));
+  BOOST_TEST(done.query());
+}
