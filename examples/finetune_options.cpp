@@ -30,6 +30,10 @@ TrainGptOptions parse_finetune_options(int argc, const char* const* argv) {
       "training tokens: an llm.c token file (uint16 GPT-2 or uint32 Llama 3 header; "
       "examples/tokenize writes one)");
   app.get_option("--eval-data")->description("held-out tokens: loss before and after training");
+  app.get_option("--policy")
+      ->description(
+          "auto-wrap policy (fsdp-plan's grammar); default: one unit per decoder block, "
+          "transformer([GPT2Block]) or transformer([LlamaDecoderLayer])");
   app.get_option("--save")->description(
       "write the trained model as a save_pretrained directory (config.json, safetensors, "
       "sharded above --max-shard-size), which transformers loads");

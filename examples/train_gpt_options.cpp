@@ -160,7 +160,7 @@ void add_training_options(CLI::App& app, TrainGptOptions& a) {
       ->capture_default_str()
       ->check(int_range(1, 65536));
   app.add_option("--steps", cfg.steps,
-                 "optimizer steps (0: only --export-model, --save or --eval-data)")
+                 "optimizer steps (0: only write or evaluate the starting model)")
       ->capture_default_str()
       ->check(int_range(0, 100000000));
   app.add_option("--lr", cfg.lr, "learning rate")->capture_default_str()->check(finite_number());

@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "core/ops.h"
-#include "core/ops.h"
 
 namespace fsdp::models {
 

@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "core/ops.h"
-#include "core/ops.h"
 
 namespace fsdp::models {
 

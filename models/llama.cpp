@@ -14,7 +14,6 @@
 #include "core/ops.h"
 #include "models/activation.h"
 #include "models/attention.h"
-#include "core/ops.h"
 #include "models/init_weights.h"
 #include "models/rope.h"
 

@@ -6,7 +6,6 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "models/causal_lm.h"
-#include "core/ops.h"
 
 namespace fsdp::models {
 

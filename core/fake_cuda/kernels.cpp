@@ -83,8 +83,7 @@ constexpr unsigned written_arguments() {
                 same_member<Member, &K::blocked_attention>() ||
                 same_member<Member, &K::cross_entropy>() ||
                 same_member<Member, &K::batch_norm_stats>() ||
-                same_member<Member, &K::rms_norm>() ||
-                same_member<Member, &K::rms_norm_backward>())
+                same_member<Member, &K::rms_norm>() || same_member<Member, &K::rms_norm_backward>())
     return 0b11;
   else if constexpr (same_member<Member, &K::linear_backward16>() ||
                      same_member<Member, &K::blocked_attention_backward>() ||

@@ -82,6 +82,9 @@ CASES = {
         launcher=GLOO, args=["--min-size", "1K", "--max-size", "1K", "--iters", "1"],
         rows=9, row_keys=["backend", "impl", "collective", "ranks", "bytes", "seconds"],
         ratios=["all_gather 1K gloo::allgather(ring) vs fsdp"], top=[]),
+    "bench_llama_ops": dict(
+        args=["--iters", "1", "--warmup", "0", "--seq", "64"],
+        rows=4, row_keys=["op", "ms"], ratios=[], top=[]),
     "bench_tokenizer": dict(
         args=["--no-hf", "--kb", "64", "--iters", "1"],
         rows=2, row_keys=["impl", "seconds", "mb_per_s"], ratios=[], top=["text"],

@@ -14,7 +14,6 @@
 #include "models/attention.h"
 #include "models/auto_model.h"
 #include "models/conv1d.h"
-#include "core/ops.h"
 #include "models/gpt2.h"
 #include "models/llama.h"
 #include "tests/support/fixture.h"

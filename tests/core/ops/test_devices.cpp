@@ -370,6 +370,9 @@ BOOST_FIXTURE_TEST_CASE(nn_utilities_run_on_the_device, TestCudaDevice) {
 }
 
 BOOST_AUTO_TEST_CASE(a_device_without_kernels_is_named) {
+  // A build with the CUDA table has kernels for cuda: what is refused there is a missing device
+  // (tests/core/streams), not missing kernels.
+  if (has_kernels(Device(DeviceType::CUDA, 0))) return;
   // A tensor of that device (as a deserialised one could be): no storage, no kernels.
   auto impl = std::make_shared<TensorImpl>();
   impl->set_sizes({2, 3});

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/kernels/kernel_table.h"
 #include "core/ops.h"
 #include "tests/support/fixture.h"
 
@@ -311,7 +312,8 @@ BOOST_AUTO_TEST_CASE(meta_inputs_give_meta_results) {
 }
 
 BOOST_AUTO_TEST_CASE(devices_without_kernels_are_refused) {
-  BOOST_CHECK_THROW(to_device(seq({2}), Device(DeviceType::CUDA, 0)), NotImplementedError);
+  if (!has_kernels(Device(DeviceType::CUDA, 0)))  // else a build with the CUDA table
+    BOOST_CHECK_THROW(to_device(seq({2}), Device(DeviceType::CUDA, 0)), NotImplementedError);
   BOOST_CHECK_THROW(to_device(empty({2}, TensorOptions(DType::Float32, kMeta)), kCPU),
                     NotImplementedError);
 }
