@@ -61,7 +61,8 @@ def compare(model, saved, ids, prompt, tmp):
     diff = (ours - theirs).abs().max().item()
     bound = 1e-4 * theirs.abs().max().item()
     check(ours.shape == theirs.shape and diff <= bound,
-          f"{name}: logits {tuple(ours.shape)} max |ours - transformers'| {diff:.3g} <= {bound:.3g}")
+          f"{name}: logits {tuple(ours.shape)}, max |ours - transformers'| {diff:.3g} "
+          f"<= {bound:.3g}")
     tokenizer = AutoTokenizer.from_pretrained(saved)
     encoded = tokenizer(prompt, return_tensors="pt")
     with torch.no_grad():
