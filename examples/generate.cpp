@@ -140,7 +140,12 @@ int main(int argc, char** argv) {
         models::generate(*model, prompt, o, &generator).to_int_vector();
     if (!tokenizer || print_ids) fmt::print("{}\n", join_ids(out));
     if (tokenizer) {
-      const std::vector<std::uint32_t> tokens(out.begin(), out.end());
+      // A model's vocabulary may be padded past the tokenizer's (GPT-2's 50257 -> 50304): ids
+      // of no token are left out, as tokenizers' decode does.
+      std::vector<std::uint32_t> tokens;
+      for (std::int64_t id : out)
+        if (id < std::int64_t{1} << 32 && tokenizer->id_to_token(std::uint32_t(id)))
+          tokens.push_back(std::uint32_t(id));
       fmt::print("{}\n", tokenizer->decode(tokens, skip_special_tokens));
     }
   } catch (const Error& e) {

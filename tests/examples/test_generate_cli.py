@@ -66,6 +66,17 @@ for model in ("gpt2", "llama"):
     check(f"{model} --tokenizer", run(*base, "--tokenizer", os.path.join(d, "tokenizer.json")),
           (0, e["greedy_text"], ""))
 
+# A model vocabulary larger than the tokenizer's: the ids of no token left out of the text.
+d = os.path.join(FIXTURES, "text_models", "gpt2")
+e = json.load(open(os.path.join(d, "expected.json"), encoding="utf-8"))["smaller_tokenizer"]
+check("gpt2 with a smaller tokenizer: the fixture has ids past it",
+      max(e["greedy_ids"]) >= e["vocab_size"], True)
+check("gpt2 with a smaller tokenizer",
+      run("--model-dir", d, "--prompt", "The quick brown fox", "--max-new-tokens", "12",
+          "--tokenizer", os.path.join(FIXTURES, "tokenizers", e["tokenizer"], "tokenizer.json"),
+          "--print-ids"),
+      (0, ",".join(map(str, e["greedy_ids"])) + "\n" + e["greedy_text"], ""))
+
 d = os.path.join(FIXTURES, "hf_models", "llama_gqa")
 gpt2_text = os.path.join(FIXTURES, "text_models", "gpt2")
 sample = ["--model-dir", d, "--prompt-ids", "5,6,7", "--do-sample", "--temperature", "0.9",

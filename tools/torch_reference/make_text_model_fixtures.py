@@ -7,7 +7,8 @@ fixture tokenizers' (tests/fixtures/tokenizers/), saved with save_pretrained, ea
   expected.json    transformers' greedy continuation of PROMPT: the prompt's ids as
                    tokenizer(PROMPT) gives them (special tokens added), generate(do_sample=False,
                    max_new_tokens=NEW_TOKENS)'s ids, and tokenizer.decode of them (with and without
-                   skip_special_tokens).
+                   skip_special_tokens); for GPT-2 also with the Llama-style tokenizer, whose
+                   966 ids are fewer than the model's 1257 (decode leaves the others out).
 
     /opt/torch2/bin/python tools/torch_reference/make_text_model_fixtures.py
 
@@ -74,6 +75,18 @@ def main():
                     "greedy_text": tokenizer.decode(greedy[0]),
                     "greedy_text_skip_special": tokenizer.decode(greedy[0],
                                                                  skip_special_tokens=True)}
+        if name == "gpt2":
+            # A tokenizer with fewer ids than the model (as a vocabulary padded to 50304 for
+            # GPT-2's 50257): decode leaves the ids of no token out.
+            small = PreTrainedTokenizerFast(tokenizer_file=os.path.join(
+                FIXTURES, "tokenizers", "llama3_style", "tokenizer.json"))
+            p = small(PROMPT, return_tensors="pt")["input_ids"]
+            with torch.no_grad():
+                g = model.generate(p, attention_mask=torch.ones_like(p), do_sample=False,
+                                   max_new_tokens=NEW_TOKENS, pad_token_id=config.eos_token_id)
+            expected["smaller_tokenizer"] = {"tokenizer": "llama3_style", "vocab_size": len(small),
+                                             "greedy_ids": g[0].tolist(),
+                                             "greedy_text": small.decode(g[0])}
         with open(os.path.join(out, "expected.json"), "w", encoding="utf-8") as f:
             json.dump(expected, f, indent=2, ensure_ascii=False)
             f.write("\n")
