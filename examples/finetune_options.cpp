@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/io/safetensors_dir.h"
 #include "examples/cli_checks.h"
 
 namespace fsdp::examples {
@@ -13,6 +14,7 @@ TrainGptOptions parse_finetune_options(int argc, const char* const* argv) {
   TrainGptOptions o;
   o.program = "finetune";
   o.cfg.policy.clear();  // absent: one unit per decoder block (finetune.cpp)
+  o.cfg.max_shard_bytes = io::kDefaultMaxShardBytes;  // save_pretrained's default, 50GB
   add_training_options(app, o);
   app.add_option("--model-dir", o.model_dir,
                  "a save_pretrained directory: config.json and model.safetensors (or shards "

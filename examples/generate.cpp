@@ -1,22 +1,25 @@
 // generate: continues a prompt with a save_pretrained GPT-2 or Llama directory, as transformers'
 // generate does (greedy by default; --do-sample with temperature, top-k and top-p), with a KV
-// cache; prints the prompt and generated token ids.
-//   generate --model-dir DIR --prompt-ids 1,2,3 [--max-new-tokens N] [--do-sample
-//            --temperature T --top-k K --top-p P --seed S]
+// cache. --prompt TEXT is encoded as transformers' tokenizer(TEXT) (special tokens added) with
+// DIR/tokenizer.json or --tokenizer, and the whole sequence printed as tokenizer.decode gives it
+// (--print-ids: its ids first, on a line of their own); --prompt-ids prints the ids only.
+//   generate --model-dir DIR (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]
+//            [--do-sample --temperature T --top-k K --top-p P --seed S]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/input_error.h"
 #include "examples/cli_checks.h"
-#include "models/auto_model.h"
 #include "models/generation.h"
-#include "models/load_weights.h"
+#include "models/pretrained.h"
+#include "models/tokenizer/tokenizer.h"
 
 using namespace fsdp;
 
@@ -44,18 +47,46 @@ std::vector<std::int64_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+std::string join_ids(const std::vector<std::int64_t>& ids) {
+  std::string line;
+  for (std::int64_t id : ids) line += (line.empty() ? "" : ",") + std::to_string(id);
+  return line;
+}
+
+// --tokenizer, else the model directory's tokenizer.json (InputError when it has none).
+models::Tokenizer load_tokenizer(const std::string& model_dir, std::string path) {
+  if (path.empty()) {
+    path = (std::filesystem::path(model_dir) / "tokenizer.json").string();
+    if (!std::filesystem::exists(path))
+      throw InputError(fmt::format(
+          "--prompt: {} has no tokenizer.json; pass the tokenizer with --tokenizer PATH, or "
+          "token ids with --prompt-ids",
+          model_dir));
+  }
+  return models::Tokenizer::from_file(path);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Continues a prompt with a Hugging Face GPT-2 or Llama directory", kProgram};
-  std::string model_dir, prompt_ids, prompt_text;
+  std::string model_dir, prompt_ids, prompt_text, tokenizer_path;
+  bool print_ids = false, skip_special_tokens = false;
   models::GenerationOptions o;
   std::uint64_t seed = 0;
   app.add_option("--model-dir", model_dir, "save_pretrained directory (config.json, weights)")
       ->required();
   auto* ids_opt = app.add_option("--prompt-ids", prompt_ids, "prompt token ids: 1,2,3");
-  auto* text_opt = app.add_option("--prompt", prompt_text, "prompt text (needs a tokenizer)");
+  auto* text_opt = app.add_option("--prompt", prompt_text,
+                                  "prompt text, encoded as tokenizer(TEXT) with special tokens");
   ids_opt->excludes(text_opt);
+  app.add_option("--tokenizer", tokenizer_path, "the tokenizer.json (default: DIR/tokenizer.json)")
+      ->needs(text_opt);
+  app.add_flag("--print-ids", print_ids, "print the token ids on a line before the text")
+      ->needs(text_opt);
+  app.add_flag("--skip-special-tokens", skip_special_tokens,
+               "leave special tokens out of the text (decode's skip_special_tokens)")
+      ->needs(text_opt);
   app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate (default 20)")
       ->check(examples::int_range(0, 1 << 20));
   auto* sample_opt = app.add_flag("--do-sample", o.do_sample, "sample instead of greedy decoding");
@@ -74,36 +105,49 @@ int main(int argc, char** argv) {
   if (auto status = examples::parse_command_line(app, argc, argv, kProgram)) return *status;
   std::vector<std::int64_t> ids;
   try {
-    if (!text_opt->empty())
-      return examples::usage_error(kProgram,
-                                   "--prompt needs a tokenizer, which this build does not "
-                                   "include; pass token ids with --prompt-ids");
-    if (ids_opt->empty()) return examples::usage_error(kProgram, "--prompt-ids is required");
-    ids = parse_ids(prompt_ids);
+    if (ids_opt->empty() && text_opt->empty())
+      return examples::usage_error(kProgram, "give the prompt: --prompt TEXT or --prompt-ids");
+    if (!ids_opt->empty()) ids = parse_ids(prompt_ids);
   } catch (const CLI::ValidationError& e) {
     return examples::usage_error(kProgram, e.what());
   }
   try {
-    auto model = models::make_causal_lm(models::load_config(model_dir));
-    const std::string weights = (std::filesystem::path(model_dir) / "model.safetensors").string();
-    if (!std::filesystem::exists(weights))
-      throw InputError(
-          fmt::format("{}: no model.safetensors (sharded checkpoints are read by "
-                      "from_pretrained)",
-                      model_dir));
-    models::load_safetensors_weights(*model, weights);
+    std::optional<models::Tokenizer> tokenizer;
+    const char* prompt_flag = "--prompt-ids";
+    if (!text_opt->empty()) {  // before the model: a missing tokenizer costs no loading
+      tokenizer = load_tokenizer(model_dir, tokenizer_path);
+      try {
+        for (std::uint32_t id : tokenizer->encode(prompt_text)) ids.push_back(id);
+      } catch (const InputError& e) {  // invalid UTF-8
+        throw InputError(fmt::format("--prompt: {}", e.what()));
+      }
+      if (ids.empty())
+        throw InputError(fmt::format(
+            "--prompt: the text '{}' encodes to no tokens ({} adds none of its own); give some "
+            "text",
+            prompt_text, tokenizer->source()));
+      prompt_flag = "--prompt";
+    }
+    auto model = models::from_pretrained(model_dir);
     model->eval();
     for (std::int64_t id : ids)
       if (id >= model->vocab_size())
-        throw InputError(fmt::format("--prompt-ids: token {} is outside the vocabulary [0, {})", id,
-                                     model->vocab_size()));
+        throw InputError(fmt::format("{}: token {} is outside the vocabulary [0, {})", prompt_flag,
+                                     id, model->vocab_size()));
     Generator generator(seed);
     const Tensor prompt = from_vector(ids, {1, std::int64_t(ids.size())});
-    const Tensor out = models::generate(*model, prompt, o, &generator);
-    std::string line;
-    for (std::int64_t id : out.to_int_vector())
-      line += (line.empty() ? "" : ",") + std::to_string(id);
-    fmt::print("{}\n", line);
+    const std::vector<std::int64_t> out =
+        models::generate(*model, prompt, o, &generator).to_int_vector();
+    if (!tokenizer || print_ids) fmt::print("{}\n", join_ids(out));
+    if (tokenizer) {
+      // A model's vocabulary may be padded past the tokenizer's (GPT-2's 50257 -> 50304): ids
+      // of no token are left out, as tokenizers' decode does.
+      std::vector<std::uint32_t> tokens;
+      for (std::int64_t id : out)
+        if (id < std::int64_t{1} << 32 && tokenizer->id_to_token(std::uint32_t(id)))
+          tokens.push_back(std::uint32_t(id));
+      fmt::print("{}\n", tokenizer->decode(tokens, skip_special_tokens));
+    }
   } catch (const Error& e) {
     fmt::print(stderr, "{}: error: {}\n", kProgram, e.what());
     return 1;

@@ -29,6 +29,21 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// The tokenizer's files of a model directory, which a hub directory carries beside the weights
+// and transformers' Trainer saves with the model: copied to the saved directory, so that
+// generate and AutoTokenizer find them there.
+void copy_tokenizer_files(const std::string& from, const std::string& to) {
+  namespace fs = std::filesystem;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    const fs::path source = fs::path(from) / name;
+    std::error_code ec;
+    if (!fs::exists(source, ec)) continue;
+    fs::copy_file(source, fs::path(to) / name, fs::copy_options::overwrite_existing, ec);
+    FSDP_CHECK(!ec, InputError, "--save: cannot copy '{}' to '{}': {}", source.string(), to,
+               ec.message());
+  }
+}
+
 class HfJobModel final : public JobModel {
  public:
   HfJobModel(std::string dir, std::int64_t seq)
@@ -107,9 +122,11 @@ class HfJobModel final : public JobModel {
       state = full_state_dict(*fsdp, /*rank0_only=*/true);
     else
       state = built.state_dict();
-    if (rank == 0)
+    if (rank == 0) {
       models::save_pretrained(cfg.save_path, dynamic_cast<const models::CausalLM&>(built), state,
                               cfg.max_shard_bytes);
+      copy_tokenizer_files(dir_, cfg.save_path);
+    }
   }
 
  private:

@@ -3,7 +3,8 @@
 // loaded whole; under FSDP it is built on the meta device, each unit materialised without
 // initialisation and every rank reads from the files the bytes of its own shards only. --save
 // writes a save_pretrained directory (config.json, generation_config.json, safetensors sharded
-// above --max-shard-size, the tied head omitted) that transformers loads.
+// above --max-shard-size, the tied head omitted) that transformers loads, with the model
+// directory's tokenizer files (tokenizer.json, tokenizer_config.json, special_tokens_map.json).
 #pragma once
 
 #include <memory>

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/builtin_devices.h"
+#include "core/io/safetensors_dir.h"
 #include "core/kernels/kernel_table.h"
 #include "core/stream.h"
 #include "examples/cli_checks.h"
@@ -22,6 +23,27 @@ CLI::Validator non_empty_path() {
   return CLI::Validator(
       [](std::string& s) { return s.empty() ? std::string("expected a path, got ''") : ""; },
       "PATH");
+}
+
+// A size as transformers' max_shard_size takes it ("5GB", "500MB", "2GiB", plain bytes;
+// io::parse_size), at least one byte.
+CLI::Validator byte_size() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        try {
+          if (io::parse_size(s) >= 1) return "";
+          return fmt::format("expected a size of at least 1 byte, got '{}'", s);
+        } catch (const ValueError& e) {
+          return e.what();
+        }
+      },
+      "SIZE");
+}
+
+// A byte count as the help shows it: "5GB" for whole gigabytes, else bytes.
+std::string size_text(std::int64_t bytes) {
+  return bytes % 1'000'000'000 == 0 ? fmt::format("{}GB", bytes / 1'000'000'000)
+                                    : fmt::format("{}", bytes);
 }
 
 // Why the checkpoint options cannot run together, or "".
@@ -221,10 +243,13 @@ void add_training_options(CLI::App& app, TrainGptOptions& a) {
                  "Hugging Face's layout (model.safetensors, sharded above --max-shard-size); "
                  "checked before the first step")
       ->check(non_empty_path());
-  app.add_option("--max-shard-size", cfg.max_shard_bytes,
-                 "--save DIR: bytes per file of the sharded layout")
-      ->capture_default_str()
-      ->check(int_range(1, std::int64_t{1} << 50));
+  app.add_option_function<std::string>(
+         "--max-shard-size",
+         [&cfg](const std::string& s) { cfg.max_shard_bytes = io::parse_size(s); },
+         "--save DIR: the largest file of the sharded layout, as transformers' max_shard_size: "
+         "5GB, 500MB, 2GiB or bytes")
+      ->default_str(size_text(cfg.max_shard_bytes))
+      ->check(byte_size());
   app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
                  "write resumable sharded checkpoints (model, optimizer, progress, checksums, the "
                  "job's identity) here; DIR/.lock keeps a second job out")

@@ -134,10 +134,23 @@ try:
             (["--model-dir", os.path.join(FIXTURES, "gpt2"), "--data",
               os.path.join(FIXTURES, "train.bin"), "--weight-decay", "x"], 2,
              "finetune: error: --weight-decay"),
+            (["--model-dir", os.path.join(FIXTURES, "gpt2"), "--data",
+              os.path.join(FIXTURES, "train.bin"), "--max-shard-size", "0"], 2,
+             "finetune: error: --max-shard-size: expected a size of at least 1 byte, got '0' "
+             "(see finetune --help)"),
+            (["--model-dir", os.path.join(FIXTURES, "gpt2"), "--data",
+              os.path.join(FIXTURES, "train.bin"), "--max-shard-size", "5 GiBs"], 2,
+             "finetune: error: --max-shard-size: invalid size '5 GiBs': expected a number and a "
+             "unit among B, KB, MB, GB, TB (powers of 1000) and KiB, MiB, GiB, TiB (powers of "
+             "1024), e.g. 5GB (see finetune --help)"),
     ):
         code, out, err = run(args)
         if code != status or not err.startswith(want) or "\n" in err:
             failures.append(f"{args}: exit {code}, stderr {err!r}; want {status}, {want!r}...")
+    # --max-shard-size's default is save_pretrained's (50GB), not train_gpt's.
+    code, out, err = run(["--help"])
+    if code != 0 or "--max-shard-size TEXT:SIZE=50GB" not in out:
+        failures.append(f"--help: exit {code}, no '--max-shard-size TEXT:SIZE=50GB' in {out!r}")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 

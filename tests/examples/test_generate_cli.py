@@ -2,6 +2,9 @@
 """examples/generate on the transformers fixtures (tests/fixtures/hf_models/): greedy ids equal
 transformers' generate; a seed repeats a sampled continuation; each bad input is one line
 'generate: error: ...' on stderr with exit status 2 (command line) or 1 (files, values).
+--prompt TEXT on tests/fixtures/text_models/ (vocabularies of the fixture tokenizers): the prompt
+encoded as transformers' tokenizer(TEXT), the greedy text equal to transformers' generate +
+tokenizer.decode, with DIR/tokenizer.json or --tokenizer.
 Usage: test_generate_cli.py GENERATE FIXTURES_DIR
 """
 import json
@@ -44,7 +47,38 @@ for model in ("gpt2_tied", "llama_gqa"):
                        "--max-new-tokens", str(len(greedy) - len(prompt)))
     check(f"{model} greedy", (rc, out, err), (0, ",".join(map(str, greedy)), ""))
 
+# Text in, text out: transformers' generate + tokenizer.decode (make_text_model_fixtures.py).
+for model in ("gpt2", "llama"):
+    d = os.path.join(FIXTURES, "text_models", model)
+    e = json.load(open(os.path.join(d, "expected.json"), encoding="utf-8"))
+    base = ["--model-dir", d, "--prompt", e["prompt"], "--max-new-tokens", str(e["max_new_tokens"])]
+    check(f"{model} greedy text", run(*base), (0, e["greedy_text"], ""))
+    check(f"{model} greedy ids and text", run(*base, "--print-ids"),
+          (0, ",".join(map(str, e["greedy_ids"])) + "\n" + e["greedy_text"], ""))
+    check(f"{model} --skip-special-tokens", run(*base, "--skip-special-tokens"),
+          (0, e["greedy_text_skip_special"], ""))
+    # The prompt's ids as transformers' tokenizer gives them: the same continuation by ids.
+    check(f"{model} --prompt-ids of the encoded prompt",
+          run("--model-dir", d, "--prompt-ids", ",".join(map(str, e["prompt_ids"])),
+              "--max-new-tokens", str(e["max_new_tokens"])),
+          (0, ",".join(map(str, e["greedy_ids"])), ""))
+    # --tokenizer: a directory without tokenizer.json (the hf_models fixture has none).
+    check(f"{model} --tokenizer", run(*base, "--tokenizer", os.path.join(d, "tokenizer.json")),
+          (0, e["greedy_text"], ""))
+
+# A model vocabulary larger than the tokenizer's: the ids of no token left out of the text.
+d = os.path.join(FIXTURES, "text_models", "gpt2")
+e = json.load(open(os.path.join(d, "expected.json"), encoding="utf-8"))["smaller_tokenizer"]
+check("gpt2 with a smaller tokenizer: the fixture has ids past it",
+      max(e["greedy_ids"]) >= e["vocab_size"], True)
+check("gpt2 with a smaller tokenizer",
+      run("--model-dir", d, "--prompt", "The quick brown fox", "--max-new-tokens", "12",
+          "--tokenizer", os.path.join(FIXTURES, "tokenizers", e["tokenizer"], "tokenizer.json"),
+          "--print-ids"),
+      (0, ",".join(map(str, e["greedy_ids"])) + "\n" + e["greedy_text"], ""))
+
 d = os.path.join(FIXTURES, "hf_models", "llama_gqa")
+gpt2_text = os.path.join(FIXTURES, "text_models", "gpt2")
 sample = ["--model-dir", d, "--prompt-ids", "5,6,7", "--do-sample", "--temperature", "0.9",
           "--top-k", "30", "--top-p", "0.95", "--max-new-tokens", "12"]
 first = run(*sample, "--seed", "4")
@@ -52,10 +86,30 @@ check("seeded sampling repeats", run(*sample, "--seed", "4"), first)
 check("sampled length", len(first[1].split(",")), 15)
 
 cases = [
-    (["--model-dir", d, "--prompt", "hello"], 2,
-     "generate: error: --prompt needs a tokenizer, which this build does not include; pass "
-     "token ids with --prompt-ids (see generate --help)"),
-    (["--model-dir", d], 2, "generate: error: --prompt-ids is required (see generate --help)"),
+    (["--model-dir", d, "--prompt", "hello"], 1,
+     f"generate: error: --prompt: {d} has no tokenizer.json; pass the tokenizer with "
+     "--tokenizer PATH, or token ids with --prompt-ids"),
+    (["--model-dir", d], 2,
+     "generate: error: give the prompt: --prompt TEXT or --prompt-ids (see generate --help)"),
+    (["--model-dir", d, "--prompt-ids", "1", "--print-ids"], 2,
+     "generate: error: --print-ids requires --prompt (see generate --help)"),
+    (["--model-dir", d, "--prompt-ids", "1", "--tokenizer", "t.json"], 2,
+     "generate: error: --tokenizer requires --prompt (see generate --help)"),
+    (["--model-dir", d, "--prompt-ids", "1", "--prompt", "hi"], 2,
+     "generate: error: --prompt-ids excludes --prompt (see generate --help)"),
+    # A tokenizer whose ids the model does not have (GPT-2-style ids on a 113-token model).
+    (["--model-dir", d, "--prompt", "The fox", "--tokenizer",
+      os.path.join(gpt2_text, "tokenizer.json")], 1,
+     "generate: error: --prompt: token 1105 is outside the vocabulary [0, 113)"),
+    (["--model-dir", gpt2_text, "--prompt", "\udcff"], 1,
+     "generate: error: --prompt: the text is not valid UTF-8: byte 0xFF at offset 0"),
+    (["--model-dir", gpt2_text, "--prompt", ""], 1,
+     "generate: error: --prompt: the text '' encodes to no tokens "
+     f"({os.path.join(gpt2_text, 'tokenizer.json')} adds none of its own); give some text"),
+    (["--model-dir", gpt2_text, "--prompt", "x", "--tokenizer",
+      os.path.join(FIXTURES, "no-such-tokenizer.json")], 1,
+     "generate: error: " + os.path.join(FIXTURES, "no-such-tokenizer.json") +
+     ": cannot open: No such file or directory"),
     (["--model-dir", d, "--prompt-ids", "1,,2"], 2,
      "generate: error: --prompt-ids: expected non-negative integers separated by commas, got '' "
      "in '1,,2' (see generate --help)"),

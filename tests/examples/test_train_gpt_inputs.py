@@ -124,7 +124,14 @@ TABLE = [
     ("option", ["--ranks", "4294967298"], {}, 2, "--ranks: " + RANGE + " 1 to 1024"),
     ("option", ["--threads-per-rank", "0"], {}, 2, "--threads-per-rank: " + RANGE),
     ("option", ["--eval-batches", "-1"], {}, 2, "--eval-batches: " + RANGE),
-    ("option", ["--max-shard-size", "0"], {}, 2, "--max-shard-size: " + RANGE),
+    ("option", ["--max-shard-size", "0"], {}, 2,
+     Exact("--max-shard-size: expected a size of at least 1 byte, got '0'" + HELP)),
+    ("option", ["--max-shard-size", "5XB"], {}, 2,
+     Exact("--max-shard-size: invalid size '5XB': expected a number and a unit among B, KB, MB, "
+           "GB, TB (powers of 1000) and KiB, MiB, GiB, TiB (powers of 1024), e.g. 5GB" + HELP)),
+    ("option", ["--max-shard-size", "-1GB"], {}, 2, "--max-shard-size: invalid size '-1GB'"),
+    ("option", ["--max-shard-size", "99999999999TB"], {}, 2,
+     "--max-shard-size: invalid size '99999999999TB'"),
     ("option", ["--optimizer", "adam"], {}, 2, "--optimizer: adam not in {sgd,adamw}"),
     ("option", ["--sharding", "FULL"], {}, 2,
      "--sharding: unknown strategy 'FULL'; choose FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
@@ -672,10 +679,36 @@ def checkpoint_cases():
 checkpoint_count, checkpoint_failures = checkpoint_cases()
 failures += checkpoint_failures
 
+
+def shard_layout(flags):
+    """The files and index that --save DIR writes with `flags` (the initial model: --steps 0)."""
+    out = os.path.join(tmp, "layout-" + "-".join(flags).replace(".", "_"))
+    r = train(["--steps", "0", "--save", out, *flags])
+    if r.returncode != 0:
+        return f"rc {r.returncode}: {r.stderr[-300:]}"
+    index = os.path.join(out, "model.safetensors.index.json")
+    return sorted(os.listdir(out)), json.load(open(index))["weight_map"] if os.path.exists(
+        index) else None
+
+
+# --max-shard-size in transformers' units: "2.15KB" is 2150 bytes, "2.15KiB" 2201. The tiny
+# model's files: the embedding (8 KiB) alone, then the attention (1408 bytes), then linear1
+# (1152) joined by linear2.weight (1024) only under a limit of 2176 or more.
+layouts = {size: shard_layout(["--max-shard-size", size])
+           for size in ("2KB", "2000", "2.15KB", "2150", "2.15KiB", "2201")}
+default_layout = shard_layout([])
+for a, b in (("2KB", "2000"), ("2.15KB", "2150"), ("2.15KiB", "2201")):
+    if layouts[a] != layouts[b] or not isinstance(layouts[a], tuple) or len(layouts[a][0]) < 4:
+        failures.append(f"--max-shard-size {a}: {layouts[a]}, {b}: {layouts[b]}")
+if layouts["2.15KB"] == layouts["2.15KiB"]:
+    failures.append(f"--max-shard-size 2.15KB and 2.15KiB: the same layout {layouts['2.15KB']}")
+if default_layout != (["model.safetensors"], None):
+    failures.append(f"--save without --max-shard-size: {default_layout}")
+
 if failures:
     print(f"{len(failures)} failure(s): {failures}")
     sys.exit(1)
 print(f"ok: {len(TABLE)} bad inputs ({', '.join(f'{k} {v}' for k, v in counts.items())}), "
       f"--steps 0 --export-model, {checkpointed} checkpointing mode(s) with --use-orig-params, "
       f"{launches} launch(es) whose ranks disagree, {len(resource_rows)} refused thread starts, "
-      f"{checkpoint_count} checkpoint cases")
+      f"{checkpoint_count} checkpoint cases, {len(layouts) + 1} --max-shard-size layouts")

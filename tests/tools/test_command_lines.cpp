@@ -9,6 +9,7 @@
 
 #include "core/input_error.h"
 #include "core/usage_error.h"
+#include "examples/finetune_options.h"
 #include "examples/train_gpt_options.h"
 #include "examples/train_lm_options.h"
 #include "tools/plan/command_line.h"
@@ -113,4 +114,33 @@ BOOST_AUTO_TEST_CASE(train_gpt_values_and_errors) {
   BOOST_CHECK_THROW(examples::parse_sharding("HALF_SHARD"), ValueError);
   BOOST_CHECK_THROW(examples::parse_prefetch("early"), ValueError);
   BOOST_CHECK_THROW(examples::parse_mixed_precision("fp8"), ValueError);
+}
+
+// --max-shard-size in transformers' units; the defaults: train_gpt's 5GB, finetune's 50GB
+// (save_pretrained's).
+BOOST_AUTO_TEST_CASE(max_shard_size_units_and_defaults) {
+  const std::vector<std::pair<std::string, std::int64_t>> sizes = {{"5GB", 5'000'000'000},
+                                                                   {"500MB", 500'000'000},
+                                                                   {"2GiB", std::int64_t{1} << 31},
+                                                                   {"1.5KB", 1500},
+                                                                   {"40000", 40000}};
+  for (const auto& [text, bytes] : sizes) {
+    const Argv gpt({"--data", "d", "--max-shard-size", text});
+    BOOST_TEST(
+        examples::parse_train_gpt_options(gpt.argc(), gpt.argv()).cfg.max_shard_bytes == bytes,
+        text);
+    const Argv ft({"--model-dir", "m", "--data", "d", "--max-shard-size", text});
+    BOOST_TEST(examples::parse_finetune_options(ft.argc(), ft.argv()).cfg.max_shard_bytes == bytes,
+               text);
+  }
+  const Argv gpt({"--data", "d"});
+  BOOST_TEST(examples::parse_train_gpt_options(gpt.argc(), gpt.argv()).cfg.max_shard_bytes ==
+             5'000'000'000);
+  const Argv ft({"--model-dir", "m", "--data", "d"});
+  BOOST_TEST(examples::parse_finetune_options(ft.argc(), ft.argv()).cfg.max_shard_bytes ==
+             50'000'000'000);
+  const Argv zero({"--data", "d", "--max-shard-size", "0"});
+  BOOST_TEST(usage_error_of([&] { examples::parse_train_gpt_options(zero.argc(), zero.argv()); }) ==
+             "2: --max-shard-size: expected a size of at least 1 byte, got '0' "
+             "(see train_gpt --help)");
 }
