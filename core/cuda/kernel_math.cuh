@@ -1,6 +1,8 @@
 // Device helpers shared by the kernels: float <-> storage conversion and block reductions.
 #pragma once
 
+#include <type_traits>
+
 #include <cuda_bf16.h>
 
 namespace fsdp::cuda {
@@ -20,6 +22,26 @@ __device__ __forceinline__ float from_float<float>(float x) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
+}
+
+// The accumulation type of a storage type (double stays double; float and bf16 accumulate in
+// float), and loads and stores through it.
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T>
+__device__ __forceinline__ acc_t<T> load(const T* p) {
+  if constexpr (std::is_same_v<T, double>)
+    return *p;
+  else
+    return to_float(*p);
+}
+template <typename T>
+__device__ __forceinline__ void store(T* p, acc_t<T> v) {
+  if constexpr (std::is_same_v<T, double>)
+    *p = v;
+  else
+    *p = from_float<T>(v);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

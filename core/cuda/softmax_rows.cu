@@ -15,24 +15,6 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename T>
-__device__ __forceinline__ acc_t<T> load(const T* p) {
-  if constexpr (std::is_same_v<T, double>)
-    return *p;
-  else
-    return to_float(*p);
-}
-template <typename T>
-__device__ __forceinline__ void store(T* p, acc_t<T> v) {
-  if constexpr (std::is_same_v<T, double>)
-    *p = v;
-  else
-    *p = from_float<T>(v);
-}
-
 // The block's max (kMax) or sum of v, returned to every thread.
 template <bool kMax, typename C>
 __device__ C block_all(C v, C* scratch) {
