@@ -283,7 +283,7 @@ void binary(BinaryKind kind, const Tensor& out, const Tensor& a_in, const Tensor
   if (!strided_layout(out, {&a, &b}, layout))
     missing("binary", device, fmt::format("{} dims", out.dim()));
   Launch l(device);
-  const auto op = static_cast<BinaryKindOp>(static_cast<int>(kind));
+  const auto op = kind;
   if (!float_types(out.dtype(), [&]<typename T>() {
         strided_binary<T>(op, ptr<const T>(a), ptr<const T>(b), ptr<T>(out), layout, alpha,
                           l.stream);
@@ -292,9 +292,6 @@ void binary(BinaryKind kind, const Tensor& out, const Tensor& a_in, const Tensor
 }
 
 // The kernels' enums follow the table's (kernels.h cannot include the table: nvcc and fmt).
-static_assert(static_cast<int>(BinaryKindOp::Minimum) == static_cast<int>(BinaryKind::Minimum));
-static_assert(static_cast<int>(UnaryKindOp::Sign) == static_cast<int>(UnaryKind::Sign));
-static_assert(static_cast<int>(UnaryKindOp::Pow) == static_cast<int>(UnaryKind::Pow));
 
 void unary(UnaryKind kind, const Tensor& out, const Tensor& a, double scalar) {
   const Device device = stream_device(out.device());
@@ -303,7 +300,7 @@ void unary(UnaryKind kind, const Tensor& out, const Tensor& a, double scalar) {
   if (!strided_layout(out, {&a}, layout))
     missing("unary", device, fmt::format("{} dims", out.dim()));
   Launch l(device);
-  const auto op = static_cast<UnaryKindOp>(static_cast<int>(kind));
+  const auto op = kind;
   if (!float_types(out.dtype(), [&]<typename T>() {
         strided_unary<T>(op, ptr<const T>(a), ptr<T>(out), layout, scalar, l.stream);
       }))
@@ -348,8 +345,6 @@ void bits_type(DType t, F&& f) {
   }
 }
 
-static_assert(static_cast<int>(CompareKindOp::Ge) == static_cast<int>(CompareKind::Ge));
-
 void compare(CompareKind kind, const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   const Device device = stream_device(out.device());
   if (out.numel() == 0) return;
@@ -358,7 +353,7 @@ void compare(CompareKind kind, const Tensor& out, const Tensor& a_in, const Tens
   if (!strided_layout(out, {&a, &b}, layout))
     missing("compare", device, fmt::format("{} dims", out.dim()));
   Launch l(device);
-  const auto op = static_cast<CompareKindOp>(static_cast<int>(kind));
+  const auto op = kind;
   if (!comparable_types(a.dtype(), [&]<typename T>() {
         strided_compare<T>(op, ptr<const T>(a), ptr<const T>(b), ptr<bool>(out), layout, l.stream);
       }))
@@ -595,8 +590,7 @@ void norm_partial(const Tensor& out, const Tensor& t, double p) {
   const Tensor x = as_float64("norm_partial", t, l.stream);
   StridedLayout self;
   strided_layout(x, {&x}, self);
-  strided_unary<double>(UnaryKindOp::Abs, ptr<const double>(x), ptr<double>(x), self, 0.0,
-                        l.stream);
+  strided_unary<double>(UnaryKind::Abs, ptr<const double>(x), ptr<double>(x), self, 0.0, l.stream);
   ReduceLayout all;
   all.reduced = 1;
   all.reduced_size[0] = x.numel();
@@ -607,8 +601,7 @@ void norm_partial(const Tensor& out, const Tensor& t, double p) {
     return reduce_max<double>(ptr<const double>(x), ptr<double>(out), all, l.stream);
   }
   if (p != 1.0)
-    strided_unary<double>(UnaryKindOp::Pow, ptr<const double>(x), ptr<double>(x), self, p,
-                          l.stream);
+    strided_unary<double>(UnaryKind::Pow, ptr<const double>(x), ptr<double>(x), self, p, l.stream);
   reduce_sum<double>(ptr<const double>(x), ptr<double>(out), all, 1.0, l.stream);
 }
 
@@ -641,7 +634,7 @@ void mse_loss(const Tensor& out, const Tensor& x, const Tensor& t, bool none, bo
   const Tensor wide = as_float64("mse_loss", diff, l.stream);
   StridedLayout self;
   strided_layout(wide, {&wide}, self);
-  strided_unary<double>(UnaryKindOp::Square, ptr<const double>(wide), ptr<double>(wide), self, 0.0,
+  strided_unary<double>(UnaryKind::Square, ptr<const double>(wide), ptr<double>(wide), self, 0.0,
                         l.stream);
   ReduceLayout all;
   all.reduced = 1;
@@ -776,7 +769,7 @@ void move_part(DType dtype, void* dst, const void* src, const StridedLayout& l, 
   StridedLayout in_place = l;
   for (int d = 0; d < l.ndim; ++d) in_place.stride[1][d] = l.stride[0][d];
   float_types(dtype, [&]<typename T>() {
-    strided_unary<T>(UnaryKindOp::DivScalar, static_cast<const T*>(dst), static_cast<T*>(dst),
+    strided_unary<T>(UnaryKind::DivScalar, static_cast<const T*>(dst), static_cast<T*>(dst),
                      in_place, divisor, stream);
   });
 }
@@ -881,7 +874,7 @@ void accumulate_into(const Tensor& sum64, const Tensor& part32, cudaStream_t str
   strided_layout(wide, {&part32}, l);
   strided_copy(ptr<const float>(part32), ptr<double>(wide), l, stream);
   strided_layout(sum64, {&sum64, &wide}, l);
-  strided_binary<double>(BinaryKindOp::Add, ptr<const double>(sum64), ptr<const double>(wide),
+  strided_binary<double>(BinaryKind::Add, ptr<const double>(sum64), ptr<const double>(wide),
                          ptr<double>(sum64), l, 1.0, stream);
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/cuda/launch.h"
+#include "core/kernels/kernel_kinds.h"
 
 namespace fsdp::cuda {
 
@@ -47,33 +48,15 @@ struct StridedLayout {
   std::int64_t stride[4][kMaxDims] = {};  // [0] the output, then the operands in order
   std::int64_t numel = 1;
 };
-// The KernelTable's UnaryKind and BinaryKind, in their order.
-enum class UnaryKindOp {
-  AddScalar,
-  MulScalar,
-  DivScalar,
-  Pow,
-  Square,
-  Identity,
-  Sqrt,
-  Neg,
-  Exp,
-  Log,
-  Rsqrt,
-  Abs,
-  Sign
-};
-enum class BinaryKindOp { Add, Sub, Mul, Div, Maximum, Minimum };  // Add, Sub: a op alpha * b
 template <typename T>
-void strided_unary(UnaryKindOp op, const T* a, T* out, const StridedLayout& l, double scalar,
+void strided_unary(UnaryKind op, const T* a, T* out, const StridedLayout& l, double scalar,
                    cudaStream_t stream);
 template <typename T>
-void strided_binary(BinaryKindOp op, const T* a, const T* b, T* out, const StridedLayout& l,
+void strided_binary(BinaryKind op, const T* a, const T* b, T* out, const StridedLayout& l,
                     double alpha, cudaStream_t stream);
 // Comparisons into bool outputs: T float, bf16, double, int64 or int32 (bf16 compared as float).
-enum class CompareKindOp { Eq, Ne, Lt, Le, Gt, Ge };  // the KernelTable's CompareKind
 template <typename T>
-void strided_compare(CompareKindOp op, const T* a, const T* b, bool* out, const StridedLayout& l,
+void strided_compare(CompareKind op, const T* a, const T* b, bool* out, const StridedLayout& l,
                      cudaStream_t stream);
 template <typename T>
 void strided_eq_scalar(const T* a, double b, bool* out, const StridedLayout& l,

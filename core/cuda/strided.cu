@@ -58,59 +58,59 @@ __device__ __forceinline__ void offsets(const StridedLayout& l, std::int64_t i,
 }
 
 template <typename C>
-__device__ __forceinline__ C unary_op(UnaryKindOp op, C x, C s) {
+__device__ __forceinline__ C unary_op(UnaryKind op, C x, C s) {
   switch (op) {
-    case UnaryKindOp::AddScalar:
+    case UnaryKind::AddScalar:
       return x + s;
-    case UnaryKindOp::MulScalar:
+    case UnaryKind::MulScalar:
       return x * s;
-    case UnaryKindOp::DivScalar:
+    case UnaryKind::DivScalar:
       return x / s;
-    case UnaryKindOp::Pow:
+    case UnaryKind::Pow:
       return s == C(2) ? x * x : pow(x, s);
-    case UnaryKindOp::Square:
+    case UnaryKind::Square:
       return x * x;
-    case UnaryKindOp::Identity:
+    case UnaryKind::Identity:
       return x;
-    case UnaryKindOp::Sqrt:
+    case UnaryKind::Sqrt:
       return sqrt(x);
-    case UnaryKindOp::Neg:
+    case UnaryKind::Neg:
       return -x;
-    case UnaryKindOp::Exp:
+    case UnaryKind::Exp:
       return exp(x);
-    case UnaryKindOp::Log:
+    case UnaryKind::Log:
       return log(x);
-    case UnaryKindOp::Rsqrt:
+    case UnaryKind::Rsqrt:
       return C(1) / sqrt(x);
-    case UnaryKindOp::Abs:
+    case UnaryKind::Abs:
       return fabs(x);
-    case UnaryKindOp::Sign:
+    case UnaryKind::Sign:
       return C((C(0) < x) - (x < C(0)));
   }
   return x;
 }
 
 template <typename C>
-__device__ __forceinline__ C binary_op(BinaryKindOp op, C a, C b, C alpha) {
+__device__ __forceinline__ C binary_op(BinaryKind op, C a, C b, C alpha) {
   switch (op) {
-    case BinaryKindOp::Add:
+    case BinaryKind::Add:
       return alpha == C(1) ? a + b : a + alpha * b;
-    case BinaryKindOp::Sub:
+    case BinaryKind::Sub:
       return a - alpha * b;
-    case BinaryKindOp::Mul:
+    case BinaryKind::Mul:
       return a * b;
-    case BinaryKindOp::Div:
+    case BinaryKind::Div:
       return a / b;
-    case BinaryKindOp::Maximum:  // torch.maximum propagates NaN
+    case BinaryKind::Maximum:  // torch.maximum propagates NaN
       return a != a || b != b ? C(NAN) : (a > b ? a : b);
-    case BinaryKindOp::Minimum:
+    case BinaryKind::Minimum:
       return a != a || b != b ? C(NAN) : (a < b ? a : b);
   }
   return a;
 }
 
 template <typename T>
-__global__ void strided_unary_kernel(UnaryKindOp op, const T* a, T* out, StridedLayout l,
+__global__ void strided_unary_kernel(UnaryKind op, const T* a, T* out, StridedLayout l,
                                      typename Acc<T>::type s) {
   FSDP_GRID_STRIDE(i, l.numel) {
     std::int64_t off[2];
@@ -120,7 +120,7 @@ __global__ void strided_unary_kernel(UnaryKindOp op, const T* a, T* out, Strided
 }
 
 template <typename T>
-__global__ void strided_binary_kernel(BinaryKindOp op, const T* a, const T* b, T* out,
+__global__ void strided_binary_kernel(BinaryKind op, const T* a, const T* b, T* out,
                                       StridedLayout l, typename Acc<T>::type alpha) {
   FSDP_GRID_STRIDE(i, l.numel) {
     std::int64_t off[3];
@@ -160,7 +160,7 @@ __device__ __forceinline__ auto compared(T x) {
 }
 
 template <typename T>
-__global__ void strided_compare_kernel(CompareKindOp op, const T* a, const T* b, bool* out,
+__global__ void strided_compare_kernel(CompareKind op, const T* a, const T* b, bool* out,
                                        StridedLayout l) {
   FSDP_GRID_STRIDE(i, l.numel) {
     std::int64_t off[3];
@@ -168,22 +168,22 @@ __global__ void strided_compare_kernel(CompareKindOp op, const T* a, const T* b,
     const auto x = compared(a[off[1]]), y = compared(b[off[2]]);
     bool r = false;
     switch (op) {
-      case CompareKindOp::Eq:
+      case CompareKind::Eq:
         r = x == y;
         break;
-      case CompareKindOp::Ne:
+      case CompareKind::Ne:
         r = x != y;
         break;
-      case CompareKindOp::Lt:
+      case CompareKind::Lt:
         r = x < y;
         break;
-      case CompareKindOp::Le:
+      case CompareKind::Le:
         r = x <= y;
         break;
-      case CompareKindOp::Gt:
+      case CompareKind::Gt:
         r = x > y;
         break;
-      case CompareKindOp::Ge:
+      case CompareKind::Ge:
         r = x >= y;
         break;
     }
@@ -255,7 +255,7 @@ template void strided_masked_scale<double>(const double*, const std::uint8_t*, d
                                            const StridedLayout&, cudaStream_t);
 
 template <typename T>
-void strided_compare(CompareKindOp op, const T* a, const T* b, bool* out, const StridedLayout& l,
+void strided_compare(CompareKind op, const T* a, const T* b, bool* out, const StridedLayout& l,
                      cudaStream_t stream) {
   if (l.numel == 0) return;
   strided_compare_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(op, a, b, out, l);
@@ -294,7 +294,7 @@ void strided_masked_fill(const T* a, const bool* mask, T value, T* out, const St
 }
 
 template <typename T>
-void strided_unary(UnaryKindOp op, const T* a, T* out, const StridedLayout& l, double scalar,
+void strided_unary(UnaryKind op, const T* a, T* out, const StridedLayout& l, double scalar,
                    cudaStream_t stream) {
   if (l.numel == 0) return;
   strided_unary_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(
@@ -303,7 +303,7 @@ void strided_unary(UnaryKindOp op, const T* a, T* out, const StridedLayout& l, d
 }
 
 template <typename T>
-void strided_binary(BinaryKindOp op, const T* a, const T* b, T* out, const StridedLayout& l,
+void strided_binary(BinaryKind op, const T* a, const T* b, T* out, const StridedLayout& l,
                     double alpha, cudaStream_t stream) {
   if (l.numel == 0) return;
   strided_binary_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(
@@ -318,10 +318,10 @@ void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t str
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
-#define FSDP_POINTWISE(T)                                                                     \
-  template void strided_unary<T>(UnaryKindOp, const T*, T*, const StridedLayout&, double,     \
-                                 cudaStream_t);                                               \
-  template void strided_binary<T>(BinaryKindOp, const T*, const T*, T*, const StridedLayout&, \
+#define FSDP_POINTWISE(T)                                                                   \
+  template void strided_unary<T>(UnaryKind, const T*, T*, const StridedLayout&, double,     \
+                                 cudaStream_t);                                             \
+  template void strided_binary<T>(BinaryKind, const T*, const T*, T*, const StridedLayout&, \
                                   double, cudaStream_t);
 FSDP_POINTWISE(float)
 FSDP_POINTWISE(bf16)
@@ -329,7 +329,7 @@ FSDP_POINTWISE(double)
 #undef FSDP_POINTWISE
 
 #define FSDP_COMPARE(T)                                                                            \
-  template void strided_compare<T>(CompareKindOp, const T*, const T*, bool*, const StridedLayout&, \
+  template void strided_compare<T>(CompareKind, const T*, const T*, bool*, const StridedLayout&,   \
                                    cudaStream_t);                                                  \
   template void strided_eq_scalar<T>(const T*, double, bool*, const StridedLayout&, cudaStream_t); \
   template void strided_logical_not<T>(const T*, bool*, const StridedLayout&, cudaStream_t);

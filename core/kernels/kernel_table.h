@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/kernels/kernel_kinds.h"
 #include "core/optim/update_kernels.h"
 #include "core/tensor.h"
 
@@ -19,30 +20,6 @@ namespace fsdp {
 
 class Generator;
 
-// out = a op b (a, b already of out's dtype, broadcast to out's shape). Add and Sub scale b by
-// alpha.
-enum class BinaryKind : std::uint8_t { Add, Sub, Mul, Div, Maximum, Minimum };
-// out = f(a) (a already of out's dtype); `scalar` is the operand of the *Scalar kinds and Pow.
-enum class UnaryKind : std::uint8_t {
-  AddScalar,
-  MulScalar,
-  DivScalar,
-  Pow,
-  Square,
-  Identity,
-  Sqrt,
-  Neg,
-  Exp,
-  Log,
-  Rsqrt,
-  Abs,
-  Sign
-};
-// out (bool) = a op b (a, b of one dtype, broadcast to out's shape).
-enum class CompareKind : std::uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
-// torch.nn.functional's pointwise activations (Gelu: the erf form; GeluTanh: the tanh one;
-// Silu: x sigmoid(x)).
-enum class ActivationKind : std::uint8_t { Relu, Tanh, Sigmoid, Gelu, GeluTanh, Silu };
 // A random fill: Uniform draws [a, b); Normal, mean a and std b; Integer, low + draw % range;
 // Keep, 1 where a uniform draw is >= a (dropout's mask: kept with probability 1 - a), else 0.
 enum class RandomKind : std::uint8_t { Uniform, Normal, Integer, Keep };
