@@ -136,6 +136,11 @@ expect_error(os.path.join(d, "config.json"),
              "config.json: rope_parameters.rope_type \"yarn\" is not supported")
 d = write_config("act", {**llama, "hidden_act": "swiglu"})
 expect_error(d, "hidden_act \"swiglu\" is not supported")
+# Sizes each valid whose product passes 2^63 elements: refused, not wrapped (it was 0 here).
+d = write_config("huge", {**llama, "vocab_size": 2 ** 62, "hidden_size": 8,
+                          "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 4})
+expect_error(d, f"{d}/config.json: building the model: Storage size calculation overflowed with "
+                "sizes=[4611686018427387904, 8]")
 d = write_config("bad", "{\"model_type\": ")
 expect_error(d, f"{d}/config.json: not valid JSON")
 empty = os.path.join(tmp, "empty")
