@@ -2,7 +2,8 @@
 """fsdp-plan on a Hugging Face config.json (or its directory): the model built on meta through
 models/ is planned exactly as transformers' model of the same config, exported to fsdp-model/1
 (tests/fixtures/models/hf/, from tests/tools/gen_hf_plan_fixtures.py): the same table, JSON and
-warnings for every policy, world size and option below; the default policy; the config errors.
+warnings (and Graphviz graph) for every policy, world size and option below; the default policy;
+the config errors.
 Usage: test_plan_config.py FSDP_PLAN SOURCE_ROOT"""
 import json
 import os
@@ -52,8 +53,8 @@ OPTIONS = [["--world-size", "1"], ["--world-size", "8"],
            ["--world-size", "2", "--ignore", "lm_head"]]
 
 
-def same_plan(config, exported, args, what):
-    for fmt in ("table", "json"):
+def same_plan(config, exported, args, what, formats=("table", "json")):
+    for fmt in formats:
         a = run(config, *args, "--format", fmt)
         b = run(exported, *args, "--format", fmt)
         check(a.returncode == 0, f"{what} {fmt}: rc {a.returncode} {a.stderr!r}")
@@ -70,6 +71,7 @@ for name, (config_dir, block, threshold) in MODELS.items():
         for opts in OPTIONS:
             same_plan(config, exported, ["--policy", policy, *opts], f"{name} {policy} {opts}")
             cases += 1
+        same_plan(config, exported, ["--policy", policy], f"{name} {policy}", formats=("dot",))
     # The directory is its config.json; without --policy, one unit per decoder block.
     for inp in (config, directory):
         a = run(inp, "--world-size", "8", "--format", "json")
@@ -80,7 +82,7 @@ for name, (config_dir, block, threshold) in MODELS.items():
     # A model file keeps its default: no policy, only the root unit.
     units = json.loads(run(exported, "--format", "json").stdout)["units"]
     check([u["fqn"] for u in units] == [""], f"{name}: a model file's default is no policy")
-print(f"{cases} policy/option cases, each as table and JSON")
+print(f"{cases} policy/option cases, each as table and JSON (and each policy as dot)")
 
 # The plans are the models' (not two equal empty answers).
 j = json.loads(run(os.path.join(FIXTURES, "finetune", "llama"), "--format", "json").stdout)
