@@ -149,6 +149,13 @@ empty = os.path.join(tmp, "empty")
 os.makedirs(empty)
 expect_error(empty, f"{empty}: a directory without config.json")
 expect_error(os.path.join(tmp, "absent", "config.json"), "cannot open the model config")
+# A config under another name is read as a model file, whose error says how to read it.
+renamed = os.path.join(tmp, "llama_config.json")
+with open(renamed, "w") as f:
+    json.dump(llama, f)
+expect_error(renamed, f"{renamed}: missing \"format\" (expected \"fsdp-model/1\"); this looks "
+                      "like a Hugging Face config: fsdp-plan reads one named config.json or "
+                      "through its directory")
 # A model file keeps its own contract.
 expect_error(os.path.join(tmp, "absent.json"), "cannot open the model file")
 
