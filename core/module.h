@@ -128,6 +128,8 @@ class Module : public std::enable_shared_from_this<Module> {
   Tensor register_buffer(const std::string& name, Tensor buffer, bool persistent = true);
   bool has_parameter(const std::string& name) const;
   bool has_buffer(const std::string& name) const;
+  // False for a buffer registered with persistent=false (state_dict leaves it out).
+  bool is_persistent_buffer(const std::string& name) const { return !non_persistent_.count(name); }
   // The tensor in a slot (KeyError listing the names when absent).
   const Tensor& param(const std::string& name) const;
   const Tensor& buffer(const std::string& name) const;

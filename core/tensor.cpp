@@ -25,7 +25,13 @@ std::string shape_str(const Shape& shape) {
 
 std::int64_t shape_numel(const Shape& shape) {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  // A shape past int64 (a config's vocab_size * hidden_size on meta) is refused, as torch does,
+  // never wrapped into a wrong or zero count.
+  for (auto d : shape) {
+    const bool overflow = __builtin_mul_overflow(n, d, &n);
+    FSDP_CHECK(!overflow, RuntimeError, "Storage size calculation overflowed with sizes={}",
+               shape_str(shape));
+  }
   return n;
 }
 

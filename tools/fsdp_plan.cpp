@@ -1,6 +1,7 @@
 // fsdp-plan: shows which FSDP units a model gets under an auto-wrap policy, what each rank holds
-// and what a training step communicates, for a model described in an fsdp-model/1 file
-// (tools/README.md). Errors: one line on stderr, nothing on stdout, exit status 1 (2 for usage).
+// and what a training step communicates, for a model described in an fsdp-model/1 file or by a
+// Hugging Face config.json (tools/README.md). Errors: one line on stderr, nothing on stdout, exit
+// status 1 (2 for usage).
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -14,9 +15,10 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "policies/policy_expr.h"
 #include "tools/plan/command_line.h"
 #include "tools/plan/format.h"
-#include "tools/plan/model_file.h"
+#include "tools/plan/plan_input.h"
 #include "tools/plan/planner.h"
 
 namespace {
@@ -43,7 +45,7 @@ int main(int argc, char** argv) {
   }
   const std::string& format = cl.format;
   try {
-    const PlanOptions opts = plan_options(cl);
+    PlanOptions opts = plan_options(cl);
     // FSDP_PLAN_TIMING=1 prints the time of each phase on stderr.
     const bool timing = fsdp::env::enabled("FSDP_PLAN_TIMING");
     auto t0 = std::chrono::steady_clock::now();
@@ -56,9 +58,11 @@ int main(int argc, char** argv) {
       c0 = std::clock();
       t0 = t1;
     };
-    LoadedModel model = load_model(cl.model_path);
+    PlanInput input = load_plan_input(cl.model_path);
+    if (cl.policy.empty() && !input.default_policy.empty())
+      opts.policy = fsdp::policies::parse_policy(input.default_policy);
     lap("load");
-    Plan plan = make_plan(model.root, opts);
+    Plan plan = make_plan(input.model.root, opts);
     lap("plan");
     // JSON is written as it is made (it can be far larger than the plan); the others at once.
     errno = 0;

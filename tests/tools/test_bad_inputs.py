@@ -74,7 +74,8 @@ TABLE = [
     ([small, "--policy", deep_policy], 1, "column 304: policies nested more than 100 deep"),
     ([small, "--policy", "or(" * 100 + "always" + ")" * 100], 0, ""),
     # the error contract (defect 7)
-    ([tmp], 1, tmp + ": cannot read the model file: it is a directory"),
+    # A directory is a Hugging Face model directory (tests/tools/test_plan_config.py).
+    ([tmp], 1, tmp + ": a directory without config.json"),
     ([huge_number], 1, "huge_number.json:2:37: number overflow parsing '1e400'"),
     ([os.path.join(tmp, "missing.json")], 1, "cannot open the model file: No such file"),
     # a place is named once (an input error inside a buffer is not wrapped again)

@@ -134,7 +134,7 @@ expect_error([model("nested_sequential.json"), "--sharding", "FUL_SHARD"],
              "choose FULL_SHARD")
 expect_error([model("nested_sequential.json"), "--format", "xml"], "--format", code=2)
 expect_error([model("nested_sequential.json"), "--world-size", "0"], "--world-size", code=2)
-expect_error([], "MODEL.json", code=2)
+expect_error([], "MODEL is required", code=2)
 
 # --- activations: --batch and --seq ------------------------------------------------------------
 r = run(model("gpt2_small.json"), "--policy", "transformer([GPT2Block])", "--batch", "2",

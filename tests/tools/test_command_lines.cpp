@@ -65,7 +65,10 @@ BOOST_AUTO_TEST_CASE(fsdp_plan_values_help_and_errors) {
              "2: --world-size: expected an integer from 1 to 2147483647, got '0' "
              "(see fsdp-plan --help)");
   BOOST_TEST(usage_error_of([] { plan_args({}); }) ==
-             "2: MODEL.json is required (see fsdp-plan --help)");
+             "2: MODEL is required (see fsdp-plan --help)");
+  // "none" is no policy (the JSON output's name for it): a config.json's default is overridden.
+  BOOST_TEST(!plan::plan_options(plan_args({"m", "--policy", "none"})).policy.has_value());
+  BOOST_TEST(plan::plan_options(plan_args({"m", "--policy", "always"})).policy.has_value());
   BOOST_CHECK_THROW(plan::plan_options(plan_args({"m", "--world-size", "8", "--sharding",
                                                   "HYBRID_SHARD", "--node-size", "3"})),
                     InputError);

@@ -15,6 +15,7 @@
 #include "tools/plan/format.h"
 #include "tools/plan/model_export.h"
 #include "tools/plan/model_file.h"
+#include "tools/plan/plan_input.h"
 #include "tools/plan/planner.h"
 
 using namespace fsdp;
@@ -141,6 +142,85 @@ BOOST_AUTO_TEST_CASE(exported_model_has_ids_only_where_shared) {
   BOOST_TEST(back->child("a") == back->child("b"));
   BOOST_TEST(back->child("c")->param("weight").impl() == back->child("a")->param("weight").impl());
   BOOST_TEST(back->num_parameters() == 20);
+}
+
+BOOST_AUTO_TEST_CASE(exported_model_keeps_non_persistent_buffers) {
+  // A non-persistent buffer (a rotary embedding's inv_freq) is written "persistent": false, as
+  // tools/export_torch_model.py writes it, and reads back non-persistent.
+  const std::string text = std::string(kHead) + R"({"type": "Rope", "buffers": [
+      {"name": "inv_freq", "shape": [4], "persistent": false}, {"name": "steps", "shape": []}]}})";
+  auto root = parse_model(text, "m.json").root;
+  const auto doc = nlohmann::json::parse(model_to_json(*root));
+  BOOST_TEST(doc["module"]["buffers"] ==
+             nlohmann::json::parse(R"([{"name": "inv_freq", "shape": [4], "dtype": "float32",
+                                        "persistent": false},
+                                       {"name": "steps", "shape": [], "dtype": "float32"}])"));
+  auto back = parse_model(doc.dump(), "exported.json").root;
+  BOOST_TEST(back->named_persistent_buffers().size() == 1u);
+  BOOST_TEST(back->named_persistent_buffers()[0].first == "steps");
+}
+
+BOOST_AUTO_TEST_CASE(hf_config_input) {
+  // A directory or a file named config.json is a Hugging Face config, built on meta in float32
+  // with one unit per decoder block as its default policy; any other name is a model file.
+  BOOST_TEST(is_hf_config_input("some/dir/config.json"));
+  BOOST_TEST(is_hf_config_input(testing::fixture_path("finetune/llama")));
+  BOOST_TEST(!is_hf_config_input(testing::fixture_path("models/gpt2_small.json")));
+  BOOST_TEST(!is_hf_config_input("config.json.bak"));
+  const PlanInput llama = load_plan_input(testing::fixture_path("finetune/llama"));
+  BOOST_TEST(llama.model.root->type_name() == "LlamaForCausalLM");
+  BOOST_TEST(llama.default_policy == "transformer([LlamaDecoderLayer])");
+  const auto params = llama.model.root->named_parameters();
+  BOOST_TEST(params.size() == 21u);
+  for (const auto& [name, p] : params) {
+    BOOST_TEST(p.device().is_meta(), name);
+    BOOST_TEST((p.dtype() == DType::Float32), name);
+  }
+  const PlanInput gpt2 = load_plan_input(testing::fixture_path("finetune/gpt2/config.json"));
+  BOOST_TEST(gpt2.default_policy == "transformer([GPT2Block])");
+  const PlanInput file = load_plan_input(testing::fixture_path("models/gpt2_small.json"));
+  BOOST_TEST(file.default_policy.empty());
+  BOOST_TEST(file.model.root->type_name() == "GPT2LMHeadModel");
+}
+
+namespace {
+
+// Drops the empty lists the C++ exporter writes and the Python one leaves out.
+void drop_empty_lists(nlohmann::json& j) {
+  if (j.is_array())
+    for (auto& e : j) drop_empty_lists(e);
+  if (!j.is_object()) return;
+  for (auto it = j.begin(); it != j.end();)
+    if (it->is_array() && it->empty())
+      it = j.erase(it);
+    else
+      drop_empty_lists(*it++);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(hf_config_models_are_transformers_trees) {
+  // The models/ tree of each config, exported, is transformers' own exported by
+  // tools/export_torch_model.py (tests/tools/gen_hf_plan_fixtures.py): class names and bases,
+  // FQNs, shapes, dtypes, tied parameters, non-persistent buffers, dropout attributes.
+  const std::vector<std::pair<std::string, std::string>> configs = {
+      {"finetune_gpt2", "finetune/gpt2"},
+      {"finetune_llama", "finetune/llama"},
+      {"gpt2", "hf_configs/gpt2"},
+      {"llama3_70b", "hf_configs/llama3_70b"},
+      {"llama_tied_bias", "hf_configs/llama_tied_bias"},
+      {"mistral_tiny", "hf_configs/mistral_tiny"},
+      {"gpt2_untied", "hf_configs/gpt2_untied"}};
+  for (const auto& [name, dir] : configs) {
+    std::ifstream in(testing::fixture_path("models/hf/" + name + ".json"));
+    BOOST_REQUIRE(in.good());
+    const auto want = nlohmann::json::parse(in);
+    auto got = nlohmann::json::parse(
+        model_to_json(*load_plan_input(testing::fixture_path(dir)).model.root));
+    drop_empty_lists(got);
+    BOOST_TEST((got == want),
+               name << ": " << nlohmann::json::diff(want, got).dump().substr(0, 400));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(model_file_errors) {

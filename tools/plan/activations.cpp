@@ -7,15 +7,32 @@
 #include <set>
 
 #include "tools/plan/checked_math.h"
+#include "tools/plan/model_export.h"
 #include "tools/plan/model_file.h"
 
 namespace fsdp::plan {
 namespace {
 
+// From a model file's "attributes", or, for a module built in C++ (a Hugging Face config's), its
+// own fields as the exporter writes them.
 template <typename T>
 std::optional<T> hyperparameter(const nn::Module& m, const std::string& name) {
   const std::string key = kHyperparameterPrefix + name;
-  if (!m.has_attr(key)) return std::nullopt;
+  if (!m.has_attr(key)) {
+    const nlohmann::json own = module_hyperparameters(m);
+    const auto it = own.find(name);
+    if (it == own.end()) return std::nullopt;
+    if constexpr (std::is_same_v<T, double>) {
+      if (it->is_number()) return it->get<double>();
+    } else if constexpr (std::is_same_v<T, std::int64_t>) {
+      if (it->is_number_integer()) return it->get<std::int64_t>();
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (it->is_boolean()) return it->get<bool>();
+    } else if (it->is_string()) {
+      return it->get<std::string>();
+    }
+    return std::nullopt;
+  }
   const std::any& v = m.attr(key);
   if (const T* x = std::any_cast<T>(&v)) return *x;
   if constexpr (std::is_same_v<T, double>)

@@ -50,15 +50,22 @@ std::string one_line(std::string s) {
 }
 
 CommandLine parse_command_line(int argc, const char* const* argv) {
-  CLI::App app{"fsdp-plan: FSDP units, per-rank memory and communication for a model file",
-               "fsdp-plan"};
+  CLI::App app{
+      "fsdp-plan: FSDP units, per-rank memory and communication for a model file or a "
+      "Hugging Face config.json",
+      "fsdp-plan"};
   CommandLine cl;
   PlanOptions& opts = cl.opts;
-  app.add_option("MODEL.json", cl.model_path, "model file (format fsdp-model/1)")->required();
+  app.add_option("MODEL", cl.model_path,
+                 "model file (format fsdp-model/1), or a Hugging Face config.json (GPT-2, Llama, "
+                 "Mistral) or the directory holding it, built on meta in float32")
+      ->required();
   app.add_option("--policy", cl.policy,
                  "auto-wrap policy: always | size(min_num_params=N[, force_leaf=[..]]"
                  "[, exclude_wrap=[..]]) | transformer([..]) | individually([..]) | "
-                 "modules([..]) | or(EXPR, ...); absent: only the root unit");
+                 "modules([..]) | or(EXPR, ...) | none (only the root unit); absent: none for a "
+                 "model file, transformer([<decoder block class>]) for a config.json (one unit "
+                 "per GPT2Block or LlamaDecoderLayer, as finetune wraps it)");
   app.add_option("--ignore", cl.ignore,
                  "ignore the module at this FQN and its subtree (repeatable)")
       ->take_last()
@@ -108,7 +115,8 @@ PlanOptions plan_options(const CommandLine& cl) {
         fmt::format("--node-size {} does not divide --world-size {}: {} shards within whole nodes",
                     opts.node_size, opts.world_size, cl.sharding));
   opts.ignore = cl.ignore;
-  if (!cl.policy.empty()) opts.policy = policies::parse_policy(cl.policy);
+  // "none" is the JSON output's name for no policy; a config.json's default is set by main.
+  if (!cl.policy.empty() && cl.policy != "none") opts.policy = policies::parse_policy(cl.policy);
   return opts;
 }
 

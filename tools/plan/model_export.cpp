@@ -66,34 +66,21 @@ class Exporter {
     }
     out["params"] = params;
     json buffers = json::array();
-    for (const auto& [name, b] : m.buffer_slots())
-      if (b.defined())
-        buffers.push_back(
-            {{"name", name}, {"shape", b.shape()}, {"dtype", std::string(dtype_name(b.dtype()))}});
+    for (const auto& [name, b] : m.buffer_slots()) {
+      if (!b.defined()) continue;
+      json buffer{
+          {"name", name}, {"shape", b.shape()}, {"dtype", std::string(dtype_name(b.dtype()))}};
+      if (!m.is_persistent_buffer(name)) buffer["persistent"] = false;
+      buffers.push_back(std::move(buffer));
+    }
     out["buffers"] = buffers;
     json children = json::array();
     for (const auto& [name, child] : m.child_slots())
       if (child) children.push_back({{"name", name}, {"module", module(*child)}});
     out["children"] = children;
-    json attrs = attributes(m);
+    json attrs = module_hyperparameters(m);
     if (!attrs.empty()) out["attributes"] = attrs;
     return out;
-  }
-
-  // The hyperparameters that parameter shapes do not show and the planner's activation
-  // estimate needs (tools/plan/activations.h).
-  static json attributes(const nn::Module& m) {
-    json a = json::object();
-    if (const auto* mha = dynamic_cast<const nn::MultiheadAttention*>(&m)) {
-      a["num_heads"] = mha->num_heads;
-      a["dropout"] = mha->dropout;
-    } else if (const auto* d = dynamic_cast<const nn::DropoutBase*>(&m)) {
-      a["p"] = d->p;
-    } else if (const auto* t = dynamic_cast<const nn::TransformerEncoderLayer*>(&m)) {
-      a["activation"] = t->options.activation;
-      a["norm_first"] = t->options.norm_first;
-    }
-    return a;
   }
 
  private:
@@ -104,6 +91,20 @@ class Exporter {
 };
 
 }  // namespace
+
+nlohmann::json module_hyperparameters(const nn::Module& m) {
+  nlohmann::json a = nlohmann::json::object();
+  if (const auto* mha = dynamic_cast<const nn::MultiheadAttention*>(&m)) {
+    a["num_heads"] = mha->num_heads;
+    a["dropout"] = mha->dropout;
+  } else if (const auto* d = dynamic_cast<const nn::DropoutBase*>(&m)) {
+    a["p"] = d->p;
+  } else if (const auto* t = dynamic_cast<const nn::TransformerEncoderLayer*>(&m)) {
+    a["activation"] = t->options.activation;
+    a["norm_first"] = t->options.norm_first;
+  }
+  return a;
+}
 
 std::string model_to_json(nn::Module& root) {
   Exporter e(root);

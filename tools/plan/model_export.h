@@ -4,6 +4,7 @@
 // will wrap it. Build the model on the meta device to export it without allocating.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/module.h"
@@ -11,6 +12,10 @@
 namespace fsdp::plan {
 
 std::string model_to_json(nn::Module& root);
+// A module's hyperparameters that its parameter shapes do not show, the "attributes" of its
+// model-file entry: MultiheadAttention num_heads and dropout, a dropout's p,
+// TransformerEncoderLayer activation and norm_first; empty for other classes.
+nlohmann::json module_hyperparameters(const nn::Module& m);
 // Writes model_to_json(root) to `path`; ValueError naming the path when it cannot be written.
 void write_model_file(nn::Module& root, const std::string& path);
 

@@ -573,11 +573,18 @@ LoadedModel parse_buffer(const char* data, std::size_t len, bool padded,
         fmt::format("{}: expected a JSON object {{\"format\": \"{}\", \"module\": ...}}", source,
                     kModelFormat));
   element format, module;
-  bool has_format = false, has_module = false;
+  bool has_format = false, has_module = false, has_model_type = false;
   for (auto kv : object(doc)) {
     if (kv.key == "format") format = kv.value, has_format = true;
     if (kv.key == "module") module = kv.value, has_module = true;
+    if (kv.key == "model_type") has_model_type = true;
   }
+  // A Hugging Face config under another name (fsdp-plan reads one by the name config.json).
+  if (!has_format && has_model_type)
+    throw InputError(fmt::format(
+        "{}: missing \"format\" (expected \"{}\"); this looks like a Hugging Face config: "
+        "fsdp-plan reads one named config.json or through its directory",
+        source, kModelFormat));
   if (!has_format)
     throw InputError(fmt::format("{}: missing \"format\" (expected \"{}\")", source, kModelFormat));
   if (format.type() != element_type::STRING || std::string_view(format) != kModelFormat)

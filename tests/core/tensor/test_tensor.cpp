@@ -52,6 +52,20 @@ BOOST_AUTO_TEST_CASE(meta_tensors_have_no_storage) {
   });
 }
 
+BOOST_AUTO_TEST_CASE(shapes_past_int64_are_refused) {
+  // 2^62 x 8 elements wrapped to 0 (and 1e18 x 32 to a negative count) before.
+  const auto meta = TensorOptions(DType::Float32, kMeta);
+  for (const Shape& shape : {Shape{std::int64_t{1} << 62, 8}, Shape{1000000000000000000, 32},
+                             Shape{std::int64_t{1} << 62, 8, 0}}) {
+    BOOST_CHECK_EXCEPTION(empty(shape, meta), RuntimeError, [&](const RuntimeError& e) {
+      return std::string(e.what()) ==
+             "Storage size calculation overflowed with sizes=" + shape_str(shape);
+    });
+  }
+  BOOST_TEST(empty({std::int64_t{1} << 62, 1}, meta).numel() == std::int64_t{1} << 62);
+  BOOST_TEST(empty({0, std::int64_t{1} << 62}, meta).numel() == 0);
+}
+
 BOOST_AUTO_TEST_CASE(memory_stats_current_and_peak) {
   auto& g = global_memory_stats(DeviceType::CPU);
   auto stats = std::make_shared<MemoryStats>();
