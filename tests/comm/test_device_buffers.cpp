@@ -12,7 +12,6 @@
 #include <mutex>
 
 #include "comm/fake/fake_process_group.h"
-#include "comm/reduce_kernels.h"
 #include "comm/threads/run_ranks.h"
 #include "core/device_copy.h"
 #include "core/error.h"
@@ -20,6 +19,7 @@
 #include "core/stream.h"
 #include "tests/comm/collective_checks.h"
 #include "tests/support/gate.h"
+#include "tests/support/queued_like_cuda.h"
 
 using namespace fsdp;
 using namespace fsdp::comm;
@@ -46,6 +46,7 @@ Bytes to_host(const Storage& s, std::size_t nbytes) {
 }
 
 using fsdp::testing::Gate;  // tests/support/gate.h
+using fsdp::testing::QueuedLikeCuda;
 
 // Runs body on every rank; rank threads collect failures, the main thread reports them.
 void on_ranks(int world, const std::function<std::vector<std::string>(ProcessGroup&)>& body) {
@@ -114,42 +115,6 @@ void check_collectives_equal_cpu(std::initializer_list<DType> dtypes) {
     });
   }
 }
-
-// CUDA's path on fake_cuda: fake_cuda's copy functions with no launched_address and a reduce
-// queued on the stream, so that the threads backend runs the protocol it runs on CUDA buffers
-// (the host's rendezvous, events between the ranks' streams, device-to-device copies and the
-// device's reduce on the stream) while registered.
-class QueuedLikeCuda {
- public:
-  QueuedLikeCuda() : real_(&device_copy(Device(DeviceType::FakeCUDA, 0))) {
-    real() = real_;
-    queued_ = *real_;
-    queued_.launched_address = nullptr;
-    queued_.reduce = reduce;
-    register_device_copy(DeviceType::FakeCUDA, &queued_);
-  }
-  ~QueuedLikeCuda() { register_device_copy(DeviceType::FakeCUDA, real_); }
-  // Where launched work reaches `ptr` (the test's own kernels; the backend is not told).
-  static void* host_view(const void* ptr) { return real()->launched_address(ptr); }
-
- private:
-  static const DeviceCopyFunctions*& real() {
-    static const DeviceCopyFunctions* functions = nullptr;
-    return functions;
-  }
-  // comm's reduction on the buffers' host views, as a kernel queued on the stream.
-  static void reduce(void* dst, const void* const* srcs, int n, std::size_t count, DType dtype,
-                     DeviceReduceOp op, int divisor, const Stream& stream) {
-    void* out = real()->launched_address(dst);
-    std::vector<const void*> in(static_cast<std::size_t>(n));
-    for (int k = 0; k < n; ++k) in[std::size_t(k)] = real()->launched_address(srcs[k]);
-    launch(stream, [=] {
-      reduce_buffers(static_cast<ReduceOp>(op), dtype, out, in.data(), n, count, divisor);
-    });
-  }
-  const DeviceCopyFunctions* real_;
-  DeviceCopyFunctions queued_;
-};
 
 }  // namespace
 
