@@ -68,11 +68,19 @@ void expect_equal(std::vector<std::string>& failures, const ProcessGroup& pg, co
 }
 
 // Each collective on device buffers against the same call on cpu buffers of the same group.
-void check_collectives_equal_cpu(std::initializer_list<DType> dtypes) {
+// Where the ranks' buffers live: each rank on its own device (as each owns a GPU), or all on
+// fake_cuda:0 as thread ranks sharing one GPU, on their own streams or all on its default stream.
+enum class Placement { OwnDevice, SharedDeviceOwnStreams, SharedDeviceOneStream };
+
+void check_collectives_equal_cpu(std::initializer_list<DType> dtypes,
+                                 Placement placement = Placement::OwnDevice) {
   for (int world : {2, 3, 4}) {
     on_ranks(world, [&](ProcessGroup& pg) {
       std::vector<std::string> failures;
-      const Device dev = device_of(pg);
+      const Device dev =
+          placement == Placement::OwnDevice ? device_of(pg) : Device(DeviceType::FakeCUDA, 0);
+      StreamGuard guard(placement == Placement::SharedDeviceOwnStreams ? new_stream(dev)
+                                                                       : current_stream(dev));
       for (DType dtype : dtypes) {
         for (std::size_t count : {std::size_t(1), std::size_t(7), std::size_t(1000)}) {
           const std::size_t bytes = count * dtype_size(dtype);
@@ -111,6 +119,7 @@ void check_collectives_equal_cpu(std::initializer_list<DType> dtypes) {
                        dtype);
         }
       }
+      current_stream(dev).synchronize();  // this rank's part, before the next world's
       return failures;
     });
   }
@@ -126,6 +135,16 @@ BOOST_AUTO_TEST_CASE(collectives_queued_by_the_host_as_on_cuda_equal_cpu) {
   QueuedLikeCuda queued;
   check_collectives_equal_cpu({DType::Float32, DType::BFloat16, DType::Float16, DType::Float64,
                                DType::Int64, DType::Int32, DType::UInt8});
+}
+
+// As on one GPU: every rank on fake_cuda:0, each on its own stream, or all on one stream (where
+// work launched on the stream would wait for itself, the host's rendezvous does not).
+BOOST_AUTO_TEST_CASE(queued_by_the_host_ranks_share_one_device_and_its_streams) {
+  QueuedLikeCuda queued;
+  check_collectives_equal_cpu({DType::Float32, DType::BFloat16, DType::Int32},
+                              Placement::SharedDeviceOwnStreams);
+  check_collectives_equal_cpu({DType::Float32, DType::BFloat16, DType::Int32},
+                              Placement::SharedDeviceOneStream);
 }
 
 // CUDA's path: rank 0's input is written on its stream behind a gate. The all_gather is issued
