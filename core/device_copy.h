@@ -12,9 +12,13 @@
 #include <cstddef>
 
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/stream.h"
 
 namespace fsdp {
+
+// comm/reduce_op.h's operators, for a device's reduce function (core cannot name comm's enum).
+enum class DeviceReduceOp : std::uint8_t { Sum, Avg, Max, Min };
 
 struct DeviceCopyFunctions {
   void (*host_to_device)(void* dst, const void* src, std::size_t nbytes, const Stream& stream);
@@ -24,6 +28,12 @@ struct DeviceCopyFunctions {
   // The host address at which work launched on this device's streams reaches a device pointer
   // (fake_cuda: its host view); null where launched host code cannot reach device memory (CUDA).
   void* (*launched_address)(const void* device_ptr) = nullptr;
+  // dst[i] = op over srcs[0..n)[i] (`count` elements of `dtype` in n buffers of this device type;
+  // AVG divides by `divisor`), with comm/reduce_op.h's meaning, queued on `stream`: how the
+  // threads backend reduces memory that launched host code cannot reach (CUDA's kernel); null
+  // where launched_address serves instead.
+  void (*reduce)(void* dst, const void* const* srcs, int n, std::size_t count, DType dtype,
+                 DeviceReduceOp op, int divisor, const Stream& stream) = nullptr;
 };
 void register_device_copy(DeviceType type, const DeviceCopyFunctions* functions);
 // Throws naming the device when its type registered none (meta, or a device not built).

@@ -43,6 +43,46 @@ std::vector<stream_sanitizer::Access> own_accesses(const Collective& c, int size
   return {};
 }
 
+// Launched host code reaches the device's memory (fake_cuda): the collective runs as host work on
+// its stream. Otherwise (CUDA) the host queues the device's copies and reduce kernel there.
+bool launched_work_reaches(Device device) {
+  return device_copy(device).launched_address != nullptr;
+}
+
+DeviceReduceOp device_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return DeviceReduceOp::Sum;
+    case ReduceOp::Avg:
+      return DeviceReduceOp::Avg;
+    case ReduceOp::Max:
+      return DeviceReduceOp::Max;
+    case ReduceOp::Min:
+      return DeviceReduceOp::Min;
+  }
+  return DeviceReduceOp::Sum;
+}
+
+// How one rank moves bytes in exchange(): on the host, or queued on a device stream.
+struct Mover {
+  const Collective& c;
+  const Stream* stream;  // null: on the host
+
+  void copy(void* to, const void* from, std::size_t bytes) const {
+    if (bytes == 0 || from == to) return;
+    if (stream)
+      device_copy(c.device).device_to_device(to, from, bytes, *stream);
+    else
+      std::memcpy(to, from, bytes);
+  }
+  void reduce(void* out, const void* const* inputs, int n, std::size_t count) const {
+    if (stream)
+      device_copy(c.device).reduce(out, inputs, n, count, c.dtype, device_op(c.op), n, *stream);
+    else
+      reduce_buffers(c.op, c.dtype, out, inputs, n, count, n);
+  }
+};
+
 }  // namespace
 
 ThreadsProcessGroup::ThreadsProcessGroup(int rank, std::shared_ptr<ThreadsWorld> world)
@@ -78,6 +118,7 @@ void ThreadsProcessGroup::check_supported(const Collective& c) const {
   if (c.kind == CollectiveKind::Barrier || c.device.is_cpu()) return;
   if (c.device.is_accelerator()) {
     try {
+      if (device_copy(c.device).reduce != nullptr) return;         // queued by the host (CUDA)
       launched_address(c.device, nullptr, "the threads backend");  // throws when unreachable
     } catch (const Error& e) {
       throw ValueError(fmt::format("{}: {} needs memory that work on a stream reaches: {}", where(),
@@ -93,7 +134,8 @@ std::uint64_t ThreadsProcessGroup::take_ticket() {
   return next_ticket_++;
 }
 
-void ThreadsProcessGroup::run_at_turn(std::uint64_t ticket, const Collective& c) {
+void ThreadsProcessGroup::run_at_turn(std::uint64_t ticket, const Collective& c,
+                                      const Stream* stream) {
   {
     std::unique_lock lock(turn_mutex_);
     turn_cv_.wait(lock, [&] { return serving_ == ticket; });
@@ -109,17 +151,21 @@ void ThreadsProcessGroup::run_at_turn(std::uint64_t ticket, const Collective& c)
       self->turn_cv_.notify_all();
     }
   } next{this};
-  exchange(c);
+  exchange(c, stream);
 }
 
 Event ThreadsProcessGroup::launch_on_stream(const Collective& c) {
   const std::uint64_t ticket = take_ticket();
-  launch(c.stream, [this, c, ticket] {
-    Collective h = c;  // the same buffers, as this stream's work reaches them
-    h.input = launched_address(c.device, c.input, "the threads backend");
-    h.output = launched_address(c.device, c.output, "the threads backend");
-    run_at_turn(ticket, h);
-  });
+  if (!launched_work_reaches(c.device)) {
+    run_at_turn(ticket, c, &c.stream);  // the host queues the device's copies and kernels
+  } else {
+    launch(c.stream, [this, c, ticket] {
+      Collective h = c;  // the same buffers, as this stream's work reaches them
+      h.input = launched_address(c.device, c.input, "the threads backend");
+      h.output = launched_address(c.device, c.output, "the threads backend");
+      run_at_turn(ticket, h, nullptr);
+    });
+  }
   if (stream_sanitizer::enabled() && c.bytes() > 0)
     stream_sanitizer::on_accesses(c.stream, collective_name(c.kind).data(),
                                   own_accesses(c, size(), rank()));
@@ -131,7 +177,7 @@ Event ThreadsProcessGroup::launch_on_stream(const Collective& c) {
 std::shared_ptr<Work> ThreadsProcessGroup::execute_async(const Collective& c) {
   if (c.device.is_accelerator()) return std::make_shared<StreamWork>(launch_on_stream(c));
   const std::uint64_t ticket = take_ticket();
-  return submit_ordered([this, c, ticket] { run_at_turn(ticket, c); });
+  return submit_ordered([this, c, ticket] { run_at_turn(ticket, c, nullptr); });
 }
 
 void ThreadsProcessGroup::execute(const Collective& c) {
@@ -141,18 +187,23 @@ void ThreadsProcessGroup::execute(const Collective& c) {
     launch_on_stream(c);
     return;
   }
-  run_at_turn(take_ticket(), c);
+  run_at_turn(take_ticket(), c, nullptr);
 }
 
-void ThreadsProcessGroup::exchange(const Collective& c) {
+void ThreadsProcessGroup::exchange(const Collective& c, const Stream* stream) {
   const int n = size(), me = rank();
+  const Mover move{c, stream};
   ThreadsWorld& w = *world_;
   auto& slot = w.slot(me);
   slot.input = c.input;
   slot.output = c.output;
   slot.signature = CollectiveSignature::of(c);
-  sync(c);  // every rank's slot is published
+  if (stream) slot.ready.record(*stream);  // this rank's buffers, as its stream's work leaves them
+  sync(c);                                 // every rank's slot is published
   check_signatures(c);
+  if (stream)
+    for (int r = 0; r < n; ++r)
+      if (r != me) stream->wait_event(w.slot(r).ready);
 
   const std::size_t elem = dtype_size(c.dtype);
   const std::size_t bytes = c.count * elem;
@@ -165,38 +216,45 @@ void ThreadsProcessGroup::exchange(const Collective& c) {
       for (int k = 0; k < n && bytes > 0; ++k) {
         int src = (me + k) % n;
         const void* from = w.slot(src).input;
-        void* to = at(c.output, std::size_t(src) * bytes);
-        if (from != to) std::memcpy(to, from, bytes);
+        move.copy(at(c.output, std::size_t(src) * bytes), from, bytes);
       }
       break;
     case CollectiveKind::ReduceScatter: {
       std::vector<const void*> inputs(static_cast<std::size_t>(n));
       for (int r = 0; r < n; ++r)
         inputs[std::size_t(r)] = at(w.slot(r).input, std::size_t(me) * bytes);
-      reduce_buffers(c.op, c.dtype, c.output, inputs.data(), n, c.count, n);
+      move.reduce(c.output, inputs.data(), n, c.count);
       break;
     }
     case CollectiveKind::AllReduce: {
       // Reduce our share of every rank's buffer and write the result into all of them: nobody
-      // else reads or writes this share.
+      // else reads or writes this share. On the host in cache-sized blocks; a stream takes the
+      // share at once (one kernel and a copy per peer).
       auto [begin, end] = share_of(c.count, n, me);
       std::vector<const void*> inputs(static_cast<std::size_t>(n));
-      const std::size_t block = std::max<std::size_t>(1, (64u << 10) / elem);
+      const std::size_t block = stream ? std::max<std::size_t>(1, end - begin)
+                                       : std::max<std::size_t>(1, (64u << 10) / elem);
       for (std::size_t b = begin; b < end; b += block) {
         std::size_t len = std::min(block, end - b);
         for (int r = 0; r < n; ++r) inputs[std::size_t(r)] = at(w.slot(r).output, b * elem);
-        reduce_buffers(c.op, c.dtype, at(c.output, b * elem), inputs.data(), n, len, n);
+        move.reduce(at(c.output, b * elem), inputs.data(), n, len);
         for (int r = 0; r < n; ++r)
           if (r != me)
-            std::memcpy(at(w.slot(r).output, b * elem), at(c.output, b * elem), len * elem);
+            move.copy(at(w.slot(r).output, b * elem), at(c.output, b * elem), len * elem);
       }
       break;
     }
     case CollectiveKind::Broadcast:
-      if (me != c.root && bytes > 0) std::memcpy(c.output, w.slot(c.root).output, bytes);
+      if (me != c.root) move.copy(c.output, w.slot(c.root).output, bytes);
       break;
   }
+  if (stream) slot.done.record(*stream);
   sync(c);  // nobody returns (and reuses its buffers) while another rank still reads them
+  // On a stream the host returning is not enough: this stream's later work waits for the peers'
+  // reads and writes of this rank's buffers.
+  if (stream)
+    for (int r = 0; r < n; ++r)
+      if (r != me) stream->wait_event(w.slot(r).done);
 }
 
 std::shared_ptr<ProcessGroup> ThreadsProcessGroup::make_subgroup(const std::vector<int>& ranks,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/collective.h"
+#include "core/stream.h"
 
 namespace fsdp::comm {
 
@@ -26,6 +27,13 @@ class ThreadsWorld {
     const void* input = nullptr;
     void* output = nullptr;
     CollectiveSignature signature;
+    // Collectives queued on a device's streams by the host (CUDA): the point of this rank's
+    // stream where its buffers are ready (published with the pointers, before the first barrier),
+    // and where its reads and writes of the peers' buffers end (written between the barriers,
+    // read after the second: the next collective rewrites it only after every rank passed its
+    // first barrier).
+    Event ready;
+    Event done;
   };
 
   int size() const { return size_; }

@@ -229,4 +229,17 @@ struct SgdArgs {
 void sgd_step(float* param, const float* grad, float* momentum_buffer, std::int64_t n,
               const SgdArgs& args, cudaStream_t stream);
 
+// --- the threads backend's reductions over ranks' buffers (collective_reduce.cu): comm's
+// reduce semantics (comm/reduce_op.h) on device memory; the ranks' buffers passed by value.
+constexpr int kMaxRankInputs = 64;
+struct RankInputs {
+  const void* ptr[kMaxRankInputs] = {};
+};
+enum class RankReduceOp { Sum, Avg, Max, Min };
+enum class RankDType { Float32, Float64, Float16, BFloat16, Int64, Int32, UInt8, Bool };
+// out[i] = op over in.ptr[0..n)[i], count elements; AVG divides by `divisor` (the group's size).
+// out may be one of the inputs.
+void reduce_ranks(RankReduceOp op, RankDType dtype, void* out, const RankInputs& in, int n,
+                  std::int64_t count, int divisor, cudaStream_t stream);
+
 }  // namespace fsdp::cuda

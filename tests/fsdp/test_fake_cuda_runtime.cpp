@@ -1,13 +1,15 @@
 // FSDP on the fake_cuda test device (each rank on fake_cuda:rank, the threads backend): the stream
 // protocol (fsdp/streams.h) gives the CPU run's per-step losses and final parameters bit for bit,
 // for every strategy, prefetch mode, use_orig_params and mixed precision, and the stream
-// sanitizer reports nothing; the seeded missing wait (a test hook) is reported.
+// sanitizer reports nothing; the seeded missing wait (a test hook) is reported. The same with the
+// collectives queued by the host as on CUDA buffers (tests/support/queued_like_cuda.h).
 #define BOOST_TEST_MODULE fsdp_fake_cuda_runtime
 #include <fmt/format.h>
 
 #include <boost/test/unit_test.hpp>
 
 #include "core/stream_sanitizer.h"
+#include "tests/support/queued_like_cuda.h"
 #include "tests/support/runtime_harness.h"
 
 using namespace fsdp;
@@ -150,4 +152,35 @@ BOOST_AUTO_TEST_CASE(the_seeded_missing_wait_is_reported) {
                   r.message.find("linear") != std::string::npos &&
                   r.message.find("the unsharded flat parameter of FSDP unit") != std::string::npos);
   BOOST_TEST(named, reports.front().message);
+}
+
+// The threads backend's CUDA path (collectives queued by the host, ordered by events between the
+// ranks' streams) under FULL_SHARD's streams, prefetch and rate limiter, as on one GPU: the CPU's
+// losses and parameters, and nothing for the stream sanitizer.
+BOOST_AUTO_TEST_CASE(collectives_queued_as_on_cuda_equal_cpu_and_are_clean) {
+  QueuedLikeCuda queued;
+  for (int world : {2, 4}) {
+    RunOptions o;
+    o.strategy = ShardingStrategy::FULL_SHARD;
+    expect_cpu_equal(world, o, fmt::format("queued, FULL_SHARD at {} ranks", world));
+  }
+  RunOptions post;
+  post.backward_prefetch = BackwardPrefetch::BACKWARD_POST;
+  post.forward_prefetch = true;
+  post.optimizer = "adamw";
+  expect_cpu_equal(2, post, "queued, BACKWARD_POST, forward prefetch, adamw");
+  RunOptions mp;
+  mp.mixed_precision = MixedPrecision{.param_dtype = DType::BFloat16,
+                                      .reduce_dtype = DType::BFloat16,
+                                      .buffer_dtype = DType::BFloat16};
+  expect_cpu_equal(2, mp, "queued, bfloat16 mixed precision");
+  for (int world : {2, 4}) {
+    RunOptions o;
+    o.on_fake_cuda = true;
+    o.stream_sanitizer = true;
+    stream_sanitizer::clear_reports();
+    run_mlp(world, o);
+    for (const auto& r : stream_sanitizer::reports())
+      BOOST_ERROR(fmt::format("queued, {} ranks: {}", world, r.message));
+  }
 }

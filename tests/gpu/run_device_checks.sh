@@ -201,7 +201,8 @@ build() {
   . "$WORK/paths.env"
   export PATH=$CUDA_HOME/bin:$PATH
   targets="tests/gpu/test_cuda_host tests/gpu/test_gpu_kernels tests/gpu/test_gpu_gemm
-    tests/gpu/test_gpu_runtime tests/gpu/test_gpu_kernel_table bench/gpu/bench_gpu_kernels"
+    tests/gpu/test_gpu_runtime tests/gpu/test_gpu_kernel_table tests/gpu/test_gpu_threads_collectives
+    bench/gpu/bench_gpu_kernels"
   [ -z "$NCCL_DIR" ] || targets="$targets tests/comm/test_comm_nccl"
   ninja -C "$BUILD" -j"$JOBS" $targets
 }
@@ -232,7 +233,7 @@ ptxas_report() {
 gpu_tests() {
   . "$WORK/build.env"
   meson test -C "$BUILD" --no-rebuild --print-errorlogs cuda_host gpu_runtime gpu_kernels gpu_gemm \
-    gpu_kernel_table
+    gpu_kernel_table gpu_threads_collectives
   rc=$?
   cp "$BUILD/meson-logs/testlog.txt" "$LOGS/gpu_tests.testlog.txt" 2>/dev/null
   exit $rc
@@ -300,10 +301,12 @@ train_gpt_cuda() {
 }
 
 # The stream sanitizer over FSDP steps at 2 and 4 ranks (tests/fsdp/test_fake_cuda_runtime.cpp's
-# case): no unordered access, no free racing another stream's use.
+# cases, the second with the collectives queued as on CUDA): no unordered access, no free racing
+# another stream's use.
 stream_sanitizer() {
   . "$WORK/build.env"
-  "$BUILD/tests/fsdp/test_fsdp_fake_cuda_runtime" --run_test=clean_under_the_stream_sanitizer
+  "$BUILD/tests/fsdp/test_fsdp_fake_cuda_runtime" \
+    --run_test=clean_under_the_stream_sanitizer:collectives_queued_as_on_cuda_equal_cpu_and_are_clean
 }
 
 export -f preflight unpack write_env configure build ptxas_report gpu_tests sanitize memcheck \
