@@ -1,9 +1,9 @@
 // Device helpers shared by the kernels: float <-> storage conversion and block reductions.
 #pragma once
 
-#include <type_traits>
-
 #include <cuda_bf16.h>
+
+#include <type_traits>
 
 namespace fsdp::cuda {
 
