@@ -63,8 +63,13 @@ std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype) {
   FSDP_CHECK(is_floating(dtype), ValueError,
              "from_pretrained: dtype {} is not a floating dtype (float32, bfloat16, float16)",
              dtype_name(dtype));
-  auto model = make_causal_lm(load_config(dir));
+  // Built on meta and given uninitialised storage (to_empty keeps tied weights tied): every
+  // parameter is then read from the files, so drawing transformers' random initialisation first
+  // (most of a cold load's time) would be thrown away; buffers no file holds are computed.
+  auto model = make_causal_lm(load_config(dir), TensorOptions(DType::Float32, kMeta));
+  model->to_empty(kCPU);
   load_pretrained_weights(*model, open_pretrained_weights(dir));
+  for (const auto& [name, module] : model->named_modules()) init_computed_buffers(*module);
   if (dtype != DType::Float32) model->to(dtype);
   return model;
 }

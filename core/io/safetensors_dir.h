@@ -60,6 +60,11 @@ class SafetensorsDir {
   // The whole tensor on the CPU; a checksum recorded in its file's metadata ("xxh3:<name>") is
   // verified.
   Tensor read(const std::string& name) const;
+  // The whole tensor into `dst` (contiguous, on the CPU, the tensor's shape, any dtype): read
+  // straight into dst's storage where the dtypes match (no intermediate copy), converted in
+  // chunks otherwise; the checksum as read() verifies it. ValueError naming the tensor when dst
+  // does not fit.
+  void read_into(const std::string& name, const Tensor& dst) const;
   // Elements [first, first + count) of the tensor (row-major) into `dst` as `out_dtype`, reading
   // exactly their bytes (pread, safe from several threads). ValueError when the range lies
   // outside the tensor.
