@@ -51,6 +51,7 @@ void load_pretrained_weights(nn::Module& model, const io::SafetensorsDir& files)
   for (const auto& pattern : names.ignore_unexpected) ignored.emplace_back(pattern);
   std::unordered_set<const TensorImpl*> loaded;
   autograd::NoGradGuard no_grad;
+  files.will_read_all();
   for (const std::string& name : files.names()) {
     const auto it = slots.find(name);
     if (it == slots.end()) {

@@ -71,6 +71,11 @@ class SafetensorsDir {
   void read_range(const std::string& name, std::int64_t first, std::int64_t count, DType out_dtype,
                   void* dst) const;
 
+  // Tells the kernel that every file will be read whole soon (posix_fadvise WILLNEED): it reads
+  // ahead while the caller allocates and copies. For a reader of everything; a rank reading its
+  // own shards would pull in the others' bytes.
+  void will_read_all() const;
+
   // Tensor bytes read from the files so far (read and read_range, every thread).
   std::uint64_t bytes_read() const { return bytes_read_->load(); }
   // The tensors' bytes in all files.
