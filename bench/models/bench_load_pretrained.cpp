@@ -1,7 +1,7 @@
 // bench_load_pretrained: loading a save_pretrained directory from a cold page cache against the
 // disk's cold sequential read speed of the same files, in the same run (issue 26 item 7: >= 70%).
 //   bench_load_pretrained [--dir DIR] [--mb 1024] [--iters 3] [--ranks 2] [--max-shard-size S]
-//                         [--keep] [--json FILE]
+//                         [--hidden 1024] [--vocab 32000] [--keep] [--json FILE]
 // Writes a Llama directory of about --mb MB (random weights, models::save_pretrained; sharded
 // with an index above --max-shard-size) under --dir, then per round: evict the files from the
 // page cache and read them with read() in 1, 16 and 256 MiB blocks, evicting before each (the
@@ -108,10 +108,11 @@ std::pair<double, std::uint64_t> plain_read(const fs::path& dir, std::size_t blo
 // 256 MiB read at twice the speed of 16 MiB): the fastest of each round is the disk's speed.
 constexpr std::size_t kBlocks[] = {1u << 20, 16u << 20, 256u << 20};
 
-// A Llama config of about `mb` MB of float32 weights: hidden 1024, 16 heads (4 key/value),
-// intermediate 2816, vocab 32000 untied; the layer count sets the size.
-nlohmann::json llama_config(std::int64_t mb) {
-  const std::int64_t H = 1024, I = 2816, V = 32000, heads = 16, kv = 4;
+// A Llama config of about `mb` MB of float32 weights: `hidden` (heads of 64, a quarter of them
+// for keys and values), intermediate 2.75 x hidden, `vocab` untied; the layer count sets the size.
+nlohmann::json llama_config(std::int64_t mb, std::int64_t H, std::int64_t V) {
+  const std::int64_t I = H * 11 / 4, heads = std::max<std::int64_t>(1, H / 64),
+                     kv = std::max<std::int64_t>(1, heads / 4);
   const std::int64_t per_layer = 2 * H * H + 2 * H * (H / heads * kv) + 3 * H * I + 2 * H;
   const std::int64_t fixed = 2 * V * H + H;
   const std::int64_t layers = std::max<std::int64_t>(1, (mb * 1000000 / 4 - fixed) / per_layer);
@@ -183,11 +184,17 @@ int main(int argc, char** argv) {
                  "from_pretrained from a cold page cache against the disk's cold read speed");
   CLI::App& app = cli.app();
   std::string dir_arg = fs::temp_directory_path().string(), shard_size = "50GB";
-  int iters = 3, mb = 1024, ranks = 2;
+  int iters = 3, mb = 1024, ranks = 2, hidden = 1024, vocab = 32000;
   bool keep = false;
   app.add_option("--dir", dir_arg, "where the model directory goes")->capture_default_str();
   app.add_option("--mb", mb, "the model's size in MB")
       ->check(bench::at_least(1))
+      ->capture_default_str();
+  app.add_option("--hidden", hidden, "the model's hidden size (a multiple of 64 above 64)")
+      ->check(bench::at_least(8))
+      ->capture_default_str();
+  app.add_option("--vocab", vocab, "the model's vocabulary")
+      ->check(bench::at_least(2))
       ->capture_default_str();
   app.add_option("--ranks", ranks, "thread ranks of the FSDP load (0: none)")
       ->check(bench::at_least(0))
@@ -200,7 +207,9 @@ int main(int argc, char** argv) {
   return bench::run_main(cli.program(), [&] {
     const std::int64_t max_shard = io::parse_size(shard_size);
     const fs::path dir = fs::path(dir_arg) / fmt::format("fsdp-bench-load-{}", ::getpid());
-    const nlohmann::json config = llama_config(mb);
+    FSDP_CHECK(hidden <= 64 || hidden % 64 == 0, std::invalid_argument,
+               "--hidden {} is not a multiple of 64", hidden);
+    const nlohmann::json config = llama_config(mb, hidden, vocab);
     double t0 = bench::wall_now_ms();
     write_model(dir, config, max_shard);
     const double write_s = seconds_since(t0);
@@ -208,9 +217,10 @@ int main(int argc, char** argv) {
     for (const fs::path& f : files_of(dir)) bytes += fs::file_size(f);
     const std::size_t n_files = files_of(dir).size();
     fmt::print(
-        "Llama {} layers, hidden 1024, vocab 32000: {:.0f} MB in {} files under {} "
-        "(written in {:.1f} s)\n",
-        config["num_hidden_layers"].get<int>(), bytes / 1e6, n_files, dir_arg, write_s);
+        "Llama {} layers, hidden {}, vocab {}: {:.0f} MB in {} files under {} (written in {:.1f} "
+        "s)\n",
+        config["num_hidden_layers"].get<int>(), hidden, vocab, bytes / 1e6, n_files, dir_arg,
+        write_s);
     fmt::print("cold: fdatasync + posix_fadvise(POSIX_FADV_DONTNEED) before each read\n");
     std::map<std::size_t, std::vector<double>> block_s;  // each block size's reads
     std::vector<double> read_s, load_s, fsdp_s, wrap_s, resident, load_ratio, fsdp_ratio;
