@@ -59,17 +59,20 @@ nlohmann::json generation_config(const nlohmann::json& config) {
 
 }  // namespace
 
+std::shared_ptr<CausalLM> make_causal_lm_for_loading(const ModelConfig& config) {
+  auto model = make_causal_lm(config, TensorOptions(DType::Float32, kMeta));
+  model->to_empty(kCPU);
+  for (const auto& [name, module] : model->named_modules()) init_computed_buffers(*module);
+  return model;
+}
+
 std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype) {
   FSDP_CHECK(is_floating(dtype), ValueError,
              "from_pretrained: dtype {} is not a floating dtype (float32, bfloat16, float16)",
              dtype_name(dtype));
-  // Built on meta and given uninitialised storage (to_empty keeps tied weights tied): every
-  // parameter is then read from the files, so drawing transformers' random initialisation first
-  // (most of a cold load's time) would be thrown away; buffers no file holds are computed.
-  auto model = make_causal_lm(load_config(dir), TensorOptions(DType::Float32, kMeta));
-  model->to_empty(kCPU);
+  // Drawing transformers' random initialisation first was most of a cold load's time.
+  auto model = make_causal_lm_for_loading(load_config(dir));
   load_pretrained_weights(*model, open_pretrained_weights(dir));
-  for (const auto& [name, module] : model->named_modules()) init_computed_buffers(*module);
   if (dtype != DType::Float32) model->to(dtype);
   return model;
 }

@@ -51,7 +51,8 @@ L, H, heads, kv, V, T, inter = map(int, (L, H, heads, kv, V, T, inter))
 torch.manual_seed(0)
 if "gpt2" in which.split(","):
     c = GPT2Config(n_embd=H, n_layer=L, n_head=heads, n_positions=T, vocab_size=V,
-                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+                   eos_token_id=0)
     GPT2LMHeadModel(c).save_pretrained(out + "/gpt2")
 if "llama" in which.split(","):
     c = LlamaConfig(hidden_size=H, intermediate_size=inter, num_hidden_layers=L,
