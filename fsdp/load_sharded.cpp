@@ -28,6 +28,19 @@ class ShardLoader {
 
   void load_flat_params() {
     root_.runtime().root_state();  // the units' FQNs are known once the root is initialised
+    // Every range this rank will read, announced first: the kernel reads them ahead while the
+    // loop below copies (a hint; bench/models/bench_load_pretrained times the cold load).
+    for (FullyShardedDataParallel* unit : root_.fsdp_units()) {
+      FlatParamHandle* h = unit->handle();
+      if (h == nullptr) continue;
+      const std::string prefix = unit->runtime().fqn();
+      for (std::size_t i = 0; i < h->params().size(); ++i) {
+        const ShardParamInfo info = h->shard_info(i);
+        const std::string name = name_in_file(join_fqn(prefix, h->params()[i].fqn));
+        if (info.numel_in_shard > 0 && src_.contains(name))
+          src_.will_read(name, info.intra_param_start, info.numel_in_shard);
+      }
+    }
     for (FullyShardedDataParallel* unit : root_.fsdp_units()) {
       FlatParamHandle* h = unit->handle();
       if (h == nullptr) continue;

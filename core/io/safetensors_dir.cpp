@@ -176,6 +176,15 @@ void SafetensorsDir::will_read_all() const {
   for (const File& f : files_) ::posix_fadvise(f.fd, 0, 0, POSIX_FADV_WILLNEED);  // a hint only
 }
 
+void SafetensorsDir::will_read(const std::string& name, std::int64_t first,
+                               std::int64_t count) const {
+  const Located& t = locate(name);
+  if (first < 0 || count <= 0 || first > t.info.numel() || count > t.info.numel() - first) return;
+  const std::uint64_t isz = dtype_size(t.info.dtype);
+  ::posix_fadvise(files_[t.file].fd, static_cast<off_t>(t.info.offset + std::uint64_t(first) * isz),
+                  static_cast<off_t>(std::uint64_t(count) * isz), POSIX_FADV_WILLNEED);
+}
+
 Tensor SafetensorsDir::read(const std::string& name) const {
   const Located& t = locate(name);
   Tensor out = empty(t.info.shape, t.info.dtype);

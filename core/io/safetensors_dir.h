@@ -75,6 +75,10 @@ class SafetensorsDir {
   // ahead while the caller allocates and copies. For a reader of everything; a rank reading its
   // own shards would pull in the others' bytes.
   void will_read_all() const;
+  // The same hint for elements [first, first + count) of one tensor (a rank's own shard): queued
+  // before the reads, the kernel reads the rank's ranges ahead. Ignores ranges outside the tensor
+  // (read_range reports them).
+  void will_read(const std::string& name, std::int64_t first, std::int64_t count) const;
 
   // Tensor bytes read from the files so far (read and read_range, every thread).
   std::uint64_t bytes_read() const { return bytes_read_->load(); }

@@ -267,6 +267,12 @@ BOOST_AUTO_TEST_CASE(read_into_a_given_tensor) {
   BOOST_TEST(same.data_ptr() == storage);
   BOOST_TEST(same.to_vector() == a.to_vector(), boost::test_tools::per_element());
   BOOST_TEST(src.bytes_read() == 24u);
+  // will_read is a hint: nothing is read, a range outside the tensor is ignored.
+  src.will_read("a", 0, 6);
+  src.will_read("a", 4, 9);
+  src.will_read("a", -1, 2);
+  src.will_read_all();
+  BOOST_TEST(src.bytes_read() == 24u);
   for (DType out : {DType::Float64, DType::BFloat16}) {
     Tensor converted = full({2, 3}, 9.0, TensorOptions(out));
     src.read_into("a", converted);
