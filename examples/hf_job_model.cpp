@@ -68,8 +68,9 @@ class HfJobModel final : public JobModel {
 
   nn::ModulePtr build(bool sharded) const override {
     // Sharded: shapes only; FSDP gives each unit storage and load() fills this rank's shards.
-    return models::make_causal_lm(config_,
-                                  sharded ? TensorOptions(DType::Float32, kMeta) : TensorOptions{});
+    // Unsharded: storage without transformers' random initialisation, which load() overwrites.
+    if (sharded) return models::make_causal_lm(config_, TensorOptions(DType::Float32, kMeta));
+    return models::make_causal_lm_for_loading(config_);
   }
 
   std::vector<comm::NamedSetting> settings(nn::Module& built) const override {

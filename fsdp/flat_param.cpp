@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "core/autograd.h"
@@ -94,7 +95,11 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
   full_storage_ = std::make_shared<Storage>(
       meta ? 0 : static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dtype_), device);
   full_padded_ = over_storage(full_storage_, layout_.padded_numel, dtype_, device);
-  if (!meta) {
+  // Sharded over a meta unit (allocate_only), the unsharded buffer is released below before
+  // anything reads it: the shard is built directly, so wrapping a large meta model does not write
+  // every unit's full buffer on every rank (most of a sharded load's time otherwise).
+  const bool shard_only = materialize && layout_.sharded;
+  if (!meta && !shard_only) {
     autograd::NoGradGuard no_grad;
     full_padded_.zero_();
     for (const auto& pad : layout_.paddings)
@@ -107,8 +112,15 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
   if (layout_.sharded) {
     local_shard_ = zeros({layout_.shard_numel}, opts);
     const std::int64_t b = layout_.shard_begin(config_.rank), e = layout_.shard_end(config_.rank);
-    if (!meta && e > b)
+    if (!meta && e > b && !shard_only) {
       copy_unversioned(flat_view(local_shard_, 0, e - b), flat_view(full_padded_, b, e - b));
+    } else if (!meta && e > b) {  // what the full buffer would have held: zeros, 42 in padding
+      autograd::NoGradGuard no_grad;
+      for (const auto& pad : layout_.paddings) {
+        const std::int64_t lo = std::max(pad.start, b), hi = std::min(pad.start + pad.numel, e);
+        if (hi > lo) flat_view(local_shard_, lo - b, hi - lo).fill_(kFlatParamPaddingValue);
+      }
+    }
   } else {
     local_shard_ = flat_view(full_padded_, 0, layout_.unpadded_numel);
   }

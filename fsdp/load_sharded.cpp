@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <regex>
+#include <tuple>
 #include <unordered_set>
 
 #include "core/autograd.h"
@@ -28,13 +30,23 @@ class ShardLoader {
 
   void load_flat_params() {
     root_.runtime().root_state();  // the units' FQNs are known once the root is initialised
+    std::vector<ShardRead> reads;
+    std::vector<FlatParamHandle*> handles;
     for (FullyShardedDataParallel* unit : root_.fsdp_units()) {
       FlatParamHandle* h = unit->handle();
       if (h == nullptr) continue;
+      handles.push_back(h);
       const std::string prefix = unit->runtime().fqn();
-      for (std::size_t i = 0; i < h->params().size(); ++i) load_param(*h, prefix, i);
-      h->local_shard().storage()->bump_version();
+      for (std::size_t i = 0; i < h->params().size(); ++i) load_param(*h, prefix, i, reads);
     }
+    // In the files' order, announced to the kernel first: the units' order (module order) jumps
+    // about the files (their tensors are sorted by name: layers.0, layers.1, layers.10, ...).
+    std::sort(reads.begin(), reads.end(), [](const ShardRead& a, const ShardRead& b) {
+      return std::tie(a.file, a.offset) < std::tie(b.file, b.offset);
+    });
+    for (const ShardRead& r : reads) src_.will_read(r.name, r.first, r.count);
+    for (const ShardRead& r : reads) src_.read_range(r.name, r.first, r.count, r.dtype, r.dst);
+    for (FlatParamHandle* h : handles) h->local_shard().storage()->bump_version();
   }
 
   // Ignored modules' parameters and persistent buffers: whole, on every rank.
@@ -94,7 +106,20 @@ class ShardLoader {
                     rank_, what, fqns.front(), src_.path(), name_in_file(fqns.front()), tied));
   }
 
-  void load_param(FlatParamHandle& h, const std::string& prefix, std::size_t i) {
+  // One read of a parameter's elements straight into a CPU shard, done after all are known.
+  struct ShardRead {
+    std::string name;
+    std::int64_t first = 0, count = 0;
+    DType dtype;
+    void* dst = nullptr;
+    std::string file;
+    std::uint64_t offset = 0;  // of the first byte in the file
+  };
+
+  // Parameter i of `h`: its tensor found and checked; a CPU shard's read added to `reads`, any
+  // other device's done now (through a staging tensor).
+  void load_param(FlatParamHandle& h, const std::string& prefix, std::size_t i,
+                  std::vector<ShardRead>& reads) {
     const FlatParamInfo& p = h.params()[i];
     std::vector<std::string> fqns{join_fqn(prefix, p.fqn)};
     for (const auto& s : h.shared_params())
@@ -104,8 +129,10 @@ class ShardLoader {
     if (info.numel_in_shard == 0) return;
     Tensor piece = h.shard_piece(i);
     if (piece.device().is_cpu()) {  // straight into the shard
-      src_.read_range(name, info.intra_param_start, info.numel_in_shard, h.dtype(),
-                      piece.data_ptr());
+      const io::SafetensorsTensorInfo& t = src_.info(name);
+      reads.push_back({name, info.intra_param_start, info.numel_in_shard, h.dtype(),
+                       piece.data_ptr(), t.file,
+                       t.offset + std::uint64_t(info.intra_param_start) * dtype_size(t.dtype)});
       return;
     }
     Tensor staged = empty({info.numel_in_shard}, h.dtype());

@@ -51,6 +51,7 @@ void load_pretrained_weights(nn::Module& model, const io::SafetensorsDir& files)
   for (const auto& pattern : names.ignore_unexpected) ignored.emplace_back(pattern);
   std::unordered_set<const TensorImpl*> loaded;
   autograd::NoGradGuard no_grad;
+  files.will_read_all();
   for (const std::string& name : files.names()) {
     const auto it = slots.find(name);
     if (it == slots.end()) {
@@ -66,8 +67,10 @@ void load_pretrained_weights(nn::Module& model, const io::SafetensorsDir& files)
     if (dst.shape() != info.shape)
       throw InputError(fmt::format("{}: tensor '{}' has shape {}, the model's {} has {}", path,
                                    name, shape_str(info.shape), fqn, shape_str(dst.shape())));
-    const Tensor value = files.read(name);
-    dst.copy_(value);
+    if (dst.device() == kCPU && dst.is_contiguous())
+      files.read_into(name, dst);  // the file's bytes straight into the parameter's storage
+    else
+      dst.copy_(files.read(name));
     loaded.insert(dst.impl());
   }
   std::set<std::string> missing;

@@ -59,11 +59,19 @@ nlohmann::json generation_config(const nlohmann::json& config) {
 
 }  // namespace
 
+std::shared_ptr<CausalLM> make_causal_lm_for_loading(const ModelConfig& config) {
+  auto model = make_causal_lm(config, TensorOptions(DType::Float32, kMeta));
+  model->to_empty(kCPU);
+  for (const auto& [name, module] : model->named_modules()) init_computed_buffers(*module);
+  return model;
+}
+
 std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype) {
   FSDP_CHECK(is_floating(dtype), ValueError,
              "from_pretrained: dtype {} is not a floating dtype (float32, bfloat16, float16)",
              dtype_name(dtype));
-  auto model = make_causal_lm(load_config(dir));
+  // Drawing transformers' random initialisation first was most of a cold load's time.
+  auto model = make_causal_lm_for_loading(load_config(dir));
   load_pretrained_weights(*model, open_pretrained_weights(dir));
   if (dtype != DType::Float32) model->to(dtype);
   return model;

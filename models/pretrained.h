@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/io/safetensors_dir.h"
+#include "models/auto_model.h"
 #include "models/causal_lm.h"
 
 namespace fsdp::models {
@@ -19,6 +20,12 @@ namespace fsdp::models {
 // The model of DIR (config.json read and checked; InputError naming the field) with its weights,
 // in `dtype` (float32 as the files hold them, or bfloat16 / float16, cast after loading).
 std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype = DType::Float32);
+
+// The model of `config` on the CPU for weights that come from files: built on meta and given
+// uninitialised storage (tied weights stay tied), its computed buffers (inv_freq) filled. Skips
+// transformers' random initialisation, which loading would overwrite (from_pretrained, and jobs
+// that load every weight next).
+std::shared_ptr<CausalLM> make_causal_lm_for_loading(const ModelConfig& config);
 
 // Writes DIR (created) as save_pretrained does: config.json (model.config_json with `dtype`
 // named after the tensors'), generation_config.json, and `state` as safetensors (FQN -> tensor,

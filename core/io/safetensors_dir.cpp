@@ -172,20 +172,51 @@ void SafetensorsDir::pread_bytes(const std::string& name, const Located& t,
   bytes_read_->fetch_add(n);
 }
 
+void SafetensorsDir::will_read_all() const {
+  for (const File& f : files_) ::posix_fadvise(f.fd, 0, 0, POSIX_FADV_WILLNEED);  // a hint only
+}
+
+void SafetensorsDir::will_read(const std::string& name, std::int64_t first,
+                               std::int64_t count) const {
+  const Located& t = locate(name);
+  if (first < 0 || count <= 0 || first > t.info.numel() || count > t.info.numel() - first) return;
+  const std::uint64_t isz = dtype_size(t.info.dtype);
+  ::posix_fadvise(files_[t.file].fd, static_cast<off_t>(t.info.offset + std::uint64_t(first) * isz),
+                  static_cast<off_t>(std::uint64_t(count) * isz), POSIX_FADV_WILLNEED);
+}
+
 Tensor SafetensorsDir::read(const std::string& name) const {
   const Located& t = locate(name);
   Tensor out = empty(t.info.shape, t.info.dtype);
-  pread_bytes(name, t, 0, t.info.nbytes, t.info.nbytes ? out.data_ptr() : nullptr);
+  read_into(name, out);
+  return out;
+}
+
+void SafetensorsDir::read_into(const std::string& name, const Tensor& dst) const {
+  const Located& t = locate(name);
+  FSDP_CHECK(
+      dst.defined() && dst.device() == kCPU && dst.is_contiguous() && dst.shape() == t.info.shape,
+      ValueError, "load_safetensors: {}: tensor '{}' has shape {}; cannot read it into {}",
+      t.info.file, name, shape_str(t.info.shape),
+      dst.defined()
+          ? fmt::format("a {} tensor of shape {}{}", dst.device().str(), shape_str(dst.shape()),
+                        dst.is_contiguous() ? "" : " (not contiguous)")
+          : std::string("an undefined tensor"));
   const auto& meta = files_[t.file].metadata;
-  auto sum = meta.find(checksum_key(name));
+  const auto sum = meta.find(checksum_key(name));
+  if (dst.dtype() != t.info.dtype && sum != meta.end()) {
+    Tensor(dst).copy_(read(name));  // the checksum is of the file's bytes
+    return;
+  }
+  if (t.info.numel() == 0) return;
+  read_range(name, 0, t.info.numel(), dst.dtype(), dst.data_ptr());
   if (sum != meta.end()) {
-    const std::string actual = xxh3_hex(out);
+    const std::string actual = xxh3_hex(dst);
     FSDP_CHECK(actual == sum->second, ValueError,
                "load_safetensors: {}: tensor '{}' is damaged: its bytes hash to {}, the header "
                "records {} (xxh3)",
                t.info.file, name, actual, sum->second);
   }
-  return out;
 }
 
 void SafetensorsDir::read_range(const std::string& name, std::int64_t first, std::int64_t count,

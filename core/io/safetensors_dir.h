@@ -60,11 +60,25 @@ class SafetensorsDir {
   // The whole tensor on the CPU; a checksum recorded in its file's metadata ("xxh3:<name>") is
   // verified.
   Tensor read(const std::string& name) const;
+  // The whole tensor into `dst` (contiguous, on the CPU, the tensor's shape, any dtype): read
+  // straight into dst's storage where the dtypes match (no intermediate copy), converted in
+  // chunks otherwise; the checksum as read() verifies it. ValueError naming the tensor when dst
+  // does not fit.
+  void read_into(const std::string& name, const Tensor& dst) const;
   // Elements [first, first + count) of the tensor (row-major) into `dst` as `out_dtype`, reading
   // exactly their bytes (pread, safe from several threads). ValueError when the range lies
   // outside the tensor.
   void read_range(const std::string& name, std::int64_t first, std::int64_t count, DType out_dtype,
                   void* dst) const;
+
+  // Tells the kernel that every file will be read whole soon (posix_fadvise WILLNEED): it reads
+  // ahead while the caller allocates and copies. For a reader of everything; a rank reading its
+  // own shards would pull in the others' bytes.
+  void will_read_all() const;
+  // The same hint for elements [first, first + count) of one tensor (a rank's own shard): queued
+  // before the reads, the kernel reads the rank's ranges ahead. Ignores ranges outside the tensor
+  // (read_range reports them).
+  void will_read(const std::string& name, std::int64_t first, std::int64_t count) const;
 
   // Tensor bytes read from the files so far (read and read_range, every thread).
   std::uint64_t bytes_read() const { return bytes_read_->load(); }

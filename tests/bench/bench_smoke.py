@@ -89,6 +89,26 @@ CASES = {
         args=["--no-hf", "--kb", "64", "--iters", "1"],
         rows=2, row_keys=["impl", "seconds", "mb_per_s"], ratios=[], top=["text"],
         bad=[(["--kb", "0"], "--kb: '0' is not an integer >= 1")]),
+    "bench_load_pretrained": dict(
+        args=["--mb", "1", "--hidden", "64", "--vocab", "512", "--iters", "1", "--ranks", "2",
+              "--dir", "{tmp}"],
+        rows=6, row_keys=["path", "seconds"],
+        ratios=["from_pretrained_vs_disk", "fsdp_2r_vs_disk"],
+        top=["model", "eviction", "max_resident_after_evict"],
+        bad=[(["--mb", "0"], "--mb: '0' is not an integer >= 1"),
+             (["--hidden", "100"], "--hidden 100 is not a multiple of 64")]),
+    # A Python driver: EXE is bench/models/bench_finetune.py, EXTRA ARGS its --build.
+    "bench_finetune": dict(
+        torch=True,
+        args=["--iters", "1", "--warmup", "0", "--rounds", "1", "--threads", "1", "--layers",
+              "1", "--hidden", "32", "--heads", "4", "--kv-heads", "2", "--vocab", "128",
+              "--seq", "16", "--batch", "2"],
+        rows=4, row_keys=["model", "impl", "ms_per_step", "tokens_per_s", "losses"],
+        ratios=["gpt2_ours_vs_transformers", "llama_ours_vs_transformers"],
+        top=["config", "torch_version", "gpt2_loss_max_rel_diff", "llama_loss_max_rel_diff"],
+        bad=[(["--models", "bert"], "--models: 'bert' is not gpt2 or llama"),
+             (["--heads", "3"], "--heads 3 must divide --hidden 256 and be a multiple of "
+                                "--kv-heads 2")]),
     "bench_gpu_kernels": dict(
         args=["--tokens", "1024", "--iters", "1", "--warmup", "0"], may_skip=True,
         rows=21, row_keys=["op", "ms", "flop"], ratios=[], top=["device", "tokens"],

@@ -11,6 +11,7 @@
 #include "core/ops.h"
 #include "models/auto_model.h"
 #include "models/load_weights.h"
+#include "models/pretrained.h"
 #include "tests/models/hf_fixture.h"
 
 using namespace fsdp;
@@ -76,6 +77,35 @@ BOOST_DATA_TEST_CASE(logits_equal_transformers, bdata::make(testing::hf_fixture_
   const double diff = max(abs(sub(logits, want))).item();
   BOOST_TEST_MESSAGE(name << ": max|diff| " << diff << " max|logit| " << scale);
   BOOST_TEST(diff <= 1e-4 * scale);
+}
+
+BOOST_DATA_TEST_CASE(from_pretrained_equals_transformers, bdata::make(testing::hf_fixture_models()),
+                     name) {
+  // from_pretrained builds on meta and reads every weight into uninitialised storage: the same
+  // logits, the tied head still the embedding's tensor, the computed buffers (inv_freq) equal to
+  // the eagerly built model's, nothing left on meta.
+  const std::string dir = testing::hf_fixture_dir(name);
+  auto model = from_pretrained(dir);
+  model->eval();
+  for (const auto& [key, t] : model->state_dict()) BOOST_TEST(!t.is_meta(), key);
+  const auto eager = make_causal_lm(load_config(dir));
+  const auto eager_buffers = eager->named_buffers();
+  for (const auto& [key, b] : model->named_buffers())
+    for (const auto& [ekey, eb] : eager_buffers)
+      if (ekey == key) BOOST_TEST(b.to_vector() == eb.to_vector(), key);
+  const auto sd = model->state_dict();
+  Tensor head, emb;
+  for (const auto& [key, t] : sd) {
+    if (key == "lm_head.weight") head = t;
+    if (key == "transformer.wte.weight" || key == "model.embed_tokens.weight") emb = t;
+  }
+  BOOST_TEST(head.is_same(emb) == tied(load_config(dir)));
+  const auto expected = testing::hf_expected(name);
+  autograd::NoGradGuard no_grad;
+  const Tensor logits = model->forward(expected.at("input_ids"));
+  const Tensor& want = expected.at("logits");
+  BOOST_REQUIRE(logits.shape() == want.shape());
+  BOOST_TEST(max(abs(sub(logits, want))).item() <= 1e-4 * max(abs(want)).item());
 }
 
 BOOST_DATA_TEST_CASE(cached_forward_equals_the_full_forward,

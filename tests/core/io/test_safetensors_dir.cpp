@@ -252,6 +252,61 @@ BOOST_AUTO_TEST_CASE(read_range_every_dtype) {
              "load_safetensors: " + tmp.dir.string() + " has no tensor 'nope'");
 }
 
+// read_into: the whole tensor into a given tensor, straight into its storage when the dtypes
+// match (the bytes read are the tensor's, once), converted otherwise, checksums verified either
+// way; a destination that does not fit is one line naming the tensor.
+BOOST_AUTO_TEST_CASE(read_into_a_given_tensor) {
+  TempDir tmp;
+  const Tensor a = from_vector({1.5, -2.0, 3.25, 4.0, 0.5, -6.0}, {2, 3});
+  io::save_safetensors_dir(tmp.dir.string(), {{"a", a}, {"e", zeros({0, 4})}}, 100, {},
+                           io::Checksums::xxh3);
+  const auto src = io::SafetensorsDir::open(tmp.dir.string());
+  Tensor same = full({2, 3}, 9.0);
+  const void* storage = same.data_ptr();
+  src.read_into("a", same);
+  BOOST_TEST(same.data_ptr() == storage);
+  BOOST_TEST(same.to_vector() == a.to_vector(), boost::test_tools::per_element());
+  BOOST_TEST(src.bytes_read() == 24u);
+  // will_read is a hint: nothing is read, a range outside the tensor is ignored.
+  src.will_read("a", 0, 6);
+  src.will_read("a", 4, 9);
+  src.will_read("a", -1, 2);
+  src.will_read_all();
+  BOOST_TEST(src.bytes_read() == 24u);
+  for (DType out : {DType::Float64, DType::BFloat16}) {
+    Tensor converted = full({2, 3}, 9.0, TensorOptions(out));
+    src.read_into("a", converted);
+    BOOST_TEST(converted.to_vector() == a.to(out).to_vector(), boost::test_tools::per_element());
+  }
+  Tensor empty_dst = zeros({0, 4});
+  src.read_into("e", empty_dst);
+  const std::string file = src.info("a").file;
+  BOOST_TEST(error_message<ValueError>([&] {
+               src.read_into("a", zeros({3, 2}));
+             }) ==
+             "load_safetensors: " + file +
+                 ": tensor 'a' has shape [2, 3]; cannot read it into a cpu tensor of shape [3, 2]");
+  BOOST_TEST(error_message<ValueError>([&] {
+               src.read_into("a", zeros({3, 2}).t());
+             }) ==
+             "load_safetensors: " + file +
+                 ": tensor 'a' has shape [2, 3]; cannot read it into a cpu tensor of shape [2, 3] "
+                 "(not contiguous)");
+  // A damaged tensor is found whether read directly or converted.
+  std::string damaged = read_bytes(file);
+  damaged[damaged.size() - 1] = static_cast<char>(damaged.back() ^ 1);
+  write_bytes(file, damaged);
+  const auto bad = io::SafetensorsDir::open(tmp.dir.string());
+  for (DType out : {DType::Float32, DType::Float64}) {
+    BOOST_TEST_CONTEXT(dtype_name(out)) {
+      const std::string msg = error_message<ValueError>([&] {
+        bad.read_into("a", zeros({2, 3}, TensorOptions(out)));
+      });
+      BOOST_TEST(msg.starts_with("load_safetensors: " + file + ": tensor 'a' is damaged"), msg);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(malformed_directories_and_indexes) {
   TempDir tmp;
   const std::string dir = tmp.dir.string();
