@@ -4,7 +4,8 @@ tools/torch_reference/make_finetune_fixtures.py): per-step losses and the held-o
 and after equal transformers' training of the same model on the same data order (within 1e-4
 relative), for GPT-2 (tied head) and Llama (GQA), AdamW, SGD with weight decay and gradient
 clipping, unsharded, on 2 thread ranks (every sharding strategy on one run), and, when built,
-on MPI and Gloo (mpirun -np 2); --save writes a save_pretrained directory that finetune loads
+on MPI and Gloo (mpirun -np 2); --checkpoint-dir then --resume equals the uninterrupted run;
+--save writes a save_pretrained directory that finetune loads
 again to the same held-out loss; bad inputs are one line.
 Usage: test_finetune.py FINETUNE FIXTURES_DIR [MPIRUN]
 """
@@ -39,12 +40,12 @@ def close(a, b, rtol=1e-4):
     return abs(a - b) <= rtol * abs(b)
 
 
-def job(spec, ranks, batch, extra=(), launcher=(), env=None, save=None):
+def job(spec, ranks, batch, extra=(), launcher=(), env=None, save=None, steps=None):
     args = ["--model-dir", os.path.join(FIXTURES, spec["model"]),
             "--data", os.path.join(FIXTURES, "train.bin"),
             "--eval-data", os.path.join(FIXTURES, "val.bin"),
             "--eval-batches", str(EXPECTED["eval_batches"]), "--seq", str(EXPECTED["seq"]),
-            "--batch", str(batch), "--steps", str(EXPECTED["steps"]),
+            "--batch", str(batch), "--steps", str(steps or EXPECTED["steps"]),
             "--optimizer", spec["optimizer"], "--lr", str(spec["lr"])]
     if "weight_decay" in spec:
         args += ["--weight-decay", str(spec["weight_decay"])]
@@ -117,6 +118,15 @@ try:
         if held is None or not close(held[0], spec["eval_after"]):
             failures.append(f"--save {spec['model']}: reloaded held-out {held} ({err}), "
                             f"trained {spec['eval_after']}")
+    # --checkpoint-dir and --resume: 3 steps, then on to 6 from the checkpoint, equal to 6 at once.
+    spec = EXPECTED["runs"][3]
+    ckpt = os.path.join(tmp, "ckpt")
+    whole = parse(job(spec, 2, G // 2)[1])[0]
+    code, out, err = job(spec, 2, G // 2, ["--checkpoint-dir", ckpt], steps=3)
+    code2, out2, err2 = job(spec, 2, G // 2, ["--resume", ckpt])
+    resumed = parse(out2)[0]
+    if code or code2 or resumed != whole[3:]:
+        failures.append(f"--resume: steps 3-5 {resumed} ({err or err2}), uninterrupted {whole[3:]}")
     # Bad inputs: one line, naming what and where.
     bad_tokens = os.path.join(tmp, "bad.bin")
     with open(bad_tokens, "wb") as f:
