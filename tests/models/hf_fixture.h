@@ -3,10 +3,12 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/io/safetensors.h"
+#include "models/pretrained.h"
 #include "tests/support/fixture.h"
 
 namespace fsdp::testing {
@@ -19,6 +21,13 @@ inline const std::vector<std::string>& hf_fixture_models() {
 
 inline std::string hf_fixture_dir(const std::string& model) {
   return fixture_path("hf_models/" + model);
+}
+
+// The fixture model with its weights (from_pretrained), in eval mode (no dropout).
+inline std::shared_ptr<models::CausalLM> load_hf_fixture(const std::string& model) {
+  auto m = models::from_pretrained(hf_fixture_dir(model));
+  m->eval();
+  return m;
 }
 
 // The tensors of a safetensors file by name.

@@ -22,14 +22,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-std::shared_ptr<CausalLM> load_fixture_model(const std::string& name) {
-  const std::string dir = testing::hf_fixture_dir(name);
-  auto model = make_causal_lm(load_config(dir));
-  load_safetensors_weights(*model, dir + "/model.safetensors");
-  model->eval();
-  return model;
-}
-
 std::vector<float> logs(const std::vector<float>& probs) {
   std::vector<float> out;
   for (float p : probs) out.push_back(std::log(p));
@@ -40,7 +32,7 @@ std::vector<float> logs(const std::vector<float>& probs) {
 
 BOOST_DATA_TEST_CASE(greedy_output_equals_transformers_generate,
                      bdata::make(testing::hf_fixture_models()), name) {
-  auto model = load_fixture_model(name);
+  auto model = testing::load_hf_fixture(name);
   const auto expected = testing::hf_expected(name);
   const Tensor& want = expected.at("greedy_ids");
   const Tensor prompt = expected.at("prompt_ids");
@@ -51,7 +43,7 @@ BOOST_DATA_TEST_CASE(greedy_output_equals_transformers_generate,
 }
 
 BOOST_AUTO_TEST_CASE(eos_stops_a_row_and_pads_it_until_every_row_has_finished) {
-  auto model = load_fixture_model("llama_gqa");
+  auto model = testing::load_hf_fixture("llama_gqa");
   const Tensor greedy = testing::hf_expected("llama_gqa").at("greedy_ids");  // prompt of 4
   const std::vector<std::int64_t> ids = greedy.to_int_vector();
   GenerationOptions o;
@@ -81,7 +73,7 @@ BOOST_AUTO_TEST_CASE(eos_stops_a_row_and_pads_it_until_every_row_has_finished) {
 }
 
 BOOST_AUTO_TEST_CASE(the_length_is_capped_at_the_model_positions) {
-  auto model = load_fixture_model("gpt2_tied");  // n_positions 32
+  auto model = testing::load_hf_fixture("gpt2_tied");  // n_positions 32
   GenerationOptions o;
   o.max_new_tokens = 100;
   o.eos_token_ids = std::vector<std::int64_t>{};
@@ -158,7 +150,7 @@ BOOST_AUTO_TEST_CASE(sampling_follows_the_probabilities_and_a_seed_repeats_it) {
   for (std::size_t i : {0u, 2u, 3u})  // 5 standard deviations
     BOOST_TEST(std::abs(counts[i] / double(n) - probs[i]) <=
                5 * std::sqrt(probs[i] * (1 - probs[i]) / n));
-  auto model = load_fixture_model("llama_gqa");
+  auto model = testing::load_hf_fixture("llama_gqa");
   GenerationOptions o;
   o.do_sample = true;
   o.temperature = 0.8;

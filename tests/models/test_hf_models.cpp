@@ -20,14 +20,6 @@ namespace bdata = boost::unit_test::data;
 
 namespace {
 
-std::shared_ptr<CausalLM> load_fixture_model(const std::string& name) {
-  const std::string dir = testing::hf_fixture_dir(name);
-  auto model = make_causal_lm(load_config(dir));
-  load_safetensors_weights(*model, dir + "/model.safetensors");
-  model->eval();
-  return model;
-}
-
 bool tied(const ModelConfig& c) {
   return std::visit([](const auto& cfg) { return cfg.tie_word_embeddings; }, c);
 }
@@ -67,7 +59,7 @@ BOOST_DATA_TEST_CASE(state_dict_keys_and_shapes_equal_the_saved_file,
 }
 
 BOOST_DATA_TEST_CASE(logits_equal_transformers, bdata::make(testing::hf_fixture_models()), name) {
-  auto model = load_fixture_model(name);
+  auto model = testing::load_hf_fixture(name);
   const auto expected = testing::hf_expected(name);
   autograd::NoGradGuard no_grad;
   const Tensor logits = model->forward(expected.at("input_ids"));
@@ -111,7 +103,7 @@ BOOST_DATA_TEST_CASE(from_pretrained_equals_transformers, bdata::make(testing::h
 BOOST_DATA_TEST_CASE(cached_forward_equals_the_full_forward,
                      bdata::make(testing::hf_fixture_models()), name) {
   // Prefill 5 positions, then 1, then 3: the logits of each part equal the full sequence's.
-  auto model = load_fixture_model(name);
+  auto model = testing::load_hf_fixture(name);
   const Tensor ids = testing::hf_expected(name).at("input_ids");
   autograd::NoGradGuard no_grad;
   const Tensor full = model->forward(ids);
@@ -139,7 +131,7 @@ BOOST_DATA_TEST_CASE(bfloat16_logits_stay_near_float32, bdata::make(testing::hf_
                      name) {
   // The model converted to bfloat16 (RMSNorm normalising in float32, as transformers does):
   // within bfloat16's rounding of transformers' float32 logits.
-  auto model = load_fixture_model(name);
+  auto model = testing::load_hf_fixture(name);
   model->to(DType::BFloat16);
   const auto expected = testing::hf_expected(name);
   autograd::NoGradGuard no_grad;
