@@ -42,7 +42,7 @@ declare -A parser_sources=(
   [fuzz_tcp_store_reply]="comm/store/tcp_store_protocol.cpp"
 )
 gcc_libs=(tools/libfsdp_plan_cli.a examples/libfsdp_examples_cli.a tools/libfsdp_plan.a
-          fsdp/libfsdp_layout.a policies/libfsdp_policies.a core/io/libfsdp_core_io.a
+          models/libfsdp_models.a fsdp/libfsdp_layout.a policies/libfsdp_policies.a core/io/libfsdp_core_io.a
           core/libfsdp_core.a core/libfsdp_memory.a core/libfsdp_memory_stats.a
           core/libfsdp_env.a)
 
@@ -55,6 +55,15 @@ else
   cxx=(clang++)
   command -v ccache >/dev/null && cxx=(ccache clang++)
   libs=("${gcc_libs[@]/#/$build/}")
+  # core registers the CUDA device when the build has it (core/builtin_devices.cpp): its
+  # libraries and the CUDA runtime join the link then.
+  cuda_link=()
+  if [ -f "$build/core/cuda/libfsdp_cuda.a" ]; then
+    ninja -C "$build" core/cuda/libfsdp_cuda.a core/cuda/libfsdp_cuda_host.a >/dev/null
+    libs+=("$build/core/cuda/libfsdp_cuda.a" "$build/core/cuda/libfsdp_cuda_host.a")
+    cuda_lib=${CUDA_HOME:-/usr/local/cuda}/lib64
+    cuda_link=(-L"$cuda_lib" -Wl,-rpath,"$cuda_lib" -lcudart -lcublasLt)
+  fi
   cxxflags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I.
             $(pkg-config --cflags openblas simdjson))
   running=()
@@ -94,7 +103,8 @@ else
         objs+=("$dir/obj/${src//\//_}.o")
       done
       spawn clang++ -fsanitize=fuzzer,address,undefined "${objs[@]}" -Wl,--start-group \
-        "${libs[@]}" -Wl,--end-group $(pkg-config --libs openblas simdjson fmt) -pthread \
+        "${libs[@]}" -Wl,--end-group $(pkg-config --libs openblas simdjson fmt) "${cuda_link[@]}" \
+        -pthread \
         -o "$dir/$t"
     done
     drain
