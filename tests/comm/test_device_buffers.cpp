@@ -147,6 +147,16 @@ BOOST_AUTO_TEST_CASE(queued_by_the_host_ranks_share_one_device_and_its_streams) 
                               Placement::SharedDeviceOneStream);
 }
 
+// "" when the two ints a compute stream copied hold the gathered 10 and 11 (ranks 0 and 1's
+// values), else what it saw.
+static std::string gathered_10_11(const Bytes& got, int rank) {
+  int values[2];
+  std::memcpy(values, got.data(), sizeof values);
+  if (values[0] == 10 && values[1] == 11) return "";
+  return fmt::format("rank {}: compute stream saw {} {}, expected 10 11", rank, values[0],
+                     values[1]);
+}
+
 // CUDA's path: rank 0's input is written on its stream behind a gate. The all_gather is issued
 // on every rank without the host waiting for the gate; neither rank's collective completes before
 // the gate opens (rank 1's stream waits on rank 0's), and each rank's compute stream, ordered by
@@ -179,12 +189,8 @@ BOOST_AUTO_TEST_CASE(queued_by_the_host_a_collective_waits_for_its_peers_streams
     copy_bytes(seen->data(), dev, output->data(), dev, 2 * sizeof(int));  // on compute
     checked.arrive_and_wait();
     if (pg.rank() == 0) gate.open();
-    Bytes got = to_host(*seen, 2 * sizeof(int));
-    int values[2];
-    std::memcpy(values, got.data(), sizeof values);
-    if (values[0] != 10 || values[1] != 11)
-      failures.push_back(fmt::format("rank {}: compute stream saw {} {}, expected 10 11", pg.rank(),
-                                     values[0], values[1]));
+    if (auto why = gathered_10_11(to_host(*seen, 2 * sizeof(int)), pg.rank()); !why.empty())
+      failures.push_back(why);
     work->wait();
     return failures;
   });
@@ -217,12 +223,9 @@ BOOST_AUTO_TEST_CASE(all_gather_is_ordered_in_its_stream_and_block_stream_orders
     void* copy = launched_address(dev, seen->data(), "test");
     launch(compute, [out, copy] { std::memcpy(copy, out, 2 * sizeof(int)); });
     gate.open();
-    Bytes got = to_host(*seen, 2 * sizeof(int));  // on the compute stream
-    int values[2];
-    std::memcpy(values, got.data(), sizeof values);
-    if (values[0] != 10 || values[1] != 11)
-      failures.push_back(fmt::format("rank {}: compute stream saw {} {}, expected 10 11", pg.rank(),
-                                     values[0], values[1]));
+    // Read on the compute stream.
+    if (auto why = gathered_10_11(to_host(*seen, 2 * sizeof(int)), pg.rank()); !why.empty())
+      failures.push_back(why);
     work->wait();
     return failures;
   });
