@@ -9,7 +9,7 @@
 #include <cuda_runtime_api.h>
 
 // No fmt here (core/error.h): nvcc 13 cannot compile fmt 9 in C++20 mode, and .cu files include
-// this header. throw_cuda_error lives in runtime.cpp, compiled by the host compiler.
+// this header. throw_cuda_error lives in cuda_errors.cpp, compiled by the host compiler.
 
 namespace fsdp::cuda {
 

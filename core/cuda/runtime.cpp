@@ -1,21 +1,8 @@
 #include "core/cuda/runtime.h"
 
-#include <fmt/format.h>
-
 #include "core/cuda/cuda_check.h"
-#include "core/error.h"
 
 namespace fsdp::cuda {
-
-void throw_cuda_error(const char* status_name, const char* status_text, const char* call,
-                      const char* file, int line) {
-  throw RuntimeError(fmt::format("CUDA error {} ({}) from `{}` at {}:{}", status_name, status_text,
-                                 call, file, line));
-}
-
-void throw_value_error(const char* op, const char* what, long long value) {
-  throw ValueError(fmt::format("{}: {}, got {}", op, what, value));
-}
 
 int device_count(std::string* why) {
   int n = 0;

@@ -59,10 +59,12 @@ else
   # libraries and the CUDA runtime join the link then.
   cuda_link=()
   if [ -f "$build/core/cuda/libfsdp_cuda.a" ]; then
-    ninja -C "$build" core/cuda/libfsdp_cuda.a core/cuda/libfsdp_cuda_host.a >/dev/null
+    ninja -C "$build" core/cuda/libfsdp_cuda.a core/cuda/libfsdp_cuda_host.a \
+      core/cuda/libfsdp_cuda_kernels.so >/dev/null
     libs+=("$build/core/cuda/libfsdp_cuda.a" "$build/core/cuda/libfsdp_cuda_host.a")
     cuda_lib=${CUDA_HOME:-/usr/local/cuda}/lib64
-    cuda_link=(-L"$cuda_lib" -Wl,-rpath,"$cuda_lib" -lcudart -lcublasLt)
+    cuda_link=(-L"$build/core/cuda" -Wl,-rpath,"$build/core/cuda" -lfsdp_cuda_kernels
+               -L"$cuda_lib" -Wl,-rpath,"$cuda_lib" -lcudart -lcublasLt)
   fi
   cxxflags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I.
             $(pkg-config --cflags openblas simdjson))
