@@ -170,8 +170,8 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
     });
   }
   {  // layer norm, GELU, residual add, bias gradient
-    Buffer<bf16> x(N * F), dy(N * F), y(N * F), dx(N * F), w(D), b(D);
-    Buffer<float> mean(N), rstd(N), dw(F), db(F);
+    Buffer<bf16> x(N * F), dy(N * F), y(N * F), dx(N * F);
+    Buffer<float> w(D), b(D), mean(N), rstd(N), dw(F), db(F);  // float parameters (torch's)
     timer.report_op("layer_norm_fwd N,768", 0, [&] {
       layer_norm_forward(x.ptr, w.ptr, b.ptr, y.ptr, mean.ptr, rstd.ptr, N, D, 1e-5f, s);
     });

@@ -848,23 +848,30 @@ void masked_softmax(const Tensor& y, const Tensor& x, const Tensor& m, std::int6
     missing("masked_softmax", device, layout_of(x));
 }
 
-// --- layer norm (layer_norm.cu): float32 rows; 16-bit rows come with float32 parameters and
-// statistics, which the kernels (one storage type for all) do not take yet.
+// --- layer norm (layer_norm.cu): float32 or bf16 rows; the parameters and statistics are
+// float32 in both cases (the compute dtype, as core/functional/layer_norm.cpp passes them).
 
 const float* optional_ptr(const Tensor& t) {
   return t.defined() ? ptr<const float>(t) : nullptr;
 }
 
+bool float_parameters(const Tensor& w) {
+  return !w.defined() || w.dtype() == DType::Float32;
+}
+
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                 const Tensor& w, const Tensor& b, std::int64_t n, double eps) {
   const Device device = stream_device(y.device());
-  if (x.dtype() != DType::Float32 || (w.defined() && w.dtype() != DType::Float32))
+  if (!is_float_or_bf16(x.dtype()) || !float_parameters(w) || !float_parameters(b) ||
+      mean.dtype() != DType::Float32)
     missing("layer_norm", device, layout_of(x));
   if (x.numel() == 0) return;
   Launch l(device);
-  layer_norm_forward<float>(ptr<const float>(x), optional_ptr(w), optional_ptr(b), ptr<float>(y),
-                            ptr<float>(mean), ptr<float>(rstd), x.numel() / n, n,
-                            static_cast<float>(eps), l.stream);
+  float_or_bf16(x.dtype(), [&]<typename T>() {
+    layer_norm_forward<T>(ptr<const T>(x), optional_ptr(w), optional_ptr(b), ptr<T>(y),
+                          ptr<float>(mean), ptr<float>(rstd), x.numel() / n, n,
+                          static_cast<float>(eps), l.stream);
+  });
 }
 
 // dw += (float sums), db likewise: the table keeps float64 parameter sums.
@@ -882,16 +889,19 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
                          const Tensor& w, const Tensor& mean, const Tensor& rstd, const Tensor& g,
                          std::int64_t n) {
   const Device device = stream_device(dx.device());
-  if (x.dtype() != DType::Float32 || !dx.defined())
+  if (!is_float_or_bf16(x.dtype()) || !dx.defined() || !float_parameters(w) ||
+      mean.dtype() != DType::Float32)
     missing("layer_norm_backward", device, layout_of(x));
   if (x.numel() == 0) return;
   Launch l(device);
   const Tensor dw32 = dw.defined() ? new_tensor({n}, DType::Float32, device) : Tensor();
   const Tensor db32 = db.defined() ? new_tensor({n}, DType::Float32, device) : Tensor();
-  cuda::layer_norm_backward<float>(
-      ptr<const float>(g), ptr<const float>(x), optional_ptr(w), ptr<const float>(mean),
-      ptr<const float>(rstd), ptr<float>(dx), dw.defined() ? ptr<float>(dw32) : nullptr,
-      db.defined() ? ptr<float>(db32) : nullptr, x.numel() / n, n, l.stream);
+  float_or_bf16(x.dtype(), [&]<typename T>() {
+    cuda::layer_norm_backward<T>(
+        ptr<const T>(g), ptr<const T>(x), optional_ptr(w), ptr<const float>(mean),
+        ptr<const float>(rstd), ptr<T>(dx), dw.defined() ? ptr<float>(dw32) : nullptr,
+        db.defined() ? ptr<float>(db32) : nullptr, x.numel() / n, n, l.stream);
+  });
   if (dw.defined()) accumulate_into(dw, dw32, l.stream);
   if (db.defined()) accumulate_into(db, db32, l.stream);
 }

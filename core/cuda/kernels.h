@@ -156,14 +156,16 @@ void sum_over_rows(const T* in, float* out, std::int64_t rows, std::int64_t cols
 template <typename T>
 void sum_of_squares(const T* x, float* out, std::int64_t n, cudaStream_t stream);
 
-// --- layer norm over the last dim (layer_norm.cu): x (rows, cols), weight and bias (cols)
-// y = (x - mean) * rstd * weight + bias; mean and rstd (rows, float) are saved for backward.
+// --- layer norm over the last dim (layer_norm.cu): x (rows, cols), weight and bias (cols,
+// float, optional) y = (x - mean) * rstd * weight + bias; mean and rstd (rows, float) are saved
+// for backward.
 template <typename T>
-void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, float* mean, float* rstd,
-                        std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream);
+void layer_norm_forward(const T* x, const float* weight, const float* bias, T* y, float* mean,
+                        float* rstd, std::int64_t rows, std::int64_t cols, float eps,
+                        cudaStream_t stream);
 // dx (rows, cols); dweight and dbias (cols, float) are overwritten.
 template <typename T>
-void layer_norm_backward(const T* dy, const T* x, const T* weight, const float* mean,
+void layer_norm_backward(const T* dy, const T* x, const float* weight, const float* mean,
                          const float* rstd, T* dx, float* dweight, float* dbias, std::int64_t rows,
                          std::int64_t cols, cudaStream_t stream);
 

@@ -2,6 +2,8 @@
 // Forward saves mean and rstd in float; backward recomputes x-hat from them. The statistics are
 // two passes (mean, then the centred sum of squares) rather than E[x^2] - E[x]^2, which cancels
 // badly when |mean| >> std. Null weight/bias mean no affine part (elementwise_affine=False).
+// Rows are float or bf16; the weight, bias and statistics are float in both cases (torch's
+// layer norm on 16-bit rows keeps its parameters in float under mixed precision).
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
@@ -13,7 +15,7 @@ namespace {
 constexpr int kRowsPerBlock = 8;  // 8 warps of 32
 
 template <typename T>
-__global__ void layer_norm_forward_kernel(const T* x, const T* weight, const T* bias, T* y,
+__global__ void layer_norm_forward_kernel(const T* x, const float* weight, const float* bias, T* y,
                                           float* mean_out, float* rstd_out, std::int64_t rows,
                                           std::int64_t cols, float eps) {
   const std::int64_t row = blockIdx.x * std::int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
@@ -32,8 +34,8 @@ __global__ void layer_norm_forward_kernel(const T* x, const T* weight, const T* 
   T* yr = y + row * cols;
   for (std::int64_t c = lane; c < cols; c += 32) {
     float h = (to_float(xr[c]) - mean) * rstd;
-    if (weight) h *= to_float(weight[c]);
-    if (bias) h += to_float(bias[c]);
+    if (weight) h *= weight[c];
+    if (bias) h += bias[c];
     yr[c] = from_float<T>(h);
   }
   if (lane == 0) {
@@ -44,8 +46,8 @@ __global__ void layer_norm_forward_kernel(const T* x, const T* weight, const T* 
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight.
 template <typename T>
-__global__ void layer_norm_dx_kernel(const T* dy, const T* x, const T* weight, const float* mean,
-                                     const float* rstd, T* dx, std::int64_t rows,
+__global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* weight,
+                                     const float* mean, const float* rstd, T* dx, std::int64_t rows,
                                      std::int64_t cols) {
   const std::int64_t row = blockIdx.x * std::int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -55,14 +57,14 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const T* weight, c
   const float m = mean[row], r = rstd[row];
   float sg = 0.0f, sgx = 0.0f;
   for (std::int64_t c = lane; c < cols; c += 32) {
-    const float g = to_float(dyr[c]) * (weight ? to_float(weight[c]) : 1.0f);
+    const float g = to_float(dyr[c]) * (weight ? weight[c] : 1.0f);
     sg += g;
     sgx += g * (to_float(xr[c]) - m) * r;
   }
   const float mg = warp_sum(sg) / cols, mgx = warp_sum(sgx) / cols;
   T* dxr = dx + row * cols;
   for (std::int64_t c = lane; c < cols; c += 32) {
-    const float g = to_float(dyr[c]) * (weight ? to_float(weight[c]) : 1.0f);
+    const float g = to_float(dyr[c]) * (weight ? weight[c] : 1.0f);
     const float xhat = (to_float(xr[c]) - m) * r;
     dxr[c] = from_float<T>(r * (g - mg - xhat * mgx));
   }
@@ -105,8 +107,9 @@ unsigned row_blocks(std::int64_t rows) {
 }  // namespace
 
 template <typename T>
-void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, float* mean, float* rstd,
-                        std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream) {
+void layer_norm_forward(const T* x, const float* weight, const float* bias, T* y, float* mean,
+                        float* rstd, std::int64_t rows, std::int64_t cols, float eps,
+                        cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
   layer_norm_forward_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(
       x, weight, bias, y, mean, rstd, rows, cols, eps);
@@ -114,7 +117,7 @@ void layer_norm_forward(const T* x, const T* weight, const T* bias, T* y, float*
 }
 
 template <typename T>
-void layer_norm_backward(const T* dy, const T* x, const T* weight, const float* mean,
+void layer_norm_backward(const T* dy, const T* x, const float* weight, const float* mean,
                          const float* rstd, T* dx, float* dweight, float* dbias, std::int64_t rows,
                          std::int64_t cols, cudaStream_t stream) {
   if (cols == 0) return;
@@ -132,12 +135,12 @@ void layer_norm_backward(const T* dy, const T* x, const T* weight, const float* 
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
-#define FSDP_INSTANTIATE(T)                                                                      \
-  template void layer_norm_forward<T>(const T*, const T*, const T*, T*, float*, float*,          \
-                                      std::int64_t, std::int64_t, float, cudaStream_t);          \
-  template void layer_norm_backward<T>(const T*, const T*, const T*, const float*, const float*, \
-                                       T*, float*, float*, std::int64_t, std::int64_t,           \
-                                       cudaStream_t);
+#define FSDP_INSTANTIATE(T)                                                                     \
+  template void layer_norm_forward<T>(const T*, const float*, const float*, T*, float*, float*, \
+                                      std::int64_t, std::int64_t, float, cudaStream_t);         \
+  template void layer_norm_backward<T>(const T*, const T*, const float*, const float*,          \
+                                       const float*, T*, float*, float*, std::int64_t,          \
+                                       std::int64_t, cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
 

@@ -165,8 +165,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_forward_saves_mean_rstd_and_backward_ma
     std::vector<float> x = stored<T>(randn(rows * cols)), w = stored<T>(randn(cols)),
                        b = stored<T>(randn(cols)), dy = stored<T>(randn(rows * cols));
     for (float& v : x) v = static_cast<float>(stored<T>({v + 3.0f})[0]);
-    DeviceBuffer<T> dxin(x), dw_in(w), db_in(b), ddy(dy), y(rows * cols), dx(rows * cols);
-    DeviceBuffer<float> mean(rows), rstd(rows), dw(cols), db(cols);
+    DeviceBuffer<T> dxin(x), ddy(dy), y(rows * cols), dx(rows * cols);
+    DeviceBuffer<float> dw_in(w), db_in(b), mean(rows), rstd(rows), dw(cols), db(cols);
     const float eps = 1e-5f;
     layer_norm_forward(dxin.get(), dw_in.get(), db_in.get(), y.get(), mean.get(), rstd.get(), rows,
                        cols, eps, nullptr);
