@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/devices.h"
@@ -1110,9 +1111,33 @@ void batched_gemm(int index, cudaStream_t stream, std::int64_t batch, std::int64
   gemm_for(index).run(g, stream);
 }
 
+// Causal self-attention without a mask (GPT's, scaled_dot_product_attention's is_causal):
+// attention.cu's fused kernels, the scores never held (bf16 at head dim 64 takes the flash
+// tiles), float32 or bf16, one kv head per query head, dense operands.
+bool dense(const AttentionStrides& s, const AttentionDims& d, std::int64_t rows, std::int64_t cols,
+           std::int64_t heads) {
+  return s.row == cols && s.head == rows * cols && (d.B == 1 || s.batch == heads * rows * cols);
+}
+
+bool fused_causal(const Tensor& q, const Tensor& mask, const AttentionDims& d) {
+  return d.causal && !mask.defined() && is_float_or_bf16(q.dtype()) && d.L == d.S && d.D == d.Dv &&
+         d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.H == d.KV && dense(d.q, d, d.L, d.D, d.H) &&
+         dense(d.k, d, d.S, d.D, d.KV) && dense(d.v, d, d.S, d.Dv, d.KV);
+}
+
 void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                        const Tensor& v, const Tensor& mask, const AttentionDims& d) {
   const Device device = stream_device(out.device());
+  if (fused_causal(q, mask, d)) {
+    if (d.B * d.H * d.L == 0) return;
+    Launch l(device);
+    float_or_bf16(q.dtype(), [&]<typename T>() {
+      attention_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out),
+                           ptr<float>(lse), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
+                           l.stream);
+    });
+    return;
+  }
   if (q.dtype() != DType::Float32 || d.D == 0) missing("blocked_attention", device, layout_of(q));
   const std::int64_t mask_rows = attention_mask_rows("blocked_attention", q, mask, d);
   if (d.B * d.L == 0) return;
@@ -1136,6 +1161,25 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   (void)out;  // dS comes from P and dP (softmax's backward), not from O
   (void)lse;  // P is recomputed by the forward's softmax
   const Device device = stream_device(dq.device());
+  if (fused_causal(q, mask, d)) {
+    if (d.B * d.H * d.L == 0) return;
+    Launch l(device);
+    // dk, dv are float in the kernels: bf16's come through float buffers, rounded once.
+    float_or_bf16(q.dtype(), [&]<typename T>() {
+      constexpr bool kFloat = std::is_same_v<T, float>;
+      const Tensor dk32 = kFloat ? dk : new_tensor(dk.shape(), DType::Float32, device);
+      const Tensor dv32 = kFloat ? dv : new_tensor(dv.shape(), DType::Float32, device);
+      attention_backward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const T>(out),
+                            ptr<const T>(dout), ptr<const float>(lse), ptr<T>(dq), ptr<float>(dk32),
+                            ptr<float>(dv32), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
+                            l.stream);
+      if constexpr (!kFloat) {
+        cast(ptr<const float>(dk32), ptr<bf16>(dk), dk.numel(), l.stream);
+        cast(ptr<const float>(dv32), ptr<bf16>(dv), dv.numel(), l.stream);
+      }
+    });
+    return;
+  }
   if (q.dtype() != DType::Float32 || d.D == 0)
     missing("blocked_attention_backward", device, layout_of(q));
   const std::int64_t mask_rows = attention_mask_rows("blocked_attention_backward", q, mask, d);

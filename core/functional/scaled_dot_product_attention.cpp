@@ -128,26 +128,31 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   d.causal = is_causal;
   d.masked_rows_zero = true;
   const DType cd = functional::compute_dtype(dt);
-  Tensor qc = operand(q, cd), kc = operand(k, cd), vc = operand(v, cd);
+  // 16-bit operands go to the kernels as they are when contiguous (a device's 16-bit attention
+  // kernels read them; the CPU's widens them to float32 itself): no float32 copies held.
+  const bool narrow =
+      functional::is_16bit_float(dt) && q.is_contiguous() && k.is_contiguous() && v.is_contiguous();
+  const DType od = narrow ? dt : cd;  // the operands' and the output's dtype
+  Tensor qc = operand(q, od), kc = operand(k, od), vc = operand(v, od);
   d.q = strides_of(qc);
   d.k = strides_of(kc);
   d.v = strides_of(vc);
   Tensor mask;
   if (attn_mask.defined()) mask = additive_mask(attn_mask, {d.B, d.H, d.L, d.S}, cd, d.mask);
-  Tensor out = new_tensor(out_shape, cd, dev);
+  Tensor out = new_tensor(out_shape, od, dev);
   Tensor lse = new_tensor({d.B, d.H, d.L}, cd, dev);
   if (out.numel() > 0) kernels(dev).blocked_attention(out, lse, qc, kc, vc, mask, d);
   Tensor result = functional::to_result_dtype(out, dt);
   autograd::record(
       "ScaledDotProductAttentionBackward", {q, k, v}, {result}, {qc, kc, vc, out, lse},
-      [d, dt, cd, mask](const autograd::variable_list& s,
+      [d, dt, od, mask](const autograd::variable_list& s,
                         const autograd::variable_list& g) -> autograd::variable_list {
         if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
         const Device dev = common_device("scaled_dot_product_attention backward", {&g[0], &s[0]});
-        Tensor dout = functional::contiguous_as(g[0], cd);
-        Tensor dq = zeros({d.B, d.H, d.L, d.D}, TensorOptions(cd, dev));
-        Tensor dk = zeros({d.B, d.KV, d.S, d.D}, TensorOptions(cd, dev));
-        Tensor dv = zeros({d.B, d.KV, d.S, d.Dv}, TensorOptions(cd, dev));
+        Tensor dout = functional::contiguous_as(g[0], od);
+        Tensor dq = zeros({d.B, d.H, d.L, d.D}, TensorOptions(od, dev));
+        Tensor dk = zeros({d.B, d.KV, d.S, d.D}, TensorOptions(od, dev));
+        Tensor dv = zeros({d.B, d.KV, d.S, d.Dv}, TensorOptions(od, dev));
         if (dout.numel() > 0)
           kernels(dev).blocked_attention_backward(dq, dk, dv, s[0], s[1], s[2], mask, s[3], s[4],
                                                   dout, d);

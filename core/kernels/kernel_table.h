@@ -51,9 +51,10 @@ struct AttentionStrides {
 
 // blocked_attention's and scaled_dot_product_attention's sizes: q (B, H, L, D), k (B, KV, S, D),
 // v (B, KV, S, Dv), out (B, H, L, Dv) and lse (B, H, L) contiguous; query head h uses kv head
-// h / (H / KV) (grouped-query attention); scores = scale q k^T + mask, the mask additive (of q's
-// dtype) with its own strides (row: between queries; keys are contiguous), causal = top-left
-// (query i sees keys j <= i). dq, dk, dv of the backward are contiguous.
+// h / (H / KV) (grouped-query attention); scores = scale q k^T + mask, the mask additive (of the
+// compute dtype: q's, float32 for 16-bit q) with its own strides (row: between queries; keys are
+// contiguous), causal = top-left (query i sees keys j <= i). dq, dk, dv of the backward are
+// contiguous. 16-bit q, k, v, out, dout (contiguous) are computed in float32, lse float32.
 struct AttentionDims {
   std::int64_t B, L, S, D, Dv;
   std::int64_t H = 1, KV = 1;
@@ -117,8 +118,9 @@ struct KernelTable {
   // packed = the parts back in packed layout; undefined parts give zeros.
   void (*merge_heads)(const Tensor& packed, const std::vector<Tensor>& heads,
                       const HeadsLayout& layout, double first_divisor);
-  // blocked attention (an online softmax over blocks of keys, float32/float64): out and lse (the
-  // row log-sum-exp of the scaled, masked scores) from q, k, v and the mask (undefined: none).
+  // blocked attention (an online softmax over blocks of keys, float32/float64, 16-bit in float32):
+  // out and lse (the row log-sum-exp of the scaled, masked scores) from q, k, v and the mask
+  // (undefined: none).
   void (*blocked_attention)(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                             const Tensor& v, const Tensor& mask, const AttentionDims& dims);
   // dq, dk, dv (contiguous, zero-filled on entry) recomputed block by block from lse.

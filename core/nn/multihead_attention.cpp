@@ -273,8 +273,20 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
                        (dt == DType::Float32 || dt == DType::Float64) && !q.is_meta() &&
                        !dispatch::any_mode_active() &&
                        (!mask.defined() || (mask.dtype() == dt && !mask.requires_grad()));
+  // torch's multi_head_attention_forward: with no key padding mask and no weights asked for, the
+  // is_causal hint stands for attn_mask (scaled_dot_product_attention's is_causal; the fused
+  // causal kernels, no (L, S) scores). Not with bias_k or add_zero_attn, whose extra key breaks
+  // the top-left causal shape, nor with dropout.
+  const bool causal_hint = a.is_causal && !a.key_padding_mask.defined() && !a.need_weights &&
+                           p == 0.0 && !has_parameter("bias_k") && !add_zero_attn &&
+                           src_len == tgt_len && is_floating(dt);
   Tensor attn, out;
-  if (blocked) {
+  if (causal_hint) {
+    const Shape heads{bsz, H, tgt_len, head_dim};
+    out = scaled_dot_product_attention(q.reshape(heads), k.reshape(heads), v.reshape(heads), {},
+                                       true, 1.0)  // q is scaled already
+              .reshape({bsz * H, tgt_len, head_dim});
+  } else if (blocked) {
     out = blocked_attention(q, k, v, mask);
   } else {
     Tensor scores = bmm(q, k.transpose(1, 2));

@@ -599,6 +599,43 @@ BOOST_AUTO_TEST_CASE(blocked_attention_and_its_backward_match_the_cpu_table) {
   }
 }
 
+// Causal attention without a mask (scaled_dot_product_attention's is_causal, GPT's blocks):
+// attention.cu's fused kernels, float32 and bf16 (bf16 at head dim 64: the flash tiles, 70 rows
+// a partial second tile), several heads, against the CPU table on the same (rounded) inputs.
+BOOST_AUTO_TEST_CASE(causal_attention_takes_the_fused_kernels_and_matches_the_cpu_table) {
+  const std::int64_t B = 2, H = 3, L = 70;
+  for (DType dtype : {DType::Float32, DType::BFloat16})
+    for (std::int64_t D : {64, 40}) {
+      AttentionDims d{B, L, L, D, D};
+      d.H = d.KV = H;
+      d.scale = 1.0 / std::sqrt(double(D));
+      d.causal = true;
+      d.masked_rows_zero = true;
+      d.q = d.k = d.v = AttentionStrides{H * L * D, L * D, D};
+      const Tensor q = host_randn({B, H, L, D}, dtype), k = host_randn({B, H, L, D}, dtype);
+      const Tensor v = host_randn({B, H, L, D}, dtype), dout = host_randn({B, H, L, D}, dtype);
+      const double tol = dtype == DType::Float32 ? kTolFp32 : kTolBf16;
+      Tensor out = empty({B, H, L, D}, TensorOptions(dtype, kCPU));
+      Tensor lse = empty({B, H, L}, TensorOptions(DType::Float32, kCPU));
+      kernels(kCPU).blocked_attention(out, lse, q, k, v, Tensor(), d);
+      Tensor out_d = poisoned({B, H, L, D}, dtype), lse_d = poisoned({B, H, L}, DType::Float32);
+      kernels(kCuda).blocked_attention(out_d, lse_d, q.to(kCuda), k.to(kCuda), v.to(kCuda),
+                                       Tensor(), d);
+      check_close(out_d, out, tol);
+      check_close(lse_d, lse, kTolFp32 * 10);
+      Tensor dq = zeros_like(q), dk = zeros_like(k), dv = zeros_like(v);
+      kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, Tensor(), out, lse, dout, d);
+      Tensor dq_d = zeros_like(q).to(kCuda), dk_d = zeros_like(k).to(kCuda);
+      Tensor dv_d = zeros_like(v).to(kCuda);
+      kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q.to(kCuda), k.to(kCuda),
+                                                v.to(kCuda), Tensor(), out.to(kCuda), lse.to(kCuda),
+                                                dout.to(kCuda), d);
+      check_close(dq_d, dq, std::max(tol, 1e-4));  // sums in another order
+      check_close(dk_d, dk, std::max(tol, 1e-4));
+      check_close(dv_d, dv, std::max(tol, 1e-4));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
   const Tensor x = host_randn({4, 6}).to(kCuda);
   const Tensor i = full({4}, 2, TensorOptions(DType::Int64, kCPU)).to(kCuda);

@@ -8,6 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/dtype_convert.h"
+#include "core/functional/functional_common.h"
 #include "core/functional/vec_math.h"
 #include "core/kernels/cpu/blas_gemm.h"
 #include "core/kernels/cpu/cpu_kernels.h"
@@ -289,8 +291,39 @@ void merge_heads(const Tensor& grad, const std::vector<Tensor>& parts_in, const 
   });
 }
 
+namespace {
+
+// 16-bit operands (contiguous) are computed in float32: widened whole, the results rounded once,
+// as the float32 path of scaled_dot_product_attention did with converted copies.
+std::vector<float> widened(const Tensor& t) {
+  FSDP_CHECK(t.is_contiguous(), RuntimeError,
+             "blocked_attention: a 16-bit operand must be contiguous (shape {})",
+             shape_str(t.shape()));
+  std::vector<float> f(static_cast<std::size_t>(t.numel()));
+  convert_contiguous(f.data(), DType::Float32, t.data<std::uint16_t>(), t.dtype(), t.numel());
+  return f;
+}
+
+void narrow_into(const Tensor& t, const std::vector<float>& f) {
+  convert_contiguous(t.data<std::uint16_t>(), t.dtype(), f.data(), DType::Float32, t.numel());
+}
+
+const float* float_mask(const Tensor& mask) {
+  return mask.defined() ? mask.data<float>() : nullptr;
+}
+
+}  // namespace
+
 void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                        const Tensor& v, const Tensor& mask, const AttentionDims& d) {
+  if (functional::is_16bit_float(q.dtype())) {
+    const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v);
+    std::vector<float> of(static_cast<std::size_t>(out.numel()));
+    forward<float>(d, qf.data(), kf.data(), vf.data(), float_mask(mask), of.data(),
+                   lse.data<float>());
+    narrow_into(out, of);
+    return;
+  }
   dispatch_float(q.dtype(), "blocked_attention", [&]<typename T>() {
     forward<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), mask.defined() ? mask.data<T>() : nullptr,
                out.data<T>(), lse.data<T>());
@@ -301,6 +334,19 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                                 const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& mask, const Tensor& out, const Tensor& lse,
                                 const Tensor& dout, const AttentionDims& d) {
+  if (functional::is_16bit_float(q.dtype())) {
+    const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v), of = widened(out),
+                             gf = widened(dout);
+    std::vector<float> dqf(static_cast<std::size_t>(dq.numel()), 0.0f),
+        dkf(static_cast<std::size_t>(dk.numel()), 0.0f),
+        dvf(static_cast<std::size_t>(dv.numel()), 0.0f);
+    backward<float>(d, qf.data(), kf.data(), vf.data(), float_mask(mask), of.data(),
+                    lse.data<float>(), gf.data(), dqf.data(), dkf.data(), dvf.data());
+    narrow_into(dq, dqf);
+    narrow_into(dk, dkf);
+    narrow_into(dv, dvf);
+    return;
+  }
   dispatch_float(q.dtype(), "blocked_attention", [&]<typename T>() {
     backward<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), mask.defined() ? mask.data<T>() : nullptr,
                 out.data<T>(), lse.data<T>(), dout.data<T>(), dq.data<T>(), dk.data<T>(),

@@ -149,6 +149,30 @@ BOOST_AUTO_TEST_CASE(meta_forward_gives_shapes) {
   BOOST_TEST((lin.forward(empty({2, 16}, meta)).shape() == Shape{2, 5}));
 }
 
+// torch's multi_head_attention_forward: with no key padding mask and need_weights=False, the
+// is_causal hint replaces attn_mask (scaled_dot_product_attention's is_causal), so a mask that
+// is not causal is ignored; asking for the weights brings the mask back.
+BOOST_AUTO_TEST_CASE(the_is_causal_hint_stands_for_the_mask_as_in_torch) {
+  manual_seed(3);
+  auto mha = std::make_shared<MultiheadAttention>(8, 2);
+  const std::int64_t L = 5;
+  Tensor q = randn({L, 2, 8});
+  const Tensor causal = Transformer::generate_square_subsequent_mask(L);
+  auto run = [&](const Tensor& mask, bool hint, bool weights) {
+    return (*mha)(Args({Value(q), Value(q), Value(q)}, {{"attn_mask", Value(mask)},
+                                                        {"need_weights", Value(weights)},
+                                                        {"is_causal", Value(hint)}}))[0]
+        .tensor();
+  };
+  const std::vector<double> masked = run(causal, false, false).to_vector();
+  const std::vector<double> hinted = run(causal, true, false).to_vector();
+  BOOST_REQUIRE(masked.size() == hinted.size());
+  for (std::size_t i = 0; i < masked.size(); ++i)
+    BOOST_TEST(hinted[i] == masked[i], boost::test_tools::tolerance(1e-5));
+  BOOST_TEST(run(zeros({L, L}), true, false).to_vector() == hinted);  // the hint wins
+  BOOST_TEST(run(zeros({L, L}), true, true).to_vector() != hinted);   // weights: the mask
+}
+
 BOOST_AUTO_TEST_CASE(module_call_conventions) {
   manual_seed(2);
   auto mha = std::make_shared<MultiheadAttention>(8, 2);
