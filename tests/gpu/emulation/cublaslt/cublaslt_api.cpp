@@ -42,23 +42,43 @@ Preference* pref(cublasLtMatmulPreference_t p) {
 }
 
 // `bytes` from `p` all inside device memory (a kernel reads or writes each of them).
-Status check_device_range(const char* name, const void* p, std::size_t bytes) {
-  if (p == nullptr) return invalid(fmt::format("cublasLtMatmul: {} is null", name));
+Status check_device_range(const char* call, const char* name, const void* p, std::size_t bytes) {
+  if (p == nullptr) return invalid(fmt::format("{}: {} is null", call, name));
   const char* first = static_cast<const char*>(p);
   if (!fsdp_emu_device_accessible(first) || !fsdp_emu_device_accessible(first + bytes - 1))
     return invalid(fmt::format(
-        "cublasLtMatmul: {} at {} ({} bytes) is not inside device memory (a live cudaMalloc "
-        "allocation or pinned host memory)",
-        name, p, bytes));
+        "{}: {} at {} ({} bytes) is not inside device memory (a live cudaMalloc allocation or "
+        "pinned host memory)",
+        call, name, p, bytes));
   return {};
 }
 
-Status check_alignment(const char* name, const void* p, std::uint64_t bytes, char which) {
+// A, B, C, D and the bias inside device memory: when called, and again when the stream runs
+// the product (memory freed or handed to another stream in between would be a device fault).
+Status check_operands(const char* call, const MatmulProblem& p) {
+  const std::pair<const char*, const void*> operands[] = {
+      {"A", p.a_ptr}, {"B", p.b_ptr}, {"C", p.c_ptr}, {"D", p.d_ptr}};
+  const Layout* layouts[] = {&p.a, &p.b, &p.c, &p.d};
+  for (int i = 0; i < 4; ++i)
+    if (Status s = check_device_range(call, operands[i].first, operands[i].second,
+                                      span_bytes(*layouts[i]));
+        !s.ok())
+      return s;
+  const cublasLtEpilogue_t e = p.desc.epilogue;
+  if (e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_GELU_BIAS) return {};
+  const int type = p.desc.bias_type == -1 ? p.d.type : p.desc.bias_type;
+  const std::size_t count =
+      std::size_t((p.d.batch_count - 1) * p.desc.bias_batch_stride) + std::size_t(p.d.rows);
+  return check_device_range(call, "the bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER)", p.desc.bias,
+                            count * type_size(type));
+}
+
+Status check_alignment(const void* p, std::uint64_t bytes, char which) {
   if (reinterpret_cast<std::uintptr_t>(p) % bytes == 0) return {};
   return invalid(fmt::format(
       "cublasLtMatmul: {} at {} is not {}-byte aligned, as the algorithm assumes (chosen with "
       "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{}_BYTES={})",
-      name, p, bytes, which, bytes));
+      which, p, bytes, which, bytes));
 }
 
 struct Job {
@@ -66,9 +86,12 @@ struct Job {
 };
 
 void run_job(void* job) {
-  auto* j = static_cast<Job*>(job);
-  run_matmul(j->problem);
-  delete j;
+  std::unique_ptr<Job> j(static_cast<Job*>(job));
+  const Status s = check_operands("cublasLtMatmul (as its stream ran it)", j->problem);
+  if (s.ok())
+    run_matmul(j->problem);
+  else
+    fsdp_emu_report_fault(cudaErrorIllegalAddress, s.message.c_str());
 }
 
 // Everything cublasLtMatmul refuses before it queues the product.
@@ -77,26 +100,11 @@ Status check_call(const MatmulProblem& p, const cublasLtMatmulAlgo_t* algo, cons
   if (Status s = check_matmul("cublasLtMatmul", p.desc, p.a, p.b, p.c, p.d, p.c_ptr == p.d_ptr);
       !s.ok())
     return s;
-  const std::pair<const char*, const void*> operands[] = {
-      {"A", p.a_ptr}, {"B", p.b_ptr}, {"C", p.c_ptr}, {"D", p.d_ptr}};
-  const Layout* layouts[] = {&p.a, &p.b, &p.c, &p.d};
-  for (int i = 0; i < 4; ++i)
-    if (Status s =
-            check_device_range(operands[i].first, operands[i].second, span_bytes(*layouts[i]));
-        !s.ok())
-      return s;
-  const cublasLtEpilogue_t e = p.desc.epilogue;
-  if (e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS) {
-    const int type = p.desc.bias_type == -1 ? p.d.type : p.desc.bias_type;
-    const std::size_t count =
-        std::size_t((p.d.batch_count - 1) * p.desc.bias_batch_stride) + std::size_t(p.d.rows);
-    if (Status s = check_device_range("the bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER)", p.desc.bias,
-                                      count * type_size(type));
-        !s.ok())
-      return s;
-  }
+  if (Status s = check_operands("cublasLtMatmul", p); !s.ok()) return s;
   if (workspace_bytes > 0) {
-    if (Status s = check_device_range("the workspace", workspace, workspace_bytes); !s.ok())
+    if (Status s =
+            check_device_range("cublasLtMatmul", "the workspace", workspace, workspace_bytes);
+        !s.ok())
       return s;
     if (reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0)
       return invalid(fmt::format(
@@ -108,11 +116,9 @@ Status check_call(const MatmulProblem& p, const cublasLtMatmulAlgo_t* algo, cons
       return invalid(
           "cublasLtMatmul: the algorithm was not returned by "
           "cublasLtMatmulAlgoGetHeuristic");
+    const void* pointers[] = {p.a_ptr, p.b_ptr, p.c_ptr, p.d_ptr};
     for (int i = 0; i < 4; ++i)
-      if (Status s =
-              check_alignment(operands[i].first, operands[i].second, algo->data[1 + i], "ABCD"[i]);
-          !s.ok())
-        return s;
+      if (Status s = check_alignment(pointers[i], algo->data[1 + i], "ABCD"[i]); !s.ok()) return s;
   }
   return {};
 }

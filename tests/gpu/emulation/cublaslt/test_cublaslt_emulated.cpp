@@ -600,6 +600,21 @@ BOOST_AUTO_TEST_CASE(host_memory_and_misaligned_operands_are_refused) {
   BOOST_TEST(stub::run_queued() == 0);
 }
 
+BOOST_AUTO_TEST_CASE(memory_freed_before_the_stream_runs_the_product_is_a_fault) {
+  Linear f;
+  BOOST_TEST(f.matmul() == CUBLAS_STATUS_SUCCESS);
+  stub::clear_device_ranges();  // freed while the product waits on its stream
+  stub::add_device_range(f.a, Linear::m * Linear::k * 4);
+  stub::add_device_range(f.bias, Linear::n * 4);
+  stub::add_device_range(f.c, Linear::m * Linear::n * 4);
+  BOOST_TEST(stub::run_queued() == 1);
+  const std::vector<std::string> faults = stub::take_faults();
+  BOOST_TEST_REQUIRE(faults.size() == 1u);
+  BOOST_TEST(faults[0].rfind("cublasLtMatmul (as its stream ran it): A at ", 0) == 0u,
+             faults[0]);           // cuBLASLt's A is the row-major B
+  BOOST_TEST(std::isnan(f.c[0]));  // nothing written
+}
+
 BOOST_AUTO_TEST_CASE(statuses_calls_and_names) {
   BOOST_TEST(std::string(cublasLtGetStatusName(CUBLAS_STATUS_NOT_SUPPORTED)) ==
              "CUBLAS_STATUS_NOT_SUPPORTED");

@@ -13,6 +13,7 @@ namespace {
 
 std::vector<std::pair<const char*, std::size_t>> ranges;
 std::vector<std::pair<cudaHostFn_t, void*>> queued;
+std::vector<std::string> faults;
 
 }  // namespace
 
@@ -30,7 +31,17 @@ int run_queued() {
   return int(work.size());
 }
 
+std::vector<std::string> take_faults() {
+  return std::exchange(faults, {});
+}
+
 }  // namespace fsdp::emu::testing
+
+extern "C" void fsdp_emu_report_fault(cudaError_t error, const char* message) {
+  fsdp::emu::testing::faults.push_back(error == cudaErrorIllegalAddress
+                                           ? std::string(message)
+                                           : "unexpected error " + std::to_string(int(error)));
+}
 
 extern "C" int fsdp_emu_device_accessible(const void* p) {
   const char* c = static_cast<const char*>(p);
