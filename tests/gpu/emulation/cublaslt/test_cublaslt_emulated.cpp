@@ -467,6 +467,9 @@ BOOST_AUTO_TEST_CASE(attribute_setters_check_size_value_and_support) {
   BOOST_TEST(s.message == "cublasLtMatmulDescSetAttribute: attribute 21 is not emulated");
 
   Preference p;
+  const std::uint64_t workspace = 32u << 20;
+  BOOST_TEST(set_attribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, 8).ok());
+  BOOST_TEST(p.max_workspace_bytes == workspace);
   const std::uint32_t three = 3, sixteen = 16;
   BOOST_TEST(set_attribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &three, 4).code ==
              CUBLAS_STATUS_INVALID_VALUE);
