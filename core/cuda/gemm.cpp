@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "core/cuda/cuda_check.h"
 #include "core/error.h"
@@ -65,6 +67,19 @@ Gemm::~Gemm() {
   cublasLtDestroy(handle_);
 }
 
+namespace {
+
+// The largest power of two up to 256 dividing the address of every batch entry.
+std::uint32_t alignment(const void* p, std::int64_t batch, std::int64_t stride_bytes) {
+  std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(p);
+  if (batch > 1) bits |= static_cast<std::uintptr_t>(stride_bytes);
+  std::uint32_t a = 256;
+  while (a > 1 && bits % a != 0) a >>= 1;
+  return a;
+}
+
+}  // namespace
+
 void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
   FSDP_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, ValueError,
              "{}: sizes must be non-negative and batch at least 1", describe(g));
@@ -91,6 +106,10 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
   FSDP_CHECK(lda >= default_ld_a(g) && ldb >= default_ld_b(g) && ldc >= g.n, ValueError,
              "{}: leading dims lda={} ldb={} ldc={} are smaller than the rows they hold",
              describe(g), lda, ldb, ldc);
+  // Batch entries of C overlapping would be written by several blocks at once.
+  FSDP_CHECK(g.batch == 1 || g.stride_c >= (g.m - 1) * ldc + g.n, ValueError,
+             "{}: stride_c={} makes the batch entries of C overlap (each spans {} elements)",
+             describe(g), g.stride_c, (g.m - 1) * ldc + g.n);
 
   const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
@@ -136,11 +155,24 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
   std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDeleter> pref(p);
   FSDP_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(
       p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
+  // Unless told, the heuristic assumes 256-byte aligned operands; views start anywhere, and an
+  // algorithm picked for a misaligned operand faults or is wrong. Each operand's alignment, its
+  // batch entries' included (cuBLASLt's A is our B).
+  const std::int64_t elem = bf16 ? 2 : 4;
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.b, g.batch, g.stride_b * elem)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.a, g.batch, g.stride_a * elem)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.c, g.batch, g.stride_c * elem)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.c, g.batch, g.stride_c * elem)}};
+  for (const auto& [attribute, bytes] : alignments)
+    FSDP_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attribute, &bytes, sizeof(bytes)));
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   FSDP_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, d, lb.get(), la.get(), lc.get(), lc.get(),
                                                  p, 1, &heuristic, &found));
-  FSDP_CHECK(found > 0, NotImplementedError, "{}: cuBLASLt has no algorithm for it", describe(g));
+  FSDP_CHECK(found > 0 && heuristic.state == CUBLAS_STATUS_SUCCESS &&
+                 heuristic.workspaceSize <= workspace_bytes_,
+             NotImplementedError, "{}: cuBLASLt has no algorithm for it", describe(g));
   FSDP_CUDA_CHECK(cublasLtMatmul(handle_, d, &g.alpha, g.b, lb.get(), g.a, la.get(), &g.beta, g.c,
                                  lc.get(), g.c, lc.get(), &heuristic.algo, workspace_,
                                  workspace_bytes_, stream));
