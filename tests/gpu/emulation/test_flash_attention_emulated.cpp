@@ -1,18 +1,19 @@
-// core/cuda/flash_attention.cu's kernels, compiled by the host compiler under emu_cuda.h (every
-// CTA as std::threads, wmma by its documented semantics), against a double loop: the tiles'
-// indexing, masks, loop bounds, lane pairing and synchronisation checked on any machine with
-// the CUDA headers, before a device runs them. Batch 2 (the batch offsets), t of 1, under a
-// tile, one tile, a partial last tile, three tiles.
-#define BOOST_TEST_MODULE cuda_emulated_attention
+// core/cuda/flash_attention.cu's kernels, compiled by the host compiler under emu_cuda.h (CTAs
+// as fibers, wmma by its documented semantics), against a double loop: the tiles' indexing,
+// masks, loop bounds, lane pairing and synchronisation checked on any machine with the CUDA
+// headers, before a device runs them. Batch 2 (the batch offsets), t of 1, under a tile, one
+// tile, a partial last tile, three tiles.
+#include <cuda_bf16.h>
+
 #include <boost/test/unit_test.hpp>
-#include <cstdio>
+#include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "tests/gpu/emulation/emu_cuda.h"
-// The kernels' source, launches rewritten (meson.build).
-#include "flash_attention_emulated.inc"
+#include "core/cuda/flash_attention.h"
+#include "tests/gpu/emulation/emu_test_runtime.h"
 
 using namespace fsdp::cuda;
 
@@ -92,6 +93,8 @@ Reference reference(const std::vector<float>& q, const std::vector<float>& k,
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(emulated_flash_attention)
+
 BOOST_AUTO_TEST_CASE(tiled_attention_forward_and_backward_match_a_double_loop) {
   std::mt19937 gen(20261127);
   std::normal_distribution<float> normal;
@@ -125,5 +128,8 @@ BOOST_AUTO_TEST_CASE(tiled_attention_forward_and_backward_match_a_double_loop) {
     BOOST_TEST(e_dq <= 1e-2, "emulated attention dq " << shape << ": relative error " << e_dq);
     BOOST_TEST(e_dk <= 1e-2, "emulated attention dk " << shape << ": relative error " << e_dk);
     BOOST_TEST(e_dv <= 1e-2, "emulated attention dv " << shape << ": relative error " << e_dv);
+    BOOST_TEST(fsdp::emu::test::take_fault() == "");
   }
 }
+
+BOOST_AUTO_TEST_SUITE_END()
