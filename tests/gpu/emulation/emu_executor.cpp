@@ -87,6 +87,7 @@ struct Cta {
   int count = 0;
   int started = 0, exited = 0, at_block = 0;
   int current = -1;                // the thread running now
+  std::vector<uint3> index;        // per thread: its threadIdx
   std::vector<Worker*> worker_of;  // per thread: the worker it runs on
   std::vector<Warp> warps;
   std::deque<int> runnable;  // threads whose barrier completed, to resume in order
@@ -98,14 +99,9 @@ thread_local Cta* current_cta = nullptr;
 thread_local Worker* current_worker = nullptr;
 thread_local StackPool stack_pool;
 
-uint3 thread_index(const Cta& c, int t) {
-  const unsigned u = static_cast<unsigned>(t);
-  return {u % c.dims.x, u / c.dims.x % c.dims.y, u / (c.dims.x * c.dims.y)};
-}
-
 void make_current(Cta& c, int t) {
   c.current = t;
-  threadIdx = thread_index(c, t);
+  threadIdx = c.index[t];
 }
 
 std::string where(const Cta& c) {
@@ -134,7 +130,7 @@ void worker_loop(Cta& c, Worker* w) {
     try {
       c.thread(c.closure);
     } catch (const std::exception& e) {  // not Boost.Context's forced_unwind: that passes
-      const uint3 i = thread_index(c, t);
+      const uint3 i = c.index[t];
       c.fault = fmt::format("{}, thread ({},{},{}): {}", where(c), i.x, i.y, i.z, e.what());
       break;
     }
@@ -204,8 +200,16 @@ void run_cta(Cta& c) {
 }
 
 void reset(Cta& c, uint3 dims) {
-  c.dims = dims;
   c.count = static_cast<int>(dims.x * dims.y * dims.z);
+  if (c.index.size() != static_cast<std::size_t>(c.count) || c.dims.x != dims.x ||
+      c.dims.y != dims.y) {
+    c.index.resize(c.count);
+    for (int t = 0; t < c.count; ++t) {
+      const unsigned u = static_cast<unsigned>(t);
+      c.index[t] = {u % dims.x, u / dims.x % dims.y, u / (dims.x * dims.y)};
+    }
+  }
+  c.dims = dims;
   c.started = c.exited = c.at_block = 0;
   c.current = -1;
   c.worker_of.assign(c.count, nullptr);
@@ -236,7 +240,7 @@ Warp& arrive_at_warp(Cta& c, unsigned mask, const char* op) {
     fail(c, fmt::format("{}, warp {}: {} with mask {:#010x} leaves out lanes of the warp (lanes "
                         "{:#010x}): the emulation runs whole-warp operations only",
                         where(c), c.current >> 5, op, mask, w.present));
-  if (w.arrived > 0 && std::strcmp(w.op, op) != 0)
+  if (w.arrived > 0 && w.op != op && std::strcmp(w.op, op) != 0)
     fail(c, fmt::format("{}, warp {}: lane {} reaches {} while {} lanes wait at {}: the lanes of "
                         "a warp must meet at the same warp operation",
                         where(c), c.current >> 5, lane, op, w.arrived, w.op));

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/cuda/kernels.h"
@@ -163,6 +164,39 @@ BOOST_AUTO_TEST_CASE(atomics_and_a_shared_memory_tree_sum_the_block) {
   BOOST_TEST(isum == 32640);
   BOOST_TEST(usum == 256u);
   BOOST_TEST(tree == 32640.0f);
+  BOOST_TEST(take_fault() == "");
+}
+
+BOOST_AUTO_TEST_CASE(launches_on_several_os_threads_at_once_keep_their_own_blocks) {
+  // As the runtime's stream workers will: four OS threads launch at once, each its own warp
+  // sums (per-thread built-in variables, fibers and shared memory) and all into one set of
+  // atomic counters (atomic across threads).
+  constexpr int kThreads = 4, kRepeats = 25;
+  float fsum = 0;
+  int isum = 0;
+  unsigned long long usum = 0;
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kThreads; ++k)
+    threads.emplace_back([&, k] {
+      std::vector<float> xs(12);
+      std::vector<double> ds(12);
+      std::vector<float> trees(kRepeats);
+      for (int r = 0; r < kRepeats; ++r) {
+        launch([](auto... a) { warp_sums(a...); }, "warp_sums", 3, dim3(16, 4, 2))(xs.data(),
+                                                                                   ds.data(), 32);
+        for (int b = 0; b < 3; ++b)
+          for (int w = 0; w < 4; ++w)
+            if (xs[b * 4 + w] != 32 * (32 * w + 15.5f) + 32000 * b) ++wrong[k];
+        launch([](auto... a) { atomics_and_tree(a...); }, "atomics_and_tree", 1, 256)(
+            &fsum, &isum, &usum, &trees[r]);
+        if (trees[r] != 32640.0f) ++wrong[k];
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (int k = 0; k < kThreads; ++k) BOOST_TEST(wrong[k] == 0, "thread " << k);
+  BOOST_TEST(isum == kThreads * kRepeats * 32640);
+  BOOST_TEST(usum == kThreads * kRepeats * 256ull);
   BOOST_TEST(take_fault() == "");
 }
 
