@@ -5,7 +5,7 @@
 // or resumes another. So a kernel without barriers costs one fiber per CTA, and one with them a
 // fiber per thread. The last thread to arrive completes a barrier and is queued behind the
 // others it releases. Nothing runnable while threads remain is a deadlock: reported, and the
-// parked fibers unwound.
+// parked threads resumed to throw (Abandoned), so that every fiber ends by returning.
 #include "tests/gpu/emulation/emu_executor.h"
 
 #include <fmt/format.h>
@@ -22,6 +22,10 @@
 #include <vector>
 
 #include "tests/gpu/emulation/emu_runtime.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 __thread __attribute__((tls_model("initial-exec"))) uint3 threadIdx;
 __thread __attribute__((tls_model("initial-exec"))) uint3 blockIdx;
@@ -57,18 +61,47 @@ class StackPool {
   std::vector<ctx::stack_context> free_;
 };
 
-// Boost.Context's StackAllocator over this thread's pool.
-struct PooledStack {
-  StackPool* pool;
-  ctx::stack_context allocate() { return pool->take(); }
-  void deallocate(ctx::stack_context& s) noexcept { pool->give(s); }
-};
-
 struct Worker {
   ctx::fiber fiber;  // the worker, while it is parked
   ctx::fiber back;   // the scheduler, while the worker runs
   bool finished = false;
+  const void* stack_bottom = nullptr;  // for AddressSanitizer's switch notes
+  std::size_t stack_size = 0;
+  void* fake_stack = nullptr;
 };
+
+// Boost.Context's StackAllocator over this thread's pool; notes the worker's stack.
+struct PooledStack {
+  StackPool* pool;
+  Worker* worker;
+  ctx::stack_context allocate() {
+    const ctx::stack_context s = pool->take();
+    worker->stack_bottom = static_cast<char*>(s.sp) - s.size;
+    worker->stack_size = s.size;
+    return s;
+  }
+  void deallocate(ctx::stack_context& s) noexcept { pool->give(s); }
+};
+
+// AddressSanitizer is told of every switch between stacks (Debian's Boost.Context is built
+// without its own notes): without them a fiber's frames read as overflows of another's.
+thread_local const void* scheduler_stack_bottom = nullptr;
+thread_local std::size_t scheduler_stack_size = 0;
+#if defined(__SANITIZE_ADDRESS__)
+void switch_start(void** fake, const void* bottom, std::size_t size) {
+  __sanitizer_start_switch_fiber(fake, bottom, size);
+}
+void switch_finish(void* fake, const void** bottom, std::size_t* size) {
+  __sanitizer_finish_switch_fiber(fake, bottom, size);
+}
+#else
+void switch_start(void**, const void*, std::size_t) {}
+void switch_finish(void*, const void**, std::size_t*) {}
+#endif
+
+// Thrown in a parked thread of a faulted CTA when the scheduler resumes it to end: its frames
+// unwind to worker_loop, so every fiber ends by returning (no unwinding by Boost.Context).
+struct Abandoned {};
 
 struct Warp {
   int lanes = 0;             // lanes the block has in this warp
@@ -92,7 +125,8 @@ struct Cta {
   std::vector<Warp> warps;
   std::deque<int> runnable;  // threads whose barrier completed, to resume in order
   std::vector<std::unique_ptr<Worker>> workers;
-  std::string fault;  // set: the launch ends
+  std::string fault;        // set: the launch ends
+  bool abandoning = false;  // the fault's parked threads are being resumed to end
 };
 
 thread_local Cta* current_cta = nullptr;
@@ -108,18 +142,21 @@ std::string where(const Cta& c) {
   return fmt::format("{}: block ({},{},{})", c.kernel, blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
-// Parks the running thread's worker and returns to the scheduler; returns when resumed.
+// Parks the running thread's worker and returns to the scheduler; returns when resumed, or
+// throws Abandoned when the CTA has faulted.
 void park() {
   Worker* w = current_worker;
+  switch_start(&w->fake_stack, scheduler_stack_bottom, scheduler_stack_size);
   w->back = std::move(w->back).resume();
+  switch_finish(w->fake_stack, &scheduler_stack_bottom, &scheduler_stack_size);
+  if (current_cta->abandoning) throw Abandoned{};
 }
 
-// Ends the launch from inside a thread: the scheduler reports `message`; this fiber is never
-// resumed but unwound.
+// Ends the launch from inside a thread: the scheduler reports `message`.
 [[noreturn]] void fail(Cta& c, std::string message) {
   c.fault = std::move(message);
   park();
-  std::abort();  // unreachable: a faulted CTA's fibers are only unwound
+  std::abort();  // unreachable: a faulted CTA's threads resume only to be abandoned
 }
 
 void worker_loop(Cta& c, Worker* w) {
@@ -129,7 +166,9 @@ void worker_loop(Cta& c, Worker* w) {
     make_current(c, t);
     try {
       c.thread(c.closure);
-    } catch (const std::exception& e) {  // not Boost.Context's forced_unwind: that passes
+    } catch (const Abandoned&) {
+      break;
+    } catch (const std::exception& e) {
       const uint3 i = c.index[t];
       c.fault = fmt::format("{}, thread ({},{},{}): {}", where(c), i.x, i.y, i.z, e.what());
       break;
@@ -142,18 +181,24 @@ void worker_loop(Cta& c, Worker* w) {
 void resume(Cta& c, Worker* w, int t) {
   if (t >= 0) make_current(c, t);
   current_worker = w;
+  void* fake = nullptr;
+  switch_start(&fake, w->stack_bottom, w->stack_size);
   w->fiber = std::move(w->fiber).resume();
+  switch_finish(fake, nullptr, nullptr);
 }
 
 void start_worker(Cta& c) {
   auto owned = std::make_unique<Worker>();
   Worker* w = owned.get();
   c.workers.push_back(std::move(owned));
-  w->fiber = ctx::fiber(std::allocator_arg, PooledStack{&stack_pool}, [&c, w](ctx::fiber&& back) {
-    w->back = std::move(back);
-    worker_loop(c, w);
-    return std::move(w->back);
-  });
+  w->fiber =
+      ctx::fiber(std::allocator_arg, PooledStack{&stack_pool, w}, [&c, w](ctx::fiber&& back) {
+        switch_finish(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
+        w->back = std::move(back);
+        worker_loop(c, w);
+        switch_start(nullptr, scheduler_stack_bottom, scheduler_stack_size);
+        return std::move(w->back);
+      });
   resume(c, w, -1);
 }
 
@@ -196,7 +241,12 @@ void run_cta(Cta& c) {
       c.fault = deadlock_message(c);
     }
   }
-  c.workers.clear();  // a parked fiber (after a fault) is unwound here
+  // After a fault: each parked thread resumes to throw Abandoned, and its worker ends.
+  c.abandoning = !c.fault.empty();
+  for (const std::unique_ptr<Worker>& w : c.workers)
+    if (!w->finished) resume(c, w.get(), -1);
+  c.abandoning = false;
+  c.workers.clear();
 }
 
 void reset(Cta& c, uint3 dims) {
