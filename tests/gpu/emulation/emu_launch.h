@@ -1,7 +1,7 @@
 // A kernel launch on the emulated device, what rewrite_kernels.py makes of `kernel<<<grid,
 // block, shared, stream>>>(args...)`:
-//   ::fsdp::emu::launch([](auto... a) { kernel(a...); }, "kernel", grid, block, shared,
-//                       stream)(args...)
+//   ::fsdp::emu::launch([](auto... emu_args) { kernel(emu_args...); }, "kernel", grid, block,
+//                       shared, stream)(args...)
 // The arguments are copied at the launch, as CUDA copies them into the kernel's parameter
 // space, and each thread calls the kernel with its own copies (parameters are per thread). A
 // pointer argument the device cannot access (not null and not device memory) refuses the launch

@@ -3,8 +3,8 @@
 launch `kernel<<<grid, block[, shared[, stream]]>>>(args...)` (the kernel may carry template
 arguments, `<<<` may start a line of its own and the configuration may span lines) becomes
 
-    ::fsdp::emu::launch([](auto... a) { kernel(a...); }, "kernel", grid, block, shared,
-                        stream)(args...)
+    ::fsdp::emu::launch([](auto... emu_args) { kernel(emu_args...); }, "kernel", grid, block,
+                        shared, stream)(args...)
 
 with emu_cuda.h included first and a #line directive, so that diagnostics name the .cu file and
 its lines (the rewrite keeps every line where it was).
@@ -69,7 +69,8 @@ def rewrite(src):
         expr = src[start:expr_end]
         lines_in_expr = expr.count("\n")
         expr = " ".join(expr.split())
-        replacement = (f"::fsdp::emu::launch([](auto... a) {{ {expr}(a...); }}, \"{name}\","
+        replacement = (f"::fsdp::emu::launch([](auto... emu_args) {{ {expr}(emu_args...); }}, "
+                       f"\"{name}\","
                        f"{src[expr_end:m.start()]} {src[m.end():close]}){src[close + 3:paren]}("
                        + "\n" * lines_in_expr)
         out.append(src[done:start])

@@ -31,6 +31,14 @@ __global__ void shuffle_after_exit(float* out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
 }
 
+// Warp 0 at __syncthreads; warp 1 half at a shuffle, half exited.
+__global__ void stuck_everywhere(float* out) {
+  if (threadIdx.x < 32)
+    __syncthreads();
+  else if (threadIdx.x < 48)
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+
 // Half the warp at __syncwarp, half at a shuffle.
 __global__ void mixed_warp_ops(float* out) {
   if (threadIdx.x < 16)
@@ -109,6 +117,14 @@ BOOST_AUTO_TEST_CASE(lanes_that_exit_before_a_shuffle_are_a_fault) {
   BOOST_TEST(take_fault() ==
              "shuffle_after_exit: block (0,0,0), warp 0: 8 of 32 lanes wait at __shfl_xor_sync, "
              "the rest exited without reaching it");
+}
+
+BOOST_AUTO_TEST_CASE(a_fault_names_every_place_threads_wait) {
+  std::vector<float> out(64, NAN);
+  launch([](auto... a) { stuck_everywhere(a...); }, "stuck_everywhere", 1, 64)(out.data());
+  BOOST_TEST(take_fault() ==
+             "stuck_everywhere: block (0,0,0): 32 of 64 threads wait at __syncthreads, the rest: "
+             "16 exited, 16 wait at __shfl_xor_sync (warp 1)");
 }
 
 BOOST_AUTO_TEST_CASE(lanes_at_different_warp_operations_are_a_fault) {
