@@ -19,6 +19,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/gpu/emulation/emu_runtime.h"
@@ -130,6 +131,9 @@ struct Cta {
 };
 
 thread_local Cta* current_cta = nullptr;
+thread_local std::uint64_t cta_serial = 0;  // CTAs this OS thread has started
+// Per __shared__ variable: the serial of the CTA that last poisoned it.
+thread_local std::vector<std::pair<void*, std::uint64_t>> shared_poisoned;
 thread_local Worker* current_worker = nullptr;
 thread_local StackPool stack_pool;
 
@@ -325,11 +329,24 @@ void run_grid(const char* kernel, dim3 grid, dim3 block, void (*thread)(void*), 
     for (unsigned y = 0; y < grid.y && c.fault.empty(); ++y)
       for (unsigned x = 0; x < grid.x && c.fault.empty(); ++x) {
         blockIdx = {x, y, z};
+        ++cta_serial;
         reset(c, {block.x, block.y, block.z});
         run_cta(c);
       }
   current_cta = outer;
   if (!c.fault.empty()) fsdp_emu_report_fault(cudaErrorLaunchFailure, c.fault.c_str());
+}
+
+void poison_shared(void* p, std::size_t bytes) {
+  for (auto& [q, serial] : shared_poisoned)
+    if (q == p) {
+      if (serial == cta_serial) return;
+      serial = cta_serial;
+      std::memset(p, 0xff, bytes);
+      return;
+    }
+  shared_poisoned.emplace_back(p, cta_serial);
+  std::memset(p, 0xff, bytes);
 }
 
 void sync_block() {

@@ -9,6 +9,7 @@
 
 #include <vector_types.h>
 
+#include <cstddef>
 #include <cstdint>
 
 // CUDA's built-in variables, per OS thread since several stream workers launch at once: the
@@ -38,6 +39,12 @@ void sync_warp(unsigned mask, const char* op);
 // A shuffle: deposits `value`, waits as sync_warp, and returns the value that lane `source`
 // deposited. `source` must be a lane of the warp.
 std::uint64_t warp_exchange(unsigned mask, std::uint64_t value, int source, const char* op);
+
+// Fills a __shared__ variable with 0xff bytes (NaN in every float type, -1 in integers) when the
+// first thread of the running CTA reaches its declaration (rewrite_kernels.py adds the call):
+// shared memory starts undefined in each CTA on the device, and what an earlier CTA left in
+// the emulation's static must not read as valid.
+void poison_shared(void* p, std::size_t bytes);
 
 // The calling thread's lane: its linear index in the block (x fastest) modulo 32.
 inline int lane() {

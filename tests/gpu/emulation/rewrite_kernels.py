@@ -6,6 +6,8 @@ arguments, `<<<` may start a line of its own and the configuration may span line
     ::fsdp::emu::launch([](auto... emu_args) { kernel(emu_args...); }, "kernel", grid, block,
                         shared, stream)(args...)
 
+and every `__shared__ T name[...];` declaration is followed, on its line, by
+`::fsdp::emu::poison_shared(&name, sizeof(name));` (shared memory starts undefined in each CTA),
 with emu_cuda.h included first and a #line directive, so that diagnostics name the .cu file and
 its lines (the rewrite keeps every line where it was).
 Usage: rewrite_kernels.py INPUT.cu OUTPUT.cpp"""
@@ -80,6 +82,42 @@ def rewrite(src):
     return "".join(out)
 
 
+def top_level_split(text):
+    """`text` cut at the commas outside brackets and parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def poison_shared(src):
+    """Appends poison_shared calls after each __shared__ declaration (its names)."""
+    out, done = [], 0
+    for m in re.finditer(r"\b__shared__\b", src):
+        if m.start() < done or in_comment(src, m.start()):
+            continue
+        end = src.find(";", m.end())
+        if end < 0:
+            raise RewriteError(f"line {line_of(src, m.start())}: no ; after __shared__")
+        names = []
+        for k, part in enumerate(top_level_split(src[m.end():end])):
+            head = part.split("[", 1)[0]
+            found = re.findall(r"[A-Za-z_][A-Za-z_0-9]*", head)
+            if not found or "extern" in src[max(0, m.start() - 8):m.start()]:
+                raise RewriteError(f"line {line_of(src, m.start())}: a __shared__ declaration "
+                                   "the rewrite does not read (extern or no name)")
+            names.append(found[-1] if k == 0 else found[0])
+        out.append(src[done:end + 1])
+        out.append("".join(f" ::fsdp::emu::poison_shared(&{n}, sizeof({n}));" for n in names))
+        done = end + 1
+    out.append(src[done:])
+    return "".join(out)
+
+
 def main(argv):
     if len(argv) != 3:
         sys.exit(__doc__)
@@ -87,7 +125,7 @@ def main(argv):
     with open(source, encoding="utf-8") as f:
         src = f.read()
     try:
-        body = rewrite(src)
+        body = poison_shared(rewrite(src))
     except RewriteError as e:
         sys.exit(f"rewrite_kernels.py: {source}: {e}")
     with open(target, "w", encoding="utf-8") as f:

@@ -79,6 +79,18 @@ __global__ void atomics_and_tree(float* fsum, int* isum, unsigned long long* usu
   if (threadIdx.x == 0) *tree = partial[0];
 }
 
+// The last thread writes its block's slot (it starts first: the others reach the declaration
+// after the write), all read it and the other block's slot, which this block never wrote. The
+// poison_shared call is the one rewrite_kernels.py adds after a declaration.
+__global__ void reads_shared_slots(float* own, float* other) {
+  __shared__ float slots[2];
+  ::fsdp::emu::poison_shared(&slots, sizeof(slots));
+  if (threadIdx.x == blockDim.x - 1) slots[blockIdx.x] = 1.0f + blockIdx.x;
+  __syncthreads();
+  own[blockIdx.x * blockDim.x + threadIdx.x] = slots[blockIdx.x];
+  other[blockIdx.x * blockDim.x + threadIdx.x] = slots[1 - blockIdx.x];
+}
+
 using fsdp::emu::launch;
 using fsdp::emu::test::take_fault;
 using fsdp::emu::test::take_launch_error;
@@ -180,6 +192,18 @@ BOOST_AUTO_TEST_CASE(atomics_and_a_shared_memory_tree_sum_the_block) {
   BOOST_TEST(isum == 32640);
   BOOST_TEST(usum == 256u);
   BOOST_TEST(tree == 32640.0f);
+  BOOST_TEST(take_fault() == "");
+}
+
+BOOST_AUTO_TEST_CASE(shared_memory_starts_undefined_in_each_cta) {
+  std::vector<float> own(128, 0.0f), other(128, 0.0f);
+  launch([](auto... a) { reads_shared_slots(a...); }, "reads_shared_slots", 2, 64)(own.data(),
+                                                                                   other.data());
+  for (int i = 0; i < 128; ++i) {
+    BOOST_TEST(own[i] == 1.0f + i / 64, "thread " << i);  // written once per CTA, kept
+    // Block 1's other slot is what block 0 left in the static: poisoned, as on the device.
+    BOOST_TEST(std::isnan(other[i]), "thread " << i << " read " << other[i]);
+  }
   BOOST_TEST(take_fault() == "");
 }
 
