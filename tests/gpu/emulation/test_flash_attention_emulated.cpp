@@ -1,18 +1,20 @@
-// core/cuda/flash_attention.cu's kernels, compiled by the host compiler under emu_cuda.h (every
-// CTA as std::threads, wmma by its documented semantics), against a double loop: the tiles'
-// indexing, masks, loop bounds, lane pairing and synchronisation checked on any machine with
-// the CUDA headers, before a device runs them. Batch 2 (the batch offsets), t of 1, under a
-// tile, one tile, a partial last tile, three tiles.
-#define BOOST_TEST_MODULE cuda_emulated_attention
+// core/cuda/flash_attention.cu's kernels, compiled by the host compiler under emu_cuda.h (CTAs
+// as fibers, wmma by its documented semantics), against a double loop: the tiles' indexing,
+// masks, loop bounds, lane pairing and synchronisation checked on any machine with the CUDA
+// headers, before a device runs them. Batch 2 (the batch offsets), t of 1, under a tile, one
+// tile, a partial last tile, three tiles.
+#include <cuda_bf16.h>
+
 #include <boost/test/unit_test.hpp>
-#include <cstdio>
+#include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "tests/gpu/emulation/emu_cuda.h"
-// The kernels' source, launches rewritten (meson.build).
-#include "flash_attention_emulated.inc"
+#include "core/cuda/flash_attention.h"
+#include "core/cuda/kernels.h"
+#include "tests/gpu/emulation/emu_test_runtime.h"
 
 using namespace fsdp::cuda;
 
@@ -92,6 +94,8 @@ Reference reference(const std::vector<float>& q, const std::vector<float>& k,
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(emulated_flash_attention)
+
 BOOST_AUTO_TEST_CASE(tiled_attention_forward_and_backward_match_a_double_loop) {
   std::mt19937 gen(20261127);
   std::normal_distribution<float> normal;
@@ -125,5 +129,39 @@ BOOST_AUTO_TEST_CASE(tiled_attention_forward_and_backward_match_a_double_loop) {
     BOOST_TEST(e_dq <= 1e-2, "emulated attention dq " << shape << ": relative error " << e_dq);
     BOOST_TEST(e_dk <= 1e-2, "emulated attention dk " << shape << ": relative error " << e_dk);
     BOOST_TEST(e_dv <= 1e-2, "emulated attention dv " << shape << ": relative error " << e_dv);
+    BOOST_TEST(fsdp::emu::test::take_fault() == "");
   }
 }
+
+// attention.cu's one-warp-per-row kernels (float storage, any head dim up to 128): head dims
+// under a warp, between, and the largest.
+BOOST_AUTO_TEST_CASE(row_attention_forward_and_backward_match_a_double_loop) {
+  std::mt19937 gen(20261128);
+  std::normal_distribution<float> normal;
+  const std::int64_t batch = 3, t = 19;
+  for (std::int64_t hd : {20, 48, 128}) {
+    const std::int64_t n = batch * t * hd;
+    const float scale = 1.0f / std::sqrt(float(hd));
+    std::vector<float> q(n), k(n), v(n), dout(n);
+    for (auto* x : {&q, &k, &v, &dout})
+      for (float& e : *x) e = normal(gen);
+    std::vector<float> o(n, NAN), lse(batch * t, NAN), dq(n, NAN), dk(n, NAN), dv(n, NAN);
+    attention_forward<float>(q.data(), k.data(), v.data(), o.data(), lse.data(), batch, t, hd,
+                             scale, nullptr);
+    attention_backward<float>(q.data(), k.data(), v.data(), o.data(), dout.data(), lse.data(),
+                              dq.data(), dk.data(), dv.data(), batch, t, hd, scale, nullptr);
+    const Reference ref = reference(q, k, v, dout, batch, t, hd, scale);
+    auto fl = [](const std::vector<float>& x) {
+      return [&x](std::size_t i) { return double(x[i]); };
+    };
+    // dk and dv gather with float atomics: 1e-4, as the device tests' atomic sums.
+    BOOST_TEST(relative_error(fl(o), ref.o) <= 1e-5, "hd " << hd);
+    BOOST_TEST(relative_error(fl(lse), ref.lse) <= 1e-5, "hd " << hd);
+    BOOST_TEST(relative_error(fl(dq), ref.dq) <= 1e-4, "hd " << hd);
+    BOOST_TEST(relative_error(fl(dk), ref.dk) <= 1e-4, "hd " << hd);
+    BOOST_TEST(relative_error(fl(dv), ref.dv) <= 1e-4, "hd " << hd);
+    BOOST_TEST(fsdp::emu::test::take_fault() == "");
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

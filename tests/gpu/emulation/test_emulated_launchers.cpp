@@ -1,0 +1,156 @@
+// core/cuda's launchers, rewritten and compiled for the host (fsdp_cuda_kernels_emu_objs),
+// against plain loops in double: the rewrite's launch forms (templates, a configuration over
+// two lines, 2-D blocks) and the executor under kernels with warp shuffles, block reductions,
+// shared memory, atomics and cudaMemsetAsync. Sizes off every block multiple.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/cuda/kernels.h"
+#include "tests/gpu/emulation/emu_test_runtime.h"
+
+namespace {
+
+using fsdp::emu::test::take_fault;
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(gen);
+  return v;
+}
+
+// ||got - want|| / max(||want||, 1); infinity on a NaN (outputs start as NaN).
+double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1.0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(emulated_launchers)
+
+BOOST_AUTO_TEST_CASE(layer_norm_forward_and_backward_match_a_loop) {
+  const std::int64_t rows = 37, cols = 100;  // 37 rows: the last block of 8 warps has 5
+  const std::vector<float> x = random_floats(rows * cols, 1, 2.0f), w = random_floats(cols, 2),
+                           b = random_floats(cols, 3), dy = random_floats(rows * cols, 4);
+  std::vector<float> y(rows * cols, NAN), mean(rows, NAN), rstd(rows, NAN);
+  fsdp::cuda::layer_norm_forward<float>(x.data(), w.data(), b.data(), y.data(), mean.data(),
+                                        rstd.data(), rows, cols, 1e-5f, nullptr);
+  std::vector<float> dx(rows * cols, NAN), dw(cols, NAN), db(cols, NAN);
+  fsdp::cuda::layer_norm_backward<float>(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                                         dx.data(), dw.data(), db.data(), rows, cols, nullptr);
+  std::vector<double> want_y(rows * cols), want_dx(rows * cols), want_dw(cols), want_db(cols),
+      want_mean(rows), want_rstd(rows);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (std::int64_t c = 0; c < cols; ++c) m += x[r * cols + c];
+    m /= cols;
+    for (std::int64_t c = 0; c < cols; ++c) v += (x[r * cols + c] - m) * (x[r * cols + c] - m);
+    const double rs = 1.0 / std::sqrt(v / cols + 1e-5);
+    want_mean[r] = m;
+    want_rstd[r] = rs;
+    double mg = 0, mgx = 0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double xhat = (x[r * cols + c] - m) * rs, g = double(dy[r * cols + c]) * w[c];
+      want_y[r * cols + c] = xhat * w[c] + b[c];
+      mg += g / cols;
+      mgx += g * xhat / cols;
+      want_dw[c] += dy[r * cols + c] * xhat;
+      want_db[c] += dy[r * cols + c];
+    }
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double xhat = (x[r * cols + c] - m) * rs, g = double(dy[r * cols + c]) * w[c];
+      want_dx[r * cols + c] = rs * (g - mg - xhat * mgx);
+    }
+  }
+  BOOST_TEST(relative_error(y, want_y) <= 1e-5);
+  BOOST_TEST(relative_error(mean, want_mean) <= 1e-5);
+  BOOST_TEST(relative_error(rstd, want_rstd) <= 1e-5);
+  BOOST_TEST(relative_error(dx, want_dx) <= 1e-5);
+  BOOST_TEST(relative_error(dw, want_dw) <= 1e-5);
+  BOOST_TEST(relative_error(db, want_db) <= 1e-5);
+  BOOST_TEST(take_fault() == "");
+}
+
+BOOST_AUTO_TEST_CASE(sum_over_rows_and_sum_of_squares_match_a_loop) {
+  // 1000 x 70: three 32-column strips (the last partial), row chunks over grid.y; blocks (32, 8).
+  const std::int64_t rows = 1000, cols = 70;
+  const std::vector<float> in = random_floats(rows * cols, 5);
+  std::vector<float> sums(cols, NAN), squares(1, NAN);
+  fsdp::cuda::sum_over_rows<float>(in.data(), sums.data(), rows, cols, nullptr);
+  fsdp::cuda::sum_of_squares<float>(in.data(), squares.data(), rows * cols, nullptr);
+  std::vector<double> want(cols), want_sq(1);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      want[c] += in[r * cols + c];
+      want_sq[0] += double(in[r * cols + c]) * in[r * cols + c];
+    }
+  BOOST_TEST(relative_error(sums, want) <= 1e-5);
+  BOOST_TEST(relative_error(squares, want_sq) <= 1e-5);
+  BOOST_TEST(take_fault() == "");
+}
+
+BOOST_AUTO_TEST_CASE(softmax_rows_along_a_middle_dim_matches_a_loop) {
+  // (outer 3, n 300, inner 5): rows strided by 5, n past the block's 256 threads; log and not.
+  const std::int64_t outer = 3, n = 300, inner = 5;
+  const std::vector<float> x = random_floats(outer * n * inner, 6, 3.0f);
+  for (bool take_log : {false, true}) {
+    std::vector<float> y(x.size(), NAN), lse(outer * inner, NAN);
+    fsdp::cuda::softmax_rows<float>(x.data(), nullptr, y.data(), outer, n, inner, 0, take_log,
+                                    nullptr, lse.data());
+    std::vector<double> want(x.size()), want_lse(outer * inner);
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        double mx = -INFINITY, s = 0;
+        for (std::int64_t k = 0; k < n; ++k) mx = std::max<double>(mx, x[(o * n + k) * inner + i]);
+        for (std::int64_t k = 0; k < n; ++k) s += std::exp(x[(o * n + k) * inner + i] - mx);
+        const double l = mx + std::log(s);
+        want_lse[o * inner + i] = l;
+        for (std::int64_t k = 0; k < n; ++k) {
+          const double v = x[(o * n + k) * inner + i];
+          want[(o * n + k) * inner + i] = take_log ? v - l : std::exp(v - l);
+        }
+      }
+    BOOST_TEST(relative_error(y, want) <= 1e-5, "log " << take_log);
+    BOOST_TEST(relative_error(lse, want_lse) <= 1e-5, "log " << take_log);
+  }
+  BOOST_TEST(take_fault() == "");
+}
+
+BOOST_AUTO_TEST_CASE(fused_cross_entropy_in_place_matches_a_loop) {
+  // 5 rows of 1000 classes (512 threads a row), row 2 ignored; dlogits overwrite the logits.
+  const std::int64_t n = 5, vocab = 1000;
+  const std::int32_t ignore = -100;
+  const std::vector<float> logits = random_floats(n * vocab, 7, 2.0f);
+  const std::vector<std::int32_t> target = {3, 999, ignore, 0, 512};
+  const float scale = 0.25f;
+  std::vector<float> d = logits, losses(n, NAN);
+  fsdp::cuda::cross_entropy_forward_backward<float>(d.data(), target.data(), losses.data(),
+                                                    d.data(), n, vocab, ignore, scale, nullptr);
+  std::vector<double> want_d(n * vocab), want_loss(n);
+  for (std::int64_t r = 0; r < n; ++r) {
+    if (target[r] == ignore) continue;
+    double mx = -INFINITY, s = 0;
+    for (std::int64_t j = 0; j < vocab; ++j) mx = std::max<double>(mx, logits[r * vocab + j]);
+    for (std::int64_t j = 0; j < vocab; ++j) s += std::exp(logits[r * vocab + j] - mx);
+    const double lse = mx + std::log(s);
+    want_loss[r] = lse - logits[r * vocab + target[r]];
+    for (std::int64_t j = 0; j < vocab; ++j)
+      want_d[r * vocab + j] =
+          scale * (std::exp(logits[r * vocab + j] - lse) - (j == target[r] ? 1.0 : 0.0));
+  }
+  BOOST_TEST(relative_error(losses, want_loss) <= 1e-5);
+  BOOST_TEST(relative_error(d, want_d) <= 1e-5);
+  BOOST_TEST(take_fault() == "");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
