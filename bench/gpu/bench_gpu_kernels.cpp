@@ -179,10 +179,12 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
       layer_norm_backward(dy.ptr, x.ptr, w.ptr, mean.ptr, rstd.ptr, dx.ptr, dw.ptr, db.ptr, N, D,
                           s);
     });
-    timer.report_op("gelu_fwd N,3072", 0,
-                    [&] { gelu_forward(x.ptr, y.ptr, N * F, GeluForm::Tanh, s); });
-    timer.report_op("gelu_bwd N,3072", 0,
-                    [&] { gelu_backward(x.ptr, dy.ptr, dx.ptr, N * F, GeluForm::Tanh, s); });
+    timer.report_op("gelu_fwd N,3072", 0, [&] {
+      activation_forward(fsdp::ActivationKind::GeluTanh, x.ptr, y.ptr, N * F, s);
+    });
+    timer.report_op("gelu_bwd N,3072", 0, [&] {
+      activation_backward(fsdp::ActivationKind::GeluTanh, x.ptr, dy.ptr, dx.ptr, N * F, s);
+    });
     const BroadcastGeometry g = broadcast_geometry({N, D}, {N, D}, "add");
     timer.report_op("residual_add N,768", 0,
                     [&] { binary(BinaryOp::Add, x.ptr, dy.ptr, y.ptr, g, s); });

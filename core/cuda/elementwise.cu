@@ -114,30 +114,65 @@ constexpr float kGeluCoeff = 0.044715f;
 constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
-__device__ __forceinline__ float gelu(float x, GeluForm form) {
-  if (form == GeluForm::Erf) return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
-  const float inner = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
-  return 0.5f * x * (1.0f + tanhf(inner));
+__device__ __forceinline__ float sigmoid(float x) {
+  return 1.0f / (1.0f + expf(-x));
 }
 
-__device__ __forceinline__ float gelu_grad(float x, GeluForm form) {
-  if (form == GeluForm::Erf) {
-    const float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
-    return cdf + x * kInvSqrt2Pi * expf(-0.5f * x * x);
+// Each ActivationKind as the CPU table computes it (core/kernels/cpu/activations.cpp): relu
+// keeps NaN; the backward reads the output for relu, tanh and sigmoid, the input otherwise.
+__device__ __forceinline__ float activate(ActivationKind kind, float x) {
+  switch (kind) {
+    case ActivationKind::Relu:
+      return x > 0.0f ? x : (x != x ? x : 0.0f);
+    case ActivationKind::Tanh:
+      return tanhf(x);
+    case ActivationKind::Sigmoid:
+      return sigmoid(x);
+    case ActivationKind::Gelu:
+      return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+    case ActivationKind::GeluTanh: {
+      const float inner = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+      return 0.5f * x * (1.0f + tanhf(inner));
+    }
+    default:
+      return x * sigmoid(x);  // Silu
   }
-  const float inner = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
-  const float t = tanhf(inner);
-  const float dinner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
 }
 
-struct GeluForward {
-  GeluForm form;
-  __device__ float operator()(float x) const { return gelu(x, form); }
+// dx = g * f'(saved).
+__device__ __forceinline__ float activate_grad(ActivationKind kind, float saved, float g) {
+  switch (kind) {
+    case ActivationKind::Relu:
+      return saved > 0.0f ? g : 0.0f;
+    case ActivationKind::Tanh:
+      return g * (1.0f - saved * saved);
+    case ActivationKind::Sigmoid:
+      return g * saved * (1.0f - saved);
+    case ActivationKind::Gelu: {
+      const float cdf = 0.5f * (1.0f + erff(saved * kInvSqrt2));
+      return g * (cdf + saved * kInvSqrt2Pi * expf(-0.5f * saved * saved));
+    }
+    case ActivationKind::GeluTanh: {
+      const float x = saved;
+      const float inner = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+      const float t = tanhf(inner);
+      const float dinner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
+      return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner);
+    }
+    default: {  // Silu
+      const float s = sigmoid(saved);
+      return g * (s * (1.0f + saved * (1.0f - s)));
+    }
+  }
+}
+
+struct ActivationForward {
+  ActivationKind kind;
+  __device__ float operator()(float x) const { return activate(kind, x); }
 };
-struct GeluBackward {  // (x, dy) -> dy * gelu'(x)
-  GeluForm form;
-  __device__ float operator()(float x, float dy) const { return dy * gelu_grad(x, form); }
+struct ActivationBackward {  // (saved, g) -> g * f'(saved)
+  ActivationKind kind;
+  __device__ float operator()(float saved, float g) const { return activate_grad(kind, saved, g); }
 };
 
 template <typename Out, typename In, typename Op>
@@ -195,22 +230,24 @@ void binary(BinaryOp op, const T* a, const T* b, T* out, const BroadcastGeometry
 }
 
 template <typename T>
-void gelu_forward(const T* x, T* y, std::int64_t n, GeluForm form, cudaStream_t stream) {
-  launch_map1(x, y, n, GeluForward{form}, stream);
+void activation_forward(ActivationKind kind, const T* x, T* y, std::int64_t n,
+                        cudaStream_t stream) {
+  launch_map1(x, y, n, ActivationForward{kind}, stream);
 }
 
 template <typename T>
-void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, GeluForm form,
-                   cudaStream_t stream) {
-  launch_map2(x, dy, dx, n, GeluBackward{form}, stream);
+void activation_backward(ActivationKind kind, const T* saved, const T* g, T* dx, std::int64_t n,
+                         cudaStream_t stream) {
+  launch_map2(saved, g, dx, n, ActivationBackward{kind}, stream);
 }
 
-#define FSDP_INSTANTIATE(T)                                                           \
-  template void fill<T>(T*, float, std::int64_t, cudaStream_t);                       \
-  template void binary<T>(BinaryOp, const T*, const T*, T*, const BroadcastGeometry&, \
-                          cudaStream_t);                                              \
-  template void gelu_forward<T>(const T*, T*, std::int64_t, GeluForm, cudaStream_t);  \
-  template void gelu_backward<T>(const T*, const T*, T*, std::int64_t, GeluForm, cudaStream_t);
+#define FSDP_INSTANTIATE(T)                                                                      \
+  template void fill<T>(T*, float, std::int64_t, cudaStream_t);                                  \
+  template void binary<T>(BinaryOp, const T*, const T*, T*, const BroadcastGeometry&,            \
+                          cudaStream_t);                                                         \
+  template void activation_forward<T>(ActivationKind, const T*, T*, std::int64_t, cudaStream_t); \
+  template void activation_backward<T>(ActivationKind, const T*, const T*, T*, std::int64_t,     \
+                                       cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
 

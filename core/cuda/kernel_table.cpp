@@ -525,45 +525,27 @@ void amax(const Tensor& out, const Tensor& a, const std::vector<bool>& mask) {
     missing("amax", device, layout_of(a));
 }
 
-// --- activations: GELU (both forms)
-
-const char* activation_name(ActivationKind kind) {
-  constexpr const char* kNames[] = {"relu", "tanh", "sigmoid", "gelu", "gelu_tanh"};
-  return kNames[static_cast<int>(kind)];
-}
-
-bool gelu_form(ActivationKind kind, GeluForm& form) {
-  if (kind == ActivationKind::Gelu)
-    form = GeluForm::Erf;
-  else if (kind == ActivationKind::GeluTanh)
-    form = GeluForm::Tanh;
-  else
-    return false;
-  return true;
-}
+// --- activations: every kind (relu, tanh, sigmoid, gelu in both forms, silu), float32/bf16
 
 void activation(ActivationKind kind, const Tensor& y, const Tensor& x) {
   const Device device = stream_device(y.device());
-  GeluForm form;
-  if (!gelu_form(kind, form)) missing("activation", device, activation_name(kind));
   if (!is_float_or_bf16(y.dtype())) missing("activation", device, layout_of(y));
   if (y.numel() == 0) return;
   Launch l(device);
   float_or_bf16(y.dtype(), [&]<typename T>() {
-    gelu_forward<T>(ptr<const T>(x), ptr<T>(y), y.numel(), form, l.stream);
+    activation_forward<T>(kind, ptr<const T>(x), ptr<T>(y), y.numel(), l.stream);
   });
 }
 
 void activation_backward(ActivationKind kind, const Tensor& dx, const Tensor& saved,
                          const Tensor& g) {
   const Device device = stream_device(dx.device());
-  GeluForm form;
-  if (!gelu_form(kind, form)) missing("activation_backward", device, activation_name(kind));
   if (!is_float_or_bf16(dx.dtype())) missing("activation_backward", device, layout_of(dx));
   if (dx.numel() == 0) return;
   Launch l(device);
   float_or_bf16(dx.dtype(), [&]<typename T>() {
-    gelu_backward<T>(ptr<const T>(saved), ptr<const T>(g), ptr<T>(dx), dx.numel(), form, l.stream);
+    cuda::activation_backward<T>(kind, ptr<const T>(saved), ptr<const T>(g), ptr<T>(dx), dx.numel(),
+                                 l.stream);
   });
 }
 

@@ -30,13 +30,14 @@ template <typename T>
 void binary(BinaryOp op, const T* a, const T* b, T* out, const BroadcastGeometry& g,
             cudaStream_t stream);
 
-enum class GeluForm { Erf, Tanh };  // torch's approximate="none" and "tanh"
+// y = f(x) for every ActivationKind (core/kernels/kernel_kinds.h: relu, tanh, sigmoid, gelu with
+// erf or tanh, silu), as the CPU table computes them in float.
 template <typename T>
-void gelu_forward(const T* x, T* y, std::int64_t n, GeluForm form, cudaStream_t stream);
-// dx = dy * gelu'(x)
+void activation_forward(ActivationKind kind, const T* x, T* y, std::int64_t n, cudaStream_t stream);
+// dx = g * f'(saved); `saved` is the output for relu, tanh and sigmoid, the input otherwise.
 template <typename T>
-void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n, GeluForm form,
-                   cudaStream_t stream);
+void activation_backward(ActivationKind kind, const T* saved, const T* g, T* dx, std::int64_t n,
+                         cudaStream_t stream);
 
 // --- strided element-wise (strided.cu): the kernel table's general layouts. A StridedLayout is
 // the output's sizes and, per operand, strides in elements (0 where an operand is broadcast);

@@ -80,8 +80,8 @@ std::shared_ptr<FullyShardedDataParallel> wrap(const nn::ModulePtr& model,
     w.process_group = pg;
   w.sharding_strategy = c.strategy;
   w.use_orig_params = c.orig;
-  // FSDP_TEST_DEVICE=fake_cuda: shards on the rank's device, filled through a host copy.
-  if (test_device_is_fake_cuda()) w.device_id = test_device(pg->rank());
+  // FSDP_TEST_DEVICE=fake_cuda or cuda: shards on the rank's device, filled through a host copy.
+  if (test_device_type() != DeviceType::CPU) w.device_id = test_device(pg->rank());
   if (allocate) w.param_init_fn = allocate_only();
   for (const char* name : {"2", "3"})
     model->replace_child(name, FullyShardedDataParallel::make(model->child(name), w));

@@ -34,6 +34,12 @@ struct RequireDevice {
   }
 };
 
+// The emulated device (tests/gpu/emulation) runs kernels on a CPU core, some million times
+// slower than a GPU: cases sized for a GPU (GPT-2's attention) run on real devices only.
+inline bool on_emulated_device() {
+  return device_properties(0).name.rfind("Emulated", 0) == 0;
+}
+
 // Tolerances on ||got - ref|| / ||ref|| (the issue's): storage and maths decide which applies.
 constexpr double kTolFp32 = 1e-5, kTolTf32 = 5e-4, kTolBf16 = 1e-2;
 template <typename T>

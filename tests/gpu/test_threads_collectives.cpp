@@ -94,6 +94,7 @@ void on_ranks(int world, const std::function<std::vector<std::string>(ProcessGro
     failures.insert(failures.end(), mine.begin(), mine.end());
   });
   device_synchronize(kGpu);
+  BOOST_TEST(failures.empty(), failures.size() << " failures on the ranks");
   for (const auto& f : failures) BOOST_ERROR(f);
 }
 
