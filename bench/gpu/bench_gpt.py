@@ -119,7 +119,8 @@ def flops_per_token(a, params):
 # --- ours: build/examples/train_gpt as a subprocess ---------------------------------------------
 
 def ours_command(a, batch):
-    return [a.train_gpt or os.path.join(a.build, "examples", "train_gpt"), "--layers", str(a.layers),
+    program = a.train_gpt or os.path.join(a.build, "examples", "train_gpt")
+    return [program, "--layers", str(a.layers),
             "--d-model", str(a.d_model), "--heads", str(a.heads), "--seq", str(a.seq),
             "--vocab", str(a.vocab), "--synthetic-tokens", "--seed", str(a.seed),
             "--batch", str(batch), "--steps", str(a.iters + 1), "--lr", str(a.lr),

@@ -72,7 +72,8 @@ expect("--load of a V=300 checkpoint with --vocab 300", r.returncode == 0, r)
 r = run(["--vocab", "400", "--data", train, "--load", saved, "--steps", "1"])
 expect("--load of a V=300 checkpoint with --vocab 400",
        r.returncode == 1 and re.sub(r"rank \d of 2 failed: ", "", r.stderr.strip()) ==
-       f"train_gpt: error: --load: {saved} does not match this job: vocab saved 300, now 400 (a checkpoint of another model)", r)
+       f"train_gpt: error: --load: {saved} does not match this job: vocab saved 300, now 400 "
+       "(a checkpoint of another model)", r)
 model_file = os.path.join(tmp, "model.json")
 r = run(["--vocab", str(V), "--data", train, "--steps", "0", "--ranks", "1", "--sharding", "none",
          "--export-model", model_file])
