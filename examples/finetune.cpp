@@ -10,28 +10,11 @@
 #include "examples/finetune_options.h"
 #include "examples/hf_job_model.h"
 #include "examples/job_main.h"
-#include "models/tokenizer/token_file.h"
+#include "examples/token_files.h"
 
 using namespace fsdp;
 
 namespace {
-
-// The ids of a token file, each below the model's vocabulary, enough for one sequence and its
-// next token.
-examples::TokenData read_tokens(const char* option, const std::string& path, std::int64_t seq,
-                                std::int64_t vocab) {
-  models::TokenFile f;
-  try {
-    f = models::read_token_file(path, static_cast<std::uint32_t>(vocab));
-  } catch (const Error& e) {
-    throw ValueError(fmt::format("{}: {}", option, e.what()));
-  }
-  FSDP_CHECK(static_cast<std::int64_t>(f.tokens.size()) > seq + 1, ValueError,
-             "{}: '{}' has {} tokens; --seq {} needs more than {}", option, path, f.tokens.size(),
-             seq, seq + 1);
-  return examples::TokenData(
-      std::make_shared<const std::vector<std::uint32_t>>(std::move(f.tokens)));
-}
 
 // The model from --model-dir, the default unit (its decoder blocks), then the token files.
 void prepare(examples::TrainGptOptions& a) {
@@ -41,8 +24,9 @@ void prepare(examples::TrainGptOptions& a) {
   if (cfg.policy.empty() && cfg.sharding)
     cfg.policy = fmt::format("transformer([{}])", cfg.job_model->block_class());
   const std::int64_t vocab = cfg.job_model->vocab_size();
-  cfg.data = read_tokens("--data", a.data_path, seq, vocab);
-  if (!a.eval_path.empty()) cfg.eval_data = read_tokens("--eval-data", a.eval_path, seq, vocab);
+  cfg.data = examples::read_token_data("--data", a.data_path, seq, vocab);
+  if (!a.eval_path.empty())
+    cfg.eval_data = examples::read_token_data("--eval-data", a.eval_path, seq, vocab);
 }
 
 }  // namespace

@@ -28,9 +28,11 @@ TrainGptOptions parse_finetune_options(int argc, const char* const* argv) {
                  "the optimizer's weight decay (default: torch's, AdamW 0.01, SGD 0)")
       ->check(finite_number(true));
   // The help of the shared options speaks of train_gpt's files; finetune's are token files.
-  app.get_option("--data")->description(
-      "training tokens: an llm.c token file (uint16 GPT-2 or uint32 Llama 3 header; "
-      "examples/tokenize writes one)");
+  app.get_option("--data")
+      ->description(
+          "training tokens: an llm.c token file (uint16 GPT-2 or uint32 Llama 3 header; "
+          "examples/tokenize writes one)")
+      ->required();
   app.get_option("--eval-data")->description("held-out tokens: loss before and after training");
   app.get_option("--policy")
       ->description(

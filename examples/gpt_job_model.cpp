@@ -34,17 +34,24 @@ class GptJobModel final : public JobModel {
   explicit GptJobModel(const GPTConfig& config) : config_(config) {}
 
   std::string description() const override {
-    return fmt::format("GPT L{} D{} H{} T{}", config_.layers, config_.d_model, config_.heads,
-                       config_.seq);
+    return fmt::format("GPT L{} D{} H{} T{} V{}", config_.layers, config_.d_model, config_.heads,
+                       config_.seq, config_.vocab);
   }
   std::int64_t seq() const override { return config_.seq; }
   std::int64_t vocab_size() const override { return config_.vocab; }
   std::string block_class() const override { return "TransformerEncoderLayer"; }
+  // 6N + 6*L*D*T: each parameter's multiply-add forward and two backward, and per layer the
+  // attention scores and mixing (2*D*T each way, forward and backward) that no parameter counts.
+  double flops_per_token(std::int64_t num_parameters) const override {
+    return 6.0 * static_cast<double>(num_parameters) +
+           6.0 * static_cast<double>(config_.layers * config_.d_model * config_.seq);
+  }
 
   nn::ModulePtr build(bool /*sharded*/) const override { return std::make_shared<GPT>(config_); }
 
   std::vector<comm::NamedSetting> settings(nn::Module& built) const override {
     return {{"--layers", fmt::format("{}", config_.layers)},
+            {"--vocab", fmt::format("{}", config_.vocab)},
             {"--d-model", fmt::format("{}", config_.d_model)},
             {"--heads", fmt::format("{}", config_.heads)},
             {"--seq", fmt::format("{}", config_.seq)},

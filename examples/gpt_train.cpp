@@ -25,6 +25,7 @@
 #include "examples/gpt_data.h"
 #include "examples/gpt_job_model.h"
 #include "examples/gpt_job_settings.h"
+#include "examples/loop_clock.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/checkpoint.h"
 #include "fsdp/checkpoint_full.h"
@@ -328,7 +329,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   };
   result.eval_before = evaluate();
 
-  auto t0 = std::chrono::steady_clock::now();
+  LoopClock clock(device);
   result.first_step = first_step;
   // One step's memory by category: the second (the optimizer state exists), or the only one.
   const int timeline_step = std::min(first_step + 1, cfg.steps - 1);
@@ -336,7 +337,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   for (int step = first_step; step < cfg.steps; ++step) {
     if (step == first_step + 1) {
       // Step 0 builds the execution order and warms the allocator: time from step 1.
-      t0 = std::chrono::steady_clock::now();
+      clock.start();
       if (fsdp_model) {
         fsdp_model->reset_exposed_comm_seconds();
         fsdp_model->reset_comm_bytes();
@@ -391,7 +392,9 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
         ((cfg.save_every > 0 && (step + 1) % cfg.save_every == 0) || step + 1 == cfg.steps))
       save_checkpoint(step + 1);
   }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.seconds = clock.elapsed_seconds();
+  result.timed_by = clock.source();
+  result.device = device;
   if (fsdp_model) {
     result.exposed_comm_seconds = fsdp_model->exposed_comm_seconds();
     const CommBytes bytes = fsdp_model->comm_bytes();

@@ -88,6 +88,8 @@ struct GPTTrainResult {
   std::vector<double> losses;  // per step, the mean over the global batch (equal on every rank)
   int first_step = 0;          // the step of losses[0] (> 0 after a resume)
   double seconds = 0;          // the training loop, without the first step
+  const char* timed_by = "";   // "CUDA events" or "host clock" (examples/loop_clock.h)
+  Device device;               // where this rank trained (cuda:r for --device cuda)
   double exposed_comm_seconds = 0;  // blocked in the runtime's collectives, without step 1
   std::int64_t peak_bytes = 0;      // this rank's peak allocated bytes
   // One step's memory (the second, or the only one): its peak, by category at that peak, and the

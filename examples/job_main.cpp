@@ -17,9 +17,11 @@
 #include "core/memory_category.h"
 #include "core/parallel.h"
 #include "examples/cli_checks.h"
+#include "examples/device_timing.h"
 #include "examples/gpt_job_model.h"
 #include "examples/gpt_train.h"
 #include "examples/job_files.h"
+#include "examples/mfu.h"
 #include "policies/options.h"
 
 namespace fsdp::examples {
@@ -145,10 +147,18 @@ int job_main(int argc, char** argv, const JobProgram& program) {
         const int timed = std::max(0, cfg.steps - r.first_step - 1);
         fmt::print("model: {}: {} parameters; {} rank(s), {}, batch {} per rank\n",
                    job_model->description(), r.num_parameters, world, sharding, cfg.batch);
-        if (timed > 0)
-          fmt::print("tokens/s {:.0f}  ms/step {:.1f}  exposed communication {:.1f}%\n",
-                     tokens_per_step * timed / r.seconds, 1000.0 * r.seconds / timed,
-                     100.0 * r.exposed_comm_seconds / r.seconds);
+        if (timed > 0) {
+          fmt::print(
+              "tokens/s {:.0f}  ms/step {:.1f}  exposed communication {:.1f}%  (timed by {})\n",
+              tokens_per_step * timed / r.seconds, 1000.0 * r.seconds / timed,
+              100.0 * r.exposed_comm_seconds / r.seconds, r.timed_by);
+          // Per rank: each rank has its own device and peak.
+          const std::string mfu = mfu_line(
+              r.device, device_name(r.device), a.peak_tflops, cfg.mixed_precision,
+              job_model->flops_per_token(r.num_parameters),
+              static_cast<double>(cfg.batch) * static_cast<double>(seq) * timed / r.seconds);
+          if (!mfu.empty()) fmt::print("{}\n", mfu);
+        }
         if (cfg.sharding && timed > 0)
           fmt::print("communicated per step: all-gather {:.2f} MiB, reduce {:.2f} MiB\n",
                      r.all_gather_bytes / 1048576.0 / timed, r.reduce_bytes / 1048576.0 / timed);

@@ -31,6 +31,9 @@ class JobModel {
   virtual std::int64_t seq() const = 0;
   // Token ids the model embeds (0 .. vocab_size - 1).
   virtual std::int64_t vocab_size() const = 0;
+  // FLOP per trained token, llm.c's count (mfu.h), for a model of `num_parameters` (a tied
+  // weight once); 0 where the model gives none.
+  virtual double flops_per_token(std::int64_t /*num_parameters*/) const { return 0; }
   // The blocks: activation checkpointing's class (and the usual wrapping unit).
   virtual std::string block_class() const = 0;
   // The model on each rank, after manual_seed(seed) and before wrapping. `sharded`: FSDP will

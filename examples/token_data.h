@@ -38,4 +38,8 @@ class TokenData {
   std::shared_ptr<const std::vector<std::uint32_t>> ids_;
 };
 
+// `count` token ids drawn uniformly from [0, vocab) by a generator seeded with `seed` (train_gpt's
+// --synthetic-tokens: data for timing, the same on every rank and every run with that seed).
+TokenData uniform_tokens(std::int64_t count, std::int64_t vocab, std::uint64_t seed);
+
 }  // namespace fsdp::examples

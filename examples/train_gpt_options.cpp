@@ -110,6 +110,13 @@ std::string device_error(const std::string& name, const std::string& backend, De
 std::string combination_error(TrainGptOptions& o) {
   auto& cfg = o.cfg;
   const auto& m = cfg.model;
+  if (o.data_path.empty() && !o.synthetic_tokens)
+    return o.program == "train_gpt"
+               ? "--data is required: the training text (bytes), or with --vocab other than 256 "
+                 "an llm.c token file; or --synthetic-tokens"
+               : "--data is required";
+  if (!o.data_path.empty() && o.synthetic_tokens)
+    return "--data and --synthetic-tokens both give the training tokens: give one";
   if (o.program == "train_gpt" && m.d_model % m.heads != 0)
     return fmt::format(
         "--d-model {} is not a multiple of --heads {} (each head gets d_model / heads "
@@ -169,9 +176,21 @@ void add_gpt_model_options(CLI::App& app, TrainGptOptions& a) {
   app.add_option("--heads", cfg.model.heads, "attention heads")
       ->capture_default_str()
       ->check(int_range(1, 65536));
-  app.add_option("--seq", cfg.model.seq, "bytes per sequence (T)")
+  app.add_option("--seq", cfg.model.seq, "tokens per sequence (T)")
       ->capture_default_str()
       ->check(int_range(1, 65536));
+  app.add_option("--vocab", cfg.model.vocab,
+                 "token ids the model embeds (V): 256 reads --data as bytes; any other V reads "
+                 "llm.c token files (ids below V)")
+      ->capture_default_str()
+      ->check(int_range(1, std::int64_t{1} << 30));
+  app.add_flag("--synthetic-tokens", a.synthetic_tokens,
+               "train on uniform token ids in [0, V) drawn from --seed, enough for every step "
+               "(for timing; no --data)");
+  app.add_option("--peak-tflops", a.peak_tflops,
+                 "the peak (TFLOPS) for the MFU line; default on cuda: the GPU's bf16 dense peak "
+                 "from NVIDIA's datasheets (H100, H200, A100)")
+      ->check(finite_number());
 }
 
 }  // namespace
@@ -192,8 +211,11 @@ void add_training_options(CLI::App& app, TrainGptOptions& a) {
   app.add_option("--seed", cfg.seed, "initialisation seed")
       ->capture_default_str()
       ->check(uint64_any());
-  app.add_option("--data", a.data_path, "training bytes (a file)")->required();
-  app.add_option("--eval-data", a.eval_path, "held-out bytes: loss before and after training");
+  app.add_option("--data", a.data_path,
+                 "training tokens: a text's bytes, or an llm.c token file with --vocab other than "
+                 "256");
+  app.add_option("--eval-data", a.eval_path,
+                 "held-out tokens (as --data): loss before and after training");
   app.add_option("--eval-batches", cfg.eval_batches, "global batches of --eval-data")
       ->capture_default_str()
       ->check(int_range(0, 1000000));

@@ -29,6 +29,9 @@ struct TrainGptOptions {
   int ranks = 2, log_every = 1, threads_per_rank = 1;
   bool ranks_given = false, node_size_given = false, backward_prefetch_given = false;
   std::vector<std::string> allow_change;  // --allow-change, into cfg.allow_changes
+  // train_gpt: uniform token ids in [0, --vocab) from --seed instead of --data (timing runs).
+  bool synthetic_tokens = false;
+  double peak_tflops = 0;  // --peak-tflops: the MFU's peak (0: the device's, when known)
 };
 
 // The options every training job takes (train_gpt's and finetune's): batch, steps, optimizer,

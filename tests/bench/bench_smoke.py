@@ -109,6 +109,19 @@ CASES = {
         bad=[(["--models", "bert"], "--models: 'bert' is not gpt2 or llama"),
              (["--heads", "3"], "--heads 3 must divide --hidden 256 and be a multiple of "
                                 "--kv-heads 2")]),
+    # A Python driver that imports torch itself: run by the torch python (torch_driver). EXE is
+    # bench/gpu/bench_gpt.py, EXTRA ARGS its --build; on the CPU at a tiny shape. Both sides must
+    # have trained: finite losses and tokens/s in every row.
+    "bench_gpt": dict(
+        torch=True, torch_driver=True,
+        args=["--device", "cpu", "--tiny", "--batch", "2", "--iters", "2", "--warmup", "1",
+              "--threads", "1"],
+        rows=2, row_keys=["side", "batch", "tokens_per_s", "ms_per_step", "loss_first",
+                          "loss_last", "params"],
+        finite=["tokens_per_s", "loss_first", "loss_last"],
+        ratios=["ours_vs_torch_eager"], top=["config", "device", "torch_version"],
+        bad=[(["--batch", "0"], "--batch: '0' is not an integer >= 1"),
+             (["--device", "tpu"], "--device: 'tpu' is not cuda or cpu")]),
     "bench_gpu_kernels": dict(
         args=["--tokens", "1024", "--iters", "1", "--warmup", "0"], may_skip=True,
         rows=21, row_keys=["op", "ms", "flop"], ratios=[], top=["device", "tokens"],
@@ -164,6 +177,9 @@ def check_report(name, case, path, iters):
         missing = [k for k in case["row_keys"] if k not in row]
         if missing:
             fail("%s: a row lacks %s: %s" % (name, missing, row))
+        for k in case.get("finite", []):
+            if not isinstance(row[k], (int, float)) or not math.isfinite(row[k]):
+                fail("%s: %s is %r in %s, not a finite number" % (name, k, row[k], row))
     ratios = rep["ratios"]
     if not isinstance(ratios, dict):
         fail("%s: ratios is not an object: %r" % (name, ratios))
@@ -186,13 +202,17 @@ def main():
         skip("%s runs under mpirun, which is not installed" % name)
     if case.get("torch") and not torch_python():
         skip("no python among %s imports torch (the baseline)" % TORCH_PYTHONS)
+    if case.get("torch_driver"):  # a script that imports torch: run by that python
+        exe = [torch_python(), exe]
+    else:
+        exe = [exe]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     # A bad common flag (and the case's own bad arguments): bench/common's one line and exit 2,
     # before any work (no launcher, no device).
     common_bad = [(["--iters", "0"], "--iters: '0' is not an integer >= 1")]
     for bad, msg in common_bad + case.get("bad", []):
-        p = run([exe] + bad, env)
+        p = run(exe + bad, env)
         want = "%s: error: %s" % (program, msg)
         if p.returncode != 2 or p.stderr.strip() != want:
             fail("%s %s: exit %d, stderr %r; want exit 2 and %r" % (name, " ".join(bad),
@@ -200,7 +220,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="bench-smoke-") as tmp:
         args = [a.format(tmp=tmp) for a in case["args"]] + extra
         path = os.path.join(tmp, name + ".json")
-        p = run(launcher + [exe] + args + ["--json", path], env)
+        p = run(launcher + exe + args + ["--json", path], env)
         if p.returncode == 77 and case.get("may_skip"):
             skip("%s: command line as expected; the program skipped its run: %s"
                  % (name, p.stdout.strip()))

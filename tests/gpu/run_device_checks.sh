@@ -4,8 +4,8 @@
 # gpu suite (op parity, allocator, runtime, the CUDA kernel table), compute-sanitizer memcheck and
 # racecheck on a parity subset, the NCCL world-1 test, the kernel bench beside PyTorch in the same
 # run, then the device layer end to end: the fsdp suites with FSDP_TEST_DEVICE=cuda (thread ranks
-# on the one GPU), train_gpt --device cuda against --device cpu, and the stream sanitizer over an
-# FSDP step.
+# on the one GPU), train_gpt --device cuda against --device cpu, train_gpt's tokens/s and MFU
+# beside PyTorch eager's at GPT-2 124M (gpt_speed), and the stream sanitizer over an FSDP step.
 #
 #   tools/fetch_device_debs.sh                           # here, once: .debs/ (carry [".debs"])
 #   OUT=$OUT bash tests/gpu/run_device_checks.sh         # there
@@ -39,8 +39,16 @@ NAMES=() STATUS=() SECS=()
 DEADLINE=$(($(date +%s) + ${TOTAL_LIMIT:-450}))
 # step NAME SECONDS FUNCTION: runs FUNCTION under timeout, its output in $LOGS/NAME.log.
 # Status: ok, FAIL (rc), TIMEOUT, SKIP (rc 77: no device), or SKIP (why) without running.
+# SKIP_STEPS="memcheck racecheck ..." leaves those steps out (what depends on one is skipped too),
+# e.g. to give gpt_speed the time of a whole call.
 step() {
   local name=$1 limit=$2 fn=$3 start rc status left
+  case " ${SKIP_STEPS:-} " in
+    *" $name "*)
+      skip "$name" "SKIP_STEPS"
+      return 1
+      ;;
+  esac
   start=$(date +%s)
   left=$((DEADLINE - start - 20))
   if [ $left -lt 10 ]; then
@@ -300,6 +308,29 @@ train_gpt_cuda() {
   exit $rc
 }
 
+# train_gpt against the same GPT in PyTorch eager on the GPU, in this run (bench/gpu/bench_gpt.py):
+# GPT-2 124M's shape, bf16 with fp32 master weights, the largest batch of 64..4 that fits on each
+# side; tokens/s, MFU and ours / PyTorch's. GPT_SPEED_COMPILE=1 adds torch.compile (about a
+# minute more). The dry run: the CPU at a tiny shape, with the torch python the bench smokes use.
+# train_gpt runs through a wrapper with build.env's libraries; PyTorch keeps the image's.
+gpt_speed() {
+  printf '#!/bin/sh\n. "%s"\nexec "%s" "$@"\n' "$WORK/build.env" "$BUILD/examples/train_gpt" \
+    >"$WORK/train_gpt.sh"
+  chmod +x "$WORK/train_gpt.sh"
+  python=python3
+  args="--batch auto --iters 10 --warmup 3 --timeout 80"
+  if [ "$DRY" = 1 ]; then
+    [ -x /opt/torch2/bin/python ] && python=/opt/torch2/bin/python
+    args="--device cpu --tiny --batch 2 --iters 2 --warmup 1"
+  fi
+  [ "${GPT_SPEED_COMPILE:-0}" = 1 ] && args="$args --compile"
+  "$python" "$SRC/bench/gpu/bench_gpt.py" --train-gpt "$WORK/train_gpt.sh" $args \
+    --json "$LOGS/gpt_speed.json"
+  rc=$?
+  cp "$LOGS/gpt_speed.json" "$OUT/gpt_speed.json" 2>/dev/null
+  exit $rc
+}
+
 # The stream sanitizer over FSDP steps at 2 and 4 ranks (tests/fsdp/test_fake_cuda_runtime.cpp's
 # cases, the second with the collectives queued as on CUDA): no unordered access, no free racing
 # another stream's use.
@@ -310,7 +341,7 @@ stream_sanitizer() {
 }
 
 export -f preflight unpack write_env configure build ptxas_report gpu_tests sanitize memcheck \
-  racecheck nccl_world1 bench build_fsdp fsdp_cuda train_gpt_cuda stream_sanitizer
+  racecheck nccl_world1 bench build_fsdp fsdp_cuda train_gpt_cuda gpt_speed stream_sanitizer
 
 t0=$(date +%s)
 if step preflight 30 preflight; then
@@ -337,18 +368,20 @@ if step preflight 30 preflight; then
     if step build_fsdp "${BUILD_FSDP_LIMIT:-180}" build_fsdp; then
       step fsdp_cuda 90 fsdp_cuda
       step train_gpt_cuda 60 train_gpt_cuda
+      step gpt_speed "${GPT_SPEED_LIMIT:-150}" gpt_speed
+      sed -n '/^bench_gpt: GPT/,$p' "$LOGS/gpt_speed.log" >"$OUT/gpt_speed.txt" 2>/dev/null
       step stream_sanitizer 60 stream_sanitizer
     else
-      for s in fsdp_cuda train_gpt_cuda stream_sanitizer; do skip $s "no build"; done
+      for s in fsdp_cuda train_gpt_cuda gpt_speed stream_sanitizer; do skip $s "no build"; done
     fi
   else
     for s in gpu_tests bench memcheck racecheck nccl_world1 build_fsdp fsdp_cuda train_gpt_cuda \
-      stream_sanitizer; do skip $s "no build"; done
+      gpt_speed stream_sanitizer; do skip $s "no build"; done
   fi
   step ptxas_report 60 ptxas_report
 else
   for s in unpack configure build gpu_tests bench memcheck racecheck nccl_world1 build_fsdp \
-    fsdp_cuda train_gpt_cuda stream_sanitizer; do
+    fsdp_cuda train_gpt_cuda gpt_speed stream_sanitizer; do
     skip $s "preflight failed"
   done
 fi
@@ -368,7 +401,14 @@ tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs
   fi
   if [ -f "$LOGS/train_gpt_cuda.log" ]; then
     echo "--- train_gpt (cpu, then the device)"
-    grep -h -E '^(--- train_gpt|tokens/s|train_gpt: error)' "$LOGS/train_gpt_cuda.log"
+    grep -h -E '^(--- train_gpt|tokens/s|MFU|train_gpt: error)' "$LOGS/train_gpt_cuda.log"
+  fi
+  if [ -s "$OUT/gpt_speed.txt" ]; then
+    echo "--- gpt_speed (train_gpt vs PyTorch, same run; targets: ratio >= 1.0, MFU >= 38%)"
+    cat "$OUT/gpt_speed.txt"
+  elif [ -f "$LOGS/gpt_speed.log" ]; then
+    echo "--- gpt_speed (no table)"
+    tail -n 8 "$LOGS/gpt_speed.log"
   fi
   counts=$(grep -h -E '^(Ok|Fail|Skipped|Timeout): ' "$LOGS/gpu_tests.log" 2>/dev/null)
   echo "--- gpu suite: $(echo "$counts" | tr -s ' ' | tr '\n' ' ')"

@@ -98,10 +98,17 @@ BOOST_AUTO_TEST_CASE(train_gpt_values_and_errors) {
   BOOST_TEST(o.cfg.steps == 3);
   examples::check_train_gpt_options(o);
   BOOST_TEST(!o.cfg.sharding.has_value());
+  // --data or --synthetic-tokens: one of them, checked with the other combinations.
   const Argv missing({"--steps", "3"});
-  BOOST_TEST(usage_error_of([&] {
-               examples::parse_train_gpt_options(missing.argc(), missing.argv());
-             }) == "2: --data is required (see train_gpt --help)");
+  auto m = examples::parse_train_gpt_options(missing.argc(), missing.argv());
+  BOOST_TEST(usage_error_of([&] { examples::check_train_gpt_options(m); }) ==
+             "2: --data is required: the training text (bytes), or with --vocab other than 256 an "
+             "llm.c token file; or --synthetic-tokens (see train_gpt --help)");
+  const Argv synthetic({"--synthetic-tokens", "--vocab", "50304", "--ranks", "1"});
+  auto s = examples::parse_train_gpt_options(synthetic.argc(), synthetic.argv());
+  examples::check_train_gpt_options(s);
+  BOOST_TEST(s.synthetic_tokens);
+  BOOST_TEST(s.cfg.model.vocab == 50304);
   const Argv negative({"--data", "d", "--steps", "-1"});
   BOOST_TEST(usage_error_of(
                  [&] { examples::parse_train_gpt_options(negative.argc(), negative.argv()); }) ==

@@ -42,13 +42,19 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab, bias=False)
         self.head.weight = self.tok_emb.weight
+        # torch 2.x: also tell the blocks the mask is causal, so that attention runs as
+        # scaled_dot_product_attention(is_causal=True) (flash attention on a GPU; the same
+        # function). bench/gpu/bench_gpt.py sets it; the CPU references keep the mask alone.
+        self.causal_hint = False
 
     def forward(self, idx):
         t = idx.size(1)
-        x = self.tok_emb(idx) + self.pos_emb(torch.arange(t))
-        mask = nn.Transformer.generate_square_subsequent_mask(t)  # float, -inf above diagonal
+        x = self.tok_emb(idx) + self.pos_emb(torch.arange(t, device=idx.device))
+        # float, -inf above the diagonal
+        mask = nn.Transformer.generate_square_subsequent_mask(t).to(idx.device)
+        hint = {"is_causal": True} if self.causal_hint else {}
         for block in self.blocks:
-            x = block(x, src_mask=mask)
+            x = block(x, src_mask=mask, **hint)
         return self.head(self.ln_f(x))
 
 
