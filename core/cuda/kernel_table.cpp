@@ -195,25 +195,24 @@ void copy_on_device(const char* family, const Tensor& dst, const Tensor& src) {
   if (dense && dd == sd) return copy_contiguous(dst, src);
   const Device device = stream_device(dst.device());
   StridedLayout l;
-  const bool converts = dd == sd || (dd == DType::BFloat16 && sd == DType::Float32) ||
-                        (dd == DType::Float32 && sd == DType::BFloat16) ||
-                        (dd == DType::Float64 && sd == DType::Float32) ||
-                        (dd == DType::Float32 && sd == DType::Float64);
+  auto floating = [](DType t) {
+    return t == DType::Float32 || t == DType::BFloat16 || t == DType::Float64;
+  };
+  const bool converts = dd == sd || (floating(dd) && floating(sd));
   if (!converts || !strided_layout(dst, {&src}, l))
     missing(family, device, fmt::format("{} to {}", layout_of(src), layout_of(dst)));
   Launch launch(device);
-  if (dense && dd == DType::BFloat16)  // the 16-byte-load kernels
+  if (dense && dd == DType::BFloat16 && sd == DType::Float32)  // the 16-byte-load kernels
     return cast(ptr<const float>(src), ptr<bf16>(dst), dst.numel(), launch.stream);
-  if (dense && sd == DType::BFloat16)
+  if (dense && sd == DType::BFloat16 && dd == DType::Float32)
     return cast(ptr<const bf16>(src), ptr<float>(dst), dst.numel(), launch.stream);
   if (dd == sd) return strided_copy_bytes(dtype_size(dd), dst, src, l, launch.stream);
-  if (dd == DType::BFloat16)
-    return strided_copy(ptr<const float>(src), ptr<bf16>(dst), l, launch.stream);
-  if (sd == DType::BFloat16)
-    return strided_copy(ptr<const bf16>(src), ptr<float>(dst), l, launch.stream);
-  if (dd == DType::Float64)
-    return strided_copy(ptr<const float>(src), ptr<double>(dst), l, launch.stream);
-  strided_copy(ptr<const double>(src), ptr<float>(dst), l, launch.stream);
+  float_types(dd, [&]<typename D>() {
+    float_types(sd, [&]<typename S>() {
+      if constexpr (!std::is_same_v<D, S>)  // same dtypes moved as bytes above
+        strided_copy(ptr<const S>(src), ptr<D>(dst), l, launch.stream);
+    });
+  });
 }
 
 void copy(const Tensor& dst, const Tensor& src) {

@@ -1,6 +1,8 @@
 // Reductions over any set of dims of a strided input (the kernel table's sum, mean and amax):
-// one block per output element (grid-stride over outputs), its threads striding over that
-// output's reduced elements, then a shared-memory tree. Accumulation in float (double for
+// long reductions one block per output element (grid-stride over outputs), its threads striding
+// over that output's reduced elements, then a shared-memory tree; short ones, or more outputs
+// than elements each (a bias gradient's column sums, a sum over a small batch), one thread per
+// output, neighbouring threads reading neighbouring outputs. Accumulation in float (double for
 // double storage).
 #include <cmath>
 #include <cstdint>
@@ -55,6 +57,25 @@ __global__ void reduce_kernel(const T* a, T* out, ReduceLayout l, acc_t<T> scale
   }
 }
 
+template <typename T, bool kMax>
+__global__ void reduce_per_thread_kernel(const T* a, T* out, ReduceLayout l, acc_t<T> scale) {
+  using C = acc_t<T>;
+  for (std::int64_t o = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; o < l.outputs;
+       o += std::int64_t(gridDim.x) * blockDim.x) {
+    const T* base = a + offset_of(o, l.kept, l.kept_size, l.kept_stride);
+    C acc = kMax ? C(-INFINITY) : C(0);
+    for (std::int64_t j = 0; j < l.count; ++j)
+      acc = combine<C, kMax>(
+          acc, load(base + offset_of(j, l.reduced, l.reduced_size, l.reduced_stride)));
+    store(out + o, kMax ? acc : acc * scale);
+  }
+}
+
+// A block's 256 threads pay off only when each output has many elements to share out.
+bool per_thread(const ReduceLayout& l) {
+  return l.count <= 64 || l.outputs >= l.count;
+}
+
 unsigned blocks_for(std::int64_t outputs) {
   return static_cast<unsigned>(outputs < kMaxBlocks ? outputs : kMaxBlocks);
 }
@@ -64,15 +85,22 @@ unsigned blocks_for(std::int64_t outputs) {
 template <typename T>
 void reduce_sum(const T* a, T* out, const ReduceLayout& l, double scale, cudaStream_t stream) {
   if (l.outputs == 0) return;
-  reduce_kernel<T, false><<<blocks_for(l.outputs), kReduceThreads, 0, stream>>>(
-      a, out, l, static_cast<acc_t<T>>(scale));
+  if (per_thread(l))
+    reduce_per_thread_kernel<T, false>
+        <<<grid_for(l.outputs), kThreads, 0, stream>>>(a, out, l, static_cast<acc_t<T>>(scale));
+  else
+    reduce_kernel<T, false><<<blocks_for(l.outputs), kReduceThreads, 0, stream>>>(
+        a, out, l, static_cast<acc_t<T>>(scale));
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
 void reduce_max(const T* a, T* out, const ReduceLayout& l, cudaStream_t stream) {
   if (l.outputs == 0) return;
-  reduce_kernel<T, true><<<blocks_for(l.outputs), kReduceThreads, 0, stream>>>(a, out, l, 1);
+  if (per_thread(l))
+    reduce_per_thread_kernel<T, true><<<grid_for(l.outputs), kThreads, 0, stream>>>(a, out, l, 1);
+  else
+    reduce_kernel<T, true><<<blocks_for(l.outputs), kReduceThreads, 0, stream>>>(a, out, l, 1);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 

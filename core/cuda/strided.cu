@@ -362,6 +362,8 @@ FSDP_COPY(float, bf16)
 FSDP_COPY(bf16, float)
 FSDP_COPY(float, double)
 FSDP_COPY(double, float)
+FSDP_COPY(bf16, double)
+FSDP_COPY(double, bf16)
 #undef FSDP_COPY
 
 }  // namespace fsdp::cuda

@@ -99,6 +99,12 @@ BOOST_AUTO_TEST_CASE(casts_on_the_device_round_as_the_cpu) {
   const Tensor b = x.to(DType::BFloat16);
   BOOST_TEST(b.to(kCuda).to(DType::Float32).to(kCPU).to_vector() ==
              b.to(DType::Float32).to_vector());
+  // float64 <-> bf16 (a loss summed in float64 into a bf16 result).
+  const Tensor d = mul(x, 1.0 / 3.0).to(DType::Float64);
+  BOOST_TEST(d.to(kCuda).to(DType::BFloat16).to(kCPU).to_vector() ==
+             d.to(DType::BFloat16).to_vector());
+  BOOST_TEST(b.to(kCuda).to(DType::Float64).to(kCPU).to_vector() ==
+             b.to(DType::Float64).to_vector());
 }
 
 BOOST_AUTO_TEST_CASE(fill_writes_every_element) {
