@@ -38,6 +38,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "bench", "common"))
+from bench_cli import Parser, UsageError, at_least  # noqa: E402
+
 PROGRAM = "bench_gpt"
 AUTO_BATCHES = [64, 32, 16, 8, 4]
 GPT2_124M = dict(layers=12, d_model=768, heads=12, seq=1024, vocab=50304)
@@ -47,29 +50,8 @@ OUT_OF_MEMORY = re.compile(r"out of memory|cudaErrorMemoryAllocation|CUBLAS_STAT
 TARGET_RATIO, TARGET_MFU = 1.0, 38.0  # issue 25: tokens/s >= PyTorch eager's, MFU >= 38%
 
 
-class UsageError(Exception):
-    pass
-
-
-def integer(name, minimum):
-    def check(text):
-        try:
-            v = int(text)
-        except ValueError:
-            v = None
-        if v is None or v < minimum:
-            raise UsageError("%s: '%s' is not an integer >= %d" % (name, text, minimum))
-        return v
-    return check
-
-
 def batch_choice(text):
-    return text if text == "auto" else integer("--batch", 1)(text)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
+    return text if text == "auto" else at_least("--batch", 1)(text)
 
 
 def parse(argv):
@@ -80,19 +62,19 @@ def parse(argv):
     p.add_argument("--device", default="cuda", help="cuda | cpu (a smoke run)")
     p.add_argument("--tiny", action="store_true", help="L2 D64 H4 T64 V512 instead of GPT-2 124M")
     for name, default in GPT2_124M.items():
-        p.add_argument("--" + name.replace("_", "-"), type=integer("--" + name, 1), default=None,
+        p.add_argument("--" + name.replace("_", "-"), type=at_least("--" + name, 1), default=None,
                        help="default %d (--tiny: %d)" % (default, TINY[name]))
     p.add_argument("--batch", type=batch_choice, default="auto", help="sequences per step, or auto")
-    p.add_argument("--iters", type=integer("--iters", 1), default=20, help="timed steps")
-    p.add_argument("--warmup", type=integer("--warmup", 0), default=3,
+    p.add_argument("--iters", type=at_least("--iters", 1), default=20, help="timed steps")
+    p.add_argument("--warmup", type=at_least("--warmup", 0), default=3,
                    help="PyTorch's untimed steps first (ours: its first step)")
     p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--seed", type=integer("--seed", 0), default=0)
+    p.add_argument("--seed", type=at_least("--seed", 0), default=0)
     p.add_argument("--compile", action="store_true", help="also time torch.compile")
     p.add_argument("--sharding", default="NO_SHARD", help="ours: the strategy at world size 1")
     p.add_argument("--peak-tflops", type=float, default=0.0,
                    help="the MFU's peak (default: the one train_gpt prints for the GPU)")
-    p.add_argument("--threads", type=integer("--threads", 1), default=2, help="cpu: threads")
+    p.add_argument("--threads", type=at_least("--threads", 1), default=2, help="cpu: threads")
     p.add_argument("--no-ours", action="store_true")
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per run of ours")

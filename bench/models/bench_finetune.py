@@ -36,6 +36,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench", "fsdp"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "common"))
+from bench_cli import Parser, UsageError, at_least  # noqa: E402
 from bench_fsdp_train import openblas_setting, run_process, tail  # noqa: E402
 
 PROGRAM = "bench_finetune"
@@ -63,45 +65,24 @@ print(torch.__version__)
 """
 
 
-class UsageError(Exception):
-    pass
-
-
-def positive(name, minimum=1):
-    def check(text):
-        try:
-            v = int(text)
-        except ValueError:
-            v = None
-        if v is None or v < minimum:
-            raise UsageError("%s: '%s' is not an integer >= %d" % (name, text, minimum))
-        return v
-    return check
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
-
-
 def parse(argv):
     p = Parser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--iters", type=positive("--iters"), default=6,
+    p.add_argument("--iters", type=at_least("--iters"), default=6,
                    help="timed steps per round (median)")
-    p.add_argument("--warmup", type=positive("--warmup", 0), default=2)
-    p.add_argument("--rounds", type=positive("--rounds"), default=3)
-    p.add_argument("--threads", type=positive("--threads"), default=2)
+    p.add_argument("--warmup", type=at_least("--warmup", 0), default=2)
+    p.add_argument("--rounds", type=at_least("--rounds"), default=3)
+    p.add_argument("--threads", type=at_least("--threads"), default=2)
     p.add_argument("--models", default="gpt2,llama")
-    p.add_argument("--layers", type=positive("--layers"), default=4)
-    p.add_argument("--hidden", type=positive("--hidden"), default=256)
-    p.add_argument("--heads", type=positive("--heads"), default=8)
-    p.add_argument("--kv-heads", type=positive("--kv-heads"), default=2)
-    p.add_argument("--intermediate", type=positive("--intermediate"), default=0,
+    p.add_argument("--layers", type=at_least("--layers"), default=4)
+    p.add_argument("--hidden", type=at_least("--hidden"), default=256)
+    p.add_argument("--heads", type=at_least("--heads"), default=8)
+    p.add_argument("--kv-heads", type=at_least("--kv-heads"), default=2)
+    p.add_argument("--intermediate", type=at_least("--intermediate"), default=0,
                    help="Llama's intermediate_size (default 3 x hidden)")
-    p.add_argument("--vocab", type=positive("--vocab", 2), default=8192)
-    p.add_argument("--seq", type=positive("--seq"), default=256)
-    p.add_argument("--batch", type=positive("--batch"), default=4)
+    p.add_argument("--vocab", type=at_least("--vocab", 2), default=8192)
+    p.add_argument("--seq", type=at_least("--seq"), default=256)
+    p.add_argument("--batch", type=at_least("--batch"), default=4)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--torch-python")
     p.add_argument("--openblas-coretype", default="auto")

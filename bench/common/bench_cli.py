@@ -1,0 +1,27 @@
+"""What the Python bench drivers (bench/models/bench_finetune.py, bench/gpu/bench_gpt.py) share
+for their command lines: a usage error and the integer check every flag uses, as cli.h's
+at_least does for the C++ programs."""
+import argparse
+
+
+class UsageError(Exception):
+    pass
+
+
+def at_least(name, minimum=1):
+    """An argparse type: an integer >= minimum, else a UsageError naming the flag."""
+    def check(text):
+        try:
+            v = int(text)
+        except ValueError:
+            v = None
+        if v is None or v < minimum:
+            raise UsageError("%s: '%s' is not an integer >= %d" % (name, text, minimum))
+        return v
+    return check
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of exiting, so the driver prints one line."""
+    def error(self, message):
+        raise UsageError(message)
