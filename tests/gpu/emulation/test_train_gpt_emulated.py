@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """train_gpt on the emulated CUDA device against the same job on the CPU: the per-step losses of
 an unsharded float32 run, FULL_SHARD on 2 thread ranks sharing cuda:0 (the threads backend's CUDA
-path, FSDP's streams), and the same with bf16 mixed precision. Float32 losses agree within 1e-5
-relative (the device sums in other orders), bf16 ones within 1e-2. Run with the emulated
+path, FSDP's streams), the same with bf16 mixed precision, and bf16 at head dim 64 over two
+query tiles (the flash attention kernels). Float32 losses agree within 1e-5 relative (the device
+sums in other orders), bf16 ones within 1e-2. Run with the emulated
 libraries first on LD_LIBRARY_PATH (meson.build does).
 Usage: test_train_gpt_emulated.py TRAIN_GPT DATA"""
 import re
@@ -11,16 +12,27 @@ import sys
 
 SMALL = ["--steps", "3", "--layers", "2", "--d-model", "64", "--heads", "2", "--seq", "32",
          "--batch", "2"]
+HEAD_DIM_64 = {"--d-model": "128", "--seq": "80"}  # 2 heads of 64, 2 query tiles
 JOBS = [
     ("float32 unsharded", ["--sharding", "none", "--ranks", "1"], 1e-5),
     ("float32 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2"], 1e-5),
     ("bf16 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
                             "--mixed-precision", "bf16"], 1e-2),
+    ("bf16 head dim 64 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
+                                        "--mixed-precision", "bf16"], 1e-2, HEAD_DIM_64),
 ]
 
 
-def losses(train_gpt, data, device, args):
-    run = subprocess.run([train_gpt, "--data", data, "--device", device] + SMALL + args,
+def shape(overrides):
+    """SMALL with some flags' values replaced."""
+    out = list(SMALL)
+    for flag, value in overrides.items():
+        out[out.index(flag) + 1] = value
+    return out
+
+
+def losses(train_gpt, data, device, args, overrides):
+    run = subprocess.run([train_gpt, "--data", data, "--device", device] + shape(overrides) + args,
                          capture_output=True, text=True, timeout=240)
     if run.returncode != 0:
         sys.exit(f"train_gpt --device {device} {' '.join(args)} failed ({run.returncode}):\n"
@@ -34,9 +46,10 @@ def losses(train_gpt, data, device, args):
 def main():
     train_gpt, data = sys.argv[1], sys.argv[2]
     failed = 0
-    for name, args, tol in JOBS:
-        cpu = losses(train_gpt, data, "cpu", args)
-        cuda = losses(train_gpt, data, "cuda:0", args)
+    for name, args, tol, *overrides in JOBS:
+        overrides = overrides[0] if overrides else {}
+        cpu = losses(train_gpt, data, "cpu", args, overrides)
+        cuda = losses(train_gpt, data, "cuda:0", args, overrides)
         worst = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(cpu, cuda))
         ok = worst <= tol
         failed += not ok
