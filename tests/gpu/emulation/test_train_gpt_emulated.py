@@ -4,8 +4,10 @@ an unsharded float32 run, FULL_SHARD on 2 thread ranks sharing cuda:0 (the threa
 path, FSDP's streams), the same with bf16 mixed precision, and bf16 at head dim 64 over two
 query tiles (the flash attention kernels). Float32 losses agree within 1e-5 relative (the device
 sums in other orders), bf16 ones within 1e-2. Run with the emulated
-libraries first on LD_LIBRARY_PATH (meson.build does).
-Usage: test_train_gpt_emulated.py TRAIN_GPT DATA"""
+libraries first on LD_LIBRARY_PATH: EMULATED_LIBS is put first for the runs (meson may prepend
+the real kernels' folder for a built program given as an argument).
+Usage: test_train_gpt_emulated.py TRAIN_GPT DATA EMULATED_LIBS"""
+import os
 import re
 import subprocess
 import sys
@@ -31,9 +33,9 @@ def shape(overrides):
     return out
 
 
-def losses(train_gpt, data, device, args, overrides):
+def losses(train_gpt, data, device, args, overrides, env):
     run = subprocess.run([train_gpt, "--data", data, "--device", device] + shape(overrides) + args,
-                         capture_output=True, text=True, timeout=240)
+                         capture_output=True, text=True, timeout=240, env=env)
     if run.returncode != 0:
         sys.exit(f"train_gpt --device {device} {' '.join(args)} failed ({run.returncode}):\n"
                  f"{run.stdout}{run.stderr}")
@@ -44,12 +46,15 @@ def losses(train_gpt, data, device, args, overrides):
 
 
 def main():
-    train_gpt, data = sys.argv[1], sys.argv[2]
+    train_gpt, data, emulated = sys.argv[1], sys.argv[2], sys.argv[3]
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = emulated + (":" + env["LD_LIBRARY_PATH"]
+                                         if env.get("LD_LIBRARY_PATH") else "")
     failed = 0
     for name, args, tol, *overrides in JOBS:
         overrides = overrides[0] if overrides else {}
-        cpu = losses(train_gpt, data, "cpu", args, overrides)
-        cuda = losses(train_gpt, data, "cuda:0", args, overrides)
+        cpu = losses(train_gpt, data, "cpu", args, overrides, env)
+        cuda = losses(train_gpt, data, "cuda:0", args, overrides, env)
         worst = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(cpu, cuda))
         ok = worst <= tol
         failed += not ok

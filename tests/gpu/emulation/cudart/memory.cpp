@@ -2,6 +2,7 @@
 // map so that copies, memsets and kernel arguments are checked against them as a GPU's memory
 // protection would, fresh device memory filled with 0xff bytes (NaN in every float format, -1
 // in integers) so that a read before a write shows, and each device's capacity enforced.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,12 @@ std::mutex* const g_memory_lock = new std::mutex;
 std::map<std::uintptr_t, Allocation>* const g_allocations =
     new std::map<std::uintptr_t, Allocation>;
 std::vector<std::size_t>* const g_used = new std::vector<std::size_t>(64, 0);  // per device
+// The stream-ordered pool (cudaMallocAsync) per device: what it has handed out, and the high
+// marks. It keeps nothing back, so its reserved memory is its used memory.
+struct Pool {
+  std::size_t used = 0, used_high = 0, reserved_high = 0, release_threshold = 0;
+};
+std::vector<Pool>* const g_pools = new std::vector<Pool>(64);
 
 std::string hex(const void* p) {
   char buf[32];
@@ -258,6 +265,116 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
     attributes->hostPointer = const_cast<void*>(p);
   }
   return cudaSuccess;
+}
+
+// The stream-ordered pool: memory handed out at the call (usable by work queued after it on any
+// stream ordered after `stream`), given back when the free's turn comes on its stream.
+cudaError_t cudaMallocAsync(void** ptr, std::size_t size, cudaStream_t stream) {
+  if (resolve(stream) == nullptr)
+    return refuse(cudaErrorInvalidResourceHandle, "cudaMallocAsync: a destroyed stream");
+  if (cudaError_t e = cudaMalloc(ptr, size)) return e;
+  std::lock_guard<std::mutex> lk(*g_memory_lock);
+  Pool& pool = (*g_pools)[static_cast<std::size_t>(current_device())];
+  pool.used += size;
+  pool.used_high = std::max(pool.used_high, pool.used);
+  pool.reserved_high = std::max(pool.reserved_high, pool.used);
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
+  if (p == nullptr) return cudaSuccess;
+  CUstream_st* st = resolve(stream);
+  if (st == nullptr)
+    return refuse(cudaErrorInvalidResourceHandle, "cudaFreeAsync: a destroyed stream");
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lk(*g_memory_lock);
+    auto it = g_allocations->find(reinterpret_cast<std::uintptr_t>(p));
+    if (it == g_allocations->end() || it->second.kind != MemoryKind::device)
+      return refuse(cudaErrorInvalidValue,
+                    "cudaFreeAsync: " + hex(p) + " is not the start of a device allocation");
+    a = it->second;
+  }
+  enqueue(st, [p, a] {
+    std::lock_guard<std::mutex> lk(*g_memory_lock);
+    g_allocations->erase(a.base);
+    (*g_used)[static_cast<std::size_t>(a.device)] -= a.size;
+    Pool& pool = (*g_pools)[static_cast<std::size_t>(a.device)];
+    pool.used -= std::min(pool.used, a.size);
+    std::free(p);
+  });
+  return set_error(sticky_error());
+}
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+  if (pool == nullptr || device < 0 || device >= device_count())
+    return refuse(cudaErrorInvalidDevice,
+                  "cudaDeviceGetDefaultMemPool(" + std::to_string(device) + ")");
+  // The handle is the device's number plus one (never dereferenced).
+  *pool = reinterpret_cast<cudaMemPool_t>(static_cast<std::uintptr_t>(device) + 1);
+  return cudaSuccess;
+}
+
+namespace {
+Pool* pool_of(cudaMemPool_t handle) {
+  const auto n = reinterpret_cast<std::uintptr_t>(handle);
+  if (n == 0 || n > static_cast<std::uintptr_t>(device_count())) return nullptr;
+  return &(*g_pools)[n - 1];
+}
+}  // namespace
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t handle, cudaMemPoolAttr attr, void* value) {
+  std::lock_guard<std::mutex> lk(*g_memory_lock);
+  Pool* pool = pool_of(handle);
+  if (pool == nullptr || value == nullptr)
+    return refuse(cudaErrorInvalidValue, "cudaMemPoolGetAttribute: not a pool");
+  auto* out = static_cast<std::uint64_t*>(value);
+  switch (attr) {
+    case cudaMemPoolAttrReservedMemCurrent:
+    case cudaMemPoolAttrUsedMemCurrent:
+      *out = pool->used;
+      return cudaSuccess;
+    case cudaMemPoolAttrReservedMemHigh:
+      *out = pool->reserved_high;
+      return cudaSuccess;
+    case cudaMemPoolAttrUsedMemHigh:
+      *out = pool->used_high;
+      return cudaSuccess;
+    case cudaMemPoolAttrReleaseThreshold:
+      *out = pool->release_threshold;
+      return cudaSuccess;
+    default:
+      return refuse(cudaErrorNotSupported, "cudaMemPoolGetAttribute: attribute " +
+                                               std::to_string(int(attr)) + " not emulated");
+  }
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t handle, cudaMemPoolAttr attr, void* value) {
+  std::lock_guard<std::mutex> lk(*g_memory_lock);
+  Pool* pool = pool_of(handle);
+  if (pool == nullptr || value == nullptr)
+    return refuse(cudaErrorInvalidValue, "cudaMemPoolSetAttribute: not a pool");
+  const std::uint64_t v = *static_cast<const std::uint64_t*>(value);
+  switch (attr) {
+    case cudaMemPoolAttrReleaseThreshold:
+      pool->release_threshold = v;
+      return cudaSuccess;
+    case cudaMemPoolAttrReservedMemHigh:
+    case cudaMemPoolAttrUsedMemHigh:
+      if (v != 0)
+        return refuse(cudaErrorInvalidValue, "cudaMemPoolSetAttribute: a high mark resets to 0");
+      (attr == cudaMemPoolAttrReservedMemHigh ? pool->reserved_high : pool->used_high) = pool->used;
+      return cudaSuccess;
+    default:
+      return refuse(cudaErrorNotSupported, "cudaMemPoolSetAttribute: attribute " +
+                                               std::to_string(int(attr)) + " not emulated");
+  }
+}
+
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t handle, std::size_t) {
+  std::lock_guard<std::mutex> lk(*g_memory_lock);
+  if (pool_of(handle) == nullptr) return refuse(cudaErrorInvalidValue, "cudaMemPoolTrimTo");
+  return cudaSuccess;  // nothing kept back
 }
 
 int fsdp_emu_device_accessible(const void* p) {
