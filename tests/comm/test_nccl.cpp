@@ -46,6 +46,13 @@ std::shared_ptr<ProcessGroup> world() {
   return pg;
 }
 
+// The group's device: rank r of a process per GPU uses cuda:(r mod devices), as the backend picks.
+Device group_device() {
+  int devices = 1;
+  cudaGetDeviceCount(&devices);
+  return Device(DeviceType::CUDA, world()->rank() % devices);
+}
+
 struct DeviceBuffer {
   explicit DeviceBuffer(std::size_t bytes) { cudaMalloc(&ptr, bytes ? bytes : 1); }
   ~DeviceBuffer() { cudaFree(ptr); }
@@ -67,7 +74,7 @@ testing::Bytes round_trip(const testing::Bytes& host, std::size_t out_bytes,
 BOOST_AUTO_TEST_CASE(collectives_on_device_buffers) {
   auto pg = world();
   const int n = pg->size(), me = pg->rank();
-  const Device cuda(DeviceType::CUDA);
+  const Device cuda = group_device();
   for (DType t : {DType::Float32, DType::Float64, DType::Int64, DType::Int32, DType::UInt8}) {
     for (std::size_t count :
          {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1) << 20}) {
@@ -112,7 +119,7 @@ BOOST_AUTO_TEST_CASE(host_buffers_are_rejected) {
 // the device (block_stream), as FSDP's stream protocol needs; nothing waits on the host.
 BOOST_AUTO_TEST_CASE(a_collective_runs_on_the_current_stream_and_orders_others) {
   auto pg = world();
-  const Device cuda0(DeviceType::CUDA, 0);
+  const Device cuda0 = group_device();
   const int n = pg->size();
   const std::size_t count = std::size_t(1) << 22;
   std::vector<float> host(count, 2.5f + float(pg->rank())), back(count * n, 0.0f);
@@ -140,7 +147,8 @@ BOOST_AUTO_TEST_CASE(a_collective_runs_on_the_current_stream_and_orders_others) 
 BOOST_AUTO_TEST_CASE(buffers_on_another_device_than_the_groups_are_named) {
   auto pg = world();
   float x = 0;  // never touched: the device is checked first
-  const std::string suffix = "has buffers on cuda:7, but this group's device is cuda:0";
+  const std::string suffix =
+      "has buffers on cuda:7, but this group's device is " + group_device().str();
   BOOST_CHECK_EXCEPTION(
       pg->all_reduce(&x, 1, DType::Float32, ReduceOp::Sum, Device(DeviceType::CUDA, 7)),
       fsdp::ValueError, [&](const fsdp::ValueError& e) {
