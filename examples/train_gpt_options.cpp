@@ -98,7 +98,14 @@ std::string device_error(const std::string& name, const std::string& backend, De
       return fmt::format("--device {}: {}", name, e.what());
     }
   }
-  if (device.is_accelerator() && backend != "threads")
+  // NCCL moves CUDA memory only (a process per GPU, under mpirun); threads moves either;
+  // gloo and mpi move host memory only.
+  if (backend == "nccl" && !device.is_cuda())
+    return fmt::format(
+        "--backend nccl needs --device cuda or cuda:N (NCCL moves CUDA memory only), got "
+        "--device {}",
+        name);
+  if (device.is_accelerator() && backend != "threads" && !(backend == "nccl" && device.is_cuda()))
     return fmt::format(
         "--device {} needs --backend threads (the {} backend moves host memory "
         "only)",

@@ -169,20 +169,25 @@ class NcclProcessGroup final : public ProcessGroup {
 
  protected:
   void check_supported(const Collective& c) const override {
-    if (c.kind == CollectiveKind::Barrier) return;
+    if (c.kind == CollectiveKind::Barrier || c.device.is_cpu()) return;  // host: staged
     if (!c.device.is_cuda())
-      throw ValueError(fmt::format("{}: {} needs cuda buffers, got device {}", where(), describe(c),
-                                   c.device.str()));
+      throw ValueError(fmt::format("{}: {} needs cuda or cpu buffers, got device {}", where(),
+                                   describe(c), c.device.str()));
     if (stream_device(c.device).index != device_)
       throw ValueError(fmt::format("{}: {} has buffers on {}, but this group's device is cuda:{}",
                                    where(), describe(c), c.device.str(), device_));
   }
-  // Stream-ordered: queued, not waited for (a barrier is the host's, so it waits).
+  // Stream-ordered: queued, not waited for (a barrier is the host's, so it waits). Host
+  // buffers (a job's agreement on an error, a loss) go through device copies, waited for.
   void execute(const Collective& c) override {
+    if (c.device.is_cpu() && c.kind != CollectiveKind::Barrier) return (void)staged(c);
     auto work = enqueue(c);
     if (c.kind == CollectiveKind::Barrier) work->wait();
   }
-  std::shared_ptr<Work> execute_async(const Collective& c) override { return enqueue(c); }
+  std::shared_ptr<Work> execute_async(const Collective& c) override {
+    if (c.device.is_cpu() && c.kind != CollectiveKind::Barrier) return staged(c);
+    return enqueue(c);
+  }
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& ranks, int new_rank,
                                               int) override {
     ncclComm_t sub = nullptr;
@@ -195,6 +200,7 @@ class NcclProcessGroup final : public ProcessGroup {
 
  private:
   std::shared_ptr<Work> enqueue(const Collective& c);
+  std::shared_ptr<Work> staged(const Collective& c);
 
   int device_;
   ncclComm_t comm_;
@@ -202,6 +208,48 @@ class NcclProcessGroup final : public ProcessGroup {
   void* barrier_scratch_ = nullptr;
   std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
 };
+
+// NCCL moves device memory only: host buffers are copied to the group's device, the collective
+// runs there on the device's current stream, and the result comes back before this returns
+// (the completed Work is returned). For the small control values jobs agree on, as torch's
+// object collectives stage through the current device.
+std::shared_ptr<Work> NcclProcessGroup::staged(const Collective& c) {
+  const std::string what = where() + ": " + describe(c) + " (host buffers staged on the device)";
+  FSDP_CUDA_CHECK(cudaSetDevice(device_), what);
+  const std::size_t elem = dtype_size(c.dtype), n = static_cast<std::size_t>(size());
+  std::size_t in_bytes = 0, out_bytes = c.count * elem;
+  if (c.kind == CollectiveKind::AllGather) {
+    in_bytes = c.count * elem;
+    out_bytes = in_bytes * n;
+  } else if (c.kind == CollectiveKind::ReduceScatter) {
+    in_bytes = c.count * elem * n;
+  }
+  void* dev_in = nullptr;
+  void* dev_out = nullptr;
+  FSDP_CUDA_CHECK(cudaMalloc(&dev_out, out_bytes ? out_bytes : 1), what);
+  if (in_bytes) FSDP_CUDA_CHECK(cudaMalloc(&dev_in, in_bytes), what);
+  struct Free {
+    void* a;
+    void* b;
+    ~Free() {
+      cudaFree(a);
+      cudaFree(b);
+    }
+  } free_both{dev_in, dev_out};
+  if (in_bytes)
+    FSDP_CUDA_CHECK(cudaMemcpy(dev_in, c.input, in_bytes, cudaMemcpyHostToDevice), what);
+  if (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Broadcast)
+    FSDP_CUDA_CHECK(cudaMemcpy(dev_out, c.output, out_bytes, cudaMemcpyHostToDevice), what);
+  Collective d = c;
+  d.device = Device(DeviceType::CUDA, device_);
+  d.stream = current_stream(d.device);
+  d.input = dev_in;
+  d.output = dev_out;
+  auto work = enqueue(d);
+  work->wait();
+  FSDP_CUDA_CHECK(cudaMemcpy(c.output, dev_out, out_bytes, cudaMemcpyDeviceToHost), what);
+  return work;
+}
 
 std::shared_ptr<Work> NcclProcessGroup::enqueue(const Collective& c) {
   const std::string what = where() + ": " + describe(c);

@@ -110,9 +110,20 @@ BOOST_AUTO_TEST_CASE(collectives_on_device_buffers) {
   pg->barrier();
 }
 
-BOOST_AUTO_TEST_CASE(host_buffers_are_rejected) {
-  float x = 0;
-  BOOST_CHECK_THROW(world()->all_reduce(&x, 1, DType::Float32), fsdp::ValueError);
+// Host buffers (a job's agreement on an error, its loss) are staged through the group's device.
+BOOST_AUTO_TEST_CASE(host_buffers_are_staged_through_the_device) {
+  auto pg = world();
+  const int n = pg->size(), me = pg->rank();
+  double x = me + 1.0;
+  pg->all_reduce(&x, 1, DType::Float64);
+  BOOST_TEST(x == n * (n + 1) / 2.0);
+  std::int64_t v = me == 0 ? 42 : -1;
+  pg->broadcast(&v, 1, DType::Int64, 0);
+  BOOST_TEST(v == 42);
+  std::int32_t mine = 10 * me;
+  std::vector<std::int32_t> all(std::size_t(n), -1);
+  pg->all_gather(&mine, all.data(), 1, DType::Int32);
+  for (int r = 0; r < n; ++r) BOOST_TEST(all[std::size_t(r)] == 10 * r);
 }
 
 // The collective is queued on the caller's current stream and its Work orders another stream on

@@ -155,6 +155,12 @@ TABLE = [
      "--device cuda:0: training on CUDA is not available yet"),
     ("option", ["--device", "fake_cuda", "--backend", "gloo"], {}, 2,
      "--device fake_cuda needs --backend threads (the gloo backend moves host memory only)"),
+    ("option", ["--device", "cpu", "--backend", "nccl"], {}, 2,
+     "--backend nccl needs --device cuda or cuda:N (NCCL moves CUDA memory only), got "
+     "--device cpu"),
+    ("option", ["--device", "fake_cuda", "--backend", "nccl"], {}, 2,
+     "--backend nccl needs --device cuda or cuda:N (NCCL moves CUDA memory only), got "
+     "--device fake_cuda"),
     ("option", ["--backward-prefetch", "later"], {}, 2,
      "--backward-prefetch: 'later' is not pre, post or none"),
     ("option", ["--backend", "carrier-pigeon"], {}, 2, "--backend: carrier-pigeon not in"),

@@ -2,11 +2,12 @@
 """train_gpt on the emulated CUDA device against the same job on the CPU: the per-step losses of
 an unsharded float32 run, FULL_SHARD on 2 thread ranks sharing cuda:0 (the threads backend's CUDA
 path, FSDP's streams), the same with bf16 mixed precision, and bf16 at head dim 64 over two
-query tiles (the flash attention kernels). Float32 losses agree within 1e-5 relative (the device
-sums in other orders), bf16 ones within 1e-2. Run with the emulated
+query tiles (the flash attention kernels); with MPIRUN given, FULL_SHARD over NCCL on 2 processes
+each on its own emulated GPU (float32 and bf16) against the CPU's 2 thread ranks. Float32
+losses agree within 1e-5 relative (the device sums in other orders), bf16 ones within 1e-2. Run with the emulated
 libraries first on LD_LIBRARY_PATH: EMULATED_LIBS is put first for the runs (meson may prepend
 the real kernels' folder for a built program given as an argument).
-Usage: test_train_gpt_emulated.py TRAIN_GPT DATA EMULATED_LIBS"""
+Usage: test_train_gpt_emulated.py TRAIN_GPT DATA EMULATED_LIBS [MPIRUN]"""
 import os
 import re
 import subprocess
@@ -33,8 +34,16 @@ def shape(overrides):
     return out
 
 
-def losses(train_gpt, data, device, args, overrides, env):
-    run = subprocess.run([train_gpt, "--data", data, "--device", device] + shape(overrides) + args,
+NCCL_JOBS = [
+    ("float32 FULL_SHARD nccl, 2 GPUs", ["--sharding", "FULL_SHARD"], 1e-5),
+    ("bf16 FULL_SHARD nccl, 2 GPUs", ["--sharding", "FULL_SHARD", "--mixed-precision", "bf16"],
+     1e-2),
+]
+
+
+def losses(train_gpt, data, device, args, overrides, env, launcher=()):
+    run = subprocess.run(list(launcher) + [train_gpt, "--data", data, "--device", device] +
+                         shape(overrides) + args,
                          capture_output=True, text=True, timeout=240, env=env)
     if run.returncode != 0:
         sys.exit(f"train_gpt --device {device} {' '.join(args)} failed ({run.returncode}):\n"
@@ -60,6 +69,21 @@ def main():
         failed += not ok
         print(f"{'ok ' if ok else 'BAD'} {name}: cpu {cpu} cuda {cuda} (worst {worst:.2e}, "
               f"tolerance {tol:g})")
+    if len(sys.argv) > 4:  # processes under mpirun, each on its own emulated GPU
+        mpi_env = dict(env, FSDP_EMU_CUDA_DEVICES="2", OMPI_ALLOW_RUN_AS_ROOT="1",
+                       OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1",
+                       FSDP_EMU_NCCL_TIMEOUT="60")
+        mpirun = [sys.argv[4], "-np", "2", "--bind-to", "none", "-x", "LD_LIBRARY_PATH",
+                  "-x", "FSDP_EMU_CUDA_DEVICES", "-x", "FSDP_EMU_NCCL_TIMEOUT"]
+        for name, args, tol in NCCL_JOBS:
+            cpu = losses(train_gpt, data, "cpu", args + ["--ranks", "2"], {}, env)
+            cuda = losses(train_gpt, data, "cuda", args + ["--backend", "nccl"], {}, mpi_env,
+                          mpirun)
+            worst = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(cpu, cuda))
+            ok = worst <= tol
+            failed += not ok
+            print(f"{'ok ' if ok else 'BAD'} {name}: cpu {cpu} cuda {cuda} (worst {worst:.2e}, "
+                  f"tolerance {tol:g})")
     sys.exit(1 if failed else 0)
 
 

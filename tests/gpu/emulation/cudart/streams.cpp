@@ -23,6 +23,7 @@ bool ready(const CUstream_st::Op& op) {
 }
 
 void run_worker(CUstream_st* s) {
+  current_device() = s->device;  // work on a stream runs on its device (checks ask which)
   std::unique_lock<std::mutex> lk(*g_lock);
   for (;;) {
     g_changed->wait(lk, [&] {
