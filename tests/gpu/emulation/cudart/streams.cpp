@@ -2,7 +2,11 @@
 // worker thread running its queue in order, so work is as asynchronous to the host as on a GPU
 // (a missing wait shows as a wrong result or a sanitizer finding, not as luck), waits across
 // streams as queued waits, events as positions in a stream's queue.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,6 +21,43 @@ std::mutex* const g_lock = new std::mutex;
 std::condition_variable* const g_changed = new std::condition_variable;
 std::vector<CUstream_st*>* const g_streams = new std::vector<CUstream_st*>;  // all, never freed
 std::vector<CUstream_st*>* const g_legacy = new std::vector<CUstream_st*>;   // per device
+
+// FSDP_EMU_PROFILE=1: launches per kernel, printed at exit (the host's launch count per step
+// is what a GPU's launch overhead scales with).
+struct LaunchCount {
+  std::uint64_t launches = 0, threads = 0;
+};
+std::mutex* const g_profile_lock = new std::mutex;
+std::map<std::string, LaunchCount>* const g_profile = new std::map<std::string, LaunchCount>;
+
+void print_profile() {
+  std::lock_guard<std::mutex> lk(*g_profile_lock);
+  std::vector<std::pair<std::string, LaunchCount>> rows(g_profile->begin(), g_profile->end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.launches > b.second.launches; });
+  std::uint64_t total = 0;
+  for (const auto& r : rows) total += r.second.launches;
+  std::fprintf(stderr, "emulated CUDA profile: %llu kernel launches\n",
+               static_cast<unsigned long long>(total));
+  for (const auto& [name, c] : rows)
+    std::fprintf(stderr, "  %10llu  %s (%llu threads)\n",
+                 static_cast<unsigned long long>(c.launches), name.c_str(),
+                 static_cast<unsigned long long>(c.threads));
+}
+
+void count_launch(const char* kernel, std::uint64_t threads) {
+  static const bool on = [] {
+    const char* v = std::getenv("FSDP_EMU_PROFILE");
+    const bool enabled = v != nullptr && *v != '\0' && *v != '0';
+    if (enabled) std::atexit(print_profile);
+    return enabled;
+  }();
+  if (!on) return;
+  std::lock_guard<std::mutex> lk(*g_profile_lock);
+  LaunchCount& c = (*g_profile)[kernel];
+  ++c.launches;
+  c.threads += threads;
+}
 
 bool ready(const CUstream_st::Op& op) {
   return op.wait_for == nullptr || op.wait_for->completed >= op.wait_position;
@@ -310,6 +351,7 @@ cudaError_t fsdp_emu_launch(cudaStream_t stream, dim3 grid, dim3 block,
     return refused(cudaErrorInvalidResourceHandle,
                    "the stream belongs to cuda:" + std::to_string(s->device) +
                        " but the current device is cuda:" + std::to_string(current_device()));
+  count_launch(kernel, threads * grid.x * grid.y * grid.z);
   enqueue(s, [run, closure, destroy] {
     struct Destroy {
       void (*destroy)(void*);
