@@ -14,6 +14,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/input_error.h"
+#include "core/matmul_precision.h"
 #include "core/memory_category.h"
 #include "core/parallel.h"
 #include "examples/cli_checks.h"
@@ -111,6 +112,7 @@ int job_main(int argc, char** argv, const JobProgram& program) {
     // threads of its own (which retry a refused allocation forever).
     set_num_threads(a.threads_per_rank);  // element-wise kernels (core/parallel.h)
     set_blas_threads(a.threads_per_rank);
+    set_float32_matmul_precision(a.float32_matmul_precision);
     // Outputs written after training, checked before step 1.
     if (!cfg.memory_timeline.empty()) check_writable_file("--memory-timeline", cfg.memory_timeline);
     program.prepare(a);

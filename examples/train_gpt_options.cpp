@@ -305,6 +305,11 @@ void add_training_options(CLI::App& app, TrainGptOptions& a) {
   app.add_option("--threads-per-rank", a.threads_per_rank, "BLAS threads per rank")
       ->capture_default_str()
       ->check(int_range(1, 1024));
+  app.add_option("--float32-matmul-precision", a.float32_matmul_precision,
+                 "float32 products on CUDA: highest (float32) | high | medium (TF32), as "
+                 "torch.set_float32_matmul_precision")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"highest", "high", "medium"}));
 }
 
 void parse_job_options(CLI::App& app, TrainGptOptions& o, int argc, const char* const* argv) {

@@ -25,7 +25,8 @@ struct TrainGptOptions {
   std::string model_dir;  // finetune: the Hugging Face directory trained
   std::string backend = "threads", sharding = "FULL_SHARD", prefetch = "pre";
   std::string mixed_precision = "none";
-  std::string device = "cpu";  // --device: cpu | fake_cuda[:N] | cuda[:N]
+  std::string device = "cpu";                        // --device: cpu | fake_cuda[:N] | cuda[:N]
+  std::string float32_matmul_precision = "highest";  // torch.set_float32_matmul_precision
   int ranks = 2, log_every = 1, threads_per_rank = 1;
   bool ranks_given = false, node_size_given = false, backward_prefetch_given = false;
   std::vector<std::string> allow_change;  // --allow-change, into cfg.allow_changes

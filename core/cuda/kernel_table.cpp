@@ -19,6 +19,7 @@
 #include "core/device_copy.h"
 #include "core/error.h"
 #include "core/kernels/kernel_names.h"
+#include "core/matmul_precision.h"
 #include "core/random.h"
 
 namespace fsdp::cuda {
@@ -898,8 +899,11 @@ Gemm& gemm_for(int index) {
   return *h;
 }
 
+// float32 products in float32, or TF32 when set_float32_matmul_precision allows (torch's).
 GemmPrecision precision_of(const char* family, const Tensor& t) {
-  if (t.dtype() == DType::Float32) return GemmPrecision::FP32;
+  if (t.dtype() == DType::Float32)
+    return float32_matmul_precision() == Float32MatmulPrecision::Highest ? GemmPrecision::FP32
+                                                                         : GemmPrecision::TF32;
   if (t.dtype() == DType::BFloat16) return GemmPrecision::BF16;
   missing(family, stream_device(t.device()), layout_of(t));
 }

@@ -138,6 +138,8 @@ TABLE = [
     ("option", ["--max-shard-size", "99999999999TB"], {}, 2,
      "--max-shard-size: invalid size '99999999999TB'"),
     ("option", ["--optimizer", "adam"], {}, 2, "--optimizer: adam not in {sgd,adamw}"),
+    ("option", ["--float32-matmul-precision", "fast"], {}, 2,
+     "--float32-matmul-precision: fast not in {highest,high,medium}"),
     ("option", ["--sharding", "FULL"], {}, 2,
      "--sharding: unknown strategy 'FULL'; choose FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
      "HYBRID_SHARD, _HYBRID_SHARD_ZERO2 or none (the unsharded model, one rank)"),

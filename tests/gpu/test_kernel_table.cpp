@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/kernels/kernel_table.h"
+#include "core/matmul_precision.h"
 #include "core/ops.h"
 #include "core/random.h"
 #include "core/stream.h"
@@ -20,6 +21,7 @@
 using namespace fsdp;
 using fsdp::cuda::testing::kTolBf16;
 using fsdp::cuda::testing::kTolFp32;
+using fsdp::cuda::testing::kTolTf32;
 using fsdp::cuda::testing::RequireDevice;
 
 BOOST_TEST_GLOBAL_FIXTURE(RequireDevice);
@@ -197,6 +199,29 @@ BOOST_AUTO_TEST_CASE(linear_and_bmm_match_the_cpu) {
 
 // The backward's operands are views: transposed (read with the transpose flag), row-strided
 // (a leading dim) or neither (copied contiguous first); the CPU table reads them by strides.
+// torch.set_float32_matmul_precision: "high" takes TF32 for float32 products on CUDA (within
+// TF32's tolerance of the CPU, and not the float32 result), "highest" float32 again.
+BOOST_AUTO_TEST_CASE(float32_products_take_tf32_when_the_precision_allows) {
+  struct Restore {
+    ~Restore() { set_float32_matmul_precision("highest"); }
+  } restore;
+  const Tensor x = host_randn({2, 9, 48}), w = host_randn({40, 48});
+  const Tensor want = linear(x, w);
+  BOOST_TEST(get_float32_matmul_precision() == "highest");
+  const std::vector<double> fp32 = linear(x.to(kCuda), w.to(kCuda)).to(kCPU).to_vector();
+  set_float32_matmul_precision("high");
+  BOOST_TEST(get_float32_matmul_precision() == "high");
+  const Tensor tf32 = linear(x.to(kCuda), w.to(kCuda));
+  check_close(tf32, want, kTolTf32);
+  BOOST_TEST(tf32.to(kCPU).to_vector() != fp32);
+  set_float32_matmul_precision("highest");
+  BOOST_TEST(linear(x.to(kCuda), w.to(kCuda)).to(kCPU).to_vector() == fp32);
+  BOOST_CHECK_EXCEPTION(set_float32_matmul_precision("fast"), ValueError, [](const ValueError& e) {
+    return std::string(e.what()) ==
+           "set_float32_matmul_precision: 'fast' is not one of highest, high, medium";
+  });
+}
+
 BOOST_AUTO_TEST_CASE(bf16_linear_backward_matches_the_cpu_table) {
   const std::int64_t rows = 37, in = 48, out = 40;
   const Tensor g = host_randn({rows, out}, DType::BFloat16),
