@@ -888,6 +888,55 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
   if (db.defined()) accumulate_into(db, db32, l.stream);
 }
 
+// --- max along a dim (max_dim.cu): float32/bf16/float64, any layout of a (a strided one
+// through a contiguous copy), the kernels on (outer, n, inner) around the dim.
+
+struct AroundDim {
+  std::int64_t outer = 1, n = 1, inner = 1;
+};
+AroundDim around_dim(const Shape& shape, std::int64_t dim) {
+  AroundDim r;
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(shape.size()); ++d)
+    (d < dim ? r.outer : d == dim ? r.n : r.inner) *= shape[d];
+  return r;
+}
+
+Tensor contiguous_on_device(const char* family, const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = new_tensor(t.shape(), t.dtype(), t.device());
+  copy_on_device(family, c, t);
+  return c;
+}
+
+void max_dim(const Tensor& values, const Tensor& indices, const Tensor& a, std::int64_t dim) {
+  const Device device = stream_device(values.device());
+  const AroundDim r = around_dim(a.shape(), dim);
+  if (a.numel() == 0) return;
+  const Tensor ac = contiguous_on_device("max_dim", a);
+  Launch l(device);
+  if (!float_types(a.dtype(), [&]<typename T>() {
+        cuda::max_dim<T>(ptr<const T>(ac), ptr<T>(values), ptr<std::int64_t>(indices), r.outer, r.n,
+                         r.inner, l.stream);
+      }))
+    missing("max_dim", device, layout_of(a));
+}
+
+void max_dim_backward(const Tensor& grad, const Tensor& g, const Tensor& indices,
+                      std::int64_t dim) {
+  const Device device = stream_device(grad.device());
+  if (!grad.is_contiguous()) missing("max_dim_backward", device, layout_of(grad));
+  const AroundDim r = around_dim(grad.shape(), dim);
+  if (grad.numel() == 0) return;
+  const Tensor gc = contiguous_on_device("max_dim_backward", g);
+  const Tensor ic = contiguous_on_device("max_dim_backward", indices);
+  Launch l(device);
+  if (!float_types(grad.dtype(), [&]<typename T>() {
+        cuda::max_dim_backward<T>(ptr<T>(grad), ptr<const T>(gc), ptr<const std::int64_t>(ic),
+                                  r.outer, r.n, r.inner, l.stream);
+      }))
+    missing("max_dim_backward", device, layout_of(grad));
+}
+
 // --- the Hugging Face models' norms (rms_norm.cu) and rotary embedding (rotary.cu): float32 or
 // bf16, every operand of x's dtype but the statistics (float32, the compute dtype).
 
@@ -1433,6 +1482,8 @@ KernelTable make_table() {
   t.layer_norm = &layer_norm;
   t.layer_norm_backward = &layer_norm_backward;
   t.rms_norm = &rms_norm;
+  t.max_dim = &max_dim;
+  t.max_dim_backward = &max_dim_backward;
   t.rms_norm_backward = &rms_norm_backward;
   t.rotary = &rotary;
   t.masked_scale = &masked_scale;

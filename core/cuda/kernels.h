@@ -215,6 +215,16 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
                         const float* lse, T* dq, float* dk, float* dv, std::int64_t batch,
                         std::int64_t t, std::int64_t hd, float scale, cudaStream_t stream);
 
+// --- max along a dim (max_dim.cu): a (outer, n, inner) contiguous, values and indices (outer,
+// inner); NaN propagates (its first position), ties keep the first index. Backward: grad
+// (outer, n, inner), zero-filled, gets g (outer, inner) at each index.
+template <typename T>
+void max_dim(const T* a, T* values, std::int64_t* indices, std::int64_t outer, std::int64_t n,
+             std::int64_t inner, cudaStream_t stream);
+template <typename T>
+void max_dim_backward(T* grad, const T* g, const std::int64_t* indices, std::int64_t outer,
+                      std::int64_t n, std::int64_t inner, cudaStream_t stream);
+
 // --- scaled_dot_product_attention's general forms (sdpa_attention.cu): q (B, H, L, D), k
 // (B, KV, S, D), v (B, KV, S, Dv) read through their strides (element (b, h, i, c) at b * batch +
 // h * head + i * row + c), query head h using kv head h / (H / KV); scores = scale q k^T + mask

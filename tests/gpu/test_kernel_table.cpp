@@ -426,6 +426,40 @@ BOOST_AUTO_TEST_CASE(layer_norm_and_its_backward_match_the_cpu_table) {
     }
 }
 
+// torch.max(x, dim): a strided input (a transposed view), NaN propagated at its first position,
+// ties at the first index; the backward scatters an expanded (strided) gradient.
+BOOST_AUTO_TEST_CASE(max_dim_and_its_backward_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64})
+    for (std::int64_t dim : {0, 1, 2}) {
+      Tensor base = host_randn({5, 4, 6}).to(dtype);
+      base.narrow(0, 1, 1).narrow(1, 2, 1).narrow(2, 0, 2).fill_(7.0);  // a tie
+      base.narrow(0, 2, 1).narrow(1, 1, 1).narrow(2, 3, 2).fill_(NAN);  // two NaNs
+      const Tensor a = base.transpose(0, 2);                            // (6, 4, 5) strided
+      Shape keep = a.shape();
+      keep[static_cast<std::size_t>(dim)] = 1;
+      Tensor values = empty(keep, TensorOptions(dtype, kCPU));
+      Tensor indices = empty(keep, TensorOptions(DType::Int64, kCPU));
+      kernels(kCPU).max_dim(values, indices, a, dim);
+      const Tensor a_d = base.to(kCuda).transpose(0, 2);
+      Tensor values_d = poisoned(keep, dtype);
+      Tensor indices_d = full(keep, -1, TensorOptions(DType::Int64, kCPU)).to(kCuda);
+      kernels(kCuda).max_dim(values_d, indices_d, a_d, dim);
+      BOOST_TEST(indices_d.to(kCPU).to_vector() == indices.to_vector(),
+                 boost::test_tools::per_element());
+      const std::vector<double> got = values_d.to(kCPU).to_vector(), want = values.to_vector();
+      for (std::size_t i = 0; i < got.size(); ++i)
+        BOOST_TEST((got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))),
+                   "value " << i << ": " << got[i] << " != " << want[i]);
+
+      const Tensor g = host_randn({1}, dtype).expand(keep);  // stride 0 everywhere
+      Tensor grad = zeros(a.shape(), TensorOptions(dtype, kCPU));
+      kernels(kCPU).max_dim_backward(grad, g, indices, dim);
+      Tensor grad_d = zeros(a.shape(), TensorOptions(dtype, kCuda));
+      kernels(kCuda).max_dim_backward(grad_d, g.to(kCuda).expand(keep), indices_d, dim);
+      BOOST_TEST(grad_d.to(kCPU).to_vector() == grad.to_vector(), boost::test_tools::per_element());
+    }
+}
+
 // Llama's RMSNorm: float32 rows, and bf16 rows with a bf16 weight (the table's contract: one
 // dtype) and float32 statistics; with and without the weight.
 BOOST_AUTO_TEST_CASE(rms_norm_and_its_backward_match_the_cpu_table) {
