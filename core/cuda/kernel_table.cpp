@@ -555,12 +555,18 @@ Tensor as_float64(const char* family, const Tensor& t, cudaStream_t stream) {
   Tensor wide = new_tensor(t.shape(), DType::Float64, t.device());
   StridedLayout l;
   if (!strided_layout(wide, {&t}, l)) missing(family, stream_device(t.device()), layout_of(t));
-  if (t.dtype() == DType::Float32)
+  if (t.dtype() == DType::Float32) {
     strided_copy(ptr<const float>(t), ptr<double>(wide), l, stream);
-  else if (t.dtype() == DType::Float64)
+  } else if (t.dtype() == DType::BFloat16) {  // through float (exact: bf16 is a float prefix)
+    Tensor f = new_tensor(t.shape(), DType::Float32, t.device());
+    strided_copy(ptr<const bf16>(t), ptr<float>(f), l, stream);
+    strided_layout(wide, {&f}, l);
+    strided_copy(ptr<const float>(f), ptr<double>(wide), l, stream);
+  } else if (t.dtype() == DType::Float64) {
     strided_copy_bytes(8, wide, t, l, stream);
-  else
+  } else {
     missing(family, stream_device(t.device()), layout_of(t));
+  }
   return wide;
 }
 

@@ -545,7 +545,7 @@ BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_tabl
 
 // clip_grad_norm_'s pieces: the norm shares in double and the clamp (nan stays nan).
 BOOST_AUTO_TEST_CASE(norm_shares_and_clamp_match_the_cpu_table) {
-  for (DType dtype : {DType::Float32, DType::Float64}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
     const Tensor base = host_randn({40, 31}, dtype);
     const Tensor t = base.t(), t_device = base.to(kCuda).t();
     for (double p : {1.0, 2.0, 3.0, double(INFINITY)}) {
