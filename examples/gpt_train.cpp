@@ -254,7 +254,11 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
   comm::require_agreement(*group, gpt_job_settings(cfg, *job_model, *net, data_xxh3));
   job_model->initialize(*net);
   const Device device = rank_device(cfg.device, rank);
-  if (!device.is_cpu()) net->to(device);
+  // A sharded build on the meta device (finetune's) gets its storage from FSDP on device_id;
+  // anything else is moved there whole.
+  bool meta = false;
+  for (const Tensor& p : net->parameters()) meta = meta || p.is_meta();
+  if (!device.is_cpu() && !meta) net->to(device);
   result.num_parameters = net->num_parameters();
   // The plain model's FQNs, before FSDP wraps its blocks.
   const JobIdentity job = gpt_job_identity(cfg, world, *job_model, *net, data_xxh3);
@@ -288,6 +292,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     }
     if (!cfg.policy.empty()) o.auto_wrap_policy = policies::build_policy(cfg.policy);
     if (auto init = job_model->param_init_fn()) o.param_init_fn = init;
+    if (meta && !device.is_cpu()) o.device_id = device;
     fsdp_model = FullyShardedDataParallel::make(net, o);
     model = fsdp_model;
   }

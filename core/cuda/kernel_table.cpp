@@ -556,12 +556,18 @@ Tensor as_float64(const char* family, const Tensor& t, cudaStream_t stream) {
   Tensor wide = new_tensor(t.shape(), DType::Float64, t.device());
   StridedLayout l;
   if (!strided_layout(wide, {&t}, l)) missing(family, stream_device(t.device()), layout_of(t));
-  if (t.dtype() == DType::Float32)
+  if (t.dtype() == DType::Float32) {
     strided_copy(ptr<const float>(t), ptr<double>(wide), l, stream);
-  else if (t.dtype() == DType::Float64)
+  } else if (t.dtype() == DType::BFloat16) {  // through float (exact: bf16 is a float prefix)
+    Tensor f = new_tensor(t.shape(), DType::Float32, t.device());
+    strided_copy(ptr<const bf16>(t), ptr<float>(f), l, stream);
+    strided_layout(wide, {&f}, l);
+    strided_copy(ptr<const float>(f), ptr<double>(wide), l, stream);
+  } else if (t.dtype() == DType::Float64) {
     strided_copy_bytes(8, wide, t, l, stream);
-  else
+  } else {
     missing(family, stream_device(t.device()), layout_of(t));
+  }
   return wide;
 }
 
@@ -889,6 +895,112 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
   if (db.defined()) accumulate_into(db, db32, l.stream);
 }
 
+// --- max along a dim (max_dim.cu): float32/bf16/float64, any layout of a (a strided one
+// through a contiguous copy), the kernels on (outer, n, inner) around the dim.
+
+struct AroundDim {
+  std::int64_t outer = 1, n = 1, inner = 1;
+};
+AroundDim around_dim(const Shape& shape, std::int64_t dim) {
+  AroundDim r;
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(shape.size()); ++d)
+    (d < dim ? r.outer : d == dim ? r.n : r.inner) *= shape[d];
+  return r;
+}
+
+Tensor contiguous_on_device(const char* family, const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = new_tensor(t.shape(), t.dtype(), t.device());
+  copy_on_device(family, c, t);
+  return c;
+}
+
+void max_dim(const Tensor& values, const Tensor& indices, const Tensor& a, std::int64_t dim) {
+  const Device device = stream_device(values.device());
+  const AroundDim r = around_dim(a.shape(), dim);
+  if (a.numel() == 0) return;
+  const Tensor ac = contiguous_on_device("max_dim", a);
+  Launch l(device);
+  if (!float_types(a.dtype(), [&]<typename T>() {
+        cuda::max_dim<T>(ptr<const T>(ac), ptr<T>(values), ptr<std::int64_t>(indices), r.outer, r.n,
+                         r.inner, l.stream);
+      }))
+    missing("max_dim", device, layout_of(a));
+}
+
+void max_dim_backward(const Tensor& grad, const Tensor& g, const Tensor& indices,
+                      std::int64_t dim) {
+  const Device device = stream_device(grad.device());
+  if (!grad.is_contiguous()) missing("max_dim_backward", device, layout_of(grad));
+  const AroundDim r = around_dim(grad.shape(), dim);
+  if (grad.numel() == 0) return;
+  const Tensor gc = contiguous_on_device("max_dim_backward", g);
+  const Tensor ic = contiguous_on_device("max_dim_backward", indices);
+  Launch l(device);
+  if (!float_types(grad.dtype(), [&]<typename T>() {
+        cuda::max_dim_backward<T>(ptr<T>(grad), ptr<const T>(gc), ptr<const std::int64_t>(ic),
+                                  r.outer, r.n, r.inner, l.stream);
+      }))
+    missing("max_dim_backward", device, layout_of(grad));
+}
+
+// --- the Hugging Face models' norms (rms_norm.cu) and rotary embedding (rotary.cu): float32 or
+// bf16, every operand of x's dtype but the statistics (float32, the compute dtype).
+
+void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w, std::int64_t n,
+              double eps) {
+  const Device device = stream_device(y.device());
+  if (!is_float_or_bf16(x.dtype()) || (w.defined() && w.dtype() != x.dtype()) ||
+      rstd.dtype() != DType::Float32)
+    missing("rms_norm", device, layout_of(x));
+  if (x.numel() == 0) return;
+  Launch l(device);
+  float_or_bf16(x.dtype(), [&]<typename T>() {
+    rms_norm_forward<T>(ptr<const T>(x), w.defined() ? ptr<const T>(w) : nullptr, ptr<T>(y),
+                        ptr<float>(rstd), x.numel() / n, n, static_cast<float>(eps), l.stream);
+  });
+}
+
+void rms_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
+                       const Tensor& rstd, const Tensor& g, std::int64_t n) {
+  const Device device = stream_device(dx.device());
+  if (!is_float_or_bf16(x.dtype()) || (w.defined() && w.dtype() != x.dtype()) ||
+      rstd.dtype() != DType::Float32 || g.dtype() != x.dtype())
+    missing("rms_norm_backward", device, layout_of(x));
+  if (x.numel() == 0) return;
+  Launch l(device);
+  const Tensor dw32 = dw.defined() ? new_tensor({n}, DType::Float32, device) : Tensor();
+  float_or_bf16(x.dtype(), [&]<typename T>() {
+    cuda::rms_norm_backward<T>(ptr<const T>(g), ptr<const T>(x),
+                               w.defined() ? ptr<const T>(w) : nullptr, ptr<const float>(rstd),
+                               ptr<T>(dx), dw.defined() ? ptr<float>(dw32) : nullptr, x.numel() / n,
+                               n, l.stream);
+  });
+  if (dw.defined()) accumulate_into(dw, dw32, l.stream);
+}
+
+void rotary(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
+            std::int64_t table_batch, bool transpose) {
+  const Device device = stream_device(out.device());
+  if (!is_float_or_bf16(x.dtype()) || cos.dtype() != x.dtype() || sin.dtype() != x.dtype() ||
+      out.dim() != 4 || x.stride(3) != 1)
+    missing("rotary", device, layout_of(x));
+  if (out.numel() == 0) return;
+  const RotaryGeometry g{.B = out.size(0),
+                         .H = out.size(1),
+                         .S = out.size(2),
+                         .D = out.size(3),
+                         .x_batch = x.stride(0),
+                         .x_head = x.stride(1),
+                         .x_row = x.stride(2),
+                         .table_batch = table_batch};
+  Launch l(device);
+  float_or_bf16(x.dtype(), [&]<typename T>() {
+    cuda::rotary<T>(ptr<const T>(x), ptr<const T>(cos), ptr<const T>(sin), ptr<T>(out), g,
+                    transpose, l.stream);
+  });
+}
+
 // --- products through cuBLASLt
 
 // One cuBLASLt handle per thread and device (a handle is not thread-safe; gemm.h).
@@ -1110,6 +1222,70 @@ bool fused_causal(const Tensor& q, const Tensor& mask, const AttentionDims& d) {
          dense(d.k, d, d.S, d.D, d.KV) && dense(d.v, d, d.S, d.Dv, d.KV);
 }
 
+// scaled_dot_product_attention's other forms (the Hugging Face models': grouped-query heads, a
+// scale, the causal flag, strided q/k/v, an additive float32 mask): sdpa_attention.cu, float32
+// or bf16, head dims up to 128, the scores never held.
+bool general_attention(const Tensor& q, const Tensor& mask, const AttentionDims& d) {
+  return is_float_or_bf16(q.dtype()) && d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.Dv >= 1 &&
+         d.Dv <= kMaxAttentionHeadDim && d.KV >= 1 && d.H % d.KV == 0 &&
+         (!mask.defined() || mask.dtype() == DType::Float32);
+}
+
+AttentionGeometry attention_geometry(const AttentionDims& d) {
+  auto strides = [](const AttentionStrides& s) {
+    return AttentionOperandStrides{.batch = s.batch, .head = s.head, .row = s.row};
+  };
+  return AttentionGeometry{.B = d.B,
+                           .H = d.H,
+                           .KV = d.KV,
+                           .L = d.L,
+                           .S = d.S,
+                           .D = d.D,
+                           .Dv = d.Dv,
+                           .scale = static_cast<float>(d.scale),
+                           .causal = d.causal,
+                           .masked_rows_zero = d.masked_rows_zero,
+                           .q = strides(d.q),
+                           .k = strides(d.k),
+                           .v = strides(d.v),
+                           .mask = strides(d.mask)};
+}
+
+void general_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                               const Tensor& k, const Tensor& v, const Tensor& mask,
+                               const AttentionDims& d) {
+  if (d.B * d.H * d.L == 0) return;
+  Launch l(stream_device(out.device()));
+  float_or_bf16(q.dtype(), [&]<typename T>() {
+    sdpa_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
+                    mask.defined() ? ptr<const float>(mask) : nullptr, ptr<T>(out), ptr<float>(lse),
+                    attention_geometry(d), l.stream);
+  });
+}
+
+// dk, dv are float in the kernel: bf16's come through float buffers, rounded once.
+void general_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& mask, const Tensor& out, const Tensor& lse,
+                                const Tensor& dout, const AttentionDims& d) {
+  if (dk.numel() + dq.numel() == 0) return;
+  const Device device = stream_device(dq.device());
+  Launch l(device);
+  float_or_bf16(q.dtype(), [&]<typename T>() {
+    constexpr bool kFloat = std::is_same_v<T, float>;
+    const Tensor dk32 = kFloat ? dk : new_tensor(dk.shape(), DType::Float32, device);
+    const Tensor dv32 = kFloat ? dv : new_tensor(dv.shape(), DType::Float32, device);
+    sdpa_backward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
+                     mask.defined() ? ptr<const float>(mask) : nullptr, ptr<const T>(out),
+                     ptr<const T>(dout), ptr<const float>(lse), ptr<T>(dq), ptr<float>(dk32),
+                     ptr<float>(dv32), attention_geometry(d), l.stream);
+    if constexpr (!kFloat) {
+      cast(ptr<const float>(dk32), ptr<bf16>(dk), dk.numel(), l.stream);
+      cast(ptr<const float>(dv32), ptr<bf16>(dv), dv.numel(), l.stream);
+    }
+  });
+}
+
 void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                        const Tensor& v, const Tensor& mask, const AttentionDims& d) {
   const Device device = stream_device(out.device());
@@ -1123,6 +1299,7 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
     });
     return;
   }
+  if (general_attention(q, mask, d)) return general_attention_forward(out, lse, q, k, v, mask, d);
   if (q.dtype() != DType::Float32 || d.D == 0) missing("blocked_attention", device, layout_of(q));
   const std::int64_t mask_rows = attention_mask_rows("blocked_attention", q, mask, d);
   if (d.B * d.L == 0) return;
@@ -1165,6 +1342,8 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
     });
     return;
   }
+  if (general_attention(q, mask, d))
+    return general_attention_backward(dq, dk, dv, q, k, v, mask, out, lse, dout, d);
   if (q.dtype() != DType::Float32 || d.D == 0)
     missing("blocked_attention_backward", device, layout_of(q));
   const std::int64_t mask_rows = attention_mask_rows("blocked_attention_backward", q, mask, d);
@@ -1312,6 +1491,11 @@ KernelTable make_table() {
   t.masked_softmax = &masked_softmax;
   t.layer_norm = &layer_norm;
   t.layer_norm_backward = &layer_norm_backward;
+  t.rms_norm = &rms_norm;
+  t.max_dim = &max_dim;
+  t.max_dim_backward = &max_dim_backward;
+  t.rms_norm_backward = &rms_norm_backward;
+  t.rotary = &rotary;
   t.masked_scale = &masked_scale;
   t.index_select = &index_select;
   t.index_add = &index_add;

@@ -215,6 +215,60 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
                         const float* lse, T* dq, float* dk, float* dv, std::int64_t batch,
                         std::int64_t t, std::int64_t hd, float scale, cudaStream_t stream);
 
+// --- max along a dim (max_dim.cu): a (outer, n, inner) contiguous, values and indices (outer,
+// inner); NaN propagates (its first position), ties keep the first index. Backward: grad
+// (outer, n, inner), zero-filled, gets g (outer, inner) at each index.
+template <typename T>
+void max_dim(const T* a, T* values, std::int64_t* indices, std::int64_t outer, std::int64_t n,
+             std::int64_t inner, cudaStream_t stream);
+template <typename T>
+void max_dim_backward(T* grad, const T* g, const std::int64_t* indices, std::int64_t outer,
+                      std::int64_t n, std::int64_t inner, cudaStream_t stream);
+
+// --- scaled_dot_product_attention's general forms (sdpa_attention.cu): q (B, H, L, D), k
+// (B, KV, S, D), v (B, KV, S, Dv) read through their strides (element (b, h, i, c) at b * batch +
+// h * head + i * row + c), query head h using kv head h / (H / KV); scores = scale q k^T + mask
+// (float, keys contiguous, its own strides; null: none), causal = query i sees keys j <= i.
+// o (B, H, L, Dv) and lse (B, H, L) contiguous; a row with no key gives nan, or 0 with
+// masked_rows_zero (torch's). D, Dv <= kMaxAttentionHeadDim (else fsdp::ValueError). Backward:
+// dq (B, H, L, D) of the storage type, dk and dv (B, KV, S, D/Dv) float, all overwritten.
+struct AttentionOperandStrides {
+  std::int64_t batch = 0, head = 0, row = 0;
+};
+struct AttentionGeometry {
+  std::int64_t B = 0, H = 1, KV = 1, L = 0, S = 0, D = 0, Dv = 0;
+  float scale = 1.0f;
+  bool causal = false, masked_rows_zero = false;
+  AttentionOperandStrides q, k, v, mask;
+};
+template <typename T>
+void sdpa_forward(const T* q, const T* k, const T* v, const float* mask, T* o, float* lse,
+                  const AttentionGeometry& g, cudaStream_t stream);
+template <typename T>
+void sdpa_backward(const T* q, const T* k, const T* v, const float* mask, const T* o, const T* dout,
+                   const float* lse, T* dq, float* dk, float* dv, const AttentionGeometry& g,
+                   cudaStream_t stream);
+
+// --- RMS norm over the last dim (rms_norm.cu): x (rows, cols), weight (cols, x's type,
+// optional); y = weight * round(x * rstd), rstd = 1 / sqrt(mean(x^2) + eps) (rows, float) saved.
+template <typename T>
+void rms_norm_forward(const T* x, const T* weight, T* y, float* rstd, std::int64_t rows,
+                      std::int64_t cols, float eps, cudaStream_t stream);
+// dx (rows, cols); dweight (cols, float, optional) overwritten with sum_r dy * round(x * rstd).
+template <typename T>
+void rms_norm_backward(const T* dy, const T* x, const T* weight, const float* rstd, T* dx,
+                       float* dweight, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+
+// --- rotary embedding (rotary.cu): out (B, H, S, D) contiguous from x (strides x_batch, x_head,
+// x_row; unit last stride) and the cos/sin tables (S, D) at b * table_batch (0: shared).
+struct RotaryGeometry {
+  std::int64_t B = 0, H = 0, S = 0, D = 0;
+  std::int64_t x_batch = 0, x_head = 0, x_row = 0, table_batch = 0;
+};
+template <typename T>
+void rotary(const T* x, const T* cos, const T* sin, T* out, const RotaryGeometry& g, bool transpose,
+            cudaStream_t stream);
+
 // --- optimizers over flat fp32 shards (optim.cu), torch's order of operations
 // Hyper-parameters in double, as torch's and the CPU optimizer's.
 struct AdamWArgs {

@@ -88,7 +88,8 @@ try:
     for spec in (EXPECTED["runs"][0], EXPECTED["runs"][3]):
         for extra in (["--sharding", "SHARD_GRAD_OP"], ["--sharding", "NO_SHARD"],
                       ["--sharding", "HYBRID_SHARD", "--node-size", "1"],
-                      ["--use-orig-params"], ["--checkpoint-activations", "full"]):
+                      ["--use-orig-params"], ["--checkpoint-activations", "full"],
+                      ["--device", "fake_cuda"]):  # the meta build materialised on a device
             compare(f"{spec['model']} {' '.join(extra)}", spec, *job(spec, 2, G // 2, extra))
     # Other backends, one process per rank.
     if MPIRUN:

@@ -451,6 +451,93 @@ BOOST_AUTO_TEST_CASE(layer_norm_and_its_backward_match_the_cpu_table) {
     }
 }
 
+// torch.max(x, dim): a strided input (a transposed view), NaN propagated at its first position,
+// ties at the first index; the backward scatters an expanded (strided) gradient.
+BOOST_AUTO_TEST_CASE(max_dim_and_its_backward_match_the_cpu_table) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64})
+    for (std::int64_t dim : {0, 1, 2}) {
+      Tensor base = host_randn({5, 4, 6}).to(dtype);
+      base.narrow(0, 1, 1).narrow(1, 2, 1).narrow(2, 0, 2).fill_(7.0);  // a tie
+      base.narrow(0, 2, 1).narrow(1, 1, 1).narrow(2, 3, 2).fill_(NAN);  // two NaNs
+      const Tensor a = base.transpose(0, 2);                            // (6, 4, 5) strided
+      Shape keep = a.shape();
+      keep[static_cast<std::size_t>(dim)] = 1;
+      Tensor values = empty(keep, TensorOptions(dtype, kCPU));
+      Tensor indices = empty(keep, TensorOptions(DType::Int64, kCPU));
+      kernels(kCPU).max_dim(values, indices, a, dim);
+      const Tensor a_d = base.to(kCuda).transpose(0, 2);
+      Tensor values_d = poisoned(keep, dtype);
+      Tensor indices_d = full(keep, -1, TensorOptions(DType::Int64, kCPU)).to(kCuda);
+      kernels(kCuda).max_dim(values_d, indices_d, a_d, dim);
+      BOOST_TEST(indices_d.to(kCPU).to_vector() == indices.to_vector(),
+                 boost::test_tools::per_element());
+      const std::vector<double> got = values_d.to(kCPU).to_vector(), want = values.to_vector();
+      for (std::size_t i = 0; i < got.size(); ++i)
+        BOOST_TEST((got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))),
+                   "value " << i << ": " << got[i] << " != " << want[i]);
+
+      const Tensor g = host_randn({1}, dtype).expand(keep);  // stride 0 everywhere
+      Tensor grad = zeros(a.shape(), TensorOptions(dtype, kCPU));
+      kernels(kCPU).max_dim_backward(grad, g, indices, dim);
+      Tensor grad_d = zeros(a.shape(), TensorOptions(dtype, kCuda));
+      kernels(kCuda).max_dim_backward(grad_d, g.to(kCuda).expand(keep), indices_d, dim);
+      BOOST_TEST(grad_d.to(kCPU).to_vector() == grad.to_vector(), boost::test_tools::per_element());
+    }
+}
+
+// Llama's RMSNorm: float32 rows, and bf16 rows with a bf16 weight (the table's contract: one
+// dtype) and float32 statistics; with and without the weight.
+BOOST_AUTO_TEST_CASE(rms_norm_and_its_backward_match_the_cpu_table) {
+  const std::int64_t rows = 37, n = 80;
+  for (DType dtype : {DType::Float32, DType::BFloat16})
+    for (bool weighted : {true, false}) {
+      const Tensor x = add(host_randn({rows, n}), 1.0).to(dtype), g = host_randn({rows, n}, dtype);
+      const Tensor w = weighted ? host_randn({n}, dtype) : Tensor();
+      const Tensor w_d = weighted ? w.to(kCuda) : Tensor();
+      const double tol = tol_of(dtype);
+      Tensor y = empty({rows, n}, TensorOptions(dtype, kCPU));
+      Tensor rstd = empty({rows}, TensorOptions(DType::Float32, kCPU));
+      kernels(kCPU).rms_norm(y, rstd, x, w, n, 1e-6);
+      Tensor yd = poisoned({rows, n}, dtype), rstdd = poisoned({rows}, DType::Float32);
+      kernels(kCuda).rms_norm(yd, rstdd, x.to(kCuda), w_d, n, 1e-6);
+      check_close(yd, y, tol);
+      check_close(rstdd, rstd, kTolFp32);
+
+      Tensor dx = empty_like(x), dw = zeros({n}, TensorOptions(DType::Float64, kCPU));
+      kernels(kCPU).rms_norm_backward(dx, weighted ? dw : Tensor(), x, w, rstd, g, n);
+      Tensor dxd = poisoned({rows, n}, dtype);
+      Tensor dwd = zeros({n}, TensorOptions(DType::Float64, kCuda));
+      kernels(kCuda).rms_norm_backward(dxd, weighted ? dwd : Tensor(), x.to(kCuda), w_d,
+                                       rstd.to(kCuda), g.to(kCuda), n);
+      check_close(dxd, dx, std::max(tol, 1e-4));  // float sums in another order
+      if (weighted) check_close(dwd, dw, 1e-4);
+    }
+  const Tensor x16 = host_randn({2, 4}, DType::BFloat16).to(kCuda);
+  Tensor y = empty_like(x16), r = empty({2}, TensorOptions(DType::Float32, kCuda));
+  expect_missing([&] { kernels(kCuda).rms_norm(y, r, x16, host_randn({4}).to(kCuda), 4, 1e-6); },
+                 "rms_norm: no CUDA kernel yet for bfloat16 of shape [2, 4] (device cuda:0)");
+}
+
+// Llama's rotary embedding on a (B, S, H, D) projection read as (B, H, S, D) through its strides,
+// with a shared (S, D) and a per-batch (B, S, D) table; forward and transpose (the backward).
+BOOST_AUTO_TEST_CASE(rotary_and_its_transpose_match_the_cpu_table) {
+  const std::int64_t B = 2, H = 3, S = 5, D = 8;
+  for (DType dtype : {DType::Float32, DType::BFloat16})
+    for (std::int64_t table_batch : {std::int64_t(0), S * D})
+      for (bool transpose : {false, true}) {
+        const Tensor x = host_randn({B, S, H, D}, dtype).transpose(1, 2);  // strided
+        const Shape table = table_batch ? Shape{B, S, D} : Shape{S, D};
+        const Tensor c = host_randn(table, dtype), sn = host_randn(table, dtype);
+        Tensor out = empty({B, H, S, D}, TensorOptions(dtype, kCPU));
+        kernels(kCPU).rotary(out, x, c, sn, table_batch, transpose);
+        // The same strided view on the device: the contiguous (B, S, H, D) copied, transposed.
+        const Tensor x_d = x.transpose(1, 2).contiguous().to(kCuda).transpose(1, 2);
+        Tensor out_d = poisoned({B, H, S, D}, dtype);
+        kernels(kCuda).rotary(out_d, x_d, c.to(kCuda), sn.to(kCuda), table_batch, transpose);
+        check_close(out_d, out, dtype == DType::Float32 ? kTolFp32 : 1e-6);  // same roundings
+      }
+}
+
 BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_table) {
   for (DType dtype : {DType::Float32, DType::Float64}) {
     const Tensor x = mul(host_randn({3, 50, 4}, dtype), 3.0), g = host_randn({3, 50, 4}, dtype);
@@ -483,7 +570,7 @@ BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_tabl
 
 // clip_grad_norm_'s pieces: the norm shares in double and the clamp (nan stays nan).
 BOOST_AUTO_TEST_CASE(norm_shares_and_clamp_match_the_cpu_table) {
-  for (DType dtype : {DType::Float32, DType::Float64}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
     const Tensor base = host_randn({40, 31}, dtype);
     const Tensor t = base.t(), t_device = base.to(kCuda).t();
     for (double p : {1.0, 2.0, 3.0, double(INFINITY)}) {
@@ -678,6 +765,72 @@ BOOST_AUTO_TEST_CASE(causal_attention_takes_the_fused_kernels_and_matches_the_cp
       check_close(dk_d, dk, std::max(tol, 1e-4));
       check_close(dv_d, dv, std::max(tol, 1e-4));
     }
+}
+
+// lse agrees within tol where finite, and is -inf exactly where the CPU's is (rows with no key).
+void check_lse(const Tensor& got_device, const Tensor& ref, double tol) {
+  const std::vector<double> got = got_device.to(kCPU).to_vector(), want = ref.to_vector();
+  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (std::isinf(want[i]))
+      BOOST_TEST(got[i] == want[i], "lse " << i << ": " << got[i] << " != " << want[i]);
+    else
+      BOOST_TEST(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])),
+                 "lse " << i << ": " << got[i] << " != " << want[i]);
+}
+
+// scaled_dot_product_attention as the Hugging Face models call it: q, k, v projections (B, S,
+// heads, D) read as (B, heads, S, D) through their strides, grouped-query heads (4 query heads
+// on 2 kv heads), a scale, causal or not, generate's padding as a (B, 1, L, S) additive mask
+// (batch 1's first two keys masked: with causal its first two rows see no key, output 0).
+BOOST_AUTO_TEST_CASE(sdpa_forms_grouped_strided_scaled_causal_masked_match_the_cpu_table) {
+  const std::int64_t B = 2, H = 4, KV = 2, L = 6, S = 6, D = 16;
+  Tensor pad = zeros({B, 1, L, S}, TensorOptions(DType::Float32, kCPU));
+  pad.narrow(0, 1, 1).narrow(3, 0, 2).fill_(-INFINITY);
+  for (DType dtype : {DType::Float32, DType::BFloat16})
+    for (bool causal : {false, true})
+      for (bool masked : {false, true}) {
+        AttentionDims d{B, L, S, D, D};
+        d.H = H;
+        d.KV = KV;
+        d.scale = 0.3;
+        d.causal = causal;
+        d.masked_rows_zero = true;
+        d.q = {L * H * D, D, H * D};  // (B, L, H, D) storage
+        d.k = d.v = {S * KV * D, D, KV * D};
+        d.mask = {L * S, 0, S};
+        const Tensor mask = masked ? pad : Tensor();
+        const Tensor q = host_randn({B, L, H, D}, dtype), k = host_randn({B, S, KV, D}, dtype);
+        const Tensor v = host_randn({B, S, KV, D}, dtype), dout = host_randn({B, H, L, D}, dtype);
+        const double tol = tol_of(dtype);
+        Tensor out = empty({B, H, L, D}, TensorOptions(dtype, kCPU));
+        Tensor lse = empty({B, H, L}, TensorOptions(DType::Float32, kCPU));
+        kernels(kCPU).blocked_attention(out, lse, q, k, v, mask, d);
+        Tensor out_d = poisoned({B, H, L, D}, dtype), lse_d = poisoned({B, H, L}, DType::Float32);
+        const Tensor q_d = q.to(kCuda), k_d = k.to(kCuda), v_d = v.to(kCuda);
+        const Tensor mask_d = masked ? pad.to(kCuda) : Tensor();
+        kernels(kCuda).blocked_attention(out_d, lse_d, q_d, k_d, v_d, mask_d, d);
+        check_close(out_d, out, tol);
+        check_lse(lse_d, lse, kTolFp32 * 10);
+        Tensor dq = zeros({B, H, L, D}, TensorOptions(dtype, kCPU));
+        Tensor dk = zeros({B, KV, S, D}, TensorOptions(dtype, kCPU)), dv = zeros_like(dk);
+        kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, mask, out, lse, dout, d);
+        Tensor dq_d = zeros_like(dq).to(kCuda), dk_d = zeros_like(dk).to(kCuda);
+        Tensor dv_d = zeros_like(dv).to(kCuda);
+        kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q_d, k_d, v_d, mask_d,
+                                                  out.to(kCuda), lse.to(kCuda), dout.to(kCuda), d);
+        check_close(dq_d, dq, std::max(tol, 1e-4));  // sums in another order
+        check_close(dk_d, dk, std::max(tol, 1e-4));
+        check_close(dv_d, dv, std::max(tol, 1e-4));
+      }
+  // What the kernels refuse stays one line naming the case: bf16 head dims beyond 128.
+  AttentionDims d{1, 2, 2, 160, 160};
+  d.q = d.k = d.v = {2 * 160, 0, 160};
+  const Tensor q = host_randn({1, 2, 160}, DType::BFloat16).to(kCuda);
+  Tensor out = empty_like(q), lse = empty({1, 2}, TensorOptions(DType::Float32, kCuda));
+  expect_missing([&] { kernels(kCuda).blocked_attention(out, lse, q, q, q, Tensor(), d); },
+                 "blocked_attention: no CUDA kernel yet for bfloat16 of shape [1, 2, 160] (device "
+                 "cuda:0)");
 }
 
 BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
