@@ -5,6 +5,8 @@
 
 #include <type_traits>
 
+#include "core/cuda/reduce_geometry.h"
+
 namespace fsdp::cuda {
 
 __device__ __forceinline__ float to_float(float x) {
@@ -72,6 +74,20 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 }
 __device__ __forceinline__ float block_max(float v, float* scratch) {
   return block_reduce<true>(v, scratch);
+}
+
+// Column strips (reduce_geometry.h's (kColumnWidth, kColumnRows) blocks): each thread has summed
+// its column over its rows into `s`; the block's row partials of each column are folded through
+// `part` (the kernel's __shared__ float[kColumnRows][kColumnWidth + 1]) and added into out[c]
+// with one atomic.
+__device__ __forceinline__ void add_column_partials(float (*part)[kColumnWidth + 1], float s,
+                                                    std::int64_t c, std::int64_t cols, float* out) {
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int y = 1; y < kColumnRows; ++y) s += part[y][threadIdx.x];
+    atomicAdd(&out[c], s);
+  }
 }
 
 }  // namespace fsdp::cuda

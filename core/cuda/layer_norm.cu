@@ -87,17 +87,8 @@ __global__ void layer_norm_dparams_kernel(const T* dy, const T* x, const float* 
       sw += d * (to_float(x[r * cols + c]) - mean[r]) * rstd[r];
       sb += d;
     }
-  pw[threadIdx.y][threadIdx.x] = sw;
-  pb[threadIdx.y][threadIdx.x] = sb;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    for (int y = 1; y < kColumnRows; ++y) {
-      sw += pw[y][threadIdx.x];
-      sb += pb[y][threadIdx.x];
-    }
-    if (dweight) atomicAdd(&dweight[c], sw);
-    if (dbias) atomicAdd(&dbias[c], sb);
-  }
+  if (dweight) add_column_partials(pw, sw, c, cols, dweight);  // the same for every thread
+  if (dbias) add_column_partials(pb, sb, c, cols, dbias);
 }
 
 unsigned row_blocks(std::int64_t rows) {

@@ -23,12 +23,7 @@ __global__ void sum_over_rows_kernel(const T* in, float* out, std::int64_t rows,
   if (c < cols)
     for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows)
       s += to_float(in[r * cols + c]);
-  partial[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    for (int y = 1; y < kColumnRows; ++y) s += partial[y][threadIdx.x];
-    atomicAdd(&out[c], s);
-  }
+  add_column_partials(partial, s, c, cols, out);
 }
 
 template <typename T>

@@ -75,12 +75,7 @@ __global__ void rms_norm_dweight_kernel(const T* dy, const T* x, const float* rs
   if (c < cols)
     for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows)
       s += to_float(dy[r * cols + c]) * rounded<T>(to_float(x[r * cols + c]) * rstd[r]);
-  part[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    for (int y = 1; y < kColumnRows; ++y) s += part[y][threadIdx.x];
-    atomicAdd(&dweight[c], s);
-  }
+  add_column_partials(part, s, c, cols, dweight);
 }
 
 unsigned row_blocks(std::int64_t rows) {
