@@ -44,6 +44,7 @@ SHIM=$WORK/shim      # unversioned links to the CUDA toolkit's and the wheels' l
 BUILD=$WORK/build
 LOGS=$WORK/logs
 mkdir -p "$OUT" "$LOGS" "$PREFIX" "$SHIM/include" "$SHIM/lib"
+rm -rf "${LOGS:?}"/*  # a kept WORK's earlier logs would reach this run's summary
 EMU_LIBS=$BUILD/tests/gpu/emulation  # the emulated libcudart, libcublasLt, libfsdp_cuda_kernels
 export SRC DRY EMU JOBS WORK PREFIX SHIM BUILD LOGS EMU_LIBS
 
@@ -209,7 +210,8 @@ EOF
   # What the steps that run programs source: --emulated puts the emulated device's libraries
   # first (before the shim's real ones; LD_LIBRARY_PATH also wins over the programs' RUNPATH to
   # the real libfsdp_cuda_kernels.so). The build never sees them.
-  echo ". $WORK/build.env" >"$WORK/run.env"
+  # Boost.Test's colours would put escape codes in the logs and the summary.
+  printf '. %s\nexport BOOST_TEST_COLOR_OUTPUT=no\n' "$WORK/build.env" >"$WORK/run.env"
   [ "$EMU" = 0 ] || echo "export LD_LIBRARY_PATH=$EMU_LIBS:\$LD_LIBRARY_PATH" >>"$WORK/run.env"
 }
 
@@ -283,17 +285,19 @@ ptxas_report() {
 # meson counts a skip (77) as a pass: the log's last lines (Ok/Skipped) say which it was.
 # --emulated: meson puts the real kernels' folder first on a test's LD_LIBRARY_PATH (it prepends
 # the folder of every shared library the program links), so each test runs through
-# run_emulated.sh, which puts the emulated libraries back in front (--logbase: a wrapper would
-# rename the log).
+# run_emulated.sh, which puts the emulated libraries back in front (meson then names its log
+# testlog-run_emulated.sh.txt).
 gpu_tests() {
   . "$WORK/run.env"
   emulated_libs "$BUILD/tests/gpu/test_gpu_kernels" || exit 1
   wrapper=()
   [ "$EMU" = 0 ] || wrapper=(--wrapper "$SRC/tests/gpu/emulation/run_emulated.sh $EMU_LIBS")
-  meson test -C "$BUILD" --no-rebuild --print-errorlogs --logbase testlog "${wrapper[@]}" \
+  meson test -C "$BUILD" --no-rebuild --print-errorlogs "${wrapper[@]}" \
     cuda_host gpu_runtime gpu_kernels gpu_gemm gpu_kernel_table gpu_threads_collectives
   rc=$?
-  cp "$BUILD/meson-logs/testlog.txt" "$LOGS/gpu_tests.testlog.txt" 2>/dev/null
+  log=testlog.txt
+  [ "$EMU" = 0 ] || log=testlog-run_emulated.sh.txt
+  cp "$BUILD/meson-logs/$log" "$LOGS/gpu_tests.testlog.txt" 2>/dev/null
   exit $rc
 }
 
