@@ -368,7 +368,7 @@ train_gpt_cuda() {
 # GPT-2 124M's shape, bf16 with fp32 master weights, the largest batch of 64..4 that fits on each
 # side; tokens/s, MFU and ours / PyTorch's. GPT_SPEED_COMPILE=1 adds torch.compile (about a
 # minute more). The dry run: the CPU at a tiny shape, with the torch python the bench smokes use.
-# train_gpt runs through a wrapper with build.env's libraries; PyTorch keeps the image's.
+# train_gpt runs through a wrapper with run.env's libraries; PyTorch keeps the image's.
 gpt_speed() {
   printf '#!/bin/sh\n. "%s"\nexec "%s" "$@"\n' "$WORK/run.env" "$BUILD/examples/train_gpt" \
     >"$WORK/train_gpt.sh"
@@ -399,8 +399,9 @@ stream_sanitizer() {
     --run_test=clean_under_the_stream_sanitizer:collectives_queued_as_on_cuda_equal_cpu_and_are_clean
 }
 
-export -f preflight unpack write_env emulated_libs configure build ptxas_report gpu_tests sanitize memcheck \
-  racecheck nccl_world1 bench build_fsdp fsdp_cuda train_gpt_cuda gpt_speed stream_sanitizer
+export -f preflight unpack write_env emulated_libs configure build ptxas_report gpu_tests \
+  sanitize memcheck racecheck nccl_world1 bench build_fsdp fsdp_cuda train_gpt_cuda gpt_speed \
+  stream_sanitizer
 
 t0=$(date +%s)
 if step preflight 30 preflight; then
