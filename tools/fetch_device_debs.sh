@@ -8,12 +8,14 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 dir=${1:-.debs}
 # Headers and link-time libraries (README.md's PACKAGES, less MPI, Gloo and the toolchain), the
-# shared libraries they pull in, and pkg-config (the image may have none).
+# shared libraries they pull in, and pkg-config (the image may have none). Boost.Context is for
+# the emulated device's kernels only (run_device_checks.sh --emulated rehearses from these .debs).
 packages=(libfmt-dev libfmt9
           libboost1.74-dev libboost-test1.74-dev libboost-test1.74.0
           libopenblas-pthread-dev libopenblas0-pthread libgfortran5
           nlohmann-json3-dev libcli11-dev libsimdjson-dev libsimdjson14 libxxhash-dev libxxhash0
           libpcre2-dev libpcre2-8-0
+          libboost-context1.74-dev libboost-context1.74.0
           pkgconf pkgconf-bin libpkgconf3)
 mkdir -p "$dir"
 cd "$dir"

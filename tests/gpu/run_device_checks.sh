@@ -10,19 +10,32 @@
 #   tools/fetch_device_debs.sh                           # here, once: .debs/ (carry [".debs"])
 #   OUT=$OUT bash tests/gpu/run_device_checks.sh         # there
 #   OUT=/tmp/out bash tests/gpu/run_device_checks.sh --dry-run   # here: no GPU steps
+#   OUT=/tmp/out WORK=/work/tmp/emu bash tests/gpu/run_device_checks.sh --emulated   # here
 #
 # Each step runs under its own `timeout`; a failed step does not stop the rest (only a failed
 # preflight or build skips what depends on it). Logs go into $OUT/logs.tar.gz; $OUT/summary.txt
 # holds the table printed last. --dry-run unpacks, relocates, configures and builds for real in a
 # temporary prefix and runs the tests (which skip without a device); it skips nvidia-smi, the
-# sanitizers and PyTorch.
+# sanitizers and PyTorch. --emulated rehearses the GPU steps here: the same steps in the same
+# order, the programs on the emulated device (tests/gpu/emulation: its libraries first on
+# LD_LIBRARY_PATH), every limit times LIMIT_SCALE (default 4: a 2-core machine); what needs the
+# real hardware or its tools is skipped with the reason in the summary.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 SRC=$PWD
 : "${OUT:?set OUT to the folder that comes back}"
-DRY=0
-[ "${1:-}" = "--dry-run" ] && DRY=1
+DRY=0 EMU=0
+case "${1:-}" in
+  --dry-run) DRY=1 ;;
+  --emulated) EMU=1 ;;
+  "") ;;
+  *)
+    echo "run_device_checks.sh: unknown argument '$1' (--dry-run or --emulated)" >&2
+    exit 2
+    ;;
+esac
 JOBS=${JOBS:-$(nproc)}
+LIMIT_SCALE=${LIMIT_SCALE:-$([ $EMU = 1 ] && echo 4 || echo 1)}
 # WORK=DIR keeps the prefix and build between runs (a second dry run rebuilds nothing).
 KEEP_WORK=${WORK:+1}
 WORK=${WORK:-$(mktemp -d /tmp/fsdp-gpu.XXXXXX)}
@@ -31,14 +44,17 @@ SHIM=$WORK/shim      # unversioned links to the CUDA toolkit's and the wheels' l
 BUILD=$WORK/build
 LOGS=$WORK/logs
 mkdir -p "$OUT" "$LOGS" "$PREFIX" "$SHIM/include" "$SHIM/lib"
-export SRC DRY JOBS WORK PREFIX SHIM BUILD LOGS
+rm -rf "${LOGS:?}"/*  # a kept WORK's earlier logs would reach this run's summary
+EMU_LIBS=$BUILD/tests/gpu/emulation  # the emulated libcudart, libcublasLt, libfsdp_cuda_kernels
+export SRC DRY EMU JOBS WORK PREFIX SHIM BUILD LOGS EMU_LIBS
 
 NAMES=() STATUS=() SECS=()
 # The whole call ends by TOTAL_LIMIT seconds (default 450, inside the 8 minutes): a step gets at
 # most what is left less 20 s for the tarball and the summary, and none starts with under 10 s.
-DEADLINE=$(($(date +%s) + ${TOTAL_LIMIT:-450}))
-# step NAME SECONDS FUNCTION: runs FUNCTION under timeout, its output in $LOGS/NAME.log.
-# Status: ok, FAIL (rc), TIMEOUT, SKIP (rc 77: no device), or SKIP (why) without running.
+DEADLINE=$(($(date +%s) + ${TOTAL_LIMIT:-$((450 * LIMIT_SCALE))}))
+# step NAME SECONDS FUNCTION: runs FUNCTION under timeout (SECONDS times LIMIT_SCALE), its output
+# in $LOGS/NAME.log. Status: ok, FAIL (rc), TIMEOUT, SKIP (rc 77: no device), or SKIP (why)
+# without running; a step may qualify its status by a line in $LOGS/NAME.note.
 # SKIP_STEPS="memcheck racecheck ..." leaves those steps out (what depends on one is skipped too),
 # e.g. to give gpt_speed the time of a whole call.
 step() {
@@ -50,6 +66,7 @@ step() {
       ;;
   esac
   start=$(date +%s)
+  limit=$((limit * LIMIT_SCALE))
   left=$((DEADLINE - start - 20))
   if [ $left -lt 10 ]; then
     skip "$name" "no time left"
@@ -57,6 +74,7 @@ step() {
   fi
   [ $left -lt $limit ] && limit=$left
   echo "== $name (limit ${limit}s)"
+  rm -f "$LOGS/$name.note"
   timeout --kill-after=10 "$limit" bash -c "$fn" >"$LOGS/$name.log" 2>&1
   rc=$?
   case $rc in
@@ -65,6 +83,7 @@ step() {
     124 | 137) status="TIMEOUT after ${limit}s" ;;
     *) status="FAIL (rc $rc)" ;;
   esac
+  [ -s "$LOGS/$name.note" ] && status="$status ($(head -n 1 "$LOGS/$name.note"))"
   tail -n 5 "$LOGS/$name.log" | sed 's/^/   /'
   NAMES+=("$name") STATUS+=("$status") SECS+=($(($(date +%s) - start)))
   [ $rc = 0 ] || [ $rc = 77 ]
@@ -78,7 +97,7 @@ skip() {
 preflight() {
   set -e
   missing=()
-  if [ "$DRY" = 0 ]; then
+  if [ "$DRY" = 0 ] && [ "$EMU" = 0 ]; then
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm \
       --format=csv || missing+=(nvidia-smi)
   fi
@@ -188,6 +207,26 @@ EOF
   # pkg-config from the prefix when the image has none.
   command -v pkg-config >/dev/null ||
     echo "export PKG_CONFIG=$PREFIX/usr/bin/pkgconf" >>"$WORK/build.env"
+  # What the steps that run programs source: --emulated puts the emulated device's libraries
+  # first (before the shim's real ones; LD_LIBRARY_PATH also wins over the programs' RUNPATH to
+  # the real libfsdp_cuda_kernels.so). The build never sees them.
+  # Boost.Test's colours would put escape codes in the logs and the summary.
+  printf '. %s\nexport BOOST_TEST_COLOR_OUTPUT=no\n' "$WORK/build.env" >"$WORK/run.env"
+  [ "$EMU" = 0 ] || echo "export LD_LIBRARY_PATH=$EMU_LIBS:\$LD_LIBRARY_PATH" >>"$WORK/run.env"
+}
+
+# --emulated: PROGRAM's CUDA libraries must resolve to the emulated ones (a real libcudart here
+# would find no device, and the step would skip instead of running).
+emulated_libs() {
+  [ "$EMU" = 1 ] || return 0
+  local found bad
+  found=$(ldd "$1" | grep -E 'lib(cudart|cublasLt|fsdp_cuda_kernels)\.so')
+  echo "$found"
+  bad=$(echo "$found" | grep -v "=> $EMU_LIBS/")
+  if [ -n "$bad" ] || [ "$(echo "$found" | wc -l)" != 3 ]; then
+    echo "emulated: $(basename "$1") does not load the three emulated libraries of $EMU_LIBS"
+    return 1
+  fi
 }
 
 configure() {
@@ -212,6 +251,11 @@ build() {
     tests/gpu/test_gpu_runtime tests/gpu/test_gpu_kernel_table tests/gpu/test_gpu_threads_collectives
     bench/gpu/bench_gpu_kernels"
   [ -z "$NCCL_DIR" ] || targets="$targets tests/comm/test_comm_nccl"
+  # --emulated: the emulated device's three libraries (tests/gpu/emulation; Boost.Context).
+  if [ "$EMU" = 1 ]; then
+    targets="$targets tests/gpu/emulation/libcudart.so.13 tests/gpu/emulation/libcublasLt.so.13
+      tests/gpu/emulation/libfsdp_cuda_kernels.so"
+  fi
   ninja -C "$BUILD" -j"$JOBS" $targets
 }
 
@@ -229,21 +273,31 @@ build_fsdp() {
   ninja -C "$BUILD" -j"$JOBS" $targets
 }
 
-# ptxas's registers, spills and shared memory per kernel, for sm_80 and sm_90.
+# ptxas's registers, spills and shared memory per kernel, for sm_80 and sm_90; a file nvcc
+# fails on fails the step (pipefail: the sed would hide it).
 ptxas_report() {
   . "$WORK/paths.env"
-  ls "$SRC"/core/cuda/*.cu | xargs -P "$JOBS" -I{} sh -c \
-    "'$CUDA_HOME/bin/nvcc' -std=c++20 -I'$SRC' -gencode=arch=compute_80,code=sm_80 \
+  ls "$SRC"/core/cuda/*.cu | xargs -P "$JOBS" -I{} bash -c "set -o pipefail;
+    '$CUDA_HOME/bin/nvcc' -std=c++20 -I'$SRC' -gencode=arch=compute_80,code=sm_80 \
      -gencode=arch=compute_90,code=sm_90 -Xptxas=-v -c {} -o /dev/null 2>&1 | sed 's|^|{}: |'"
 }
 
 # meson counts a skip (77) as a pass: the log's last lines (Ok/Skipped) say which it was.
+# --emulated: meson puts the real kernels' folder first on a test's LD_LIBRARY_PATH (it prepends
+# the folder of every shared library the program links), so each test runs through
+# run_emulated.sh, which puts the emulated libraries back in front (meson then names its log
+# testlog-run_emulated.sh.txt).
 gpu_tests() {
-  . "$WORK/build.env"
-  meson test -C "$BUILD" --no-rebuild --print-errorlogs cuda_host gpu_runtime gpu_kernels gpu_gemm \
-    gpu_kernel_table gpu_threads_collectives
+  . "$WORK/run.env"
+  emulated_libs "$BUILD/tests/gpu/test_gpu_kernels" || exit 1
+  wrapper=()
+  [ "$EMU" = 0 ] || wrapper=(--wrapper "$SRC/tests/gpu/emulation/run_emulated.sh $EMU_LIBS")
+  meson test -C "$BUILD" --no-rebuild --print-errorlogs "${wrapper[@]}" \
+    cuda_host gpu_runtime gpu_kernels gpu_gemm gpu_kernel_table gpu_threads_collectives
   rc=$?
-  cp "$BUILD/meson-logs/testlog.txt" "$LOGS/gpu_tests.testlog.txt" 2>/dev/null
+  log=testlog.txt
+  [ "$EMU" = 0 ] || log=testlog-run_emulated.sh.txt
+  cp "$BUILD/meson-logs/$log" "$LOGS/gpu_tests.testlog.txt" 2>/dev/null
   exit $rc
 }
 
@@ -264,14 +318,14 @@ memcheck() { sanitize memcheck; }
 racecheck() { sanitize racecheck; }
 
 nccl_world1() {
-  . "$WORK/build.env"
+  . "$WORK/run.env"
   . "$WORK/paths.env"
   [ -n "$NCCL_DIR" ] || { echo "no NCCL found in preflight"; exit 77; }
   "$BUILD/tests/comm/test_comm_nccl"
 }
 
 bench() {
-  . "$WORK/build.env"
+  . "$WORK/run.env"
   "$BUILD/bench/gpu/bench_gpu_kernels" --tokens 16384 --json "$LOGS/bench_ours.json"
   rc=$?
   [ $rc = 0 ] || exit $rc
@@ -282,10 +336,11 @@ bench() {
 # The fsdp suites that honour FSDP_TEST_DEVICE (tests/support/test_device.h) with every rank on
 # cuda:0 (their 2- and 4-rank runs are thread ranks sharing the GPU); on the dry run, fake_cuda.
 fsdp_cuda() {
-  . "$WORK/build.env"
+  . "$WORK/run.env"
   device=cuda
   [ "$DRY" = 1 ] && device=fake_cuda
   rc=0
+  emulated_libs "$BUILD/tests/fsdp/test_fsdp_runtime" || exit 1
   for t in $FSDP_SUITES; do
     echo "--- $t with FSDP_TEST_DEVICE=$device"
     FSDP_TEST_DEVICE=$device "$BUILD/tests/fsdp/test_$t" || rc=1
@@ -295,9 +350,10 @@ fsdp_cuda() {
 
 # train_gpt's tokens/s on the device against the CPU's, one rank, unsharded, the same data.
 train_gpt_cuda() {
-  . "$WORK/build.env"
+  . "$WORK/run.env"
   device=cuda
   [ "$DRY" = 1 ] && device=fake_cuda
+  emulated_libs "$BUILD/examples/train_gpt" || exit 1
   data=$SRC/tests/fixtures/gpt/data.txt
   rc=0
   for d in cpu $device; do
@@ -312,16 +368,19 @@ train_gpt_cuda() {
 # GPT-2 124M's shape, bf16 with fp32 master weights, the largest batch of 64..4 that fits on each
 # side; tokens/s, MFU and ours / PyTorch's. GPT_SPEED_COMPILE=1 adds torch.compile (about a
 # minute more). The dry run: the CPU at a tiny shape, with the torch python the bench smokes use.
-# train_gpt runs through a wrapper with build.env's libraries; PyTorch keeps the image's.
+# train_gpt runs through a wrapper with run.env's libraries; PyTorch keeps the image's.
 gpt_speed() {
-  printf '#!/bin/sh\n. "%s"\nexec "%s" "$@"\n' "$WORK/build.env" "$BUILD/examples/train_gpt" \
+  printf '#!/bin/sh\n. "%s"\nexec "%s" "$@"\n' "$WORK/run.env" "$BUILD/examples/train_gpt" \
     >"$WORK/train_gpt.sh"
   chmod +x "$WORK/train_gpt.sh"
   python=python3
   args="--batch auto --iters 10 --warmup 3 --timeout 80"
-  if [ "$DRY" = 1 ]; then
+  if [ "$DRY" = 1 ] || [ "$EMU" = 1 ]; then
     [ -x /opt/torch2/bin/python ] && python=/opt/torch2/bin/python
     args="--device cpu --tiny --batch 2 --iters 2 --warmup 1"
+    # The emulated device has no speed and PyTorch here no CUDA: the wrapper, the bench's
+    # command line and its report are what this rehearses.
+    [ "$EMU" = 0 ] || echo "cpu at a tiny shape: no CUDA PyTorch here" >"$LOGS/gpt_speed.note"
   fi
   [ "${GPT_SPEED_COMPILE:-0}" = 1 ] && args="$args --compile"
   "$python" "$SRC/bench/gpu/bench_gpt.py" --train-gpt "$WORK/train_gpt.sh" $args \
@@ -335,13 +394,14 @@ gpt_speed() {
 # cases, the second with the collectives queued as on CUDA): no unordered access, no free racing
 # another stream's use.
 stream_sanitizer() {
-  . "$WORK/build.env"
+  . "$WORK/run.env"
   "$BUILD/tests/fsdp/test_fsdp_fake_cuda_runtime" \
     --run_test=clean_under_the_stream_sanitizer:collectives_queued_as_on_cuda_equal_cpu_and_are_clean
 }
 
-export -f preflight unpack write_env configure build ptxas_report gpu_tests sanitize memcheck \
-  racecheck nccl_world1 bench build_fsdp fsdp_cuda train_gpt_cuda gpt_speed stream_sanitizer
+export -f preflight unpack write_env emulated_libs configure build ptxas_report gpu_tests \
+  sanitize memcheck racecheck nccl_world1 bench build_fsdp fsdp_cuda train_gpt_cuda gpt_speed \
+  stream_sanitizer
 
 t0=$(date +%s)
 if step preflight 30 preflight; then
@@ -355,15 +415,26 @@ if step preflight 30 preflight; then
   if [ $built = 1 ]; then
     # Parity first, then the bench (the issue's targets), then the sanitizers and NCCL.
     step gpu_tests 150 gpu_tests
-    step bench 150 bench
+    if [ "$EMU" = 1 ]; then  # GPT-2's shapes take minutes per op on the emulated device
+      skip bench "emulated: speed needs the GPU"
+    else
+      step bench 150 bench
+    fi
     if [ "$DRY" = 1 ]; then
       skip memcheck "dry run"
       skip racecheck "dry run"
+    elif [ "$EMU" = 1 ]; then
+      skip memcheck "emulated: compute-sanitizer needs the GPU"
+      skip racecheck "emulated: compute-sanitizer needs the GPU"
     else
       step memcheck 90 memcheck
       step racecheck 90 racecheck
     fi
-    step nccl_world1 60 nccl_world1
+    if [ "$EMU" = 1 ]; then  # the real libnccl on the emulated runtime
+      skip nccl_world1 "emulated: NCCL needs the GPU"
+    else
+      step nccl_world1 60 nccl_world1
+    fi
     # The device layer end to end, last: it needs the kernel table's later families.
     if step build_fsdp "${BUILD_FSDP_LIMIT:-180}" build_fsdp; then
       step fsdp_cuda 90 fsdp_cuda
@@ -392,6 +463,7 @@ tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs
 {
   dry=""
   [ "$DRY" = 1 ] && dry="(dry run) "
+  [ "$EMU" = 1 ] && dry="(emulated device, limits x$LIMIT_SCALE) "
   echo "run_device_checks ${dry}at $(date -u +%FT%TZ), $(($(date +%s) - t0)) s"
   grep -h -E 'preflight: MISSING|^NVIDIA|^[^,]+, [0-9.]+, [0-9]+ MiB' "$LOGS/preflight.log" \
     2>/dev/null
