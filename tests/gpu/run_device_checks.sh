@@ -364,6 +364,38 @@ train_gpt_cuda() {
   exit $rc
 }
 
+# The issue's FSDP targets on one GPU, same run: NO_SHARD at world size 1 against the unsharded
+# model (float32 with TF32 products: bf16 mixed precision is FSDP's alone), target <= 1.05x its
+# step time; FULL_SHARD on 2 thread ranks sharing the GPU (bf16), exposed communication <= 10%.
+# GPT-2 124M's shape at batch 8; the dry run and the emulated device rehearse it at a tiny shape.
+fsdp_overhead() {
+  . "$WORK/run.env"
+  device=cuda:0
+  shape="--layers 12 --d-model 768 --heads 12 --seq 1024 --batch 8 --vocab 50304 --steps 8"
+  if [ "$DRY" = 1 ] || [ "$EMU" = 1 ]; then
+    shape="--layers 1 --d-model 64 --heads 1 --seq 64 --batch 2 --vocab 512 --steps 3"
+  fi
+  [ "$DRY" = 1 ] && device=fake_cuda  # a fake_cuda device per rank (it does not share one)
+  job() {
+    local out=$1
+    shift
+    echo "--- train_gpt $*"
+    "$BUILD/examples/train_gpt" --device $device $shape --synthetic-tokens \
+      --float32-matmul-precision high "$@" >"$WORK/$out.txt" 2>&1
+    local rc=$?
+    grep -E '^(tokens/s|model:|train_gpt: error)' "$WORK/$out.txt"
+    return $rc
+  }
+  job none --sharding none --ranks 1 || exit 1
+  job ws1 --sharding NO_SHARD --ranks 1 || exit 1
+  job fs2 --sharding FULL_SHARD --ranks 2 --mixed-precision bf16 || exit 1
+  ms() { sed -n 's/.*ms\/step \([0-9.]*\).*/\1/p' "$WORK/$1.txt" | tail -n 1; }
+  awk -v a="$(ms none)" -v b="$(ms ws1)" 'BEGIN {
+    printf "fsdp_overhead: NO_SHARD world 1 / unsharded step time %.3fx (target <= 1.05)\n", b / a }'
+  sed -n 's/.*exposed communication \([0-9.]*%\).*/fsdp_overhead: FULL_SHARD x2 on one GPU, exposed communication \1 (target <= 10%)/p' \
+    "$WORK/fs2.txt"
+}
+
 # train_gpt against the same GPT in PyTorch eager on the GPU, in this run (bench/gpu/bench_gpt.py):
 # GPT-2 124M's shape, bf16 with fp32 master weights, the largest batch of 64..4 that fits on each
 # side; tokens/s, MFU and ours / PyTorch's. GPT_SPEED_COMPILE=1 adds torch.compile (about a
@@ -401,7 +433,7 @@ stream_sanitizer() {
 
 export -f preflight unpack write_env emulated_libs configure build ptxas_report gpu_tests \
   sanitize memcheck racecheck nccl_world1 bench build_fsdp fsdp_cuda train_gpt_cuda gpt_speed \
-  stream_sanitizer
+  fsdp_overhead stream_sanitizer
 
 t0=$(date +%s)
 if step preflight 30 preflight; then
@@ -441,18 +473,21 @@ if step preflight 30 preflight; then
       step train_gpt_cuda 60 train_gpt_cuda
       step gpt_speed "${GPT_SPEED_LIMIT:-150}" gpt_speed
       sed -n '/^bench_gpt: GPT/,$p' "$LOGS/gpt_speed.log" >"$OUT/gpt_speed.txt" 2>/dev/null
+      step fsdp_overhead "${FSDP_OVERHEAD_LIMIT:-90}" fsdp_overhead
       step stream_sanitizer 60 stream_sanitizer
     else
-      for s in fsdp_cuda train_gpt_cuda gpt_speed stream_sanitizer; do skip $s "no build"; done
+      for s in fsdp_cuda train_gpt_cuda gpt_speed fsdp_overhead stream_sanitizer; do
+        skip $s "no build"
+      done
     fi
   else
     for s in gpu_tests bench memcheck racecheck nccl_world1 build_fsdp fsdp_cuda train_gpt_cuda \
-      gpt_speed stream_sanitizer; do skip $s "no build"; done
+      gpt_speed fsdp_overhead stream_sanitizer; do skip $s "no build"; done
   fi
   step ptxas_report 60 ptxas_report
 else
   for s in unpack configure build gpu_tests bench memcheck racecheck nccl_world1 build_fsdp \
-    fsdp_cuda train_gpt_cuda gpt_speed stream_sanitizer; do
+    fsdp_cuda train_gpt_cuda gpt_speed fsdp_overhead stream_sanitizer; do
     skip $s "preflight failed"
   done
 fi
@@ -475,6 +510,7 @@ tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs
     echo "--- train_gpt (cpu, then the device)"
     grep -h -E '^(--- train_gpt|tokens/s|MFU|train_gpt: error)' "$LOGS/train_gpt_cuda.log"
   fi
+  grep -h '^fsdp_overhead:' "$LOGS/fsdp_overhead.log" 2>/dev/null
   if [ -s "$OUT/gpt_speed.txt" ]; then
     echo "--- gpt_speed (train_gpt vs PyTorch, same run; targets: ratio >= 1.0, MFU >= 38%)"
     cat "$OUT/gpt_speed.txt"
