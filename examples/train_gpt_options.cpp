@@ -153,6 +153,13 @@ std::string combination_error(TrainGptOptions& o) {
         "--sharding none runs the unsharded model on one rank, got --ranks {} (use --ranks 1 "
         "or a sharding strategy)",
         world);
+  // fake_cuda's collectives wait on its streams' workers: thread ranks on one fake_cuda device
+  // would wait for each other there (CUDA's ranks share a GPU; fake_cuda gives each its own).
+  if (world > 1 && cfg.device.is_fake_cuda() && cfg.device.index >= 0)
+    return fmt::format(
+        "--device {} puts every thread rank on one fake_cuda device, which it cannot share; "
+        "use --device fake_cuda (rank r on fake_cuda:r)",
+        o.device);
   if (!cfg.sharding)
     if (const char* flag = fsdp_only_flag_given(o))
       return fmt::format("{} is FSDP's: it needs --sharding other than none", flag);

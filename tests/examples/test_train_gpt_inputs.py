@@ -157,6 +157,9 @@ TABLE = [
      "--device cuda:0: training on CUDA is not available yet"),
     ("option", ["--device", "fake_cuda", "--backend", "gloo"], {}, 2,
      "--device fake_cuda needs --backend threads (the gloo backend moves host memory only)"),
+    ("option", ["--device", "fake_cuda:0", "--ranks", "2"], {}, 2,
+     "--device fake_cuda:0 puts every thread rank on one fake_cuda device, which it cannot "
+     "share; use --device fake_cuda (rank r on fake_cuda:r)"),
     ("option", ["--device", "cpu", "--backend", "nccl"], {}, 2,
      "--backend nccl needs --device cuda or cuda:N (NCCL moves CUDA memory only), got "
      "--device cpu"),
