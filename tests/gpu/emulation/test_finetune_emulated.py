@@ -5,7 +5,7 @@ per-step losses and the held-out loss before and after of an unsharded float32 r
 on 2 thread ranks sharing cuda:0 (the meta build materialised on the device), the same with
 bf16 mixed precision, and, given MPIRUN, bf16 FULL_SHARD over NCCL with 2 processes each on its
 own emulated GPU. Float32 agrees within 1e-5 relative (the device sums in other orders), bf16
-within 1e-2. EMULATED_LIBS is put first on the runs' LD_LIBRARY_PATH (meson may prepend the
+within 1e-3. EMULATED_LIBS is put first on the runs' LD_LIBRARY_PATH (meson may prepend the
 real kernels' folder for a built program given as an argument).
 Usage: test_finetune_emulated.py FINETUNE FIXTURES_DIR EMULATED_LIBS [MPIRUN]"""
 import os
@@ -18,10 +18,10 @@ JOBS = [
     ("float32 unsharded", ["--sharding", "none", "--ranks", "1"], 1e-5),
     ("float32 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2"], 1e-5),
     ("bf16 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
-                            "--mixed-precision", "bf16"], 1e-2),
+                            "--mixed-precision", "bf16"], 1e-3),
 ]
 NCCL_JOB = ("bf16 FULL_SHARD nccl, 2 GPUs", ["--sharding", "FULL_SHARD",
-                                             "--mixed-precision", "bf16"], 1e-2)
+                                             "--mixed-precision", "bf16"], 1e-3)
 
 
 def losses(finetune, fixtures, model, device, args, env, launcher=()):

@@ -4,7 +4,8 @@ an unsharded float32 run, FULL_SHARD on 2 thread ranks sharing cuda:0 (the threa
 path, FSDP's streams), the same with bf16 mixed precision, and bf16 at head dim 64 over two
 query tiles (the flash attention kernels); with MPIRUN given, FULL_SHARD over NCCL on 2 processes
 each on its own emulated GPU (float32 and bf16) against the CPU's 2 thread ranks. Float32
-losses agree within 1e-5 relative (the device sums in other orders), bf16 ones within 1e-2. Run with the emulated
+losses agree within 1e-5 relative (the device sums in other orders), bf16 ones within 1e-3 (the
+emulated device is deterministic; a GPU's sums may differ more). Run with the emulated
 libraries first on LD_LIBRARY_PATH: EMULATED_LIBS is put first for the runs (meson may prepend
 the real kernels' folder for a built program given as an argument).
 Usage: test_train_gpt_emulated.py TRAIN_GPT DATA EMULATED_LIBS [MPIRUN]"""
@@ -20,9 +21,9 @@ JOBS = [
     ("float32 unsharded", ["--sharding", "none", "--ranks", "1"], 1e-5),
     ("float32 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2"], 1e-5),
     ("bf16 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
-                            "--mixed-precision", "bf16"], 1e-2),
+                            "--mixed-precision", "bf16"], 1e-3),
     ("bf16 head dim 64 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
-                                        "--mixed-precision", "bf16"], 1e-2, HEAD_DIM_64),
+                                        "--mixed-precision", "bf16"], 1e-3, HEAD_DIM_64),
 ]
 
 
@@ -37,7 +38,7 @@ def shape(overrides):
 NCCL_JOBS = [
     ("float32 FULL_SHARD nccl, 2 GPUs", ["--sharding", "FULL_SHARD"], 1e-5),
     ("bf16 FULL_SHARD nccl, 2 GPUs", ["--sharding", "FULL_SHARD", "--mixed-precision", "bf16"],
-     1e-2),
+     1e-3),
 ]
 
 
@@ -54,6 +55,15 @@ def losses(train_gpt, data, device, args, overrides, env, launcher=()):
     return found
 
 
+def agree(name, cpu, cuda, tol):
+    """Prints the comparison; whether the worst relative difference is within tol."""
+    worst = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(cpu, cuda))
+    ok = worst <= tol
+    print(f"{'ok ' if ok else 'BAD'} {name}: cpu {cpu} cuda {cuda} (worst {worst:.2e}, "
+          f"tolerance {tol:g})")
+    return ok
+
+
 def main():
     train_gpt, data, emulated = sys.argv[1], sys.argv[2], sys.argv[3]
     env = dict(os.environ)
@@ -64,11 +74,7 @@ def main():
         overrides = overrides[0] if overrides else {}
         cpu = losses(train_gpt, data, "cpu", args, overrides, env)
         cuda = losses(train_gpt, data, "cuda:0", args, overrides, env)
-        worst = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(cpu, cuda))
-        ok = worst <= tol
-        failed += not ok
-        print(f"{'ok ' if ok else 'BAD'} {name}: cpu {cpu} cuda {cuda} (worst {worst:.2e}, "
-              f"tolerance {tol:g})")
+        failed += not agree(name, cpu, cuda, tol)
     if len(sys.argv) > 4:  # processes under mpirun, each on its own emulated GPU
         mpi_env = dict(env, FSDP_EMU_CUDA_DEVICES="2", OMPI_ALLOW_RUN_AS_ROOT="1",
                        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1",
@@ -79,11 +85,7 @@ def main():
             cpu = losses(train_gpt, data, "cpu", args + ["--ranks", "2"], {}, env)
             cuda = losses(train_gpt, data, "cuda", args + ["--backend", "nccl"], {}, mpi_env,
                           mpirun)
-            worst = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(cpu, cuda))
-            ok = worst <= tol
-            failed += not ok
-            print(f"{'ok ' if ok else 'BAD'} {name}: cpu {cpu} cuda {cuda} (worst {worst:.2e}, "
-                  f"tolerance {tol:g})")
+            failed += not agree(name, cpu, cuda, tol)
     sys.exit(1 if failed else 0)
 
 
