@@ -76,6 +76,21 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return block_reduce<true>(v, scratch);
 }
 
+// Column strips (reduce_geometry.h's (kColumnWidth, kColumnRows) blocks): this thread's column
+// `c` and its partial sum of value(r, c) over its rows of the block's row chunk.
+template <typename F>
+__device__ __forceinline__ float column_strip_partial(std::int64_t rows, std::int64_t cols,
+                                                      std::int64_t rows_per_chunk, std::int64_t& c,
+                                                      F value) {
+  c = blockIdx.x * std::int64_t(kColumnWidth) + threadIdx.x;
+  const std::int64_t r0 = blockIdx.y * rows_per_chunk;
+  const std::int64_t r1 = min(rows, r0 + rows_per_chunk);
+  float s = 0.0f;
+  if (c < cols)
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) s += value(r, c);
+  return s;
+}
+
 // Column strips (reduce_geometry.h's (kColumnWidth, kColumnRows) blocks): each thread has summed
 // its column over its rows into `s`; the block's row partials of each column are folded through
 // `part` (the kernel's __shared__ float[kColumnRows][kColumnWidth + 1]) and added into out[c]

@@ -16,13 +16,10 @@ template <typename T>
 __global__ void sum_over_rows_kernel(const T* in, float* out, std::int64_t rows, std::int64_t cols,
                                      std::int64_t rows_per_chunk) {
   __shared__ float partial[kColumnRows][kColumnWidth + 1];  // +1: no bank conflicts
-  const std::int64_t c = blockIdx.x * std::int64_t(kColumnWidth) + threadIdx.x;
-  const std::int64_t r0 = blockIdx.y * rows_per_chunk;
-  const std::int64_t r1 = min(rows, r0 + rows_per_chunk);
-  float s = 0.0f;
-  if (c < cols)
-    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows)
-      s += to_float(in[r * cols + c]);
+  std::int64_t c;
+  const float s = column_strip_partial(
+      rows, cols, rows_per_chunk, c,
+      [&](std::int64_t r, std::int64_t col) { return to_float(in[r * cols + col]); });
   add_column_partials(partial, s, c, cols, out);
 }
 

@@ -68,13 +68,11 @@ __global__ void rms_norm_dweight_kernel(const T* dy, const T* x, const float* rs
                                         std::int64_t rows, std::int64_t cols,
                                         std::int64_t rows_per_chunk) {
   __shared__ float part[kColumnRows][kColumnWidth + 1];
-  const std::int64_t c = blockIdx.x * std::int64_t(kColumnWidth) + threadIdx.x;
-  const std::int64_t r0 = blockIdx.y * rows_per_chunk;
-  const std::int64_t r1 = min(rows, r0 + rows_per_chunk);
-  float s = 0.0f;
-  if (c < cols)
-    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows)
-      s += to_float(dy[r * cols + c]) * rounded<T>(to_float(x[r * cols + c]) * rstd[r]);
+  std::int64_t c;
+  const float s =
+      column_strip_partial(rows, cols, rows_per_chunk, c, [&](std::int64_t r, std::int64_t col) {
+        return to_float(dy[r * cols + col]) * rounded<T>(to_float(x[r * cols + col]) * rstd[r]);
+      });
   add_column_partials(part, s, c, cols, dweight);
 }
 
