@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   bool print_ids = false, skip_special_tokens = false;
   models::GenerationOptions o;
   std::uint64_t seed = 0;
+  std::string device_name = "cpu";
   app.add_option("--model-dir", model_dir, "save_pretrained directory (config.json, weights)")
       ->required();
   auto* ids_opt = app.add_option("--prompt-ids", prompt_ids, "prompt token ids: 1,2,3");
@@ -99,6 +100,9 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", o.top_p, "keep the smallest set of probability >= p (default 1)")
       ->check(CLI::Range(0.0, 1.0))
       ->needs(sample_opt);
+  app.add_option("--device", device_name,
+                 "where the model runs: cpu (default), cuda[:N] or fake_cuda[:N]; sampling "
+                 "reads each step's scores on the host");
   app.add_option("--seed", seed, "sampling seed (default 0)")
       ->check(examples::uint64_any())
       ->needs(sample_opt);
@@ -128,14 +132,26 @@ int main(int argc, char** argv) {
             prompt_text, tokenizer->source()));
       prompt_flag = "--prompt";
     }
+    Device device;
+    try {
+      device = Device::parse(device_name);
+    } catch (const ValueError&) {
+      throw InputError(fmt::format(
+          "--device {}: unknown device (expected cpu, cuda, cuda:N, fake_cuda or fake_cuda:N)",
+          device_name));
+    }
+    if (device.is_meta())
+      throw InputError("--device meta: meta tensors have no values to generate from");
     auto model = models::from_pretrained(model_dir);
     model->eval();
+    if (!device.is_cpu()) model->to(device);
     for (std::int64_t id : ids)
       if (id >= model->vocab_size())
         throw InputError(fmt::format("{}: token {} is outside the vocabulary [0, {})", prompt_flag,
                                      id, model->vocab_size()));
     Generator generator(seed);
-    const Tensor prompt = from_vector(ids, {1, std::int64_t(ids.size())});
+    const Tensor prompt =
+        from_vector(ids, {1, std::int64_t(ids.size())}, TensorOptions(DType::Int64, device));
     const std::vector<std::int64_t> out =
         models::generate(*model, prompt, o, &generator).to_int_vector();
     if (!tokenizer || print_ids) fmt::print("{}\n", join_ids(out));

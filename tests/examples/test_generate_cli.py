@@ -91,6 +91,9 @@ cases = [
      "--tokenizer PATH, or token ids with --prompt-ids"),
     (["--model-dir", d], 2,
      "generate: error: give the prompt: --prompt TEXT or --prompt-ids (see generate --help)"),
+    (["--model-dir", d, "--prompt-ids", "1", "--device", "gpu"], 1,
+     "generate: error: --device gpu: unknown device (expected cpu, cuda, cuda:N, fake_cuda or "
+     "fake_cuda:N)"),
     (["--model-dir", d, "--prompt-ids", "1", "--print-ids"], 2,
      "generate: error: --print-ids requires --prompt (see generate --help)"),
     (["--model-dir", d, "--prompt-ids", "1", "--tokenizer", "t.json"], 2,
