@@ -126,7 +126,11 @@ BOOST_AUTO_TEST_CASE(an_unordered_cross_stream_read_is_reported) {
     const Stream s1 = new_stream(kFake0), s2 = new_stream(kFake0);
     Tensor x = zeros({64}, TensorOptions(DType::Float32, kFake0));
     Tensor y;
-    s1.wait_stream(current_stream(kFake0));  // x's zeros were written on the current stream
+    // x's zeros were written on the current stream: both streams wait for them, so the only
+    // unordered pair is s1's fill and s2's read (without s2's wait, the zeros' fill and s2's read
+    // were a second, real race, which TSan saw whenever the fill was still running).
+    s1.wait_stream(current_stream(kFake0));
+    s2.wait_stream(current_stream(kFake0));
     testing::Gate gate;
     launch(s1, gate.waiter());
     {
