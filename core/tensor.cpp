@@ -206,21 +206,30 @@ Tensor Tensor::detach() const {
   return Tensor(std::move(impl));
 }
 
+namespace {
+
+// The copy of copy_ and copy_unversioned: within a device, or between the host and a device
+// through the device's copy (it orders the copy on its streams).
+void copy_values(const Tensor& dst, const Tensor& src, const char* op) {
+  const Device dd = dst.device(), sd = src.device();
+  FSDP_CHECK(dd == sd || dd.is_cpu() || sd.is_cpu(), NotImplementedError,
+             "{}: a copy from {} to {} (shape {}) is not supported; copy through the host", op,
+             sd.str(), dd.str(), shape_str(src.shape()));
+  kernels(dd.is_cpu() ? sd : dd).copy_broadcast(dst, src);
+}
+
+}  // namespace
+
 Tensor& Tensor::copy_(const Tensor& src) {
   const auto& dst = check();
   FSDP_CHECK(broadcast_shapes(dst.sizes(), src.shape(), "copy_") == dst.sizes(), RuntimeError,
              "copy_: source of shape {} cannot be broadcast to destination shape {}",
              shape_str(src.shape()), shape_str(dst.sizes()));
   if (is_meta() || src.is_meta()) return *this;
-  const Device dd = device(), sd = src.device();
-  FSDP_CHECK(dd == sd || dd.is_cpu() || sd.is_cpu(), NotImplementedError,
-             "copy_: a copy from {} to {} (shape {}) is not supported; copy through the host",
-             sd.str(), dd.str(), shape_str(src.shape()));
   check_storage_alive(*this, "copy_");
   check_storage_alive(src, "copy_");
   storage()->bump_version();
-  // Between the host and a device, the device's copy (it orders the copy on its streams).
-  kernels(dd.is_cpu() ? sd : dd).copy_broadcast(*this, src);
+  copy_values(*this, src, "copy_");
   return *this;
 }
 
@@ -394,7 +403,10 @@ void copy_unversioned(const Tensor& dst, const Tensor& src) {
   FSDP_CHECK(dst.shape() == src.shape(), RuntimeError,
              "copy_unversioned: destination of shape {} and source of shape {} differ",
              shape_str(dst.shape()), shape_str(src.shape()));
-  ops_detail::copy_strided(dst, src);
+  if (dst.device() == src.device())
+    ops_detail::copy_strided(dst, src);
+  else if (dst.numel() > 0)  // an offloaded FSDP shard staged on its device, and back
+    copy_values(dst, src, "copy_unversioned");
 }
 
 }  // namespace fsdp

@@ -206,10 +206,10 @@ Tensor ones_like(const Tensor& t);
 // bytes its view needs (freed with Storage::resize(0), e.g. a resharded FSDP parameter).
 void check_storage_alive(const Tensor& t, const char* op);
 
-// Copies src into dst (same shape, any strides, converting dtypes) without recording autograd
-// and without bumping dst's version counter: for refilling a buffer that saved tensors still
-// view (FSDP's unsharded parameters between forward and backward), where the values are, by
-// construction, the ones saved.
+// Copies src into dst (same shape, any strides, converting dtypes, within a device or between
+// the host and a device) without recording autograd and without bumping dst's version counter:
+// for refilling a buffer that saved tensors still view (FSDP's unsharded parameters between
+// forward and backward), where the values are, by construction, the ones saved.
 void copy_unversioned(const Tensor& dst, const Tensor& src);
 
 // A tensor over existing storage.

@@ -50,6 +50,8 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
   const Device orig_device = first.device();
   const bool materialize = orig_device.is_meta() && config_.materialize_meta_on.has_value();
   const Device device = materialize ? *config_.materialize_meta_on : orig_device;
+  compute_device_ = device;
+  offload_ = config_.offload_params && !device.is_cpu() && !device.is_meta();
   bool any_requires_grad = false, all_require_grad = true;
   for (const auto& p : params_) {
     FSDP_CHECK(p.orig.is_floating_point(), ValueError,
@@ -124,6 +126,11 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
   } else {
     local_shard_ = flat_view(full_padded_, 0, layout_.unpadded_numel);
   }
+  if (offload_) {  // the shard moves to the host; the device keeps nothing of it between uses
+    Tensor host = empty({local_shard_.numel()}, TensorOptions(dtype_, kCPU));
+    copy_unversioned(host, local_shard_);
+    local_shard_ = host;
+  }
   flat_param_ = empty({0}, opts);
   flat_param_.set_data(local_shard_);
   flat_param_.requires_grad_(requires_grad_);
@@ -152,17 +159,17 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
     }
   }
   if (uses_param_mixed_precision()) {
-    // The buffer built above holds the parameters' own dtype: sharded, it becomes the
-    // full-precision unsharded buffer; NO_SHARD, it is the shard itself. The compute-dtype
+    // The buffer built above holds the parameters' own dtype: sharded (or offloaded), it becomes
+    // the full-precision unsharded buffer; NO_SHARD, it is the shard itself. The compute-dtype
     // buffer is allocated at each unshard.
-    if (layout_.sharded) {
+    if (separate_unsharded_buffer()) {
       full_prec_storage_ = full_storage_;
       full_prec_padded_ = full_padded_;
     }
     full_storage_ = std::make_shared<Storage>(0, device);
     full_padded_ = over_storage(full_storage_, layout_.padded_numel, compute_dtype_, device);
   }
-  if (layout_.sharded) {
+  if (separate_unsharded_buffer()) {
     (full_prec_storage_ ? full_prec_storage_ : full_storage_)->resize(0);
     unsharded_ = false;
   } else {
@@ -197,19 +204,20 @@ void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precisi
   if (unsharded_ || pending_unshard_) reshard();  // unsharded in the other precision
   const bool low = uses_param_mixed_precision() && !full_precision;
   unsharded_low_ = low;
+  const bool into_full_prec = uses_param_mixed_precision() && !low;
   if (!layout_.sharded) {
-    // NO_SHARD under mixed precision: the shard is the full-precision parameter; the compute
-    // copy is a cast of it.
-    if (low) {
+    // NO_SHARD: the shard is the full-precision parameter; the compute copy is a cast of it,
+    // and an offloaded shard is copied to the device (in either precision).
+    if (low || offload_) {
       MemoryCategoryScope category(MemoryCategory::Parameters);
-      full_storage_->resize(static_cast<std::size_t>(layout_.padded_numel) *
-                            dtype_size(compute_dtype_));
-      copy_unversioned(flat_view(full_padded_, 0, local_shard_.numel()), local_shard_);
+      Storage& storage = into_full_prec ? *full_prec_storage_ : *full_storage_;
+      const Tensor& dst = into_full_prec ? full_prec_padded_ : full_padded_;
+      storage.resize(static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dst.dtype()));
+      copy_unversioned(flat_view(dst, 0, local_shard_.numel()), local_shard_);
     }
     unsharded_ = true;
     return;
   }
-  const bool into_full_prec = uses_param_mixed_precision() && !low;
   Storage& storage = into_full_prec ? *full_prec_storage_ : *full_storage_;
   const Tensor& dst = into_full_prec ? full_prec_padded_ : full_padded_;
   const bool on_streams = streams != nullptr && streams->on_accelerator();
@@ -226,22 +234,23 @@ void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precisi
         storage.data(), storage.nbytes(),
         fmt::format("the unsharded flat parameter of FSDP unit '{}'", unit_name_));
   const void* src = local_shard_.data_ptr();
-  if (low) {
+  const bool staged = low || offload_;  // the all-gather's input is a cast or device copy
+  if (staged) {
     std::optional<StreamGuard> cast_stream;
     if (on_streams) cast_stream.emplace(streams->pre_unshard);
     MemoryCategoryScope category(MemoryCategory::CommBuffers);
-    mp_shard_ = empty({layout_.shard_numel}, TensorOptions(compute_dtype_, local_shard_.device()));
+    mp_shard_ = empty({layout_.shard_numel}, TensorOptions(dst.dtype(), compute_device_));
     copy_unversioned(mp_shard_, local_shard_);
     src = mp_shard_.data_ptr();
   }
   if (on_streams) {
     streams->unshard.wait_stream(streams->pre_unshard);
-    // The host frees the cast shard once the all-gather is waited for, not when it has run.
-    if (low) mp_shard_.storage()->record_stream(streams->unshard);
+    // The host frees the staged shard once the all-gather is waited for, not when it has run.
+    if (staged) mp_shard_.storage()->record_stream(streams->unshard);
   }
   pending_unshard_ =
       group.all_gather_async(src, dst.data_ptr(), static_cast<std::size_t>(layout_.shard_numel),
-                             dst.dtype(), local_shard_.device());
+                             dst.dtype(), compute_device_);
 }
 
 void FlatParamHandle::record_unsharded_use(const Stream& stream) {
@@ -269,7 +278,7 @@ const Tensor& FlatParamHandle::unsharded_padded() const {
              unit_name_);
   if (!uses_param_mixed_precision()) return full_padded_;
   if (unsharded_low_) return full_padded_;
-  return layout_.sharded ? full_prec_padded_ : local_shard_;
+  return separate_unsharded_buffer() ? full_prec_padded_ : local_shard_;
 }
 
 void FlatParamHandle::use_unsharded_flat_param() {
@@ -401,7 +410,11 @@ void FlatParamHandle::accumulate_reduced_grad(const Tensor& shard_grad) {
   autograd::NoGradGuard no_grad;
   MemoryCategoryScope category(MemoryCategory::Gradients);
   const DType grad_dtype = config_.keep_low_precision_grads ? compute_dtype_ : dtype_;
-  const Tensor g = shard_grad.dtype() == grad_dtype ? shard_grad : shard_grad.to(grad_dtype);
+  Tensor g = shard_grad.dtype() == grad_dtype ? shard_grad : shard_grad.to(grad_dtype);
+  // Offloaded: to the host, where the optimizer steps. The copy waits for the reduction (the
+  // scheduler finishes reductions two units behind the one being reduced, so those two still
+  // overlap the backward); upstream copies into pinned memory and waits at the end of backward.
+  if (offload_) g = g.to(kCPU);
   if (saved_grad_shard_.defined()) {
     add_(saved_grad_shard_, g);
   } else {
@@ -410,7 +423,8 @@ void FlatParamHandle::accumulate_reduced_grad(const Tensor& shard_grad) {
 }
 
 void FlatParamHandle::record_reduced_grad_use(const Stream& stream) {
-  if (saved_grad_shard_.defined()) saved_grad_shard_.storage()->record_stream(stream);
+  if (saved_grad_shard_.defined() && !saved_grad_shard_.device().is_cpu())
+    saved_grad_shard_.storage()->record_stream(stream);
 }
 
 void FlatParamHandle::finalize_gradients(bool synced) {

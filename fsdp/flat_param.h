@@ -53,6 +53,10 @@ struct FlatParamConfig {
   // (zeros): FSDP's allocate-only meta init, so that the unit is never held twice (parameters
   // plus their flat copy). Unset: meta parameters give a meta flat parameter.
   std::optional<Device> materialize_meta_on;
+  // CPUOffload(offload_params=True) on an accelerator: the shard and its reduced gradient live in
+  // host memory (the optimizer steps there); each unshard stages the shard on the compute
+  // device, each reduction's result comes back to the host. Ignored on the cpu (nothing to move).
+  bool offload_params = false;
 };
 
 class FlatParamHandle {
@@ -71,15 +75,19 @@ class FlatParamHandle {
   const Tensor& flat_param() const { return flat_param_; }
   // This rank's shard [shard_numel] (for NO_SHARD the whole flat buffer).
   const Tensor& local_shard() const { return local_shard_; }
-  Device device() const { return local_shard_.device(); }
+  // The compute device: where the unsharded parameters, the collectives and the unsharded
+  // gradient live (the shard's own device unless it is offloaded to the host).
+  Device device() const { return compute_device_; }
+  bool offloads_params() const { return offload_; }
   DType dtype() const { return dtype_; }
   // The dtype of the unsharded parameters in forward and backward, and of gradient reduction.
   DType compute_dtype() const { return compute_dtype_; }
   DType reduce_dtype() const { return reduce_dtype_; }
   bool uses_param_mixed_precision() const { return compute_dtype_ != dtype_; }
   bool sharded() const { return layout_.sharded; }
-  // Whether using the parameters needs an unshard: sharded, or a low-precision copy to make.
-  bool needs_unshard() const { return sharded() || uses_param_mixed_precision(); }
+  // Whether using the parameters needs an unshard: sharded, a low-precision copy to make, or
+  // the shard to bring from the host.
+  bool needs_unshard() const { return sharded() || uses_param_mixed_precision() || offload_; }
   bool requires_grad() const { return requires_grad_; }
 
   // --- unshard / reshard
@@ -173,6 +181,10 @@ class FlatParamHandle {
   DType compute_dtype_ = DType::Float32;
   DType reduce_dtype_ = DType::Float32;
   bool requires_grad_ = true;
+  Device compute_device_ = kCPU;
+  bool offload_ = false;
+  // The unsharded buffer is not the shard itself: sharded, or NO_SHARD with the shard offloaded.
+  bool separate_unsharded_buffer() const { return layout_.sharded || offload_; }
   Tensor flat_param_;
   Tensor local_shard_;
   std::shared_ptr<Storage> full_storage_;  // the unsharded buffer, resized to 0 when freed
@@ -183,7 +195,9 @@ class FlatParamHandle {
   bool unsharded_ = false;
   bool unsharded_low_ = false;  // the unsharded values are in the compute dtype (mixed precision)
   std::shared_ptr<comm::Work> pending_unshard_;
-  Tensor mp_shard_;  // the shard cast to the compute dtype, alive while its all-gather runs
+  // The shard cast to the compute dtype and/or staged on the compute device (offload), alive
+  // while its all-gather runs.
+  Tensor mp_shard_;
   Tensor saved_grad_shard_;
   bool unreduced_grad_kept_ = false;
   std::vector<Tensor> views_;  // the last unsharded views (index = params_)

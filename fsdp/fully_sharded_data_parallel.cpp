@@ -310,6 +310,7 @@ std::unique_ptr<FlatParamHandle> FullyShardedDataParallel::init_flat_param(nn::M
   cfg.param_dtype = mixed_precision_.param_dtype;
   cfg.reduce_dtype = mixed_precision_.reduce_dtype;
   cfg.keep_low_precision_grads = mixed_precision_.keep_low_precision_grads;
+  cfg.offload_params = cpu_offload_.offload_params;
   if (flat_storage) cfg.materialize_meta_on = meta_target();
   auto handle = std::make_unique<FlatParamHandle>(std::move(params), std::move(shared), cfg,
                                                   module.type_name());

@@ -207,7 +207,9 @@ void UnitRuntime::lazy_init() {
   }
   cast_buffers_for_mode();
   bool offload = false;
-  for (auto* u : state_->units) offload = offload || u->owner_.cpu_offload().offload_params;
+  for (auto* u : state_->units)  // on an accelerator the handle moves the shard to the host
+    offload = offload || (u->owner_.cpu_offload().offload_params && u->handle_ != nullptr &&
+                          u->handle_->device().is_cpu());
   if (offload)
     warn(
         "FSDP: CPUOffload(offload_params=True) on the CPU device: the sharded parameters and "

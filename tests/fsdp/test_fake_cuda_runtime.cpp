@@ -1,14 +1,17 @@
 // FSDP on the fake_cuda test device (each rank on fake_cuda:rank, the threads backend): the stream
 // protocol (fsdp/streams.h) gives the CPU run's per-step losses and final parameters bit for bit,
-// for every strategy, prefetch mode, use_orig_params and mixed precision, and the stream
-// sanitizer reports nothing; the seeded missing wait (a test hook) is reported. The same with the
-// collectives queued by the host as on CUDA buffers (tests/support/queued_like_cuda.h).
+// for every strategy, prefetch mode, use_orig_params, mixed precision and CPU offload, and the
+// stream sanitizer reports nothing; the seeded missing wait (a test hook) is reported. The same
+// with the collectives queued by the host as on CUDA buffers (tests/support/queued_like_cuda.h).
 #define BOOST_TEST_MODULE fsdp_fake_cuda_runtime
 #include <fmt/format.h>
 
 #include <boost/test/unit_test.hpp>
 
+#include "core/fake_cuda/fake_cuda.h"
+#include "core/ops.h"
 #include "core/stream_sanitizer.h"
+#include "fsdp/flat_param.h"
 #include "tests/support/queued_like_cuda.h"
 #include "tests/support/runtime_harness.h"
 
@@ -89,10 +92,85 @@ BOOST_AUTO_TEST_CASE(no_sync_and_activation_checkpointing_equal_cpu) {
   }
 }
 
+// CPUOffload(offload_params=True) on the device: the CPU run's losses and parameters (the
+// optimizer steps on the host shards), for every strategy, bfloat16 mixed precision,
+// use_orig_params with AdamW, a no_sync micro-batch and gradients accumulated over two backwards.
+std::vector<std::pair<std::string, RunOptions>> offload_configs() {
+  std::vector<std::pair<std::string, RunOptions>> configs;
+  for (auto s : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                 ShardingStrategy::NO_SHARD}) {
+    RunOptions o;
+    o.strategy = s;
+    configs.emplace_back(to_string(s), o);
+    o.mixed_precision =
+        MixedPrecision{.param_dtype = DType::BFloat16, .reduce_dtype = DType::BFloat16};
+    configs.emplace_back(to_string(s) + ", bfloat16 mixed precision", o);
+  }
+  RunOptions orig;
+  orig.use_orig_params = true;
+  orig.optimizer = "adamw";
+  configs.emplace_back("use_orig_params, adamw", orig);
+  RunOptions accumulate;
+  accumulate.no_sync_microbatch = true;
+  configs.emplace_back("no_sync micro-batch", accumulate);
+  for (auto& [label, o] : configs) o.offload_params = true;
+  return configs;
+}
+
+BOOST_AUTO_TEST_CASE(cpu_offload_equals_cpu) {
+  for (const auto& [label, o] : offload_configs()) expect_cpu_equal(2, o, "CPU offload, " + label);
+}
+
+// Offloaded, the shards and their reduced gradients are host tensors, the device holds none of
+// the unit's parameters between uses (its allocated bytes return to what they were before the
+// model came), and gradients accumulate on the host over two backwards without no_sync (upstream
+// overwrites them: `_cpu_grad.copy_`).
+BOOST_AUTO_TEST_CASE(cpu_offload_keeps_shards_and_gradients_on_the_host) {
+  for (auto strategy : {ShardingStrategy::FULL_SHARD, ShardingStrategy::NO_SHARD}) {
+    on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+      const Device d(DeviceType::FakeCUDA, pg->rank());
+      auto allocated = [&] { return fake_cuda::memory_stats(d).at("allocated_bytes.all.current"); };
+      const std::int64_t base = allocated();
+      RunOptions o;
+      o.strategy = strategy;
+      o.offload_params = true;
+      auto model = mlp(7);
+      model->to(d);
+      BOOST_TEST(allocated() > base);
+      auto fsdp = wrap_mlp(model, pg, o);
+      BOOST_TEST(allocated() == base, to_string(strategy) << ": the device keeps nothing");
+      const Tensor x = ones({2, 6}, TensorOptions(DType::Float32, d));
+      const std::int64_t with_input = allocated();
+      std::vector<Tensor> first_grads;
+      for (int pass = 0; pass < 2; ++pass) {
+        (*fsdp)(x).tensor().sum().backward();
+        BOOST_TEST(allocated() == with_input, to_string(strategy) << ": after backward " << pass);
+        const auto units = fsdp->fsdp_units();
+        for (std::size_t i = 0; i < units.size(); ++i) {
+          const FlatParamHandle* h = units[i]->handle();
+          BOOST_TEST_REQUIRE(h != nullptr);
+          BOOST_TEST((h->device() == d));
+          BOOST_TEST(h->offloads_params());
+          BOOST_TEST(h->flat_param().device().is_cpu());
+          const Tensor g = h->flat_param().grad();
+          BOOST_TEST_REQUIRE(g.defined());
+          BOOST_TEST(g.device().is_cpu());
+          if (pass == 0) {
+            first_grads.push_back(g.clone());
+          } else {  // the same input twice: the kept gradient doubled
+            const Tensor twice = mul(first_grads[i], 2.0);
+            BOOST_TEST(g.to_vector() == twice.to_vector(), boost::test_tools::per_element());
+          }
+        }
+      }
+    });
+  }
+}
+
 // Under the stream sanitizer (core/stream_sanitizer.h), at 2 and 4 ranks: no unordered
 // cross-stream access and no free without record_stream, for every strategy (HYBRID over nodes of
 // 2), no backward prefetch, BACKWARD_POST with forward prefetch and use_orig_params, mixed
-// precision, a no_sync micro-batch and activation checkpointing.
+// precision, a no_sync micro-batch, activation checkpointing and CPU offload's configurations.
 BOOST_AUTO_TEST_CASE(clean_under_the_stream_sanitizer) {
   std::vector<std::pair<std::string, RunOptions>> configs;
   for (auto s :
@@ -122,6 +200,7 @@ BOOST_AUTO_TEST_CASE(clean_under_the_stream_sanitizer) {
   RunOptions recompute;
   recompute.checkpoint_activations = "full";
   configs.emplace_back("activation checkpointing", recompute);
+  for (auto& [label, o] : offload_configs()) configs.emplace_back("CPU offload, " + label, o);
   for (int world : {2, 4}) {
     for (auto& [label, o] : configs) {
       o.on_fake_cuda = true;

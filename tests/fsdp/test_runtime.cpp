@@ -480,7 +480,8 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(init_and_summon)
 
 // CPU offload on the CPU device: accepted, said once per rank, and training is unchanged
-// (gradient accumulation too: the gradients never leave host memory).
+// (gradient accumulation too: the gradients never leave host memory). Under FSDP_TEST_DEVICE (a
+// device run), the offloaded run really moves the shards to the host and gives the same losses.
 BOOST_AUTO_TEST_CASE(cpu_offload_is_accepted_with_a_note_and_changes_nothing) {
   RunOptions o;
   o.steps = 3;
