@@ -4,8 +4,8 @@
 // its running sum and output when the running maximum grows, and adds p * v_j. Forward saves the
 // row's log-sum-exp; backward recomputes p = exp(s - lse) from it, as core's blocked_attention
 // does on the CPU (its oracle). Keys and values are re-read from L2 by every row: this is the
-// correct baseline to test tiled versions against, not the fast path: bf16 with head dim 64 takes
-// the tiled kernels of flash_attention.cu; float storage and other head dims stay here.
+// correct baseline to test tiled versions against, not the fast path: bf16 and fp16 with head dim
+// 64 take the tiled kernels of flash_attention.cu; float storage and other head dims stay here.
 #include <cmath>
 #include <type_traits>
 
@@ -137,7 +137,7 @@ void attention_forward(const T* q, const T* k, const T* v, T* o, float* lse, std
                        std::int64_t t, std::int64_t hd, float scale, cudaStream_t stream) {
   check_head_dim(hd, "attention_forward");
   if (batch == 0 || t == 0) return;
-  if constexpr (std::is_same_v<T, bf16>) {
+  if constexpr (is_16bit_v<T>) {
     if (flash_attention_applies(batch, t, hd, {q, k, v})) {
       flash_attention_forward(q, k, v, o, lse, batch, t, scale, stream);
       return;
@@ -155,7 +155,7 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
   check_head_dim(hd, "attention_backward");
   const std::size_t bytes = batch * t * hd * sizeof(float);
   if (bytes == 0) return;
-  if constexpr (std::is_same_v<T, bf16>) {
+  if constexpr (is_16bit_v<T>) {
     if (flash_attention_applies(batch, t, hd, {q, k, v, o, dout})) {
       flash_attention_backward(q, k, v, o, dout, lse, dq, dk, dv, batch, t, scale, stream);
       return;  // every element of dq, dk and dv written: no memset
@@ -176,5 +176,6 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
                                       std::int64_t, std::int64_t, float, cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 
 }  // namespace fsdp::cuda

@@ -199,6 +199,7 @@ void sum_in_order(const double* values, std::int64_t n, double divisor, double* 
                                           std::int64_t, std::int64_t, std::int64_t, cudaStream_t);
 FSDP_CLASS_LOSS(float)
 FSDP_CLASS_LOSS(bf16)
+FSDP_CLASS_LOSS(fp16)
 FSDP_CLASS_LOSS(double)
 #undef FSDP_CLASS_LOSS
 

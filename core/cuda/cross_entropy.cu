@@ -63,11 +63,12 @@ void cross_entropy_forward_backward(const T* logits, const std::int32_t* target,
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
-template void cross_entropy_forward_backward<float>(const float*, const std::int32_t*, float*,
-                                                    float*, std::int64_t, std::int64_t,
-                                                    std::int32_t, float, cudaStream_t);
-template void cross_entropy_forward_backward<bf16>(const bf16*, const std::int32_t*, float*, bf16*,
-                                                   std::int64_t, std::int64_t, std::int32_t, float,
-                                                   cudaStream_t);
+#define FSDP_INSTANTIATE(T)                                                                        \
+  template void cross_entropy_forward_backward<T>(const T*, const std::int32_t*, float*, T*,       \
+                                                  std::int64_t, std::int64_t, std::int32_t, float, \
+                                                  cudaStream_t);
+FSDP_INSTANTIATE(float)
+FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 
 }  // namespace fsdp::cuda

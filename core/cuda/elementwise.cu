@@ -1,7 +1,7 @@
-// Elementwise kernels: grid-stride loops (launch.h's grid_for), float arithmetic on float or
-// bf16 storage. Memory-bound, so the same-shape kernels move 16 bytes per thread per access (4
-// floats or 8 bf16, one 128-bit load) whenever every pointer is 16-byte aligned; the last n % V
-// elements, and unaligned calls, take the scalar loop.
+// Elementwise kernels: grid-stride loops (launch.h's grid_for), float arithmetic on float, bf16
+// or fp16 storage. Memory-bound, so the same-shape kernels move 16 bytes per thread per access (4
+// floats or 8 16-bit values, one 128-bit load) whenever every pointer is 16-byte aligned; the last
+// n % V elements, and unaligned calls, take the scalar loop.
 #include <cmath>
 #include <cstdint>
 
@@ -213,6 +213,12 @@ void cast(const float* in, bf16* out, std::int64_t n, cudaStream_t stream) {
 void cast(const bf16* in, float* out, std::int64_t n, cudaStream_t stream) {
   launch_map1(in, out, n, Identity{}, stream);
 }
+void cast(const float* in, fp16* out, std::int64_t n, cudaStream_t stream) {
+  launch_map1(in, out, n, Identity{}, stream);
+}
+void cast(const fp16* in, float* out, std::int64_t n, cudaStream_t stream) {
+  launch_map1(in, out, n, Identity{}, stream);
+}
 
 template <typename T>
 void binary(BinaryOp op, const T* a, const T* b, T* out, const BroadcastGeometry& g,
@@ -250,5 +256,6 @@ void activation_backward(ActivationKind kind, const T* saved, const T* g, T* dx,
                                        cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 
 }  // namespace fsdp::cuda

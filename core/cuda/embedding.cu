@@ -44,7 +44,9 @@ __global__ void embedding_forward_rows_kernel(const T* __restrict__ weight,
       for (std::int64_t c = lane; c < vecs; c += 32) dst[c] = src[c];
     } else {
       // The quiet NaN's bits in every lane of the vector (no writing a uint4 through T*).
-      const unsigned w = std::is_same_v<T, float> ? 0x7fc00000u : 0x7fc07fc0u;
+      const unsigned w = std::is_same_v<T, float>  ? 0x7fc00000u
+                         : std::is_same_v<T, bf16> ? 0x7fc07fc0u
+                                                   : 0x7e007e00u;  // fp16's quiet NaN, twice
       const uint4 nan = make_uint4(w, w, w, w);
       for (std::int64_t c = lane; c < vecs; c += 32) dst[c] = nan;
     }
@@ -99,5 +101,6 @@ void embedding_backward(const T* dout, const std::int32_t* index, float* dweight
                                       std::int64_t, std::int64_t, cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 
 }  // namespace fsdp::cuda

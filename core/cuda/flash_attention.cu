@@ -1,10 +1,11 @@
-// FlashAttention-2's schedule (Dao, 2023) on nvcuda::wmma bf16 16x16x16 fragments, for head dim
-// 64. A CTA of 4 warps takes a 64-row tile; each warp owns 16 of its rows. The products go
-// through the tensor cores; the accumulators pass through a per-warp float scratch in shared
-// memory, where each lane pair owns one row (lane >> 1) and the even or odd columns (lane & 1),
-// so the softmax and masking need no knowledge of the fragments' register layout. Scores are
-// kept in log2 units (scale * log2(e) folded in) so that exp2f serves; lse is stored in natural
-// units, as the one-warp-per-row kernels store it.
+// FlashAttention-2's schedule (Dao, 2023) on nvcuda::wmma 16x16x16 fragments of the 16-bit
+// storage type T (bf16 or fp16; float accumulators either way), for head dim 64. A CTA of 4 warps
+// takes a 64-row tile; each warp owns 16 of its rows. The products go through the tensor cores; the
+// accumulators pass through a per-warp float scratch in shared memory, where each lane pair owns
+// one row (lane >> 1) and the even or odd columns (lane & 1), so the softmax and masking need no
+// knowledge of the fragments' register layout. Scores are kept in log2 units (scale * log2(e)
+// folded in) so that exp2f serves; lse is stored in natural units, as the one-warp-per-row kernels
+// store it.
 #include <mma.h>
 
 #include <cmath>
@@ -12,12 +13,12 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/flash_attention.h"
+#include "core/cuda/kernel_math.cuh"
 
 namespace fsdp::cuda {
 namespace {
 
 using namespace nvcuda;
-using bf16 = __nv_bfloat16;
 
 constexpr int kHd = kFlashHeadDim;
 constexpr int kTile = 64;  // query rows per CTA and key rows per step (equal: the causal
@@ -28,21 +29,25 @@ constexpr int kWarpRows = kTile / kWarps;  // 16, one fragment high
 constexpr int kFrags = kHd / 16;           // fragments along the head dim (and along a tile)
 // Row pitches in shared memory, padded off the 128-byte bank period; rows stay 16-byte aligned
 // for the vector copies and fragment origins 32-byte aligned as wmma requires.
-constexpr int kLdH = kHd + 8;        // bf16 tiles: 144 bytes
+constexpr int kLdH = kHd + 8;        // 16-bit tiles: 144 bytes
 constexpr int kLdF = kTile + 4;      // float scratch: 272 bytes
 constexpr int kPerLane = kTile / 2;  // columns of a row each lane of the pair owns
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 static_assert(kTile == kHd, "one scratch layout serves the score and the output tiles");
 
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+template <typename T>
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
+template <typename T>
+using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
+template <typename T>
+using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 // Rows [row0, row0 + 64) of a (t, 64) matrix into shared memory, zeros past row t, by the
 // whole CTA in 16-byte vectors.
-__device__ void load_tile(const bf16* src, std::int64_t row0, std::int64_t t, bf16* dst) {
+template <typename T>
+__device__ void load_tile(const T* src, std::int64_t row0, std::int64_t t, T* dst) {
   for (int idx = threadIdx.x; idx < kTile * (kHd / 8); idx += kThreads) {
     const int r = idx / (kHd / 8), c = (idx % (kHd / 8)) * 8;
     uint4 val = make_uint4(0u, 0u, 0u, 0u);
@@ -54,8 +59,8 @@ __device__ void load_tile(const bf16* src, std::int64_t row0, std::int64_t t, bf
 // A warp's 16 x 64 product A (16 x 64, fragments `a`) times B (64 x 64 in shared memory, row
 // pitch kLdH) into its float scratch. kTransB: B is the transpose of the stored tile (scores
 // against keys stored row by key), read column-major.
-template <bool kTransB>
-__device__ void product_to_scratch(const FragA (&a)[kFrags], const bf16* b, float* scratch) {
+template <bool kTransB, typename T>
+__device__ void product_to_scratch(const FragA<T> (&a)[kFrags], const T* b, float* scratch) {
 #pragma unroll 1  // not unrolled: ptxas would hoist all 16 B fragments (spills on sm_80)
   for (int n = 0; n < kFrags; ++n) {
     FragC c;
@@ -63,11 +68,11 @@ __device__ void product_to_scratch(const FragA (&a)[kFrags], const bf16* b, floa
 #pragma unroll
     for (int kk = 0; kk < kFrags; ++kk) {
       if constexpr (kTransB) {
-        FragBCol bf;
+        FragBCol<T> bf;
         wmma::load_matrix_sync(bf, b + n * 16 * kLdH + kk * 16, kLdH);
         wmma::mma_sync(c, a[kk], bf, c);
       } else {
-        FragBRow bf;
+        FragBRow<T> bf;
         wmma::load_matrix_sync(bf, b + kk * 16 * kLdH + n * 16, kLdH);
         wmma::mma_sync(c, a[kk], bf, c);
       }
@@ -79,45 +84,54 @@ __device__ void product_to_scratch(const FragA (&a)[kFrags], const bf16* b, floa
 // acc[n] += A (16 x 64 in shared memory, pitch kLdH) times B (64 x 64 row-major in shared
 // memory, pitch kLdH): the gradient products, accumulated across the loop in fragments.
 // One A fragment live at a time: the accumulators already hold 32 or 64 registers.
-__device__ void product_accumulate(const bf16* a, const bf16* b, FragC (&acc)[kFrags]) {
+template <typename T>
+__device__ void product_accumulate(const T* a, const T* b, FragC (&acc)[kFrags]) {
 #pragma unroll
   for (int kk = 0; kk < kFrags; ++kk) {
-    FragA af;
+    FragA<T> af;
     wmma::load_matrix_sync(af, a + kk * 16, kLdH);
 #pragma unroll
     for (int n = 0; n < kFrags; ++n) {
-      FragBRow bf;
+      FragBRow<T> bf;
       wmma::load_matrix_sync(bf, b + kk * 16 * kLdH + n * 16, kLdH);
       wmma::mma_sync(acc[n], af, bf, acc[n]);
     }
   }
 }
 
-__device__ void load_rows(const bf16* tile, FragA (&a)[kFrags]) {
+template <typename T>
+__device__ void load_rows(const T* tile, FragA<T> (&a)[kFrags]) {
 #pragma unroll
   for (int kk = 0; kk < kFrags; ++kk) wmma::load_matrix_sync(a[kk], tile + kk * 16, kLdH);
 }
 
-// The dot product of two words of two bf16 each, unpacked by shifts (bf16 is float's upper
-// half): no reading of a uint4 through another type, which strict aliasing would allow a compiler
-// to break (a host-compiled emulation of these kernels did).
-__device__ __forceinline__ float dot_bf16x2(unsigned a, unsigned b) {
-  return __uint_as_float(a << 16) * __uint_as_float(b << 16) +
-         __uint_as_float(a & 0xffff0000u) * __uint_as_float(b & 0xffff0000u);
+// The dot product of two words of two T each, unpacked from the words' bits (bf16 is float's
+// upper half; fp16 through its bits): no reading of a uint4 through another type, which strict
+// aliasing would allow a compiler to break (a host-compiled emulation of these kernels did).
+template <typename T>
+__device__ __forceinline__ float dot2(unsigned a, unsigned b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __uint_as_float(a << 16) * __uint_as_float(b << 16) +
+           __uint_as_float(a & 0xffff0000u) * __uint_as_float(b & 0xffff0000u);
+  } else {
+    auto lo = [](unsigned w) { return __half2float(__ushort_as_half(w & 0xffffu)); };
+    auto hi = [](unsigned w) { return __half2float(__ushort_as_half(w >> 16)); };
+    return lo(a) * lo(b) + hi(a) * hi(b);
+  }
 }
 
 // dO . o of one row (either pointer global or shared, 16-byte aligned), each lane of the pair
 // (lane ^ 1) taking 32 of its 64 dims in 16-byte vectors; both lanes return the sum. Zero for rows
 // past t (valid false).
-__device__ float row_dot_pair(const bf16* o_row, const bf16* do_row, bool valid, int half) {
+template <typename T>
+__device__ float row_dot_pair(const T* o_row, const T* do_row, bool valid, int half) {
   float s = 0.0f;
   if (valid) {
 #pragma unroll
     for (int u = 0; u < kPerLane / 8; ++u) {
       const uint4 a = *reinterpret_cast<const uint4*>(o_row + half * kPerLane + u * 8);
       const uint4 b = *reinterpret_cast<const uint4*>(do_row + half * kPerLane + u * 8);
-      s +=
-          dot_bf16x2(a.x, b.x) + dot_bf16x2(a.y, b.y) + dot_bf16x2(a.z, b.z) + dot_bf16x2(a.w, b.w);
+      s += dot2<T>(a.x, b.x) + dot2<T>(a.y, b.y) + dot2<T>(a.z, b.z) + dot2<T>(a.w, b.w);
     }
   }
   return s + __shfl_xor_sync(0xffffffffu, s, 1);
@@ -132,21 +146,19 @@ __device__ void store_rows(const float* scratch, float mul, Out* dst, std::int64
     const int r = idx / kHd, c = idx % kHd;
     if (row0 + r < t) {
       const float x = scratch[r * kLdF + c] * mul;
-      if constexpr (std::is_same_v<Out, float>)
-        dst[(row0 + r) * kHd + c] = x;
-      else
-        dst[(row0 + r) * kHd + c] = __float2bfloat16_rn(x);
+      dst[(row0 + r) * kHd + c] = from_float<Out>(x);
     }
   }
 }
 
 // Grid (batch, query tiles); the last query tiles (the most key tiles) are launched first.
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse,
-                         std::int64_t t, float scale_log2) {
-  __shared__ __align__(32) bf16 ks[kTile * kLdH];
-  __shared__ __align__(32) bf16 vs[kTile * kLdH];
-  __shared__ __align__(32) bf16 ps[kWarps * kWarpRows * kLdH];
+    flash_forward_kernel(const T* q, const T* k, const T* v, T* o, float* lse, std::int64_t t,
+                         float scale_log2) {
+  __shared__ __align__(32) T ks[kTile * kLdH];
+  __shared__ __align__(32) T vs[kTile * kLdH];
+  __shared__ __align__(32) T ps[kWarps * kWarpRows * kLdH];
   __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
   const int qb = gridDim.y - 1 - blockIdx.y;
   const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
@@ -154,14 +166,14 @@ __global__ void __launch_bounds__(kThreads)
   const int r = lane >> 1, half = lane & 1;          // the lane's row in the warp and column parity
   const std::int64_t i = q0 + warp * kWarpRows + r;  // the lane's query row
   float* sw = ss + warp * kWarpRows * kLdF;
-  bf16* pw = ps + warp * kWarpRows * kLdH;
+  T* pw = ps + warp * kWarpRows * kLdH;
 
   // Q's tile passes through the scratch (free until the first scores) into fragments.
-  bf16* qs = reinterpret_cast<bf16*>(ss);
-  static_assert(sizeof(ss) >= sizeof(bf16) * kTile * kLdH);
+  T* qs = reinterpret_cast<T*>(ss);
+  static_assert(sizeof(ss) >= sizeof(T) * kTile * kLdH);
   load_tile(q + base, q0, t, qs);
   __syncthreads();
-  FragA qf[kFrags];
+  FragA<T> qf[kFrags];
   load_rows(qs + warp * kWarpRows * kLdH, qf);
   __syncthreads();
 
@@ -192,14 +204,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kPerLane; ++c) {
       const float p = exp2f(s[c] - m_new);
-      pw[r * kLdH + 2 * c + half] = __float2bfloat16_rn(p);
+      pw[r * kLdH + 2 * c + half] = from_float<T>(p);
       sum += p;
       acc[c] *= correction;
     }
     l = l * correction + sum;
     m = m_new;
     __syncwarp();
-    FragA pf[kFrags];
+    FragA<T> pf[kFrags];
     load_rows(pw, pf);
     product_to_scratch<false>(pf, vs, sw);  // P V
     __syncwarp();
@@ -217,13 +229,14 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // dq = scale * dS K with dS = P * (dO V^T - D), D = rowsum(dO * o). Grid as the forward's.
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    flash_backward_dq_kernel(const bf16* q, const bf16* k, const bf16* v, const bf16* o,
-                             const bf16* dout, const float* lse, bf16* dq, std::int64_t t,
-                             float scale_log2, float scale) {
-  __shared__ __align__(32) bf16 ks[kTile * kLdH];
-  __shared__ __align__(32) bf16 vs[kTile * kLdH];
-  __shared__ __align__(32) bf16 dss[kWarps * kWarpRows * kLdH];
+    flash_backward_dq_kernel(const T* q, const T* k, const T* v, const T* o, const T* dout,
+                             const float* lse, T* dq, std::int64_t t, float scale_log2,
+                             float scale) {
+  __shared__ __align__(32) T ks[kTile * kLdH];
+  __shared__ __align__(32) T vs[kTile * kLdH];
+  __shared__ __align__(32) T dss[kWarps * kWarpRows * kLdH];
   __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
   const int qb = gridDim.y - 1 - blockIdx.y;
   const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
@@ -231,13 +244,13 @@ __global__ void __launch_bounds__(kThreads)
   const int r = lane >> 1, half = lane & 1;
   const std::int64_t i = q0 + warp * kWarpRows + r;
   float* sw = ss + warp * kWarpRows * kLdF;
-  bf16* dsw = dss + warp * kWarpRows * kLdH;
+  T* dsw = dss + warp * kWarpRows * kLdH;
 
   // Q's and dO's tiles pass through ks and vs (free until the loop) into fragments.
   load_tile(q + base, q0, t, ks);
   load_tile(dout + base, q0, t, vs);
   __syncthreads();
-  FragA qf[kFrags], dof[kFrags];
+  FragA<T> qf[kFrags], dof[kFrags];
   load_rows(ks + warp * kWarpRows * kLdH, qf);
   load_rows(vs + warp * kWarpRows * kLdH, dof);
   const bool valid = i < t;
@@ -255,14 +268,14 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     product_to_scratch<true>(qf, ks, sw);  // S = Q K^T
     __syncwarp();
-    // P waits in dsw (bf16, as the products take it) while dP takes the scratch; each lane then
+    // P waits in dsw (T, as the products take it) while dP takes the scratch; each lane then
     // turns its own elements into dS in place.
 #pragma unroll
     for (int c = 0; c < kPerLane; ++c) {
       const int col = 2 * c + half;
       const std::int64_t j = k0 + col;
       const float p = (valid && j <= i) ? exp2f(sw[r * kLdF + col] * scale_log2 - lse_row) : 0.0f;
-      dsw[r * kLdH + col] = __float2bfloat16_rn(p);
+      dsw[r * kLdH + col] = from_float<T>(p);
     }
     __syncwarp();
     product_to_scratch<true>(dof, vs, sw);  // dP = dO V^T
@@ -270,8 +283,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kPerLane; ++c) {
       const int col = 2 * c + half;
-      const float p = __bfloat162float(dsw[r * kLdH + col]);
-      dsw[r * kLdH + col] = __float2bfloat16_rn(p * (sw[r * kLdF + col] - d_row));
+      const float p = to_float(dsw[r * kLdH + col]);
+      dsw[r * kLdH + col] = from_float<T>(p * (sw[r * kLdF + col] - d_row));
     }
     __syncwarp();
     product_accumulate(dsw, ks, dqacc);  // dQ += dS K
@@ -287,13 +300,14 @@ __global__ void __launch_bounds__(kThreads)
 // Per key tile: dv = P^T dO and dk = scale * dS^T Q over the query tiles at or after it. The
 // warp's 16 keys are the rows of its products (S^T = K Q^T, dP^T = V dO^T). Grid (batch, key
 // tiles); key tile 0, with the most query tiles, first.
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    flash_backward_dkdv_kernel(const bf16* q, const bf16* k, const bf16* v, const bf16* o,
-                               const bf16* dout, const float* lse, float* dk, float* dv,
-                               std::int64_t t, float scale_log2, float scale) {
-  __shared__ __align__(32) bf16 qs[kTile * kLdH];
-  __shared__ __align__(32) bf16 dos[kTile * kLdH];
-  __shared__ __align__(32) bf16 ps[kWarps * kWarpRows * kLdH];
+    flash_backward_dkdv_kernel(const T* q, const T* k, const T* v, const T* o, const T* dout,
+                               const float* lse, float* dk, float* dv, std::int64_t t,
+                               float scale_log2, float scale) {
+  __shared__ __align__(32) T qs[kTile * kLdH];
+  __shared__ __align__(32) T dos[kTile * kLdH];
+  __shared__ __align__(32) T ps[kWarps * kWarpRows * kLdH];
   __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
   __shared__ float lse_s[kTile], d_s[kTile];
   const int kb = blockIdx.y;
@@ -302,14 +316,14 @@ __global__ void __launch_bounds__(kThreads)
   const int r = lane >> 1, half = lane & 1;
   const std::int64_t j = k0 + warp * kWarpRows + r;  // the lane's key row
   float* sw = ss + warp * kWarpRows * kLdF;
-  bf16* pw = ps + warp * kWarpRows * kLdH;
+  T* pw = ps + warp * kWarpRows * kLdH;
   const int n_q = static_cast<int>((t + kTile - 1) / kTile);
 
   // K's and V's tiles pass through qs and dos (free until the loop) into fragments.
   load_tile(k + base, k0, t, qs);
   load_tile(v + base, k0, t, dos);
   __syncthreads();
-  FragA kf[kFrags], vf[kFrags];
+  FragA<T> kf[kFrags], vf[kFrags];
   load_rows(qs + warp * kWarpRows * kLdH, kf);
   load_rows(dos + warp * kWarpRows * kLdH, vf);
   __syncthreads();
@@ -345,7 +359,7 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t qi = q0 + col;
       const float p =
           (j <= qi && qi < t) ? exp2f(sw[r * kLdF + col] * scale_log2 - lse_s[col]) : 0.0f;
-      pw[r * kLdH + col] = __float2bfloat16_rn(p);
+      pw[r * kLdH + col] = from_float<T>(p);
     }
     __syncwarp();
     product_accumulate(pw, dos, dvacc);     // dV += P^T dO
@@ -354,8 +368,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kPerLane; ++c) {  // dS^T in place of P^T, element by element
       const int col = 2 * c + half;
-      const float p = __bfloat162float(pw[r * kLdH + col]);
-      pw[r * kLdH + col] = __float2bfloat16_rn(p * (sw[r * kLdF + col] - d_s[col]));
+      const float p = to_float(pw[r * kLdH + col]);
+      pw[r * kLdH + col] = from_float<T>(p * (sw[r * kLdF + col] - d_s[col]));
     }
     __syncwarp();
     product_accumulate(pw, qs, dkacc);  // dK += dS^T Q
@@ -388,24 +402,34 @@ bool flash_attention_applies(std::int64_t batch, std::int64_t t, std::int64_t hd
   return true;
 }
 
-void flash_attention_forward(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse,
+template <typename T>
+void flash_attention_forward(const T* q, const T* k, const T* v, T* o, float* lse,
                              std::int64_t batch, std::int64_t t, float scale, cudaStream_t stream) {
-  flash_forward_kernel<<<tile_grid(batch, t), kThreads, 0, stream>>>(q, k, v, o, lse, t,
-                                                                     scale * kLog2e);
+  flash_forward_kernel<T>
+      <<<tile_grid(batch, t), kThreads, 0, stream>>>(q, k, v, o, lse, t, scale * kLog2e);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
-void flash_attention_backward(const bf16* q, const bf16* k, const bf16* v, const bf16* o,
-                              const bf16* dout, const float* lse, bf16* dq, float* dk, float* dv,
-                              std::int64_t batch, std::int64_t t, float scale,
-                              cudaStream_t stream) {
+template <typename T>
+void flash_attention_backward(const T* q, const T* k, const T* v, const T* o, const T* dout,
+                              const float* lse, T* dq, float* dk, float* dv, std::int64_t batch,
+                              std::int64_t t, float scale, cudaStream_t stream) {
   const dim3 grid = tile_grid(batch, t);
-  flash_backward_dkdv_kernel<<<grid, kThreads, 0, stream>>>(q, k, v, o, dout, lse, dk, dv, t,
-                                                            scale * kLog2e, scale);
+  flash_backward_dkdv_kernel<T>
+      <<<grid, kThreads, 0, stream>>>(q, k, v, o, dout, lse, dk, dv, t, scale * kLog2e, scale);
   FSDP_CUDA_CHECK_LAUNCH();
-  flash_backward_dq_kernel<<<grid, kThreads, 0, stream>>>(q, k, v, o, dout, lse, dq, t,
-                                                          scale * kLog2e, scale);
+  flash_backward_dq_kernel<T>
+      <<<grid, kThreads, 0, stream>>>(q, k, v, o, dout, lse, dq, t, scale * kLog2e, scale);
   FSDP_CUDA_CHECK_LAUNCH();
 }
+
+#define FSDP_INSTANTIATE(T)                                                                        \
+  template void flash_attention_forward<T>(const T*, const T*, const T*, T*, float*, std::int64_t, \
+                                           std::int64_t, float, cudaStream_t);                     \
+  template void flash_attention_backward<T>(const T*, const T*, const T*, const T*, const T*,      \
+                                            const float*, T*, float*, float*, std::int64_t,        \
+                                            std::int64_t, float, cudaStream_t);
+FSDP_INSTANTIATE(__nv_bfloat16)
+FSDP_INSTANTIATE(__half)
 
 }  // namespace fsdp::cuda

@@ -12,8 +12,18 @@
 namespace fsdp::cuda {
 namespace {
 
+// The storage type of the operands, the output and the bias, and its element size.
+cudaDataType_t storage_type(GemmPrecision p) {
+  return p == GemmPrecision::BF16   ? CUDA_R_16BF
+         : p == GemmPrecision::FP16 ? CUDA_R_16F
+                                    : CUDA_R_32F;
+}
+std::int64_t element_size(GemmPrecision p) {
+  return storage_type(p) == CUDA_R_32F ? 4 : 2;
+}
+
 std::string describe(const GemmArgs& g) {
-  static constexpr const char* kPrecision[] = {"fp32", "tf32", "bf16"};
+  static constexpr const char* kPrecision[] = {"fp32", "tf32", "bf16", "fp16"};
   static constexpr const char* kEpilogue[] = {"none", "bias", "gelu", "bias+gelu"};
   return fmt::format("gemm {} m={} n={} k={} trans_a={} trans_b={} batch={} epilogue={}",
                      kPrecision[int(g.precision)], g.m, g.n, g.k, g.trans_a, g.trans_b, g.batch,
@@ -87,13 +97,12 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
   FSDP_CHECK(!has_bias || g.bias, ValueError, "{}: the bias epilogue needs a bias pointer",
              describe(g));
   if (g.m == 0 || g.n == 0) return;
-  const bool bf16 = g.precision == GemmPrecision::BF16;
   if (g.k == 0) {
     // An empty sum: C = beta * C, and cuBLASLt takes no (rows x 0) layout. Only beta = 0 (what
     // the ops use) is done here: zeros, each batch entry's m rows of n values.
     FSDP_CHECK(g.beta == 0.0f && g.epilogue == GemmEpilogue::None, NotImplementedError,
                "{}: k = 0 is done only with beta = 0 and no epilogue", describe(g));
-    const std::size_t elem = bf16 ? 2 : 4;
+    const std::size_t elem = element_size(g.precision);
     const std::int64_t ldc = g.ldc ? g.ldc : g.n;
     for (std::int64_t e = 0; e < g.batch; ++e)
       FSDP_CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(g.c) + e * g.stride_c * elem, ldc * elem,
@@ -111,7 +120,7 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
              "{}: stride_c={} makes the batch entries of C overlap (each spans {} elements)",
              describe(g), g.stride_c, (g.m - 1) * ldc + g.n);
 
-  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType_t type = storage_type(g.precision);
   const cublasComputeType_t compute =
       g.precision == GemmPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cublasLtMatmulDesc_t d = nullptr;
@@ -158,7 +167,7 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
   // Unless told, the heuristic assumes 256-byte aligned operands; views start anywhere, and an
   // algorithm picked for a misaligned operand faults or is wrong. Each operand's alignment, its
   // batch entries' included (cuBLASLt's A is our B).
-  const std::int64_t elem = bf16 ? 2 : 4;
+  const std::int64_t elem = element_size(g.precision);
   const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.b, g.batch, g.stride_b * elem)},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.a, g.batch, g.stride_a * elem)},

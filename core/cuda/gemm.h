@@ -16,6 +16,7 @@ enum class GemmPrecision {
   FP32,  // float in/out, float maths
   TF32,  // float in/out, tensor cores at TF32 (10-bit mantissa) inputs: only when asked
   BF16,  // bf16 in/out (and bias), float accumulation
+  FP16,  // fp16 in/out (and bias), float accumulation (CUBLAS_COMPUTE_32F, float scale)
 };
 enum class GemmEpilogue { None, Bias, Gelu, BiasGelu };  // GELU is the tanh form
 

@@ -31,6 +31,9 @@ __device__ __forceinline__ void add_to(double* p, double v) {
 __device__ __forceinline__ void add_to(bf16* p, bf16 v) {
   atomicAdd(p, v);  // sm_80 and later
 }
+__device__ __forceinline__ void add_to(fp16* p, fp16 v) {
+  atomicAdd(p, v);  // sm_70 and later
+}
 
 template <typename T>
 __global__ void index_add_kernel(const T* src, const std::int64_t* index, T* grad, std::int64_t n,
@@ -76,6 +79,7 @@ FSDP_SELECT(std::uint64_t)
                                   std::int64_t, std::int64_t, cudaStream_t);
 FSDP_ADD(float)
 FSDP_ADD(bf16)
+FSDP_ADD(fp16)
 FSDP_ADD(double)
 #undef FSDP_ADD
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <type_traits>
 
@@ -15,6 +16,9 @@ __device__ __forceinline__ float to_float(float x) {
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) {
   return __bfloat162float(x);
 }
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
@@ -25,9 +29,17 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
 
-// The accumulation type of a storage type (double stays double; float and bf16 accumulate in
-// float), and loads and stores through it.
+// The 16-bit storage types (bf16, fp16): stored, computed in float.
+template <typename T>
+inline constexpr bool is_16bit_v = std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>;
+
+// The accumulation type of a storage type (double stays double; float, bf16 and fp16
+// accumulate in float), and loads and stores through it.
 template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 

@@ -66,8 +66,9 @@ struct Launch {
   cudaStream_t stream;
 };
 
-bool is_float_or_bf16(DType t) {
-  return t == DType::Float32 || t == DType::BFloat16;
+// The dtypes the kernels store as float or 16 bits (bf16, fp16) and compute in float.
+bool is_float_or_16bit(DType t) {
+  return t == DType::Float32 || t == DType::BFloat16 || t == DType::Float16;
 }
 
 std::string layout_of(const Tensor& t) {
@@ -75,13 +76,16 @@ std::string layout_of(const Tensor& t) {
                      t.is_contiguous() ? "" : " (strided)");
 }
 
-// Calls f.template operator()<T>() with T float or bf16 for the dtype.
+// Calls f.template operator()<T>() with T float, bf16 or fp16 for the dtype (one of
+// is_float_or_16bit's: callers check first).
 template <typename F>
-void float_or_bf16(DType t, F&& f) {
+void float_or_16bit(DType t, F&& f) {
   if (t == DType::Float32)
     f.template operator()<float>();
-  else
+  else if (t == DType::BFloat16)
     f.template operator()<bf16>();
+  else
+    f.template operator()<fp16>();
 }
 
 template <typename T>
@@ -122,15 +126,14 @@ bool strided_layout(const Tensor& out, std::initializer_list<const Tensor*> oper
   return true;
 }
 
-// Calls f.template operator()<T>() with T float, bf16 or double for the dtype.
+// Calls f.template operator()<T>() with T float, bf16, fp16 or double for the dtype; false for
+// any other dtype.
 template <typename F>
 bool float_types(DType t, F&& f) {
-  if (t == DType::Float32)
-    f.template operator()<float>();
-  else if (t == DType::BFloat16)
-    f.template operator()<bf16>();
-  else if (t == DType::Float64)
+  if (t == DType::Float64)
     f.template operator()<double>();
+  else if (is_float_or_16bit(t))
+    float_or_16bit(t, f);
   else
     return false;
   return true;
@@ -196,18 +199,25 @@ void copy_on_device(const char* family, const Tensor& dst, const Tensor& src) {
   if (dense && dd == sd) return copy_contiguous(dst, src);
   const Device device = stream_device(dst.device());
   StridedLayout l;
-  auto floating = [](DType t) {
-    return t == DType::Float32 || t == DType::BFloat16 || t == DType::Float64;
-  };
+  auto floating = [](DType t) { return is_float_or_16bit(t) || t == DType::Float64; };
   const bool converts = dd == sd || (floating(dd) && floating(sd));
   if (!converts || !strided_layout(dst, {&src}, l))
     missing(family, device, fmt::format("{} to {}", layout_of(src), layout_of(dst)));
   Launch launch(device);
-  if (dense && dd == DType::BFloat16 && sd == DType::Float32)  // the 16-byte-load kernels
-    return cast(ptr<const float>(src), ptr<bf16>(dst), dst.numel(), launch.stream);
-  if (dense && sd == DType::BFloat16 && dd == DType::Float32)
-    return cast(ptr<const bf16>(src), ptr<float>(dst), dst.numel(), launch.stream);
   if (dd == sd) return strided_copy_bytes(dtype_size(dd), dst, src, l, launch.stream);
+  // Dense float32 <-> 16 bits: the 16-byte-load kernels.
+  const DType narrow = dd == DType::Float32 ? sd : dd, wide = dd == DType::Float32 ? dd : sd;
+  if (dense && wide == DType::Float32 && (narrow == DType::BFloat16 || narrow == DType::Float16)) {
+    float_or_16bit(narrow, [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, float>) {
+        if (dd == DType::Float32)
+          cast(ptr<const T>(src), ptr<float>(dst), dst.numel(), launch.stream);
+        else
+          cast(ptr<const float>(src), ptr<T>(dst), dst.numel(), launch.stream);
+      }
+    });
+    return;
+  }
   float_types(dd, [&]<typename D>() {
     float_types(sd, [&]<typename S>() {
       if constexpr (!std::is_same_v<D, S>)  // same dtypes moved as bytes above
@@ -234,8 +244,8 @@ void fill(const Tensor& t, double value) {
     // Zero is all-zero bits in every dtype (0.0f, 0, false): one memset.
     if (value == 0.0 && !std::signbit(value))
       return FSDP_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), l.stream));
-    if (is_float_or_bf16(t.dtype()))
-      return float_or_bf16(t.dtype(), [&]<typename T>() {
+    if (is_float_or_16bit(t.dtype()))
+      return float_or_16bit(t.dtype(), [&]<typename T>() {
         cuda::fill<T>(ptr<T>(t), static_cast<float>(value), t.numel(), l.stream);
       });
   }
@@ -269,13 +279,13 @@ void binary(BinaryKind kind, const Tensor& out, const Tensor& a_in, const Tensor
   if (out.numel() == 0) return;
   const Tensor a = on_device(a_in, device), b = on_device(b_in, device);
   const bool contiguous = out.is_contiguous() && a.is_contiguous() && b.is_contiguous();
-  if (contiguous && is_float_or_bf16(out.dtype()) &&
+  if (contiguous && is_float_or_16bit(out.dtype()) &&
       ((kind == BinaryKind::Add && alpha == 1.0) || kind == BinaryKind::Mul)) {
     // The 16-byte-load kernels of elementwise.cu.
     const BroadcastGeometry geometry = broadcast_geometry(a.shape(), b.shape(), "binary");
     Launch l(device);
     const BinaryOp op = kind == BinaryKind::Add ? BinaryOp::Add : BinaryOp::Mul;
-    float_or_bf16(out.dtype(), [&]<typename T>() {
+    float_or_16bit(out.dtype(), [&]<typename T>() {
       cuda::binary<T>(op, ptr<const T>(a), ptr<const T>(b), ptr<T>(out), geometry, l.stream);
     });
     return;
@@ -318,6 +328,8 @@ bool comparable_types(DType t, F&& f) {
       return f.template operator()<float>(), true;
     case DType::BFloat16:
       return f.template operator()<bf16>(), true;
+    case DType::Float16:
+      return f.template operator()<fp16>(), true;
     case DType::Float64:
       return f.template operator()<double>(), true;
     case DType::Int64:
@@ -525,14 +537,14 @@ void amax(const Tensor& out, const Tensor& a, const std::vector<bool>& mask) {
     missing("amax", device, layout_of(a));
 }
 
-// --- activations: every kind (relu, tanh, sigmoid, gelu in both forms, silu), float32/bf16
+// --- activations: every kind (relu, tanh, sigmoid, gelu in both forms, silu), float32/bf16/fp16
 
 void activation(ActivationKind kind, const Tensor& y, const Tensor& x) {
   const Device device = stream_device(y.device());
-  if (!is_float_or_bf16(y.dtype())) missing("activation", device, layout_of(y));
+  if (!is_float_or_16bit(y.dtype())) missing("activation", device, layout_of(y));
   if (y.numel() == 0) return;
   Launch l(device);
-  float_or_bf16(y.dtype(), [&]<typename T>() {
+  float_or_16bit(y.dtype(), [&]<typename T>() {
     activation_forward<T>(kind, ptr<const T>(x), ptr<T>(y), y.numel(), l.stream);
   });
 }
@@ -540,10 +552,10 @@ void activation(ActivationKind kind, const Tensor& y, const Tensor& x) {
 void activation_backward(ActivationKind kind, const Tensor& dx, const Tensor& saved,
                          const Tensor& g) {
   const Device device = stream_device(dx.device());
-  if (!is_float_or_bf16(dx.dtype())) missing("activation_backward", device, layout_of(dx));
+  if (!is_float_or_16bit(dx.dtype())) missing("activation_backward", device, layout_of(dx));
   if (dx.numel() == 0) return;
   Launch l(device);
-  float_or_bf16(dx.dtype(), [&]<typename T>() {
+  float_or_16bit(dx.dtype(), [&]<typename T>() {
     cuda::activation_backward<T>(kind, ptr<const T>(saved), ptr<const T>(g), ptr<T>(dx), dx.numel(),
                                  l.stream);
   });
@@ -558,9 +570,10 @@ Tensor as_float64(const char* family, const Tensor& t, cudaStream_t stream) {
   if (!strided_layout(wide, {&t}, l)) missing(family, stream_device(t.device()), layout_of(t));
   if (t.dtype() == DType::Float32) {
     strided_copy(ptr<const float>(t), ptr<double>(wide), l, stream);
-  } else if (t.dtype() == DType::BFloat16) {  // through float (exact: bf16 is a float prefix)
+  } else if (t.dtype() == DType::BFloat16 || t.dtype() == DType::Float16) {
+    // through float (exact: float holds every bf16 and fp16 value)
     Tensor f = new_tensor(t.shape(), DType::Float32, t.device());
-    strided_copy(ptr<const bf16>(t), ptr<float>(f), l, stream);
+    copy_on_device(family, f, t);
     strided_layout(wide, {&f}, l);
     strided_copy(ptr<const float>(f), ptr<double>(wide), l, stream);
   } else if (t.dtype() == DType::Float64) {
@@ -837,7 +850,7 @@ void masked_softmax(const Tensor& y, const Tensor& x, const Tensor& m, std::int6
     missing("masked_softmax", device, layout_of(x));
 }
 
-// --- layer norm (layer_norm.cu): float32 or bf16 rows; the parameters and statistics are
+// --- layer norm (layer_norm.cu): float32, bf16 or fp16 rows; the parameters and statistics are
 // float32 in both cases (the compute dtype, as core/functional/layer_norm.cpp passes them).
 
 const float* optional_ptr(const Tensor& t) {
@@ -851,12 +864,12 @@ bool float_parameters(const Tensor& w) {
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                 const Tensor& w, const Tensor& b, std::int64_t n, double eps) {
   const Device device = stream_device(y.device());
-  if (!is_float_or_bf16(x.dtype()) || !float_parameters(w) || !float_parameters(b) ||
+  if (!is_float_or_16bit(x.dtype()) || !float_parameters(w) || !float_parameters(b) ||
       mean.dtype() != DType::Float32)
     missing("layer_norm", device, layout_of(x));
   if (x.numel() == 0) return;
   Launch l(device);
-  float_or_bf16(x.dtype(), [&]<typename T>() {
+  float_or_16bit(x.dtype(), [&]<typename T>() {
     layer_norm_forward<T>(ptr<const T>(x), optional_ptr(w), optional_ptr(b), ptr<T>(y),
                           ptr<float>(mean), ptr<float>(rstd), x.numel() / n, n,
                           static_cast<float>(eps), l.stream);
@@ -878,14 +891,14 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
                          const Tensor& w, const Tensor& mean, const Tensor& rstd, const Tensor& g,
                          std::int64_t n) {
   const Device device = stream_device(dx.device());
-  if (!is_float_or_bf16(x.dtype()) || !dx.defined() || !float_parameters(w) ||
+  if (!is_float_or_16bit(x.dtype()) || !dx.defined() || !float_parameters(w) ||
       mean.dtype() != DType::Float32)
     missing("layer_norm_backward", device, layout_of(x));
   if (x.numel() == 0) return;
   Launch l(device);
   const Tensor dw32 = dw.defined() ? new_tensor({n}, DType::Float32, device) : Tensor();
   const Tensor db32 = db.defined() ? new_tensor({n}, DType::Float32, device) : Tensor();
-  float_or_bf16(x.dtype(), [&]<typename T>() {
+  float_or_16bit(x.dtype(), [&]<typename T>() {
     cuda::layer_norm_backward<T>(
         ptr<const T>(g), ptr<const T>(x), optional_ptr(w), ptr<const float>(mean),
         ptr<const float>(rstd), ptr<T>(dx), dw.defined() ? ptr<float>(dw32) : nullptr,
@@ -895,7 +908,7 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
   if (db.defined()) accumulate_into(db, db32, l.stream);
 }
 
-// --- max along a dim (max_dim.cu): float32/bf16/float64, any layout of a (a strided one
+// --- max along a dim (max_dim.cu): float32/bf16/fp16/float64, any layout of a (a strided one
 // through a contiguous copy), the kernels on (outer, n, inner) around the dim.
 
 struct AroundDim {
@@ -945,17 +958,17 @@ void max_dim_backward(const Tensor& grad, const Tensor& g, const Tensor& indices
 }
 
 // --- the Hugging Face models' norms (rms_norm.cu) and rotary embedding (rotary.cu): float32 or
-// bf16, every operand of x's dtype but the statistics (float32, the compute dtype).
+// 16-bit, every operand of x's dtype but the statistics (float32, the compute dtype).
 
 void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w, std::int64_t n,
               double eps) {
   const Device device = stream_device(y.device());
-  if (!is_float_or_bf16(x.dtype()) || (w.defined() && w.dtype() != x.dtype()) ||
+  if (!is_float_or_16bit(x.dtype()) || (w.defined() && w.dtype() != x.dtype()) ||
       rstd.dtype() != DType::Float32)
     missing("rms_norm", device, layout_of(x));
   if (x.numel() == 0) return;
   Launch l(device);
-  float_or_bf16(x.dtype(), [&]<typename T>() {
+  float_or_16bit(x.dtype(), [&]<typename T>() {
     rms_norm_forward<T>(ptr<const T>(x), w.defined() ? ptr<const T>(w) : nullptr, ptr<T>(y),
                         ptr<float>(rstd), x.numel() / n, n, static_cast<float>(eps), l.stream);
   });
@@ -964,13 +977,13 @@ void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor
 void rms_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
                        const Tensor& rstd, const Tensor& g, std::int64_t n) {
   const Device device = stream_device(dx.device());
-  if (!is_float_or_bf16(x.dtype()) || (w.defined() && w.dtype() != x.dtype()) ||
+  if (!is_float_or_16bit(x.dtype()) || (w.defined() && w.dtype() != x.dtype()) ||
       rstd.dtype() != DType::Float32 || g.dtype() != x.dtype())
     missing("rms_norm_backward", device, layout_of(x));
   if (x.numel() == 0) return;
   Launch l(device);
   const Tensor dw32 = dw.defined() ? new_tensor({n}, DType::Float32, device) : Tensor();
-  float_or_bf16(x.dtype(), [&]<typename T>() {
+  float_or_16bit(x.dtype(), [&]<typename T>() {
     cuda::rms_norm_backward<T>(ptr<const T>(g), ptr<const T>(x),
                                w.defined() ? ptr<const T>(w) : nullptr, ptr<const float>(rstd),
                                ptr<T>(dx), dw.defined() ? ptr<float>(dw32) : nullptr, x.numel() / n,
@@ -982,7 +995,7 @@ void rms_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, cons
 void rotary(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
             std::int64_t table_batch, bool transpose) {
   const Device device = stream_device(out.device());
-  if (!is_float_or_bf16(x.dtype()) || cos.dtype() != x.dtype() || sin.dtype() != x.dtype() ||
+  if (!is_float_or_16bit(x.dtype()) || cos.dtype() != x.dtype() || sin.dtype() != x.dtype() ||
       out.dim() != 4 || x.stride(3) != 1)
     missing("rotary", device, layout_of(x));
   if (out.numel() == 0) return;
@@ -995,7 +1008,7 @@ void rotary(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor&
                          .x_row = x.stride(2),
                          .table_batch = table_batch};
   Launch l(device);
-  float_or_bf16(x.dtype(), [&]<typename T>() {
+  float_or_16bit(x.dtype(), [&]<typename T>() {
     cuda::rotary<T>(ptr<const T>(x), ptr<const T>(cos), ptr<const T>(sin), ptr<T>(out), g,
                     transpose, l.stream);
   });
@@ -1017,6 +1030,7 @@ GemmPrecision precision_of(const char* family, const Tensor& t) {
     return float32_matmul_precision() == Float32MatmulPrecision::Highest ? GemmPrecision::FP32
                                                                          : GemmPrecision::TF32;
   if (t.dtype() == DType::BFloat16) return GemmPrecision::BF16;
+  if (t.dtype() == DType::Float16) return GemmPrecision::FP16;
   missing(family, stream_device(t.device()), layout_of(t));
 }
 
@@ -1114,13 +1128,15 @@ void bmm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   gemm_for(l.index).run(g, l.stream);
 }
 
-// 16-bit linear's backward (bf16 here): gx = g w, gw = g^T x through cuBLASLt (float
+// 16-bit linear's backward (bf16 or fp16): gx = g w, gw = g^T x through cuBLASLt (float
 // accumulation), gb the column sums of g in float, rounded once. g (rows, out) and x (rows, in)
 // contiguous, w (out, in) by its strides.
 void linear_backward16(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& g,
                        const Tensor& x, const Tensor& w, std::int64_t in_features) {
   const Device device = stream_device(g.device());
-  if (g.dtype() != DType::BFloat16) missing("linear_backward16", device, layout_of(g));
+  if (g.dtype() != DType::BFloat16 && g.dtype() != DType::Float16)
+    missing("linear_backward16", device, layout_of(g));
+  const GemmPrecision precision = precision_of("linear_backward16", g);
   const std::int64_t rows = g.shape()[0], out_features = g.shape()[1];
   if (rows == 0) {
     for (const Tensor* t : {&gw, &gb})
@@ -1131,7 +1147,7 @@ void linear_backward16(const Tensor& gx, const Tensor& gw, const Tensor& gb, con
     const GemmOperand b = gemm_operand("linear_backward16", w);
     Launch l(device);
     GemmArgs a;
-    a.precision = GemmPrecision::BF16;
+    a.precision = precision;
     a.m = rows;
     a.n = in_features;
     a.k = out_features;
@@ -1145,7 +1161,7 @@ void linear_backward16(const Tensor& gx, const Tensor& gw, const Tensor& gb, con
   Launch l(device);
   if (gw.defined()) {
     GemmArgs a;
-    a.precision = GemmPrecision::BF16;
+    a.precision = precision;
     a.m = out_features;
     a.n = in_features;
     a.k = rows;
@@ -1157,15 +1173,19 @@ void linear_backward16(const Tensor& gx, const Tensor& gw, const Tensor& gb, con
   }
   if (gb.defined()) {
     const Tensor sums = new_tensor({out_features}, DType::Float32, device);
-    sum_over_rows<bf16>(ptr<const bf16>(g), ptr<float>(sums), rows, out_features, l.stream);
-    cast(ptr<const float>(sums), ptr<bf16>(gb), out_features, l.stream);
+    float_or_16bit(g.dtype(), [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, float>) {
+        sum_over_rows<T>(ptr<const T>(g), ptr<float>(sums), rows, out_features, l.stream);
+        cast(ptr<const float>(sums), ptr<T>(gb), out_features, l.stream);
+      }
+    });
   }
 }
 
 // --- blocked attention (float32), composed: scores by cuBLASLt, the mask added and the rows
 // normalised by softmax_rows (which saves lse), products by cuBLASLt; the backward recomputes P
 // and takes dS from softmax_rows_backward (sum(dP P) = sum(dO O) per row). The scores are held
-// whole (B, L, S): the flash kernels (flash_attention.h) take bf16 causal attention without.
+// whole (B, L, S): the flash kernels (flash_attention.h) take 16-bit causal attention without.
 
 // The rows a mask repeats over: one (L, S) mask for every batch entry, or one per entry. The
 // composed kernels take blocked_attention's case only: one head per batch entry, q already
@@ -1209,24 +1229,24 @@ void batched_gemm(int index, cudaStream_t stream, std::int64_t batch, std::int64
 }
 
 // Causal self-attention without a mask (GPT's, scaled_dot_product_attention's is_causal):
-// attention.cu's fused kernels, the scores never held (bf16 at head dim 64 takes the flash
-// tiles), float32 or bf16, one kv head per query head, dense operands.
+// attention.cu's fused kernels, the scores never held (bf16 or fp16 at head dim 64 take the
+// flash tiles), float32, bf16 or fp16, one kv head per query head, dense operands.
 bool dense(const AttentionStrides& s, const AttentionDims& d, std::int64_t rows, std::int64_t cols,
            std::int64_t heads) {
   return s.row == cols && s.head == rows * cols && (d.B == 1 || s.batch == heads * rows * cols);
 }
 
 bool fused_causal(const Tensor& q, const Tensor& mask, const AttentionDims& d) {
-  return d.causal && !mask.defined() && is_float_or_bf16(q.dtype()) && d.L == d.S && d.D == d.Dv &&
+  return d.causal && !mask.defined() && is_float_or_16bit(q.dtype()) && d.L == d.S && d.D == d.Dv &&
          d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.H == d.KV && dense(d.q, d, d.L, d.D, d.H) &&
          dense(d.k, d, d.S, d.D, d.KV) && dense(d.v, d, d.S, d.Dv, d.KV);
 }
 
 // scaled_dot_product_attention's other forms (the Hugging Face models': grouped-query heads, a
 // scale, the causal flag, strided q/k/v, an additive float32 mask): sdpa_attention.cu, float32
-// or bf16, head dims up to 128, the scores never held.
+// or 16-bit, head dims up to 128, the scores never held.
 bool general_attention(const Tensor& q, const Tensor& mask, const AttentionDims& d) {
-  return is_float_or_bf16(q.dtype()) && d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.Dv >= 1 &&
+  return is_float_or_16bit(q.dtype()) && d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.Dv >= 1 &&
          d.Dv <= kMaxAttentionHeadDim && d.KV >= 1 && d.H % d.KV == 0 &&
          (!mask.defined() || mask.dtype() == DType::Float32);
 }
@@ -1256,14 +1276,14 @@ void general_attention_forward(const Tensor& out, const Tensor& lse, const Tenso
                                const AttentionDims& d) {
   if (d.B * d.H * d.L == 0) return;
   Launch l(stream_device(out.device()));
-  float_or_bf16(q.dtype(), [&]<typename T>() {
+  float_or_16bit(q.dtype(), [&]<typename T>() {
     sdpa_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
                     mask.defined() ? ptr<const float>(mask) : nullptr, ptr<T>(out), ptr<float>(lse),
                     attention_geometry(d), l.stream);
   });
 }
 
-// dk, dv are float in the kernel: bf16's come through float buffers, rounded once.
+// dk, dv are float in the kernel: 16-bit ones come through float buffers, rounded once.
 void general_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                 const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& mask, const Tensor& out, const Tensor& lse,
@@ -1271,7 +1291,7 @@ void general_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   if (dk.numel() + dq.numel() == 0) return;
   const Device device = stream_device(dq.device());
   Launch l(device);
-  float_or_bf16(q.dtype(), [&]<typename T>() {
+  float_or_16bit(q.dtype(), [&]<typename T>() {
     constexpr bool kFloat = std::is_same_v<T, float>;
     const Tensor dk32 = kFloat ? dk : new_tensor(dk.shape(), DType::Float32, device);
     const Tensor dv32 = kFloat ? dv : new_tensor(dv.shape(), DType::Float32, device);
@@ -1280,8 +1300,8 @@ void general_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                      ptr<const T>(dout), ptr<const float>(lse), ptr<T>(dq), ptr<float>(dk32),
                      ptr<float>(dv32), attention_geometry(d), l.stream);
     if constexpr (!kFloat) {
-      cast(ptr<const float>(dk32), ptr<bf16>(dk), dk.numel(), l.stream);
-      cast(ptr<const float>(dv32), ptr<bf16>(dv), dv.numel(), l.stream);
+      cast(ptr<const float>(dk32), ptr<T>(dk), dk.numel(), l.stream);
+      cast(ptr<const float>(dv32), ptr<T>(dv), dv.numel(), l.stream);
     }
   });
 }
@@ -1292,7 +1312,7 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
   if (fused_causal(q, mask, d)) {
     if (d.B * d.H * d.L == 0) return;
     Launch l(device);
-    float_or_bf16(q.dtype(), [&]<typename T>() {
+    float_or_16bit(q.dtype(), [&]<typename T>() {
       attention_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out),
                            ptr<float>(lse), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
                            l.stream);
@@ -1326,8 +1346,8 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   if (fused_causal(q, mask, d)) {
     if (d.B * d.H * d.L == 0) return;
     Launch l(device);
-    // dk, dv are float in the kernels: bf16's come through float buffers, rounded once.
-    float_or_bf16(q.dtype(), [&]<typename T>() {
+    // dk, dv are float in the kernels: 16-bit ones come through float buffers, rounded once.
+    float_or_16bit(q.dtype(), [&]<typename T>() {
       constexpr bool kFloat = std::is_same_v<T, float>;
       const Tensor dk32 = kFloat ? dk : new_tensor(dk.shape(), DType::Float32, device);
       const Tensor dv32 = kFloat ? dv : new_tensor(dv.shape(), DType::Float32, device);
@@ -1336,8 +1356,8 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                             ptr<float>(dv32), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
                             l.stream);
       if constexpr (!kFloat) {
-        cast(ptr<const float>(dk32), ptr<bf16>(dk), dk.numel(), l.stream);
-        cast(ptr<const float>(dv32), ptr<bf16>(dv), dv.numel(), l.stream);
+        cast(ptr<const float>(dk32), ptr<T>(dk), dk.numel(), l.stream);
+        cast(ptr<const float>(dv32), ptr<T>(dv), dv.numel(), l.stream);
       }
     });
     return;

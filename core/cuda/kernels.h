@@ -1,11 +1,13 @@
 // The CUDA kernels of the GPT training path, on raw device pointers and a stream: the layer
 // that issue 24's per-device kernel table will call (ops keep their checks, shapes and autograd;
-// the table passes pointers). Storage is float or bfloat16; arithmetic is float throughout and
-// reductions accumulate in float. Every function enqueues on `stream` and checks the launch.
-// Row-major everywhere: "rows x cols" means cols is contiguous.
+// the table passes pointers). Storage is float, bfloat16 or float16 (the "16-bit" types: bf16 and
+// fp16 below); arithmetic is float throughout and reductions accumulate in float. Every function
+// enqueues on `stream` and checks the launch. Row-major everywhere: "rows x cols" means cols is
+// contiguous.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -16,13 +18,17 @@
 namespace fsdp::cuda {
 
 using bf16 = __nv_bfloat16;
+using fp16 = __half;
 
-// --- elementwise (elementwise.cu); T is float or bf16
+// --- elementwise (elementwise.cu); T is float, bf16 or fp16
 template <typename T>
 void fill(T* out, float value, std::int64_t n, cudaStream_t stream);
 void cast(const float* in, bf16* out, std::int64_t n,
           cudaStream_t stream);  // round to nearest even
 void cast(const bf16* in, float* out, std::int64_t n, cudaStream_t stream);
+void cast(const float* in, fp16* out, std::int64_t n,
+          cudaStream_t stream);  // round to nearest even
+void cast(const fp16* in, float* out, std::int64_t n, cudaStream_t stream);
 
 enum class BinaryOp { Add, Mul };
 // out = a op b with broadcasting (geometry from broadcast_geometry); out has g.numel elements.
@@ -42,7 +48,7 @@ void activation_backward(ActivationKind kind, const T* saved, const T* g, T* dx,
 // --- strided element-wise (strided.cu): the kernel table's general layouts. A StridedLayout is
 // the output's sizes and, per operand, strides in elements (0 where an operand is broadcast);
 // element i of the output (row-major over the sizes) reads its operands at their strides. T is
-// float, bf16 or double; arithmetic in float (double for double), as the CPU's.
+// float, bf16, fp16 or double; arithmetic in float (double for double), as the CPU's.
 struct StridedLayout {
   int ndim = 0;
   std::int64_t size[kMaxDims] = {};
@@ -55,7 +61,8 @@ void strided_unary(UnaryKind op, const T* a, T* out, const StridedLayout& l, dou
 template <typename T>
 void strided_binary(BinaryKind op, const T* a, const T* b, T* out, const StridedLayout& l,
                     double alpha, cudaStream_t stream);
-// Comparisons into bool outputs: T float, bf16, double, int64 or int32 (bf16 compared as float).
+// Comparisons into bool outputs: T float, bf16, fp16, double, int64 or int32 (16-bit types
+// compared as float).
 template <typename T>
 void strided_compare(CompareKind op, const T* a, const T* b, bool* out, const StridedLayout& l,
                      cudaStream_t stream);
@@ -77,13 +84,14 @@ template <typename T>
 void strided_masked_scale(const T* x, const std::uint8_t* mask, T* y, double scale,
                           const StridedLayout& l, cudaStream_t stream);
 // dst (stride[0]) = src (stride[1]) converted: D and S the same storage type (any element size:
-// pass unsigned integers of it), or float <-> bf16, float <-> double.
+// pass unsigned integers of it), or any pair of float, bf16, fp16 and double (through float, as
+// the CPU).
 template <typename D, typename S>
 void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t stream);
 
 // --- softmax along any dim (softmax_rows.cu): x, y (outer, n, inner) contiguous, one row per
 // (outer, inner) pair; `mask` (inner 1 only, or null) is added first, row r reading mask row
-// r % mask_rows (masked_softmax's shared or per-batch mask). T float, bf16 or double.
+// r % mask_rows (masked_softmax's shared or per-batch mask). T float, bf16, fp16 or double.
 // `lse` (one per row, or null) receives each row's log-sum-exp (attention's saved statistic).
 template <typename T>
 void softmax_rows(const T* x, const T* mask, T* y, std::int64_t outer, std::int64_t n,
@@ -128,7 +136,7 @@ template <typename U>
 void index_select_rows(const U* src, const std::int64_t* index, U* out, std::int64_t outer,
                        std::int64_t n, std::int64_t inner, std::int64_t size, cudaStream_t stream);
 // grad[o, index[i], :] += src[o, i, :] with atomics (repeated indices add up; the order of the
-// additions is the hardware's). T float, bf16 or double.
+// additions is the hardware's). T float, bf16, fp16 or double.
 template <typename T>
 void index_add_rows(const T* src, const std::int64_t* index, T* grad, std::int64_t outer,
                     std::int64_t n, std::int64_t inner, std::int64_t size, cudaStream_t stream);
@@ -203,7 +211,7 @@ void cross_entropy_forward_backward(const T* logits, const std::int32_t* target,
 // --- causal attention with the online softmax (attention.cu): q, k, v, o (batch, t, hd) with
 // batch = B * heads and hd <= kMaxAttentionHeadDim (else fsdp::ValueError); o = softmax(scale *
 // q k^T + causal mask) v without storing the scores; lse (batch, t) float is saved for backward.
-// Backward: dq (T) overwritten, dk and dv (float) overwritten. bf16 with hd 64 and 16-byte
+// Backward: dq (T) overwritten, dk and dv (float) overwritten. bf16 or fp16 with hd 64 and 16-byte
 // aligned q, k, v, o, dout takes the tiled tensor-core kernels (flash_attention.cu, GPT-2's
 // case); every other case the one-warp-per-row kernels (attention.cu), slow but simple.
 constexpr int kMaxAttentionHeadDim = 128;

@@ -134,5 +134,6 @@ void layer_norm_backward(const T* dy, const T* x, const float* weight, const flo
                                        std::int64_t, cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 
 }  // namespace fsdp::cuda

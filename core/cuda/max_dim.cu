@@ -73,6 +73,7 @@ void max_dim_backward(T* grad, const T* g, const std::int64_t* indices, std::int
                                     std::int64_t, cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 FSDP_INSTANTIATE(double)
 
 }  // namespace fsdp::cuda

@@ -58,9 +58,11 @@ void sum_of_squares(const T* x, float* out, std::int64_t n, cudaStream_t stream)
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
-template void sum_over_rows<float>(const float*, float*, std::int64_t, std::int64_t, cudaStream_t);
-template void sum_over_rows<bf16>(const bf16*, float*, std::int64_t, std::int64_t, cudaStream_t);
-template void sum_of_squares<float>(const float*, float*, std::int64_t, cudaStream_t);
-template void sum_of_squares<bf16>(const bf16*, float*, std::int64_t, cudaStream_t);
+#define FSDP_INSTANTIATE(T)                                                                   \
+  template void sum_over_rows<T>(const T*, float*, std::int64_t, std::int64_t, cudaStream_t); \
+  template void sum_of_squares<T>(const T*, float*, std::int64_t, cudaStream_t);
+FSDP_INSTANTIATE(float)
+FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 
 }  // namespace fsdp::cuda

@@ -109,6 +109,7 @@ void reduce_max(const T* a, T* out, const ReduceLayout& l, cudaStream_t stream) 
   template void reduce_max<T>(const T*, T*, const ReduceLayout&, cudaStream_t);
 FSDP_REDUCE(float)
 FSDP_REDUCE(bf16)
+FSDP_REDUCE(fp16)
 FSDP_REDUCE(double)
 #undef FSDP_REDUCE
 

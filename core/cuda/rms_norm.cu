@@ -114,5 +114,6 @@ void rms_norm_backward(const T* dy, const T* x, const T* weight, const float* rs
                                      std::int64_t, std::int64_t, cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 
 }  // namespace fsdp::cuda

@@ -54,9 +54,11 @@ void rotary(const T* x, const T* cos, const T* sin, T* out, const RotaryGeometry
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
-template void rotary<float>(const float*, const float*, const float*, float*, const RotaryGeometry&,
-                            bool, cudaStream_t);
-template void rotary<bf16>(const bf16*, const bf16*, const bf16*, bf16*, const RotaryGeometry&,
-                           bool, cudaStream_t);
+#define FSDP_INSTANTIATE(T)                                                              \
+  template void rotary<T>(const T*, const T*, const T*, T*, const RotaryGeometry&, bool, \
+                          cudaStream_t);
+FSDP_INSTANTIATE(float)
+FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 
 }  // namespace fsdp::cuda

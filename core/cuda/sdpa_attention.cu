@@ -209,5 +209,6 @@ void sdpa_backward(const T* q, const T* k, const T* v, const float* mask, const 
                                  cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 
 }  // namespace fsdp::cuda

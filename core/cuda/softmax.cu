@@ -78,5 +78,6 @@ void causal_softmax_backward(const T* y, const T* dy, T* dx, std::int64_t batch,
                                            float, cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
+FSDP_INSTANTIATE(fp16)
 
 }  // namespace fsdp::cuda

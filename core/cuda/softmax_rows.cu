@@ -121,6 +121,7 @@ void softmax_rows_backward(const T* y, const T* g, T* dx, std::int64_t outer, st
                                          std::int64_t, bool, cudaStream_t);
 FSDP_SOFTMAX(float)
 FSDP_SOFTMAX(bf16)
+FSDP_SOFTMAX(fp16)
 FSDP_SOFTMAX(double)
 #undef FSDP_SOFTMAX
 

@@ -129,14 +129,16 @@ __global__ void strided_binary_kernel(BinaryKind op, const T* a, const T* b, T* 
   }
 }
 
+// 16-bit types pass through float both ways: from double rounded twice, as the CPU's; bf16 <->
+// fp16 widened exactly to float, then rounded once.
 template <typename D, typename S>
 __device__ __forceinline__ D convert(S x) {
   if constexpr (std::is_same_v<D, S>)
     return x;
-  else if constexpr (std::is_same_v<D, bf16>)
-    return __float2bfloat16_rn(static_cast<float>(x));  // from float or double, as the CPU
-  else if constexpr (std::is_same_v<S, bf16>)
-    return static_cast<D>(__bfloat162float(x));
+  else if constexpr (is_16bit_v<S>)
+    return convert<D>(to_float(x));
+  else if constexpr (is_16bit_v<D>)
+    return from_float<D>(static_cast<float>(x));
   else
     return static_cast<D>(x);
 }
@@ -150,11 +152,11 @@ __global__ void strided_copy_kernel(const S* src, D* dst, StridedLayout l) {
   }
 }
 
-// The value a comparison sees: bf16 as float, the rest as stored.
+// The value a comparison sees: bf16 and fp16 as float, the rest as stored.
 template <typename T>
 __device__ __forceinline__ auto compared(T x) {
-  if constexpr (std::is_same_v<T, bf16>)
-    return __bfloat162float(x);
+  if constexpr (is_16bit_v<T>)
+    return to_float(x);
   else
     return x;
 }
@@ -325,6 +327,7 @@ void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t str
                                   double, cudaStream_t);
 FSDP_POINTWISE(float)
 FSDP_POINTWISE(bf16)
+FSDP_POINTWISE(fp16)
 FSDP_POINTWISE(double)
 #undef FSDP_POINTWISE
 
@@ -335,6 +338,7 @@ FSDP_POINTWISE(double)
   template void strided_logical_not<T>(const T*, bool*, const StridedLayout&, cudaStream_t);
 FSDP_COMPARE(float)
 FSDP_COMPARE(bf16)
+FSDP_COMPARE(fp16)
 FSDP_COMPARE(double)
 FSDP_COMPARE(std::int64_t)
 FSDP_COMPARE(std::int32_t)
@@ -360,10 +364,16 @@ FSDP_COPY(std::uint32_t, std::uint32_t)
 FSDP_COPY(std::uint64_t, std::uint64_t)
 FSDP_COPY(float, bf16)
 FSDP_COPY(bf16, float)
+FSDP_COPY(float, fp16)
+FSDP_COPY(fp16, float)
 FSDP_COPY(float, double)
 FSDP_COPY(double, float)
 FSDP_COPY(bf16, double)
 FSDP_COPY(double, bf16)
+FSDP_COPY(fp16, double)
+FSDP_COPY(double, fp16)
+FSDP_COPY(bf16, fp16)
+FSDP_COPY(fp16, bf16)
 #undef FSDP_COPY
 
 }  // namespace fsdp::cuda

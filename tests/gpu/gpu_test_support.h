@@ -1,10 +1,11 @@
 // Parity tests of core/cuda against the CPU: skip (exit 77) without a device; device buffers
-// that upload float values into float or bf16 storage and come back as float; NaN-poisoned
+// that upload float values into float, bf16 or fp16 storage and come back as float; NaN-poisoned
 // outputs; fresh random inputs (the seed is printed, FSDP_GPU_TEST_SEED repeats a run); and the
 // relative-norm tolerance check, in which NaN fails.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -41,10 +42,33 @@ inline bool on_emulated_device() {
 }
 
 // Tolerances on ||got - ref|| / ||ref|| (the issue's): storage and maths decide which applies.
-constexpr double kTolFp32 = 1e-5, kTolTf32 = 5e-4, kTolBf16 = 1e-2;
+// fp16 keeps 10 mantissa bits (bf16 7): one rounding is a relative error of at most 2^-11 (about
+// 4.9e-4), so 1e-3 leaves room for a second rounding (a 16-bit intermediate, as the CPU's) and
+// float accumulation in another order, but not for a wrong term.
+constexpr double kTolFp32 = 1e-5, kTolTf32 = 5e-4, kTolBf16 = 1e-2, kTolFp16 = 1e-3;
 template <typename T>
 constexpr double tolerance() {
-  return std::is_same_v<T, float> ? kTolFp32 : kTolBf16;
+  return std::is_same_v<T, float> ? kTolFp32 : std::is_same_v<T, __half> ? kTolFp16 : kTolBf16;
+}
+
+// Float to T's storage and back: bf16 and fp16 round to nearest even.
+template <typename T>
+T to_storage(float x) {
+  if constexpr (std::is_same_v<T, float>)
+    return x;
+  else if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(x);
+  else
+    return __float2bfloat16_rn(x);
+}
+template <typename T>
+float from_storage(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return x;
+  else if constexpr (std::is_same_v<T, __half>)
+    return __half2float(x);
+  else
+    return __bfloat162float(x);
 }
 
 inline std::mt19937_64& rng() {
@@ -71,12 +95,11 @@ inline std::vector<std::int32_t> randint(std::size_t n, std::int32_t high) {
   return v;
 }
 
-// The value a float takes in T's storage (bf16 rounds): the CPU oracle gets the inputs the GPU
-// actually sees, so the comparison measures the kernel, not the input rounding.
+// The value a float takes in T's storage (bf16 and fp16 round): the CPU oracle gets the inputs
+// the GPU actually sees, so the comparison measures the kernel, not the input rounding.
 template <typename T>
 std::vector<float> stored(std::vector<float> v) {
-  if constexpr (!std::is_same_v<T, float>)
-    for (float& x : v) x = __bfloat162float(__float2bfloat16_rn(x));
+  for (float& x : v) x = from_storage(to_storage<T>(x));
   return v;
 }
 
@@ -101,7 +124,7 @@ class DeviceBuffer {
 
   T* get() const { return ptr_; }
   std::size_t size() const { return n_; }
-  // All bits set: NaN in float and in bf16, so an element a kernel forgets to write fails.
+  // All bits set: NaN in float, bf16 and fp16, so an element a kernel forgets to write fails.
   // Memset and pageable copies run on the legacy stream, which a non-blocking stream does not
   // wait for: each ends with a device synchronisation so tests on their own streams see them.
   void poison() {
@@ -110,7 +133,7 @@ class DeviceBuffer {
   }
   void upload(const std::vector<float>& values) {
     std::vector<T> host(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) host[i] = convert(values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) host[i] = to_storage<T>(values[i]);
     FSDP_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
     FSDP_CUDA_CHECK(cudaDeviceSynchronize());
   }
@@ -119,22 +142,11 @@ class DeviceBuffer {
     std::vector<T> host(n_);
     FSDP_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
     std::vector<float> out(n_);
-    for (std::size_t i = 0; i < n_; ++i) {
-      if constexpr (std::is_same_v<T, float>)
-        out[i] = host[i];
-      else
-        out[i] = __bfloat162float(host[i]);
-    }
+    for (std::size_t i = 0; i < n_; ++i) out[i] = from_storage(host[i]);
     return out;
   }
 
  private:
-  static T convert(float x) {
-    if constexpr (std::is_same_v<T, float>)
-      return x;
-    else
-      return __float2bfloat16_rn(x);
-  }
   T* ptr_ = nullptr;
   std::size_t n_ = 0;
 };

@@ -1,5 +1,5 @@
-// cuBLASLt products (core/cuda/gemm.h) against the CPU's matmul/bmm/linear: fp32, TF32 and bf16,
-// every transpose pair, strided batches, padded leading dims, and the bias and bias+GELU
+// cuBLASLt products (core/cuda/gemm.h) against the CPU's matmul/bmm/linear: fp32, TF32, bf16 and
+// fp16, every transpose pair, strided batches, padded leading dims, and the bias and bias+GELU
 // epilogues; 1, odd and GPT-2 sizes. Outputs are NaN-poisoned first (beta = 0 must not read C).
 #define BOOST_TEST_MODULE gpu_gemm
 #include <cstring>
@@ -16,6 +16,7 @@ using namespace fsdp;
 using namespace fsdp::cuda;
 using namespace fsdp::cuda::testing;
 using bf16 = __nv_bfloat16;
+using fp16 = __half;
 
 BOOST_TEST_GLOBAL_FIXTURE(RequireDevice);
 
@@ -31,7 +32,8 @@ struct Case {
 const std::vector<Case> kShapes = {{1, 1, 1}, {7, 13, 5}, {129, 65, 33}, {64, 768, 3072}};
 
 const char* name(GemmPrecision p) {
-  return p == GemmPrecision::FP32 ? "fp32" : p == GemmPrecision::TF32 ? "tf32" : "bf16";
+  constexpr const char* kNames[] = {"fp32", "tf32", "bf16", "fp16"};
+  return kNames[int(p)];
 }
 // Rounds to TF32's 10-bit mantissa (nearest): the tensor cores may truncate or round their
 // inputs, so exact TF32 inputs keep the check on the product and its float accumulation.
@@ -46,7 +48,8 @@ std::vector<float> tf32(std::vector<float> v) {
 }
 
 double tol(GemmPrecision p) {
-  return p == GemmPrecision::FP32 ? kTolFp32 : p == GemmPrecision::TF32 ? kTolTf32 : kTolBf16;
+  constexpr double kTols[] = {kTolFp32, kTolTf32, kTolBf16, kTolFp16};
+  return kTols[int(p)];
 }
 
 // Runs one product with T storage and compares it with the CPU's: C = op(A) op(B) [+ bias]
@@ -111,6 +114,7 @@ BOOST_AUTO_TEST_CASE(every_precision_and_transpose_pair) {
         check<float>(gemm, GemmPrecision::FP32, s, ta, tb, 1, GemmEpilogue::None);
         check<float>(gemm, GemmPrecision::TF32, s, ta, tb, 1, GemmEpilogue::None);
         check<bf16>(gemm, GemmPrecision::BF16, s, ta, tb, 1, GemmEpilogue::None);
+        check<fp16>(gemm, GemmPrecision::FP16, s, ta, tb, 1, GemmEpilogue::None);
       }
 }
 
@@ -120,6 +124,8 @@ BOOST_AUTO_TEST_CASE(strided_batches_as_attention_uses_them) {
   check<float>(gemm, GemmPrecision::FP32, {65, 65, 64}, false, true, 5, GemmEpilogue::None);
   check<bf16>(gemm, GemmPrecision::BF16, {128, 64, 128}, false, false, 3, GemmEpilogue::None);
   check<bf16>(gemm, GemmPrecision::BF16, {7, 9, 11}, true, false, 4, GemmEpilogue::None);
+  check<fp16>(gemm, GemmPrecision::FP16, {128, 64, 128}, false, false, 3, GemmEpilogue::None);
+  check<fp16>(gemm, GemmPrecision::FP16, {7, 9, 11}, true, false, 4, GemmEpilogue::None);
 }
 
 BOOST_AUTO_TEST_CASE(bias_and_gelu_epilogues) {
@@ -128,6 +134,7 @@ BOOST_AUTO_TEST_CASE(bias_and_gelu_epilogues) {
     // linear: x (m, k) @ W^T, W stored (n, k), as nn.Linear keeps it.
     check<float>(gemm, GemmPrecision::FP32, {33, 17, 9}, false, true, 1, e);
     check<bf16>(gemm, GemmPrecision::BF16, {256, 3072, 768}, false, true, 1, e);
+    check<fp16>(gemm, GemmPrecision::FP16, {256, 3072, 768}, false, true, 1, e);
   }
 }
 

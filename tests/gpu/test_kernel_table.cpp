@@ -20,6 +20,7 @@
 
 using namespace fsdp;
 using fsdp::cuda::testing::kTolBf16;
+using fsdp::cuda::testing::kTolFp16;
 using fsdp::cuda::testing::kTolFp32;
 using fsdp::cuda::testing::kTolTf32;
 using fsdp::cuda::testing::RequireDevice;
@@ -35,7 +36,7 @@ Generator& gen() {
   return g;
 }
 
-// Fresh normal values on the host, in `dtype` (bf16 rounds before either table sees them).
+// Fresh normal values on the host, in `dtype` (bf16 and fp16 round before either table sees them).
 Tensor host_randn(const Shape& shape, DType dtype = DType::Float32) {
   return randn(shape, TensorOptions(DType::Float32, kCPU), &gen()).to(dtype);
 }
@@ -55,7 +56,7 @@ void check_close(const Tensor& got_device, const Tensor& ref, double tol) {
 }
 
 double tol_of(DType dtype) {
-  return dtype == DType::BFloat16 ? kTolBf16 : kTolFp32;
+  return dtype == DType::BFloat16 ? kTolBf16 : dtype == DType::Float16 ? kTolFp16 : kTolFp32;
 }
 
 // A device tensor of `shape` poisoned with NaN, so that a kernel that skips elements fails.
@@ -72,7 +73,7 @@ void expect_missing(F&& call, const std::string& message) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(copies_round_trip_between_host_and_device) {
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Int64, DType::Bool}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Int64, DType::Bool}) {
     const Tensor host = mul(host_randn({3, 17}), 3.0).to(dtype);
     BOOST_TEST(host.to(kCuda).to(kCPU).to_vector() == host.to_vector());
   }
@@ -95,22 +96,37 @@ BOOST_AUTO_TEST_CASE(copies_round_trip_between_host_and_device) {
 }
 
 BOOST_AUTO_TEST_CASE(casts_on_the_device_round_as_the_cpu) {
-  const Tensor x = host_randn({1000});
-  BOOST_TEST(x.to(kCuda).to(DType::BFloat16).to(kCPU).to_vector() ==
-             x.to(DType::BFloat16).to_vector());
-  const Tensor b = x.to(DType::BFloat16);
-  BOOST_TEST(b.to(kCuda).to(DType::Float32).to(kCPU).to_vector() ==
-             b.to(DType::Float32).to_vector());
-  // float64 <-> bf16 (a loss summed in float64 into a bf16 result).
-  const Tensor d = mul(x, 1.0 / 3.0).to(DType::Float64);
-  BOOST_TEST(d.to(kCuda).to(DType::BFloat16).to(kCPU).to_vector() ==
-             d.to(DType::BFloat16).to_vector());
-  BOOST_TEST(b.to(kCuda).to(DType::Float64).to(kCPU).to_vector() ==
-             b.to(DType::Float64).to_vector());
+  // Values past fp16's largest (65504: inf) and below its smallest normal (subnormals) too.
+  const Tensor x = cat(
+      {mul(host_randn({1000}), 3.0), mul(host_randn({50}), 1e5), mul(host_randn({50}), 1e-6)}, 0);
+  for (DType half : {DType::BFloat16, DType::Float16}) {
+    BOOST_TEST(x.to(kCuda).to(half).to(kCPU).to_vector() == x.to(half).to_vector(),
+               dtype_name(half));
+    const Tensor b = x.to(half);
+    BOOST_TEST(
+        b.to(kCuda).to(DType::Float32).to(kCPU).to_vector() == b.to(DType::Float32).to_vector(),
+        dtype_name(half));
+    // float64 <-> 16 bits (a loss summed in float64 into a 16-bit result).
+    const Tensor d = mul(x, 1.0 / 3.0).to(DType::Float64);
+    BOOST_TEST(d.to(kCuda).to(half).to(kCPU).to_vector() == d.to(half).to_vector(),
+               dtype_name(half));
+    BOOST_TEST(
+        b.to(kCuda).to(DType::Float64).to(kCPU).to_vector() == b.to(DType::Float64).to_vector(),
+        dtype_name(half));
+  }
+  // bf16 <-> fp16, through float as the CPU (a strided source: the strided copy kernel).
+  const Tensor h = x.to(DType::Float16), b = x.to(DType::BFloat16);
+  BOOST_TEST(h.to(kCuda).to(DType::BFloat16).to(kCPU).to_vector() ==
+             h.to(DType::BFloat16).to_vector());
+  BOOST_TEST(b.to(kCuda).to(DType::Float16).to(kCPU).to_vector() ==
+             b.to(DType::Float16).to_vector());
+  const Tensor m = host_randn({8, 5}, DType::Float16);
+  BOOST_TEST(m.to(kCuda).t().to(DType::BFloat16).to(kCPU).to_vector() ==
+             m.t().to(DType::BFloat16).to_vector());
 }
 
 BOOST_AUTO_TEST_CASE(fill_writes_every_element) {
-  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
     Tensor t = poisoned({1000, 3}, dtype);
     t.fill_(1.5);
     BOOST_TEST(t.to(kCPU).to_vector() == std::vector<double>(3000, 1.5));
@@ -129,7 +145,7 @@ BOOST_AUTO_TEST_CASE(fill_writes_every_element) {
 }
 
 BOOST_AUTO_TEST_CASE(add_and_mul_broadcast_as_the_cpu) {
-  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
     const Tensor a = host_randn({4, 1, 33}, dtype), b = host_randn({5, 33}, dtype);
     check_close(add(a.to(kCuda), b.to(kCuda)), add(a, b), tol_of(dtype));
     check_close(mul(a.to(kCuda), b.to(kCuda)), mul(a, b), tol_of(dtype));
@@ -142,7 +158,7 @@ BOOST_AUTO_TEST_CASE(add_and_mul_broadcast_as_the_cpu) {
 // Every BinaryKind and UnaryKind through the strided kernels: a transposed operand, a broadcast
 // one, a strided output, float64 too.
 BOOST_AUTO_TEST_CASE(every_binary_and_unary_kind_matches_the_cpu_table_on_any_layout) {
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
     const Tensor base = host_randn({6, 5}, dtype), b = host_randn({6}, dtype);
     const Tensor a = base.t(), a_device = base.to(kCuda).t();  // transposed views
     for (BinaryKind kind : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div,
@@ -186,7 +202,7 @@ BOOST_AUTO_TEST_CASE(strided_copies_and_casts_on_the_device_match_the_cpu) {
 }
 
 BOOST_AUTO_TEST_CASE(linear_and_bmm_match_the_cpu) {
-  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
     const Tensor x = host_randn({2, 9, 48}, dtype), w = host_randn({40, 48}, dtype);
     const Tensor bias = host_randn({40}, dtype);
     check_close(linear(x.to(kCuda), w.to(kCuda), bias.to(kCuda)), linear(x, w, bias),
@@ -222,24 +238,25 @@ BOOST_AUTO_TEST_CASE(float32_products_take_tf32_when_the_precision_allows) {
   });
 }
 
-BOOST_AUTO_TEST_CASE(bf16_linear_backward_matches_the_cpu_table) {
+BOOST_AUTO_TEST_CASE(linear_backward16_matches_the_cpu_table_in_bf16_and_fp16) {
   const std::int64_t rows = 37, in = 48, out = 40;
-  const Tensor g = host_randn({rows, out}, DType::BFloat16),
-               x = host_randn({rows, in}, DType::BFloat16);
-  const Tensor w = host_randn({out, in}, DType::BFloat16);
-  Tensor gx = empty({rows, in}, TensorOptions(DType::BFloat16, kCPU)), gw = empty_like(w);
-  Tensor gb = empty({out}, TensorOptions(DType::BFloat16, kCPU));
-  kernels(kCPU).linear_backward16(gx, gw, gb, g, x, w, in);
-  Tensor gxd = poisoned({rows, in}, DType::BFloat16), gwd = poisoned({out, in}, DType::BFloat16);
-  Tensor gbd = poisoned({out}, DType::BFloat16);
-  kernels(kCuda).linear_backward16(gxd, gwd, gbd, g.to(kCuda), x.to(kCuda), w.to(kCuda), in);
-  check_close(gxd, gx, kTolBf16);
-  check_close(gwd, gw, kTolBf16);
-  check_close(gbd, gb, kTolBf16);
+  for (DType dtype : {DType::BFloat16, DType::Float16}) {
+    const Tensor g = host_randn({rows, out}, dtype), x = host_randn({rows, in}, dtype);
+    const Tensor w = host_randn({out, in}, dtype);
+    Tensor gx = empty({rows, in}, TensorOptions(dtype, kCPU)), gw = empty_like(w);
+    Tensor gb = empty({out}, TensorOptions(dtype, kCPU));
+    kernels(kCPU).linear_backward16(gx, gw, gb, g, x, w, in);
+    Tensor gxd = poisoned({rows, in}, dtype), gwd = poisoned({out, in}, dtype);
+    Tensor gbd = poisoned({out}, dtype);
+    kernels(kCuda).linear_backward16(gxd, gwd, gbd, g.to(kCuda), x.to(kCuda), w.to(kCuda), in);
+    check_close(gxd, gx, tol_of(dtype));
+    check_close(gwd, gw, tol_of(dtype));
+    check_close(gbd, gb, tol_of(dtype));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(products_of_strided_views_match_the_cpu_table) {
-  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
     const Tensor xb = host_randn({48, 9}, dtype), wb = host_randn({48, 40}, dtype);
     const Tensor bias = host_randn({40}, dtype);
     const Tensor x = xb.t(), w = wb.t();  // (9, 48) and (40, 48), unit row strides
@@ -268,7 +285,7 @@ BOOST_AUTO_TEST_CASE(products_of_strided_views_match_the_cpu_table) {
 }
 
 BOOST_AUTO_TEST_CASE(every_activation_and_its_backward_match_the_cpu_table) {
-  for (DType dtype : {DType::Float32, DType::BFloat16})
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
     for (ActivationKind kind :
          {ActivationKind::Relu, ActivationKind::Tanh, ActivationKind::Sigmoid, ActivationKind::Gelu,
           ActivationKind::GeluTanh, ActivationKind::Silu}) {
@@ -308,10 +325,22 @@ BOOST_AUTO_TEST_CASE(adamw_and_sgd_updates_match_the_cpu_table) {
   kernels(kCuda).sgd_update(qd, gd, bufd, sgd);
   check_close(qd, q, 1e-4);
   check_close(bufd, buf, 1e-4);
+
+  // 16-bit parameters (torch allows them; FSDP's mixed precision keeps float32 master weights):
+  // refused with a line naming the dtype, never updated wrongly.
+  for (DType dtype : {DType::BFloat16, DType::Float16}) {
+    Tensor p16 = host_randn({5}, dtype).to(kCuda), g16 = host_randn({5}, dtype).to(kCuda);
+    Tensor m16 = zeros({5}, TensorOptions(dtype, kCuda)), v16 = zeros_like(m16);
+    const std::string shape = std::string(dtype_name(dtype)) + " of shape [5] (device cuda:0)";
+    expect_missing([&] { kernels(kCuda).adam_update(p16, g16, m16, v16, Tensor(), adam); },
+                   "adam_update: no CUDA kernel yet for " + shape);
+    expect_missing([&] { kernels(kCuda).sgd_update(p16, g16, m16, sgd); },
+                   "sgd_update: no CUDA kernel yet for " + shape);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(sum_mean_and_amax_over_any_dims_match_the_cpu_table) {
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
     const Tensor base = host_randn({3, 1, 70, 5}, dtype);
     const Tensor x = base.transpose(0, 2), xd = base.to(kCuda).transpose(0, 2);  // (70, 1, 3, 5)
     for (const std::vector<bool>& mask : {std::vector<bool>{true, false, false, false},
@@ -342,7 +371,8 @@ BOOST_AUTO_TEST_CASE(sum_mean_and_amax_over_any_dims_match_the_cpu_table) {
 // Comparisons, eq_scalar, logical_not, where and masked_fill: exact (they compare or move
 // values), with broadcast and transposed operands.
 BOOST_AUTO_TEST_CASE(comparisons_and_selections_equal_the_cpu_table) {
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64, DType::Int64}) {
+  for (DType dtype :
+       {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64, DType::Int64}) {
     const Tensor base = mul(host_randn({5, 4}), 2.0).to(dtype);
     const Tensor a = base.t(), a_device = base.to(kCuda).t();  // (4, 5)
     const Tensor b = mul(host_randn({5}), 2.0).to(dtype);
@@ -385,7 +415,7 @@ BOOST_AUTO_TEST_CASE(comparisons_and_selections_equal_the_cpu_table) {
 // atomics (repeated indices add up; the order of additions differs from the CPU's).
 BOOST_AUTO_TEST_CASE(index_select_and_index_add_match_the_cpu_table) {
   const std::vector<std::int64_t> index{3, 0, 3, 7, 1, 3};
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
     const Tensor src = host_randn({2, 8, 5}, dtype);  // (outer, size, inner)
     Tensor want = empty({2, 6, 5}, TensorOptions(dtype, kCPU));
     kernels(kCPU).index_select(want, src, index, 2, 5, 8);
@@ -418,10 +448,10 @@ BOOST_AUTO_TEST_CASE(layer_norm_and_its_backward_match_the_cpu_table) {
   // float32 rows, and bf16 rows with float32 parameters and statistics (mixed precision).
   const std::int64_t rows = 37, n = 96;
   const Tensor w = host_randn({n}), b = host_randn({n});
-  for (DType dtype : {DType::Float32, DType::BFloat16})
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
     for (bool affine : {true, false}) {
       const Tensor x = add(host_randn({rows, n}), 3.0).to(dtype), g = host_randn({rows, n}, dtype);
-      const double tol = dtype == DType::Float32 ? kTolFp32 : kTolBf16;
+      const double tol = tol_of(dtype);
       const Tensor wt = affine ? w : Tensor(), bt = affine ? b : Tensor();
       Tensor y = empty({rows, n}, TensorOptions(dtype, kCPU));
       Tensor mean = empty({rows}, TensorOptions(DType::Float32, kCPU)), rstd = empty_like(mean);
@@ -454,7 +484,7 @@ BOOST_AUTO_TEST_CASE(layer_norm_and_its_backward_match_the_cpu_table) {
 // torch.max(x, dim): a strided input (a transposed view), NaN propagated at its first position,
 // ties at the first index; the backward scatters an expanded (strided) gradient.
 BOOST_AUTO_TEST_CASE(max_dim_and_its_backward_match_the_cpu_table) {
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64})
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64})
     for (std::int64_t dim : {0, 1, 2}) {
       Tensor base = host_randn({5, 4, 6}).to(dtype);
       base.narrow(0, 1, 1).narrow(1, 2, 1).narrow(2, 0, 2).fill_(7.0);  // a tie
@@ -489,7 +519,7 @@ BOOST_AUTO_TEST_CASE(max_dim_and_its_backward_match_the_cpu_table) {
 // dtype) and float32 statistics; with and without the weight.
 BOOST_AUTO_TEST_CASE(rms_norm_and_its_backward_match_the_cpu_table) {
   const std::int64_t rows = 37, n = 80;
-  for (DType dtype : {DType::Float32, DType::BFloat16})
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
     for (bool weighted : {true, false}) {
       const Tensor x = add(host_randn({rows, n}), 1.0).to(dtype), g = host_randn({rows, n}, dtype);
       const Tensor w = weighted ? host_randn({n}, dtype) : Tensor();
@@ -522,7 +552,7 @@ BOOST_AUTO_TEST_CASE(rms_norm_and_its_backward_match_the_cpu_table) {
 // with a shared (S, D) and a per-batch (B, S, D) table; forward and transpose (the backward).
 BOOST_AUTO_TEST_CASE(rotary_and_its_transpose_match_the_cpu_table) {
   const std::int64_t B = 2, H = 3, S = 5, D = 8;
-  for (DType dtype : {DType::Float32, DType::BFloat16})
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
     for (std::int64_t table_batch : {std::int64_t(0), S * D})
       for (bool transpose : {false, true}) {
         const Tensor x = host_randn({B, S, H, D}, dtype).transpose(1, 2);  // strided
@@ -538,13 +568,19 @@ BOOST_AUTO_TEST_CASE(rotary_and_its_transpose_match_the_cpu_table) {
       }
 }
 
+// 16-bit rows only along the last dim (inner 1): the only form core/functional/softmax.cpp
+// passes the table in bf16 or fp16 (the CPU table's 16-bit path assumes it).
 BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_table) {
-  for (DType dtype : {DType::Float32, DType::Float64}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+    const bool narrow = dtype == DType::BFloat16 || dtype == DType::Float16;
     const Tensor x = mul(host_randn({3, 50, 4}, dtype), 3.0), g = host_randn({3, 50, 4}, dtype);
     for (bool log : {false, true})
       for (auto [outer, n, inner] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{3, 50, 4},
                                      {150, 4, 1},
                                      {1, 3, 200}}) {
+        if (narrow && inner != 1) continue;
+        BOOST_TEST_INFO_SCOPE(dtype_name(dtype) << " log " << log << " (" << outer << ", " << n
+                                                << ", " << inner << ")");
         Tensor y = empty_like(x), dx = empty_like(x);
         kernels(kCPU).softmax(y, x, outer, n, inner, log);
         kernels(kCPU).softmax_backward(dx, y, g, outer, n, inner, log);
@@ -552,7 +588,7 @@ BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_tabl
         kernels(kCuda).softmax(yd, x.to(kCuda), outer, n, inner, log);
         kernels(kCuda).softmax_backward(dxd, y.to(kCuda), g.to(kCuda), outer, n, inner, log);
         check_close(yd, y, tol_of(dtype));
-        check_close(dxd, dx, 1e-4);  // sums in another order
+        check_close(dxd, dx, std::max(tol_of(dtype), 1e-4));  // sums in another order
       }
     // An additive causal mask, shared by the batch and per batch entry.
     const Tensor scores = host_randn({2, 6, 6}, dtype);
@@ -560,6 +596,7 @@ BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_tabl
     for (std::int64_t i = 0; i < 6; ++i) mask.narrow(0, i, 1).narrow(1, i + 1, 5 - i).fill_(-1e9);
     const Tensor per_batch = mask.expand({2, 6, 6}).contiguous();
     for (const auto& [m, stride] : {std::pair<Tensor, std::int64_t>{mask, 0}, {per_batch, 36}}) {
+      BOOST_TEST_INFO_SCOPE(dtype_name(dtype) << " masked_softmax, mask stride " << stride);
       Tensor want = empty_like(scores), got = poisoned(scores.shape(), dtype);
       kernels(kCPU).masked_softmax(want, scores, m, stride);
       kernels(kCuda).masked_softmax(got, scores.to(kCuda), m.to(kCuda), stride);
@@ -570,7 +607,7 @@ BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_tabl
 
 // clip_grad_norm_'s pieces: the norm shares in double and the clamp (nan stays nan).
 BOOST_AUTO_TEST_CASE(norm_shares_and_clamp_match_the_cpu_table) {
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
     const Tensor base = host_randn({40, 31}, dtype);
     const Tensor t = base.t(), t_device = base.to(kCuda).t();
     for (double p : {1.0, 2.0, 3.0, double(INFINITY)}) {
@@ -618,13 +655,14 @@ BOOST_AUTO_TEST_CASE(mse_loss_and_its_backward_match_the_cpu_table) {
 // train_gpt's loss: cross-entropy per position (with label smoothing and an ignored target),
 // its backward, nll, and the in-order sum (bit for bit: one thread adds in the CPU's order).
 BOOST_AUTO_TEST_CASE(classification_losses_match_the_cpu_table) {
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64})
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64})
     for (std::int64_t s : {1, 3}) {
       const NcsLayout layout{5, 300, s};
       const Tensor x = mul(host_randn({5, 300, s}, dtype), 4.0).to(dtype);
-      // The CPU table takes float32/float64: bf16 logits are compared against the float32
+      // The CPU table takes float32/float64: 16-bit logits are compared against the float32
       // computation on the same (rounded) values.
-      const Tensor xr = dtype == DType::BFloat16 ? x.to(DType::Float32) : x;
+      const bool narrow = dtype == DType::BFloat16 || dtype == DType::Float16;
+      const Tensor xr = narrow ? x.to(DType::Float32) : x;
       std::vector<std::int64_t> targets;
       std::vector<double> grads;
       for (std::int64_t p = 0; p < 5 * s; ++p) {
@@ -670,7 +708,7 @@ BOOST_AUTO_TEST_CASE(classification_losses_match_the_cpu_table) {
 // Attention's head moves: exact (copies, and part 0's division rounded once, as the CPU's).
 BOOST_AUTO_TEST_CASE(split_and_merge_heads_equal_the_cpu_table) {
   const HeadsLayout layout{.L = 5, .N = 2, .parts = 3, .heads = 4, .hd = 6};
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64}) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
     const Tensor packed = host_randn({5, 2, layout.row()}, dtype);
     std::vector<Tensor> parts, parts_d;
     for (int p = 0; p < 3; ++p) {
@@ -731,11 +769,12 @@ BOOST_AUTO_TEST_CASE(blocked_attention_and_its_backward_match_the_cpu_table) {
 }
 
 // Causal attention without a mask (scaled_dot_product_attention's is_causal, GPT's blocks):
-// attention.cu's fused kernels, float32 and bf16 (bf16 at head dim 64: the flash tiles, 70 rows
-// a partial second tile), several heads, against the CPU table on the same (rounded) inputs.
+// attention.cu's fused kernels, float32, bf16 and fp16 (16 bits at head dim 64: the flash tiles,
+// 70 rows a partial second tile), several heads, against the CPU table on the same (rounded)
+// inputs.
 BOOST_AUTO_TEST_CASE(causal_attention_takes_the_fused_kernels_and_matches_the_cpu_table) {
   const std::int64_t B = 2, H = 3, L = 70;
-  for (DType dtype : {DType::Float32, DType::BFloat16})
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
     for (std::int64_t D : {64, 40}) {
       AttentionDims d{B, L, L, D, D};
       d.H = d.KV = H;
@@ -745,7 +784,7 @@ BOOST_AUTO_TEST_CASE(causal_attention_takes_the_fused_kernels_and_matches_the_cp
       d.q = d.k = d.v = AttentionStrides{H * L * D, L * D, D};
       const Tensor q = host_randn({B, H, L, D}, dtype), k = host_randn({B, H, L, D}, dtype);
       const Tensor v = host_randn({B, H, L, D}, dtype), dout = host_randn({B, H, L, D}, dtype);
-      const double tol = dtype == DType::Float32 ? kTolFp32 : kTolBf16;
+      const double tol = tol_of(dtype);
       Tensor out = empty({B, H, L, D}, TensorOptions(dtype, kCPU));
       Tensor lse = empty({B, H, L}, TensorOptions(DType::Float32, kCPU));
       kernels(kCPU).blocked_attention(out, lse, q, k, v, Tensor(), d);
@@ -787,7 +826,7 @@ BOOST_AUTO_TEST_CASE(sdpa_forms_grouped_strided_scaled_causal_masked_match_the_c
   const std::int64_t B = 2, H = 4, KV = 2, L = 6, S = 6, D = 16;
   Tensor pad = zeros({B, 1, L, S}, TensorOptions(DType::Float32, kCPU));
   pad.narrow(0, 1, 1).narrow(3, 0, 2).fill_(-INFINITY);
-  for (DType dtype : {DType::Float32, DType::BFloat16})
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
     for (bool causal : {false, true})
       for (bool masked : {false, true}) {
         AttentionDims d{B, L, S, D, D};

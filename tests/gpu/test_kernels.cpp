@@ -1,7 +1,7 @@
 // Op-by-op parity of core/cuda's kernels with the CPU: the oracle is the project's own CPU op
 // (core/ops.h, core/functional, core/optim) wherever one exists, a plain loop otherwise. Fresh
-// random inputs, NaN-poisoned outputs, relative-norm tolerances (gpu_test_support.h), float and
-// bf16 storage, sizes of 1, odd, not multiples of a block, and beyond one grid's coverage.
+// random inputs, NaN-poisoned outputs, relative-norm tolerances (gpu_test_support.h), float, bf16
+// and fp16 storage, sizes of 1, odd, not multiples of a block, and beyond one grid's coverage.
 #define BOOST_TEST_MODULE gpu_kernels
 #include <algorithm>
 #include <cmath>
@@ -26,7 +26,13 @@ BOOST_TEST_GLOBAL_FIXTURE(RequireDevice);
 
 namespace {
 
-using StorageTypes = std::tuple<float, bf16>;
+using StorageTypes = std::tuple<float, bf16, fp16>;
+using Storage16 = std::tuple<bf16, fp16>;
+
+template <typename T>
+const char* storage_name() {
+  return std::is_same_v<T, float> ? "fp32" : std::is_same_v<T, bf16> ? "bf16" : "fp16";
+}
 
 Tensor cpu(const std::vector<float>& v, const Shape& shape, bool requires_grad = false) {
   Tensor t = from_vector(std::vector<double>(v.begin(), v.end()), shape);
@@ -58,17 +64,19 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(fill_writes_every_element, T, StorageTypes) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(cast_rounds_to_nearest_even_and_back) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(cast_rounds_to_nearest_even_and_back, T, Storage16) {
   for (std::int64_t n : kFlatSizes) {
     std::vector<float> x = randn(n, 3.0f);
     DeviceBuffer<float> in(x);
-    DeviceBuffer<bf16> half(n);
+    DeviceBuffer<T> half(n);
     DeviceBuffer<float> back(n);
     cast(in.get(), half.get(), n, nullptr);
     cast(half.get(), back.get(), n, nullptr);
     // Exactly the host's round-to-nearest-even: cast is a rounding, not an approximation.
-    FSDP_CHECK_CLOSE("cast fp32->bf16 n=" << n, half.download(), stored<bf16>(x), 0.0);
-    FSDP_CHECK_CLOSE("cast bf16->fp32 n=" << n, back.download(), stored<bf16>(x), 0.0);
+    FSDP_CHECK_CLOSE("cast fp32->" << storage_name<T>() << " n=" << n, half.download(),
+                     stored<T>(x), 0.0);
+    FSDP_CHECK_CLOSE("cast " << storage_name<T>() << "->fp32 n=" << n, back.download(),
+                     stored<T>(x), 0.0);
   }
 }
 
@@ -337,8 +345,8 @@ void check_attention(std::int64_t batch, std::int64_t t, std::int64_t hd,
                     nullptr);
   attention_backward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), ddout.get(), lse.get(),
                      dq.get(), dk.get(), dv.get(), batch, t, hd, scale, nullptr);
-  std::string shape = (std::is_same_v<T, float> ? "fp32 " : "bf16 ");
-  shape += std::is_same_v<T, bf16> && hd == 64 ? "tiled " : "one-warp-per-row ";
+  std::string shape = storage_name<T>() + std::string(" ");
+  shape += !std::is_same_v<T, float> && hd == 64 ? "tiled " : "one-warp-per-row ";
   shape += std::to_string(batch) + "x" + std::to_string(t) + "x" + std::to_string(hd);
   if (nb < batch) {
     shape += " (entries";
@@ -380,7 +388,7 @@ void check_attention(std::int64_t batch, std::int64_t t, std::int64_t hd,
                    tolerance<T>());
   FSDP_CHECK_CLOSE("attention lse " << shape, entries_of(lse_all, t, entries), ref_lse,
                    kTolFp32 * 10);
-  // dk and dv are float sums over rows: 1e-4 in float, T's tolerance in bf16.
+  // dk and dv are float sums over rows: 1e-4 in float, T's tolerance in 16 bits.
   FSDP_CHECK_CLOSE("attention dq " << shape, entries_of(dq_all, per, entries), values(qt.grad()),
                    std::max(tolerance<T>(), 1e-4));
   FSDP_CHECK_CLOSE("attention dk " << shape, entries_of(dk_all, per, entries), values(kt.grad()),
@@ -397,7 +405,7 @@ std::vector<std::int64_t> all_entries(std::int64_t batch) {
 
 }  // namespace
 
-// bf16 with head dim 64 takes the tiled kernels (t of 1, under a tile, one tile exactly, a
+// bf16 and fp16 with head dim 64 take the tiled kernels (t of 1, under a tile, one tile exactly, a
 // partial last tile); the rest, and float, the one-warp-per-row kernels.
 BOOST_AUTO_TEST_CASE_TEMPLATE(online_softmax_attention_forward_and_backward, T, StorageTypes) {
   const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes = {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <type_traits>
 
@@ -35,6 +36,9 @@ inline float emulated_value(float v) {
 inline float emulated_value(__nv_bfloat16 v) {
   return __bfloat162float(v);
 }
+inline float emulated_value(__half v) {
+  return __half2float(v);
+}
 
 // Every lane arrives at `op`; true in the lane that does the warp's work.
 inline bool emulated_collective(const char* op) {
@@ -58,10 +62,15 @@ inline void fill_fragment(fragment<accumulator, 16, 16, 16, float>& f, float v) 
     for (float& e : row) e = v;
 }
 
-template <typename La, typename Lb>
+// The 16-bit operand types wmma multiplies into float accumulators (bf16 and fp16; A's and B's
+// the same, as on the device).
+template <typename T>
+concept emulated_16bit = std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>;
+
+template <emulated_16bit T, typename La, typename Lb>
 void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
-              const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, La>& a,
-              const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, Lb>& b,
+              const fragment<matrix_a, 16, 16, 16, T, La>& a,
+              const fragment<matrix_b, 16, 16, 16, T, Lb>& b,
               const fragment<accumulator, 16, 16, 16, float>& c) {
   if (!emulated_collective("wmma::mma_sync")) return;
   fragment<accumulator, 16, 16, 16, float> out;

@@ -3,9 +3,9 @@
 Llama (tests/fixtures/finetune, the models test_finetune.py trains against transformers): the
 per-step losses and the held-out loss before and after of an unsharded float32 run, FULL_SHARD
 on 2 thread ranks sharing cuda:0 (the meta build materialised on the device), the same with
-bf16 mixed precision, and, given MPIRUN, bf16 FULL_SHARD over NCCL with 2 processes each on its
+bf16 and with fp16 mixed precision, and, given MPIRUN, bf16 FULL_SHARD over NCCL with 2 processes each on its
 own emulated GPU. Float32 agrees within 1e-5 relative (the device sums in other orders), bf16
-within 1e-3. EMULATED_LIBS is put first on the runs' LD_LIBRARY_PATH (meson may prepend the
+and fp16 within 1e-3. EMULATED_LIBS is put first on the runs' LD_LIBRARY_PATH (meson may prepend the
 real kernels' folder for a built program given as an argument).
 Usage: test_finetune_emulated.py FINETUNE FIXTURES_DIR EMULATED_LIBS [MPIRUN]"""
 import os
@@ -19,6 +19,8 @@ JOBS = [
     ("float32 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2"], 1e-5),
     ("bf16 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
                             "--mixed-precision", "bf16"], 1e-3),
+    ("fp16 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
+                            "--mixed-precision", "fp16"], 1e-3),
 ]
 NCCL_JOB = ("bf16 FULL_SHARD nccl, 2 GPUs", ["--sharding", "FULL_SHARD",
                                              "--mixed-precision", "bf16"], 1e-3)

@@ -2,14 +2,17 @@
 // as fibers, wmma by its documented semantics), against a double loop: the tiles' indexing,
 // masks, loop bounds, lane pairing and synchronisation checked on any machine with the CUDA
 // headers, before a device runs them. Batch 2 (the batch offsets), t of 1, under a tile, one
-// tile, a partial last tile, three tiles.
+// tile, a partial last tile, three tiles; bf16 and fp16 tiles.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "core/cuda/flash_attention.h"
@@ -20,11 +23,31 @@ using namespace fsdp::cuda;
 
 namespace {
 
-using Bf16 = __nv_bfloat16;
+// The 16-bit storage types of the tiles, their rounding, and the tolerance on a result: bf16's
+// 1e-2 (8 significant bits), fp16's 1e-3 (11: one rounding is at most 2^-11 relative).
+template <typename T>
+T round_to(float x) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(x);
+  else
+    return __float2bfloat16_rn(x);
+}
+template <typename T>
+float widen(T x) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __half2float(x);
+  else
+    return __bfloat162float(x);
+}
+template <typename T>
+constexpr double kTol16 = std::is_same_v<T, __half> ? 1e-3 : 1e-2;
+template <typename T>
+constexpr const char* kName16 = std::is_same_v<T, __half> ? "fp16" : "bf16";
 
-std::vector<Bf16> to_bf16(const std::vector<float>& v) {
-  std::vector<Bf16> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = __float2bfloat16_rn(v[i]);
+template <typename T>
+std::vector<T> to_16bit(const std::vector<float>& v) {
+  std::vector<T> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = round_to<T>(v[i]);
   return out;
 }
 
@@ -96,7 +119,9 @@ Reference reference(const std::vector<float>& q, const std::vector<float>& k,
 
 BOOST_AUTO_TEST_SUITE(emulated_flash_attention)
 
-BOOST_AUTO_TEST_CASE(tiled_attention_forward_and_backward_match_a_double_loop) {
+using Tile16 = std::tuple<__nv_bfloat16, __half>;
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_double_loop, T, Tile16) {
   std::mt19937 gen(20261127);
   std::normal_distribution<float> normal;
   const std::int64_t batch = 2, hd = kFlashHeadDim;
@@ -105,18 +130,20 @@ BOOST_AUTO_TEST_CASE(tiled_attention_forward_and_backward_match_a_double_loop) {
     const std::int64_t n = batch * t * hd;
     std::vector<float> q(n), k(n), v(n), dout(n);
     for (auto* x : {&q, &k, &v, &dout})
-      for (float& e : *x) e = __bfloat162float(__float2bfloat16_rn(normal(gen)));
-    const std::vector<Bf16> qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v), db = to_bf16(dout);
-    std::vector<Bf16> o(n, __float2bfloat16_rn(NAN)), dq(n, __float2bfloat16_rn(NAN));
+      for (float& e : *x) e = widen(round_to<T>(normal(gen)));
+    const std::vector<T> qb = to_16bit<T>(q), kb = to_16bit<T>(k), vb = to_16bit<T>(v),
+                         db = to_16bit<T>(dout);
+    std::vector<T> o(n, round_to<T>(NAN)), dq(n, round_to<T>(NAN));
     std::vector<float> lse(batch * t, NAN), dk(n, NAN), dv(n, NAN);
     flash_attention_forward(qb.data(), kb.data(), vb.data(), o.data(), lse.data(), batch, t, scale,
                             nullptr);
     flash_attention_backward(qb.data(), kb.data(), vb.data(), o.data(), db.data(), lse.data(),
                              dq.data(), dk.data(), dv.data(), batch, t, scale, nullptr);
     const Reference ref = reference(q, k, v, dout, batch, t, hd, scale);
-    const std::string shape = "bf16 " + std::to_string(batch) + "x" + std::to_string(t) + "x64";
-    auto bf = [](const std::vector<Bf16>& x) {
-      return [&x](std::size_t i) { return double(__bfloat162float(x[i])); };
+    const std::string shape =
+        kName16<T> + std::string(" ") + std::to_string(batch) + "x" + std::to_string(t) + "x64";
+    auto bf = [](const std::vector<T>& x) {
+      return [&x](std::size_t i) { return double(widen(x[i])); };
     };
     auto fl = [](const std::vector<float>& x) {
       return [&x](std::size_t i) { return double(x[i]); };
@@ -124,11 +151,12 @@ BOOST_AUTO_TEST_CASE(tiled_attention_forward_and_backward_match_a_double_loop) {
     const double e_o = relative_error(bf(o), ref.o), e_lse = relative_error(fl(lse), ref.lse),
                  e_dq = relative_error(bf(dq), ref.dq), e_dk = relative_error(fl(dk), ref.dk),
                  e_dv = relative_error(fl(dv), ref.dv);
-    BOOST_TEST(e_o <= 1e-2, "emulated attention o " << shape << ": relative error " << e_o);
+    const double tol = kTol16<T>;
+    BOOST_TEST(e_o <= tol, "emulated attention o " << shape << ": relative error " << e_o);
     BOOST_TEST(e_lse <= 1e-4, "emulated attention lse " << shape << ": relative error " << e_lse);
-    BOOST_TEST(e_dq <= 1e-2, "emulated attention dq " << shape << ": relative error " << e_dq);
-    BOOST_TEST(e_dk <= 1e-2, "emulated attention dk " << shape << ": relative error " << e_dk);
-    BOOST_TEST(e_dv <= 1e-2, "emulated attention dv " << shape << ": relative error " << e_dv);
+    BOOST_TEST(e_dq <= tol, "emulated attention dq " << shape << ": relative error " << e_dq);
+    BOOST_TEST(e_dk <= tol, "emulated attention dk " << shape << ": relative error " << e_dk);
+    BOOST_TEST(e_dv <= tol, "emulated attention dv " << shape << ": relative error " << e_dv);
     BOOST_TEST(fsdp::emu::test::take_fault() == "");
   }
 }

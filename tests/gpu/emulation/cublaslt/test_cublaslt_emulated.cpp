@@ -1,7 +1,7 @@
 // The emulated cuBLASLt (tests/gpu/emulation/cublaslt): its host product against a double loop
 // over every transpose pair, order, padded leading dim, batch, beta (none, C apart from D, in
-// place), storage type and epilogue; TF32's and bf16's rounding; the statuses and lines of what
-// it refuses; and its C API on a stand-in runtime (test_device_stub.h): the call checks the
+// place), storage type and epilogue; TF32's, bf16's and fp16's rounding; the statuses and lines of
+// what it refuses; and its C API on a stand-in runtime (test_device_stub.h): the call checks the
 // pointers and queues a product that uses the values of call time.
 #define BOOST_TEST_MODULE cuda_emulated_cublaslt
 #include <cublasLt.h>
@@ -188,7 +188,7 @@ float from_bits(std::uint32_t bits) {
   return v;
 }
 
-// A 1 x n times n x 1 product of fp32 or bf16 values into `cd`, through run_matmul.
+// A 1 x n times n x 1 product of fp32, bf16 or fp16 values into `cd`, through run_matmul.
 float dot(const std::vector<float>& x, const std::vector<float>& y, cudaDataType_t ab,
           cudaDataType_t cd, cublasComputeType_t compute) {
   Operand a = make(ab, CUBLASLT_ORDER_COL, 1, x.size(), 1, 0, 0);
@@ -294,6 +294,8 @@ BOOST_AUTO_TEST_CASE(bias_is_per_row_of_d_and_gelu_is_the_tanh_form) {
         check_case(c, e == CUBLASLT_EPILOGUE_BIAS ? 0.0 : 2e-6);
         c.ab = c.cd = CUDA_R_16BF;
         check_case(c, e == CUBLASLT_EPILOGUE_BIAS ? 0.0 : 1.0 / 128);  // bf16's half ulp
+        c.ab = c.cd = CUDA_R_16F;
+        check_case(c, e == CUBLASLT_EPILOGUE_BIAS ? 0.0 : 1.0 / 1024);  // fp16's half ulp
       }
 }
 
@@ -323,6 +325,21 @@ BOOST_AUTO_TEST_CASE(bf16_accumulates_in_float_and_rounds_once) {
   BOOST_TEST(dot({1, 1, 1}, {1, e7, e8}, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F) == 1 + e6);
   // Summed in bf16 term by term, 1 + 2^-8 + 2^-8 would stay 1; in float it is 1 + 2^-7.
   BOOST_TEST(dot({1, 1, 1}, {1, e8, e8}, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F) == 1 + e7);
+}
+
+BOOST_AUTO_TEST_CASE(fp16_accumulates_in_float_rounds_once_and_overflows_to_inf) {
+  const float e11 = std::ldexp(1.0f, -11), e10 = std::ldexp(1.0f, -10), e9 = std::ldexp(1.0f, -9);
+  const auto f32 = CUBLAS_COMPUTE_32F;
+  // 1 + 2^-11 is exact in float and halfway between fp16's 1 and 1 + 2^-10: even is 1.
+  BOOST_TEST(dot({1, 1}, {1, e11}, CUDA_R_16F, CUDA_R_32F, f32) == 1 + e11);
+  BOOST_TEST(dot({1, 1}, {1, e11}, CUDA_R_16F, CUDA_R_16F, f32) == 1.0f);
+  BOOST_TEST(dot({1, 1, 1}, {1, e10, e11}, CUDA_R_16F, CUDA_R_16F, f32) == 1 + e9);
+  // Summed in fp16 term by term, 1 + 2^-11 + 2^-11 would stay 1; in float it is 1 + 2^-10.
+  BOOST_TEST(dot({1, 1, 1}, {1, e11, e11}, CUDA_R_16F, CUDA_R_16F, f32) == 1 + e10);
+  // fp16's largest finite value is 65504: 256 * 256 rounds to inf in fp16, not in float.
+  BOOST_TEST(dot({256}, {256}, CUDA_R_16F, CUDA_R_32F, f32) == 65536.0f);
+  BOOST_TEST(std::isinf(dot({256}, {256}, CUDA_R_16F, CUDA_R_16F, f32)));
+  BOOST_TEST(dot({255, 1}, {256, 224}, CUDA_R_16F, CUDA_R_16F, f32) == 65504.0f);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
