@@ -62,6 +62,8 @@ std::uint64_t enqueue(CUstream_st* stream, std::function<void()> run);
 void enqueue_wait(CUstream_st* stream, CUstream_st* other, std::uint64_t position);
 // Blocks until `stream` has completed `position` ops.
 void wait_until(CUstream_st* stream, std::uint64_t position);
+// FSDP_EMU_PROFILE=1: a host wait made by `call`, in the profile printed at exit.
+void count_host_wait(const char* call);
 // Every stream of `device`, drained to what was queued before the call.
 void synchronize_device(int device);
 

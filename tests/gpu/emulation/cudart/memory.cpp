@@ -115,7 +115,10 @@ cudaError_t copy(const char* call, void* dst, const void* src, std::size_t count
     work = [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); };
   }
   const std::uint64_t position = enqueue(st, std::move(work));
-  if (synchronous || d == Side::pageable) wait_until(st, position);
+  if (synchronous || d == Side::pageable) {
+    count_host_wait(synchronous ? call : "cudaMemcpyAsync to pageable host memory");
+    wait_until(st, position);
+  }
   return set_error(sticky_error());
 }
 
@@ -140,7 +143,10 @@ cudaError_t fill(const char* call, void* p, int value, std::size_t width, std::s
     for (std::size_t r = 0; r < height; ++r)
       std::memset(static_cast<char*>(p) + r * pitch, value, width);
   });
-  if (synchronous) wait_until(st, position);
+  if (synchronous) {
+    count_host_wait(call);
+    wait_until(st, position);
+  }
   return set_error(sticky_error());
 }
 
@@ -202,6 +208,7 @@ cudaError_t release(const char* call, void* p, MemoryKind kind) {
                         (kind == MemoryKind::device ? "cudaMalloc" : "cudaMallocHost") + " made");
     a = it->second;
   }
+  count_host_wait(call);
   synchronize_device(a.device);  // CUDA's frees wait for the device's work
   std::lock_guard<std::mutex> lk(*g_memory_lock);
   g_allocations->erase(a.base);

@@ -29,6 +29,11 @@ struct LaunchCount {
 };
 std::mutex* const g_profile_lock = new std::mutex;
 std::map<std::string, LaunchCount>* const g_profile = new std::map<std::string, LaunchCount>;
+// Host waits by the call that waited (FSDP_EMU_PROFILE=1): a training step should have none
+// but the one that reads its loss.
+std::map<std::string, std::uint64_t>* const g_host_waits = new std::map<std::string, std::uint64_t>;
+
+bool profiling();
 
 void print_profile() {
   std::lock_guard<std::mutex> lk(*g_profile_lock);
@@ -43,16 +48,26 @@ void print_profile() {
     std::fprintf(stderr, "  %10llu  %s (%llu threads)\n",
                  static_cast<unsigned long long>(c.launches), name.c_str(),
                  static_cast<unsigned long long>(c.threads));
+  std::uint64_t waits = 0;
+  for (const auto& [call, n] : *g_host_waits) waits += n;
+  std::fprintf(stderr, "emulated CUDA profile: %llu host waits\n",
+               static_cast<unsigned long long>(waits));
+  for (const auto& [call, n] : *g_host_waits)
+    std::fprintf(stderr, "  %10llu  %s\n", static_cast<unsigned long long>(n), call.c_str());
 }
 
-void count_launch(const char* kernel, std::uint64_t threads) {
+bool profiling() {
   static const bool on = [] {
     const char* v = std::getenv("FSDP_EMU_PROFILE");
     const bool enabled = v != nullptr && *v != '\0' && *v != '0';
     if (enabled) std::atexit(print_profile);
     return enabled;
   }();
-  if (!on) return;
+  return on;
+}
+
+void count_launch(const char* kernel, std::uint64_t threads) {
+  if (!profiling()) return;
   std::lock_guard<std::mutex> lk(*g_profile_lock);
   LaunchCount& c = (*g_profile)[kernel];
   ++c.launches;
@@ -153,6 +168,12 @@ void enqueue_wait(CUstream_st* s, CUstream_st* other, std::uint64_t position) {
   g_changed->notify_all();
 }
 
+void count_host_wait(const char* call) {
+  if (!profiling()) return;
+  std::lock_guard<std::mutex> lk(*g_profile_lock);
+  ++(*g_host_waits)[call];
+}
+
 void wait_until(CUstream_st* s, std::uint64_t position) {
   std::unique_lock<std::mutex> lk(*g_lock);
   g_changed->wait(lk, [&] { return s->completed >= position; });
@@ -205,6 +226,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     std::lock_guard<std::mutex> lk(lock());
     position = s->submitted;
   }
+  count_host_wait("cudaStreamSynchronize");
   wait_until(s, position);
   return set_error(sticky_error());
 }
@@ -219,6 +241,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  count_host_wait("cudaDeviceSynchronize");
   synchronize_device(current_device());
   return set_error(sticky_error());
 }
@@ -282,6 +305,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     s = event->stream;
     position = event->position;
   }
+  count_host_wait("cudaEventSynchronize");
   if (s != nullptr) wait_until(s, position);
   return set_error(sticky_error());
 }
