@@ -154,14 +154,15 @@ template <bool kLog>
 void forward(const Tensor& y, const Tensor& x, const RowLayout& layout) {
   const DType dt = x.dtype();
   if (functional::is_16bit_float(dt)) {
-    // 16-bit rows: blocks of rows converted, normalised and rounded in one pass.
+    // 16-bit: blocks of outer slices (n x inner each) converted, normalised and rounded in one
+    // pass.
     const auto* xs = x.data<std::uint16_t>();
     auto* ys = y.data<std::uint16_t>();
-    const std::int64_t n = layout.n;
+    const std::int64_t n = layout.n * layout.inner;
     functional::for_row_blocks(
         layout.outer, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* yb, float*) {
           convert_contiguous(xb, DType::Float32, xs + r0 * n, dt, rows * n);
-          softmax_forward<float, kLog>(xb, yb, RowLayout{rows, n, 1});
+          softmax_forward<float, kLog>(xb, yb, RowLayout{rows, layout.n, layout.inner});
           convert_contiguous(ys + r0 * n, dt, yb, DType::Float32, rows * n);
         });
     return;
@@ -178,12 +179,12 @@ void backward(const Tensor& dx, const Tensor& y, const Tensor& g, const RowLayou
     const auto* ys = y.data<std::uint16_t>();
     const auto* gs = g.data<std::uint16_t>();
     auto* ds = dx.data<std::uint16_t>();
-    const std::int64_t n = layout.n;
+    const std::int64_t n = layout.n * layout.inner;
     functional::for_row_blocks(
         layout.outer, n, [&](std::int64_t r0, std::int64_t rows, float* yb, float* gb, float* db) {
           convert_contiguous(yb, DType::Float32, ys + r0 * n, dt, rows * n);
           convert_contiguous(gb, DType::Float32, gs + r0 * n, dt, rows * n);
-          softmax_backward<float, kLog>(yb, gb, db, RowLayout{rows, n, 1});
+          softmax_backward<float, kLog>(yb, gb, db, RowLayout{rows, layout.n, layout.inner});
           convert_contiguous(ds + r0 * n, dt, db, DType::Float32, rows * n);
         });
     return;

@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/functional/masked_softmax.h"
+#include "core/kernels/kernel_table.h"
 #include "core/ops.h"
 #include "tests/core/functional/functional_check.h"
 
@@ -103,6 +104,32 @@ BOOST_AUTO_TEST_CASE(softmax_in_row_blocks_equals_float32_rounded) {
         // y * (g - sum(g y)) cancels): close to the float32 gradient on its scale, not equal.
         BOOST_TEST(xs.grad().dtype() == dt);
         BOOST_TEST(relative_to_scale(xs.grad(), x32.grad()) <= 2e-2);
+      }
+    }
+  }
+}
+
+// The kernel table's softmax reads x as (outer, n, inner): a 16-bit x with inner > 1 (the
+// functional layer sends only inner == 1 rows, but the table's contract, and the device tables
+// it is the oracle of, take any) equals the float32 kernel's values rounded once.
+BOOST_AUTO_TEST_CASE(softmax_kernel_16bit_with_inner_equals_float32_rounded) {
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    for (bool log : {false, true}) {
+      manual_seed(10);
+      const std::int64_t outer = 700, n = 5, inner = 3;  // several row blocks
+      Tensor x = converted(mul(randn({outer, n, inner}), 3.0), dt);
+      Tensor g = converted(randn({outer, n, inner}), dt);
+      Tensor x32 = converted(x, DType::Float32), g32 = converted(g, DType::Float32);
+      const KernelTable& k = kernels(kCPU);
+      Tensor y = empty({outer, n, inner}, TensorOptions(dt)), y32 = empty({outer, n, inner});
+      k.softmax(y, x, outer, n, inner, log);
+      k.softmax(y32, x32, outer, n, inner, log);
+      Tensor dx = empty({outer, n, inner}, TensorOptions(dt)), dx32 = empty({outer, n, inner});
+      k.softmax_backward(dx, y, g, outer, n, inner, log);
+      k.softmax_backward(dx32, converted(y, DType::Float32), g32, outer, n, inner, log);
+      BOOST_TEST_CONTEXT(dtype_name(dt) << (log ? " log_softmax" : " softmax")) {
+        BOOST_TEST(values(y) == values(converted(y32, dt)));
+        BOOST_TEST(values(dx) == values(converted(dx32, dt)));
       }
     }
   }
