@@ -280,6 +280,7 @@ GPTTrainResult train_gpt(const GPTTrainConfig& cfg,
     o.sharding_strategy = *cfg.sharding;
     o.use_orig_params = cfg.use_orig_params;
     o.forward_prefetch = cfg.forward_prefetch;
+    if (cfg.cpu_offload) o.cpu_offload = CPUOffload{.offload_params = true};
     if (cfg.backward_prefetch.has_value())
       o.backward_prefetch = *cfg.backward_prefetch;
     else

@@ -41,6 +41,8 @@ struct GPTTrainConfig {
   std::string policy = "transformer([TransformerEncoderLayer])";  // fsdp-plan's grammar
   bool use_orig_params = false;
   bool forward_prefetch = false;
+  // CPUOffload(offload_params=True): shards, their gradients and the optimizer on the host.
+  bool cpu_offload = false;
   std::optional<policies::BackwardPrefetch> backward_prefetch =
       policies::BackwardPrefetch::BACKWARD_PRE;
   bool limit_all_gathers = true;

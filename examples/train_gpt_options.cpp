@@ -64,6 +64,7 @@ const char* fsdp_only_flag_given(const TrainGptOptions& o) {
   if (o.cfg.mixed_precision) return "--mixed-precision";
   if (o.cfg.use_orig_params) return "--use-orig-params";
   if (o.cfg.forward_prefetch) return "--forward-prefetch";
+  if (o.cfg.cpu_offload) return "--cpu-offload";
   if (o.backward_prefetch_given && o.prefetch != "none") return "--backward-prefetch";
   return nullptr;
 }
@@ -256,6 +257,9 @@ void add_training_options(CLI::App& app, TrainGptOptions& a) {
       ->capture_default_str();
   app.add_flag("--use-orig-params", cfg.use_orig_params, "keep the original parameters");
   app.add_flag("--forward-prefetch", cfg.forward_prefetch, "prefetch the next unit in forward");
+  app.add_flag("--cpu-offload", cfg.cpu_offload,
+               "CPUOffload(offload_params=True): on an accelerator, the shards, their gradients "
+               "and the optimizer step in host memory");
   app.add_option("--backward-prefetch", a.prefetch, "pre | post | none")
       ->capture_default_str()
       ->each([&a](const std::string&) { a.backward_prefetch_given = true; });

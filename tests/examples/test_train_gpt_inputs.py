@@ -179,6 +179,8 @@ TABLE = [
      Exact("--use-orig-params is FSDP's: it needs --sharding other than none" + HELP)),
     ("option", ["--ranks", "1", "--sharding", "none", "--forward-prefetch"], {}, 2,
      Exact("--forward-prefetch is FSDP's: it needs --sharding other than none" + HELP)),
+    ("option", ["--ranks", "1", "--sharding", "none", "--cpu-offload"], {}, 2,
+     Exact("--cpu-offload is FSDP's: it needs --sharding other than none" + HELP)),
     ("option", ["--ranks", "1", "--sharding", "none", "--backward-prefetch", "post"], {}, 2,
      Exact("--backward-prefetch is FSDP's: it needs --sharding other than none" + HELP)),
     ("option", ["--ranks", "1", "--sharding", "none", "--checkpoint-dir", tmp], {}, 2,

@@ -2,9 +2,9 @@
 """train_gpt on the emulated CUDA device against the same job on the CPU: the per-step losses of
 an unsharded float32 run, FULL_SHARD on 2 thread ranks sharing cuda:0 (the threads backend's CUDA
 path, FSDP's streams), the same with bf16 and with fp16 mixed precision, and bf16 and fp16 at
-head dim 64 over two query tiles (the flash attention kernels); with MPIRUN given, FULL_SHARD
-over NCCL on 2 processes each on its own emulated GPU (float32, bf16 and fp16) against the CPU's
-2 thread ranks. Float32
+head dim 64 over two query tiles (the flash attention kernels), CPU offload (FULL_SHARD float32,
+NO_SHARD bf16); with MPIRUN given, FULL_SHARD over NCCL on 2 processes each on its own emulated
+GPU (float32, bf16, fp16, and bf16 with CPU offload) against the CPU's 2 thread ranks. Float32
 losses agree within 1e-5 relative (the device sums in other orders), bf16 and fp16 ones within
 1e-3 (the emulated device is deterministic; a GPU's sums may differ more). Run with the emulated
 libraries first on LD_LIBRARY_PATH: EMULATED_LIBS is put first for the runs (meson may prepend
@@ -25,6 +25,10 @@ JOBS = [
                             "--mixed-precision", "bf16"], 1e-3),
     ("bf16 head dim 64 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
                                         "--mixed-precision", "bf16"], 1e-3, HEAD_DIM_64),
+    ("float32 FULL_SHARD x2, CPU offload", ["--sharding", "FULL_SHARD", "--ranks", "2",
+                                           "--cpu-offload"], 1e-5),
+    ("bf16 NO_SHARD x2, CPU offload", ["--sharding", "NO_SHARD", "--ranks", "2",
+                                       "--mixed-precision", "bf16", "--cpu-offload"], 1e-3),
     ("fp16 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
                             "--mixed-precision", "fp16"], 1e-3),
     ("fp16 head dim 64 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
@@ -46,6 +50,8 @@ NCCL_JOBS = [
      1e-3),
     ("fp16 FULL_SHARD nccl, 2 GPUs", ["--sharding", "FULL_SHARD", "--mixed-precision", "fp16"],
      1e-3),
+    ("bf16 FULL_SHARD nccl, 2 GPUs, CPU offload",
+     ["--sharding", "FULL_SHARD", "--mixed-precision", "bf16", "--cpu-offload"], 1e-3),
 ]
 
 
