@@ -4,9 +4,11 @@
 // devices, ordered after and before the source's), in order with the kernels queued there, as
 // cudaMemcpyAsync is: host to device
 // takes the host bytes when called (the source may be reused at once, as a pageable
-// cudaMemcpyAsync stages it); device to host waits for the copy (the stream's earlier work
-// first), since host memory is read as soon as this returns. launched_address: where host code
-// run on a device's stream (core/stream.h's launch) reaches its memory.
+// cudaMemcpyAsync stages it), except from pinned memory (Storage::pinned), which the copy reads
+// when it runs, as cudaMemcpyAsync reads page-locked memory; device to host waits for the copy (the
+// stream's earlier work first), since host memory is read as soon as this returns.
+// launched_address: where host code run on a device's stream (core/stream.h's launch) reaches its
+// memory.
 #pragma once
 
 #include <cstddef>

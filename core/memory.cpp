@@ -66,6 +66,7 @@ constexpr CpuAllocatorKind kDefaultCpuAllocator = CpuAllocatorKind::Caching;
 
 struct Registry {
   std::array<std::atomic<Allocator*>, kNumDeviceTypes> allocators{};
+  std::array<std::atomic<Allocator*>, kNumDeviceTypes> pinned{};
   std::atomic<CpuAllocatorKind> cpu_kind{kDefaultCpuAllocator};
   // A bad FSDP_CPU_ALLOCATOR: every CPU allocation throws it until set_cpu_allocator() is called
   // (an exception out of a static initialiser would leave its guard locked).
@@ -123,6 +124,16 @@ void register_allocator(DeviceType type, Allocator* allocator) {
   registry().allocators[static_cast<int>(type)] = allocator;
 }
 
+void register_pinned_host_allocator(DeviceType type, Allocator* allocator) {
+  registry().pinned[static_cast<int>(type)] = allocator;
+}
+
+Allocator* pinned_host_allocator(DeviceType type) {
+  auto& slot = registry().pinned[static_cast<int>(type)];
+  if (!slot.load()) ensure_builtin_devices();
+  return slot.load();
+}
+
 Allocator* allocator_for(Device device) {
   if (device.is_meta())
     throw RuntimeError("meta tensors have no storage: cannot allocate data on the meta device");
@@ -167,6 +178,13 @@ Storage::Storage(Borrowed, void* data, std::size_t nbytes, Device device)
 
 std::shared_ptr<Storage> Storage::borrowed(void* data, std::size_t nbytes, Device device) {
   return std::shared_ptr<Storage>(new Storage(Borrowed{}, data, nbytes, device));
+}
+
+std::shared_ptr<Storage> Storage::pinned(std::size_t nbytes, Device accelerator) {
+  auto s = std::make_shared<Storage>(0, kCPU);
+  s->fixed_allocator_ = pinned_host_allocator(accelerator.type);
+  s->resize(nbytes);
+  return s;
 }
 
 Storage::~Storage() {
@@ -224,7 +242,7 @@ void Storage::resize(std::size_t nbytes) {
   Allocator* allocator = nullptr;
   MemoryScopes context;
   if (nbytes > 0) {
-    allocator = allocator_for(device_);
+    allocator = fixed_allocator_ ? fixed_allocator_ : allocator_for(device_);
     fresh = allocator->allocate(nbytes, device_);
     if (data_) {
       try {

@@ -52,6 +52,11 @@ class Allocator {
   virtual std::string_view name() const = 0;
 };
 void register_allocator(DeviceType type, Allocator* allocator);
+// Page-locked host memory of an accelerator type (CUDA: cudaHostAlloc): copies between it and
+// the device are DMA, asynchronous to the host (a copy from it reads it when it runs, in stream
+// order), as torch's pin_memory. Null where the type registered none (fake_cuda, cpu).
+void register_pinned_host_allocator(DeviceType type, Allocator* allocator);
+Allocator* pinned_host_allocator(DeviceType type);
 // Throws naming the device if none is registered for its type (meta, or a device not built).
 Allocator* allocator_for(Device device);
 
@@ -82,6 +87,10 @@ class Storage {
   // Memory this storage does not own (a device's kernels reading a host view of device memory,
   // core/fake_cuda/): never freed, never counted, never resized.
   static std::shared_ptr<Storage> borrowed(void* data, std::size_t nbytes, Device device);
+  // Host memory pinned for `accelerator`'s copies (its type's pinned host allocator; ordinary cpu
+  // memory where it has none): a cpu storage, counted as cpu memory.
+  static std::shared_ptr<Storage> pinned(std::size_t nbytes, Device accelerator);
+  bool is_pinned() const { return fixed_allocator_ != nullptr; }
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -109,8 +118,9 @@ class Storage {
   std::size_t nbytes_ = 0;
   Device device_;
   bool borrowed_ = false;
-  std::uint64_t stream_id_ = 0;     // of device_: the current stream when data_ was allocated
-  Allocator* allocator_ = nullptr;  // the one that allocated data_
+  std::uint64_t stream_id_ = 0;           // of device_: the current stream when data_ was allocated
+  Allocator* allocator_ = nullptr;        // the one that allocated data_
+  Allocator* fixed_allocator_ = nullptr;  // pinned: allocations come from it, not the device's
   MemoryScopes scopes_;  // those current at construction: resizes and frees are charged to them
   // The category and timeline current when data_ was allocated: its free is recorded there.
   MemoryCategory category_ = MemoryCategory::Other;

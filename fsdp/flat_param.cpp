@@ -126,8 +126,14 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
   } else {
     local_shard_ = flat_view(full_padded_, 0, layout_.unpadded_numel);
   }
-  if (offload_) {  // the shard moves to the host; the device keeps nothing of it between uses
-    Tensor host = empty({local_shard_.numel()}, TensorOptions(dtype_, kCPU));
+  if (offload_) {
+    // The shard moves to the host, pinned where the device has page-locked memory (its copies to
+    // the device are then DMA, asynchronous to the host); the device keeps nothing of it between
+    // uses.
+    const std::int64_t n = local_shard_.numel();
+    Tensor host = over_storage(
+        Storage::pinned(static_cast<std::size_t>(n) * dtype_size(dtype_), compute_device_), n,
+        dtype_, kCPU);
     copy_unversioned(host, local_shard_);
     local_shard_ = host;
   }
@@ -214,6 +220,7 @@ void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precisi
       const Tensor& dst = into_full_prec ? full_prec_padded_ : full_padded_;
       storage.resize(static_cast<std::size_t>(layout_.padded_numel) * dtype_size(dst.dtype()));
       copy_unversioned(flat_view(dst, 0, local_shard_.numel()), local_shard_);
+      if (offload_) shard_read_.record(current_stream(compute_device_));
     }
     unsharded_ = true;
     return;
@@ -241,6 +248,7 @@ void FlatParamHandle::unshard_async(comm::ProcessGroup& group, bool full_precisi
     MemoryCategoryScope category(MemoryCategory::CommBuffers);
     mp_shard_ = empty({layout_.shard_numel}, TensorOptions(dst.dtype(), compute_device_));
     copy_unversioned(mp_shard_, local_shard_);
+    if (offload_) shard_read_.record(current_stream(compute_device_));
     src = mp_shard_.data_ptr();
   }
   if (on_streams) {
@@ -339,8 +347,13 @@ void FlatParamHandle::use_unsharded_param_views(const Tensor& full_grad) {
     set_module_tensor(*sp.module, sp.name, values[sp.primary], config_.use_orig_params);
 }
 
+void FlatParamHandle::wait_for_shard_reads() const {
+  if (shard_read_.recorded()) shard_read_.synchronize();
+}
+
 void FlatParamHandle::write_back_unsharded() {
   const Tensor& full = unsharded_padded();
+  wait_for_shard_reads();
   if (full.is_same(local_shard_) || !needs_unshard()) return;  // the views are the shard itself
   if (!sharded()) {  // a compute-dtype copy (never summoned so, but kept consistent)
     copy_unversioned(local_shard_, flat_view(full, 0, local_shard_.numel()));
@@ -428,6 +441,7 @@ void FlatParamHandle::record_reduced_grad_use(const Stream& stream) {
 }
 
 void FlatParamHandle::finalize_gradients(bool synced) {
+  wait_for_shard_reads();  // the optimizer writes the shard next
   if (!synced) {
     unreduced_grad_kept_ = flat_param_.grad().defined();
     return;
@@ -460,6 +474,7 @@ void FlatParamHandle::load_full_param(std::size_t param, const Tensor& full) {
              "loading '{}' of unit '{}': the value has shape {}, the parameter {}", p.fqn,
              unit_name_, shape_str(full.shape()), shape_str(p.shape));
   autograd::NoGradGuard no_grad;
+  wait_for_shard_reads();
   Tensor flat = full.contiguous().reshape({layout_.numels[param]});
   if (!layout_.sharded) {
     copy_unversioned(flat_view(local_shard_, layout_.offsets[param], layout_.numels[param]),
@@ -486,6 +501,7 @@ void FlatParamHandle::load_shard_piece(std::size_t param, const Tensor& values) 
              params_.at(param).fqn, unit_name_, info.numel_in_shard, values.numel());
   if (info.numel_in_shard == 0) return;
   autograd::NoGradGuard no_grad;
+  wait_for_shard_reads();
   copy_unversioned(flat_view(local_shard_, info.offset_in_shard, info.numel_in_shard),
                    values.contiguous().reshape({info.numel_in_shard}).to(dtype_));
   local_shard_.storage()->bump_version();

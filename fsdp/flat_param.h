@@ -14,6 +14,7 @@
 #include "comm/process_group.h"
 #include "comm/work.h"
 #include "core/module.h"
+#include "core/stream.h"
 #include "fsdp/flat_param_layout.h"
 #include "fsdp/sharding.h"
 #include "fsdp/streams.h"
@@ -134,6 +135,10 @@ class FlatParamHandle {
   void use_unsharded_param_views(const Tensor& full_grad);
   // Copies this rank's part of the unsharded buffer back into its shard (writeback).
   void write_back_unsharded();
+  // Offloaded to pinned memory, the copies to the device read the shard when they run: the host
+  // waits for the last one before it writes the shard (the optimizer after backward, loads,
+  // writeback), as upstream synchronises at the end of backward.
+  void wait_for_shard_reads() const;
   // The unsharded padded flat buffer in use (it must be unsharded).
   const Tensor& unsharded_padded() const;
 
@@ -183,6 +188,7 @@ class FlatParamHandle {
   bool requires_grad_ = true;
   Device compute_device_ = kCPU;
   bool offload_ = false;
+  Event shard_read_;  // after the last copy of the offloaded shard to the device
   // The unsharded buffer is not the shard itself: sharded, or NO_SHARD with the shard offloaded.
   bool separate_unsharded_buffer() const { return layout_.sharded || offload_; }
   Tensor flat_param_;

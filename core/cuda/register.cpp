@@ -3,6 +3,7 @@
 #include "core/cuda/async_allocator.h"
 #include "core/cuda/copies.h"
 #include "core/cuda/cuda_device.h"
+#include "core/cuda/pinned_allocator.h"
 #include "core/cuda/streams.h"
 #include "core/native_stream.h"
 
@@ -14,6 +15,7 @@ void register_device() {
   register_allocator(DeviceType::CUDA, configured_backend() == AllocatorBackend::CudaMallocAsync
                                            ? &async_allocator()
                                            : &allocator());
+  register_pinned_host_allocator(DeviceType::CUDA, &pinned_host_allocator());
   register_device_copy(DeviceType::CUDA, &copy_functions());
   register_native_stream(DeviceType::CUDA,
                          [](const Stream& s) -> void* { return streams().native(s); });

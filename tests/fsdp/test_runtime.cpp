@@ -501,6 +501,29 @@ BOOST_AUTO_TEST_CASE(cpu_offload_is_accepted_with_a_note_and_changes_nothing) {
   TS_TEST(offloaded.losses == plain.losses, boost::test_tools::per_element());
 }
 
+// On the test device (FSDP_TEST_DEVICE), offloaded shards and gradients are host tensors, the
+// shards in page-locked memory where the device type has it (CUDA: cudaHostAlloc, so the copies
+// to the GPU are DMA); on the CPU device nothing moves.
+BOOST_AUTO_TEST_CASE(offloaded_shards_are_host_tensors_pinned_where_the_device_pins) {
+  RunOptions o;
+  o.offload_params = true;
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    const Device d = test_device(pg->rank());
+    auto model = mlp(7);
+    model->to(d);
+    auto fsdp = wrap_mlp(model, pg, o);
+    (*fsdp)(ones({2, 6}, TensorOptions(DType::Float32, d))).tensor().sum().backward();
+    const bool pins = !d.is_cpu() && pinned_host_allocator(d.type) != nullptr;
+    for (auto* u : fsdp->fsdp_units()) {
+      const FlatParamHandle* h = u->handle();
+      TS_TEST(h->offloads_params() == !d.is_cpu());
+      TS_TEST(h->local_shard().device().is_cpu());
+      TS_TEST(h->local_shard().storage()->is_pinned() == pins);
+      TS_TEST(h->flat_param().grad().device().is_cpu());
+    }
+  });
+}
+
 BOOST_DATA_TEST_CASE(summon_full_params_reads_writes_back_and_gives_grads,
                      bdata::make({false, true}), orig) {
   auto plain = mlp(7);
