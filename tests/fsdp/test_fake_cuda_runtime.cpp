@@ -16,6 +16,7 @@
 #include "fsdp/state_dict_sharded.h"
 #include "tests/support/queued_like_cuda.h"
 #include "tests/support/runtime_harness.h"
+#include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
 using namespace fsdp::testing;
@@ -138,30 +139,30 @@ BOOST_AUTO_TEST_CASE(cpu_offload_keeps_shards_and_gradients_on_the_host) {
       o.offload_params = true;
       auto model = mlp(7);
       model->to(d);
-      BOOST_TEST(allocated() > base);
+      TS_TEST(allocated() > base);
       auto fsdp = wrap_mlp(model, pg, o);
-      BOOST_TEST(allocated() == base, to_string(strategy) << ": the device keeps nothing");
+      TS_TEST(allocated() == base, to_string(strategy) << ": the device keeps nothing");
       const Tensor x = ones({2, 6}, TensorOptions(DType::Float32, d));
       const std::int64_t with_input = allocated();
       std::vector<Tensor> first_grads;
       for (int pass = 0; pass < 2; ++pass) {
         (*fsdp)(x).tensor().sum().backward();
-        BOOST_TEST(allocated() == with_input, to_string(strategy) << ": after backward " << pass);
+        TS_TEST(allocated() == with_input, to_string(strategy) << ": after backward " << pass);
         const auto units = fsdp->fsdp_units();
         for (std::size_t i = 0; i < units.size(); ++i) {
           const FlatParamHandle* h = units[i]->handle();
-          BOOST_TEST_REQUIRE(h != nullptr);
-          BOOST_TEST((h->device() == d));
-          BOOST_TEST(h->offloads_params());
-          BOOST_TEST(h->flat_param().device().is_cpu());
+          TS_TEST_REQUIRE(h != nullptr);
+          TS_TEST((h->device() == d));
+          TS_TEST(h->offloads_params());
+          TS_TEST(h->flat_param().device().is_cpu());
           const Tensor g = h->flat_param().grad();
-          BOOST_TEST_REQUIRE(g.defined());
-          BOOST_TEST(g.device().is_cpu());
+          TS_TEST_REQUIRE(g.defined());
+          TS_TEST(g.device().is_cpu());
           if (pass == 0) {
             first_grads.push_back(g.clone());
           } else {  // the same input twice: the kept gradient doubled
             const Tensor twice = mul(first_grads[i], 2.0);
-            BOOST_TEST(g.to_vector() == twice.to_vector(), boost::test_tools::per_element());
+            TS_TEST(g.to_vector() == twice.to_vector(), boost::test_tools::per_element());
           }
         }
       }
@@ -219,7 +220,7 @@ BOOST_AUTO_TEST_CASE(cpu_offload_resumes_from_sharded_state_bit_for_bit) {
     }
     load_sharded_state_dict(*fsdp, PieceSet(all_model));
     load_sharded_optim_state_dict(*fsdp, *opt, PieceSet(all_optim), saved[0].meta);
-    for (auto* u : fsdp->fsdp_units()) BOOST_TEST(u->handle()->local_shard().device().is_cpu());
+    for (auto* u : fsdp->fsdp_units()) TS_TEST(u->handle()->local_shard().device().is_cpu());
     steps(*fsdp, *opt, d, 2, 4, pg->rank() == 0 ? &resumed : nullptr);
   });
   BOOST_TEST(straight.size() == 2u);
