@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/tensor.h"
 
 namespace fsdp {
 
@@ -26,8 +25,8 @@ std::string index_error_message(const IndexBounds& b, std::int64_t v) {
                          v, b.detail, b.size);
     case IndexOp::Embedding:
       return fmt::format(
-          "embedding: index {} is out of range for a table of {} rows (weight shape {})", v, b.size,
-          shape_str({b.size, b.detail}));
+          "embedding: index {} is out of range for a table of {} rows (weight shape [{}, {}])", v,
+          b.size, b.size, b.detail);
     case IndexOp::CrossEntropy:
     case IndexOp::NllLoss:
       return fmt::format(
