@@ -1,12 +1,14 @@
 // Classification losses per position (cross-entropy with label smoothing, nll) over an (n, c, s)
 // input, their backward, and the in-order sum of the per-position losses. Cross-entropy takes
 // one block per position (max, sum of exps and sum of scores over the c classes by a
-// shared-memory tree, in double); nll one thread per position.
+// shared-memory tree, in double); nll one thread per position. Targets are checked on the
+// device (index_fault.cuh): a bad one is recorded and its position skipped.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/index_fault.cuh"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
 
@@ -53,7 +55,7 @@ __device__ double block_all(double v, double* scratch) {
 template <typename T>
 __global__ void cross_entropy_kernel(const T* x, const std::int64_t* target, double* losses,
                                      double* lse_out, std::int64_t positions, std::int64_t c,
-                                     std::int64_t s, std::int64_t ignore_index, double eps) {
+                                     std::int64_t s, IndexBounds b, IndexFault* fault, double eps) {
   __shared__ double scratch[kClassThreads];
   for (std::int64_t p = blockIdx.x; p < positions; p += gridDim.x) {
     const std::int64_t i = p / s, j = p % s;
@@ -75,7 +77,9 @@ __global__ void cross_entropy_kernel(const T* x, const std::int64_t* target, dou
       lse_out[p] = lse;
       const std::int64_t t = target[p];
       double loss = 0;
-      if (t != ignore_index) {
+      if (!b.valid(t))
+        record_index_fault(fault, b, t);
+      else if (t != b.ignore) {
         loss = (1.0 - eps) * (lse - value(row + t * s));
         if (eps > 0) loss += eps * (lse - sum_x / static_cast<double>(c));
       }
@@ -87,14 +91,19 @@ __global__ void cross_entropy_kernel(const T* x, const std::int64_t* target, dou
 template <typename T>
 __global__ void cross_entropy_backward_kernel(const T* x, const double* lse,
                                               const std::int64_t* target, const double* grads,
-                                              T* dx, std::int64_t positions, std::int64_t c,
-                                              std::int64_t s, std::int64_t ignore_index,
+                                              std::int64_t grads_stride, T* dx,
+                                              std::int64_t positions, std::int64_t c,
+                                              std::int64_t s, IndexBounds b, IndexFault* fault,
                                               double eps) {
   for (std::int64_t p = blockIdx.x; p < positions; p += gridDim.x) {
     const std::int64_t t = target[p];
-    if (t == ignore_index) continue;
+    if (!b.valid(t)) {  // the whole block takes this branch (no barrier below)
+      if (threadIdx.x == 0) record_index_fault(fault, b, t);
+      continue;
+    }
+    if (t == b.ignore) continue;
     const std::int64_t i = p / s, j = p % s;
-    const double g = grads[p], lp = lse[p], smooth = eps / static_cast<double>(c);
+    const double g = grads[p * grads_stride], lp = lse[p], smooth = eps / static_cast<double>(c);
     for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) {
       const std::int64_t e = i * c * s + j + k * s;
       double d = g * (exp(value(x + e) - lp) - smooth);
@@ -106,27 +115,39 @@ __global__ void cross_entropy_backward_kernel(const T* x, const double* lse,
 
 template <typename T>
 __global__ void nll_kernel(const T* x, const std::int64_t* target, double* losses,
-                           std::int64_t positions, std::int64_t c, std::int64_t s,
-                           std::int64_t ignore_index) {
+                           std::int64_t positions, std::int64_t c, std::int64_t s, IndexBounds b,
+                           IndexFault* fault) {
   FSDP_GRID_STRIDE(p, positions) {
     const std::int64_t t = target[p], i = p / s, j = p % s;
-    losses[p] = t == ignore_index ? 0.0 : -value(x + (i * c + t) * s + j);
+    if (!b.valid(t)) record_index_fault(fault, b, t);
+    losses[p] = !b.valid(t) || t == b.ignore ? 0.0 : -value(x + (i * c + t) * s + j);
   }
 }
 
 template <typename T>
-__global__ void nll_backward_kernel(const std::int64_t* target, const double* grads, T* dx,
-                                    std::int64_t positions, std::int64_t c, std::int64_t s,
-                                    std::int64_t ignore_index) {
+__global__ void nll_backward_kernel(const std::int64_t* target, const double* grads,
+                                    std::int64_t grads_stride, T* dx, std::int64_t positions,
+                                    std::int64_t c, std::int64_t s, IndexBounds b,
+                                    IndexFault* fault) {
   FSDP_GRID_STRIDE(p, positions) {
     const std::int64_t t = target[p], i = p / s, j = p % s;
-    if (t != ignore_index) store(dx + (i * c + t) * s + j, -grads[p]);
+    if (!b.valid(t))
+      record_index_fault(fault, b, t);
+    else if (t != b.ignore)
+      store(dx + (i * c + t) * s + j, -grads[p * grads_stride]);
   }
 }
 
-__global__ void sum_in_order_kernel(const double* v, std::int64_t n, double divisor, double* out) {
+__global__ void sum_in_order_kernel(const double* v, std::int64_t n, const std::int64_t* targets,
+                                    std::int64_t ignore_index, double* count, double* out) {
   double total = 0;
   for (std::int64_t i = 0; i < n; ++i) total += v[i];
+  double divisor = 1.0;
+  if (targets != nullptr) {
+    divisor = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) divisor += targets[i] != ignore_index ? 1.0 : 0.0;
+    if (count != nullptr) *count = divisor;
+  }
   *out = total / divisor;
 }
 
@@ -138,65 +159,70 @@ unsigned blocks_for(std::int64_t positions) {
 
 template <typename T>
 void cross_entropy_positions(const T* x, const std::int64_t* target, double* losses, double* lse,
-                             std::int64_t n, std::int64_t c, std::int64_t s,
-                             std::int64_t ignore_index, double eps, cudaStream_t stream) {
+                             std::int64_t n, std::int64_t c, std::int64_t s, const IndexBounds& b,
+                             IndexFault* fault, double eps, cudaStream_t stream) {
   const std::int64_t positions = n * s;
   if (positions == 0) return;
   cross_entropy_kernel<T><<<blocks_for(positions), kClassThreads, 0, stream>>>(
-      x, target, losses, lse, positions, c, s, ignore_index, eps);
+      x, target, losses, lse, positions, c, s, b, fault, eps);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
 void cross_entropy_positions_backward(const T* x, const double* lse, const std::int64_t* target,
-                                      const double* grads, T* dx, std::int64_t n, std::int64_t c,
-                                      std::int64_t s, std::int64_t ignore_index, double eps,
+                                      const double* grads, bool grads_per_position, T* dx,
+                                      std::int64_t n, std::int64_t c, std::int64_t s,
+                                      const IndexBounds& b, IndexFault* fault, double eps,
                                       cudaStream_t stream) {
   const std::int64_t positions = n * s;
   if (positions == 0) return;
   cross_entropy_backward_kernel<T><<<blocks_for(positions), kClassThreads, 0, stream>>>(
-      x, lse, target, grads, dx, positions, c, s, ignore_index, eps);
+      x, lse, target, grads, grads_per_position ? 1 : 0, dx, positions, c, s, b, fault, eps);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
 void nll_positions(const T* x, const std::int64_t* target, double* losses, std::int64_t n,
-                   std::int64_t c, std::int64_t s, std::int64_t ignore_index, cudaStream_t stream) {
+                   std::int64_t c, std::int64_t s, const IndexBounds& b, IndexFault* fault,
+                   cudaStream_t stream) {
   const std::int64_t positions = n * s;
   if (positions == 0) return;
-  nll_kernel<T><<<grid_for(positions), kThreads, 0, stream>>>(x, target, losses, positions, c, s,
-                                                              ignore_index);
+  nll_kernel<T>
+      <<<grid_for(positions), kThreads, 0, stream>>>(x, target, losses, positions, c, s, b, fault);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
-void nll_positions_backward(const std::int64_t* target, const double* grads, T* dx, std::int64_t n,
-                            std::int64_t c, std::int64_t s, std::int64_t ignore_index,
+void nll_positions_backward(const std::int64_t* target, const double* grads,
+                            bool grads_per_position, T* dx, std::int64_t n, std::int64_t c,
+                            std::int64_t s, const IndexBounds& b, IndexFault* fault,
                             cudaStream_t stream) {
   const std::int64_t positions = n * s;
   if (positions == 0) return;
-  nll_backward_kernel<T><<<grid_for(positions), kThreads, 0, stream>>>(target, grads, dx, positions,
-                                                                       c, s, ignore_index);
+  nll_backward_kernel<T><<<grid_for(positions), kThreads, 0, stream>>>(
+      target, grads, grads_per_position ? 1 : 0, dx, positions, c, s, b, fault);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
-void sum_in_order(const double* values, std::int64_t n, double divisor, double* out,
-                  cudaStream_t stream) {
-  sum_in_order_kernel<<<1, 1, 0, stream>>>(values, n, divisor, out);
+void sum_in_order(const double* values, std::int64_t n, const std::int64_t* targets,
+                  std::int64_t ignore_index, double* count, double* out, cudaStream_t stream) {
+  sum_in_order_kernel<<<1, 1, 0, stream>>>(values, n, targets, ignore_index, count, out);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
 #define FSDP_CLASS_LOSS(T)                                                                         \
   template void cross_entropy_positions<T>(const T*, const std::int64_t*, double*, double*,        \
-                                           std::int64_t, std::int64_t, std::int64_t, std::int64_t, \
-                                           double, cudaStream_t);                                  \
+                                           std::int64_t, std::int64_t, std::int64_t,               \
+                                           const IndexBounds&, IndexFault*, double, cudaStream_t); \
   template void cross_entropy_positions_backward<T>(                                               \
-      const T*, const double*, const std::int64_t*, const double*, T*, std::int64_t, std::int64_t, \
-      std::int64_t, std::int64_t, double, cudaStream_t);                                           \
+      const T*, const double*, const std::int64_t*, const double*, bool, T*, std::int64_t,         \
+      std::int64_t, std::int64_t, const IndexBounds&, IndexFault*, double, cudaStream_t);          \
   template void nll_positions<T>(const T*, const std::int64_t*, double*, std::int64_t,             \
-                                 std::int64_t, std::int64_t, std::int64_t, cudaStream_t);          \
-  template void nll_positions_backward<T>(const std::int64_t*, const double*, T*, std::int64_t,    \
-                                          std::int64_t, std::int64_t, std::int64_t, cudaStream_t);
+                                 std::int64_t, std::int64_t, const IndexBounds&, IndexFault*,      \
+                                 cudaStream_t);                                                    \
+  template void nll_positions_backward<T>(const std::int64_t*, const double*, bool, T*,            \
+                                          std::int64_t, std::int64_t, std::int64_t,                \
+                                          const IndexBounds&, IndexFault*, cudaStream_t);
 FSDP_CLASS_LOSS(float)
 FSDP_CLASS_LOSS(bf16)
 FSDP_CLASS_LOSS(fp16)

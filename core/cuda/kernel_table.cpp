@@ -13,6 +13,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/devices.h"
 #include "core/cuda/gemm.h"
+#include "core/cuda/index_fault.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/launch.h"
 #include "core/cuda/streams.h"
@@ -447,40 +448,46 @@ void masked_scale(const Tensor& y, const Tensor& x, const Tensor& mask, double s
                          layout, l.stream);
 }
 
-// --- rows by index (the indices were checked on the host by the op)
+// --- rows by index: the kernels check the indices on the device (index_fault.h)
 
-// The indices on the device, in stream order with the kernel that reads them.
-Tensor device_index(const std::vector<std::int64_t>& index, Device device) {
-  Tensor host = empty({static_cast<std::int64_t>(index.size())}, TensorOptions(DType::Int64, kCPU));
-  std::copy(index.begin(), index.end(), host.data<std::int64_t>());
-  Tensor d = new_tensor(host.shape(), DType::Int64, device);
-  copy_contiguous(d, host);
-  return d;
+// index_select_rows / index_add_rows of the index's integer type.
+template <typename F>
+void with_index_type(const Tensor& index, F&& f) {
+  if (index.dtype() == DType::Int32)
+    f.template operator()<std::int32_t>();
+  else
+    f.template operator()<std::int64_t>();
 }
 
-void index_select(const Tensor& out, const Tensor& src, const std::vector<std::int64_t>& index,
-                  std::int64_t outer, std::int64_t inner, std::int64_t size) {
+void index_select(const Tensor& out, const Tensor& src, const Tensor& index,
+                  const IndexBounds& bounds, std::int64_t outer, std::int64_t inner) {
   const Device device = stream_device(out.device());
   if (out.numel() == 0) return;
-  if (!src.is_contiguous() || !out.is_contiguous()) missing("index_select", device, layout_of(src));
-  const Tensor idx = device_index(index, device);
+  if (!src.is_contiguous() || !out.is_contiguous() || !index.is_contiguous())
+    missing("index_select", device, layout_of(src));
   Launch l(device);
+  IndexFault* fault = index_fault_record(l.index);
   bits_type(out.dtype(), [&]<typename U>() {
-    index_select_rows<U>(ptr<const U>(src), ptr<const std::int64_t>(idx), ptr<U>(out), outer,
-                         static_cast<std::int64_t>(index.size()), inner, size, l.stream);
+    with_index_type(index, [&]<typename I>() {
+      index_select_rows<U, I>(ptr<const U>(src), ptr<const I>(index), ptr<U>(out), outer,
+                              index.numel(), inner, bounds, fault, l.stream);
+    });
   });
 }
 
-void index_add(const Tensor& grad, const Tensor& src, const std::vector<std::int64_t>& index,
-               std::int64_t outer, std::int64_t inner, std::int64_t size) {
+void index_add(const Tensor& grad, const Tensor& src, const Tensor& index,
+               const IndexBounds& bounds, std::int64_t outer, std::int64_t inner) {
   const Device device = stream_device(grad.device());
   if (src.numel() == 0) return;
-  if (!src.is_contiguous() || !grad.is_contiguous()) missing("index_add", device, layout_of(src));
-  const Tensor idx = device_index(index, device);
+  if (!src.is_contiguous() || !grad.is_contiguous() || !index.is_contiguous())
+    missing("index_add", device, layout_of(src));
   Launch l(device);
+  IndexFault* fault = index_fault_record(l.index);
   if (!float_types(grad.dtype(), [&]<typename T>() {
-        index_add_rows<T>(ptr<const T>(src), ptr<const std::int64_t>(idx), ptr<T>(grad), outer,
-                          static_cast<std::int64_t>(index.size()), inner, size, l.stream);
+        with_index_type(index, [&]<typename I>() {
+          index_add_rows<T, I>(ptr<const T>(src), ptr<const I>(index), ptr<T>(grad), outer,
+                               index.numel(), inner, bounds, fault, l.stream);
+        });
       }))
     missing("index_add", device, layout_of(grad));
 }
@@ -657,88 +664,85 @@ void mse_loss_backward(const Tensor& d, const Tensor& x, const Tensor& t, const 
   if (x.dtype() != DType::Float32 && x.dtype() != DType::Float64)
     missing("mse_loss_backward", device, layout_of(x));
   binary(BinaryKind::Sub, d, x, t, 1.0);
-  if (g.defined()) {
+  if (g.numel() == d.numel()) {
     binary(BinaryKind::Mul, d, d, g, 1.0);
-    unary(UnaryKind::MulScalar, d, d, 2.0);  // exact: 2 (x - t) g == ((x - t) g) 2
+    unary(UnaryKind::MulScalar, d, d, scale);  // exact for 2: 2 (x - t) g == ((x - t) g) 2
   } else {
-    unary(UnaryKind::MulScalar, d, d, scale);
+    // The CPU's rounding: k = g scale in the dtype, then k (x - t), all on the device.
+    Tensor k = new_tensor({}, d.dtype(), d.device());
+    unary(UnaryKind::MulScalar, k, g, scale);
+    binary(BinaryKind::Mul, d, d, k, 1.0);
   }
 }
 
-// --- classification losses (class_loss.cu): targets checked on the host, copied over
+// --- classification losses (class_loss.cu): targets checked on the device (index_fault.h),
+// the upstream gradient read on the device (float64, one or one per position)
 
-Tensor device_doubles(const std::vector<double>& values, Device device) {
-  Tensor host =
-      empty({static_cast<std::int64_t>(values.size())}, TensorOptions(DType::Float64, kCPU));
-  std::copy(values.begin(), values.end(), host.data<double>());
-  Tensor d = new_tensor(host.shape(), DType::Float64, device);
-  copy_contiguous(d, host);
-  return d;
-}
-
-void cross_entropy(const Tensor& losses, const Tensor& lse, const Tensor& x,
-                   const std::vector<std::int64_t>& targets, const NcsLayout& layout,
-                   std::int64_t ignore_index, double label_smoothing) {
+void cross_entropy(const Tensor& losses, const Tensor& lse, const Tensor& x, const Tensor& targets,
+                   const NcsLayout& layout, const IndexBounds& bounds, double label_smoothing) {
   const Device device = stream_device(losses.device());
-  const Tensor t = device_index(targets, device);
   Launch l(device);
+  IndexFault* fault = index_fault_record(l.index);
   if (!float_types(x.dtype(), [&]<typename T>() {
-        cross_entropy_positions<T>(ptr<const T>(x), ptr<const std::int64_t>(t), ptr<double>(losses),
-                                   ptr<double>(lse), layout.n, layout.c, layout.s, ignore_index,
-                                   label_smoothing, l.stream);
+        cross_entropy_positions<T>(ptr<const T>(x), ptr<const std::int64_t>(targets),
+                                   ptr<double>(losses), ptr<double>(lse), layout.n, layout.c,
+                                   layout.s, bounds, fault, label_smoothing, l.stream);
       }))
     missing("cross_entropy", device, layout_of(x));
 }
 
 void cross_entropy_backward(const Tensor& dx, const Tensor& x, const Tensor& lse,
-                            const std::vector<std::int64_t>& targets,
-                            const std::vector<double>& position_grads, const NcsLayout& layout,
-                            std::int64_t ignore_index, double label_smoothing) {
+                            const Tensor& targets, const Tensor& grads, const NcsLayout& layout,
+                            const IndexBounds& bounds, double label_smoothing) {
   const Device device = stream_device(dx.device());
-  const Tensor t = device_index(targets, device), g = device_doubles(position_grads, device);
   Launch l(device);
+  IndexFault* fault = index_fault_record(l.index);
+  const bool per_position = grads.numel() != 1;
   if (!float_types(x.dtype(), [&]<typename T>() {
-        cross_entropy_positions_backward<T>(ptr<const T>(x), ptr<const double>(lse),
-                                            ptr<const std::int64_t>(t), ptr<const double>(g),
-                                            ptr<T>(dx), layout.n, layout.c, layout.s, ignore_index,
-                                            label_smoothing, l.stream);
+        cross_entropy_positions_backward<T>(
+            ptr<const T>(x), ptr<const double>(lse), ptr<const std::int64_t>(targets),
+            ptr<const double>(grads), per_position, ptr<T>(dx), layout.n, layout.c, layout.s,
+            bounds, fault, label_smoothing, l.stream);
       }))
     missing("cross_entropy_backward", device, layout_of(x));
 }
 
-void nll_loss(const Tensor& losses, const Tensor& x, const std::vector<std::int64_t>& targets,
-              const NcsLayout& layout, std::int64_t ignore_index) {
+void nll_loss(const Tensor& losses, const Tensor& x, const Tensor& targets, const NcsLayout& layout,
+              const IndexBounds& bounds) {
   const Device device = stream_device(losses.device());
-  const Tensor t = device_index(targets, device);
   Launch l(device);
+  IndexFault* fault = index_fault_record(l.index);
   if (!float_types(x.dtype(), [&]<typename T>() {
-        nll_positions<T>(ptr<const T>(x), ptr<const std::int64_t>(t), ptr<double>(losses), layout.n,
-                         layout.c, layout.s, ignore_index, l.stream);
+        nll_positions<T>(ptr<const T>(x), ptr<const std::int64_t>(targets), ptr<double>(losses),
+                         layout.n, layout.c, layout.s, bounds, fault, l.stream);
       }))
     missing("nll_loss", device, layout_of(x));
 }
 
-void nll_loss_backward(const Tensor& dx, const std::vector<std::int64_t>& targets,
-                       const std::vector<double>& position_grads, const NcsLayout& layout,
-                       std::int64_t ignore_index) {
+void nll_loss_backward(const Tensor& dx, const Tensor& targets, const Tensor& grads,
+                       const NcsLayout& layout, const IndexBounds& bounds) {
   const Device device = stream_device(dx.device());
-  const Tensor t = device_index(targets, device), g = device_doubles(position_grads, device);
   Launch l(device);
+  IndexFault* fault = index_fault_record(l.index);
+  const bool per_position = grads.numel() != 1;
   if (!float_types(dx.dtype(), [&]<typename T>() {
-        nll_positions_backward<T>(ptr<const std::int64_t>(t), ptr<const double>(g), ptr<T>(dx),
-                                  layout.n, layout.c, layout.s, ignore_index, l.stream);
+        nll_positions_backward<T>(ptr<const std::int64_t>(targets), ptr<const double>(grads),
+                                  per_position, ptr<T>(dx), layout.n, layout.c, layout.s, bounds,
+                                  fault, l.stream);
       }))
     missing("nll_loss_backward", device, layout_of(dx));
 }
 
-void sum_in_order(const Tensor& out, const Tensor& values, double divisor) {
+void sum_in_order(const Tensor& out, const Tensor& count, const Tensor& values,
+                  const Tensor& targets, std::int64_t ignore_index) {
   const Device device = stream_device(out.device());
   if (values.dtype() != DType::Float64 || !values.is_contiguous())
     missing("sum_in_order", device, layout_of(values));
   Launch l(device);
   Tensor total = out.dtype() == DType::Float64 ? out : new_tensor({}, DType::Float64, device);
-  cuda::sum_in_order(ptr<const double>(values), values.numel(), divisor, ptr<double>(total),
-                     l.stream);
+  cuda::sum_in_order(ptr<const double>(values), values.numel(),
+                     targets.defined() ? ptr<const std::int64_t>(targets) : nullptr, ignore_index,
+                     count.defined() ? ptr<double>(count) : nullptr, ptr<double>(total), l.stream);
   if (out.dtype() != DType::Float64) copy_on_device("sum_in_order", out, total);
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "core/cuda/launch.h"
+#include "core/kernels/index_bounds.h"
 #include "core/kernels/kernel_kinds.h"
 
 namespace fsdp::cuda {
@@ -102,44 +103,64 @@ template <typename T>
 void softmax_rows_backward(const T* y, const T* g, T* dx, std::int64_t outer, std::int64_t n,
                            std::int64_t inner, bool log, cudaStream_t stream);
 
+// --- device-side index checks (index_fault.cuh records, index_fault.h raises): the first bad
+// index or target a kernel meets, in a per-device record of pinned host memory that kernels
+// write through unified addressing and the runtime reads after a synchronisation. A kernel that
+// meets a bad value records it and skips that element (no access out of bounds).
+struct IndexFault {
+  unsigned long long claimed;  // 0 until one thread claims the record (atomicCAS)
+  int ready;                   // set last: bounds and value are written
+  IndexBounds bounds;
+  std::int64_t value;
+};
+
 // --- classification losses per position (class_loss.cu): x read as (n, c, s), position
-// p = (i, j) with its c class scores s apart; targets int64 (checked on the host), ignore_index
-// positions give 0. Losses and lse in double, as the table's.
+// p = (i, j) with its c class scores s apart; targets int64 checked against `b` (class_target_
+// bounds: a bad one is recorded in `fault` and its position skipped), ignore_index positions
+// give 0. Losses and lse in double, as the table's. grads: the upstream gradient per position
+// (grads_per_position) or one for every position.
 // loss = (1 - eps) (lse - x_t) + eps (lse - mean_k x_k).
 template <typename T>
 void cross_entropy_positions(const T* x, const std::int64_t* target, double* losses, double* lse,
-                             std::int64_t n, std::int64_t c, std::int64_t s,
-                             std::int64_t ignore_index, double eps, cudaStream_t stream);
+                             std::int64_t n, std::int64_t c, std::int64_t s, const IndexBounds& b,
+                             IndexFault* fault, double eps, cudaStream_t stream);
 // dx (zero-filled) = g_p (softmax - eps / c - (1 - eps) onehot(t)) per non-ignored position.
 template <typename T>
 void cross_entropy_positions_backward(const T* x, const double* lse, const std::int64_t* target,
-                                      const double* grads, T* dx, std::int64_t n, std::int64_t c,
-                                      std::int64_t s, std::int64_t ignore_index, double eps,
+                                      const double* grads, bool grads_per_position, T* dx,
+                                      std::int64_t n, std::int64_t c, std::int64_t s,
+                                      const IndexBounds& b, IndexFault* fault, double eps,
                                       cudaStream_t stream);
 // losses[p] = -x[t]; backward: dx[t] = -g_p (dx zero-filled).
 template <typename T>
 void nll_positions(const T* x, const std::int64_t* target, double* losses, std::int64_t n,
-                   std::int64_t c, std::int64_t s, std::int64_t ignore_index, cudaStream_t stream);
+                   std::int64_t c, std::int64_t s, const IndexBounds& b, IndexFault* fault,
+                   cudaStream_t stream);
 template <typename T>
-void nll_positions_backward(const std::int64_t* target, const double* grads, T* dx, std::int64_t n,
-                            std::int64_t c, std::int64_t s, std::int64_t ignore_index,
+void nll_positions_backward(const std::int64_t* target, const double* grads,
+                            bool grads_per_position, T* dx, std::int64_t n, std::int64_t c,
+                            std::int64_t s, const IndexBounds& b, IndexFault* fault,
                             cudaStream_t stream);
-// *out = (values[0] + values[1] + ...) / divisor, added in index order (one thread: the CPU's
-// result bit for bit).
-void sum_in_order(const double* values, std::int64_t n, double divisor, double* out,
-                  cudaStream_t stream);
+// *out = (values[0] + values[1] + ...) added in index order (one thread: the CPU's result bit
+// for bit); with targets (n of them) divided by the number not equal to ignore_index, that
+// number also written to *count when count is not null.
+void sum_in_order(const double* values, std::int64_t n, const std::int64_t* targets,
+                  std::int64_t ignore_index, double* count, double* out, cudaStream_t stream);
 
-// --- rows along one dim by index (index.cu), the indices checked on the host and copied to the
-// device: src (outer, size, inner) and out (outer, n, inner), contiguous.
-// out[o, i, :] = src[o, index[i], :]; U is the unsigned integer of the element's size.
-template <typename U>
-void index_select_rows(const U* src, const std::int64_t* index, U* out, std::int64_t outer,
-                       std::int64_t n, std::int64_t inner, std::int64_t size, cudaStream_t stream);
-// grad[o, index[i], :] += src[o, i, :] with atomics (repeated indices add up; the order of the
-// additions is the hardware's). T float, bf16, fp16 or double.
-template <typename T>
-void index_add_rows(const T* src, const std::int64_t* index, T* grad, std::int64_t outer,
-                    std::int64_t n, std::int64_t inner, std::int64_t size, cudaStream_t stream);
+// --- rows along one dim by index (index.cu): src (outer, b.size, inner) and out (outer, n,
+// inner), contiguous; index I (int64 or int32) checked against `b` on the device (a bad one
+// recorded in `fault`, its rows skipped), negative ones wrapped when b.wraps.
+// out[o, i, :] = src[o, row(index[i]), :]; U is the unsigned integer of the element's size.
+template <typename U, typename I>
+void index_select_rows(const U* src, const I* index, U* out, std::int64_t outer, std::int64_t n,
+                       std::int64_t inner, const IndexBounds& b, IndexFault* fault,
+                       cudaStream_t stream);
+// grad[o, row(index[i]), :] += src[o, i, :] with atomics (repeated indices add up; the order of
+// the additions is the hardware's). T float, bf16, fp16 or double.
+template <typename T, typename I>
+void index_add_rows(const T* src, const I* index, T* grad, std::int64_t outer, std::int64_t n,
+                    std::int64_t inner, const IndexBounds& b, IndexFault* fault,
+                    cudaStream_t stream);
 
 // --- reductions over any dims (reduce_dims.cu): the kernel table's sum/mean and amax. The kept
 // dims index the outputs (row-major: a contiguous output's order), the reduced dims one output's

@@ -6,6 +6,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/devices.h"
+#include "core/cuda/index_fault.h"
 #include "core/error.h"
 
 namespace fsdp::cuda {
@@ -189,12 +190,11 @@ void CudaStreams::synchronize_device(Device device) {
     DeviceGuard guard(d.index);
     FSDP_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  std::lock_guard lock(per.mutex);
-  for (PerStream& s : per.streams) complete_locked(per, s, s.recorded);
-  // throw_pending_error takes the lock itself
-  std::string error;
-  error.swap(per.error);
-  if (!error.empty()) throw RuntimeError(error);
+  {
+    std::lock_guard lock(per.mutex);
+    for (PerStream& s : per.streams) complete_locked(per, s, s.recorded);
+  }
+  throw_pending_error(per);  // takes the lock itself
 }
 
 void CudaStreams::throw_pending_error(PerDevice& per) {
@@ -204,6 +204,7 @@ void CudaStreams::throw_pending_error(PerDevice& per) {
     error.swap(per.error);
   }
   if (!error.empty()) throw RuntimeError(error);
+  raise_index_fault(per.index);
 }
 
 }  // namespace fsdp::cuda

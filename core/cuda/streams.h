@@ -47,7 +47,8 @@ class CudaStreams final : public StreamBackend {
     std::deque<std::pair<std::uint64_t, cudaEvent_t>> pending;  // recorded, not known done
   };
   struct PerDevice {
-    explicit PerDevice(int index) : events(index) {}
+    explicit PerDevice(int index) : index(index), events(index) {}
+    int index;
     std::mutex mutex;
     std::array<PerStream, kStreamsPerDevice + 1> streams;
     std::uint64_t next_stream = 0;
@@ -59,6 +60,7 @@ class CudaStreams final : public StreamBackend {
   PerStream& stream_locked(PerDevice& per, int index, std::uint64_t id);
   cudaEvent_t event_locked(PerStream& s, std::uint64_t sequence, const Stream& stream);
   void complete_locked(PerDevice& per, PerStream& s, std::uint64_t sequence);
+  // The first failure of launched host work, then a bad index a kernel recorded (index_fault.h).
   void throw_pending_error(PerDevice& per);
 
   std::mutex devices_mutex_;

@@ -82,6 +82,7 @@ constexpr unsigned written_arguments() {
   if constexpr (same_member<Member, &K::max_dim>() ||
                 same_member<Member, &K::blocked_attention>() ||
                 same_member<Member, &K::cross_entropy>() ||
+                same_member<Member, &K::sum_in_order>() ||
                 same_member<Member, &K::batch_norm_stats>() ||
                 same_member<Member, &K::rms_norm>() || same_member<Member, &K::rms_norm_backward>())
     return 0b11;

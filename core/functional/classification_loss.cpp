@@ -4,8 +4,6 @@
 // scores S elements apart. Targets equal to ignore_index contribute nothing, and "mean" divides
 // by the number of targets that are not ignored, as torch does (0 / 0 = nan when all are).
 // The kernels are the device's (core/kernels, `cross_entropy`, `nll_loss`).
-#include <vector>
-
 #include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/kernels/kernel_table.h"
@@ -64,47 +62,26 @@ LossLayout loss_layout(const Tensor& input, const Tensor& target, const char* op
   return l;
 }
 
-// Target class of every position (read on the host), checked against the class count
-// (ignore_index passes); `valid` counts those not ignored.
-std::vector<std::int64_t> checked_targets(const Tensor& target, const LossLayout& l,
-                                          std::int64_t ignore_index, const char* op,
-                                          std::int64_t* valid = nullptr) {
-  std::vector<std::int64_t> out = target.to_int_vector();
-  std::int64_t count = 0;
-  for (auto v : out) {
-    FSDP_CHECK(v == ignore_index || (v >= 0 && v < l.c), IndexError,
-               "{}: target {} is out of bounds (expected a class index in [0, {}) or "
-               "ignore_index {})",
-               op, v, l.c, ignore_index);
-    count += v != ignore_index;
-  }
-  if (valid) *valid = count;
-  return out;
-}
-
-// Per-position losses (float64) -> the reduced (or unreduced) result in `dtype`.
-Tensor reduce_loss(const Tensor& losses, std::int64_t valid, Reduction r, const Shape& out_shape,
-                   DType dtype) {
+// The loss reduced on the device: "mean" divides by the count of targets that are not
+// ignore_index, counted by the kernel (no host read) and kept in `count` for the backward.
+Tensor reduce_loss(const Tensor& losses, const Tensor& target, std::int64_t ignore_index,
+                   Reduction r, const Shape& out_shape, DType dtype, Tensor& count) {
   if (r == Reduction::None) return to_dtype(losses, dtype).reshape(out_shape);
-  Tensor out = new_tensor({}, dtype, losses.device());
-  kernels(losses.device())
-      .sum_in_order(out, losses, r == Reduction::Mean ? static_cast<double>(valid) : 1.0);
+  const Device dev = losses.device();
+  Tensor out = new_tensor({}, dtype, dev);
+  if (r == Reduction::Mean) count = new_tensor({}, DType::Float64, dev);
+  kernels(dev).sum_in_order(out, count, losses, r == Reduction::Mean ? target : Tensor(),
+                            ignore_index);
   return out;
 }
 
-// d loss / d (loss of position p): the upstream gradient spread back through the reduction.
-std::vector<double> position_grads(const Tensor& grad, std::int64_t positions, std::int64_t valid,
-                                   Reduction r) {
-  std::vector<double> gp(static_cast<std::size_t>(positions));
-  if (r == Reduction::None) {
-    auto g = grad.to_vector();
-    std::copy(g.begin(), g.end(), gp.begin());
-  } else {
-    double g = grad.item();
-    if (r == Reduction::Mean) g /= static_cast<double>(valid);
-    std::fill(gp.begin(), gp.end(), g);
-  }
-  return gp;
+// d loss / d (loss of position p) as the kernels take it (float64, on the device): the
+// upstream gradient spread back through the reduction, never read on the host.
+Tensor position_grads(const Tensor& grad, const Tensor& count, std::int64_t positions,
+                      Reduction r) {
+  Tensor g = functional::contiguous_as(grad, DType::Float64);
+  if (r == Reduction::None) return g.reshape({positions});
+  return r == Reduction::Mean ? div(g, count) : g;
 }
 
 }  // namespace
@@ -129,26 +106,27 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, std::int64_t ign
   const DType out_dtype = input.dtype();
   const DType cd = functional::compute_dtype(out_dtype);
   const std::int64_t positions = l.n * l.s;
-  std::int64_t valid = 0;
-  std::vector<std::int64_t> tg = checked_targets(target, l, ignore_index, op, &valid);
+  // The kernels check the targets (a bad one on a GPU is reported at the next synchronisation).
+  const IndexBounds bounds = class_target_bounds(IndexOp::CrossEntropy, l.c, ignore_index);
+  const Tensor tg = kernel_index(target, dev);
   Tensor x = functional::contiguous_as(input, cd);
   Tensor losses = new_tensor({positions}, DType::Float64, dev);
   Tensor lse_t = new_tensor({positions}, DType::Float64, dev);
   const double eps = label_smoothing;
-  kernels(dev).cross_entropy(losses, lse_t, x, tg, l, ignore_index, eps);
-  Tensor out = reduce_loss(losses, valid, red, result_shape, out_dtype);
+  kernels(dev).cross_entropy(losses, lse_t, x, tg, l, bounds, eps);
+  Tensor count;
+  Tensor out = reduce_loss(losses, tg, ignore_index, red, result_shape, out_dtype, count);
 
   autograd::record(
-      "CrossEntropyBackward", {input, target}, {out}, {input, target, lse_t},
-      [l, cd, out_dtype, red, valid, ignore_index, eps, positions](
-          const autograd::variable_list& saved, const autograd::variable_list& grads) {
+      "CrossEntropyBackward", {input, target}, {out}, {input, tg, lse_t},
+      [l, cd, out_dtype, red, count, bounds, eps, positions](const autograd::variable_list& saved,
+                                                             const autograd::variable_list& grads) {
         autograd::variable_list result(2);
         if (!grads[0].defined()) return result;
-        std::vector<std::int64_t> t = checked_targets(saved[1], l, ignore_index, "cross_entropy");
-        std::vector<double> gp = position_grads(grads[0], positions, valid, red);
+        Tensor gp = position_grads(grads[0], count, positions, red);
         Tensor xs = functional::contiguous_as(saved[0], cd);
         Tensor dx = zeros(xs.shape(), TensorOptions(cd, xs.device()));
-        kernels(xs.device()).cross_entropy_backward(dx, xs, saved[2], t, gp, l, ignore_index, eps);
+        kernels(xs.device()).cross_entropy_backward(dx, xs, saved[2], saved[1], gp, l, bounds, eps);
         result[0] = functional::to_result_dtype(dx, out_dtype);
         return result;
       });
@@ -168,25 +146,24 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, std::int64_t igno
   const DType out_dtype = log_probs.dtype();
   const DType cd = functional::compute_dtype(out_dtype);
   const std::int64_t positions = l.n * l.s;
-  std::int64_t valid = 0;
-  std::vector<std::int64_t> tg = checked_targets(target, l, ignore_index, op, &valid);
+  const IndexBounds bounds = class_target_bounds(IndexOp::NllLoss, l.c, ignore_index);
+  const Tensor tg = kernel_index(target, dev);
   Tensor x = functional::contiguous_as(log_probs, cd);
   Tensor losses = new_tensor({positions}, DType::Float64, dev);
-  kernels(dev).nll_loss(losses, x, tg, l, ignore_index);
-  Tensor out = reduce_loss(losses, valid, red, result_shape, out_dtype);
+  kernels(dev).nll_loss(losses, x, tg, l, bounds);
+  Tensor count;
+  Tensor out = reduce_loss(losses, tg, ignore_index, red, result_shape, out_dtype, count);
 
   const Shape in_shape = log_probs.shape();
-  autograd::record("NllLossBackward", {log_probs, target}, {out}, {target},
-                   [l, cd, out_dtype, red, valid, ignore_index, positions, in_shape](
+  autograd::record("NllLossBackward", {log_probs, target}, {out}, {tg},
+                   [l, cd, out_dtype, red, count, bounds, positions, in_shape](
                        const autograd::variable_list& saved, const autograd::variable_list& grads) {
                      autograd::variable_list result(2);
                      if (!grads[0].defined()) return result;
-                     std::vector<std::int64_t> t =
-                         checked_targets(saved[0], l, ignore_index, "nll_loss");
-                     std::vector<double> gp = position_grads(grads[0], positions, valid, red);
+                     Tensor gp = position_grads(grads[0], count, positions, red);
                      const Device dev = saved[0].device();
                      Tensor dx = zeros(in_shape, TensorOptions(cd, dev));
-                     kernels(dev).nll_loss_backward(dx, t, gp, l, ignore_index);
+                     kernels(dev).nll_loss_backward(dx, saved[0], gp, l, bounds);
                      result[0] = functional::to_result_dtype(dx, out_dtype);
                      return result;
                    });

@@ -5,28 +5,12 @@
 // padding_idx: a negative value means "no padding row" (this is the default of ops.h). torch's
 // F.embedding also accepts negative padding_idx counting from the end; nn::Embedding normalises
 // it to a non-negative row before calling, as torch's module does.
-#include <vector>
-
 #include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/kernels/kernel_table.h"
 #include "core/ops.h"
 
 namespace fsdp {
-namespace {
-
-// Indices as int64 in row-major order (read on the host), each checked against the table size.
-std::vector<std::int64_t> checked_indices(const Tensor& indices, std::int64_t rows,
-                                          const Shape& weight_shape) {
-  std::vector<std::int64_t> out = indices.to_int_vector();
-  for (std::int64_t v : out)
-    FSDP_CHECK(v >= 0 && v < rows, IndexError,
-               "embedding: index {} is out of range for a table of {} rows (weight shape {})", v,
-               rows, shape_str(weight_shape));
-  return out;
-}
-
-}  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx) {
   FSDP_DISPATCH("embedding", embedding, weight, indices, padding_idx);
@@ -45,25 +29,26 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t paddi
   const Device dev = common_device(op, {&weight, &indices});
   if (dev.is_meta()) return functional::meta_empty(out_shape, weight.dtype());
 
-  // The rows gathered: index_select's kernel over one outer block.
-  std::vector<std::int64_t> idx = checked_indices(indices, rows, weight.shape());
+  // The rows gathered: index_select's kernel over one outer block; the kernel checks the
+  // indices (no host read: on a GPU a bad one is reported at the next synchronisation).
+  const IndexBounds bounds = embedding_bounds(rows, dim);
   Tensor out = new_tensor(out_shape, weight.dtype(), dev);
-  kernels(dev).index_select(out, functional::contiguous_as(weight, weight.dtype()), idx, 1, dim,
-                            rows);
+  kernels(dev).index_select(out, functional::contiguous_as(weight, weight.dtype()),
+                            kernel_index(indices, dev), bounds, 1, dim);
 
   const Shape w_shape = weight.shape();
   const DType w_dtype = weight.dtype();
   autograd::record("EmbeddingBackward", {weight, indices}, {out}, {indices},
-                   [w_shape, w_dtype, padding_idx, rows](const autograd::variable_list& saved,
-                                                         const autograd::variable_list& grads) {
+                   [w_shape, w_dtype, padding_idx, bounds](const autograd::variable_list& saved,
+                                                           const autograd::variable_list& grads) {
                      autograd::variable_list result(2);
                      if (!grads[0].defined()) return result;
-                     std::vector<std::int64_t> ix = checked_indices(saved[0], rows, w_shape);
                      const DType cd = functional::compute_dtype(w_dtype);
                      Tensor g = functional::contiguous_as(grads[0], cd);
                      const Device dev = g.device();
                      Tensor gw = zeros(w_shape, TensorOptions(cd, dev));
-                     kernels(dev).index_add(gw, g, ix, 1, w_shape[1], rows);
+                     kernels(dev).index_add(gw, g, kernel_index(saved[0], dev), bounds, 1,
+                                            w_shape[1]);
                      // The padding row gets no gradient.
                      if (padding_idx >= 0) narrow(gw, 0, padding_idx, 1).fill_(0.0);
                      result[0] = functional::to_result_dtype(gw, w_dtype);

@@ -63,12 +63,12 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
                      if (!grads[0].defined()) return result;
                      Tensor xs = expanded(saved[0], shape, cd);
                      Tensor ts = expanded(saved[1], shape, cd);
-                     Tensor g = none ? functional::contiguous_as(grads[0], cd) : Tensor();
-                     const double gs =
-                         none ? 0.0 : grads[0].item() * (mean ? 2.0 / static_cast<double>(n) : 2.0);
+                     // The upstream gradient stays on the device (no host read in a step).
+                     Tensor g = functional::contiguous_as(grads[0], cd);
+                     const double scale = mean ? 2.0 / static_cast<double>(n) : 2.0;
                      const Device dev = xs.device();
                      Tensor d = new_tensor(shape, cd, dev);
-                     kernels(dev).mse_loss_backward(d, xs, ts, g, gs);
+                     kernels(dev).mse_loss_backward(d, xs, ts, g, scale);
                      // Broadcast inputs get their gradient summed back to their own shape.
                      Tensor dx = in_shape == shape ? d : sum_to(d, in_shape);
                      result[0] = functional::to_result_dtype(dx, out_dtype);

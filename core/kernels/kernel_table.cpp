@@ -120,4 +120,10 @@ Tensor new_tensor(const Shape& shape, DType dtype, Device device) {
   return empty(shape, TensorOptions(dtype, device));
 }
 
+Tensor kernel_index(const Tensor& index, Device device) {
+  Tensor t = index.detach();
+  if (t.device() != device) t = t.to(device);
+  return t.is_contiguous() ? t : t.contiguous();
+}
+
 }  // namespace fsdp

@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/kernels/index_bounds.h"
 #include "core/kernels/kernel_kinds.h"
 #include "core/optim/update_kernels.h"
 #include "core/tensor.h"
@@ -93,12 +94,14 @@ struct KernelTable {
   void (*fill)(const Tensor& t, double value);
   // t (contiguous, values.size() elements) = values converted to t's dtype (nn.init's host draws).
   void (*store_values)(const Tensor& t, const std::vector<double>& values);
-  // out rows [o, i] = src rows [o, index[i]] of `inner` elements; src contiguous, `size` rows.
-  void (*index_select)(const Tensor& out, const Tensor& src, const std::vector<std::int64_t>& index,
-                       std::int64_t outer, std::int64_t inner, std::int64_t size);
-  // grad rows [o, index[i]] += src rows [o, i] (index_select's backward).
-  void (*index_add)(const Tensor& grad, const Tensor& src, const std::vector<std::int64_t>& index,
-                    std::int64_t outer, std::int64_t inner, std::int64_t size);
+  // out rows [o, i] = src rows [o, bounds.row(index[i])] of `inner` elements; src contiguous
+  // (bounds.size rows); index int64 or int32, contiguous, on out's device, each index checked by
+  // the kernel against `bounds` (index_bounds.h: no host read of the indices).
+  void (*index_select)(const Tensor& out, const Tensor& src, const Tensor& index,
+                       const IndexBounds& bounds, std::int64_t outer, std::int64_t inner);
+  // grad rows [o, bounds.row(index[i])] += src rows [o, i] (index_select's backward).
+  void (*index_add)(const Tensor& grad, const Tensor& src, const Tensor& index,
+                    const IndexBounds& bounds, std::int64_t outer, std::int64_t inner);
 
   // Random fills in row-major order from g (core/ops/random.cpp).
   void (*random)(const RandomSpec& spec, const Tensor& t, Generator& g);
@@ -177,23 +180,28 @@ struct KernelTable {
                               const Tensor& g, std::int64_t n);
 
   // Classification losses (core/functional/classification_loss.cpp): per-position losses
-  // (float64, 0 where the target is ignore_index) of x (n, c, s) contiguous float32/float64, with
-  // the targets checked on the host; cross_entropy also writes the log-sum-exp per position.
+  // (float64, 0 where the target is ignore_index) of x (n, c, s) contiguous float32/float64;
+  // targets int64, contiguous (n * s), on x's device, checked by the kernel against `bounds`
+  // (class_target_bounds: c classes, ignore_index); cross_entropy also writes the log-sum-exp
+  // per position.
   void (*cross_entropy)(const Tensor& losses, const Tensor& lse, const Tensor& x,
-                        const std::vector<std::int64_t>& targets, const NcsLayout& layout,
-                        std::int64_t ignore_index, double label_smoothing);
-  // dx (zero-filled) from x, lse and each position's upstream gradient.
+                        const Tensor& targets, const NcsLayout& layout, const IndexBounds& bounds,
+                        double label_smoothing);
+  // dx (zero-filled) from x, lse and the upstream gradient of each position's loss: `grads`
+  // float64, contiguous, one element (every position's) or n * s.
   void (*cross_entropy_backward)(const Tensor& dx, const Tensor& x, const Tensor& lse,
-                                 const std::vector<std::int64_t>& targets,
-                                 const std::vector<double>& position_grads, const NcsLayout& layout,
-                                 std::int64_t ignore_index, double label_smoothing);
-  void (*nll_loss)(const Tensor& losses, const Tensor& x, const std::vector<std::int64_t>& targets,
-                   const NcsLayout& layout, std::int64_t ignore_index);
-  void (*nll_loss_backward)(const Tensor& dx, const std::vector<std::int64_t>& targets,
-                            const std::vector<double>& position_grads, const NcsLayout& layout,
-                            std::int64_t ignore_index);
-  // out (0-d) = the float64 values summed in order, divided by `divisor`.
-  void (*sum_in_order)(const Tensor& out, const Tensor& values, double divisor);
+                                 const Tensor& targets, const Tensor& grads,
+                                 const NcsLayout& layout, const IndexBounds& bounds,
+                                 double label_smoothing);
+  void (*nll_loss)(const Tensor& losses, const Tensor& x, const Tensor& targets,
+                   const NcsLayout& layout, const IndexBounds& bounds);
+  void (*nll_loss_backward)(const Tensor& dx, const Tensor& targets, const Tensor& grads,
+                            const NcsLayout& layout, const IndexBounds& bounds);
+  // out (0-d) = the float64 values summed in order; with targets (int64, contiguous) divided by
+  // the number of them that are not ignore_index ("mean": 0 / 0 = nan), that count also written
+  // to `count` (0-d float64, for the backward).
+  void (*sum_in_order)(const Tensor& out, const Tensor& count, const Tensor& values,
+                       const Tensor& targets, std::int64_t ignore_index);
 
   // batch_norm (core/functional/batch_norm.cpp) over x (n, c, s) contiguous float32/float64:
   // per-channel mean and biased variance (float64, two passes)...
@@ -213,7 +221,8 @@ struct KernelTable {
   // mse_loss (core/functional/mse_loss.cpp), x and t contiguous of one dtype (float32/float64):
   // out = (x - t)^2 of x's shape when `none`, else the 0-d sum (or mean) accumulated in double.
   void (*mse_loss)(const Tensor& out, const Tensor& x, const Tensor& t, bool none, bool mean);
-  // d = 2 (x - t) g when g is defined (reduction none), else d = scale (x - t).
+  // d = scale (x - t) g: g of x's shape (reduction none, scale 2), or one element (the upstream
+  // gradient of the reduced loss, on the device: d = (g scale rounded to the dtype) (x - t)).
   void (*mse_loss_backward)(const Tensor& d, const Tensor& x, const Tensor& t, const Tensor& g,
                             double scale);
 
@@ -253,5 +262,9 @@ Device common_device(const char* op, const std::vector<Tensor>& tensors);
 
 // A fresh contiguous tensor (the outputs of ops).
 Tensor new_tensor(const Shape& shape, DType dtype, Device device);
+
+// An index or target tensor as the kernels take it: contiguous, detached, on `device` (a 0-d
+// cpu one, PyTorch's scalar rule, copied over). Its values are never read on the host.
+Tensor kernel_index(const Tensor& index, Device device);
 
 }  // namespace fsdp

@@ -33,6 +33,8 @@ void renorm_rows(const Tensor& weight, const Tensor& indices, double max_norm, d
   const Device dev = common_device("embedding_renorm_", {&weight, &indices});
   if (dev.is_meta()) return;
   FSDP_CHECK(weight.is_contiguous(), RuntimeError, "embedding_renorm_: weight must be contiguous");
+  // A host read of the indices, kept: max_norm is off the training path (GPT's embeddings
+  // have none), so it costs no step a synchronisation (the kernels' indices stay on the device).
   std::set<std::int64_t> rows;
   for (auto i : indices.to_int_vector()) rows.insert(i);
   kernels(dev).embedding_renorm_(weight, std::vector<std::int64_t>(rows.begin(), rows.end()),

@@ -190,26 +190,21 @@ Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
     if (i < d) outer *= ashape[i];
     if (i > d) inner *= ashape[i];
   }
-  const std::int64_t size = ashape[d];
-  std::vector<std::int64_t> idx;
+  // The kernel checks the indices and wraps negative ones (no host read of a device's index).
+  const IndexBounds bounds = index_select_bounds(ashape[d], static_cast<std::int64_t>(d));
+  Tensor idx;
   if (!meta) {
-    idx = index.to_int_vector();
-    for (auto& i : idx) {
-      FSDP_CHECK(i >= -size && i < size, IndexError,
-                 "index_select(): index {} is out of bounds for dimension {} with size {}", i, d,
-                 size);
-      if (i < 0) i += size;  // as Python indexing
-    }
-    kernels(dev).index_select(out, contiguous(a.detach()), idx, outer, inner, size);
+    idx = kernel_index(index, dev).reshape({n});
+    kernels(dev).index_select(out, contiguous(a.detach()), idx, bounds, outer, inner);
   }
   autograd::record(
       "IndexSelectBackward0", {a}, {out}, {},
-      [s = a.shape(), idx, outer, inner, size](const variable_list&,
-                                               const variable_list& g) -> variable_list {
+      [s = a.shape(), idx, outer, inner, bounds](const variable_list&,
+                                                 const variable_list& g) -> variable_list {
         // index_add of the gradient rows into zeros.
         Tensor grad = zeros(s, TensorOptions(g[0].dtype(), g[0].device()));
         if (grad.is_meta()) return {grad};
-        kernels(grad.device()).index_add(grad, contiguous(g[0]), idx, outer, inner, size);
+        kernels(grad.device()).index_add(grad, contiguous(g[0]), idx, bounds, outer, inner);
         return {grad};
       });
   return out;

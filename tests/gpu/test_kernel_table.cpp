@@ -412,24 +412,77 @@ BOOST_AUTO_TEST_CASE(comparisons_and_selections_equal_the_cpu_table) {
 }
 
 // Embedding's path: rows gathered by index (exact) and their gradient scattered back with
-// atomics (repeated indices add up; the order of additions differs from the CPU's).
+// atomics (repeated indices add up; the order of additions differs from the CPU's); int64 and
+// int32 indices on the device, a negative one wrapped (index_select's bounds).
 BOOST_AUTO_TEST_CASE(index_select_and_index_add_match_the_cpu_table) {
-  const std::vector<std::int64_t> index{3, 0, 3, 7, 1, 3};
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
-    const Tensor src = host_randn({2, 8, 5}, dtype);  // (outer, size, inner)
-    Tensor want = empty({2, 6, 5}, TensorOptions(dtype, kCPU));
-    kernels(kCPU).index_select(want, src, index, 2, 5, 8);
-    Tensor got = poisoned({2, 6, 5}, dtype);
-    kernels(kCuda).index_select(got, src.to(kCuda), index, 2, 5, 8);
-    BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+  const IndexBounds bounds = index_select_bounds(8, 1);
+  for (DType index_dtype : {DType::Int64, DType::Int32}) {
+    const Tensor index = from_vector(std::vector<double>{3, 0, 3, 7, 1, -5}, {6}, index_dtype);
+    for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+      const Tensor src = host_randn({2, 8, 5}, dtype);  // (outer, size, inner)
+      Tensor want = empty({2, 6, 5}, TensorOptions(dtype, kCPU));
+      kernels(kCPU).index_select(want, src, index, bounds, 2, 5);
+      Tensor got = poisoned({2, 6, 5}, dtype);
+      kernels(kCuda).index_select(got, src.to(kCuda), index.to(kCuda), bounds, 2, 5);
+      BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
 
-    const Tensor g = host_randn({2, 6, 5}, dtype);
-    Tensor grad = zeros({2, 8, 5}, TensorOptions(dtype, kCPU));
-    Tensor grad_device = grad.to(kCuda);
-    kernels(kCPU).index_add(grad, g, index, 2, 5, 8);
-    kernels(kCuda).index_add(grad_device, g.to(kCuda), index, 2, 5, 8);
-    check_close(grad_device, grad, tol_of(dtype));
+      const Tensor g = host_randn({2, 6, 5}, dtype);
+      Tensor grad = zeros({2, 8, 5}, TensorOptions(dtype, kCPU));
+      Tensor grad_device = grad.to(kCuda);
+      kernels(kCPU).index_add(grad, g, index, bounds, 2, 5);
+      kernels(kCuda).index_add(grad_device, g.to(kCuda), index.to(kCuda), bounds, 2, 5);
+      check_close(grad_device, grad, tol_of(dtype));
+    }
   }
+}
+
+// A bad index or class target is checked on the device (no host read in the op): the call
+// returns, and the CPU's message comes as an IndexError at the next synchronisation (here the
+// copy to the host), as torch reports a device-side assert; the device goes on working.
+BOOST_AUTO_TEST_CASE(bad_indices_and_targets_raise_the_cpu_message_at_the_next_sync) {
+  const Tensor weight = host_randn({5, 3});
+  const Tensor bad = from_vector(std::vector<double>{1, 5, 0}, {3}, DType::Int64);
+  std::string cpu_message;
+  try {
+    embedding(weight, bad);
+  } catch (const IndexError& e) {
+    cpu_message = e.what();
+  }
+  BOOST_TEST(cpu_message ==
+             "embedding: index 5 is out of range for a table of 5 rows (weight "
+             "shape [5, 3])");
+  const auto reported = [&](const IndexError& e) {
+    const std::string what = e.what();
+    BOOST_TEST_MESSAGE(what);
+    return what.find(cpu_message) != std::string::npos && what.find("cuda:0") == 0;
+  };
+  Tensor rows = embedding(weight.to(kCuda), bad.to(kCuda));  // no throw: nothing read
+  BOOST_CHECK_EXCEPTION(rows.to(kCPU), IndexError, reported);
+  // Reported once; good indices then give the CPU's rows.
+  const Tensor good = from_vector(std::vector<double>{1, 4, 0, 4}, {2, 2}, DType::Int64);
+  BOOST_TEST(embedding(weight.to(kCuda), good.to(kCuda)).to(kCPU).to_vector() ==
+             embedding(weight, good).to_vector());
+
+  const Tensor logits = host_randn({3, 4});
+  const Tensor bad_target = from_vector(std::vector<double>{1, 4, -100}, {3}, DType::Int64);
+  try {
+    cross_entropy(logits, bad_target);
+  } catch (const IndexError& e) {
+    cpu_message = e.what();
+  }
+  BOOST_TEST(cpu_message ==
+             "cross_entropy: target 4 is out of bounds (expected a class index in [0, 4) or "
+             "ignore_index -100)");
+  Tensor loss = cross_entropy(logits.to(kCuda), bad_target.to(kCuda));
+  BOOST_CHECK_EXCEPTION(current_stream(kCuda).synchronize(), IndexError, reported);
+  // Good targets (one ignored): the CPU's loss and gradient, the mean over the counted two.
+  const Tensor target = from_vector(std::vector<double>{1, 3, -100}, {3}, DType::Int64);
+  Tensor x = logits.clone().requires_grad_(true), xd = logits.to(kCuda).requires_grad_(true);
+  Tensor want = cross_entropy(x, target), got = cross_entropy(xd, target.to(kCuda));
+  check_close(got, want, 1e-6);
+  want.backward();
+  got.backward();
+  check_close(xd.grad(), x.grad(), 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(dropouts_masked_scale_matches_the_cpu_table) {
@@ -643,11 +696,13 @@ BOOST_AUTO_TEST_CASE(mse_loss_and_its_backward_match_the_cpu_table) {
       check_close(s_d, s, 1e-12);  // double sums: only their order differs
     }
     Tensor d = empty_like(x), d_d = poisoned(x.shape(), dtype);
-    kernels(kCPU).mse_loss_backward(d, x, t, g, 0.0);
-    kernels(kCuda).mse_loss_backward(d_d, x.to(kCuda), t.to(kCuda), g.to(kCuda), 0.0);
+    kernels(kCPU).mse_loss_backward(d, x, t, g, 2.0);
+    kernels(kCuda).mse_loss_backward(d_d, x.to(kCuda), t.to(kCuda), g.to(kCuda), 2.0);
     BOOST_TEST(d_d.to(kCPU).to_vector() == d.to_vector());
-    kernels(kCPU).mse_loss_backward(d, x, t, Tensor(), 2.0 / 91);
-    kernels(kCuda).mse_loss_backward(d_d, x.to(kCuda), t.to(kCuda), Tensor(), 2.0 / 91);
+    // The reduced loss's gradient: one element, on the device.
+    const Tensor g0 = full({}, 0.7, TensorOptions(dtype, kCPU));
+    kernels(kCPU).mse_loss_backward(d, x, t, g0, 2.0 / 91);
+    kernels(kCuda).mse_loss_backward(d_d, x.to(kCuda), t.to(kCuda), g0.to(kCuda), 2.0 / 91);
     BOOST_TEST(d_d.to(kCPU).to_vector() == d.to_vector());
   }
 }
@@ -663,43 +718,61 @@ BOOST_AUTO_TEST_CASE(classification_losses_match_the_cpu_table) {
       // computation on the same (rounded) values.
       const bool narrow = dtype == DType::BFloat16 || dtype == DType::Float16;
       const Tensor xr = narrow ? x.to(DType::Float32) : x;
-      std::vector<std::int64_t> targets;
-      std::vector<double> grads;
+      std::vector<double> target_values, grad_values;
       for (std::int64_t p = 0; p < 5 * s; ++p) {
-        targets.push_back(p == 2 ? -100 : (p * 37) % 300);
-        grads.push_back(0.1 * double(p + 1));
+        target_values.push_back(p == 2 ? -100 : (p * 37) % 300);
+        grad_values.push_back(0.1 * double(p + 1));
       }
-      for (double smoothing : {0.0, 0.1}) {
-        Tensor losses = empty({5 * s}, TensorOptions(DType::Float64, kCPU)),
-               lse = empty_like(losses);
-        kernels(kCPU).cross_entropy(losses, lse, xr, targets, layout, -100, smoothing);
-        Tensor losses_d = poisoned({5 * s}, DType::Float64),
-               lse_d = poisoned({5 * s}, DType::Float64);
-        kernels(kCuda).cross_entropy(losses_d, lse_d, x.to(kCuda), targets, layout, -100,
-                                     smoothing);
-        check_close(losses_d, losses, 1e-5);
-        check_close(lse_d, lse, 1e-5);
-        Tensor dx = zeros(x.shape(), TensorOptions(xr.dtype(), kCPU));
-        Tensor dx_d = zeros(x.shape(), TensorOptions(dtype, kCuda));
-        kernels(kCPU).cross_entropy_backward(dx, xr, lse, targets, grads, layout, -100, smoothing);
-        kernels(kCuda).cross_entropy_backward(dx_d, x.to(kCuda), lse_d, targets, grads, layout,
-                                              -100, smoothing);
-        check_close(dx_d, dx, tol_of(dtype));
-      }
+      const Tensor targets = from_vector(target_values, {5 * s}, DType::Int64);
+      const Tensor targets_d = targets.to(kCuda);
+      const IndexBounds bounds = class_target_bounds(IndexOp::CrossEntropy, 300, -100);
+      // The upstream gradient per position, and one for every position (a reduced loss's).
+      const Tensor per_position = from_vector(grad_values, {5 * s}, DType::Float64);
+      const Tensor one = full({}, 0.25, TensorOptions(DType::Float64, kCPU));
+      for (const Tensor& grads : {per_position, one})
+        for (double smoothing : {0.0, 0.1}) {
+          Tensor losses = empty({5 * s}, TensorOptions(DType::Float64, kCPU)),
+                 lse = empty_like(losses);
+          kernels(kCPU).cross_entropy(losses, lse, xr, targets, layout, bounds, smoothing);
+          Tensor losses_d = poisoned({5 * s}, DType::Float64),
+                 lse_d = poisoned({5 * s}, DType::Float64);
+          kernels(kCuda).cross_entropy(losses_d, lse_d, x.to(kCuda), targets_d, layout, bounds,
+                                       smoothing);
+          check_close(losses_d, losses, 1e-5);
+          check_close(lse_d, lse, 1e-5);
+          Tensor dx = zeros(x.shape(), TensorOptions(xr.dtype(), kCPU));
+          Tensor dx_d = zeros(x.shape(), TensorOptions(dtype, kCuda));
+          kernels(kCPU).cross_entropy_backward(dx, xr, lse, targets, grads, layout, bounds,
+                                               smoothing);
+          kernels(kCuda).cross_entropy_backward(dx_d, x.to(kCuda), lse_d, targets_d,
+                                                grads.to(kCuda), layout, bounds, smoothing);
+          check_close(dx_d, dx, tol_of(dtype));
+        }
+      const IndexBounds nll_bounds = class_target_bounds(IndexOp::NllLoss, 300, -100);
       Tensor nll = empty({5 * s}, TensorOptions(DType::Float64, kCPU));
       Tensor nll_d = poisoned({5 * s}, DType::Float64);
-      kernels(kCPU).nll_loss(nll, xr, targets, layout, -100);
-      kernels(kCuda).nll_loss(nll_d, x.to(kCuda), targets, layout, -100);
+      kernels(kCPU).nll_loss(nll, xr, targets, layout, nll_bounds);
+      kernels(kCuda).nll_loss(nll_d, x.to(kCuda), targets_d, layout, nll_bounds);
       BOOST_TEST(nll_d.to(kCPU).to_vector() == nll.to_vector());
-      Tensor dn = zeros(x.shape(), TensorOptions(xr.dtype(), kCPU));
-      Tensor dn_d = zeros(x.shape(), TensorOptions(dtype, kCuda));
-      kernels(kCPU).nll_loss_backward(dn, targets, grads, layout, -100);
-      kernels(kCuda).nll_loss_backward(dn_d, targets, grads, layout, -100);
-      BOOST_TEST(dn_d.to(kCPU).to_vector() == dn.to(dtype).to_vector());
+      for (const Tensor& grads : {per_position, one}) {
+        Tensor dn = zeros(x.shape(), TensorOptions(xr.dtype(), kCPU));
+        Tensor dn_d = zeros(x.shape(), TensorOptions(dtype, kCuda));
+        kernels(kCPU).nll_loss_backward(dn, targets, grads, layout, nll_bounds);
+        kernels(kCuda).nll_loss_backward(dn_d, targets_d, grads.to(kCuda), layout, nll_bounds);
+        BOOST_TEST(dn_d.to(kCPU).to_vector() == dn.to(dtype).to_vector());
+      }
       for (DType out_dtype : {DType::Float64, DType::Float32}) {
+        // The sum, and the mean over the targets that are not ignored (counted on the device).
         Tensor total = empty({}, TensorOptions(out_dtype, kCPU)), total_d = poisoned({}, out_dtype);
-        kernels(kCPU).sum_in_order(total, nll, 7.0);
-        kernels(kCuda).sum_in_order(total_d, nll.to(kCuda), 7.0);
+        kernels(kCPU).sum_in_order(total, Tensor(), nll, Tensor(), -100);
+        kernels(kCuda).sum_in_order(total_d, Tensor(), nll.to(kCuda), Tensor(), -100);
+        BOOST_TEST(total_d.to(kCPU).to_vector() == total.to_vector());
+        Tensor count = empty({}, TensorOptions(DType::Float64, kCPU));
+        Tensor count_d = poisoned({}, DType::Float64);
+        kernels(kCPU).sum_in_order(total, count, nll, targets, -100);
+        kernels(kCuda).sum_in_order(total_d, count_d, nll.to(kCuda), targets_d, -100);
+        BOOST_TEST(count.item() == double(5 * s - 1));
+        BOOST_TEST(count_d.to(kCPU).item() == double(5 * s - 1));
         BOOST_TEST(total_d.to(kCPU).to_vector() == total.to_vector());
       }
     }

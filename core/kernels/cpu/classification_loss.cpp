@@ -46,12 +46,25 @@ void class_stats(const T* x, const NcsLayout& l, double* lse, double* sum_x) {
   }
 }
 
+// The targets, every one checked against `bounds` before any loss is written.
+const std::int64_t* checked_targets(const Tensor& targets, const IndexBounds& bounds) {
+  const std::int64_t* t = targets.data<std::int64_t>();
+  for (std::int64_t p = 0; p < targets.numel(); ++p) check_index(bounds, t[p]);
+  return t;
+}
+
+// The upstream gradient of position p's loss: one for every position, or one each.
+double position_grad(const Tensor& grads, std::int64_t p) {
+  return grads.data<double>()[grads.numel() == 1 ? 0 : p];
+}
+
 }  // namespace
 
 void cross_entropy(const Tensor& losses, const Tensor& lse_t, const Tensor& x,
-                   const std::vector<std::int64_t>& tg, const NcsLayout& l,
-                   std::int64_t ignore_index, double eps) {
-  const std::int64_t positions = l.n * l.s;
+                   const Tensor& targets, const NcsLayout& l, const IndexBounds& bounds,
+                   double eps) {
+  const std::int64_t positions = l.n * l.s, ignore_index = bounds.ignore;
+  const std::int64_t* tg = checked_targets(targets, bounds);
   std::vector<double> sum_x(static_cast<std::size_t>(positions));
   double* lse = lse_t.data<double>();
   double* out = losses.data<double>();
@@ -60,7 +73,7 @@ void cross_entropy(const Tensor& losses, const Tensor& lse_t, const Tensor& x,
     const T* xp = x.data<T>();
     class_stats<T>(xp, l, lse, sum_x.data());
     for (std::int64_t p = 0; p < positions; ++p) {
-      const std::int64_t t = tg[static_cast<std::size_t>(p)];
+      const std::int64_t t = tg[p];
       out[p] = 0.0;
       if (t == ignore_index) continue;
       const std::int64_t i = p / l.s, j = p % l.s;
@@ -74,19 +87,20 @@ void cross_entropy(const Tensor& losses, const Tensor& lse_t, const Tensor& x,
 }
 
 void cross_entropy_backward(const Tensor& dx, const Tensor& xs, const Tensor& lse_t,
-                            const std::vector<std::int64_t>& t, const std::vector<double>& gp,
-                            const NcsLayout& l, std::int64_t ignore_index, double eps) {
-  const std::int64_t positions = l.n * l.s;
+                            const Tensor& targets, const Tensor& grads, const NcsLayout& l,
+                            const IndexBounds& bounds, double eps) {
+  const std::int64_t positions = l.n * l.s, ignore_index = bounds.ignore;
+  const std::int64_t* t = checked_targets(targets, bounds);
   const double* lse = lse_t.data<double>();
   const double smooth = eps / static_cast<double>(l.c);
   dispatch_float(xs.dtype(), "cross_entropy", [&]<typename T>() {
     const T* xp = xs.data<T>();
     T* dp = dx.data<T>();
     for (std::int64_t p = 0; p < positions; ++p) {
-      const std::int64_t tp = t[static_cast<std::size_t>(p)];
+      const std::int64_t tp = t[p];
       if (tp == ignore_index) continue;
       const std::int64_t i = p / l.s, j = p % l.s;
-      const T g = static_cast<T>(gp[static_cast<std::size_t>(p)]);
+      const T g = static_cast<T>(position_grad(grads, p));
       const T lp = static_cast<T>(lse[p]), sm = static_cast<T>(smooth);
       const T* xr = xp + i * l.c * l.s + j;
       T* dr = dp + i * l.c * l.s + j;
@@ -101,14 +115,15 @@ void cross_entropy_backward(const Tensor& dx, const Tensor& xs, const Tensor& ls
   });
 }
 
-void nll_loss(const Tensor& losses, const Tensor& x, const std::vector<std::int64_t>& tg,
-              const NcsLayout& l, std::int64_t ignore_index) {
-  const std::int64_t positions = l.n * l.s;
+void nll_loss(const Tensor& losses, const Tensor& x, const Tensor& targets, const NcsLayout& l,
+              const IndexBounds& bounds) {
+  const std::int64_t positions = l.n * l.s, ignore_index = bounds.ignore;
+  const std::int64_t* tg = checked_targets(targets, bounds);
   double* out = losses.data<double>();
   dispatch_float(x.dtype(), "nll_loss", [&]<typename T>() {
     const T* xp = x.data<T>();
     for (std::int64_t p = 0; p < positions; ++p) {
-      const std::int64_t t = tg[static_cast<std::size_t>(p)];
+      const std::int64_t t = tg[p];
       out[p] = 0.0;
       if (t == ignore_index) continue;
       const std::int64_t i = p / l.s, j = p % l.s;
@@ -117,25 +132,33 @@ void nll_loss(const Tensor& losses, const Tensor& x, const std::vector<std::int6
   });
 }
 
-void nll_loss_backward(const Tensor& dx, const std::vector<std::int64_t>& t,
-                       const std::vector<double>& gp, const NcsLayout& l,
-                       std::int64_t ignore_index) {
-  const std::int64_t positions = l.n * l.s;
+void nll_loss_backward(const Tensor& dx, const Tensor& targets, const Tensor& grads,
+                       const NcsLayout& l, const IndexBounds& bounds) {
+  const std::int64_t positions = l.n * l.s, ignore_index = bounds.ignore;
+  const std::int64_t* t = checked_targets(targets, bounds);
   dispatch_float(dx.dtype(), "nll_loss", [&]<typename T>() {
     T* dp = dx.data<T>();
     for (std::int64_t p = 0; p < positions; ++p) {
-      const std::int64_t tp = t[static_cast<std::size_t>(p)];
+      const std::int64_t tp = t[p];
       if (tp == ignore_index) continue;
       const std::int64_t i = p / l.s, j = p % l.s;
-      dp[(i * l.c + tp) * l.s + j] = static_cast<T>(-gp[static_cast<std::size_t>(p)]);
+      dp[(i * l.c + tp) * l.s + j] = static_cast<T>(-position_grad(grads, p));
     }
   });
 }
 
-void sum_in_order(const Tensor& out, const Tensor& values, double divisor) {
+void sum_in_order(const Tensor& out, const Tensor& count, const Tensor& values,
+                  const Tensor& targets, std::int64_t ignore_index) {
   const double* v = values.data<double>();
   double total = 0;
   for (std::int64_t i = 0; i < values.numel(); ++i) total += v[i];
+  double divisor = 1.0;
+  if (targets.defined()) {
+    const std::int64_t* t = targets.data<std::int64_t>();
+    divisor = 0.0;
+    for (std::int64_t i = 0; i < targets.numel(); ++i) divisor += t[i] != ignore_index;
+    if (count.defined()) count.data<double>()[0] = divisor;
+  }
   store_double(out.data_ptr(), out.dtype(), 0, total / divisor);
 }
 

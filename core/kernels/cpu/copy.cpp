@@ -2,6 +2,7 @@
 // Tensor::copy_), fills (Tensor::fill_) and index_select's row gather and its backward's
 // scatter-add (core/ops/join.cpp).
 #include <cstring>
+#include <vector>
 
 #include "core/dtype_convert.h"
 #include "core/kernels/cpu/cpu_kernels.h"
@@ -133,9 +134,31 @@ void store_values(const Tensor& t, const std::vector<double>& values) {
   });
 }
 
-void index_select(const Tensor& out, const Tensor& src, const std::vector<std::int64_t>& idx,
-                  std::int64_t outer, std::int64_t inner, std::int64_t size) {
-  const std::int64_t n = static_cast<std::int64_t>(idx.size());
+namespace {
+
+// The rows `index` (int64 or int32) points at, every index checked before any row moves.
+std::vector<std::int64_t> checked_rows(const Tensor& index, const IndexBounds& bounds) {
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(index.numel()));
+  auto read = [&]<typename I>() {
+    const I* p = index.data<I>();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      check_index(bounds, p[i]);
+      rows[i] = bounds.row(p[i]);
+    }
+  };
+  if (index.dtype() == DType::Int32)
+    read.template operator()<std::int32_t>();
+  else
+    read.template operator()<std::int64_t>();
+  return rows;
+}
+
+}  // namespace
+
+void index_select(const Tensor& out, const Tensor& src, const Tensor& index,
+                  const IndexBounds& bounds, std::int64_t outer, std::int64_t inner) {
+  const std::vector<std::int64_t> idx = checked_rows(index, bounds);
+  const std::int64_t n = static_cast<std::int64_t>(idx.size()), size = bounds.size;
   const std::size_t es = dtype_size(src.dtype());
   const char* ps = static_cast<const char*>(src.data_ptr());
   char* po = static_cast<char*>(out.data_ptr());
@@ -148,9 +171,10 @@ void index_select(const Tensor& out, const Tensor& src, const std::vector<std::i
           row);
 }
 
-void index_add(const Tensor& grad, const Tensor& gc, const std::vector<std::int64_t>& idx,
-               std::int64_t outer, std::int64_t inner, std::int64_t size) {
-  const std::int64_t n = static_cast<std::int64_t>(idx.size());
+void index_add(const Tensor& grad, const Tensor& gc, const Tensor& index, const IndexBounds& bounds,
+               std::int64_t outer, std::int64_t inner) {
+  const std::vector<std::int64_t> idx = checked_rows(index, bounds);
+  const std::int64_t n = static_cast<std::int64_t>(idx.size()), size = bounds.size;
   dispatch_all(grad.dtype(), [&]<typename T>() {
     T* pg = grad.data<T>();
     const T* pc = gc.data<T>();

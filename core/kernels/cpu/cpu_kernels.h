@@ -29,10 +29,10 @@ void copy(const Tensor& dst, const Tensor& src);
 void copy_broadcast(const Tensor& dst, const Tensor& src);
 void fill(const Tensor& t, double value);
 void store_values(const Tensor& t, const std::vector<double>& values);
-void index_select(const Tensor& out, const Tensor& src, const std::vector<std::int64_t>& index,
-                  std::int64_t outer, std::int64_t inner, std::int64_t size);
-void index_add(const Tensor& grad, const Tensor& src, const std::vector<std::int64_t>& index,
-               std::int64_t outer, std::int64_t inner, std::int64_t size);
+void index_select(const Tensor& out, const Tensor& src, const Tensor& index,
+                  const IndexBounds& bounds, std::int64_t outer, std::int64_t inner);
+void index_add(const Tensor& grad, const Tensor& src, const Tensor& index,
+               const IndexBounds& bounds, std::int64_t outer, std::int64_t inner);
 
 void random(const RandomSpec& spec, const Tensor& t, Generator& g);
 
@@ -77,19 +77,17 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
                          const Tensor& w, const Tensor& mean, const Tensor& rstd, const Tensor& g,
                          std::int64_t n);
 
-void cross_entropy(const Tensor& losses, const Tensor& lse, const Tensor& x,
-                   const std::vector<std::int64_t>& targets, const NcsLayout& layout,
-                   std::int64_t ignore_index, double label_smoothing);
+void cross_entropy(const Tensor& losses, const Tensor& lse, const Tensor& x, const Tensor& targets,
+                   const NcsLayout& layout, const IndexBounds& bounds, double label_smoothing);
 void cross_entropy_backward(const Tensor& dx, const Tensor& x, const Tensor& lse,
-                            const std::vector<std::int64_t>& targets,
-                            const std::vector<double>& position_grads, const NcsLayout& layout,
-                            std::int64_t ignore_index, double label_smoothing);
-void nll_loss(const Tensor& losses, const Tensor& x, const std::vector<std::int64_t>& targets,
-              const NcsLayout& layout, std::int64_t ignore_index);
-void nll_loss_backward(const Tensor& dx, const std::vector<std::int64_t>& targets,
-                       const std::vector<double>& position_grads, const NcsLayout& layout,
-                       std::int64_t ignore_index);
-void sum_in_order(const Tensor& out, const Tensor& values, double divisor);
+                            const Tensor& targets, const Tensor& grads, const NcsLayout& layout,
+                            const IndexBounds& bounds, double label_smoothing);
+void nll_loss(const Tensor& losses, const Tensor& x, const Tensor& targets, const NcsLayout& layout,
+              const IndexBounds& bounds);
+void nll_loss_backward(const Tensor& dx, const Tensor& targets, const Tensor& grads,
+                       const NcsLayout& layout, const IndexBounds& bounds);
+void sum_in_order(const Tensor& out, const Tensor& count, const Tensor& values,
+                  const Tensor& targets, std::int64_t ignore_index);
 
 void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x,
                       const NcsLayout& layout);

@@ -30,11 +30,12 @@ void mse_loss_backward(const Tensor& d, const Tensor& x, const Tensor& t, const 
     const T* xp = x.data<T>();
     const T* tp = t.data<T>();
     T* dp = d.data<T>();
-    if (g.defined()) {
-      const T* gp = g.data<T>();
-      for (std::int64_t i = 0; i < n; ++i) dp[i] = T(2) * (xp[i] - tp[i]) * gp[i];
-    } else {
+    const T* gp = g.data<T>();
+    if (g.numel() == n) {
       const T k = static_cast<T>(scale);
+      for (std::int64_t i = 0; i < n; ++i) dp[i] = k * (xp[i] - tp[i]) * gp[i];
+    } else {
+      const T k = static_cast<T>(static_cast<double>(gp[0]) * scale);
       for (std::int64_t i = 0; i < n; ++i) dp[i] = k * (xp[i] - tp[i]);
     }
   });

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/nn/nn.h"
 #include "core/ops.h"
 #include "core/optim/optim.h"
@@ -113,6 +114,49 @@ BOOST_AUTO_TEST_CASE(a_training_run_under_the_sanitizer_has_no_report) {
     train(kFake0, 2);
   }
   BOOST_TEST(messages().empty());
+}
+
+// Indices and class targets are checked by the kernels (no host read in the op): on fake_cuda
+// the CPU's kernel runs on the stream's worker, so a bad one is reported at the next
+// synchronising call with the CPU's message, as torch's CUDA device-side asserts are; the ops'
+// values with good ones (index_select's negative index included) are the CPU's bit for bit.
+BOOST_AUTO_TEST_CASE(a_bad_index_or_target_is_reported_at_the_next_synchronisation) {
+  const auto reported = [](const std::string& cpu_message) {
+    return [cpu_message](const RuntimeError& e) {
+      const std::string what = e.what();
+      BOOST_TEST_MESSAGE(what);
+      return what.find("fake_cuda:0: work queued on stream") == 0 &&
+             what.find(cpu_message) != std::string::npos;
+    };
+  };
+  Generator g(5);
+  const Tensor weight = randn({5, 3}, {}, &g), logits = randn({3, 4}, {}, &g);
+  const Tensor bad_index = from_vector(std::vector<std::int64_t>{1, 5, 0}, {3});
+  Tensor rows = embedding(weight.to(kFake0), bad_index.to(kFake0));  // returns: nothing read
+  BOOST_CHECK_EXCEPTION(
+      rows.to(kCPU), RuntimeError,
+      reported("embedding: index 5 is out of range for a table of 5 rows (weight shape [5, 3])"));
+  const Tensor bad_target = from_vector(std::vector<std::int64_t>{1, 4, -100}, {3});
+  Tensor loss = cross_entropy(logits.to(kFake0), bad_target.to(kFake0));
+  BOOST_CHECK_EXCEPTION(current_stream(kFake0).synchronize(), RuntimeError,
+                        reported("cross_entropy: target 4 is out of bounds (expected a class "
+                                 "index in [0, 4) or ignore_index -100)"));
+  Tensor picked =
+      index_select(weight.to(kFake0), 0, from_vector(std::vector<std::int64_t>{7}, {1}).to(kFake0));
+  BOOST_CHECK_EXCEPTION(picked.to(kCPU), RuntimeError,
+                        reported("index_select(): index 7 is out of bounds for dimension 0 with "
+                                 "size 5"));
+
+  const Tensor index = from_vector(std::vector<std::int64_t>{4, -1, 0}, {3});
+  const Tensor target = from_vector(std::vector<std::int64_t>{1, 3, -100}, {3});
+  Tensor x = logits.clone().requires_grad_(true), xf = logits.to(kFake0).requires_grad_(true);
+  Tensor want = cross_entropy(x, target), got = cross_entropy(xf, target.to(kFake0));
+  want.backward();
+  got.backward();
+  BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+  BOOST_TEST(xf.grad().to(kCPU).to_vector() == x.grad().to_vector());
+  BOOST_TEST(index_select(weight.to(kFake0), 0, index.to(kFake0)).to(kCPU).to_vector() ==
+             index_select(weight, 0, index).to_vector());
 }
 
 // s2 reads what s1 writes: without an event between them the sanitizer names both ops and

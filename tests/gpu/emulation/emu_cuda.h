@@ -54,6 +54,9 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
 inline void __threadfence() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
+inline void __threadfence_system() {  // the host's memory too: one address space here
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 namespace fsdp::emu {
 template <typename T>

@@ -1,0 +1,43 @@
+#include "core/kernels/index_bounds.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace fsdp {
+
+IndexBounds index_select_bounds(std::int64_t size, std::int64_t dim) {
+  return {.op = IndexOp::IndexSelect, .size = size, .detail = dim, .wraps = true};
+}
+
+IndexBounds embedding_bounds(std::int64_t rows, std::int64_t row_length) {
+  return {.op = IndexOp::Embedding, .size = rows, .detail = row_length};
+}
+
+IndexBounds class_target_bounds(IndexOp op, std::int64_t classes, std::int64_t ignore_index) {
+  return {.op = op, .size = classes, .ignore = ignore_index, .ignores = true};
+}
+
+std::string index_error_message(const IndexBounds& b, std::int64_t v) {
+  switch (b.op) {
+    case IndexOp::IndexSelect:
+      return fmt::format("index_select(): index {} is out of bounds for dimension {} with size {}",
+                         v, b.detail, b.size);
+    case IndexOp::Embedding:
+      return fmt::format(
+          "embedding: index {} is out of range for a table of {} rows (weight shape [{}, {}])", v,
+          b.size, b.size, b.detail);
+    case IndexOp::CrossEntropy:
+    case IndexOp::NllLoss:
+      return fmt::format(
+          "{}: target {} is out of bounds (expected a class index in [0, {}) or ignore_index {})",
+          b.op == IndexOp::NllLoss ? "nll_loss" : "cross_entropy", v, b.size, b.ignore);
+  }
+  return fmt::format("index {} is out of bounds (size {})", v, b.size);
+}
+
+void check_index(const IndexBounds& b, std::int64_t v) {
+  if (!b.valid(v)) throw IndexError(index_error_message(b, v));
+}
+
+}  // namespace fsdp
