@@ -18,27 +18,16 @@
 #include "core/cuda/flash_attention.h"
 #include "core/cuda/kernels.h"
 #include "tests/gpu/emulation/emu_test_runtime.h"
+#include "tests/gpu/storage16.h"
 
 using namespace fsdp::cuda;
+using fsdp::cuda::testing::from_storage;
+using fsdp::cuda::testing::to_storage;
 
 namespace {
 
-// The 16-bit storage types of the tiles, their rounding, and the tolerance on a result: bf16's
-// 1e-2 (8 significant bits), fp16's 1e-3 (11: one rounding is at most 2^-11 relative).
-template <typename T>
-T round_to(float x) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __float2half_rn(x);
-  else
-    return __float2bfloat16_rn(x);
-}
-template <typename T>
-float widen(T x) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half2float(x);
-  else
-    return __bfloat162float(x);
-}
+// The tolerance on a 16-bit result (storage: tests/gpu/storage16.h): bf16's 1e-2 (8 significant
+// bits), fp16's 1e-3 (11: one rounding is at most 2^-11 relative).
 template <typename T>
 constexpr double kTol16 = std::is_same_v<T, __half> ? 1e-3 : 1e-2;
 template <typename T>
@@ -47,7 +36,7 @@ constexpr const char* kName16 = std::is_same_v<T, __half> ? "fp16" : "bf16";
 template <typename T>
 std::vector<T> to_16bit(const std::vector<float>& v) {
   std::vector<T> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = round_to<T>(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = to_storage<T>(v[i]);
   return out;
 }
 
@@ -130,10 +119,10 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
     const std::int64_t n = batch * t * hd;
     std::vector<float> q(n), k(n), v(n), dout(n);
     for (auto* x : {&q, &k, &v, &dout})
-      for (float& e : *x) e = widen(round_to<T>(normal(gen)));
+      for (float& e : *x) e = from_storage(to_storage<T>(normal(gen)));
     const std::vector<T> qb = to_16bit<T>(q), kb = to_16bit<T>(k), vb = to_16bit<T>(v),
                          db = to_16bit<T>(dout);
-    std::vector<T> o(n, round_to<T>(NAN)), dq(n, round_to<T>(NAN));
+    std::vector<T> o(n, to_storage<T>(NAN)), dq(n, to_storage<T>(NAN));
     std::vector<float> lse(batch * t, NAN), dk(n, NAN), dv(n, NAN);
     flash_attention_forward(qb.data(), kb.data(), vb.data(), o.data(), lse.data(), batch, t, scale,
                             nullptr);
@@ -143,7 +132,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
     const std::string shape =
         kName16<T> + std::string(" ") + std::to_string(batch) + "x" + std::to_string(t) + "x64";
     auto bf = [](const std::vector<T>& x) {
-      return [&x](std::size_t i) { return double(widen(x[i])); };
+      return [&x](std::size_t i) { return double(from_storage(x[i])); };
     };
     auto fl = [](const std::vector<float>& x) {
       return [&x](std::size_t i) { return double(x[i]); };
