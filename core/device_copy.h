@@ -36,6 +36,10 @@ struct DeviceCopyFunctions {
   // where launched_address serves instead.
   void (*reduce)(void* dst, const void* const* srcs, int n, std::size_t count, DType dtype,
                  DeviceReduceOp op, int divisor, const Stream& stream) = nullptr;
+  // Device to page-locked host memory (Storage::pinned) queued on `stream` without waiting:
+  // DMA, done when the stream reaches it. Null where the type has no pinned memory.
+  void (*device_to_pinned_host)(void* dst, const void* src, std::size_t nbytes,
+                                const Stream& stream) = nullptr;
 };
 void register_device_copy(DeviceType type, const DeviceCopyFunctions* functions);
 // Throws naming the device when its type registered none (meta, or a device not built).

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/autograd.h"
+#include "core/device_copy.h"
 #include "core/dtype_convert.h"
 #include "core/kernel_utils.h"
 #include "core/kernels/kernel_table.h"
@@ -407,6 +408,18 @@ void copy_unversioned(const Tensor& dst, const Tensor& src) {
     ops_detail::copy_strided(dst, src);
   else if (dst.numel() > 0)  // an offloaded FSDP shard staged on its device, and back
     copy_values(dst, src, "copy_unversioned");
+}
+
+void copy_unversioned_non_blocking(const Tensor& dst, const Tensor& src) {
+  const Device sd = src.device();
+  const bool direct = dst.device().is_cpu() && sd.is_accelerator() && dst.dtype() == src.dtype() &&
+                      dst.shape() == src.shape() && dst.is_contiguous() && src.is_contiguous() &&
+                      dst.storage()->is_pinned() &&
+                      device_copy(sd).device_to_pinned_host != nullptr;
+  if (!direct) return copy_unversioned(dst, src);
+  if (dst.numel() == 0) return;
+  device_copy(sd).device_to_pinned_host(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                        current_stream(sd));
 }
 
 }  // namespace fsdp

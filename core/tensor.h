@@ -211,6 +211,11 @@ void check_storage_alive(const Tensor& t, const char* op);
 // for refilling a buffer that saved tensors still view (FSDP's unsharded parameters between
 // forward and backward), where the values are, by construction, the ones saved.
 void copy_unversioned(const Tensor& dst, const Tensor& src);
+// copy_unversioned from a device into host memory, queued on the current stream of src's device
+// without waiting when dst's storage is pinned (Storage::pinned) and the device copies into pinned
+// memory asynchronously (CUDA): the host reads dst only after waiting for an event recorded after
+// this (torch's non_blocking=True). Otherwise, or with other dtypes or layouts, copy_unversioned.
+void copy_unversioned_non_blocking(const Tensor& dst, const Tensor& src);
 
 // A tensor over existing storage.
 Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, std::int64_t offset);

@@ -348,7 +348,21 @@ void FlatParamHandle::use_unsharded_param_views(const Tensor& full_grad) {
 }
 
 void FlatParamHandle::wait_for_shard_reads() const {
-  if (shard_read_.recorded()) shard_read_.synchronize();
+  // Query first: at the end of backward the runtime has synchronised already, and a query is no
+  // host wait.
+  if (shard_read_.recorded() && !shard_read_.query()) shard_read_.synchronize();
+}
+
+void FlatParamHandle::land_offloaded_grad() {
+  if (!grad_in_flight_) return;
+  if (!grad_copied_.query()) grad_copied_.synchronize();
+  grad_in_flight_ = false;
+  autograd::NoGradGuard no_grad;
+  MemoryCategoryScope category(MemoryCategory::Gradients);
+  if (saved_grad_shard_.defined())
+    add_(saved_grad_shard_, grad_staging_);
+  else
+    saved_grad_shard_ = grad_staging_.clone();  // the staging buffer is reused next backward
 }
 
 void FlatParamHandle::write_back_unsharded() {
@@ -424,10 +438,23 @@ void FlatParamHandle::accumulate_reduced_grad(const Tensor& shard_grad) {
   MemoryCategoryScope category(MemoryCategory::Gradients);
   const DType grad_dtype = config_.keep_low_precision_grads ? compute_dtype_ : dtype_;
   Tensor g = shard_grad.dtype() == grad_dtype ? shard_grad : shard_grad.to(grad_dtype);
-  // Offloaded: to the host, where the optimizer steps. The copy waits for the reduction (the
-  // scheduler finishes reductions two units behind the one being reduced, so those two still
-  // overlap the backward); upstream copies into pinned memory and waits at the end of backward.
-  if (offload_) g = g.to(kCPU);
+  if (offload_) {
+    // To the host, where the optimizer steps: into a pinned buffer without waiting (the copy runs
+    // after the reduction, on its stream), added to the kept gradient at the end of backward
+    // (finalize_gradients), as upstream's _cpu_grad. Where the device has no pinned memory the
+    // copy is done when this returns.
+    land_offloaded_grad();  // (one reduction per backward: nothing in flight here)
+    if (!grad_staging_.defined() || grad_staging_.dtype() != g.dtype()) {
+      const std::int64_t n = g.numel();
+      grad_staging_ = over_storage(
+          Storage::pinned(static_cast<std::size_t>(n) * dtype_size(g.dtype()), compute_device_), n,
+          g.dtype(), kCPU);
+    }
+    copy_unversioned_non_blocking(grad_staging_, g.contiguous());
+    grad_copied_.record(current_stream(compute_device_));
+    grad_in_flight_ = true;
+    return;
+  }
   if (saved_grad_shard_.defined()) {
     add_(saved_grad_shard_, g);
   } else {
@@ -442,6 +469,7 @@ void FlatParamHandle::record_reduced_grad_use(const Stream& stream) {
 
 void FlatParamHandle::finalize_gradients(bool synced) {
   wait_for_shard_reads();  // the optimizer writes the shard next
+  land_offloaded_grad();
   if (!synced) {
     unreduced_grad_kept_ = flat_param_.grad().defined();
     return;

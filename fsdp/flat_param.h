@@ -139,6 +139,8 @@ class FlatParamHandle {
   // waits for the last one before it writes the shard (the optimizer after backward, loads,
   // writeback), as upstream synchronises at the end of backward.
   void wait_for_shard_reads() const;
+  // Offloaded: waits for the reduced gradient's copy to the host and adds it to the kept one.
+  void land_offloaded_grad();
   // The unsharded padded flat buffer in use (it must be unsharded).
   const Tensor& unsharded_padded() const;
 
@@ -188,7 +190,10 @@ class FlatParamHandle {
   bool requires_grad_ = true;
   Device compute_device_ = kCPU;
   bool offload_ = false;
-  Event shard_read_;  // after the last copy of the offloaded shard to the device
+  Event shard_read_;     // after the last copy of the offloaded shard to the device
+  Tensor grad_staging_;  // offloaded: pinned host buffer the reduced gradient is copied into
+  Event grad_copied_;    // after that copy
+  bool grad_in_flight_ = false;
   // The unsharded buffer is not the shard itself: sharded, or NO_SHARD with the shard offloaded.
   bool separate_unsharded_buffer() const { return layout_.sharded || offload_; }
   Tensor flat_param_;

@@ -107,6 +107,12 @@ void RootState::final_callback() {
   comm.finish_reductions(0);
   // The optimizer reads the reduced gradients on the compute stream.
   if (streams.on_accelerator()) streams.compute().wait_stream(streams.post_backward);
+  // CPU offload: the gradients' copies to the host (on the post-backward stream, after the
+  // backward's compute and the shards' copies to the device) are done before the optimizer
+  // steps on the host: one host wait for all units, as upstream's final callback.
+  bool offloads = false;
+  for (auto* u : units) offloads = offloads || (u->handle() && u->handle()->offloads_params());
+  if (offloads && streams.on_accelerator()) streams.post_backward.synchronize();
   for (auto* u : units) {
     auto* h = u->handle();
     if (h == nullptr) continue;

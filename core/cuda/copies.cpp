@@ -33,6 +33,10 @@ void device_to_host(void* dst, const void* src, std::size_t nbytes, const Stream
   stream.synchronize();  // through the backend: a failed kernel before the copy throws here
 }
 
+void device_to_pinned_host(void* dst, const void* src, std::size_t nbytes, const Stream& stream) {
+  copy_async(dst, src, nbytes, stream, cudaMemcpyDeviceToHost);  // DMA: no wait
+}
+
 void device_to_device(void* dst, const void* src, std::size_t nbytes, const Stream& stream) {
   // cudaMemcpyDefault: the pointers say which devices (a peer copy when they differ).
   copy_async(dst, src, nbytes, stream, cudaMemcpyDefault);
@@ -116,7 +120,7 @@ void reduce(void* dst, const void* const* srcs, int n, std::size_t count, DType 
 
 const DeviceCopyFunctions& copy_functions() {
   static const DeviceCopyFunctions functions{host_to_device, device_to_host, device_to_device,
-                                             nullptr, reduce};
+                                             nullptr,        reduce,         device_to_pinned_host};
   return functions;
 }
 

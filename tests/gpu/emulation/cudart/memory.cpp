@@ -82,7 +82,11 @@ const char* kind_name(cudaMemcpyKind kind) {
 
 // A copy in stream order, CUDA's rules for pageable host memory: the source of a copy from
 // pageable memory is staged before the call returns; a copy into pageable memory is complete
-// when the call returns.
+// when the call returns. A pageable source above kInlineCopyBytes is staged through the driver's
+// pinned buffers, which "may synchronize with the stream" (CUDA's API synchronization
+// behaviour): the emulation always does, as the worst case a step must not depend on; smaller
+// ones travel inline in the command stream.
+constexpr std::size_t kInlineCopyBytes = 64 * 1024;
 cudaError_t copy(const char* call, void* dst, const void* src, std::size_t count,
                  cudaMemcpyKind kind, cudaStream_t stream, bool synchronous) {
   if (cudaError_t e = sticky_error()) return set_error(e);
@@ -109,6 +113,15 @@ cudaError_t copy(const char* call, void* dst, const void* src, std::size_t count
   CUstream_st* st = resolve(stream);
   if (st == nullptr) return refuse(cudaErrorInvalidResourceHandle, where + "a destroyed stream");
   std::function<void()> work = [dst, src, count] { std::memcpy(dst, src, count); };
+  if (s == Side::pageable && d == Side::device && !synchronous && count > kInlineCopyBytes) {
+    std::uint64_t queued;
+    {
+      std::lock_guard<std::mutex> lk(lock());
+      queued = st->submitted;
+    }
+    count_host_wait("cudaMemcpyAsync from pageable host memory (staged)");
+    wait_until(st, queued);
+  }
   if (s == Side::pageable) {  // staged now
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + count);
