@@ -133,7 +133,7 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
     const std::int64_t n = local_shard_.numel();
     Tensor host = over_storage(
         Storage::pinned(static_cast<std::size_t>(n) * dtype_size(dtype_), compute_device_), n,
-        dtype_, kCPU);
+        dtype_, kCPU);  // host by design: CPUOffload
     copy_unversioned(host, local_shard_);
     local_shard_ = host;
   }
@@ -448,7 +448,7 @@ void FlatParamHandle::accumulate_reduced_grad(const Tensor& shard_grad) {
       const std::int64_t n = g.numel();
       grad_staging_ = over_storage(
           Storage::pinned(static_cast<std::size_t>(n) * dtype_size(g.dtype()), compute_device_), n,
-          g.dtype(), kCPU);
+          g.dtype(), kCPU);  // host by design: CPUOffload
     }
     copy_unversioned_non_blocking(grad_staging_, g.contiguous());
     grad_copied_.record(current_stream(compute_device_));

@@ -188,7 +188,7 @@ class FlatParamHandle {
   DType compute_dtype_ = DType::Float32;
   DType reduce_dtype_ = DType::Float32;
   bool requires_grad_ = true;
-  Device compute_device_ = kCPU;
+  Device compute_device_;  // set by the constructor
   bool offload_ = false;
   Event shard_read_;     // after the last copy of the offloaded shard to the device
   Tensor grad_staging_;  // offloaded: pinned host buffer the reduced gradient is copied into
