@@ -361,10 +361,13 @@ train_gpt_cuda() {
     "$BUILD/examples/train_gpt" --sharding none --ranks 1 --device $d --data "$data" \
       --steps 5 || rc=1
   done
-  # CPU offload: 2 thread ranks on the GPU, shards and the optimizer in host memory.
-  echo "--- train_gpt --device $device --cpu-offload (FULL_SHARD x2, bf16)"
+  # CPU offload: 2 thread ranks sharing the one GPU (cuda:0; plain `cuda` gives rank r cuda:r),
+  # shards and the optimizer in host memory. fake_cuda gives each rank its own device.
+  shared=cuda:0
+  [ "$DRY" = 1 ] && shared=fake_cuda
+  echo "--- train_gpt --device $shared --cpu-offload (FULL_SHARD x2, bf16)"
   "$BUILD/examples/train_gpt" --sharding FULL_SHARD --ranks 2 --mixed-precision bf16 \
-    --cpu-offload --device $device --data "$data" --steps 5 || rc=1
+    --cpu-offload --device $shared --data "$data" --steps 5 || rc=1
   exit $rc
 }
 
