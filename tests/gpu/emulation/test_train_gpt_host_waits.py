@@ -26,6 +26,12 @@ import sys
 SHAPE = ["--layers", "2", "--d-model", "64", "--heads", "2", "--seq", "32", "--batch", "2"]
 LOSS_READ = 2  # loss.item(): an event synchronize and a copy to pageable host memory
 RATE_LIMITER = 1  # FULL_SHARD on 2 ranks, 2 blocks: one wait a step (see above)
+# The rate limiter waits only when the oldest freed unit's event is not complete yet, so a run
+# may skip one of its waits; the difference of two runs then moves by 1 / (2 steps x 2 ranks) =
+# 0.25 a rank-step per skipped wait. Slack for that, with more than one rank (1.0: every one of
+# the 2-step run's 4 skipped): far below the 16 waits a rank-step of the host reads this test
+# exists to catch.
+TIMING_SLACK = 1.0
 # name, train_gpt's flags, ranks, waits allowed per rank-step
 # CPU offload at a width whose shards (about 400 KB a block per rank) exceed the driver's inline
 # copy size, so that a pageable shard would be staged with a wait (the emulated cudart waits then):
@@ -90,7 +96,7 @@ def main():
         per_call = {c: n for c, n in per_call.items() if n}
         reads = per_call.get("cudaMemcpyAsync to pageable host memory", 0)
         staged = per_call.get("cudaMemcpyAsync from pageable host memory (staged)", 0)
-        ok = per <= allowed and reads <= 1 and staged == 0
+        ok = per <= allowed + (TIMING_SLACK if ranks > 1 else 0) and reads <= 1 and staged == 0
         print(f"{'ok ' if ok else 'BAD'} {name}: {total2} waits in 2 steps, {total4} in 4: "
               f"{per:g} a rank-step (allowed {allowed}), of which {per_call}")
         failed += not ok
