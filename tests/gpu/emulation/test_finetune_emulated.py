@@ -10,8 +10,9 @@ real kernels' folder for a built program given as an argument).
 Usage: test_finetune_emulated.py FINETUNE FIXTURES_DIR EMULATED_LIBS [MPIRUN]"""
 import os
 import re
-import subprocess
 import sys
+
+from emulated_runs import agree, emulated_env, mpi_launch, run_or_exit
 
 STEPS = 3
 JOBS = [
@@ -32,10 +33,7 @@ def losses(finetune, fixtures, model, device, args, env, launcher=()):
         "--data", os.path.join(fixtures, "train.bin"),
         "--eval-data", os.path.join(fixtures, "val.bin"), "--eval-batches", "1",
         "--seq", "16", "--batch", "2", "--steps", str(STEPS), "--device", device] + args
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
-    if run.returncode != 0:
-        sys.exit(f"finetune {model} --device {device} {' '.join(args)} failed "
-                 f"({run.returncode}):\n{run.stdout}{run.stderr}")
+    run = run_or_exit(cmd, env, 240, f"finetune {model} --device {device} {' '.join(args)}")
     found = [float(m) for m in re.findall(r"^step \d+ loss (\S+)", run.stdout, re.M)]
     held = re.findall(r"^held-out loss before (\S+) after (\S+)", run.stdout, re.M)
     if len(found) != STEPS or len(held) != 1:
@@ -44,36 +42,22 @@ def losses(finetune, fixtures, model, device, args, env, launcher=()):
     return found + [float(x) for x in held[0]]
 
 
-def report(model, name, cpu, cuda, tol):
-    worst = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(cpu, cuda))
-    ok = worst <= tol
-    print(f"{'ok ' if ok else 'BAD'} {model} {name}: cpu {cpu} cuda {cuda} "
-          f"(worst {worst:.2e}, tolerance {tol:g})")
-    return not ok
-
-
 def main():
     finetune, fixtures = sys.argv[1], os.path.join(sys.argv[2], "finetune")
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(
-        [sys.argv[3]] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
+    env = emulated_env(sys.argv[3])
     failed = 0
     for model in ["gpt2", "llama"]:
         for name, args, tol in JOBS:
             cpu = losses(finetune, fixtures, model, "cpu", args, env)
             cuda = losses(finetune, fixtures, model, "cuda:0", args, env)
-            failed += report(model, name, cpu, cuda, tol)
+            failed += not agree(f"{model} {name}", cpu, cuda, tol)
         if len(sys.argv) > 4:  # processes under mpirun, each on its own emulated GPU
-            mpi_env = dict(env, FSDP_EMU_CUDA_DEVICES="2", OMPI_ALLOW_RUN_AS_ROOT="1",
-                           OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                           OMPI_MCA_rmaps_base_oversubscribe="1", FSDP_EMU_NCCL_TIMEOUT="60")
-            mpirun = [sys.argv[4], "-np", "2", "--bind-to", "none", "-x", "LD_LIBRARY_PATH",
-                      "-x", "FSDP_EMU_CUDA_DEVICES", "-x", "FSDP_EMU_NCCL_TIMEOUT"]
+            mpi_env, mpirun = mpi_launch(env, sys.argv[4])
             name, args, tol = NCCL_JOB
             cpu = losses(finetune, fixtures, model, "cpu", args + ["--ranks", "2"], env)
             cuda = losses(finetune, fixtures, model, "cuda", args + ["--backend", "nccl"],
                           mpi_env, mpirun)
-            failed += report(model, name, cpu, cuda, tol)
+            failed += not agree(f"{model} {name}", cpu, cuda, tol)
     sys.exit(1 if failed else 0)
 
 

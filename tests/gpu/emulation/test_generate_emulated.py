@@ -4,25 +4,21 @@ tests/fixtures/hf_models (GPT-2 and Llama, the KV cache on the device), and a se
 run, equal. EMULATED_LIBS is put first on LD_LIBRARY_PATH, as train_gpt's test does.
 Usage: test_generate_emulated.py GENERATE MODELS_DIR EMULATED_LIBS"""
 import os
-import subprocess
 import sys
+
+from emulated_runs import emulated_env, run_or_exit
 
 
 def ids(generate, model, device, extra, env):
-    run = subprocess.run([generate, "--model-dir", model, "--prompt-ids", "1,2,3",
-                          "--max-new-tokens", "8", "--device", device] + extra,
-                         capture_output=True, text=True, timeout=120, env=env)
-    if run.returncode != 0:
-        sys.exit(f"generate --device {device} {model} failed ({run.returncode}):\n"
-                 f"{run.stdout}{run.stderr}")
+    run = run_or_exit([generate, "--model-dir", model, "--prompt-ids", "1,2,3",
+                       "--max-new-tokens", "8", "--device", device] + extra, env, 120,
+                      f"generate --device {device} {model}")
     return run.stdout.strip().splitlines()[-1]
 
 
 def main():
     generate, models, emulated = sys.argv[1], sys.argv[2], sys.argv[3]
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = emulated + (":" + env["LD_LIBRARY_PATH"]
-                                         if env.get("LD_LIBRARY_PATH") else "")
+    env = emulated_env(emulated)
     failed = 0
     for name in sorted(os.listdir(models)):
         model = os.path.join(models, name)

@@ -10,10 +10,10 @@ losses agree within 1e-5 relative (the device sums in other orders), bf16 and fp
 libraries first on LD_LIBRARY_PATH: EMULATED_LIBS is put first for the runs (meson may prepend
 the real kernels' folder for a built program given as an argument).
 Usage: test_train_gpt_emulated.py TRAIN_GPT DATA EMULATED_LIBS [MPIRUN]"""
-import os
 import re
-import subprocess
 import sys
+
+from emulated_runs import agree, emulated_env, mpi_launch, run_or_exit, with_values
 
 SMALL = ["--steps", "3", "--layers", "2", "--d-model", "64", "--heads", "2", "--seq", "32",
          "--batch", "2"]
@@ -36,14 +36,6 @@ JOBS = [
 ]
 
 
-def shape(overrides):
-    """SMALL with some flags' values replaced."""
-    out = list(SMALL)
-    for flag, value in overrides.items():
-        out[out.index(flag) + 1] = value
-    return out
-
-
 NCCL_JOBS = [
     ("float32 FULL_SHARD nccl, 2 GPUs", ["--sharding", "FULL_SHARD"], 1e-5),
     ("bf16 FULL_SHARD nccl, 2 GPUs", ["--sharding", "FULL_SHARD", "--mixed-precision", "bf16"],
@@ -56,32 +48,18 @@ NCCL_JOBS = [
 
 
 def losses(train_gpt, data, device, args, overrides, env, launcher=()):
-    run = subprocess.run(list(launcher) + [train_gpt, "--data", data, "--device", device] +
-                         shape(overrides) + args,
-                         capture_output=True, text=True, timeout=240, env=env)
-    if run.returncode != 0:
-        sys.exit(f"train_gpt --device {device} {' '.join(args)} failed ({run.returncode}):\n"
-                 f"{run.stdout}{run.stderr}")
+    run = run_or_exit(list(launcher) + [train_gpt, "--data", data, "--device", device] +
+                      with_values(SMALL, overrides) + args, env, 240,
+                      f"train_gpt --device {device} {' '.join(args)}")
     found = [float(m) for m in re.findall(r"^step \d+ loss (\S+)", run.stdout, re.M)]
     if len(found) != 3:
         sys.exit(f"train_gpt --device {device}: expected 3 step lines, got:\n{run.stdout}")
     return found
 
 
-def agree(name, cpu, cuda, tol):
-    """Prints the comparison; whether the worst relative difference is within tol."""
-    worst = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(cpu, cuda))
-    ok = worst <= tol
-    print(f"{'ok ' if ok else 'BAD'} {name}: cpu {cpu} cuda {cuda} (worst {worst:.2e}, "
-          f"tolerance {tol:g})")
-    return ok
-
-
 def main():
     train_gpt, data, emulated = sys.argv[1], sys.argv[2], sys.argv[3]
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = emulated + (":" + env["LD_LIBRARY_PATH"]
-                                         if env.get("LD_LIBRARY_PATH") else "")
+    env = emulated_env(emulated)
     failed = 0
     for name, args, tol, *overrides in JOBS:
         overrides = overrides[0] if overrides else {}
@@ -89,11 +67,7 @@ def main():
         cuda = losses(train_gpt, data, "cuda:0", args, overrides, env)
         failed += not agree(name, cpu, cuda, tol)
     if len(sys.argv) > 4:  # processes under mpirun, each on its own emulated GPU
-        mpi_env = dict(env, FSDP_EMU_CUDA_DEVICES="2", OMPI_ALLOW_RUN_AS_ROOT="1",
-                       OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1",
-                       FSDP_EMU_NCCL_TIMEOUT="60")
-        mpirun = [sys.argv[4], "-np", "2", "--bind-to", "none", "-x", "LD_LIBRARY_PATH",
-                  "-x", "FSDP_EMU_CUDA_DEVICES", "-x", "FSDP_EMU_NCCL_TIMEOUT"]
+        mpi_env, mpirun = mpi_launch(env, sys.argv[4])
         for name, args, tol in NCCL_JOBS:
             cpu = losses(train_gpt, data, "cpu", args + ["--ranks", "2"], {}, env)
             cuda = losses(train_gpt, data, "cuda", args + ["--backend", "nccl"], {}, mpi_env,

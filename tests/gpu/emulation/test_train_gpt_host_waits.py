@@ -18,10 +18,10 @@ cancels it. Indices, class targets and loss gradients are never read on the host
 embedding, cross_entropy or a loss's backward is 2 more waits per read (8 reads per rank-step
 before they moved onto the device). Prints the measured numbers.
 Usage: test_train_gpt_host_waits.py TRAIN_GPT DATA EMULATED_LIBS"""
-import os
 import re
-import subprocess
 import sys
+
+from emulated_runs import emulated_env, run_or_exit, with_values
 
 SHAPE = ["--layers", "2", "--d-model", "64", "--heads", "2", "--seq", "32", "--batch", "2"]
 LOSS_READ = 2  # loss.item(): an event synchronize and a copy to pageable host memory
@@ -51,22 +51,11 @@ JOBS = [
 ]
 
 
-def shape(overrides):
-    """SHAPE with some flags' values replaced."""
-    out = list(SHAPE)
-    for flag, value in overrides.items():
-        out[out.index(flag) + 1] = value
-    return out
-
-
 def profile(train_gpt, data, args, steps, env, overrides):
     """The emulated cudart's counts at exit: (total waits, {call: waits})."""
-    run = subprocess.run([train_gpt, "--data", data, "--device", "cuda:0", "--steps", str(steps)] +
-                         shape(overrides) + args, capture_output=True, text=True, timeout=240,
-                         env=env)
-    if run.returncode != 0:
-        sys.exit(f"train_gpt {' '.join(args)} --steps {steps} failed ({run.returncode}):\n"
-                 f"{run.stdout}{run.stderr}")
+    run = run_or_exit([train_gpt, "--data", data, "--device", "cuda:0", "--steps", str(steps)] +
+                      with_values(SHAPE, overrides) + args, env, 240,
+                      f"train_gpt {' '.join(args)} --steps {steps}")
     out = run.stdout + run.stderr
     total = re.search(r"^emulated CUDA profile: (\d+) host waits$", out, re.M)
     if total is None:
@@ -82,9 +71,7 @@ def profile(train_gpt, data, args, steps, env, overrides):
 
 def main():
     train_gpt, data, emulated = sys.argv[1], sys.argv[2], sys.argv[3]
-    env = dict(os.environ, FSDP_EMU_PROFILE="1")
-    env["LD_LIBRARY_PATH"] = emulated + (":" + env["LD_LIBRARY_PATH"]
-                                         if env.get("LD_LIBRARY_PATH") else "")
+    env = emulated_env(emulated, FSDP_EMU_PROFILE="1")
     failed = 0
     for name, args, ranks, allowed, *overrides in JOBS:
         overrides = overrides[0] if overrides else {}
