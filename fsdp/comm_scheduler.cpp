@@ -44,6 +44,43 @@ void CommScheduler::wait(comm::Work& work) {
   blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+template <typename WaitOn>
+void CommScheduler::timed_stream_wait(const Stream& waiter, WaitOn wait_on) {
+  std::unique_ptr<TimingMark> before = timing_mark(waiter);
+  wait_on();
+  stalls_.push_back({std::move(before), timing_mark(waiter)});
+  collect_stalls(/*wait=*/false);  // keeps the marks few over a long run
+}
+
+void CommScheduler::stream_wait(comm::Work& work, const Stream& waiter) {
+  timed_stream_wait(waiter, [&] { work.block_stream(waiter); });
+}
+
+void CommScheduler::stream_wait(const Stream& other, const Stream& waiter) {
+  timed_stream_wait(waiter, [&] { waiter.wait_stream(other); });
+}
+
+void CommScheduler::collect_stalls(bool wait) {
+  while (!stalls_.empty() && (wait || stalls_.front().after->done())) {
+    Stall& s = stalls_.front();
+    blocked_seconds_ += s.after->seconds_since(*s.before);
+    stalls_.pop_front();
+  }
+}
+
+double CommScheduler::blocked_seconds() {
+  // One host wait, for the newest mark: the waiting streams' earlier marks are then done too.
+  if (!stalls_.empty()) stalls_.back().after->wait();
+  collect_stalls(/*wait=*/true);
+  return blocked_seconds_;
+}
+
+void CommScheduler::reset_blocked_seconds() {
+  // Stalls queued before the reset belong to the period before it, wherever the devices are.
+  stalls_.clear();
+  blocked_seconds_ = 0;
+}
+
 void CommScheduler::enqueue(PendingReduction r) {
   pending_.push_back(std::move(r));
 }

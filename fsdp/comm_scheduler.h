@@ -3,7 +3,9 @@
 // reduce-scatter never delays the next prefetch all-gather. Reductions in flight keep their
 // buffers alive until they are finished; the time the rank's thread spends blocked waiting for a
 // collective is counted (the "exposed communication" of the benchmarks). On an accelerator the
-// reductions finish on the post-backward stream instead (fsdp/streams.h).
+// reductions finish on the post-backward stream instead (fsdp/streams.h), and streams wait for
+// collectives on the device: there the exposed communication is the streams' stalls, timed on the
+// device (core/stream_timing.h).
 #pragma once
 
 #include <deque>
@@ -14,6 +16,7 @@
 
 #include "comm/process_group.h"
 #include "core/stream.h"
+#include "core/stream_timing.h"
 #include "core/tensor.h"
 #include "fsdp/events.h"
 
@@ -53,11 +56,19 @@ class CommScheduler {
   void finish_reductions(std::size_t max_in_flight);
   std::size_t reductions_in_flight() const { return pending_.size(); }
 
-  // Seconds the caller was blocked in collectives, since construction or the last reset.
-  double blocked_seconds() const { return blocked_seconds_; }
-  void reset_blocked_seconds() { blocked_seconds_ = 0; }
+  // Exposed communication since construction or the last reset, in seconds: the time the
+  // caller was blocked in collectives (the host's waits), plus, on an accelerator, the time a
+  // stream stalled on the device waiting for a collective (stream_wait's). Reading it waits for
+  // the stalls' marks still pending.
+  double blocked_seconds();
+  void reset_blocked_seconds();
   // Waits for `work`, counting the time blocked.
   void wait(comm::Work& work);
+  // Work queued on `waiter` from now waits for `work` (or for `other`'s work so far), device-side
+  // with no host wait; timing marks on `waiter` either side of the wait measure its stall (the
+  // second mark is reached when both the waiter's earlier work and the collective are done).
+  void stream_wait(comm::Work& work, const Stream& waiter);
+  void stream_wait(const Stream& other, const Stream& waiter);
 
  private:
   struct Queues {
@@ -66,9 +77,18 @@ class CommScheduler {
   };
   Queues& queues(const std::shared_ptr<comm::ProcessGroup>& group);
   void finish_front();
+  // Marks `waiter` before and after `wait_on` makes it wait.
+  template <typename WaitOn>
+  void timed_stream_wait(const Stream& waiter, WaitOn wait_on);
+  // Adds the stalls whose marks the devices reached (all of them, waiting, when `wait`).
+  void collect_stalls(bool wait);
   std::map<comm::ProcessGroup*, Queues> queues_;
   std::deque<PendingReduction> pending_;
   double blocked_seconds_ = 0;
+  struct Stall {
+    std::unique_ptr<TimingMark> before, after;
+  };
+  std::deque<Stall> stalls_;  // oldest first
   std::optional<Stream> post_backward_;
 };
 

@@ -106,7 +106,7 @@ Tensor RootState::buffer_for_state_dict(const Tensor& buffer) const {
 void RootState::final_callback() {
   comm.finish_reductions(0);
   // The optimizer reads the reduced gradients on the compute stream.
-  if (streams.on_accelerator()) streams.compute().wait_stream(streams.post_backward);
+  if (streams.on_accelerator()) comm.stream_wait(streams.post_backward, streams.compute());
   // CPU offload: the gradients' copies to the host (on the post-backward stream, after the
   // backward's compute and the shards' copies to the device) are done before the optimizer
   // steps on the host: one host wait for all units, as upstream's final callback.
@@ -300,7 +300,7 @@ void UnitRuntime::unshard(bool prefetch, bool full_precision) {
 
 void UnitRuntime::wait_for_all_gather(comm::Work& work) {
   if (state_->streams.on_accelerator()) {
-    if (!state_->skip_all_gather_wait) work.block_stream(state_->streams.compute());
+    if (!state_->skip_all_gather_wait) state_->comm.stream_wait(work, state_->streams.compute());
   } else
     state_->comm.wait(work);
 }

@@ -5,6 +5,7 @@
 #include "core/cuda/cuda_device.h"
 #include "core/cuda/pinned_allocator.h"
 #include "core/cuda/streams.h"
+#include "core/cuda/timing_marks.h"
 #include "core/native_stream.h"
 
 namespace fsdp::cuda {
@@ -19,6 +20,7 @@ void register_device() {
   register_device_copy(DeviceType::CUDA, &copy_functions());
   register_native_stream(DeviceType::CUDA,
                          [](const Stream& s) -> void* { return streams().native(s); });
+  register_timing_marks(DeviceType::CUDA, &fsdp::cuda::timing_mark);
 }
 
 std::map<std::string, std::int64_t> memory_stats(Device device) {

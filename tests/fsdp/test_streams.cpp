@@ -1,12 +1,17 @@
 // FSDP's stream protocol pieces that need no ops (fsdp/streams.h): the free-event queue
-// (limit_all_gathers), the root's streams on the cpu and on fake_cuda, and the unshard streams
-// waiting for the compute stream. Built with the fake_cuda test device.
+// (limit_all_gathers), the root's streams on the cpu and on fake_cuda, the unshard streams
+// waiting for the compute stream, and exposed communication on an accelerator (a stream's stall
+// waiting for a collective, timed on the device). Built with the fake_cuda test device.
 #define BOOST_TEST_MODULE fsdp_streams
+#include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <future>
 #include <thread>
 
+#include "comm/work.h"
 #include "core/stream.h"
+#include "fsdp/comm_scheduler.h"
 #include "fsdp/streams.h"
 #include "tests/support/gate.h"
 
@@ -108,4 +113,63 @@ BOOST_AUTO_TEST_CASE(unshard_streams_wait_for_the_compute_stream) {
   gathered.synchronize();
   cast.synchronize();
   device_synchronize(kFake0);
+}
+
+// The runtime's wait for an all-gather on an accelerator: the compute stream waits on the device
+// (the host goes on while the collective is held), and the stall, from the compute stream
+// reaching the wait to the collective's end, is its exposed communication.
+BOOST_AUTO_TEST_CASE(a_stream_stalled_by_a_collective_counts_it_as_exposed_communication) {
+  const Stream collective = new_stream(kFake0), compute = new_stream(kFake0);
+  Gate gate;
+  launch(collective, gate.waiter());
+  Event done(kFake0);
+  done.record(collective);
+  comm::StreamWork work(done);
+  CommScheduler comm;
+  comm.stream_wait(work, compute);  // returns with the collective held: no host wait
+  std::atomic<bool> ran{false};
+  launch(compute, [&ran] { ran = true; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  BOOST_TEST(!ran.load());  // the compute stream waits
+  gate.open();
+  compute.synchronize();
+  BOOST_TEST(ran.load());
+  const double exposed = comm.blocked_seconds();
+  BOOST_TEST(exposed >= 0.05);  // held 100 ms after the compute stream reached the wait
+  BOOST_TEST(exposed < 10.0);
+}
+
+// A collective done before the stream reaches its wait is hidden: no stall, however long the
+// stream's own work before the wait.
+BOOST_AUTO_TEST_CASE(a_collective_done_before_the_stream_reaches_the_wait_is_not_exposed) {
+  const Stream collective = new_stream(kFake0), compute = new_stream(kFake0);
+  Event done(kFake0);
+  done.record(collective);  // nothing queued: done at once
+  launch(compute, [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); });
+  comm::StreamWork work(done);
+  CommScheduler comm;
+  comm.stream_wait(work, compute);
+  compute.synchronize();
+  BOOST_TEST(comm.blocked_seconds() < 0.05);
+}
+
+// The final callback's wait of the compute stream for the post-backward stream (the last
+// reductions) counts the same way; a reset drops stalls queued before it.
+BOOST_AUTO_TEST_CASE(a_wait_for_another_stream_is_timed_and_a_reset_drops_earlier_stalls) {
+  const Stream post_backward = new_stream(kFake0), compute = new_stream(kFake0);
+  CommScheduler comm;
+  Gate first;
+  launch(post_backward, first.waiter());
+  comm.stream_wait(post_backward, compute);
+  comm.reset_blocked_seconds();  // the stall above belongs to the period before
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  first.open();
+  compute.synchronize();
+  BOOST_TEST(comm.blocked_seconds() == 0.0);
+  Gate second;
+  launch(post_backward, second.waiter());
+  comm.stream_wait(post_backward, compute);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  second.open();
+  BOOST_TEST(comm.blocked_seconds() >= 0.05);  // waits for the marks itself
 }
