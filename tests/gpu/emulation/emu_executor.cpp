@@ -111,6 +111,7 @@ struct Warp {
   unsigned generation = 0;   // operations completed: a shuffle's slots alternate by its parity
   const char* op = nullptr;  // the operation the arrived lanes wait at
   std::uint64_t slots[2][32] = {};
+  std::uint32_t stage[2][32 * kStageWords] = {};  // warp_stage's, alternating as slots
 };
 
 struct Cta {
@@ -375,6 +376,19 @@ std::uint64_t warp_exchange(unsigned mask, std::uint64_t value, int source, cons
   w.slots[parity][c.current & 31] = value;
   wait_at_warp(c, w);
   return w.slots[parity][source];
+}
+
+const std::uint32_t* warp_stage(unsigned mask, const std::uint32_t* value, int words,
+                                const char* op) {
+  Cta& c = *current_cta;
+  Warp& w = arrive_at_warp(c, mask, op);
+  // Two buffers by the generation's parity, as the shuffles' slots: a lane deposits into one
+  // only after every lane has left the operation before, so no deposit overwrites a buffer
+  // still being read.
+  std::uint32_t* stage = w.stage[w.generation & 1u];
+  std::memcpy(stage + (c.current & 31) * kStageWords, value, sizeof(std::uint32_t) * words);
+  wait_at_warp(c, w);
+  return stage;
 }
 
 }  // namespace fsdp::emu

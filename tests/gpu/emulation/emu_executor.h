@@ -39,6 +39,13 @@ void sync_warp(unsigned mask, const char* op);
 // A shuffle: deposits `value`, waits as sync_warp, and returns the value that lane `source`
 // deposited. `source` must be a lane of the warp.
 std::uint64_t warp_exchange(unsigned mask, std::uint64_t value, int source, const char* op);
+// The most 32-bit words a lane deposits in one warp_stage.
+constexpr int kStageWords = 8;
+// A warp-wide gather (the mma and ldmatrix emulations): deposits `words` (at most kStageWords)
+// words from `value`, waits as sync_warp, and returns every lane's deposit, lane l's at
+// [l * kStageWords]; valid until the calling lane's next warp operation.
+const std::uint32_t* warp_stage(unsigned mask, const std::uint32_t* value, int words,
+                                const char* op);
 
 // Fills a __shared__ variable with 0xff bytes (NaN in every float type, -1 in integers) when the
 // first thread of the running CTA reaches its declaration (rewrite_kernels.py adds the call):
