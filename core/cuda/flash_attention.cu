@@ -1,11 +1,13 @@
-// FlashAttention-2's schedule (Dao, 2023) on nvcuda::wmma 16x16x16 fragments of the 16-bit
-// storage type T (bf16 or fp16; float accumulators either way), for head dim 64. A CTA of 4 warps
-// takes a 64-row tile; each warp owns 16 of its rows. The products go through the tensor cores; the
-// accumulators pass through a per-warp float scratch in shared memory, where each lane pair owns
-// one row (lane >> 1) and the even or odd columns (lane & 1), so the softmax and masking need no
-// knowledge of the fragments' register layout. Scores are kept in log2 units (scale * log2(e)
-// folded in) so that exp2f serves; lse is stored in natural units, as the one-warp-per-row kernels
-// store it.
+// FlashAttention-2's algorithm (Dao, 2023) for head dim 64 on the sm_80+ warp-level matrix
+// instructions (mma_sm80.cuh: mma.m16n8k16, ldmatrix, cp.async) with the accumulators in
+// registers: T is the 16-bit storage type (bf16 or fp16), every product sums in float. A CTA of
+// 4 warps takes 64 rows; each warp owns 16 of them as the A operand of its products, and the
+// scores it computes stay in its registers in the C layout, which, rounded to T, is the A layout
+// of the next product (mma_sm80.cuh), so P and dS never pass through memory. The other operand's
+// tiles stream through shared memory, double-buffered by cp.async (tile j + 1 loads while tile j
+// is multiplied), read by ldmatrix (.trans where the product takes them k by n). Scores are kept
+// in log2 units (scale * log2(e) folded in) so that exp2f serves; lse is stored in natural units,
+// as the one-warp-per-row kernels store it.
 #include <mma.h>
 
 #include <cmath>
@@ -14,28 +16,239 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/flash_attention.h"
 #include "core/cuda/kernel_math.cuh"
+#include "core/cuda/mma_sm80.cuh"
 
 namespace fsdp::cuda {
 namespace {
-
-using namespace nvcuda;
 
 constexpr int kHd = kFlashHeadDim;
 constexpr int kTile = 64;  // query rows per CTA and key rows per step (equal: the causal
                            // diagonal is one tile)
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kWarpRows = kTile / kWarps;  // 16, one fragment high
-constexpr int kFrags = kHd / 16;           // fragments along the head dim (and along a tile)
-// Row pitches in shared memory, padded off the 128-byte bank period; rows stay 16-byte aligned
-// for the vector copies and fragment origins 32-byte aligned as wmma requires.
-constexpr int kLdH = kHd + 8;        // 16-bit tiles: 144 bytes
-constexpr int kLdF = kTile + 4;      // float scratch: 272 bytes
-constexpr int kPerLane = kTile / 2;  // columns of a row each lane of the pair owns
+constexpr int kWarpRows = kTile / kWarps;  // 16: one m16 tile
+constexpr int kSteps = kHd / 16;           // k16 steps along the head dim (and along a tile)
+constexpr int kN8 = kTile / 8;             // n8 tiles across a tile's 64 columns
+static_assert(kTile == kHd, "one register layout serves the score and the output tiles");
+// Row pitch of the 16-bit tiles in shared memory: 144 bytes (36 words), so the 8 rows an
+// ldmatrix reads start 4 banks apart and hit all 32 banks once; rows stay 16-byte aligned for
+// cp.async and the 16-byte stores.
+constexpr int kLd = kHd + 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-static_assert(kTile == kHd, "one scratch layout serves the score and the output tiles");
 
+// A warp's operand fragments of 16 rows by 64 (A layout, per k16 step) and its float
+// accumulators of 16 rows by 64 (C layout, per n8 tile).
+using FragsA = unsigned[kSteps][4];
+using Acc = float[kN8][4];
+
+__device__ __forceinline__ int lane_id() {
+  return threadIdx.x & 31;
+}
+
+__device__ __forceinline__ void zero(Acc& acc) {
+#pragma unroll
+  for (int n = 0; n < kN8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+}
+
+// Rows [row0, row0 + 64) of a (t, 64) matrix into a shared tile by cp.async (zeros past row t),
+// by the whole CTA, 16 bytes a copy; the caller commits the group.
+template <typename T>
+__device__ void load_tile_async(const T* src, std::int64_t row0, std::int64_t t, T* dst) {
+#pragma unroll
+  for (int idx = threadIdx.x; idx < kTile * (kHd / 8); idx += kThreads) {
+    const int r = idx / (kHd / 8), c = (idx % (kHd / 8)) * 8;
+    const bool valid = row0 + r < t;
+    cp_async_16(dst + r * kLd + c, src + (valid ? (row0 + r) * kHd + c : 0), valid);
+  }
+}
+
+// The A fragments of 16 rows of a shared tile (the warp's rows): per k16 step, matrices (rows
+// 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15), which ldmatrix.x4 returns as a[0..3].
+template <typename T>
+__device__ void load_a(const T* rows, FragsA& a) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk)
+    ldmatrix_x4(a[kk], rows + (lane % 16) * kLd + kk * 16 + (lane / 16) * 8);
+}
+
+// The C fragments of two adjacent n8 tiles rounded to T: the A fragment of one k16 step.
+template <typename T>
+__device__ void to_a(const Acc& c, FragsA& a) {
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    a[kk][0] = pack_floats<T>(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = pack_floats<T>(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = pack_floats<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = pack_floats<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+}
+
+// acc += A B for the warp's 16 rows: A (16 x 64) in fragments, B (64 x 64) from a shared tile.
+// kRowsAreN: B(k, n) = tile[n][k] (the tile's rows are the product's columns, as keys are in
+// Q K^T): ldmatrix gives the B layout directly. Otherwise B(k, n) = tile[k][n] (values in P V),
+// read transposed. Each ldmatrix.x4 feeds two n8 tiles of one k16 step.
+template <bool kRowsAreN, typename T>
+__device__ void warp_product(const FragsA& a, const T* tile, Acc& acc) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk)
+#pragma unroll
+    for (int p = 0; p < kN8 / 2; ++p) {
+      unsigned b[4];
+      if constexpr (kRowsAreN) {  // matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, ...)
+        ldmatrix_x4(
+            b, tile + (p * 16 + (lane / 16) * 8 + lane % 8) * kLd + kk * 16 + (lane / 8 % 2) * 8);
+      } else {  // matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), ...
+        ldmatrix_x4_trans(
+            b, tile + (kk * 16 + (lane / 8 % 2) * 8 + lane % 8) * kLd + p * 16 + (lane / 16) * 8);
+      }
+      const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+      mma_m16n8k16<T>(acc[2 * p], a[kk], b0);
+      mma_m16n8k16<T>(acc[2 * p + 1], a[kk], b1);
+    }
+}
+
+// The column of element i of n8 tile n in the C layout (rows: lane / 4, + 8 for i >= 2).
+__device__ __forceinline__ int c_col(int n, int i) {
+  return n * 8 + 2 * (lane_id() & 3) + (i & 1);
+}
+
+// Sum and max over the 4 lanes holding one row (a quad).
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Writes the warp's 16 x 64 accumulators, row r (0: lane / 4, 1: + 8) times mul[r], to rows
+// [row0, row0 + 16) of `dst` (t, 64), skipping rows past t. A 16-bit output is staged in
+// `staging` (16 rows of pitch kLd, the warp's own) for 16-byte stores; float goes out as float2.
+template <typename Out>
+__device__ void store_warp_rows(const Acc& acc, const float (&mul)[2], Out* dst, std::int64_t row0,
+                                std::int64_t t, Out* staging) {
+  const int lane = lane_id(), g = lane >> 2;
+  if constexpr (std::is_same_v<Out, float>) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const std::int64_t row = row0 + g + 8 * r;
+      if (row >= t) continue;
+#pragma unroll
+      for (int n = 0; n < kN8; ++n)
+        *reinterpret_cast<float2*>(dst + row * kHd + c_col(n, 0)) =
+            make_float2(acc[n][2 * r] * mul[r], acc[n][2 * r + 1] * mul[r]);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int n = 0; n < kN8; ++n)
+        *reinterpret_cast<unsigned*>(staging + (g + 8 * r) * kLd + c_col(n, 0)) =
+            pack_floats<Out>(acc[n][2 * r] * mul[r], acc[n][2 * r + 1] * mul[r]);
+    __syncwarp();
+#pragma unroll
+    for (int idx = lane; idx < kWarpRows * (kHd / 8); idx += 32) {
+      const int r = idx / (kHd / 8), c = (idx % (kHd / 8)) * 8;
+      if (row0 + r < t)
+        *reinterpret_cast<uint4*>(dst + (row0 + r) * kHd + c) =
+            *reinterpret_cast<const uint4*>(staging + r * kLd + c);
+    }
+  }
+}
+
+// Grid (batch, query tiles); the last query tiles (the most key tiles) are launched first.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_kernel(const T* q, const T* k, const T* v, T* o, float* lse, std::int64_t t,
+                         float scale_log2) {
+  __shared__ __align__(16) T ks[2][kTile * kLd];
+  __shared__ __align__(16) T vs[2][kTile * kLd];
+  const int qb = gridDim.y - 1 - blockIdx.y;
+  const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
+  const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
+  const std::int64_t row0 = q0 + warp * kWarpRows;        // the warp's first query row
+  const std::int64_t rows[2] = {row0 + g, row0 + g + 8};  // the lane's two rows
+
+  // Q's tile through ks[1] (free until the second key tile) into fragments, key tile 0 with it.
+  load_tile_async(q + base, q0, t, ks[1]);
+  load_tile_async(k + base, 0, t, ks[0]);
+  load_tile_async(v + base, 0, t, vs[0]);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  FragsA qf;
+  load_a(ks[1] + warp * kWarpRows * kLd, qf);
+  __syncthreads();
+
+  Acc acc;
+  zero(acc);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the sum
+  for (int kb = 0; kb <= qb; ++kb) {
+    const int stage = kb & 1;
+    if (kb < qb) {  // the next key tile loads while this one is multiplied
+      const std::int64_t next = std::int64_t(kb + 1) * kTile;
+      load_tile_async(k + base, next, t, ks[stage ^ 1]);
+      load_tile_async(v + base, next, t, vs[stage ^ 1]);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // all but the group just issued: tile kb is here
+    __syncthreads();
+    Acc s;
+    zero(s);
+    warp_product<true>(qf, ks[stage], s);  // S = Q K^T
+    // Only the diagonal tile is masked: earlier key tiles are whole and before every row. Key 0
+    // is unmasked for every row, so m is finite from the first tile on.
+    const std::int64_t k0 = std::int64_t(kb) * kTile;
+#pragma unroll
+    for (int n = 0; n < kN8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        s[n][i] = (kb < qb || k0 + c_col(n, i) <= rows[i >> 1]) ? s[n][i] * scale_log2 : -INFINITY;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kN8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      const float m_new = fmaxf(m[r], quad_max(mx));
+      const float correction = exp2f(m[r] - m_new);  // 0 on the first tile (m = -inf)
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kN8; ++n)
+#pragma unroll
+        for (int i = 2 * r; i < 2 * r + 2; ++i) {
+          s[n][i] = exp2f(s[n][i] - m_new);
+          sum += s[n][i];
+          acc[n][i] *= correction;
+        }
+      l[r] = l[r] * correction + sum;
+      m[r] = m_new;
+    }
+    FragsA pf;
+    to_a<T>(s, pf);
+    warp_product<false>(pf, vs[stage], acc);  // O += P V
+    __syncthreads();  // every warp is done with this stage before it is loaded again
+  }
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] = quad_sum(l[r]);
+    inv[r] = 1.0f / l[r];
+    if ((lane_id() & 3) == 0 && rows[r] < t) lse[b * t + rows[r]] = (m[r] + log2f(l[r])) * kLn2;
+  }
+  store_warp_rows(acc, inv, o + base, row0, t, ks[0] + warp * kWarpRows * kLd);
+}
+
+constexpr int kLdH = kHd + 8;
+constexpr int kLdF = kTile + 4;
+constexpr int kFrags = kHd / 16;
+constexpr int kPerLane = kTile / 2;
+using namespace nvcuda;
 template <typename T>
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
 template <typename T>
@@ -149,83 +362,6 @@ __device__ void store_rows(const float* scratch, float mul, Out* dst, std::int64
       dst[(row0 + r) * kHd + c] = from_float<Out>(x);
     }
   }
-}
-
-// Grid (batch, query tiles); the last query tiles (the most key tiles) are launched first.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(const T* q, const T* k, const T* v, T* o, float* lse, std::int64_t t,
-                         float scale_log2) {
-  __shared__ __align__(32) T ks[kTile * kLdH];
-  __shared__ __align__(32) T vs[kTile * kLdH];
-  __shared__ __align__(32) T ps[kWarps * kWarpRows * kLdH];
-  __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
-  const int qb = gridDim.y - 1 - blockIdx.y;
-  const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int r = lane >> 1, half = lane & 1;          // the lane's row in the warp and column parity
-  const std::int64_t i = q0 + warp * kWarpRows + r;  // the lane's query row
-  float* sw = ss + warp * kWarpRows * kLdF;
-  T* pw = ps + warp * kWarpRows * kLdH;
-
-  // Q's tile passes through the scratch (free until the first scores) into fragments.
-  T* qs = reinterpret_cast<T*>(ss);
-  static_assert(sizeof(ss) >= sizeof(T) * kTile * kLdH);
-  load_tile(q + base, q0, t, qs);
-  __syncthreads();
-  FragA<T> qf[kFrags];
-  load_rows(qs + warp * kWarpRows * kLdH, qf);
-  __syncthreads();
-
-  float acc[kPerLane];
-#pragma unroll
-  for (int c = 0; c < kPerLane; ++c) acc[c] = 0.0f;
-  float m = -INFINITY, l = 0.0f;  // l: this lane's half of the row sum
-  for (int kb = 0; kb <= qb; ++kb) {
-    const std::int64_t k0 = std::int64_t(kb) * kTile;
-    load_tile(k + base, k0, t, ks);
-    load_tile(v + base, k0, t, vs);
-    __syncthreads();
-    product_to_scratch<true>(qf, ks, sw);  // S = Q K^T
-    __syncwarp();
-    // Key 0 is in the first tile and unmasked for every row, so m is finite from then on.
-    float s[kPerLane], mx = -INFINITY;
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int col = 2 * c + half;
-      const std::int64_t j = k0 + col;
-      s[c] = (j <= i && j < t) ? sw[r * kLdF + col] * scale_log2 : -INFINITY;
-      mx = fmaxf(mx, s[c]);
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    const float m_new = fmaxf(m, mx);
-    const float correction = exp2f(m - m_new);  // 0 on the first tile (m = -inf)
-    float sum = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const float p = exp2f(s[c] - m_new);
-      pw[r * kLdH + 2 * c + half] = from_float<T>(p);
-      sum += p;
-      acc[c] *= correction;
-    }
-    l = l * correction + sum;
-    m = m_new;
-    __syncwarp();
-    FragA<T> pf[kFrags];
-    load_rows(pw, pf);
-    product_to_scratch<false>(pf, vs, sw);  // P V
-    __syncwarp();
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) acc[c] += sw[r * kLdF + 2 * c + half];
-    __syncthreads();  // every warp is done with ks and vs
-  }
-  l += __shfl_xor_sync(0xffffffffu, l, 1);
-  const float inv = 1.0f / l;
-#pragma unroll
-  for (int c = 0; c < kPerLane; ++c) sw[r * kLdF + 2 * c + half] = acc[c] * inv;
-  if (i < t && half == 0) lse[b * t + i] = (m + log2f(l)) * kLn2;
-  __syncwarp();
-  store_rows(sw, 1.0f, o + base, q0 + warp * kWarpRows, t, lane);
 }
 
 // dq = scale * dS K with dS = P * (dO V^T - D), D = rowsum(dO * o). Grid as the forward's.

@@ -1,8 +1,9 @@
 // core/cuda/flash_attention.cu's kernels, compiled by the host compiler under emu_cuda.h (CTAs
-// as fibers, wmma by its documented semantics), against a double loop: the tiles' indexing,
-// masks, loop bounds, lane pairing and synchronisation checked on any machine with the CUDA
-// headers, before a device runs them. Batch 2 (the batch offsets), t of 1, under a tile, one
-// tile, a partial last tile, three tiles; bf16 and fp16 tiles.
+// as fibers, the warp-level matrix instructions by their PTX layouts: emu_mma.h), against a
+// double loop: the tiles' indexing, fragment layouts, masks, loop bounds, the double-buffered
+// loads and synchronisation checked on any machine with the CUDA headers, before a device runs
+// them. Batch 2 (the batch offsets), t of 1, under a tile, one tile, a partial last tile, two
+// whole tiles, three tiles, five (the load stages alternating); bf16 and fp16 tiles.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -115,7 +116,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
   std::normal_distribution<float> normal;
   const std::int64_t batch = 2, hd = kFlashHeadDim;
   const float scale = 0.125f;
-  for (std::int64_t t : {1, 7, 64, 65, 130}) {
+  for (std::int64_t t : {1, 7, 64, 65, 128, 130, 300}) {
     const std::int64_t n = batch * t * hd;
     std::vector<float> q(n), k(n), v(n), dout(n);
     for (auto* x : {&q, &k, &v, &dout})
