@@ -8,8 +8,6 @@
 // is multiplied), read by ldmatrix (.trans where the product takes them k by n). Scores are kept
 // in log2 units (scale * log2(e) folded in) so that exp2f serves; lse is stored in natural units,
 // as the one-warp-per-row kernels store it.
-#include <mma.h>
-
 #include <cmath>
 #include <type_traits>
 
@@ -244,80 +242,6 @@ __global__ void __launch_bounds__(kThreads)
   store_warp_rows(acc, inv, o + base, row0, t, ks[0] + warp * kWarpRows * kLd);
 }
 
-constexpr int kLdH = kHd + 8;
-constexpr int kLdF = kTile + 4;
-constexpr int kFrags = kHd / 16;
-constexpr int kPerLane = kTile / 2;
-using namespace nvcuda;
-template <typename T>
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
-template <typename T>
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
-template <typename T>
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-// Rows [row0, row0 + 64) of a (t, 64) matrix into shared memory, zeros past row t, by the
-// whole CTA in 16-byte vectors.
-template <typename T>
-__device__ void load_tile(const T* src, std::int64_t row0, std::int64_t t, T* dst) {
-  for (int idx = threadIdx.x; idx < kTile * (kHd / 8); idx += kThreads) {
-    const int r = idx / (kHd / 8), c = (idx % (kHd / 8)) * 8;
-    uint4 val = make_uint4(0u, 0u, 0u, 0u);
-    if (row0 + r < t) val = *reinterpret_cast<const uint4*>(src + (row0 + r) * kHd + c);
-    *reinterpret_cast<uint4*>(dst + r * kLdH + c) = val;
-  }
-}
-
-// A warp's 16 x 64 product A (16 x 64, fragments `a`) times B (64 x 64 in shared memory, row
-// pitch kLdH) into its float scratch. kTransB: B is the transpose of the stored tile (scores
-// against keys stored row by key), read column-major.
-template <bool kTransB, typename T>
-__device__ void product_to_scratch(const FragA<T> (&a)[kFrags], const T* b, float* scratch) {
-#pragma unroll 1  // not unrolled: ptxas would hoist all 16 B fragments (spills on sm_80)
-  for (int n = 0; n < kFrags; ++n) {
-    FragC c;
-    wmma::fill_fragment(c, 0.0f);
-#pragma unroll
-    for (int kk = 0; kk < kFrags; ++kk) {
-      if constexpr (kTransB) {
-        FragBCol<T> bf;
-        wmma::load_matrix_sync(bf, b + n * 16 * kLdH + kk * 16, kLdH);
-        wmma::mma_sync(c, a[kk], bf, c);
-      } else {
-        FragBRow<T> bf;
-        wmma::load_matrix_sync(bf, b + kk * 16 * kLdH + n * 16, kLdH);
-        wmma::mma_sync(c, a[kk], bf, c);
-      }
-    }
-    wmma::store_matrix_sync(scratch + n * 16, c, kLdF, wmma::mem_row_major);
-  }
-}
-
-// acc[n] += A (16 x 64 in shared memory, pitch kLdH) times B (64 x 64 row-major in shared
-// memory, pitch kLdH): the gradient products, accumulated across the loop in fragments.
-// One A fragment live at a time: the accumulators already hold 32 or 64 registers.
-template <typename T>
-__device__ void product_accumulate(const T* a, const T* b, FragC (&acc)[kFrags]) {
-#pragma unroll
-  for (int kk = 0; kk < kFrags; ++kk) {
-    FragA<T> af;
-    wmma::load_matrix_sync(af, a + kk * 16, kLdH);
-#pragma unroll
-    for (int n = 0; n < kFrags; ++n) {
-      FragBRow<T> bf;
-      wmma::load_matrix_sync(bf, b + kk * 16 * kLdH + n * 16, kLdH);
-      wmma::mma_sync(acc[n], af, bf, acc[n]);
-    }
-  }
-}
-
-template <typename T>
-__device__ void load_rows(const T* tile, FragA<T> (&a)[kFrags]) {
-#pragma unroll
-  for (int kk = 0; kk < kFrags; ++kk) wmma::load_matrix_sync(a[kk], tile + kk * 16, kLdH);
-}
-
 // The dot product of two words of two T each, unpacked from the words' bits (bf16 is float's
 // upper half; fp16 through its bits): no reading of a uint4 through another type, which strict
 // aliasing would allow a compiler to break (a host-compiled emulation of these kernels did).
@@ -333,195 +257,188 @@ __device__ __forceinline__ float dot2(unsigned a, unsigned b) {
   }
 }
 
-// dO . o of one row (either pointer global or shared, 16-byte aligned), each lane of the pair
-// (lane ^ 1) taking 32 of its 64 dims in 16-byte vectors; both lanes return the sum. Zero for rows
-// past t (valid false).
+// D = dO . o (float) and lse in log2 units of the 64 query rows from q0, into d_s and lse_s (0
+// for rows past t): a thread pair per row (lane ^ 1), each taking 32 of its 64 dims in 16-byte
+// vectors, o from device memory, dO from its shared tile. `o` and `lse` start at the batch.
 template <typename T>
-__device__ float row_dot_pair(const T* o_row, const T* do_row, bool valid, int half) {
+__device__ void tile_row_stats(const T* o, const T* do_tile, const float* lse, std::int64_t q0,
+                               std::int64_t t, float* d_s, float* lse_s) {
+  const int row = threadIdx.x >> 1, half = threadIdx.x & 1;
+  const std::int64_t qi = q0 + row;
+  const bool valid = qi < t;
   float s = 0.0f;
   if (valid) {
 #pragma unroll
-    for (int u = 0; u < kPerLane / 8; ++u) {
-      const uint4 a = *reinterpret_cast<const uint4*>(o_row + half * kPerLane + u * 8);
-      const uint4 b = *reinterpret_cast<const uint4*>(do_row + half * kPerLane + u * 8);
+    for (int u = 0; u < kHd / 16; ++u) {
+      const int c = half * (kHd / 2) + u * 8;
+      const uint4 a = *reinterpret_cast<const uint4*>(o + qi * kHd + c);
+      const uint4 b = *reinterpret_cast<const uint4*>(do_tile + row * kLd + c);
       s += dot2<T>(a.x, b.x) + dot2<T>(a.y, b.y) + dot2<T>(a.z, b.z) + dot2<T>(a.w, b.w);
     }
   }
-  return s + __shfl_xor_sync(0xffffffffu, s, 1);
-}
-
-// Copies a warp's 16 x 64 float scratch times `mul` to rows [row0, row0 + 16) of `dst`
-// (t, 64), skipping rows past t.
-template <typename Out>
-__device__ void store_rows(const float* scratch, float mul, Out* dst, std::int64_t row0,
-                           std::int64_t t, int lane) {
-  for (int idx = lane; idx < kWarpRows * kHd; idx += 32) {
-    const int r = idx / kHd, c = idx % kHd;
-    if (row0 + r < t) {
-      const float x = scratch[r * kLdF + c] * mul;
-      dst[(row0 + r) * kHd + c] = from_float<Out>(x);
-    }
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  if (half == 0) {
+    d_s[row] = s;
+    lse_s[row] = valid ? lse[qi] * kLog2e : 0.0f;
   }
 }
 
-// dq = scale * dS K with dS = P * (dO V^T - D), D = rowsum(dO * o). Grid as the forward's.
+// dq = scale * dS K with dS = P * (dO V^T - D), P = exp2(S - lse) recomputed per key tile.
+// Grid as the forward's; Q's and dO's rows stay in registers, K and V stream.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_dq_kernel(const T* q, const T* k, const T* v, const T* o, const T* dout,
                              const float* lse, T* dq, std::int64_t t, float scale_log2,
                              float scale) {
-  __shared__ __align__(32) T ks[kTile * kLdH];
-  __shared__ __align__(32) T vs[kTile * kLdH];
-  __shared__ __align__(32) T dss[kWarps * kWarpRows * kLdH];
-  __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
+  __shared__ __align__(16) T ks[2][kTile * kLd];
+  __shared__ __align__(16) T vs[2][kTile * kLd];
+  __shared__ float d_s[kTile], lse_s[kTile];
   const int qb = gridDim.y - 1 - blockIdx.y;
   const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int r = lane >> 1, half = lane & 1;
-  const std::int64_t i = q0 + warp * kWarpRows + r;
-  float* sw = ss + warp * kWarpRows * kLdF;
-  T* dsw = dss + warp * kWarpRows * kLdH;
+  const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
+  const std::int64_t row0 = q0 + warp * kWarpRows;
+  const std::int64_t rows[2] = {row0 + g, row0 + g + 8};
 
-  // Q's and dO's tiles pass through ks and vs (free until the loop) into fragments.
-  load_tile(q + base, q0, t, ks);
-  load_tile(dout + base, q0, t, vs);
+  // Q's and dO's tiles through stage 1 (free until the second key tile), key tile 0 with them.
+  load_tile_async(q + base, q0, t, ks[1]);
+  load_tile_async(dout + base, q0, t, vs[1]);
+  load_tile_async(k + base, 0, t, ks[0]);
+  load_tile_async(v + base, 0, t, vs[0]);
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
-  FragA<T> qf[kFrags], dof[kFrags];
-  load_rows(ks + warp * kWarpRows * kLdH, qf);
-  load_rows(vs + warp * kWarpRows * kLdH, dof);
-  const bool valid = i < t;
-  const float d_row = row_dot_pair(o + base + i * kHd, dout + base + i * kHd, valid, half);
-  const float lse_row = valid ? lse[b * t + i] * kLog2e : 0.0f;
+  tile_row_stats(o + base, vs[1], lse + b * t, q0, t, d_s, lse_s);
+  FragsA qf, dof;
+  load_a(ks[1] + warp * kWarpRows * kLd, qf);
+  load_a(vs[1] + warp * kWarpRows * kLd, dof);
   __syncthreads();
-
-  FragC dqacc[kFrags];
+  float d_row[2], lse_row[2];
 #pragma unroll
-  for (int n = 0; n < kFrags; ++n) wmma::fill_fragment(dqacc[n], 0.0f);
-  for (int kb = 0; kb <= qb; ++kb) {
-    const std::int64_t k0 = std::int64_t(kb) * kTile;
-    load_tile(k + base, k0, t, ks);
-    load_tile(v + base, k0, t, vs);
-    __syncthreads();
-    product_to_scratch<true>(qf, ks, sw);  // S = Q K^T
-    __syncwarp();
-    // P waits in dsw (T, as the products take it) while dP takes the scratch; each lane then
-    // turns its own elements into dS in place.
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int col = 2 * c + half;
-      const std::int64_t j = k0 + col;
-      const float p = (valid && j <= i) ? exp2f(sw[r * kLdF + col] * scale_log2 - lse_row) : 0.0f;
-      dsw[r * kLdH + col] = from_float<T>(p);
-    }
-    __syncwarp();
-    product_to_scratch<true>(dof, vs, sw);  // dP = dO V^T
-    __syncwarp();
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int col = 2 * c + half;
-      const float p = to_float(dsw[r * kLdH + col]);
-      dsw[r * kLdH + col] = from_float<T>(p * (sw[r * kLdF + col] - d_row));
-    }
-    __syncwarp();
-    product_accumulate(dsw, ks, dqacc);  // dQ += dS K
-    __syncthreads();                     // every warp is done with ks and vs
+  for (int r = 0; r < 2; ++r) {
+    d_row[r] = d_s[warp * kWarpRows + g + 8 * r];
+    lse_row[r] = lse_s[warp * kWarpRows + g + 8 * r];
   }
+
+  Acc dqacc;
+  zero(dqacc);
+  for (int kb = 0; kb <= qb; ++kb) {
+    const int stage = kb & 1;
+    if (kb < qb) {
+      const std::int64_t next = std::int64_t(kb + 1) * kTile;
+      load_tile_async(k + base, next, t, ks[stage ^ 1]);
+      load_tile_async(v + base, next, t, vs[stage ^ 1]);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const std::int64_t k0 = std::int64_t(kb) * kTile;
+    Acc p;
+    zero(p);
+    warp_product<true>(qf, ks[stage], p);  // S = Q K^T, then P in place
 #pragma unroll
-  for (int n = 0; n < kFrags; ++n)
-    wmma::store_matrix_sync(sw + n * 16, dqacc[n], kLdF, wmma::mem_row_major);
-  __syncwarp();
-  store_rows(sw, scale, dq + base, q0 + warp * kWarpRows, t, lane);
+    for (int n = 0; n < kN8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const std::int64_t row = rows[i >> 1];
+        p[n][i] = (row < t && (kb < qb || k0 + c_col(n, i) <= row))
+                      ? exp2f(p[n][i] * scale_log2 - lse_row[i >> 1])
+                      : 0.0f;
+      }
+    Acc ds;
+    zero(ds);
+    warp_product<true>(dof, vs[stage], ds);  // dP = dO V^T, then dS in place
+#pragma unroll
+    for (int n = 0; n < kN8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ds[n][i] = p[n][i] * (ds[n][i] - d_row[i >> 1]);
+    FragsA dsf;
+    to_a<T>(ds, dsf);
+    warp_product<false>(dsf, ks[stage], dqacc);  // dQ += dS K
+    __syncthreads();  // every warp is done with this stage before it is loaded again
+  }
+  const float mul[2] = {scale, scale};
+  store_warp_rows(dqacc, mul, dq + base, row0, t, ks[0] + warp * kWarpRows * kLd);
 }
 
 // Per key tile: dv = P^T dO and dk = scale * dS^T Q over the query tiles at or after it. The
-// warp's 16 keys are the rows of its products (S^T = K Q^T, dP^T = V dO^T). Grid (batch, key
-// tiles); key tile 0, with the most query tiles, first.
+// warp's 16 keys are the rows of its products (S^T = K Q^T, dP^T = V dO^T), K's and V's rows in
+// registers; Q and dO stream. Grid (batch, key tiles); key tile 0, with the most query tiles,
+// first.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_dkdv_kernel(const T* q, const T* k, const T* v, const T* o, const T* dout,
                                const float* lse, float* dk, float* dv, std::int64_t t,
                                float scale_log2, float scale) {
-  __shared__ __align__(32) T qs[kTile * kLdH];
-  __shared__ __align__(32) T dos[kTile * kLdH];
-  __shared__ __align__(32) T ps[kWarps * kWarpRows * kLdH];
-  __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
-  __shared__ float lse_s[kTile], d_s[kTile];
+  __shared__ __align__(16) T qs[2][kTile * kLd];
+  __shared__ __align__(16) T dos[2][kTile * kLd];
+  __shared__ float d_s[kTile], lse_s[kTile];
   const int kb = blockIdx.y;
   const std::int64_t b = blockIdx.x, base = b * t * kHd, k0 = std::int64_t(kb) * kTile;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int r = lane >> 1, half = lane & 1;
-  const std::int64_t j = k0 + warp * kWarpRows + r;  // the lane's key row
-  float* sw = ss + warp * kWarpRows * kLdF;
-  T* pw = ps + warp * kWarpRows * kLdH;
+  const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
+  const std::int64_t row0 = k0 + warp * kWarpRows;
+  const std::int64_t keys[2] = {row0 + g, row0 + g + 8};  // the lane's two key rows
   const int n_q = static_cast<int>((t + kTile - 1) / kTile);
 
-  // K's and V's tiles pass through qs and dos (free until the loop) into fragments.
-  load_tile(k + base, k0, t, qs);
-  load_tile(v + base, k0, t, dos);
+  // K's and V's tiles through stage 1, the first query tile (kb) with them.
+  load_tile_async(k + base, k0, t, qs[1]);
+  load_tile_async(v + base, k0, t, dos[1]);
+  load_tile_async(q + base, k0, t, qs[0]);
+  load_tile_async(dout + base, k0, t, dos[0]);
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
-  FragA<T> kf[kFrags], vf[kFrags];
-  load_rows(qs + warp * kWarpRows * kLdH, kf);
-  load_rows(dos + warp * kWarpRows * kLdH, vf);
+  FragsA kf, vf;
+  load_a(qs[1] + warp * kWarpRows * kLd, kf);
+  load_a(dos[1] + warp * kWarpRows * kLd, vf);
   __syncthreads();
 
-  FragC dkacc[kFrags], dvacc[kFrags];
-#pragma unroll
-  for (int n = 0; n < kFrags; ++n) {
-    wmma::fill_fragment(dkacc[n], 0.0f);
-    wmma::fill_fragment(dvacc[n], 0.0f);
-  }
+  Acc dkacc, dvacc;
+  zero(dkacc);
+  zero(dvacc);
   for (int qb = kb; qb < n_q; ++qb) {
-    const std::int64_t q0 = std::int64_t(qb) * kTile;
-    load_tile(q + base, q0, t, qs);
-    load_tile(dout + base, q0, t, dos);
-    __syncthreads();  // dO's tile is read for D
-    {  // D and lse (log2 units) of the tile's 64 query rows: a thread pair per row, o from
-       // device memory, dO from its tile
-      const int row = threadIdx.x >> 1, part = threadIdx.x & 1;
-      const std::int64_t qi = q0 + row;
-      const bool valid = qi < t;
-      const float d = row_dot_pair(o + base + qi * kHd, dos + row * kLdH, valid, part);
-      if (part == 0) {
-        d_s[row] = d;
-        lse_s[row] = valid ? lse[b * t + qi] * kLog2e : 0.0f;
-      }
+    const int stage = (qb - kb) & 1;
+    if (qb + 1 < n_q) {
+      const std::int64_t next = std::int64_t(qb + 1) * kTile;
+      load_tile_async(q + base, next, t, qs[stage ^ 1]);
+      load_tile_async(dout + base, next, t, dos[stage ^ 1]);
     }
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
-    product_to_scratch<true>(kf, qs, sw);  // S^T = K Q^T
-    __syncwarp();
+    const std::int64_t q0 = std::int64_t(qb) * kTile;
+    tile_row_stats(o + base, dos[stage], lse + b * t, q0, t, d_s, lse_s);
+    __syncthreads();
+    Acc p;
+    zero(p);
+    warp_product<true>(kf, qs[stage], p);  // S^T = K Q^T, then P^T in place
 #pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int col = 2 * c + half;
-      const std::int64_t qi = q0 + col;
-      const float p =
-          (j <= qi && qi < t) ? exp2f(sw[r * kLdF + col] * scale_log2 - lse_s[col]) : 0.0f;
-      pw[r * kLdH + col] = from_float<T>(p);
-    }
-    __syncwarp();
-    product_accumulate(pw, dos, dvacc);     // dV += P^T dO
-    product_to_scratch<true>(vf, dos, sw);  // dP^T = V dO^T
-    __syncwarp();
+    for (int n = 0; n < kN8; ++n)
 #pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {  // dS^T in place of P^T, element by element
-      const int col = 2 * c + half;
-      const float p = to_float(pw[r * kLdH + col]);
-      pw[r * kLdH + col] = from_float<T>(p * (sw[r * kLdF + col] - d_s[col]));
-    }
-    __syncwarp();
-    product_accumulate(pw, qs, dkacc);  // dK += dS^T Q
-    __syncthreads();                    // every warp is done with qs, dos, lse_s and d_s
+      for (int i = 0; i < 4; ++i) {
+        const int col = c_col(n, i);
+        const std::int64_t qi = q0 + col;
+        p[n][i] = (qi < t && (qb > kb || keys[i >> 1] <= qi))
+                      ? exp2f(p[n][i] * scale_log2 - lse_s[col])
+                      : 0.0f;
+      }
+    FragsA pf;
+    to_a<T>(p, pf);
+    warp_product<false>(pf, dos[stage], dvacc);  // dV += P^T dO
+    Acc ds;
+    zero(ds);
+    warp_product<true>(vf, dos[stage], ds);  // dP^T = V dO^T, then dS^T in place
+#pragma unroll
+    for (int n = 0; n < kN8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ds[n][i] = p[n][i] * (ds[n][i] - d_s[c_col(n, i)]);
+    FragsA dsf;
+    to_a<T>(ds, dsf);
+    warp_product<false>(dsf, qs[stage], dkacc);  // dK += dS^T Q
+    __syncthreads();  // every warp is done with this stage, d_s and lse_s
   }
-#pragma unroll
-  for (int n = 0; n < kFrags; ++n)
-    wmma::store_matrix_sync(sw + n * 16, dkacc[n], kLdF, wmma::mem_row_major);
-  __syncwarp();
-  store_rows(sw, scale, dk + base, k0 + warp * kWarpRows, t, lane);
-  __syncwarp();
-#pragma unroll
-  for (int n = 0; n < kFrags; ++n)
-    wmma::store_matrix_sync(sw + n * 16, dvacc[n], kLdF, wmma::mem_row_major);
-  __syncwarp();
-  store_rows(sw, 1.0f, dv + base, k0 + warp * kWarpRows, t, lane);
+  const float mul_dk[2] = {scale, scale}, mul_dv[2] = {1.0f, 1.0f};
+  store_warp_rows<float>(dkacc, mul_dk, dk + base, row0, t, nullptr);
+  store_warp_rows<float>(dvacc, mul_dv, dv + base, row0, t, nullptr);
 }
 
 dim3 tile_grid(std::int64_t batch, std::int64_t t) {

@@ -1,7 +1,8 @@
 // The tiled (FlashAttention-2 style) causal attention behind attention_forward/backward
-// (kernels.h) for 16-bit storage (T bf16 or fp16) and head dim 64: tensor cores through
-// nvcuda::wmma, the online softmax in float, the scores never in device memory. attention.cu calls
-// these when flash_attention_applies(); every other case stays on the one-warp-per-row kernels.
+// (kernels.h) for 16-bit storage (T bf16 or fp16) and head dim 64: tensor cores through mma.sync
+// with register accumulators, the online softmax in float, the scores never in device memory.
+// attention.cu calls these when flash_attention_applies(); every other case stays on the
+// one-warp-per-row kernels.
 #pragma once
 
 #include <cuda_bf16.h>

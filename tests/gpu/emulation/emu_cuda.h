@@ -25,7 +25,6 @@
 #include "tests/gpu/emulation/emu_executor.h"
 #include "tests/gpu/emulation/emu_launch.h"
 #include "tests/gpu/emulation/emu_mma.h"
-#include "tests/gpu/emulation/emu_wmma.h"
 
 // The CUDA headers define these for a host compiler; here they become plain C++.
 #undef __global__

@@ -38,8 +38,8 @@ namespace {
 
 namespace ctx = boost::context;
 
-// The emulated wmma fragments hold whole 16x16 tiles (1 KiB each) and the flash kernels keep a
-// dozen: 256 KiB is ample, and only touched pages cost memory. A guard page below each stack
+// Kernels' arrays live on their fiber's stack (the flash kernels' register tiles, a few KiB):
+// 256 KiB is ample, and only touched pages cost memory. A guard page below each stack
 // turns an overflow into a crash, not a silent overwrite.
 constexpr std::size_t kStackBytes = 256 * 1024;
 

@@ -1,10 +1,11 @@
 // The emulated device's execution engine: a launch runs its CTAs one after another on the
 // calling OS thread (a stream's worker), each CTA's threads as user-mode fibers (Boost.Context)
 // that switch only at barriers. __syncthreads is the block's barrier; __syncwarp, the shuffles
-// and the wmma operations are the warp's (its 32 lanes, or the lanes of a partial last warp).
-// A barrier that cannot complete (some threads exited or wait elsewhere) is a fault reported
-// through emu_runtime.h and ends the launch. Lanes are not in lockstep (Volta's independent
-// thread scheduling): a lane runs until it waits, so code that needs __syncwarp must have it.
+// and the warp-level matrix instructions (emu_mma.h) are the warp's (its 32 lanes, or the lanes of
+// a partial last warp). A barrier that cannot complete (some threads exited or wait elsewhere) is a
+// fault reported through emu_runtime.h and ends the launch. Lanes are not in lockstep (Volta's
+// independent thread scheduling): a lane runs until it waits, so code that needs __syncwarp must
+// have it.
 #pragma once
 
 #include <vector_types.h>
