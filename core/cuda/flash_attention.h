@@ -16,8 +16,8 @@ namespace fsdp::cuda {
 
 constexpr int kFlashHeadDim = 64;
 
-// Head dim 64, the pointers given (those read as tiles) 16-byte aligned, and the grid
-// (batch, ceil(t / 64)) within CUDA's limits.
+// Head dim 64, the pointers given (every input and output: read as tiles, written in vectors)
+// 16-byte aligned, and the grid (batch, ceil(t / 64)) within CUDA's limits.
 bool flash_attention_applies(std::int64_t batch, std::int64_t t, std::int64_t hd,
                              std::initializer_list<const void*> pointers);
 
