@@ -338,6 +338,10 @@ void run_grid(const char* kernel, dim3 grid, dim3 block, void (*thread)(void*), 
   if (!c.fault.empty()) fsdp_emu_report_fault(cudaErrorLaunchFailure, c.fault.c_str());
 }
 
+std::uint64_t running_cta_serial() {
+  return cta_serial;
+}
+
 void poison_shared(void* p, std::size_t bytes) {
   for (auto& [q, serial] : shared_poisoned)
     if (q == p) {

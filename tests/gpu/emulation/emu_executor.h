@@ -54,6 +54,10 @@ const std::uint32_t* warp_stage(unsigned mask, const std::uint32_t* value, int w
 // the emulation's static must not read as valid.
 void poison_shared(void* p, std::size_t bytes);
 
+// The running CTA's serial number on this OS thread (it changes with every CTA started): for
+// per-CTA state kept outside the executor (emu_mma.h's cp.async groups).
+std::uint64_t running_cta_serial();
+
 // The calling thread's lane: its linear index in the block (x fastest) modulo 32.
 inline int lane() {
   return static_cast<int>((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) &

@@ -5,8 +5,9 @@
 // exactly what the PTX ISA's fragment layout gives it (mma_sm80.cuh's comment); a wrong layout in
 // a kernel computes wrong numbers here too. Shared memory is read before the barrier, so a read
 // completes before any lane goes on, as the one instruction does on the device. Products are
-// summed in float, k in order. cp.async is a synchronous copy (its zero fill honoured); commit
-// and wait do nothing, so a missing wait shows only on a device.
+// summed in float, k in order. cp.async lands in shared memory only when a cp.async.wait_group
+// completes its group (zero fill honoured), so a missing commit or wait, or a wait that leaves
+// the tile in flight, reads poisoned shared memory here as stale data on a device.
 #pragma once
 #define FSDP_EMU_MMA_H
 
@@ -15,7 +16,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <type_traits>
+#include <vector>
 
 #include "tests/gpu/emulation/emu_executor.h"
 
@@ -98,14 +101,54 @@ inline void ldmatrix_x2(unsigned (&r)[2], const void* row) {
   emu_mma::ldmatrix<2, false>(r, row, "ldmatrix.x2");
 }
 
-inline void cp_async_16(void* dst, const void* src, bool valid) {
-  if (valid)
-    std::memcpy(dst, src, 16);
-  else
-    std::memset(dst, 0, 16);
+namespace emu_mma {
+
+// A thread's cp.async copies: each holds its 16 source bytes (read at issue, as the inputs do not
+// change during a kernel) until a wait completes its group.
+struct AsyncCopy {
+  void* dst;
+  unsigned char bytes[16];
+};
+struct AsyncCopies {
+  std::uint64_t cta = 0;  // the CTA they belong to: a faulted CTA's leftovers are dropped
+  std::vector<AsyncCopy> open;
+  std::deque<std::vector<AsyncCopy>> committed;  // oldest first
+};
+
+// The calling thread's copies (CTAs run one at a time on an OS thread).
+inline AsyncCopies& async_copies() {
+  thread_local std::vector<AsyncCopies> per_thread;
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  if (per_thread.size() <= tid) per_thread.resize(tid + 1);
+  AsyncCopies& c = per_thread[tid];
+  if (c.cta != fsdp::emu::running_cta_serial()) {
+    c.cta = fsdp::emu::running_cta_serial();
+    c.open.clear();
+    c.committed.clear();
+  }
+  return c;
 }
-inline void cp_async_commit() {}
+
+}  // namespace emu_mma
+
+inline void cp_async_16(void* dst, const void* src, bool valid) {
+  emu_mma::AsyncCopy copy{dst, {}};
+  if (valid) std::memcpy(copy.bytes, src, sizeof copy.bytes);
+  emu_mma::async_copies().open.push_back(copy);
+}
+inline void cp_async_commit() {
+  emu_mma::AsyncCopies& c = emu_mma::async_copies();
+  c.committed.push_back(std::move(c.open));
+  c.open.clear();
+}
 template <int kPending>
-void cp_async_wait() {}
+void cp_async_wait() {
+  emu_mma::AsyncCopies& c = emu_mma::async_copies();
+  while (c.committed.size() > static_cast<std::size_t>(kPending)) {
+    for (const emu_mma::AsyncCopy& copy : c.committed.front())
+      std::memcpy(copy.dst, copy.bytes, sizeof copy.bytes);
+    c.committed.pop_front();
+  }
+}
 
 }  // namespace fsdp::cuda

@@ -2,7 +2,8 @@
 // layouts written out here independently, every element distinct so that a wrong lane, register
 // or half fails: ldmatrix x4, x4.trans and x2 word by word; mma.m16n8k16 (bf16 and fp16) with
 // fragments built by the layout formulas and again through ldmatrix, against a double loop
-// (integer values: every sum exact in float).
+// (integer values: every sum exact in float); cp.async's groups completed by wait_group, zero
+// fill.
 // (emu_cuda.h supplies the functions, as it does for the rewritten .cu files.)
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
@@ -80,6 +81,25 @@ __global__ void mma_product(const unsigned short* a, const unsigned short* b, co
   }
 }
 
+// Each thread copies 16 bytes in each of two groups (the second zero-filled for odd threads),
+// reading its destinations, set to 0xff bytes first, after wait_group 1 and after wait_group 0:
+// seen[t * 3 + 0] the first group's word after wait 1, [+ 1] the second's then, [+ 2] the
+// second's after wait 0.
+__global__ void cp_async_groups(const unsigned* src, unsigned* seen) {
+  __shared__ __align__(16) unsigned dst[2][32 * 4];
+  const int l = threadIdx.x;
+  for (int i = 0; i < 4; ++i) dst[0][l * 4 + i] = dst[1][l * 4 + i] = 0xffffffffu;
+  fsdp::cuda::cp_async_16(&dst[0][l * 4], src + l * 4, true);
+  fsdp::cuda::cp_async_commit();
+  fsdp::cuda::cp_async_16(&dst[1][l * 4], src + 128 + l * 4, l % 2 == 0);
+  fsdp::cuda::cp_async_commit();
+  fsdp::cuda::cp_async_wait<1>();
+  seen[l * 3 + 0] = dst[0][l * 4 + 1];
+  seen[l * 3 + 1] = dst[1][l * 4 + 1];
+  fsdp::cuda::cp_async_wait<0>();
+  seen[l * 3 + 2] = dst[1][l * 4 + 1];
+}
+
 // 16-bit bits of small integers (exact in bf16 up to 256 and fp16 up to 2048).
 template <typename T>
 unsigned short bits_of(int v) {
@@ -113,6 +133,22 @@ BOOST_AUTO_TEST_CASE(ldmatrix_gives_each_lane_the_ptx_layouts_words) {
         BOOST_TEST(out[l * 10 + 8 + m] == word(ld_value(m, r, c), ld_value(m, r, c + 1)),
                    "x2 lane " << l << " matrix " << m);
     }
+}
+
+// The emulation holds a group's copies until a wait completes it (on a device they may land any
+// time before): a kernel that reads a tile still in flight reads what was there.
+BOOST_AUTO_TEST_CASE(cp_async_lands_when_a_wait_completes_its_group_zeros_where_invalid) {
+  std::vector<unsigned> src(256), seen(32 * 3, 0);
+  for (unsigned i = 0; i < 256; ++i) src[i] = 1000 + i;
+  launch([](auto... a) { cp_async_groups(a...); }, "cp_async_groups", 1, 32)(src.data(),
+                                                                             seen.data());
+  BOOST_TEST(take_fault() == "");
+  for (unsigned l = 0; l < 32; ++l) {
+    BOOST_TEST(seen[l * 3 + 0] == 1000 + l * 4 + 1, "first group after wait 1, thread " << l);
+    BOOST_TEST(seen[l * 3 + 1] == 0xffffffffu, "second group after wait 1, thread " << l);
+    BOOST_TEST(seen[l * 3 + 2] == (l % 2 == 0 ? 1000 + 128 + l * 4 + 1 : 0u),
+               "second group after wait 0, thread " << l);
+  }
 }
 
 using Types16 = std::tuple<__nv_bfloat16, __half>;
