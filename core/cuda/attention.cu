@@ -138,7 +138,7 @@ void attention_forward(const T* q, const T* k, const T* v, T* o, float* lse, std
   check_head_dim(hd, "attention_forward");
   if (batch == 0 || t == 0) return;
   if constexpr (is_16bit_v<T>) {
-    if (flash_attention_applies(batch, t, hd, {q, k, v})) {
+    if (flash_attention_applies(batch, t, hd, {q, k, v, o})) {
       flash_attention_forward(q, k, v, o, lse, batch, t, scale, stream);
       return;
     }
@@ -156,7 +156,7 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
   const std::size_t bytes = batch * t * hd * sizeof(float);
   if (bytes == 0) return;
   if constexpr (is_16bit_v<T>) {
-    if (flash_attention_applies(batch, t, hd, {q, k, v, o, dout})) {
+    if (flash_attention_applies(batch, t, hd, {q, k, v, o, dout, dq, dk, dv})) {
       flash_attention_backward(q, k, v, o, dout, lse, dq, dk, dv, batch, t, scale, stream);
       return;  // every element of dq, dk and dv written: no memset
     }

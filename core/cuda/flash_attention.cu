@@ -1,108 +1,245 @@
-// FlashAttention-2's schedule (Dao, 2023) on nvcuda::wmma 16x16x16 fragments of the 16-bit
-// storage type T (bf16 or fp16; float accumulators either way), for head dim 64. A CTA of 4 warps
-// takes a 64-row tile; each warp owns 16 of its rows. The products go through the tensor cores; the
-// accumulators pass through a per-warp float scratch in shared memory, where each lane pair owns
-// one row (lane >> 1) and the even or odd columns (lane & 1), so the softmax and masking need no
-// knowledge of the fragments' register layout. Scores are kept in log2 units (scale * log2(e)
-// folded in) so that exp2f serves; lse is stored in natural units, as the one-warp-per-row kernels
-// store it.
-#include <mma.h>
-
+// FlashAttention-2's algorithm (Dao, 2023) for head dim 64 on the sm_80+ warp-level matrix
+// instructions (mma_sm80.cuh: mma.m16n8k16, ldmatrix, cp.async) with the accumulators in
+// registers: T is the 16-bit storage type (bf16 or fp16), every product sums in float. A CTA of
+// 4 warps takes 64 rows; each warp owns 16 of them as the A operand of its products, and the
+// scores it computes stay in its registers in the C layout, which, rounded to T, is the A layout
+// of the next product (mma_sm80.cuh), so P and dS never pass through memory. The other operand's
+// tiles stream through shared memory, double-buffered by cp.async (tile j + 1 loads while tile j
+// is multiplied), read by ldmatrix (.trans where the product takes them k by n). Scores are kept
+// in log2 units (scale * log2(e) folded in) so that exp2f serves; lse is stored in natural units,
+// as the one-warp-per-row kernels store it.
 #include <cmath>
 #include <type_traits>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/flash_attention.h"
 #include "core/cuda/kernel_math.cuh"
+#include "core/cuda/mma_sm80.cuh"
 
 namespace fsdp::cuda {
 namespace {
-
-using namespace nvcuda;
 
 constexpr int kHd = kFlashHeadDim;
 constexpr int kTile = 64;  // query rows per CTA and key rows per step (equal: the causal
                            // diagonal is one tile)
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kWarpRows = kTile / kWarps;  // 16, one fragment high
-constexpr int kFrags = kHd / 16;           // fragments along the head dim (and along a tile)
-// Row pitches in shared memory, padded off the 128-byte bank period; rows stay 16-byte aligned
-// for the vector copies and fragment origins 32-byte aligned as wmma requires.
-constexpr int kLdH = kHd + 8;        // 16-bit tiles: 144 bytes
-constexpr int kLdF = kTile + 4;      // float scratch: 272 bytes
-constexpr int kPerLane = kTile / 2;  // columns of a row each lane of the pair owns
+constexpr int kWarpRows = kTile / kWarps;  // 16: one m16 tile
+constexpr int kSteps = kHd / 16;           // k16 steps along the head dim (and along a tile)
+constexpr int kN8 = kTile / 8;             // n8 tiles across a tile's 64 columns
+static_assert(kTile == kHd, "one register layout serves the score and the output tiles");
+// Row pitch of the 16-bit tiles in shared memory: 144 bytes (36 words), so the 8 rows an
+// ldmatrix reads start 4 banks apart and hit all 32 banks once; rows stay 16-byte aligned for
+// cp.async and the 16-byte stores.
+constexpr int kLd = kHd + 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-static_assert(kTile == kHd, "one scratch layout serves the score and the output tiles");
 
-template <typename T>
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
-template <typename T>
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
-template <typename T>
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+// A warp's operand fragments of 16 rows by 64 (A layout, per k16 step) and its float
+// accumulators of 16 rows by 64 (C layout, per n8 tile).
+using FragsA = unsigned[kSteps][4];
+using Acc = float[kN8][4];
 
-// Rows [row0, row0 + 64) of a (t, 64) matrix into shared memory, zeros past row t, by the
-// whole CTA in 16-byte vectors.
+__device__ __forceinline__ int lane_id() {
+  return threadIdx.x & 31;
+}
+
+__device__ __forceinline__ void zero(Acc& acc) {
+#pragma unroll
+  for (int n = 0; n < kN8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+}
+
+// Rows [row0, row0 + 64) of a (t, 64) matrix into a shared tile by cp.async (zeros past row t),
+// by the whole CTA, 16 bytes a copy; the caller commits the group.
 template <typename T>
-__device__ void load_tile(const T* src, std::int64_t row0, std::int64_t t, T* dst) {
+__device__ void load_tile_async(const T* src, std::int64_t row0, std::int64_t t, T* dst) {
+#pragma unroll
   for (int idx = threadIdx.x; idx < kTile * (kHd / 8); idx += kThreads) {
     const int r = idx / (kHd / 8), c = (idx % (kHd / 8)) * 8;
-    uint4 val = make_uint4(0u, 0u, 0u, 0u);
-    if (row0 + r < t) val = *reinterpret_cast<const uint4*>(src + (row0 + r) * kHd + c);
-    *reinterpret_cast<uint4*>(dst + r * kLdH + c) = val;
+    const bool valid = row0 + r < t;
+    cp_async_16(dst + r * kLd + c, src + (valid ? (row0 + r) * kHd + c : 0), valid);
   }
 }
 
-// A warp's 16 x 64 product A (16 x 64, fragments `a`) times B (64 x 64 in shared memory, row
-// pitch kLdH) into its float scratch. kTransB: B is the transpose of the stored tile (scores
-// against keys stored row by key), read column-major.
-template <bool kTransB, typename T>
-__device__ void product_to_scratch(const FragA<T> (&a)[kFrags], const T* b, float* scratch) {
-#pragma unroll 1  // not unrolled: ptxas would hoist all 16 B fragments (spills on sm_80)
-  for (int n = 0; n < kFrags; ++n) {
-    FragC c;
-    wmma::fill_fragment(c, 0.0f);
+// The A fragments of 16 rows of a shared tile (the warp's rows): per k16 step, matrices (rows
+// 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15), which ldmatrix.x4 returns as a[0..3].
+template <typename T>
+__device__ void load_a(const T* rows, FragsA& a) {
+  const int lane = lane_id();
 #pragma unroll
-    for (int kk = 0; kk < kFrags; ++kk) {
-      if constexpr (kTransB) {
-        FragBCol<T> bf;
-        wmma::load_matrix_sync(bf, b + n * 16 * kLdH + kk * 16, kLdH);
-        wmma::mma_sync(c, a[kk], bf, c);
-      } else {
-        FragBRow<T> bf;
-        wmma::load_matrix_sync(bf, b + kk * 16 * kLdH + n * 16, kLdH);
-        wmma::mma_sync(c, a[kk], bf, c);
+  for (int kk = 0; kk < kSteps; ++kk)
+    ldmatrix_x4(a[kk], rows + (lane % 16) * kLd + kk * 16 + (lane / 16) * 8);
+}
+
+// The C fragments of two adjacent n8 tiles rounded to T: the A fragment of one k16 step.
+template <typename T>
+__device__ void to_a(const Acc& c, FragsA& a) {
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    a[kk][0] = pack_floats<T>(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = pack_floats<T>(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = pack_floats<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = pack_floats<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+}
+
+// acc += A B for the warp's 16 rows: A (16 x 64) in fragments, B (64 x 64) from a shared tile.
+// kRowsAreN: B(k, n) = tile[n][k] (the tile's rows are the product's columns, as keys are in
+// Q K^T): ldmatrix gives the B layout directly. Otherwise B(k, n) = tile[k][n] (values in P V),
+// read transposed. Each ldmatrix.x4 feeds two n8 tiles of one k16 step.
+template <bool kRowsAreN, typename T>
+__device__ void warp_product(const FragsA& a, const T* tile, Acc& acc) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk)
+#pragma unroll
+    for (int p = 0; p < kN8 / 2; ++p) {
+      unsigned b[4];
+      if constexpr (kRowsAreN) {  // matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, ...)
+        ldmatrix_x4(
+            b, tile + (p * 16 + (lane / 16) * 8 + lane % 8) * kLd + kk * 16 + (lane / 8 % 2) * 8);
+      } else {  // matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), ...
+        ldmatrix_x4_trans(
+            b, tile + (kk * 16 + (lane / 8 % 2) * 8 + lane % 8) * kLd + p * 16 + (lane / 16) * 8);
       }
+      const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+      mma_m16n8k16<T>(acc[2 * p], a[kk], b0);
+      mma_m16n8k16<T>(acc[2 * p + 1], a[kk], b1);
     }
-    wmma::store_matrix_sync(scratch + n * 16, c, kLdF, wmma::mem_row_major);
+}
+
+// The column of element i of n8 tile n in the C layout (rows: lane / 4, + 8 for i >= 2).
+__device__ __forceinline__ int c_col(int n, int i) {
+  return n * 8 + 2 * (lane_id() & 3) + (i & 1);
+}
+
+// Sum and max over the 4 lanes holding one row (a quad).
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Writes the warp's 16 x 64 accumulators, row r (0: lane / 4, 1: + 8) times mul[r], to rows
+// [row0, row0 + 16) of `dst` (t, 64), skipping rows past t. A 16-bit output is staged in
+// `staging` (16 rows of pitch kLd, the warp's own) for 16-byte stores; float goes out as float2.
+template <typename Out>
+__device__ void store_warp_rows(const Acc& acc, const float (&mul)[2], Out* dst, std::int64_t row0,
+                                std::int64_t t, Out* staging) {
+  const int lane = lane_id(), g = lane >> 2;
+  if constexpr (std::is_same_v<Out, float>) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const std::int64_t row = row0 + g + 8 * r;
+      if (row >= t) continue;
+#pragma unroll
+      for (int n = 0; n < kN8; ++n)
+        *reinterpret_cast<float2*>(dst + row * kHd + c_col(n, 0)) =
+            make_float2(acc[n][2 * r] * mul[r], acc[n][2 * r + 1] * mul[r]);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int n = 0; n < kN8; ++n)
+        *reinterpret_cast<unsigned*>(staging + (g + 8 * r) * kLd + c_col(n, 0)) =
+            pack_floats<Out>(acc[n][2 * r] * mul[r], acc[n][2 * r + 1] * mul[r]);
+    __syncwarp();
+#pragma unroll
+    for (int idx = lane; idx < kWarpRows * (kHd / 8); idx += 32) {
+      const int r = idx / (kHd / 8), c = (idx % (kHd / 8)) * 8;
+      if (row0 + r < t)
+        *reinterpret_cast<uint4*>(dst + (row0 + r) * kHd + c) =
+            *reinterpret_cast<const uint4*>(staging + r * kLd + c);
+    }
   }
 }
 
-// acc[n] += A (16 x 64 in shared memory, pitch kLdH) times B (64 x 64 row-major in shared
-// memory, pitch kLdH): the gradient products, accumulated across the loop in fragments.
-// One A fragment live at a time: the accumulators already hold 32 or 64 registers.
+// Grid (batch, query tiles); the last query tiles (the most key tiles) are launched first.
 template <typename T>
-__device__ void product_accumulate(const T* a, const T* b, FragC (&acc)[kFrags]) {
-#pragma unroll
-  for (int kk = 0; kk < kFrags; ++kk) {
-    FragA<T> af;
-    wmma::load_matrix_sync(af, a + kk * 16, kLdH);
-#pragma unroll
-    for (int n = 0; n < kFrags; ++n) {
-      FragBRow<T> bf;
-      wmma::load_matrix_sync(bf, b + kk * 16 * kLdH + n * 16, kLdH);
-      wmma::mma_sync(acc[n], af, bf, acc[n]);
-    }
-  }
-}
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_kernel(const T* q, const T* k, const T* v, T* o, float* lse, std::int64_t t,
+                         float scale_log2) {
+  __shared__ __align__(16) T ks[2][kTile * kLd];
+  __shared__ __align__(16) T vs[2][kTile * kLd];
+  const int qb = gridDim.y - 1 - blockIdx.y;
+  const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
+  const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
+  const std::int64_t row0 = q0 + warp * kWarpRows;        // the warp's first query row
+  const std::int64_t rows[2] = {row0 + g, row0 + g + 8};  // the lane's two rows
 
-template <typename T>
-__device__ void load_rows(const T* tile, FragA<T> (&a)[kFrags]) {
+  // Q's tile through ks[1] (free until the second key tile) into fragments, key tile 0 with it.
+  load_tile_async(q + base, q0, t, ks[1]);
+  load_tile_async(k + base, 0, t, ks[0]);
+  load_tile_async(v + base, 0, t, vs[0]);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  FragsA qf;
+  load_a(ks[1] + warp * kWarpRows * kLd, qf);
+  __syncthreads();
+
+  Acc acc;
+  zero(acc);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the sum
+  for (int kb = 0; kb <= qb; ++kb) {
+    const int stage = kb & 1;
+    if (kb < qb) {  // the next key tile loads while this one is multiplied
+      const std::int64_t next = std::int64_t(kb + 1) * kTile;
+      load_tile_async(k + base, next, t, ks[stage ^ 1]);
+      load_tile_async(v + base, next, t, vs[stage ^ 1]);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // all but the group just issued: tile kb is here
+    __syncthreads();
+    Acc s;
+    zero(s);
+    warp_product<true>(qf, ks[stage], s);  // S = Q K^T
+    // Only the diagonal tile is masked: earlier key tiles are whole and before every row. Key 0
+    // is unmasked for every row, so m is finite from the first tile on.
+    const std::int64_t k0 = std::int64_t(kb) * kTile;
 #pragma unroll
-  for (int kk = 0; kk < kFrags; ++kk) wmma::load_matrix_sync(a[kk], tile + kk * 16, kLdH);
+    for (int n = 0; n < kN8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        s[n][i] = (kb < qb || k0 + c_col(n, i) <= rows[i >> 1]) ? s[n][i] * scale_log2 : -INFINITY;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kN8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      const float m_new = fmaxf(m[r], quad_max(mx));
+      const float correction = exp2f(m[r] - m_new);  // 0 on the first tile (m = -inf)
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kN8; ++n)
+#pragma unroll
+        for (int i = 2 * r; i < 2 * r + 2; ++i) {
+          s[n][i] = exp2f(s[n][i] - m_new);
+          sum += s[n][i];
+          acc[n][i] *= correction;
+        }
+      l[r] = l[r] * correction + sum;
+      m[r] = m_new;
+    }
+    FragsA pf;
+    to_a<T>(s, pf);
+    warp_product<false>(pf, vs[stage], acc);  // O += P V
+    __syncthreads();  // every warp is done with this stage before it is loaded again
+  }
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] = quad_sum(l[r]);
+    inv[r] = 1.0f / l[r];
+    if ((lane_id() & 3) == 0 && rows[r] < t) lse[b * t + rows[r]] = (m[r] + log2f(l[r])) * kLn2;
+  }
+  store_warp_rows(acc, inv, o + base, row0, t, ks[0] + warp * kWarpRows * kLd);
 }
 
 // The dot product of two words of two T each, unpacked from the words' bits (bf16 is float's
@@ -120,272 +257,188 @@ __device__ __forceinline__ float dot2(unsigned a, unsigned b) {
   }
 }
 
-// dO . o of one row (either pointer global or shared, 16-byte aligned), each lane of the pair
-// (lane ^ 1) taking 32 of its 64 dims in 16-byte vectors; both lanes return the sum. Zero for rows
-// past t (valid false).
+// D = dO . o (float) and lse in log2 units of the 64 query rows from q0, into d_s and lse_s (0
+// for rows past t): a thread pair per row (lane ^ 1), each taking 32 of its 64 dims in 16-byte
+// vectors, o from device memory, dO from its shared tile. `o` and `lse` start at the batch.
 template <typename T>
-__device__ float row_dot_pair(const T* o_row, const T* do_row, bool valid, int half) {
+__device__ void tile_row_stats(const T* o, const T* do_tile, const float* lse, std::int64_t q0,
+                               std::int64_t t, float* d_s, float* lse_s) {
+  const int row = threadIdx.x >> 1, half = threadIdx.x & 1;
+  const std::int64_t qi = q0 + row;
+  const bool valid = qi < t;
   float s = 0.0f;
   if (valid) {
 #pragma unroll
-    for (int u = 0; u < kPerLane / 8; ++u) {
-      const uint4 a = *reinterpret_cast<const uint4*>(o_row + half * kPerLane + u * 8);
-      const uint4 b = *reinterpret_cast<const uint4*>(do_row + half * kPerLane + u * 8);
+    for (int u = 0; u < kHd / 16; ++u) {
+      const int c = half * (kHd / 2) + u * 8;
+      const uint4 a = *reinterpret_cast<const uint4*>(o + qi * kHd + c);
+      const uint4 b = *reinterpret_cast<const uint4*>(do_tile + row * kLd + c);
       s += dot2<T>(a.x, b.x) + dot2<T>(a.y, b.y) + dot2<T>(a.z, b.z) + dot2<T>(a.w, b.w);
     }
   }
-  return s + __shfl_xor_sync(0xffffffffu, s, 1);
-}
-
-// Copies a warp's 16 x 64 float scratch times `mul` to rows [row0, row0 + 16) of `dst`
-// (t, 64), skipping rows past t.
-template <typename Out>
-__device__ void store_rows(const float* scratch, float mul, Out* dst, std::int64_t row0,
-                           std::int64_t t, int lane) {
-  for (int idx = lane; idx < kWarpRows * kHd; idx += 32) {
-    const int r = idx / kHd, c = idx % kHd;
-    if (row0 + r < t) {
-      const float x = scratch[r * kLdF + c] * mul;
-      dst[(row0 + r) * kHd + c] = from_float<Out>(x);
-    }
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  if (half == 0) {
+    d_s[row] = s;
+    lse_s[row] = valid ? lse[qi] * kLog2e : 0.0f;
   }
 }
 
-// Grid (batch, query tiles); the last query tiles (the most key tiles) are launched first.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(const T* q, const T* k, const T* v, T* o, float* lse, std::int64_t t,
-                         float scale_log2) {
-  __shared__ __align__(32) T ks[kTile * kLdH];
-  __shared__ __align__(32) T vs[kTile * kLdH];
-  __shared__ __align__(32) T ps[kWarps * kWarpRows * kLdH];
-  __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
-  const int qb = gridDim.y - 1 - blockIdx.y;
-  const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int r = lane >> 1, half = lane & 1;          // the lane's row in the warp and column parity
-  const std::int64_t i = q0 + warp * kWarpRows + r;  // the lane's query row
-  float* sw = ss + warp * kWarpRows * kLdF;
-  T* pw = ps + warp * kWarpRows * kLdH;
-
-  // Q's tile passes through the scratch (free until the first scores) into fragments.
-  T* qs = reinterpret_cast<T*>(ss);
-  static_assert(sizeof(ss) >= sizeof(T) * kTile * kLdH);
-  load_tile(q + base, q0, t, qs);
-  __syncthreads();
-  FragA<T> qf[kFrags];
-  load_rows(qs + warp * kWarpRows * kLdH, qf);
-  __syncthreads();
-
-  float acc[kPerLane];
-#pragma unroll
-  for (int c = 0; c < kPerLane; ++c) acc[c] = 0.0f;
-  float m = -INFINITY, l = 0.0f;  // l: this lane's half of the row sum
-  for (int kb = 0; kb <= qb; ++kb) {
-    const std::int64_t k0 = std::int64_t(kb) * kTile;
-    load_tile(k + base, k0, t, ks);
-    load_tile(v + base, k0, t, vs);
-    __syncthreads();
-    product_to_scratch<true>(qf, ks, sw);  // S = Q K^T
-    __syncwarp();
-    // Key 0 is in the first tile and unmasked for every row, so m is finite from then on.
-    float s[kPerLane], mx = -INFINITY;
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int col = 2 * c + half;
-      const std::int64_t j = k0 + col;
-      s[c] = (j <= i && j < t) ? sw[r * kLdF + col] * scale_log2 : -INFINITY;
-      mx = fmaxf(mx, s[c]);
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    const float m_new = fmaxf(m, mx);
-    const float correction = exp2f(m - m_new);  // 0 on the first tile (m = -inf)
-    float sum = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const float p = exp2f(s[c] - m_new);
-      pw[r * kLdH + 2 * c + half] = from_float<T>(p);
-      sum += p;
-      acc[c] *= correction;
-    }
-    l = l * correction + sum;
-    m = m_new;
-    __syncwarp();
-    FragA<T> pf[kFrags];
-    load_rows(pw, pf);
-    product_to_scratch<false>(pf, vs, sw);  // P V
-    __syncwarp();
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) acc[c] += sw[r * kLdF + 2 * c + half];
-    __syncthreads();  // every warp is done with ks and vs
-  }
-  l += __shfl_xor_sync(0xffffffffu, l, 1);
-  const float inv = 1.0f / l;
-#pragma unroll
-  for (int c = 0; c < kPerLane; ++c) sw[r * kLdF + 2 * c + half] = acc[c] * inv;
-  if (i < t && half == 0) lse[b * t + i] = (m + log2f(l)) * kLn2;
-  __syncwarp();
-  store_rows(sw, 1.0f, o + base, q0 + warp * kWarpRows, t, lane);
-}
-
-// dq = scale * dS K with dS = P * (dO V^T - D), D = rowsum(dO * o). Grid as the forward's.
+// dq = scale * dS K with dS = P * (dO V^T - D), P = exp2(S - lse) recomputed per key tile.
+// Grid as the forward's; Q's and dO's rows stay in registers, K and V stream.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_dq_kernel(const T* q, const T* k, const T* v, const T* o, const T* dout,
                              const float* lse, T* dq, std::int64_t t, float scale_log2,
                              float scale) {
-  __shared__ __align__(32) T ks[kTile * kLdH];
-  __shared__ __align__(32) T vs[kTile * kLdH];
-  __shared__ __align__(32) T dss[kWarps * kWarpRows * kLdH];
-  __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
+  __shared__ __align__(16) T ks[2][kTile * kLd];
+  __shared__ __align__(16) T vs[2][kTile * kLd];
+  __shared__ float d_s[kTile], lse_s[kTile];
   const int qb = gridDim.y - 1 - blockIdx.y;
   const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int r = lane >> 1, half = lane & 1;
-  const std::int64_t i = q0 + warp * kWarpRows + r;
-  float* sw = ss + warp * kWarpRows * kLdF;
-  T* dsw = dss + warp * kWarpRows * kLdH;
+  const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
+  const std::int64_t row0 = q0 + warp * kWarpRows;
+  const std::int64_t rows[2] = {row0 + g, row0 + g + 8};
 
-  // Q's and dO's tiles pass through ks and vs (free until the loop) into fragments.
-  load_tile(q + base, q0, t, ks);
-  load_tile(dout + base, q0, t, vs);
+  // Q's and dO's tiles through stage 1 (free until the second key tile), key tile 0 with them.
+  load_tile_async(q + base, q0, t, ks[1]);
+  load_tile_async(dout + base, q0, t, vs[1]);
+  load_tile_async(k + base, 0, t, ks[0]);
+  load_tile_async(v + base, 0, t, vs[0]);
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
-  FragA<T> qf[kFrags], dof[kFrags];
-  load_rows(ks + warp * kWarpRows * kLdH, qf);
-  load_rows(vs + warp * kWarpRows * kLdH, dof);
-  const bool valid = i < t;
-  const float d_row = row_dot_pair(o + base + i * kHd, dout + base + i * kHd, valid, half);
-  const float lse_row = valid ? lse[b * t + i] * kLog2e : 0.0f;
+  tile_row_stats(o + base, vs[1], lse + b * t, q0, t, d_s, lse_s);
+  FragsA qf, dof;
+  load_a(ks[1] + warp * kWarpRows * kLd, qf);
+  load_a(vs[1] + warp * kWarpRows * kLd, dof);
   __syncthreads();
-
-  FragC dqacc[kFrags];
+  float d_row[2], lse_row[2];
 #pragma unroll
-  for (int n = 0; n < kFrags; ++n) wmma::fill_fragment(dqacc[n], 0.0f);
-  for (int kb = 0; kb <= qb; ++kb) {
-    const std::int64_t k0 = std::int64_t(kb) * kTile;
-    load_tile(k + base, k0, t, ks);
-    load_tile(v + base, k0, t, vs);
-    __syncthreads();
-    product_to_scratch<true>(qf, ks, sw);  // S = Q K^T
-    __syncwarp();
-    // P waits in dsw (T, as the products take it) while dP takes the scratch; each lane then
-    // turns its own elements into dS in place.
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int col = 2 * c + half;
-      const std::int64_t j = k0 + col;
-      const float p = (valid && j <= i) ? exp2f(sw[r * kLdF + col] * scale_log2 - lse_row) : 0.0f;
-      dsw[r * kLdH + col] = from_float<T>(p);
-    }
-    __syncwarp();
-    product_to_scratch<true>(dof, vs, sw);  // dP = dO V^T
-    __syncwarp();
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int col = 2 * c + half;
-      const float p = to_float(dsw[r * kLdH + col]);
-      dsw[r * kLdH + col] = from_float<T>(p * (sw[r * kLdF + col] - d_row));
-    }
-    __syncwarp();
-    product_accumulate(dsw, ks, dqacc);  // dQ += dS K
-    __syncthreads();                     // every warp is done with ks and vs
+  for (int r = 0; r < 2; ++r) {
+    d_row[r] = d_s[warp * kWarpRows + g + 8 * r];
+    lse_row[r] = lse_s[warp * kWarpRows + g + 8 * r];
   }
+
+  Acc dqacc;
+  zero(dqacc);
+  for (int kb = 0; kb <= qb; ++kb) {
+    const int stage = kb & 1;
+    if (kb < qb) {
+      const std::int64_t next = std::int64_t(kb + 1) * kTile;
+      load_tile_async(k + base, next, t, ks[stage ^ 1]);
+      load_tile_async(v + base, next, t, vs[stage ^ 1]);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const std::int64_t k0 = std::int64_t(kb) * kTile;
+    Acc p;
+    zero(p);
+    warp_product<true>(qf, ks[stage], p);  // S = Q K^T, then P in place
 #pragma unroll
-  for (int n = 0; n < kFrags; ++n)
-    wmma::store_matrix_sync(sw + n * 16, dqacc[n], kLdF, wmma::mem_row_major);
-  __syncwarp();
-  store_rows(sw, scale, dq + base, q0 + warp * kWarpRows, t, lane);
+    for (int n = 0; n < kN8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const std::int64_t row = rows[i >> 1];
+        p[n][i] = (row < t && (kb < qb || k0 + c_col(n, i) <= row))
+                      ? exp2f(p[n][i] * scale_log2 - lse_row[i >> 1])
+                      : 0.0f;
+      }
+    Acc ds;
+    zero(ds);
+    warp_product<true>(dof, vs[stage], ds);  // dP = dO V^T, then dS in place
+#pragma unroll
+    for (int n = 0; n < kN8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ds[n][i] = p[n][i] * (ds[n][i] - d_row[i >> 1]);
+    FragsA dsf;
+    to_a<T>(ds, dsf);
+    warp_product<false>(dsf, ks[stage], dqacc);  // dQ += dS K
+    __syncthreads();  // every warp is done with this stage before it is loaded again
+  }
+  const float mul[2] = {scale, scale};
+  store_warp_rows(dqacc, mul, dq + base, row0, t, ks[0] + warp * kWarpRows * kLd);
 }
 
 // Per key tile: dv = P^T dO and dk = scale * dS^T Q over the query tiles at or after it. The
-// warp's 16 keys are the rows of its products (S^T = K Q^T, dP^T = V dO^T). Grid (batch, key
-// tiles); key tile 0, with the most query tiles, first.
+// warp's 16 keys are the rows of its products (S^T = K Q^T, dP^T = V dO^T), K's and V's rows in
+// registers; Q and dO stream. Grid (batch, key tiles); key tile 0, with the most query tiles,
+// first.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_dkdv_kernel(const T* q, const T* k, const T* v, const T* o, const T* dout,
                                const float* lse, float* dk, float* dv, std::int64_t t,
                                float scale_log2, float scale) {
-  __shared__ __align__(32) T qs[kTile * kLdH];
-  __shared__ __align__(32) T dos[kTile * kLdH];
-  __shared__ __align__(32) T ps[kWarps * kWarpRows * kLdH];
-  __shared__ __align__(32) float ss[kWarps * kWarpRows * kLdF];
-  __shared__ float lse_s[kTile], d_s[kTile];
+  __shared__ __align__(16) T qs[2][kTile * kLd];
+  __shared__ __align__(16) T dos[2][kTile * kLd];
+  __shared__ float d_s[kTile], lse_s[kTile];
   const int kb = blockIdx.y;
   const std::int64_t b = blockIdx.x, base = b * t * kHd, k0 = std::int64_t(kb) * kTile;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int r = lane >> 1, half = lane & 1;
-  const std::int64_t j = k0 + warp * kWarpRows + r;  // the lane's key row
-  float* sw = ss + warp * kWarpRows * kLdF;
-  T* pw = ps + warp * kWarpRows * kLdH;
+  const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
+  const std::int64_t row0 = k0 + warp * kWarpRows;
+  const std::int64_t keys[2] = {row0 + g, row0 + g + 8};  // the lane's two key rows
   const int n_q = static_cast<int>((t + kTile - 1) / kTile);
 
-  // K's and V's tiles pass through qs and dos (free until the loop) into fragments.
-  load_tile(k + base, k0, t, qs);
-  load_tile(v + base, k0, t, dos);
+  // K's and V's tiles through stage 1, the first query tile (kb) with them.
+  load_tile_async(k + base, k0, t, qs[1]);
+  load_tile_async(v + base, k0, t, dos[1]);
+  load_tile_async(q + base, k0, t, qs[0]);
+  load_tile_async(dout + base, k0, t, dos[0]);
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
-  FragA<T> kf[kFrags], vf[kFrags];
-  load_rows(qs + warp * kWarpRows * kLdH, kf);
-  load_rows(dos + warp * kWarpRows * kLdH, vf);
+  FragsA kf, vf;
+  load_a(qs[1] + warp * kWarpRows * kLd, kf);
+  load_a(dos[1] + warp * kWarpRows * kLd, vf);
   __syncthreads();
 
-  FragC dkacc[kFrags], dvacc[kFrags];
-#pragma unroll
-  for (int n = 0; n < kFrags; ++n) {
-    wmma::fill_fragment(dkacc[n], 0.0f);
-    wmma::fill_fragment(dvacc[n], 0.0f);
-  }
+  Acc dkacc, dvacc;
+  zero(dkacc);
+  zero(dvacc);
   for (int qb = kb; qb < n_q; ++qb) {
-    const std::int64_t q0 = std::int64_t(qb) * kTile;
-    load_tile(q + base, q0, t, qs);
-    load_tile(dout + base, q0, t, dos);
-    __syncthreads();  // dO's tile is read for D
-    {  // D and lse (log2 units) of the tile's 64 query rows: a thread pair per row, o from
-       // device memory, dO from its tile
-      const int row = threadIdx.x >> 1, part = threadIdx.x & 1;
-      const std::int64_t qi = q0 + row;
-      const bool valid = qi < t;
-      const float d = row_dot_pair(o + base + qi * kHd, dos + row * kLdH, valid, part);
-      if (part == 0) {
-        d_s[row] = d;
-        lse_s[row] = valid ? lse[b * t + qi] * kLog2e : 0.0f;
-      }
+    const int stage = (qb - kb) & 1;
+    if (qb + 1 < n_q) {
+      const std::int64_t next = std::int64_t(qb + 1) * kTile;
+      load_tile_async(q + base, next, t, qs[stage ^ 1]);
+      load_tile_async(dout + base, next, t, dos[stage ^ 1]);
     }
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
-    product_to_scratch<true>(kf, qs, sw);  // S^T = K Q^T
-    __syncwarp();
+    const std::int64_t q0 = std::int64_t(qb) * kTile;
+    tile_row_stats(o + base, dos[stage], lse + b * t, q0, t, d_s, lse_s);
+    __syncthreads();
+    Acc p;
+    zero(p);
+    warp_product<true>(kf, qs[stage], p);  // S^T = K Q^T, then P^T in place
 #pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int col = 2 * c + half;
-      const std::int64_t qi = q0 + col;
-      const float p =
-          (j <= qi && qi < t) ? exp2f(sw[r * kLdF + col] * scale_log2 - lse_s[col]) : 0.0f;
-      pw[r * kLdH + col] = from_float<T>(p);
-    }
-    __syncwarp();
-    product_accumulate(pw, dos, dvacc);     // dV += P^T dO
-    product_to_scratch<true>(vf, dos, sw);  // dP^T = V dO^T
-    __syncwarp();
+    for (int n = 0; n < kN8; ++n)
 #pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {  // dS^T in place of P^T, element by element
-      const int col = 2 * c + half;
-      const float p = to_float(pw[r * kLdH + col]);
-      pw[r * kLdH + col] = from_float<T>(p * (sw[r * kLdF + col] - d_s[col]));
-    }
-    __syncwarp();
-    product_accumulate(pw, qs, dkacc);  // dK += dS^T Q
-    __syncthreads();                    // every warp is done with qs, dos, lse_s and d_s
+      for (int i = 0; i < 4; ++i) {
+        const int col = c_col(n, i);
+        const std::int64_t qi = q0 + col;
+        p[n][i] = (qi < t && (qb > kb || keys[i >> 1] <= qi))
+                      ? exp2f(p[n][i] * scale_log2 - lse_s[col])
+                      : 0.0f;
+      }
+    FragsA pf;
+    to_a<T>(p, pf);
+    warp_product<false>(pf, dos[stage], dvacc);  // dV += P^T dO
+    Acc ds;
+    zero(ds);
+    warp_product<true>(vf, dos[stage], ds);  // dP^T = V dO^T, then dS^T in place
+#pragma unroll
+    for (int n = 0; n < kN8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ds[n][i] = p[n][i] * (ds[n][i] - d_s[c_col(n, i)]);
+    FragsA dsf;
+    to_a<T>(ds, dsf);
+    warp_product<false>(dsf, qs[stage], dkacc);  // dK += dS^T Q
+    __syncthreads();  // every warp is done with this stage, d_s and lse_s
   }
-#pragma unroll
-  for (int n = 0; n < kFrags; ++n)
-    wmma::store_matrix_sync(sw + n * 16, dkacc[n], kLdF, wmma::mem_row_major);
-  __syncwarp();
-  store_rows(sw, scale, dk + base, k0 + warp * kWarpRows, t, lane);
-  __syncwarp();
-#pragma unroll
-  for (int n = 0; n < kFrags; ++n)
-    wmma::store_matrix_sync(sw + n * 16, dvacc[n], kLdF, wmma::mem_row_major);
-  __syncwarp();
-  store_rows(sw, 1.0f, dv + base, k0 + warp * kWarpRows, t, lane);
+  const float mul_dk[2] = {scale, scale}, mul_dv[2] = {1.0f, 1.0f};
+  store_warp_rows<float>(dkacc, mul_dk, dk + base, row0, t, nullptr);
+  store_warp_rows<float>(dvacc, mul_dv, dv + base, row0, t, nullptr);
 }
 
 dim3 tile_grid(std::int64_t batch, std::int64_t t) {

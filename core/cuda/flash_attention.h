@@ -1,7 +1,8 @@
 // The tiled (FlashAttention-2 style) causal attention behind attention_forward/backward
-// (kernels.h) for 16-bit storage (T bf16 or fp16) and head dim 64: tensor cores through
-// nvcuda::wmma, the online softmax in float, the scores never in device memory. attention.cu calls
-// these when flash_attention_applies(); every other case stays on the one-warp-per-row kernels.
+// (kernels.h) for 16-bit storage (T bf16 or fp16) and head dim 64: tensor cores through mma.sync
+// with register accumulators, the online softmax in float, the scores never in device memory.
+// attention.cu calls these when flash_attention_applies(); every other case stays on the
+// one-warp-per-row kernels.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,8 +16,8 @@ namespace fsdp::cuda {
 
 constexpr int kFlashHeadDim = 64;
 
-// Head dim 64, the pointers given (those read as tiles) 16-byte aligned, and the grid
-// (batch, ceil(t / 64)) within CUDA's limits.
+// Head dim 64, the pointers given (every input and output: read as tiles, written in vectors)
+// 16-byte aligned, and the grid (batch, ceil(t / 64)) within CUDA's limits.
 bool flash_attention_applies(std::int64_t batch, std::int64_t t, std::int64_t hd,
                              std::initializer_list<const void*> pointers);
 

@@ -24,7 +24,7 @@
 
 #include "tests/gpu/emulation/emu_executor.h"
 #include "tests/gpu/emulation/emu_launch.h"
-#include "tests/gpu/emulation/emu_wmma.h"
+#include "tests/gpu/emulation/emu_mma.h"
 
 // The CUDA headers define these for a host compiler; here they become plain C++.
 #undef __global__

@@ -38,8 +38,8 @@ namespace {
 
 namespace ctx = boost::context;
 
-// The emulated wmma fragments hold whole 16x16 tiles (1 KiB each) and the flash kernels keep a
-// dozen: 256 KiB is ample, and only touched pages cost memory. A guard page below each stack
+// Kernels' arrays live on their fiber's stack (the flash kernels' register tiles, a few KiB):
+// 256 KiB is ample, and only touched pages cost memory. A guard page below each stack
 // turns an overflow into a crash, not a silent overwrite.
 constexpr std::size_t kStackBytes = 256 * 1024;
 
@@ -111,6 +111,7 @@ struct Warp {
   unsigned generation = 0;   // operations completed: a shuffle's slots alternate by its parity
   const char* op = nullptr;  // the operation the arrived lanes wait at
   std::uint64_t slots[2][32] = {};
+  std::uint32_t stage[2][32 * kStageWords] = {};  // warp_stage's, alternating as slots
 };
 
 struct Cta {
@@ -337,6 +338,10 @@ void run_grid(const char* kernel, dim3 grid, dim3 block, void (*thread)(void*), 
   if (!c.fault.empty()) fsdp_emu_report_fault(cudaErrorLaunchFailure, c.fault.c_str());
 }
 
+std::uint64_t running_cta_serial() {
+  return cta_serial;
+}
+
 void poison_shared(void* p, std::size_t bytes) {
   for (auto& [q, serial] : shared_poisoned)
     if (q == p) {
@@ -375,6 +380,19 @@ std::uint64_t warp_exchange(unsigned mask, std::uint64_t value, int source, cons
   w.slots[parity][c.current & 31] = value;
   wait_at_warp(c, w);
   return w.slots[parity][source];
+}
+
+const std::uint32_t* warp_stage(unsigned mask, const std::uint32_t* value, int words,
+                                const char* op) {
+  Cta& c = *current_cta;
+  Warp& w = arrive_at_warp(c, mask, op);
+  // Two buffers by the generation's parity, as the shuffles' slots: a lane deposits into one
+  // only after every lane has left the operation before, so no deposit overwrites a buffer
+  // still being read.
+  std::uint32_t* stage = w.stage[w.generation & 1u];
+  std::memcpy(stage + (c.current & 31) * kStageWords, value, sizeof(std::uint32_t) * words);
+  wait_at_warp(c, w);
+  return stage;
 }
 
 }  // namespace fsdp::emu

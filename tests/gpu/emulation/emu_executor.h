@@ -1,10 +1,11 @@
 // The emulated device's execution engine: a launch runs its CTAs one after another on the
 // calling OS thread (a stream's worker), each CTA's threads as user-mode fibers (Boost.Context)
 // that switch only at barriers. __syncthreads is the block's barrier; __syncwarp, the shuffles
-// and the wmma operations are the warp's (its 32 lanes, or the lanes of a partial last warp).
-// A barrier that cannot complete (some threads exited or wait elsewhere) is a fault reported
-// through emu_runtime.h and ends the launch. Lanes are not in lockstep (Volta's independent
-// thread scheduling): a lane runs until it waits, so code that needs __syncwarp must have it.
+// and the warp-level matrix instructions (emu_mma.h) are the warp's (its 32 lanes, or the lanes of
+// a partial last warp). A barrier that cannot complete (some threads exited or wait elsewhere) is a
+// fault reported through emu_runtime.h and ends the launch. Lanes are not in lockstep (Volta's
+// independent thread scheduling): a lane runs until it waits, so code that needs __syncwarp must
+// have it.
 #pragma once
 
 #include <vector_types.h>
@@ -39,12 +40,23 @@ void sync_warp(unsigned mask, const char* op);
 // A shuffle: deposits `value`, waits as sync_warp, and returns the value that lane `source`
 // deposited. `source` must be a lane of the warp.
 std::uint64_t warp_exchange(unsigned mask, std::uint64_t value, int source, const char* op);
+// The most 32-bit words a lane deposits in one warp_stage.
+constexpr int kStageWords = 8;
+// A warp-wide gather (the mma and ldmatrix emulations): deposits `words` (at most kStageWords)
+// words from `value`, waits as sync_warp, and returns every lane's deposit, lane l's at
+// [l * kStageWords]; valid until the calling lane's next warp operation.
+const std::uint32_t* warp_stage(unsigned mask, const std::uint32_t* value, int words,
+                                const char* op);
 
 // Fills a __shared__ variable with 0xff bytes (NaN in every float type, -1 in integers) when the
 // first thread of the running CTA reaches its declaration (rewrite_kernels.py adds the call):
 // shared memory starts undefined in each CTA on the device, and what an earlier CTA left in
 // the emulation's static must not read as valid.
 void poison_shared(void* p, std::size_t bytes);
+
+// The running CTA's serial number on this OS thread (it changes with every CTA started): for
+// per-CTA state kept outside the executor (emu_mma.h's cp.async groups).
+std::uint64_t running_cta_serial();
 
 // The calling thread's lane: its linear index in the block (x fastest) modulo 32.
 inline int lane() {

@@ -1,8 +1,9 @@
 // core/cuda/flash_attention.cu's kernels, compiled by the host compiler under emu_cuda.h (CTAs
-// as fibers, wmma by its documented semantics), against a double loop: the tiles' indexing,
-// masks, loop bounds, lane pairing and synchronisation checked on any machine with the CUDA
-// headers, before a device runs them. Batch 2 (the batch offsets), t of 1, under a tile, one
-// tile, a partial last tile, three tiles; bf16 and fp16 tiles.
+// as fibers, the warp-level matrix instructions by their PTX layouts: emu_mma.h), against a
+// double loop: the tiles' indexing, fragment layouts, masks, loop bounds, the double-buffered
+// loads and synchronisation checked on any machine with the CUDA headers, before a device runs
+// them. Batch 2 (the batch offsets), t of 1, under a tile, one tile, a partial last tile, two
+// whole tiles, three tiles, five (the load stages alternating); bf16 and fp16 tiles.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -115,7 +116,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
   std::normal_distribution<float> normal;
   const std::int64_t batch = 2, hd = kFlashHeadDim;
   const float scale = 0.125f;
-  for (std::int64_t t : {1, 7, 64, 65, 130}) {
+  for (std::int64_t t : {1, 7, 64, 65, 128, 130, 300}) {
     const std::int64_t n = batch * t * hd;
     std::vector<float> q(n), k(n), v(n), dout(n);
     for (auto* x : {&q, &k, &v, &dout})
@@ -148,6 +149,42 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
     BOOST_TEST(e_dv <= tol, "emulated attention dv " << shape << ": relative error " << e_dv);
     BOOST_TEST(fsdp::emu::test::take_fault() == "");
   }
+}
+
+// attention.cu's dispatch with outputs off the 16-byte alignment the tiles' vector stores need
+// (o and dq by one element, dk and dv by one float): the row kernels take them, and the results
+// are still right (the tiles would store 16 bytes at a misaligned address).
+BOOST_AUTO_TEST_CASE_TEMPLATE(misaligned_outputs_take_the_row_kernels, T, Tile16) {
+  std::mt19937 gen(20261129);
+  std::normal_distribution<float> normal;
+  const std::int64_t batch = 2, t = 70, hd = kFlashHeadDim, n = batch * t * hd;
+  const float scale = 0.125f;
+  std::vector<float> q(n), k(n), v(n), dout(n);
+  for (auto* x : {&q, &k, &v, &dout})
+    for (float& e : *x) e = from_storage(to_storage<T>(normal(gen)));
+  const std::vector<T> qb = to_16bit<T>(q), kb = to_16bit<T>(k), vb = to_16bit<T>(v),
+                       db = to_16bit<T>(dout);
+  // One element more than needed, the outputs starting at element 1.
+  std::vector<T> o(n + 8, to_storage<T>(NAN)), dq(n + 8, to_storage<T>(NAN));
+  std::vector<float> lse(batch * t, NAN), dk(n + 4, NAN), dv(n + 4, NAN);
+  attention_forward<T>(qb.data(), kb.data(), vb.data(), o.data() + 1, lse.data(), batch, t, hd,
+                       scale, nullptr);
+  std::vector<T> o_read(o.begin() + 1, o.begin() + 1 + n);  // dO . o reads o aligned
+  attention_backward<T>(qb.data(), kb.data(), vb.data(), o_read.data(), db.data(), lse.data(),
+                        dq.data() + 1, dk.data() + 1, dv.data() + 1, batch, t, hd, scale, nullptr);
+  BOOST_TEST(fsdp::emu::test::take_fault() == "");
+  const Reference ref = reference(q, k, v, dout, batch, t, hd, scale);
+  auto bf = [](const std::vector<T>& x) {
+    return [&x](std::size_t i) { return double(from_storage(x[i + 1])); };
+  };
+  auto fl = [](const std::vector<float>& x) {
+    return [&x](std::size_t i) { return double(x[i + 1]); };
+  };
+  const double tol = kTol16<T>;
+  BOOST_TEST(relative_error(bf(o), ref.o) <= tol);
+  BOOST_TEST(relative_error(bf(dq), ref.dq) <= tol);
+  BOOST_TEST(relative_error(fl(dk), ref.dk) <= tol);
+  BOOST_TEST(relative_error(fl(dv), ref.dv) <= tol);
 }
 
 // attention.cu's one-warp-per-row kernels (float storage, any head dim up to 128): head dims
