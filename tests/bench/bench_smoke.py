@@ -122,6 +122,15 @@ CASES = {
         ratios=["ours_vs_torch_eager"], top=["config", "device", "torch_version"],
         bad=[(["--batch", "0"], "--batch: '0' is not an integer >= 1"),
              (["--device", "tpu"], "--device: 'tpu' is not cuda or cpu")]),
+    # A Python driver of train_gpt on the emulated CUDA device with its device work skipped. EXE
+    # is bench/gpu/bench_host_overhead.py, EXTRA ARGS its --build.
+    "bench_host_overhead": dict(
+        args=["--tiny", "--iters", "2", "--warmup", "1"],
+        rows=2, row_keys=["step", "host_ms"], finite=["host_ms"],
+        ratios=["host_vs_gpu_step_at_target"],
+        top=["config", "host_ms_per_step", "launches_per_step", "gpu_ms_per_step_at_target"],
+        bad=[(["--target-mfu", "0"], "--target-mfu: '0' is not a finite number > 0"),
+             (["--heads", "5"], "--heads 5 does not divide --d-model 768")]),
     "bench_gpu_kernels": dict(
         args=["--tokens", "1024", "--iters", "1", "--warmup", "0"], may_skip=True,
         rows=21, row_keys=["op", "ms", "flop"], ratios=[], top=["device", "tokens"],

@@ -14,6 +14,8 @@
 #include <mutex>
 #include <string>
 
+#include "tests/gpu/emulation/emu_skip.h"
+
 // The runtime's opaque handle types, completed here.
 struct CUstream_st {
   int device = 0;
@@ -64,6 +66,9 @@ void enqueue_wait(CUstream_st* stream, CUstream_st* other, std::uint64_t positio
 void wait_until(CUstream_st* stream, std::uint64_t position);
 // FSDP_EMU_PROFILE=1: a host wait made by `call`, in the profile printed at exit.
 void count_host_wait(const char* call);
+// FSDP_EMU_SKIP_KERNELS (emu_skip.h): a kernel, device copy or memset not done, the count printed
+// at exit.
+void count_skipped();
 // Every stream of `device`, drained to what was queued before the call.
 void synchronize_device(int device);
 

@@ -113,6 +113,10 @@ cudaError_t copy(const char* call, void* dst, const void* src, std::size_t count
   CUstream_st* st = resolve(stream);
   if (st == nullptr) return refuse(cudaErrorInvalidResourceHandle, where + "a destroyed stream");
   std::function<void()> work = [dst, src, count] { std::memcpy(dst, src, count); };
+  if (skipping_device_work() && d == Side::device && s == Side::device) {
+    count_skipped();
+    work = [] {};
+  }
   if (s == Side::pageable && d == Side::device && !synchronous && count > kInlineCopyBytes) {
     std::uint64_t queued;
     {
@@ -152,7 +156,10 @@ cudaError_t fill(const char* call, void* p, int value, std::size_t width, std::s
                                              ") is not inside one device allocation");
   CUstream_st* st = resolve(stream);
   if (st == nullptr) return refuse(cudaErrorInvalidResourceHandle, std::string(call) + ": stream");
-  const std::uint64_t position = enqueue(st, [p, value, width, pitch, height] {
+  const bool skip = skipping_device_work();
+  if (skip) count_skipped();
+  const std::uint64_t position = enqueue(st, [p, value, width, pitch, height, skip] {
+    if (skip) return;
     for (std::size_t r = 0; r < height; ++r)
       std::memset(static_cast<char*>(p) + r * pitch, value, width);
   });
