@@ -8,6 +8,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -15,16 +16,6 @@ namespace {
 #define FSDP_GRID_STRIDE(i, n)                                                        \
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += std::int64_t(gridDim.x) * blockDim.x)
-
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kSize = 16 / sizeof(T);
-  T v[kSize];
-};
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
 
 // y[i] = op(x...[i]) over one or two inputs of the same length; `vector` says whether all
 // pointers are 16-byte aligned.
@@ -37,7 +28,7 @@ __global__ void map1_kernel(const In* x, Out* y, std::int64_t n, Op op, bool vec
     FSDP_GRID_STRIDE(i, n / V) {
       Pack<In> in;
       if constexpr (sizeof(In) * V == 16) {
-        in = reinterpret_cast<const Pack<In>*>(x)[i];
+        in = load_pack(x + i * V);
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j) in.v[j] = x[i * V + j];
@@ -46,7 +37,7 @@ __global__ void map1_kernel(const In* x, Out* y, std::int64_t n, Op op, bool vec
 #pragma unroll
       for (int j = 0; j < V; ++j) out.v[j] = from_float<Out>(op(to_float(in.v[j])));
       if constexpr (sizeof(Out) * V == 16) {
-        reinterpret_cast<Pack<Out>*>(y)[i] = out;
+        store_pack(y + i * V, out);
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j) y[i * V + j] = out.v[j];
@@ -63,13 +54,12 @@ __global__ void map2_kernel(const T* a, const T* b, T* y, std::int64_t n, Op op,
   std::int64_t done = 0;
   if (vector) {
     FSDP_GRID_STRIDE(i, n / V) {
-      const Pack<T> pa = reinterpret_cast<const Pack<T>*>(a)[i];
-      const Pack<T> pb = reinterpret_cast<const Pack<T>*>(b)[i];
+      const Pack<T> pa = load_pack(a + i * V), pb = load_pack(b + i * V);
       Pack<T> out;
 #pragma unroll
       for (int j = 0; j < V; ++j)
         out.v[j] = from_float<T>(op(to_float(pa.v[j]), to_float(pb.v[j])));
-      reinterpret_cast<Pack<T>*>(y)[i] = out;
+      store_pack(y + i * V, out);
     }
     done = n / V * V;
   }
@@ -178,7 +168,7 @@ struct ActivationBackward {  // (saved, g) -> g * f'(saved)
 template <typename Out, typename In, typename Op>
 void launch_map1(const In* x, Out* y, std::int64_t n, Op op, cudaStream_t stream) {
   if (n == 0) return;
-  const bool vector = aligned16(x) && aligned16(y);
+  const bool vector = all_aligned16(x, y);
   constexpr int V = Pack<Out>::kSize < Pack<In>::kSize ? Pack<Out>::kSize : Pack<In>::kSize;
   map1_kernel<<<grid_for(vector ? n / V + 1 : n), kThreads, 0, stream>>>(x, y, n, op, vector);
   FSDP_CUDA_CHECK_LAUNCH();
@@ -187,7 +177,7 @@ void launch_map1(const In* x, Out* y, std::int64_t n, Op op, cudaStream_t stream
 template <typename T, typename Op>
 void launch_map2(const T* a, const T* b, T* y, std::int64_t n, Op op, cudaStream_t stream) {
   if (n == 0) return;
-  const bool vector = aligned16(a) && aligned16(b) && aligned16(y);
+  const bool vector = all_aligned16(a, b, y);
   const std::int64_t work = vector ? n / Pack<T>::kSize + 1 : n;
   map2_kernel<<<grid_for(work), kThreads, 0, stream>>>(a, b, y, n, op, vector);
   FSDP_CUDA_CHECK_LAUNCH();

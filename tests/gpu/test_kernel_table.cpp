@@ -778,6 +778,51 @@ BOOST_AUTO_TEST_CASE(classification_losses_match_the_cpu_table) {
     }
 }
 
+// Contiguous rows (s == 1, train_gpt's logits) move in 16-byte packs between a scalar head and
+// tail: rows shorter than a pack, odd rows (each row at another alignment), rows of whole
+// packs; logits and gradient starting `offset` elements into their buffers, and a gradient at
+// another alignment than the logits (no shared alignment: all scalar).
+BOOST_AUTO_TEST_CASE(cross_entropy_rows_at_any_alignment_match_the_cpu_table) {
+  // A device copy of `t` starting `offset` elements into a poisoned buffer.
+  const auto at = [](const Tensor& t, std::int64_t offset) {
+    Tensor buffer = poisoned({t.numel() + offset}, t.dtype());
+    Tensor view = buffer.narrow(0, offset, t.numel()).view(t.shape());
+    view.copy_(t);
+    return view;
+  };
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64})
+    for (std::int64_t c : {3, 7, 8, 301, 1000})
+      for (auto [offset, d_offset] :
+           std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 0}, {1, 1}, {3, 3}, {0, 1}}) {
+        const std::int64_t n = 5;
+        const NcsLayout layout{n, c, 1};
+        const Tensor x = mul(host_randn({n, c}, dtype), 4.0).to(dtype);
+        const bool narrow = dtype == DType::BFloat16 || dtype == DType::Float16;
+        const Tensor xr = narrow ? x.to(DType::Float32) : x;
+        std::vector<double> target_values;
+        for (std::int64_t p = 0; p < n; ++p) target_values.push_back(p == 2 ? -100 : (p * 37) % c);
+        const Tensor targets = from_vector(target_values, {n}, DType::Int64);
+        const IndexBounds bounds = class_target_bounds(IndexOp::CrossEntropy, c, -100);
+        const Tensor grads = from_vector({0.1, 0.2, 0.3, 0.4, 0.5}, {n}, DType::Float64);
+        Tensor losses = empty({n}, TensorOptions(DType::Float64, kCPU)), lse = empty_like(losses);
+        kernels(kCPU).cross_entropy(losses, lse, xr, targets, layout, bounds, 0.1);
+        Tensor losses_d = poisoned({n}, DType::Float64), lse_d = poisoned({n}, DType::Float64);
+        const Tensor x_d = at(x, offset), targets_d = targets.to(kCuda);
+        kernels(kCuda).cross_entropy(losses_d, lse_d, x_d, targets_d, layout, bounds, 0.1);
+        BOOST_TEST_CONTEXT(dtype_name(dtype)
+                           << " c " << c << " offsets " << offset << "," << d_offset) {
+          check_close(losses_d, losses, 1e-5);
+          check_close(lse_d, lse, 1e-5);
+          Tensor dx = zeros(x.shape(), TensorOptions(xr.dtype(), kCPU));
+          Tensor dx_d = at(zeros(x.shape(), TensorOptions(dtype, kCPU)), d_offset);
+          kernels(kCPU).cross_entropy_backward(dx, xr, lse, targets, grads, layout, bounds, 0.1);
+          kernels(kCuda).cross_entropy_backward(dx_d, x_d, lse_d, targets_d, grads.to(kCuda),
+                                                layout, bounds, 0.1);
+          check_close(dx_d, dx, tol_of(dtype));
+        }
+      }
+}
+
 // Attention's head moves: exact (copies, and part 0's division rounded once, as the CPU's).
 BOOST_AUTO_TEST_CASE(split_and_merge_heads_equal_the_cpu_table) {
   const HeadsLayout layout{.L = 5, .N = 2, .parts = 3, .heads = 4, .hd = 6};

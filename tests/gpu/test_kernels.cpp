@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -467,6 +468,63 @@ BOOST_AUTO_TEST_CASE(adamw_matches_the_cpu_update_over_three_steps) {
     FSDP_CHECK_CLOSE("adamw update n=" << n, delta, delta_ref, kTolFp32 * 10);
     FSDP_CHECK_CLOSE("adamw exp_avg", dm.download(), rm, kTolFp32);
     FSDP_CHECK_CLOSE("adamw exp_avg_sq", dv.download(), rv, kTolFp32);
+  }
+}
+
+// The optimizers move 4 floats per 16-byte access where the shard's arrays share their
+// alignment: shards starting one element in (a scalar head, packs, a scalar tail), and a
+// gradient at another alignment than the parameter (all scalar), give the aligned run's bits.
+BOOST_AUTO_TEST_CASE(optimizers_give_the_same_bits_at_any_alignment) {
+  // `values` stored from element `offset` of a device buffer (the elements before it poisoned).
+  const auto at = [](const std::vector<float>& values, int offset) {
+    std::vector<float> padded(offset, NAN);
+    padded.insert(padded.end(), values.begin(), values.end());
+    return std::make_unique<DeviceBuffer<float>>(padded);
+  };
+  const auto from = [](const DeviceBuffer<float>& b, int offset) {
+    const std::vector<float> all = b.download();
+    return std::vector<float>(all.begin() + offset, all.end());
+  };
+  for (std::int64_t n : {1, 3, 7, 1001, 257 * 1024 + 3}) {
+    const std::vector<float> p = randn(n), g = randn(n), m = randn(n);
+    std::vector<float> v = randn(n);
+    for (float& x : v) x = x * x;          // a second moment is not negative
+    std::vector<std::vector<float>> want;  // the aligned run's p, m, v, sgd's p and buffer
+    // (offset of the parameter and its state, offset of the gradient)
+    for (auto [off, goff] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {3, 3}, {0, 1}}) {
+      std::vector<std::vector<float>> got;
+      auto dp = at(p, off), dg = at(g, goff), dm = at(m, off), dv = at(v, off);
+      AdamWArgs a;
+      a.lr = 0.1;
+      a.weight_decay = 0.1;
+      a.step = 2;
+      adamw_step(dp->get() + off, dg->get() + goff, dm->get() + off, dv->get() + off, n, a,
+                 nullptr);
+      got.push_back(from(*dp, off));
+      got.push_back(from(*dm, off));
+      got.push_back(from(*dv, off));
+      for (bool first_step : {true, false}) {
+        auto sp = at(p, off), sb = at(m, off);
+        SgdArgs s;
+        s.lr = 0.1f;
+        s.momentum = 0.9f;
+        s.dampening = 0.1f;
+        s.weight_decay = 0.01f;
+        s.nesterov = true;
+        s.first_step = first_step;
+        sgd_step(sp->get() + off, dg->get() + goff, sb->get() + off, n, s, nullptr);
+        got.push_back(from(*sp, off));
+        got.push_back(from(*sb, off));
+      }
+      for (const auto& part : got)
+        for (float x : part) BOOST_REQUIRE(std::isfinite(x));
+      if (want.empty())
+        want = got;
+      else
+        for (std::size_t k = 0; k < got.size(); ++k)
+          BOOST_TEST(got[k] == want[k], "n=" << n << " offsets " << off << "," << goff << " array "
+                                             << k << " differs");
+    }
   }
 }
 
