@@ -1,4 +1,5 @@
-// Layer norm over the last dim, one warp per row (GPT rows are 768 wide: 24 values a lane).
+// Layer norm over the last dim, one warp per row (GPT rows are 768 wide: 24 values a lane),
+// read and written in 16-byte packs (vec_access.cuh: 3 packs a lane for a bf16 GPT row).
 // Forward saves mean and rstd in float; backward recomputes x-hat from them. The statistics are
 // two passes (mean, then the centred sum of squares) rather than E[x^2] - E[x]^2, which cancels
 // badly when |mean| >> std. Null weight/bias mean no affine part (elementwise_affine=False).
@@ -8,6 +9,7 @@
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
 #include "core/cuda/reduce_geometry.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -23,21 +25,18 @@ __global__ void layer_norm_forward_kernel(const T* x, const float* weight, const
   if (row >= rows) return;  // whole warps leave together: the shuffles below stay full
   const T* xr = x + row * cols;
   float s = 0.0f;
-  for (std::int64_t c = lane; c < cols; c += 32) s += to_float(xr[c]);
+  for_each_in_row(xr, cols, lane, 32, [&](std::int64_t, float v) { s += v; });
   const float mean = warp_sum(s) / cols;
-  float v = 0.0f;
-  for (std::int64_t c = lane; c < cols; c += 32) {
-    const float d = to_float(xr[c]) - mean;
-    v += d * d;
-  }
-  const float rstd = rsqrtf(warp_sum(v) / cols + eps);  // biased variance, as torch
-  T* yr = y + row * cols;
-  for (std::int64_t c = lane; c < cols; c += 32) {
-    float h = (to_float(xr[c]) - mean) * rstd;
+  float var = 0.0f;
+  for_each_in_row(xr, cols, lane, 32,
+                  [&](std::int64_t, float v) { var += (v - mean) * (v - mean); });
+  const float rstd = rsqrtf(warp_sum(var) / cols + eps);  // biased variance, as torch
+  map_row(xr, y + row * cols, cols, lane, 32, [&](std::int64_t c, float v) {
+    float h = (v - mean) * rstd;
     if (weight) h *= weight[c];
     if (bias) h += bias[c];
-    yr[c] = from_float<T>(h);
-  }
+    return h;
+  });
   if (lane == 0) {
     mean_out[row] = mean;
     rstd_out[row] = rstd;
@@ -54,20 +53,40 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* weigh
   if (row >= rows) return;
   const T* xr = x + row * cols;
   const T* dyr = dy + row * cols;
-  const float m = mean[row], r = rstd[row];
-  float sg = 0.0f, sgx = 0.0f;
-  for (std::int64_t c = lane; c < cols; c += 32) {
-    const float g = to_float(dyr[c]) * (weight ? weight[c] : 1.0f);
-    sg += g;
-    sgx += g * (to_float(xr[c]) - m) * r;
-  }
-  const float mg = warp_sum(sg) / cols, mgx = warp_sum(sgx) / cols;
   T* dxr = dx + row * cols;
-  for (std::int64_t c = lane; c < cols; c += 32) {
-    const float g = to_float(dyr[c]) * (weight ? weight[c] : 1.0f);
-    const float xhat = (to_float(xr[c]) - m) * r;
-    dxr[c] = from_float<T>(r * (g - mg - xhat * mgx));
-  }
+  const float m = mean[row], r = rstd[row];
+  // dy, x and dx of the row in 16-byte packs where the three share their alignment.
+  const RowSplit split = row_split(cols, xr, dyr, dxr);
+  float sg = 0.0f, sgx = 0.0f;
+  const auto sum = [&](std::int64_t c, float d, float v) {
+    const float g = d * (weight ? weight[c] : 1.0f);
+    sg += g;
+    sgx += g * (v - m) * r;
+  };
+  visit_row<T>(
+      cols, split, lane, 32, [&](std::int64_t c) { sum(c, to_float(dyr[c]), to_float(xr[c])); },
+      [&](std::int64_t k0) {
+        const Pack<T> pdy = load_pack(dyr + k0), px = load_pack(xr + k0);
+#pragma unroll
+        for (int j = 0; j < Pack<T>::kSize; ++j) sum(k0 + j, to_float(pdy.v[j]), to_float(px.v[j]));
+      });
+  const float mg = warp_sum(sg) / cols, mgx = warp_sum(sgx) / cols;
+  const auto grad = [&](std::int64_t c, float d, float v) {
+    const float g = d * (weight ? weight[c] : 1.0f);
+    const float xhat = (v - m) * r;
+    return from_float<T>(r * (g - mg - xhat * mgx));
+  };
+  visit_row<T>(
+      cols, split, lane, 32,
+      [&](std::int64_t c) { dxr[c] = grad(c, to_float(dyr[c]), to_float(xr[c])); },
+      [&](std::int64_t k0) {
+        const Pack<T> pdy = load_pack(dyr + k0), px = load_pack(xr + k0);
+        Pack<T> out;
+#pragma unroll
+        for (int j = 0; j < Pack<T>::kSize; ++j)
+          out.v[j] = grad(k0 + j, to_float(pdy.v[j]), to_float(px.v[j]));
+        store_pack(dxr + k0, out);
+      });
 }
 
 // dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: reduce.cu's column-strip layout.

@@ -55,6 +55,20 @@ static_assert(3000017 > kMaxBlocks * kThreads);
 const std::vector<std::pair<std::int64_t, std::int64_t>> kRowShapes = {
     {1, 1}, {1, 768}, {3, 5}, {37, 33}, {129, 768}, {7, 1031}, {20001, 3}};
 
+// `values` stored from element `offset` of a poisoned device buffer: a view that is not 16-byte
+// aligned unless offset * sizeof(T) is a multiple of 16; download_from reads it back.
+template <typename T>
+std::unique_ptr<DeviceBuffer<T>> stored_at(const std::vector<float>& values, int offset) {
+  std::vector<float> padded(offset, NAN);
+  padded.insert(padded.end(), values.begin(), values.end());
+  return std::make_unique<DeviceBuffer<T>>(padded);
+}
+template <typename T>
+std::vector<float> download_from(const DeviceBuffer<T>& b, int offset) {
+  const std::vector<float> all = b.download();
+  return std::vector<float>(all.begin() + offset, all.end());
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(fill_writes_every_element, T, StorageTypes) {
@@ -218,6 +232,42 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_forward_saves_mean_rstd_and_backward_ma
                      std::max(tol, 1e-4));  // cancellation in g - mean(g) at cols == 1..5
     FSDP_CHECK_CLOSE("layer_norm dweight", dw.download(), values(wt.grad()), std::max(tol, 1e-4));
     FSDP_CHECK_CLOSE("layer_norm dbias", db.download(), values(bt.grad()), kTolFp32 * 10);
+  }
+}
+
+// Layer norm rows in 16-byte packs: rows starting one element in (a scalar head and tail on
+// every row), and dy or the outputs at another alignment than x (all scalar), against the
+// aligned run (the lanes' partial sums take other elements: float rounding apart).
+BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_rows_at_any_alignment, T, StorageTypes) {
+  for (auto [rows, cols] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 768}, {5, 7}, {4, 33}, {2, 1031}}) {
+    const std::vector<float> x = stored<T>(randn(rows * cols)), dy = stored<T>(randn(rows * cols));
+    const std::vector<float> w = randn(cols), b = randn(cols);
+    DeviceBuffer<float> dw_in(w), db_in(b);
+    std::vector<std::vector<float>> want;
+    // offsets of (x, dy, y and dx)
+    for (auto [xo, dyo, yo] : std::vector<std::tuple<int, int, int>>{
+             {0, 0, 0}, {1, 1, 1}, {3, 3, 3}, {0, 1, 0}, {0, 0, 1}}) {
+      auto dx_in = stored_at<T>(x, xo), ddy = stored_at<T>(dy, dyo);
+      auto y = stored_at<T>(std::vector<float>(rows * cols, NAN), yo);
+      auto dx = stored_at<T>(std::vector<float>(rows * cols, NAN), yo);
+      DeviceBuffer<float> mean(rows), rstd(rows), dw(cols), db(cols);
+      layer_norm_forward(dx_in->get() + xo, dw_in.get(), db_in.get(), y->get() + yo, mean.get(),
+                         rstd.get(), rows, cols, 1e-5f, nullptr);
+      layer_norm_backward(ddy->get() + dyo, dx_in->get() + xo, dw_in.get(), mean.get(), rstd.get(),
+                          dx->get() + yo, dw.get(), db.get(), rows, cols, nullptr);
+      const std::vector<std::vector<float>> got = {download_from(*y, yo), mean.download(),
+                                                   rstd.download(), download_from(*dx, yo)};
+      if (want.empty()) {
+        want = got;
+        continue;
+      }
+      for (std::size_t k = 0; k < got.size(); ++k)
+        FSDP_CHECK_CLOSE("layer_norm " << rows << "x" << cols << " offsets " << xo << "," << dyo
+                                       << "," << yo << " output " << k,
+                         got[k], std::vector<double>(want[k].begin(), want[k].end()),
+                         tolerance<T>());
+    }
   }
 }
 
@@ -475,16 +525,6 @@ BOOST_AUTO_TEST_CASE(adamw_matches_the_cpu_update_over_three_steps) {
 // alignment: shards starting one element in (a scalar head, packs, a scalar tail), and a
 // gradient at another alignment than the parameter (all scalar), give the aligned run's bits.
 BOOST_AUTO_TEST_CASE(optimizers_give_the_same_bits_at_any_alignment) {
-  // `values` stored from element `offset` of a device buffer (the elements before it poisoned).
-  const auto at = [](const std::vector<float>& values, int offset) {
-    std::vector<float> padded(offset, NAN);
-    padded.insert(padded.end(), values.begin(), values.end());
-    return std::make_unique<DeviceBuffer<float>>(padded);
-  };
-  const auto from = [](const DeviceBuffer<float>& b, int offset) {
-    const std::vector<float> all = b.download();
-    return std::vector<float>(all.begin() + offset, all.end());
-  };
   for (std::int64_t n : {1, 3, 7, 1001, 257 * 1024 + 3}) {
     const std::vector<float> p = randn(n), g = randn(n), m = randn(n);
     std::vector<float> v = randn(n);
@@ -493,18 +533,19 @@ BOOST_AUTO_TEST_CASE(optimizers_give_the_same_bits_at_any_alignment) {
     // (offset of the parameter and its state, offset of the gradient)
     for (auto [off, goff] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {3, 3}, {0, 1}}) {
       std::vector<std::vector<float>> got;
-      auto dp = at(p, off), dg = at(g, goff), dm = at(m, off), dv = at(v, off);
+      auto dp = stored_at<float>(p, off), dg = stored_at<float>(g, goff),
+           dm = stored_at<float>(m, off), dv = stored_at<float>(v, off);
       AdamWArgs a;
       a.lr = 0.1;
       a.weight_decay = 0.1;
       a.step = 2;
       adamw_step(dp->get() + off, dg->get() + goff, dm->get() + off, dv->get() + off, n, a,
                  nullptr);
-      got.push_back(from(*dp, off));
-      got.push_back(from(*dm, off));
-      got.push_back(from(*dv, off));
+      got.push_back(download_from(*dp, off));
+      got.push_back(download_from(*dm, off));
+      got.push_back(download_from(*dv, off));
       for (bool first_step : {true, false}) {
-        auto sp = at(p, off), sb = at(m, off);
+        auto sp = stored_at<float>(p, off), sb = stored_at<float>(m, off);
         SgdArgs s;
         s.lr = 0.1f;
         s.momentum = 0.9f;
@@ -513,8 +554,8 @@ BOOST_AUTO_TEST_CASE(optimizers_give_the_same_bits_at_any_alignment) {
         s.nesterov = true;
         s.first_step = first_step;
         sgd_step(sp->get() + off, dg->get() + goff, sb->get() + off, n, s, nullptr);
-        got.push_back(from(*sp, off));
-        got.push_back(from(*sb, off));
+        got.push_back(download_from(*sp, off));
+        got.push_back(download_from(*sb, off));
       }
       for (const auto& part : got)
         for (float x : part) BOOST_REQUIRE(std::isfinite(x));
