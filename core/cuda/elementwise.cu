@@ -1,7 +1,8 @@
 // Elementwise kernels: grid-stride loops (launch.h's grid_for), float arithmetic on float, bf16
 // or fp16 storage. Memory-bound, so the same-shape kernels move 16 bytes per thread per access (4
-// floats or 8 16-bit values, one 128-bit load) whenever every pointer is 16-byte aligned; the last
-// n % V elements, and unaligned calls, take the scalar loop.
+// floats or 8 16-bit values, one 128-bit access: vec_access.cuh) whenever every pointer is 16-byte
+// aligned, casts included (two float packs to one 16-bit pack); the last n % V elements, and
+// unaligned calls, take the scalar loop.
 #include <cmath>
 #include <cstdint>
 
@@ -21,27 +22,22 @@ namespace {
 // pointers are 16-byte aligned.
 template <typename Out, typename In, typename Op>
 __global__ void map1_kernel(const In* x, Out* y, std::int64_t n, Op op, bool vector) {
-  // V elements per step: 16 bytes of the wider type, whole 8- or 16-byte words of the other.
-  constexpr int V = Pack<Out>::kSize < Pack<In>::kSize ? Pack<Out>::kSize : Pack<In>::kSize;
+  // V elements per step: one pack of the narrower type, whole packs of the wider (a cast between
+  // float and 16 bits: two float packs and one 16-bit pack, every access 16 bytes).
+  constexpr int kIn = Pack<In>::kSize, kOut = Pack<Out>::kSize;
+  constexpr int V = kOut > kIn ? kOut : kIn;
   std::int64_t done = 0;
   if (vector) {
     FSDP_GRID_STRIDE(i, n / V) {
-      Pack<In> in;
-      if constexpr (sizeof(In) * V == 16) {
-        in = load_pack(x + i * V);
-      } else {
+      Pack<In> in[V / kIn];
 #pragma unroll
-        for (int j = 0; j < V; ++j) in.v[j] = x[i * V + j];
-      }
-      Pack<Out> out;
+      for (int p = 0; p < V / kIn; ++p) in[p] = load_pack(x + i * V + p * kIn);
+      Pack<Out> out[V / kOut];
 #pragma unroll
-      for (int j = 0; j < V; ++j) out.v[j] = from_float<Out>(op(to_float(in.v[j])));
-      if constexpr (sizeof(Out) * V == 16) {
-        store_pack(y + i * V, out);
-      } else {
+      for (int j = 0; j < V; ++j)
+        out[j / kOut].v[j % kOut] = from_float<Out>(op(to_float(in[j / kIn].v[j % kIn])));
 #pragma unroll
-        for (int j = 0; j < V; ++j) y[i * V + j] = out.v[j];
-      }
+      for (int p = 0; p < V / kOut; ++p) store_pack(y + i * V + p * kOut, out[p]);
     }
     done = n / V * V;
   }
@@ -169,7 +165,7 @@ template <typename Out, typename In, typename Op>
 void launch_map1(const In* x, Out* y, std::int64_t n, Op op, cudaStream_t stream) {
   if (n == 0) return;
   const bool vector = all_aligned16(x, y);
-  constexpr int V = Pack<Out>::kSize < Pack<In>::kSize ? Pack<Out>::kSize : Pack<In>::kSize;
+  constexpr int V = Pack<Out>::kSize > Pack<In>::kSize ? Pack<Out>::kSize : Pack<In>::kSize;
   map1_kernel<<<grid_for(vector ? n / V + 1 : n), kThreads, 0, stream>>>(x, y, n, op, vector);
   FSDP_CUDA_CHECK_LAUNCH();
 }

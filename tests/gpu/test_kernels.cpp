@@ -172,6 +172,16 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(unaligned_views_take_the_scalar_path, T, StorageTy
   got = out.download();
   FSDP_CHECK_CLOSE("mul unaligned", std::vector<float>(got.begin() + 1, got.end()),
                    values(mul(cpu(xs, {n}), cpu(ys, {n}))), tolerance<T>());
+  if constexpr (!std::is_same_v<T, float>) {  // casts both ways, exact
+    const std::vector<float> wide = randn(n);
+    auto from = stored_at<float>(wide, 1);
+    auto half = stored_at<T>(std::vector<float>(n, NAN), 1);
+    auto back = stored_at<float>(std::vector<float>(n, NAN), 1);
+    cast(from->get() + 1, half->get() + 1, n, nullptr);
+    cast(half->get() + 1, back->get() + 1, n, nullptr);
+    FSDP_CHECK_CLOSE("cast unaligned", download_from(*half, 1), stored<T>(wide), 0.0);
+    FSDP_CHECK_CLOSE("cast back unaligned", download_from(*back, 1), stored<T>(wide), 0.0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(sum_over_rows_is_the_bias_gradient, T, StorageTypes) {
