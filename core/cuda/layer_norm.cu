@@ -89,25 +89,28 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* weigh
       });
 }
 
-// dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: reduce.cu's column-strip layout.
-template <typename T>
+// dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: reduce.cu's column-strip layout, V columns a
+// thread (dy and x read in 16-byte packs when V is the pack's size).
+template <typename T, int V>
 __global__ void layer_norm_dparams_kernel(const T* dy, const T* x, const float* mean,
                                           const float* rstd, float* dweight, float* dbias,
                                           std::int64_t rows, std::int64_t cols,
                                           std::int64_t rows_per_chunk) {
-  __shared__ float pw[kColumnRows][kColumnWidth + 1], pb[kColumnRows][kColumnWidth + 1];
-  const std::int64_t c = blockIdx.x * std::int64_t(kColumnWidth) + threadIdx.x;
-  const std::int64_t r0 = blockIdx.y * rows_per_chunk;
-  const std::int64_t r1 = min(rows, r0 + rows_per_chunk);
-  float sw = 0.0f, sb = 0.0f;
-  if (c < cols)
-    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) {
-      const float d = to_float(dy[r * cols + c]);
-      sw += d * (to_float(x[r * cols + c]) - mean[r]) * rstd[r];
-      sb += d;
-    }
-  if (dweight) add_column_partials(pw, sw, c, cols, dweight);  // the same for every thread
-  if (dbias) add_column_partials(pb, sb, c, cols, dbias);
+  __shared__ float pw[kColumnRows][kColumnWidth * V], pb[kColumnRows][kColumnWidth * V];
+  float sw[V], sb[V] = {};
+  const std::int64_t c0 = column_strip_partials<V>(
+      rows, cols, rows_per_chunk, sw, [&](std::int64_t r, std::int64_t c, float(&acc)[V]) {
+        float d[V], v[V];
+        load_widened<V>(dy + r * cols + c, d);
+        load_widened<V>(x + r * cols + c, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          acc[j] += d[j] * (v[j] - mean[r]) * rstd[r];
+          sb[j] += d[j];
+        }
+      });
+  if (dweight) add_column_partials<V>(pw, sw, c0, cols, dweight);  // the same for every thread
+  if (dbias) add_column_partials<V>(pb, sb, c0, cols, dbias);
 }
 
 unsigned row_blocks(std::int64_t rows) {
@@ -138,10 +141,12 @@ void layer_norm_backward(const T* dy, const T* x, const float* weight, const flo
                                                                             rstd, dx, rows, cols);
   FSDP_CUDA_CHECK_LAUNCH();
   if (!dweight && !dbias) return;
-  const ColumnReduceGrid g = column_reduce_grid(rows, cols);
-  layer_norm_dparams_kernel<<<dim3(g.column_blocks, g.row_chunks), dim3(kColumnWidth, kColumnRows),
-                              0, stream>>>(dy, x, mean, rstd, dweight, dbias, rows, cols,
-                                           g.rows_per_chunk);
+  launch_column_strips<Pack<T>::kSize>(
+      columns_in_packs(cols, dy, x), rows, cols, [&]<int V>(const ColumnReduceGrid& g) {
+        layer_norm_dparams_kernel<T, V>
+            <<<dim3(g.column_blocks, g.row_chunks), dim3(kColumnWidth, kColumnRows), 0, stream>>>(
+                dy, x, mean, rstd, dweight, dbias, rows, cols, g.rows_per_chunk);
+      });
   FSDP_CUDA_CHECK_LAUNCH();
 }
 

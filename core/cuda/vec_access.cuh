@@ -48,6 +48,28 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
   *reinterpret_cast<unsigned __int128*>(p) = bits;
 }
 
+// V consecutive values from p, widened: one 16-byte pack when V is T's pack size (p aligned),
+// otherwise V scalar loads.
+template <int V, typename T>
+__device__ __forceinline__ void load_widened(const T* p, acc_t<T> (&v)[V]) {
+  if constexpr (V == Pack<T>::kSize) {
+    const Pack<T> pack = load_pack(p);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = load(&pack.v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = load(p + j);
+  }
+}
+
+// Whether a column reduction over (rows, cols) arrays can read each row as packs: every array
+// aligned and cols a multiple of the pack, so that every row starts on a 16-byte boundary.
+template <typename T, typename... P>
+__host__ __device__ __forceinline__ bool columns_in_packs(std::int64_t cols, const T* p,
+                                                          const P*... others) {
+  return cols % Pack<T>::kSize == 0 && all_aligned16(p, others...);
+}
+
 // A row of n elements split for 16-byte accesses: elements [0, head) scalar (up to the row's
 // first 16-byte boundary), `packs` whole packs from `head`, the rest scalar. Rows that do not
 // all sit at the same offset from a 16-byte boundary (a misaligned output beside its input) are

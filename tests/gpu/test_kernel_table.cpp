@@ -571,30 +571,33 @@ BOOST_AUTO_TEST_CASE(max_dim_and_its_backward_match_the_cpu_table) {
 // Llama's RMSNorm: float32 rows, and bf16 rows with a bf16 weight (the table's contract: one
 // dtype) and float32 statistics; with and without the weight.
 BOOST_AUTO_TEST_CASE(rms_norm_and_its_backward_match_the_cpu_table) {
-  const std::int64_t rows = 37, n = 80;
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
-    for (bool weighted : {true, false}) {
-      const Tensor x = add(host_randn({rows, n}), 1.0).to(dtype), g = host_randn({rows, n}, dtype);
-      const Tensor w = weighted ? host_randn({n}, dtype) : Tensor();
-      const Tensor w_d = weighted ? w.to(kCuda) : Tensor();
-      const double tol = tol_of(dtype);
-      Tensor y = empty({rows, n}, TensorOptions(dtype, kCPU));
-      Tensor rstd = empty({rows}, TensorOptions(DType::Float32, kCPU));
-      kernels(kCPU).rms_norm(y, rstd, x, w, n, 1e-6);
-      Tensor yd = poisoned({rows, n}, dtype), rstdd = poisoned({rows}, DType::Float32);
-      kernels(kCuda).rms_norm(yd, rstdd, x.to(kCuda), w_d, n, 1e-6);
-      check_close(yd, y, tol);
-      check_close(rstdd, rstd, kTolFp32);
+  const std::int64_t rows = 37;
+  // 80 columns: rows of whole 16-byte packs (the weight gradient's columns in packs); 37 not.
+  for (std::int64_t n : {80, 37})
+    for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
+      for (bool weighted : {true, false}) {
+        const Tensor x = add(host_randn({rows, n}), 1.0).to(dtype),
+                     g = host_randn({rows, n}, dtype);
+        const Tensor w = weighted ? host_randn({n}, dtype) : Tensor();
+        const Tensor w_d = weighted ? w.to(kCuda) : Tensor();
+        const double tol = tol_of(dtype);
+        Tensor y = empty({rows, n}, TensorOptions(dtype, kCPU));
+        Tensor rstd = empty({rows}, TensorOptions(DType::Float32, kCPU));
+        kernels(kCPU).rms_norm(y, rstd, x, w, n, 1e-6);
+        Tensor yd = poisoned({rows, n}, dtype), rstdd = poisoned({rows}, DType::Float32);
+        kernels(kCuda).rms_norm(yd, rstdd, x.to(kCuda), w_d, n, 1e-6);
+        check_close(yd, y, tol);
+        check_close(rstdd, rstd, kTolFp32);
 
-      Tensor dx = empty_like(x), dw = zeros({n}, TensorOptions(DType::Float64, kCPU));
-      kernels(kCPU).rms_norm_backward(dx, weighted ? dw : Tensor(), x, w, rstd, g, n);
-      Tensor dxd = poisoned({rows, n}, dtype);
-      Tensor dwd = zeros({n}, TensorOptions(DType::Float64, kCuda));
-      kernels(kCuda).rms_norm_backward(dxd, weighted ? dwd : Tensor(), x.to(kCuda), w_d,
-                                       rstd.to(kCuda), g.to(kCuda), n);
-      check_close(dxd, dx, std::max(tol, 1e-4));  // float sums in another order
-      if (weighted) check_close(dwd, dw, 1e-4);
-    }
+        Tensor dx = empty_like(x), dw = zeros({n}, TensorOptions(DType::Float64, kCPU));
+        kernels(kCPU).rms_norm_backward(dx, weighted ? dw : Tensor(), x, w, rstd, g, n);
+        Tensor dxd = poisoned({rows, n}, dtype);
+        Tensor dwd = zeros({n}, TensorOptions(DType::Float64, kCuda));
+        kernels(kCuda).rms_norm_backward(dxd, weighted ? dwd : Tensor(), x.to(kCuda), w_d,
+                                         rstd.to(kCuda), g.to(kCuda), n);
+        check_close(dxd, dx, std::max(tol, 1e-4));  // float sums in another order
+        if (weighted) check_close(dwd, dw, 1e-4);
+      }
   const Tensor x16 = host_randn({2, 4}, DType::BFloat16).to(kCuda);
   Tensor y = empty_like(x16), r = empty({2}, TensorOptions(DType::Float32, kCuda));
   expect_missing([&] { kernels(kCuda).rms_norm(y, r, x16, host_randn({4}).to(kCuda), 4, 1e-6); },

@@ -190,8 +190,14 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(sum_over_rows_is_the_bias_gradient, T, StorageType
     DeviceBuffer<T> dx(x);
     DeviceBuffer<float> out(cols);
     sum_over_rows(dx.get(), out.get(), rows, cols, nullptr);
-    FSDP_CHECK_CLOSE("sum_over_rows " << rows << "x" << cols, out.download(),
-                     values(sum(cpu(x, {rows, cols}), {0})), kTolFp32 * 10);
+    const std::vector<double> want = values(sum(cpu(x, {rows, cols}), {0}));
+    FSDP_CHECK_CLOSE("sum_over_rows " << rows << "x" << cols, out.download(), want, kTolFp32 * 10);
+    // Rows of whole 16-byte packs (768 columns) take packs; from one element in, columns.
+    auto shifted = stored_at<T>(x, 1);
+    out.poison();
+    sum_over_rows(shifted->get() + 1, out.get(), rows, cols, nullptr);
+    FSDP_CHECK_CLOSE("sum_over_rows unaligned " << rows << "x" << cols, out.download(), want,
+                     kTolFp32 * 10);
   }
 }
 
@@ -247,7 +253,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_forward_saves_mean_rstd_and_backward_ma
 
 // Layer norm rows in 16-byte packs: rows starting one element in (a scalar head and tail on
 // every row), and dy or the outputs at another alignment than x (all scalar), against the
-// aligned run (the lanes' partial sums take other elements: float rounding apart).
+// aligned run (the lanes' partial sums take other elements: float rounding apart); dweight and
+// dbias by columns in packs (aligned rows of 768) or one column a thread (the others).
 BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_rows_at_any_alignment, T, StorageTypes) {
   for (auto [rows, cols] :
        std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 768}, {5, 7}, {4, 33}, {2, 1031}}) {
@@ -267,7 +274,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_rows_at_any_alignment, T, StorageTypes)
       layer_norm_backward(ddy->get() + dyo, dx_in->get() + xo, dw_in.get(), mean.get(), rstd.get(),
                           dx->get() + yo, dw.get(), db.get(), rows, cols, nullptr);
       const std::vector<std::vector<float>> got = {download_from(*y, yo), mean.download(),
-                                                   rstd.download(), download_from(*dx, yo)};
+                                                   rstd.download(),       download_from(*dx, yo),
+                                                   dw.download(),         db.download()};
       if (want.empty()) {
         want = got;
         continue;
