@@ -1,8 +1,9 @@
 // Strided element-wise kernels: the kernel table's general layouts (views, transposes,
 // broadcasts, in-place ops on strided outputs), one thread per output element in a grid-stride
 // loop, each computing its operands' offsets from the output's index. Slower than the
-// contiguous kernels of elementwise.cu (no 16-byte loads), which the table prefers when the
-// layout allows.
+// contiguous kernels of elementwise.cu, which the table prefers when the layout allows; same-type
+// copies whose rows are whole aligned 16-byte packs (split_heads, merge_heads) move a pack per
+// thread.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -10,6 +11,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -241,6 +243,31 @@ __global__ void strided_masked_scale_kernel(const T* x, const std::uint8_t* m, T
   }
 }
 
+// A same-type copy as one of 16-byte elements: the innermost dim contiguous on both sides, its
+// length and every other dim's strides whole packs of `elem_bytes` elements, both pointers
+// 16-byte aligned (split_heads' and merge_heads' head_dim rows, a block of whole rows). `packs`
+// is then the layout in those elements; false where anything fails.
+bool copy_in_packs(const StridedLayout& l, std::size_t elem_bytes, const void* src, const void* dst,
+                   StridedLayout& packs) {
+  const std::int64_t v = static_cast<std::int64_t>(16 / elem_bytes);
+  const int last = l.ndim - 1;
+  if (l.ndim == 0 || !all_aligned16(src, dst)) return false;
+  if (l.stride[0][last] != 1 || l.stride[1][last] != 1 || l.size[last] % v != 0) return false;
+  packs = l;
+  for (int d = 0; d < last; ++d)
+    for (int k = 0; k < 2; ++k) {
+      if (l.size[d] == 1) {  // never stepped: any stride
+        packs.stride[k][d] = 0;
+        continue;
+      }
+      if (l.stride[k][d] % v != 0) return false;
+      packs.stride[k][d] = l.stride[k][d] / v;
+    }
+  packs.size[last] = l.size[last] / v;
+  packs.numel = l.numel / v;
+  return true;
+}
+
 }  // namespace
 
 template <typename T>
@@ -316,6 +343,16 @@ void strided_binary(BinaryKind op, const T* a, const T* b, T* out, const Strided
 template <typename D, typename S>
 void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t stream) {
   if (l.numel == 0) return;
+  if constexpr (std::is_same_v<D, S>) {
+    StridedLayout packs;
+    if (copy_in_packs(l, sizeof(D), src, dst, packs)) {
+      using Bits = unsigned __int128;  // one 16-byte access (vec_access.cuh's store_pack)
+      strided_copy_kernel<Bits, Bits><<<grid_for(packs.numel), kThreads, 0, stream>>>(
+          reinterpret_cast<const Bits*>(src), reinterpret_cast<Bits*>(dst), packs);
+      FSDP_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
   strided_copy_kernel<D, S><<<grid_for(l.numel), kThreads, 0, stream>>>(src, dst, l);
   FSDP_CUDA_CHECK_LAUNCH();
 }

@@ -84,6 +84,17 @@ BOOST_AUTO_TEST_CASE(copies_round_trip_between_host_and_device) {
   const Tensor row = host_randn({4});
   dst.copy_(row);
   BOOST_TEST(dst.to(kCPU).to_vector() == row.expand({3, 4}).contiguous().to_vector());
+  // Blocks of whole 16-byte rows move a pack per thread; from an odd column, element by element.
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor rows = host_randn({6, 40}, dtype);
+    for (std::int64_t start : {8, 3}) {
+      Tensor to = zeros({6, 64}, TensorOptions(dtype, kCuda));
+      to.narrow(1, start, 16).copy_(rows.to(kCuda).narrow(1, start, 16));
+      Tensor want = zeros({6, 64}, TensorOptions(dtype, kCPU));
+      want.narrow(1, start, 16).copy_(rows.narrow(1, start, 16));
+      BOOST_TEST(to.to(kCPU).to_vector() == want.to_vector(), "start " << start);
+    }
+  }
   // A strided device side on either end goes through the strided copy kernel.
   Tensor wide = zeros({3, 8}, TensorOptions(DType::Float32, kCuda));
   wide.narrow(1, 2, 4).copy_(base.narrow(0, 0, 3));
@@ -828,25 +839,29 @@ BOOST_AUTO_TEST_CASE(cross_entropy_rows_at_any_alignment_match_the_cpu_table) {
 
 // Attention's head moves: exact (copies, and part 0's division rounded once, as the CPU's).
 BOOST_AUTO_TEST_CASE(split_and_merge_heads_equal_the_cpu_table) {
-  const HeadsLayout layout{.L = 5, .N = 2, .parts = 3, .heads = 4, .hd = 6};
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
-    const Tensor packed = host_randn({5, 2, layout.row()}, dtype);
-    std::vector<Tensor> parts, parts_d;
-    for (int p = 0; p < 3; ++p) {
-      parts.push_back(empty({8, 5, 6}, TensorOptions(dtype, kCPU)));
-      parts_d.push_back(poisoned({8, 5, 6}, dtype));
+  // head_dim 6: element by element (float64's copies in 16-byte packs of 2); 8 and 16: rows of
+  // whole 16-byte packs on both sides, the copies a pack per thread.
+  for (std::int64_t hd : {6, 8, 16})
+    for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+      const HeadsLayout layout{.L = 5, .N = 2, .parts = 3, .heads = 4, .hd = hd};
+      const Tensor packed = host_randn({5, 2, layout.row()}, dtype);
+      std::vector<Tensor> parts, parts_d;
+      for (int p = 0; p < 3; ++p) {
+        parts.push_back(empty({8, 5, hd}, TensorOptions(dtype, kCPU)));
+        parts_d.push_back(poisoned({8, 5, hd}, dtype));
+      }
+      kernels(kCPU).split_heads(parts, packed, layout, 8.0);
+      kernels(kCuda).split_heads(parts_d, packed.to(kCuda), layout, 8.0);
+      for (int p = 0; p < 3; ++p)
+        BOOST_TEST(parts_d[p].to(kCPU).to_vector() == parts[p].to_vector(), "hd " << hd);
+      parts[1] = Tensor();  // an undefined part merges as zeros
+      parts_d[1] = Tensor();
+      Tensor merged = empty(packed.shape(), TensorOptions(dtype, kCPU));
+      Tensor merged_d = poisoned(packed.shape(), dtype);
+      kernels(kCPU).merge_heads(merged, parts, layout, 0.5);
+      kernels(kCuda).merge_heads(merged_d, parts_d, layout, 0.5);
+      BOOST_TEST(merged_d.to(kCPU).to_vector() == merged.to_vector(), "hd " << hd);
     }
-    kernels(kCPU).split_heads(parts, packed, layout, 8.0);
-    kernels(kCuda).split_heads(parts_d, packed.to(kCuda), layout, 8.0);
-    for (int p = 0; p < 3; ++p) BOOST_TEST(parts_d[p].to(kCPU).to_vector() == parts[p].to_vector());
-    parts[1] = Tensor();  // an undefined part merges as zeros
-    parts_d[1] = Tensor();
-    Tensor merged = empty(packed.shape(), TensorOptions(dtype, kCPU));
-    Tensor merged_d = poisoned(packed.shape(), dtype);
-    kernels(kCPU).merge_heads(merged, parts, layout, 0.5);
-    kernels(kCuda).merge_heads(merged_d, parts_d, layout, 0.5);
-    BOOST_TEST(merged_d.to(kCPU).to_vector() == merged.to_vector());
-  }
 }
 
 // Attention against the CPU's blocked online softmax: no mask, a causal (L, S) one and one per
