@@ -62,6 +62,21 @@ __device__ __forceinline__ void load_widened(const T* p, acc_t<T> (&v)[V]) {
   }
 }
 
+// The inverse: V values rounded to T and stored from p (one 16-byte pack when V is T's pack
+// size).
+template <int V, typename T>
+__device__ __forceinline__ void store_narrowed(T* p, const acc_t<T> (&v)[V]) {
+  if constexpr (V == Pack<T>::kSize) {
+    Pack<T> pack;
+#pragma unroll
+    for (int j = 0; j < V; ++j) store(&pack.v[j], v[j]);
+    store_pack(p, pack);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) store(p + j, v[j]);
+  }
+}
+
 // Whether a column reduction over (rows, cols) arrays can read each row as packs: every array
 // aligned and cols a multiple of the pack, so that every row starts on a 16-byte boundary.
 template <typename T, typename... P>

@@ -196,6 +196,49 @@ BOOST_AUTO_TEST_CASE(every_binary_and_unary_kind_matches_the_cpu_table_on_any_la
   }
 }
 
+// Operands whose rows are whole aligned 16-byte packs take a pack a thread: the same bits as
+// the same values one element a thread (the rows from column 3 of a wider tensor), and the CPU's
+// values.
+BOOST_AUTO_TEST_CASE(binary_and_unary_kinds_in_packs_give_the_element_paths_bits) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+    const Tensor x = add(abs(host_randn({4, 16}, dtype)), 0.5), y = host_randn({4, 16}, dtype);
+    // `t` on the device as the 16 columns from `start` of a (4, 32) tensor.
+    const auto at_column = [&](const Tensor& t, std::int64_t start) {
+      Tensor wide = poisoned({4, 32}, dtype);
+      Tensor view = wide.narrow(1, start, 16);
+      view.copy_(t);
+      return view;
+    };
+    for (BinaryKind kind :
+         {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Div, BinaryKind::Maximum}) {
+      Tensor want = empty({4, 16}, TensorOptions(dtype, kCPU));
+      kernels(kCPU).binary(kind, want, x, y, 0.5);
+      std::vector<std::vector<double>> got;
+      for (std::int64_t start : {0, 8, 3}) {  // packs (contiguous, and a block), elements
+        Tensor out = at_column(zeros({4, 16}, TensorOptions(dtype, kCPU)), start);
+        kernels(kCuda).binary(kind, out, at_column(x, start), at_column(y, start), 0.5);
+        got.push_back(out.to(kCPU).to_vector());
+        check_close(out.contiguous(), want, tol_of(dtype));
+      }
+      BOOST_TEST(got[0] == got[2]);
+      BOOST_TEST(got[1] == got[2]);
+    }
+    for (UnaryKind kind : {UnaryKind::MulScalar, UnaryKind::DivScalar, UnaryKind::Exp,
+                           UnaryKind::Sqrt, UnaryKind::Neg}) {
+      Tensor want = empty({4, 16}, TensorOptions(dtype, kCPU));
+      kernels(kCPU).unary(kind, want, x, 1.5);
+      std::vector<std::vector<double>> got;
+      for (std::int64_t start : {8, 3}) {
+        Tensor out = at_column(zeros({4, 16}, TensorOptions(dtype, kCPU)), start);
+        kernels(kCuda).unary(kind, out, at_column(x, start), 1.5);
+        got.push_back(out.to(kCPU).to_vector());
+        check_close(out.contiguous(), want, tol_of(dtype));
+      }
+      BOOST_TEST(got[0] == got[1]);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(strided_copies_and_casts_on_the_device_match_the_cpu) {
   const Tensor x = host_randn({4, 9, 5});
   const Tensor xd = x.to(kCuda);
