@@ -472,21 +472,23 @@ BOOST_AUTO_TEST_CASE(index_select_and_index_add_match_the_cpu_table) {
   const IndexBounds bounds = index_select_bounds(8, 1);
   for (DType index_dtype : {DType::Int64, DType::Int32}) {
     const Tensor index = from_vector(std::vector<double>{3, 0, 3, 7, 1, -5}, {6}, index_dtype);
-    for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
-      const Tensor src = host_randn({2, 8, 5}, dtype);  // (outer, size, inner)
-      Tensor want = empty({2, 6, 5}, TensorOptions(dtype, kCPU));
-      kernels(kCPU).index_select(want, src, index, bounds, 2, 5);
-      Tensor got = poisoned({2, 6, 5}, dtype);
-      kernels(kCuda).index_select(got, src.to(kCuda), index.to(kCuda), bounds, 2, 5);
-      BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+    // inner 5: an element a thread; 16: rows of whole 16-byte packs, a pack a thread.
+    for (std::int64_t inner : {5, 16})
+      for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+        const Tensor src = host_randn({2, 8, inner}, dtype);  // (outer, size, inner)
+        Tensor want = empty({2, 6, inner}, TensorOptions(dtype, kCPU));
+        kernels(kCPU).index_select(want, src, index, bounds, 2, inner);
+        Tensor got = poisoned({2, 6, inner}, dtype);
+        kernels(kCuda).index_select(got, src.to(kCuda), index.to(kCuda), bounds, 2, inner);
+        BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector(), "inner " << inner);
 
-      const Tensor g = host_randn({2, 6, 5}, dtype);
-      Tensor grad = zeros({2, 8, 5}, TensorOptions(dtype, kCPU));
-      Tensor grad_device = grad.to(kCuda);
-      kernels(kCPU).index_add(grad, g, index, bounds, 2, 5);
-      kernels(kCuda).index_add(grad_device, g.to(kCuda), index.to(kCuda), bounds, 2, 5);
-      check_close(grad_device, grad, tol_of(dtype));
-    }
+        const Tensor g = host_randn({2, 6, inner}, dtype);
+        Tensor grad = zeros({2, 8, inner}, TensorOptions(dtype, kCPU));
+        Tensor grad_device = grad.to(kCuda);
+        kernels(kCPU).index_add(grad, g, index, bounds, 2, inner);
+        kernels(kCuda).index_add(grad_device, g.to(kCuda), index.to(kCuda), bounds, 2, inner);
+        check_close(grad_device, grad, tol_of(dtype));
+      }
   }
 }
 
@@ -516,6 +518,14 @@ BOOST_AUTO_TEST_CASE(bad_indices_and_targets_raise_the_cpu_message_at_the_next_s
   const Tensor good = from_vector(std::vector<double>{1, 4, 0, 4}, {2, 2}, DType::Int64);
   BOOST_TEST(embedding(weight.to(kCuda), good.to(kCuda)).to(kCPU).to_vector() ==
              embedding(weight, good).to_vector());
+  // Rows of whole 16-byte packs (a pack a thread) check their index alike.
+  const Tensor wide = host_randn({5, 8});
+  BOOST_CHECK_EXCEPTION(embedding(wide.to(kCuda), bad.to(kCuda)).to(kCPU), IndexError,
+                        [&](const IndexError& e) {
+                          return std::string(e.what()).find(
+                                     "embedding: index 5 is out of range for a table of 5 rows "
+                                     "(weight shape [5, 8])") != std::string::npos;
+                        });
 
   const Tensor logits = host_randn({3, 4});
   const Tensor bad_target = from_vector(std::vector<double>{1, 4, -100}, {3}, DType::Int64);
