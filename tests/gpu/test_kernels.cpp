@@ -375,6 +375,20 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(fused_cross_entropy_loss_and_dlogits, T, StorageTy
                                    -100, 1.0f / count, nullptr);
     FSDP_CHECK_CLOSE("cross_entropy in place", logits.download(), values(xt.grad()),
                      tolerance<T>());
+    // Logits from one element in (a scalar head and tail on every row; in place too), and
+    // dlogits at another alignment than the logits (element by element).
+    if (vocab > 1000) continue;
+    for (auto [xo, dof] : {std::pair{1, 1}, std::pair{1, 0}}) {
+      auto shifted = stored_at<T>(x, xo);
+      auto d = stored_at<T>(std::vector<float>(n * vocab, NAN), dof);
+      losses.poison();
+      cross_entropy_forward_backward(shifted->get() + xo, dt.get(), losses.get(), d->get() + dof, n,
+                                     vocab, -100, 1.0f / count, nullptr);
+      FSDP_CHECK_CLOSE("cross_entropy offsets " << xo << "," << dof << " losses", losses.download(),
+                       values(per_row), kTolFp32 * 10);
+      FSDP_CHECK_CLOSE("cross_entropy offsets " << xo << "," << dof << " dlogits",
+                       download_from(*d, dof), values(xt.grad()), tolerance<T>());
+    }
   }
 }
 
