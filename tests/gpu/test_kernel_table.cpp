@@ -695,8 +695,12 @@ BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_tabl
     const bool narrow = dtype == DType::BFloat16 || dtype == DType::Float16;
     const Tensor x = mul(host_randn({3, 50, 4}, dtype), 3.0), g = host_randn({3, 50, 4}, dtype);
     for (bool log : {false, true})
+      // Last-dim rows (inner 1) in 16-byte packs: 4 (one float pack), 40 (rows at alternating
+      // alignments in 16 bits), 600 (more than the block's threads).
       for (auto [outer, n, inner] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{3, 50, 4},
                                      {150, 4, 1},
+                                     {15, 40, 1},
+                                     {1, 600, 1},
                                      {1, 3, 200}}) {
         if (narrow && inner != 1) continue;
         BOOST_TEST_INFO_SCOPE(dtype_name(dtype) << " log " << log << " (" << outer << ", " << n
