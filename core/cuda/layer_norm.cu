@@ -55,6 +55,7 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* weigh
   const T* dyr = dy + row * cols;
   T* dxr = dx + row * cols;
   const float m = mean[row], r = rstd[row];
+  constexpr int V = Pack<T>::kSize;
   // dy, x and dx of the row in 16-byte packs where the three share their alignment.
   const RowSplit split = row_split(cols, xr, dyr, dxr);
   float sg = 0.0f, sgx = 0.0f;
@@ -66,26 +67,28 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* weigh
   visit_row<T>(
       cols, split, lane, 32, [&](std::int64_t c) { sum(c, to_float(dyr[c]), to_float(xr[c])); },
       [&](std::int64_t k0) {
-        const Pack<T> pdy = load_pack(dyr + k0), px = load_pack(xr + k0);
+        float d[V], v[V];
+        load_widened<V>(dyr + k0, d);
+        load_widened<V>(xr + k0, v);
 #pragma unroll
-        for (int j = 0; j < Pack<T>::kSize; ++j) sum(k0 + j, to_float(pdy.v[j]), to_float(px.v[j]));
+        for (int j = 0; j < V; ++j) sum(k0 + j, d[j], v[j]);
       });
   const float mg = warp_sum(sg) / cols, mgx = warp_sum(sgx) / cols;
   const auto grad = [&](std::int64_t c, float d, float v) {
     const float g = d * (weight ? weight[c] : 1.0f);
     const float xhat = (v - m) * r;
-    return from_float<T>(r * (g - mg - xhat * mgx));
+    return r * (g - mg - xhat * mgx);
   };
   visit_row<T>(
       cols, split, lane, 32,
-      [&](std::int64_t c) { dxr[c] = grad(c, to_float(dyr[c]), to_float(xr[c])); },
+      [&](std::int64_t c) { store(dxr + c, grad(c, to_float(dyr[c]), to_float(xr[c]))); },
       [&](std::int64_t k0) {
-        const Pack<T> pdy = load_pack(dyr + k0), px = load_pack(xr + k0);
-        Pack<T> out;
+        float d[V], v[V];
+        load_widened<V>(dyr + k0, d);
+        load_widened<V>(xr + k0, v);
 #pragma unroll
-        for (int j = 0; j < Pack<T>::kSize; ++j)
-          out.v[j] = grad(k0 + j, to_float(pdy.v[j]), to_float(px.v[j]));
-        store_pack(dxr + k0, out);
+        for (int j = 0; j < V; ++j) d[j] = grad(k0 + j, d[j], v[j]);
+        store_narrowed<V>(dxr + k0, d);
       });
 }
 

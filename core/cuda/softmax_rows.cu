@@ -87,6 +87,7 @@ __global__ void softmax_backward_kernel(const T* y, const T* g, T* dx, std::int6
   __shared__ C scratch[kRowThreads];
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const std::int64_t o = r / inner, i = r % inner, base = o * n * inner + i;
+    constexpr int V = Pack<T>::kSize;
     const T *yr = y + base, *gr = g + base;
     T* dr = dx + base;
     // y, g and dx of a contiguous row (inner == 1) in packs where the three share their
@@ -98,9 +99,11 @@ __global__ void softmax_backward_kernel(const T* y, const T* g, T* dx, std::int6
         n, split, threadIdx.x, blockDim.x,
         [&](std::int64_t k) { sum(load(yr + k * inner), load(gr + k * inner)); },
         [&](std::int64_t k0) {
-          const Pack<T> py = load_pack(yr + k0), pg = load_pack(gr + k0);
+          C py[V], pg[V];
+          load_widened<V>(yr + k0, py);
+          load_widened<V>(gr + k0, pg);
 #pragma unroll
-          for (int j = 0; j < Pack<T>::kSize; ++j) sum(load(&py.v[j]), load(&pg.v[j]));
+          for (int j = 0; j < V; ++j) sum(py[j], pg[j]);
         });
     s = block_all<false>(s, scratch);
     const auto grad = [&](C yy, C gy) { return take_log ? gy - exp(yy) * s : yy * (gy - s); };
@@ -110,12 +113,12 @@ __global__ void softmax_backward_kernel(const T* y, const T* g, T* dx, std::int6
           store(dr + k * inner, grad(load(yr + k * inner), load(gr + k * inner)));
         },
         [&](std::int64_t k0) {
-          const Pack<T> py = load_pack(yr + k0), pg = load_pack(gr + k0);
-          Pack<T> out;
+          C py[V], pg[V];
+          load_widened<V>(yr + k0, py);
+          load_widened<V>(gr + k0, pg);
 #pragma unroll
-          for (int j = 0; j < Pack<T>::kSize; ++j)
-            store(&out.v[j], grad(load(&py.v[j]), load(&pg.v[j])));
-          store_pack(dr + k0, out);
+          for (int j = 0; j < V; ++j) py[j] = grad(py[j], pg[j]);
+          store_narrowed<V>(dr + k0, py);
         });
   }
 }

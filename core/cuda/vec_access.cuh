@@ -121,12 +121,14 @@ __device__ __forceinline__ void visit_row(std::int64_t n, RowSplit s, std::int64
 template <typename T, typename F>
 __device__ __forceinline__ void for_each_in_row(const T* row, std::int64_t n, std::int64_t lane,
                                                 std::int64_t lanes, F f) {
+  constexpr int V = Pack<T>::kSize;
   visit_row<T>(
       n, row_split(n, row), lane, lanes, [&](std::int64_t k) { f(k, load(row + k)); },
       [&](std::int64_t k0) {
-        const Pack<T> p = load_pack(row + k0);
+        acc_t<T> v[V];
+        load_widened<V>(row + k0, v);
 #pragma unroll
-        for (int j = 0; j < Pack<T>::kSize; ++j) f(k0 + j, load(&p.v[j]));
+        for (int j = 0; j < V; ++j) f(k0 + j, v[j]);
       });
 }
 
@@ -135,18 +137,16 @@ __device__ __forceinline__ void for_each_in_row(const T* row, std::int64_t n, st
 template <typename T, typename F>
 __device__ __forceinline__ void map_row(const T* in, T* out, std::int64_t n, std::int64_t lane,
                                         std::int64_t lanes, F f) {
+  constexpr int V = Pack<T>::kSize;
   visit_row<T>(
       n, row_split(n, in, out), lane, lanes,
       [&](std::int64_t k) { store(out + k, f(k, load(in + k))); },
       [&](std::int64_t k0) {
-        const Pack<T> p = load_pack(in + k0);
-        acc_t<T> wide[Pack<T>::kSize];
+        acc_t<T> v[V];
+        load_widened<V>(in + k0, v);
 #pragma unroll
-        for (int j = 0; j < Pack<T>::kSize; ++j) wide[j] = f(k0 + j, load(&p.v[j]));
-        Pack<T> r;
-#pragma unroll
-        for (int j = 0; j < Pack<T>::kSize; ++j) store(&r.v[j], wide[j]);
-        store_pack(out + k0, r);
+        for (int j = 0; j < V; ++j) v[j] = f(k0 + j, v[j]);
+        store_narrowed<V>(out + k0, v);
       });
 }
 
