@@ -1,7 +1,10 @@
 // Classification losses per position (cross-entropy with label smoothing, nll) over an (n, c, s)
 // input, their backward, and the in-order sum of the per-position losses. Cross-entropy takes
-// one block per position (max, sum of exps and sum of scores over the c classes by a
-// shared-memory tree, in double); nll one thread per position. Targets are checked on the
+// one block per position: one read of its c scores for the max, the sum of exps (online) and
+// the sum of scores, each folded over the block by a shared-memory tree, in double; one read
+// and one write for the gradient. Where s == 1 (train_gpt's (tokens, vocab) logits) a row is
+// contiguous and moves in 16-byte packs (vec_access.cuh) between a scalar head and tail. nll
+// takes one thread per position. Targets are checked on the
 // device (index_fault.cuh): a bad one is recorded and its position skipped.
 #include <cmath>
 #include <cstdint>
@@ -11,6 +14,7 @@
 #include "core/cuda/index_fault.cuh"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -60,20 +64,29 @@ __global__ void cross_entropy_kernel(const T* x, const std::int64_t* target, dou
   for (std::int64_t p = blockIdx.x; p < positions; p += gridDim.x) {
     const std::int64_t i = p / s, j = p % s;
     const T* row = x + i * c * s + j;
-    double mx = -INFINITY, sum_x = 0;
-    for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) {
-      const double v = value(row + k * s);
-      mx = fmax(mx, v);
+    // One read of the row: each thread's sum of exps is rescaled when its max grows (online), so
+    // the max, the sum of exps and the sum of scores come from the same pass.
+    double mx = -INFINITY, e = 0, sum_x = 0;
+    const auto add = [&](std::int64_t, double v) {
       sum_x += v;
-    }
-    mx = block_all<true>(mx, scratch);
-    sum_x = block_all<false>(sum_x, scratch);
-    if (isinf(mx) && mx < 0) mx = 0;
-    double e = 0;
-    for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) e += exp(value(row + k * s) - mx);
+      if (v > mx) {
+        e = e * exp(mx - v) + 1;
+        mx = v;
+      } else if (v != -INFINITY) {  // -inf adds nothing (and no -inf - -inf); NaN propagates
+        e += exp(v - mx);
+      }
+    };
+    if (s == 1)
+      for_each_in_row(row, c, threadIdx.x, blockDim.x, add);
+    else
+      for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) add(k, value(row + k * s));
+    double shift = block_all<true>(mx, scratch);
+    if (isinf(shift) && shift < 0) shift = 0;
+    if (mx != -INFINITY) e *= exp(mx - shift);  // a thread with no finite score keeps 0 (or NaN)
     e = block_all<false>(e, scratch);
+    sum_x = block_all<false>(sum_x, scratch);
     if (threadIdx.x == 0) {
-      const double lse = log(e) + mx;
+      const double lse = log(e) + shift;
       lse_out[p] = lse;
       const std::int64_t t = target[p];
       double loss = 0;
@@ -104,11 +117,18 @@ __global__ void cross_entropy_backward_kernel(const T* x, const double* lse,
     if (t == b.ignore) continue;
     const std::int64_t i = p / s, j = p % s;
     const double g = grads[p * grads_stride], lp = lse[p], smooth = eps / static_cast<double>(c);
-    for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) {
-      const std::int64_t e = i * c * s + j + k * s;
-      double d = g * (exp(value(x + e) - lp) - smooth);
+    const auto grad = [&](std::int64_t k, double v) {
+      double d = g * (exp(v - lp) - smooth);
       if (k == t) d -= g * (1.0 - eps);
-      store(dx + e, d);
+      return d;
+    };
+    if (s == 1) {
+      map_row(x + i * c, dx + i * c, c, threadIdx.x, blockDim.x, grad);
+    } else {
+      for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) {
+        const std::int64_t e = i * c * s + j + k * s;
+        store(dx + e, grad(k, value(x + e)));
+      }
     }
   }
 }

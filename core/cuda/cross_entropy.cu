@@ -2,12 +2,14 @@
 // for the log-sum-exp with an online max (each thread rescales its running sum when its max
 // grows, so one pass finds both) and once to write dlogits; the (n, vocab) probabilities are
 // never stored. Each thread reads the target logit before the first block reduction, whose
-// barriers order that read before any thread overwrites it when dlogits aliases the logits.
+// barriers order that read before any thread overwrites it when dlogits aliases the logits. Rows
+// are read and written in 16-byte packs (vec_access.cuh) between a scalar head and tail.
 #include <cmath>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -24,30 +26,33 @@ __global__ void cross_entropy_kernel(const T* logits, const std::int32_t* target
   T* d = dlogits + row * vocab;
   const std::int32_t tgt = target[row];
   if (tgt == ignore_index) {  // the whole block takes this branch: no barrier is split
-    for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) d[j] = from_float<T>(0.0f);
+    Pack<T> zeros;
+    for (T& z : zeros.v) z = from_float<T>(0.0f);
+    visit_row<T>(
+        vocab, row_split(vocab, d), threadIdx.x, blockDim.x,
+        [&](std::int64_t j) { d[j] = zeros.v[0]; },
+        [&](std::int64_t j) { store_pack(d + j, zeros); });
     if (threadIdx.x == 0) losses[row] = 0.0f;
     return;
   }
   const bool valid = tgt >= 0 && tgt < vocab;
   const float x_target = valid ? to_float(x[tgt]) : NAN;
   float m = -INFINITY, s = 0.0f;
-  for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    const float v = to_float(x[j]);
+  for_each_in_row(x, vocab, threadIdx.x, blockDim.x, [&](std::int64_t, float v) {
     if (v > m) {
       s = s * expf(m - v) + 1.0f;
       m = v;
     } else {
       s += expf(v - m);
     }
-  }
+  });
   const float row_max = block_max(m, scratch);
   s = m == -INFINITY ? 0.0f : s * expf(m - row_max);  // a thread with no columns adds nothing
   const float lse = row_max + logf(block_sum(s, scratch));
   if (threadIdx.x == 0) losses[row] = valid ? lse - x_target : NAN;
-  for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    const float p = expf(to_float(x[j]) - lse);
-    d[j] = from_float<T>(dloss_scale * (p - (j == tgt ? 1.0f : 0.0f)));
-  }
+  map_row(x, d, vocab, threadIdx.x, blockDim.x, [&](std::int64_t j, float v) {
+    return dloss_scale * (expf(v - lse) - (j == tgt ? 1.0f : 0.0f));
+  });
 }
 
 }  // namespace

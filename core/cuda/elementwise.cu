@@ -1,13 +1,15 @@
 // Elementwise kernels: grid-stride loops (launch.h's grid_for), float arithmetic on float, bf16
 // or fp16 storage. Memory-bound, so the same-shape kernels move 16 bytes per thread per access (4
-// floats or 8 16-bit values, one 128-bit load) whenever every pointer is 16-byte aligned; the last
-// n % V elements, and unaligned calls, take the scalar loop.
+// floats or 8 16-bit values, one 128-bit access: vec_access.cuh) whenever every pointer is 16-byte
+// aligned, casts included (two float packs to one 16-bit pack); the last n % V elements, and
+// unaligned calls, take the scalar loop.
 #include <cmath>
 #include <cstdint>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -16,41 +18,26 @@ namespace {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += std::int64_t(gridDim.x) * blockDim.x)
 
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kSize = 16 / sizeof(T);
-  T v[kSize];
-};
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
-
 // y[i] = op(x...[i]) over one or two inputs of the same length; `vector` says whether all
 // pointers are 16-byte aligned.
 template <typename Out, typename In, typename Op>
 __global__ void map1_kernel(const In* x, Out* y, std::int64_t n, Op op, bool vector) {
-  // V elements per step: 16 bytes of the wider type, whole 8- or 16-byte words of the other.
-  constexpr int V = Pack<Out>::kSize < Pack<In>::kSize ? Pack<Out>::kSize : Pack<In>::kSize;
+  // V elements per step: one pack of the narrower type, whole packs of the wider (a cast between
+  // float and 16 bits: two float packs and one 16-bit pack, every access 16 bytes).
+  constexpr int kIn = Pack<In>::kSize, kOut = Pack<Out>::kSize;
+  constexpr int V = kOut > kIn ? kOut : kIn;
   std::int64_t done = 0;
   if (vector) {
     FSDP_GRID_STRIDE(i, n / V) {
-      Pack<In> in;
-      if constexpr (sizeof(In) * V == 16) {
-        in = reinterpret_cast<const Pack<In>*>(x)[i];
-      } else {
+      Pack<In> in[V / kIn];
 #pragma unroll
-        for (int j = 0; j < V; ++j) in.v[j] = x[i * V + j];
-      }
-      Pack<Out> out;
+      for (int p = 0; p < V / kIn; ++p) in[p] = load_pack(x + i * V + p * kIn);
+      Pack<Out> out[V / kOut];
 #pragma unroll
-      for (int j = 0; j < V; ++j) out.v[j] = from_float<Out>(op(to_float(in.v[j])));
-      if constexpr (sizeof(Out) * V == 16) {
-        reinterpret_cast<Pack<Out>*>(y)[i] = out;
-      } else {
+      for (int j = 0; j < V; ++j)
+        out[j / kOut].v[j % kOut] = from_float<Out>(op(to_float(in[j / kIn].v[j % kIn])));
 #pragma unroll
-        for (int j = 0; j < V; ++j) y[i * V + j] = out.v[j];
-      }
+      for (int p = 0; p < V / kOut; ++p) store_pack(y + i * V + p * kOut, out[p]);
     }
     done = n / V * V;
   }
@@ -63,13 +50,12 @@ __global__ void map2_kernel(const T* a, const T* b, T* y, std::int64_t n, Op op,
   std::int64_t done = 0;
   if (vector) {
     FSDP_GRID_STRIDE(i, n / V) {
-      const Pack<T> pa = reinterpret_cast<const Pack<T>*>(a)[i];
-      const Pack<T> pb = reinterpret_cast<const Pack<T>*>(b)[i];
+      const Pack<T> pa = load_pack(a + i * V), pb = load_pack(b + i * V);
       Pack<T> out;
 #pragma unroll
       for (int j = 0; j < V; ++j)
         out.v[j] = from_float<T>(op(to_float(pa.v[j]), to_float(pb.v[j])));
-      reinterpret_cast<Pack<T>*>(y)[i] = out;
+      store_pack(y + i * V, out);
     }
     done = n / V * V;
   }
@@ -178,8 +164,8 @@ struct ActivationBackward {  // (saved, g) -> g * f'(saved)
 template <typename Out, typename In, typename Op>
 void launch_map1(const In* x, Out* y, std::int64_t n, Op op, cudaStream_t stream) {
   if (n == 0) return;
-  const bool vector = aligned16(x) && aligned16(y);
-  constexpr int V = Pack<Out>::kSize < Pack<In>::kSize ? Pack<Out>::kSize : Pack<In>::kSize;
+  const bool vector = all_aligned16(x, y);
+  constexpr int V = Pack<Out>::kSize > Pack<In>::kSize ? Pack<Out>::kSize : Pack<In>::kSize;
   map1_kernel<<<grid_for(vector ? n / V + 1 : n), kThreads, 0, stream>>>(x, y, n, op, vector);
   FSDP_CUDA_CHECK_LAUNCH();
 }
@@ -187,7 +173,7 @@ void launch_map1(const In* x, Out* y, std::int64_t n, Op op, cudaStream_t stream
 template <typename T, typename Op>
 void launch_map2(const T* a, const T* b, T* y, std::int64_t n, Op op, cudaStream_t stream) {
   if (n == 0) return;
-  const bool vector = aligned16(a) && aligned16(b) && aligned16(y);
+  const bool vector = all_aligned16(a, b, y);
   const std::int64_t work = vector ? n / Pack<T>::kSize + 1 : n;
   map2_kernel<<<grid_for(work), kThreads, 0, stream>>>(a, b, y, n, op, vector);
   FSDP_CUDA_CHECK_LAUNCH();

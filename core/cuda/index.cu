@@ -1,12 +1,14 @@
 // Rows selected by index along one dim (index_select, embedding's forward) and their gradient
 // scattered back with atomics (index_add, embedding's backward): one thread per element of the
-// (outer, n, inner) side, in a grid-stride loop. Each thread checks the index it reads
-// (index_fault.cuh): a bad one is recorded and its element skipped, never read out of bounds.
+// (outer, n, inner) side, in a grid-stride loop (selected rows of whole aligned 16-byte packs: one
+// thread per pack). Each thread checks the index it reads (index_fault.cuh): a bad one is
+// recorded and its element skipped, never read out of bounds.
 #include <cstdint>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/index_fault.cuh"
 #include "core/cuda/kernels.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -58,8 +60,17 @@ void index_select_rows(const U* src, const I* index, U* out, std::int64_t outer,
                        cudaStream_t stream) {
   const std::int64_t total = outer * n * inner;
   if (total == 0) return;
-  index_select_kernel<U, I>
-      <<<grid_for(total), kThreads, 0, stream>>>(src, index, out, n, inner, b, fault, total);
+  if (inner * sizeof(U) % 16 == 0 && all_aligned16(src, out)) {
+    // Rows of whole 16-byte packs (embedding rows of 768 bf16: 96): a pack a thread.
+    using Bits = unsigned __int128;  // one 16-byte access (vec_access.cuh's store_pack)
+    const std::int64_t packs = inner * std::int64_t(sizeof(U)) / 16;
+    index_select_kernel<Bits, I><<<grid_for(total / inner * packs), kThreads, 0, stream>>>(
+        reinterpret_cast<const Bits*>(src), index, reinterpret_cast<Bits*>(out), n, packs, b, fault,
+        total / inner * packs);
+  } else {
+    index_select_kernel<U, I>
+        <<<grid_for(total), kThreads, 0, stream>>>(src, index, out, n, inner, b, fault, total);
+  }
   FSDP_CUDA_CHECK_LAUNCH();
 }
 

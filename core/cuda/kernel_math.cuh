@@ -88,32 +88,42 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return block_reduce<true>(v, scratch);
 }
 
-// Column strips (reduce_geometry.h's (kColumnWidth, kColumnRows) blocks): this thread's column
-// `c` and its partial sum of value(r, c) over its rows of the block's row chunk.
-template <typename F>
-__device__ __forceinline__ float column_strip_partial(std::int64_t rows, std::int64_t cols,
-                                                      std::int64_t rows_per_chunk, std::int64_t& c,
-                                                      F value) {
-  c = blockIdx.x * std::int64_t(kColumnWidth) + threadIdx.x;
+// Column strips (reduce_geometry.h's (kColumnWidth, kColumnRows) blocks, V adjacent columns a
+// thread: 1, or a 16-byte pack's when cols is a multiple of it): this thread's first column c0,
+// returned, and its partial sums s[j] of column c0 + j over its rows of the block's row chunk;
+// add(r, c0, s) adds row r's V values.
+template <int V, typename F>
+__device__ __forceinline__ std::int64_t column_strip_partials(std::int64_t rows, std::int64_t cols,
+                                                              std::int64_t rows_per_chunk,
+                                                              float (&s)[V], F add) {
+  const std::int64_t c0 = (blockIdx.x * std::int64_t(kColumnWidth) + threadIdx.x) * V;
   const std::int64_t r0 = blockIdx.y * rows_per_chunk;
   const std::int64_t r1 = min(rows, r0 + rows_per_chunk);
-  float s = 0.0f;
-  if (c < cols)
-    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) s += value(r, c);
-  return s;
+#pragma unroll
+  for (int j = 0; j < V; ++j) s[j] = 0.0f;
+  if (c0 < cols)
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) add(r, c0, s);
+  return c0;
 }
 
-// Column strips (reduce_geometry.h's (kColumnWidth, kColumnRows) blocks): each thread has summed
-// its column over its rows into `s`; the block's row partials of each column are folded through
-// `part` (the kernel's __shared__ float[kColumnRows][kColumnWidth + 1]) and added into out[c]
-// with one atomic.
-__device__ __forceinline__ void add_column_partials(float (*part)[kColumnWidth + 1], float s,
-                                                    std::int64_t c, std::int64_t cols, float* out) {
-  part[threadIdx.y][threadIdx.x] = s;
+// Column strips: each thread has summed its V columns over its rows into `s`; the block's row
+// partials of each column are folded through `part` (the kernel's __shared__
+// float[kColumnRows][kColumnWidth * V], column c0 + j of thread x at [y][j * kColumnWidth + x]:
+// a warp's accesses on 32 banks) and added into out[c] with one atomic.
+template <int V>
+__device__ __forceinline__ void add_column_partials(float (*part)[kColumnWidth * V],
+                                                    const float (&s)[V], std::int64_t c0,
+                                                    std::int64_t cols, float* out) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) part[threadIdx.y][j * kColumnWidth + threadIdx.x] = s[j];
   __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    for (int y = 1; y < kColumnRows; ++y) s += part[y][threadIdx.x];
-    atomicAdd(&out[c], s);
+  if (threadIdx.y != 0) return;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    if (c0 + j >= cols) break;
+    float t = s[j];
+    for (int y = 1; y < kColumnRows; ++y) t += part[y][j * kColumnWidth + threadIdx.x];
+    atomicAdd(&out[c0 + j], t);
   }
 }
 

@@ -1,4 +1,5 @@
-// Layer norm over the last dim, one warp per row (GPT rows are 768 wide: 24 values a lane).
+// Layer norm over the last dim, one warp per row (GPT rows are 768 wide: 24 values a lane),
+// read and written in 16-byte packs (vec_access.cuh: 3 packs a lane for a bf16 GPT row).
 // Forward saves mean and rstd in float; backward recomputes x-hat from them. The statistics are
 // two passes (mean, then the centred sum of squares) rather than E[x^2] - E[x]^2, which cancels
 // badly when |mean| >> std. Null weight/bias mean no affine part (elementwise_affine=False).
@@ -8,6 +9,7 @@
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
 #include "core/cuda/reduce_geometry.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -23,21 +25,18 @@ __global__ void layer_norm_forward_kernel(const T* x, const float* weight, const
   if (row >= rows) return;  // whole warps leave together: the shuffles below stay full
   const T* xr = x + row * cols;
   float s = 0.0f;
-  for (std::int64_t c = lane; c < cols; c += 32) s += to_float(xr[c]);
+  for_each_in_row(xr, cols, lane, 32, [&](std::int64_t, float v) { s += v; });
   const float mean = warp_sum(s) / cols;
-  float v = 0.0f;
-  for (std::int64_t c = lane; c < cols; c += 32) {
-    const float d = to_float(xr[c]) - mean;
-    v += d * d;
-  }
-  const float rstd = rsqrtf(warp_sum(v) / cols + eps);  // biased variance, as torch
-  T* yr = y + row * cols;
-  for (std::int64_t c = lane; c < cols; c += 32) {
-    float h = (to_float(xr[c]) - mean) * rstd;
+  float var = 0.0f;
+  for_each_in_row(xr, cols, lane, 32,
+                  [&](std::int64_t, float v) { var += (v - mean) * (v - mean); });
+  const float rstd = rsqrtf(warp_sum(var) / cols + eps);  // biased variance, as torch
+  map_row(xr, y + row * cols, cols, lane, 32, [&](std::int64_t c, float v) {
+    float h = (v - mean) * rstd;
     if (weight) h *= weight[c];
     if (bias) h += bias[c];
-    yr[c] = from_float<T>(h);
-  }
+    return h;
+  });
   if (lane == 0) {
     mean_out[row] = mean;
     rstd_out[row] = rstd;
@@ -54,41 +53,67 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* weigh
   if (row >= rows) return;
   const T* xr = x + row * cols;
   const T* dyr = dy + row * cols;
-  const float m = mean[row], r = rstd[row];
-  float sg = 0.0f, sgx = 0.0f;
-  for (std::int64_t c = lane; c < cols; c += 32) {
-    const float g = to_float(dyr[c]) * (weight ? weight[c] : 1.0f);
-    sg += g;
-    sgx += g * (to_float(xr[c]) - m) * r;
-  }
-  const float mg = warp_sum(sg) / cols, mgx = warp_sum(sgx) / cols;
   T* dxr = dx + row * cols;
-  for (std::int64_t c = lane; c < cols; c += 32) {
-    const float g = to_float(dyr[c]) * (weight ? weight[c] : 1.0f);
-    const float xhat = (to_float(xr[c]) - m) * r;
-    dxr[c] = from_float<T>(r * (g - mg - xhat * mgx));
-  }
+  const float m = mean[row], r = rstd[row];
+  constexpr int V = Pack<T>::kSize;
+  // dy, x and dx of the row in 16-byte packs where the three share their alignment.
+  const RowSplit split = row_split(cols, xr, dyr, dxr);
+  float sg = 0.0f, sgx = 0.0f;
+  const auto sum = [&](std::int64_t c, float d, float v) {
+    const float g = d * (weight ? weight[c] : 1.0f);
+    sg += g;
+    sgx += g * (v - m) * r;
+  };
+  visit_row<T>(
+      cols, split, lane, 32, [&](std::int64_t c) { sum(c, to_float(dyr[c]), to_float(xr[c])); },
+      [&](std::int64_t k0) {
+        float d[V], v[V];
+        load_widened<V>(dyr + k0, d);
+        load_widened<V>(xr + k0, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) sum(k0 + j, d[j], v[j]);
+      });
+  const float mg = warp_sum(sg) / cols, mgx = warp_sum(sgx) / cols;
+  const auto grad = [&](std::int64_t c, float d, float v) {
+    const float g = d * (weight ? weight[c] : 1.0f);
+    const float xhat = (v - m) * r;
+    return r * (g - mg - xhat * mgx);
+  };
+  visit_row<T>(
+      cols, split, lane, 32,
+      [&](std::int64_t c) { store(dxr + c, grad(c, to_float(dyr[c]), to_float(xr[c]))); },
+      [&](std::int64_t k0) {
+        float d[V], v[V];
+        load_widened<V>(dyr + k0, d);
+        load_widened<V>(xr + k0, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] = grad(k0 + j, d[j], v[j]);
+        store_narrowed<V>(dxr + k0, d);
+      });
 }
 
-// dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: reduce.cu's column-strip layout.
-template <typename T>
+// dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: reduce.cu's column-strip layout, V columns a
+// thread (dy and x read in 16-byte packs when V is the pack's size).
+template <typename T, int V>
 __global__ void layer_norm_dparams_kernel(const T* dy, const T* x, const float* mean,
                                           const float* rstd, float* dweight, float* dbias,
                                           std::int64_t rows, std::int64_t cols,
                                           std::int64_t rows_per_chunk) {
-  __shared__ float pw[kColumnRows][kColumnWidth + 1], pb[kColumnRows][kColumnWidth + 1];
-  const std::int64_t c = blockIdx.x * std::int64_t(kColumnWidth) + threadIdx.x;
-  const std::int64_t r0 = blockIdx.y * rows_per_chunk;
-  const std::int64_t r1 = min(rows, r0 + rows_per_chunk);
-  float sw = 0.0f, sb = 0.0f;
-  if (c < cols)
-    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) {
-      const float d = to_float(dy[r * cols + c]);
-      sw += d * (to_float(x[r * cols + c]) - mean[r]) * rstd[r];
-      sb += d;
-    }
-  if (dweight) add_column_partials(pw, sw, c, cols, dweight);  // the same for every thread
-  if (dbias) add_column_partials(pb, sb, c, cols, dbias);
+  __shared__ float pw[kColumnRows][kColumnWidth * V], pb[kColumnRows][kColumnWidth * V];
+  float sw[V], sb[V] = {};
+  const std::int64_t c0 = column_strip_partials<V>(
+      rows, cols, rows_per_chunk, sw, [&](std::int64_t r, std::int64_t c, float(&acc)[V]) {
+        float d[V], v[V];
+        load_widened<V>(dy + r * cols + c, d);
+        load_widened<V>(x + r * cols + c, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          acc[j] += d[j] * (v[j] - mean[r]) * rstd[r];
+          sb[j] += d[j];
+        }
+      });
+  if (dweight) add_column_partials<V>(pw, sw, c0, cols, dweight);  // the same for every thread
+  if (dbias) add_column_partials<V>(pb, sb, c0, cols, dbias);
 }
 
 unsigned row_blocks(std::int64_t rows) {
@@ -119,10 +144,12 @@ void layer_norm_backward(const T* dy, const T* x, const float* weight, const flo
                                                                             rstd, dx, rows, cols);
   FSDP_CUDA_CHECK_LAUNCH();
   if (!dweight && !dbias) return;
-  const ColumnReduceGrid g = column_reduce_grid(rows, cols);
-  layer_norm_dparams_kernel<<<dim3(g.column_blocks, g.row_chunks), dim3(kColumnWidth, kColumnRows),
-                              0, stream>>>(dy, x, mean, rstd, dweight, dbias, rows, cols,
-                                           g.rows_per_chunk);
+  launch_column_strips<Pack<T>::kSize>(
+      columns_in_packs(cols, dy, x), rows, cols, [&]<int V>(const ColumnReduceGrid& g) {
+        layer_norm_dparams_kernel<T, V>
+            <<<dim3(g.column_blocks, g.row_chunks), dim3(kColumnWidth, kColumnRows), 0, stream>>>(
+                dy, x, mean, rstd, dweight, dbias, rows, cols, g.rows_per_chunk);
+      });
   FSDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -9,6 +9,7 @@
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
 #include "core/cuda/reduce_geometry.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -62,18 +63,23 @@ __global__ void rms_norm_dx_kernel(const T* dy, const T* x, const T* weight, con
   }
 }
 
-// dweight[c] = sum_r dy * round(x * rstd): column strips, chunk sums added with atomics.
-template <typename T>
+// dweight[c] = sum_r dy * round(x * rstd): column strips (V columns a thread, dy and x in 16-byte
+// packs when V is the pack's size), chunk sums added with atomics.
+template <typename T, int V>
 __global__ void rms_norm_dweight_kernel(const T* dy, const T* x, const float* rstd, float* dweight,
                                         std::int64_t rows, std::int64_t cols,
                                         std::int64_t rows_per_chunk) {
-  __shared__ float part[kColumnRows][kColumnWidth + 1];
-  std::int64_t c;
-  const float s =
-      column_strip_partial(rows, cols, rows_per_chunk, c, [&](std::int64_t r, std::int64_t col) {
-        return to_float(dy[r * cols + col]) * rounded<T>(to_float(x[r * cols + col]) * rstd[r]);
+  __shared__ float part[kColumnRows][kColumnWidth * V];
+  float s[V];
+  const std::int64_t c = column_strip_partials<V>(
+      rows, cols, rows_per_chunk, s, [&](std::int64_t r, std::int64_t col, float(&acc)[V]) {
+        float d[V], v[V];
+        load_widened<V>(dy + r * cols + col, d);
+        load_widened<V>(x + r * cols + col, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += d[j] * rounded<T>(v[j] * rstd[r]);
       });
-  add_column_partials(part, s, c, cols, dweight);
+  add_column_partials<V>(part, s, c, cols, dweight);
 }
 
 unsigned row_blocks(std::int64_t rows) {
@@ -101,9 +107,12 @@ void rms_norm_backward(const T* dy, const T* x, const T* weight, const float* rs
                                                                           rows, cols);
   FSDP_CUDA_CHECK_LAUNCH();
   if (!dweight) return;
-  const ColumnReduceGrid g = column_reduce_grid(rows, cols);
-  rms_norm_dweight_kernel<<<dim3(g.column_blocks, g.row_chunks), dim3(kColumnWidth, kColumnRows), 0,
-                            stream>>>(dy, x, rstd, dweight, rows, cols, g.rows_per_chunk);
+  launch_column_strips<Pack<T>::kSize>(
+      columns_in_packs(cols, dy, x), rows, cols, [&]<int V>(const ColumnReduceGrid& g) {
+        rms_norm_dweight_kernel<T, V>
+            <<<dim3(g.column_blocks, g.row_chunks), dim3(kColumnWidth, kColumnRows), 0, stream>>>(
+                dy, x, rstd, dweight, rows, cols, g.rows_per_chunk);
+      });
   FSDP_CUDA_CHECK_LAUNCH();
 }
 

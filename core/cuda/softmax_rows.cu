@@ -1,7 +1,8 @@
 // Softmax and log-softmax along any dim of a contiguous tensor read as (outer, n, inner), and
 // their backward: one block per row (an (outer, inner) pair), its threads striding over the n
-// elements `inner` apart; max and sums by a shared-memory tree. Accumulation in float (double
-// for double storage). A row of -inf gives NaN, as torch's and the CPU's.
+// elements `inner` apart (a softmax along the last dim, inner == 1: 16-byte packs of the
+// contiguous row, vec_access.cuh); max and sums by a shared-memory tree. Accumulation in float
+// (double for double storage). A row of -inf gives NaN, as torch's and the CPU's.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -9,6 +10,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -33,6 +35,17 @@ __device__ C block_all(C v, C* scratch) {
   return r;
 }
 
+// f(k, x[k]) over this thread's elements of a row `stride` apart: a contiguous row (stride 1) in
+// 16-byte packs between a scalar head and tail.
+template <typename T, typename F>
+__device__ __forceinline__ void each_in_row(const T* row, std::int64_t n, std::int64_t stride,
+                                            F f) {
+  if (stride == 1)
+    for_each_in_row(row, n, threadIdx.x, blockDim.x, f);
+  else
+    for (std::int64_t k = threadIdx.x; k < n; k += blockDim.x) f(k, load(row + k * stride));
+}
+
 template <typename T>
 __global__ void softmax_kernel(const T* x, const T* mask, T* y, std::int64_t rows, std::int64_t n,
                                std::int64_t inner, std::int64_t mask_rows, bool take_log,
@@ -42,27 +55,28 @@ __global__ void softmax_kernel(const T* x, const T* mask, T* y, std::int64_t row
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const std::int64_t o = r / inner, i = r % inner, base = o * n * inner + i;
     const T* m = mask ? mask + (r % mask_rows) * n : nullptr;
-    auto value = [&](std::int64_t k) {
-      C v = load(x + base + k * inner);
-      if (m) v += load(m + k);
-      return v;
+    // Each value with its mask's; the maskless rows of a last-dim softmax in packs.
+    const auto each = [&](auto f) {
+      if (m)
+        for (std::int64_t k = threadIdx.x; k < n; k += blockDim.x)
+          f(k, load(x + base + k * inner) + load(m + k));
+      else
+        each_in_row(x + base, n, inner, f);
     };
     C mx = C(-INFINITY);
-    for (std::int64_t k = threadIdx.x; k < n; k += blockDim.x) {
-      const C v = value(k);
-      mx = v > mx || v != v ? v : mx;
-    }
+    each([&](std::int64_t, C v) { mx = v > mx || v != v ? v : mx; });
     mx = block_all<true>(mx, scratch);
     if (isinf(mx) && mx < 0) mx = 0;  // a row of -inf: finite exps, NaN result (as the CPU)
     C sum = 0;
-    for (std::int64_t k = threadIdx.x; k < n; k += blockDim.x) sum += exp(value(k) - mx);
+    each([&](std::int64_t, C v) { sum += exp(v - mx); });
     sum = block_all<false>(sum, scratch);
     const C lse = log(sum) + mx, inv = C(1) / sum;
     if (lse_out && threadIdx.x == 0) store(lse_out + r, lse);
-    for (std::int64_t k = threadIdx.x; k < n; k += blockDim.x) {
-      const C v = value(k);
-      store(y + base + k * inner, take_log ? v - lse : exp(v - mx) * inv);
-    }
+    const auto out = [&](std::int64_t, C v) { return take_log ? v - lse : exp(v - mx) * inv; };
+    if (!m && inner == 1)
+      map_row(x + base, y + base, n, threadIdx.x, blockDim.x, out);
+    else
+      each([&](std::int64_t k, C v) { store(y + base + k * inner, out(k, v)); });
   }
 }
 
@@ -73,17 +87,39 @@ __global__ void softmax_backward_kernel(const T* y, const T* g, T* dx, std::int6
   __shared__ C scratch[kRowThreads];
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const std::int64_t o = r / inner, i = r % inner, base = o * n * inner + i;
+    constexpr int V = Pack<T>::kSize;
+    const T *yr = y + base, *gr = g + base;
+    T* dr = dx + base;
+    // y, g and dx of a contiguous row (inner == 1) in packs where the three share their
+    // alignment; otherwise (and for the ends) element by element, `inner` apart.
+    const RowSplit split = inner == 1 ? row_split(n, yr, gr, dr) : RowSplit{n, 0};
     C s = 0;
-    for (std::int64_t k = threadIdx.x; k < n; k += blockDim.x) {
-      const std::int64_t e = base + k * inner;
-      s += take_log ? load(g + e) : load(g + e) * load(y + e);
-    }
+    const auto sum = [&](C yy, C gy) { s += take_log ? gy : gy * yy; };
+    visit_row<T>(
+        n, split, threadIdx.x, blockDim.x,
+        [&](std::int64_t k) { sum(load(yr + k * inner), load(gr + k * inner)); },
+        [&](std::int64_t k0) {
+          C py[V], pg[V];
+          load_widened<V>(yr + k0, py);
+          load_widened<V>(gr + k0, pg);
+#pragma unroll
+          for (int j = 0; j < V; ++j) sum(py[j], pg[j]);
+        });
     s = block_all<false>(s, scratch);
-    for (std::int64_t k = threadIdx.x; k < n; k += blockDim.x) {
-      const std::int64_t e = base + k * inner;
-      const C gy = load(g + e), yy = load(y + e);
-      store(dx + e, take_log ? gy - exp(yy) * s : yy * (gy - s));
-    }
+    const auto grad = [&](C yy, C gy) { return take_log ? gy - exp(yy) * s : yy * (gy - s); };
+    visit_row<T>(
+        n, split, threadIdx.x, blockDim.x,
+        [&](std::int64_t k) {
+          store(dr + k * inner, grad(load(yr + k * inner), load(gr + k * inner)));
+        },
+        [&](std::int64_t k0) {
+          C py[V], pg[V];
+          load_widened<V>(yr + k0, py);
+          load_widened<V>(gr + k0, pg);
+#pragma unroll
+          for (int j = 0; j < V; ++j) py[j] = grad(py[j], pg[j]);
+          store_narrowed<V>(dr + k0, py);
+        });
   }
 }
 

@@ -1,15 +1,18 @@
 // Strided element-wise kernels: the kernel table's general layouts (views, transposes,
 // broadcasts, in-place ops on strided outputs), one thread per output element in a grid-stride
 // loop, each computing its operands' offsets from the output's index. Slower than the
-// contiguous kernels of elementwise.cu (no 16-byte loads), which the table prefers when the
-// layout allows.
+// contiguous kernels of elementwise.cu, which the table prefers when the layout allows. Copies of
+// one type, unary and binary ops whose operands' innermost rows are whole aligned 16-byte packs
+// (split_heads, merge_heads, a contiguous operand) move a pack per thread and operand.
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
+#include "core/cuda/vec_access.cuh"
 
 namespace fsdp::cuda {
 namespace {
@@ -17,31 +20,6 @@ namespace {
 #define FSDP_GRID_STRIDE(i, n)                                                        \
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += std::int64_t(gridDim.x) * blockDim.x)
-
-// Arithmetic type: double for double storage, float otherwise.
-template <typename T>
-struct Acc {
-  using type = float;
-};
-template <>
-struct Acc<double> {
-  using type = double;
-};
-
-template <typename T>
-__device__ __forceinline__ typename Acc<T>::type load(const T* p) {
-  if constexpr (std::is_same_v<T, double>)
-    return *p;
-  else
-    return to_float(*p);
-}
-template <typename T>
-__device__ __forceinline__ void store(T* p, typename Acc<T>::type v) {
-  if constexpr (std::is_same_v<T, double>)
-    *p = v;
-  else
-    *p = from_float<T>(v);
-}
 
 // The offsets of output element i in each of `operands` layouts.
 template <int kOperands>
@@ -109,23 +87,33 @@ __device__ __forceinline__ C binary_op(BinaryKind op, C a, C b, C alpha) {
   return a;
 }
 
-template <typename T>
+// V elements a thread: 1, or a 16-byte pack's over a layout_in_packs layout (offsets in packs).
+template <typename T, int V>
 __global__ void strided_unary_kernel(UnaryKind op, const T* a, T* out, StridedLayout l,
-                                     typename Acc<T>::type s) {
+                                     acc_t<T> s) {
   FSDP_GRID_STRIDE(i, l.numel) {
     std::int64_t off[2];
     offsets<2>(l, i, off);
-    store(out + off[0], unary_op(op, load(a + off[1]), s));
+    acc_t<T> x[V];
+    load_widened<V>(a + off[1] * V, x);
+#pragma unroll
+    for (int j = 0; j < V; ++j) x[j] = unary_op(op, x[j], s);
+    store_narrowed<V>(out + off[0] * V, x);
   }
 }
 
-template <typename T>
+template <typename T, int V>
 __global__ void strided_binary_kernel(BinaryKind op, const T* a, const T* b, T* out,
-                                      StridedLayout l, typename Acc<T>::type alpha) {
+                                      StridedLayout l, acc_t<T> alpha) {
   FSDP_GRID_STRIDE(i, l.numel) {
     std::int64_t off[3];
     offsets<3>(l, i, off);
-    store(out + off[0], binary_op(op, load(a + off[1]), load(b + off[2]), alpha));
+    acc_t<T> x[V], y[V];
+    load_widened<V>(a + off[1] * V, x);
+    load_widened<V>(b + off[2] * V, y);
+#pragma unroll
+    for (int j = 0; j < V; ++j) x[j] = binary_op(op, x[j], y[j], alpha);
+    store_narrowed<V>(out + off[0] * V, x);
   }
 }
 
@@ -232,13 +220,54 @@ __global__ void strided_masked_fill_kernel(const T* a, const bool* m, T value, T
 }
 
 template <typename T>
-__global__ void strided_masked_scale_kernel(const T* x, const std::uint8_t* m, T* y,
-                                            typename Acc<T>::type scale, StridedLayout l) {
+__global__ void strided_masked_scale_kernel(const T* x, const std::uint8_t* m, T* y, acc_t<T> scale,
+                                            StridedLayout l) {
   FSDP_GRID_STRIDE(i, l.numel) {
     std::int64_t off[3];
     offsets<3>(l, i, off);
     y[off[0]] = m[off[2]] ? static_cast<T>(x[off[1]] * scale) : T(0);
   }
+}
+
+// The layout of `operands` (the output and its inputs) in 16-byte elements of `elem_bytes`
+// values: the innermost dim contiguous in every operand, its length and every other dim's
+// strides whole packs, every pointer 16-byte aligned (split_heads' and merge_heads' head_dim
+// rows, a block of whole rows, a contiguous operand). False where anything fails: the kernel then
+// takes one element a thread.
+bool layout_in_packs(const StridedLayout& l, int operands, std::size_t elem_bytes,
+                     std::initializer_list<const void*> pointers, StridedLayout& packs) {
+  const std::int64_t v = static_cast<std::int64_t>(16 / elem_bytes);
+  const int last = l.ndim - 1;
+  if (l.ndim == 0 || l.size[last] % v != 0) return false;
+  for (const void* p : pointers)
+    if (!aligned16(p)) return false;
+  packs = l;
+  for (int k = 0; k < operands; ++k) {
+    if (l.stride[k][last] != 1) return false;
+    for (int d = 0; d < last; ++d) {
+      if (l.size[d] == 1) {  // never stepped: any stride
+        packs.stride[k][d] = 0;
+        continue;
+      }
+      if (l.stride[k][d] % v != 0) return false;
+      packs.stride[k][d] = l.stride[k][d] / v;
+    }
+  }
+  packs.size[last] = l.size[last] / v;
+  packs.numel = l.numel / v;
+  return true;
+}
+
+// launch.template operator()<V>(layout): V = T's pack over the packed layout where
+// layout_in_packs allows, else 1 over `l`.
+template <typename T, typename F>
+void launch_strided(const StridedLayout& l, int operands,
+                    std::initializer_list<const void*> pointers, F&& launch) {
+  StridedLayout packs;
+  if (layout_in_packs(l, operands, sizeof(T), pointers, packs))
+    launch.template operator()<Pack<T>::kSize>(packs);
+  else
+    launch.template operator()<1>(l);
 }
 
 }  // namespace
@@ -247,8 +276,8 @@ template <typename T>
 void strided_masked_scale(const T* x, const std::uint8_t* mask, T* y, double scale,
                           const StridedLayout& l, cudaStream_t stream) {
   if (l.numel == 0) return;
-  strided_masked_scale_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(
-      x, mask, y, static_cast<typename Acc<T>::type>(scale), l);
+  strided_masked_scale_kernel<T>
+      <<<grid_for(l.numel), kThreads, 0, stream>>>(x, mask, y, static_cast<acc_t<T>>(scale), l);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 template void strided_masked_scale<float>(const float*, const std::uint8_t*, float*, double,
@@ -299,8 +328,10 @@ template <typename T>
 void strided_unary(UnaryKind op, const T* a, T* out, const StridedLayout& l, double scalar,
                    cudaStream_t stream) {
   if (l.numel == 0) return;
-  strided_unary_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(
-      op, a, out, l, static_cast<typename Acc<T>::type>(scalar));
+  launch_strided<T>(l, 2, {a, out}, [&]<int V>(const StridedLayout& layout) {
+    strided_unary_kernel<T, V><<<grid_for(layout.numel), kThreads, 0, stream>>>(
+        op, a, out, layout, static_cast<acc_t<T>>(scalar));
+  });
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -308,14 +339,26 @@ template <typename T>
 void strided_binary(BinaryKind op, const T* a, const T* b, T* out, const StridedLayout& l,
                     double alpha, cudaStream_t stream) {
   if (l.numel == 0) return;
-  strided_binary_kernel<T><<<grid_for(l.numel), kThreads, 0, stream>>>(
-      op, a, b, out, l, static_cast<typename Acc<T>::type>(alpha));
+  launch_strided<T>(l, 3, {a, b, out}, [&]<int V>(const StridedLayout& layout) {
+    strided_binary_kernel<T, V><<<grid_for(layout.numel), kThreads, 0, stream>>>(
+        op, a, b, out, layout, static_cast<acc_t<T>>(alpha));
+  });
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
 template <typename D, typename S>
 void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t stream) {
   if (l.numel == 0) return;
+  if constexpr (std::is_same_v<D, S>) {
+    StridedLayout packs;
+    if (layout_in_packs(l, 2, sizeof(D), {src, dst}, packs)) {
+      using Bits = unsigned __int128;  // one 16-byte access (vec_access.cuh's store_pack)
+      strided_copy_kernel<Bits, Bits><<<grid_for(packs.numel), kThreads, 0, stream>>>(
+          reinterpret_cast<const Bits*>(src), reinterpret_cast<Bits*>(dst), packs);
+      FSDP_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
   strided_copy_kernel<D, S><<<grid_for(l.numel), kThreads, 0, stream>>>(src, dst, l);
   FSDP_CUDA_CHECK_LAUNCH();
 }

@@ -84,6 +84,17 @@ BOOST_AUTO_TEST_CASE(copies_round_trip_between_host_and_device) {
   const Tensor row = host_randn({4});
   dst.copy_(row);
   BOOST_TEST(dst.to(kCPU).to_vector() == row.expand({3, 4}).contiguous().to_vector());
+  // Blocks of whole 16-byte rows move a pack per thread; from an odd column, element by element.
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor rows = host_randn({6, 40}, dtype);
+    for (std::int64_t start : {8, 3}) {
+      Tensor to = zeros({6, 64}, TensorOptions(dtype, kCuda));
+      to.narrow(1, start, 16).copy_(rows.to(kCuda).narrow(1, start, 16));
+      Tensor want = zeros({6, 64}, TensorOptions(dtype, kCPU));
+      want.narrow(1, start, 16).copy_(rows.narrow(1, start, 16));
+      BOOST_TEST(to.to(kCPU).to_vector() == want.to_vector(), "start " << start);
+    }
+  }
   // A strided device side on either end goes through the strided copy kernel.
   Tensor wide = zeros({3, 8}, TensorOptions(DType::Float32, kCuda));
   wide.narrow(1, 2, 4).copy_(base.narrow(0, 0, 3));
@@ -181,6 +192,49 @@ BOOST_AUTO_TEST_CASE(every_binary_and_unary_kind_matches_the_cpu_table_on_any_la
       Tensor got = wide.narrow(1, 0, 7);
       kernels(kCuda).unary(kind, got, positive.to(kCuda).t(), 1.5);
       check_close(got.contiguous(), want, tol_of(dtype));
+    }
+  }
+}
+
+// Operands whose rows are whole aligned 16-byte packs take a pack a thread: the same bits as
+// the same values one element a thread (the rows from column 3 of a wider tensor), and the CPU's
+// values.
+BOOST_AUTO_TEST_CASE(binary_and_unary_kinds_in_packs_give_the_element_paths_bits) {
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+    const Tensor x = add(abs(host_randn({4, 16}, dtype)), 0.5), y = host_randn({4, 16}, dtype);
+    // `t` on the device as the 16 columns from `start` of a (4, 32) tensor.
+    const auto at_column = [&](const Tensor& t, std::int64_t start) {
+      Tensor wide = poisoned({4, 32}, dtype);
+      Tensor view = wide.narrow(1, start, 16);
+      view.copy_(t);
+      return view;
+    };
+    for (BinaryKind kind :
+         {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Div, BinaryKind::Maximum}) {
+      Tensor want = empty({4, 16}, TensorOptions(dtype, kCPU));
+      kernels(kCPU).binary(kind, want, x, y, 0.5);
+      std::vector<std::vector<double>> got;
+      for (std::int64_t start : {0, 8, 3}) {  // packs (contiguous, and a block), elements
+        Tensor out = at_column(zeros({4, 16}, TensorOptions(dtype, kCPU)), start);
+        kernels(kCuda).binary(kind, out, at_column(x, start), at_column(y, start), 0.5);
+        got.push_back(out.to(kCPU).to_vector());
+        check_close(out.contiguous(), want, tol_of(dtype));
+      }
+      BOOST_TEST(got[0] == got[2]);
+      BOOST_TEST(got[1] == got[2]);
+    }
+    for (UnaryKind kind : {UnaryKind::MulScalar, UnaryKind::DivScalar, UnaryKind::Exp,
+                           UnaryKind::Sqrt, UnaryKind::Neg}) {
+      Tensor want = empty({4, 16}, TensorOptions(dtype, kCPU));
+      kernels(kCPU).unary(kind, want, x, 1.5);
+      std::vector<std::vector<double>> got;
+      for (std::int64_t start : {8, 3}) {
+        Tensor out = at_column(zeros({4, 16}, TensorOptions(dtype, kCPU)), start);
+        kernels(kCuda).unary(kind, out, at_column(x, start), 1.5);
+        got.push_back(out.to(kCPU).to_vector());
+        check_close(out.contiguous(), want, tol_of(dtype));
+      }
+      BOOST_TEST(got[0] == got[1]);
     }
   }
 }
@@ -418,21 +472,23 @@ BOOST_AUTO_TEST_CASE(index_select_and_index_add_match_the_cpu_table) {
   const IndexBounds bounds = index_select_bounds(8, 1);
   for (DType index_dtype : {DType::Int64, DType::Int32}) {
     const Tensor index = from_vector(std::vector<double>{3, 0, 3, 7, 1, -5}, {6}, index_dtype);
-    for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
-      const Tensor src = host_randn({2, 8, 5}, dtype);  // (outer, size, inner)
-      Tensor want = empty({2, 6, 5}, TensorOptions(dtype, kCPU));
-      kernels(kCPU).index_select(want, src, index, bounds, 2, 5);
-      Tensor got = poisoned({2, 6, 5}, dtype);
-      kernels(kCuda).index_select(got, src.to(kCuda), index.to(kCuda), bounds, 2, 5);
-      BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector());
+    // inner 5: an element a thread; 16: rows of whole 16-byte packs, a pack a thread.
+    for (std::int64_t inner : {5, 16})
+      for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+        const Tensor src = host_randn({2, 8, inner}, dtype);  // (outer, size, inner)
+        Tensor want = empty({2, 6, inner}, TensorOptions(dtype, kCPU));
+        kernels(kCPU).index_select(want, src, index, bounds, 2, inner);
+        Tensor got = poisoned({2, 6, inner}, dtype);
+        kernels(kCuda).index_select(got, src.to(kCuda), index.to(kCuda), bounds, 2, inner);
+        BOOST_TEST(got.to(kCPU).to_vector() == want.to_vector(), "inner " << inner);
 
-      const Tensor g = host_randn({2, 6, 5}, dtype);
-      Tensor grad = zeros({2, 8, 5}, TensorOptions(dtype, kCPU));
-      Tensor grad_device = grad.to(kCuda);
-      kernels(kCPU).index_add(grad, g, index, bounds, 2, 5);
-      kernels(kCuda).index_add(grad_device, g.to(kCuda), index.to(kCuda), bounds, 2, 5);
-      check_close(grad_device, grad, tol_of(dtype));
-    }
+        const Tensor g = host_randn({2, 6, inner}, dtype);
+        Tensor grad = zeros({2, 8, inner}, TensorOptions(dtype, kCPU));
+        Tensor grad_device = grad.to(kCuda);
+        kernels(kCPU).index_add(grad, g, index, bounds, 2, inner);
+        kernels(kCuda).index_add(grad_device, g.to(kCuda), index.to(kCuda), bounds, 2, inner);
+        check_close(grad_device, grad, tol_of(dtype));
+      }
   }
 }
 
@@ -462,6 +518,14 @@ BOOST_AUTO_TEST_CASE(bad_indices_and_targets_raise_the_cpu_message_at_the_next_s
   const Tensor good = from_vector(std::vector<double>{1, 4, 0, 4}, {2, 2}, DType::Int64);
   BOOST_TEST(embedding(weight.to(kCuda), good.to(kCuda)).to(kCPU).to_vector() ==
              embedding(weight, good).to_vector());
+  // Rows of whole 16-byte packs (a pack a thread) check their index alike.
+  const Tensor wide = host_randn({5, 8});
+  BOOST_CHECK_EXCEPTION(embedding(wide.to(kCuda), bad.to(kCuda)).to(kCPU), IndexError,
+                        [&](const IndexError& e) {
+                          return std::string(e.what()).find(
+                                     "embedding: index 5 is out of range for a table of 5 rows "
+                                     "(weight shape [5, 8])") != std::string::npos;
+                        });
 
   const Tensor logits = host_randn({3, 4});
   const Tensor bad_target = from_vector(std::vector<double>{1, 4, -100}, {3}, DType::Int64);
@@ -571,30 +635,33 @@ BOOST_AUTO_TEST_CASE(max_dim_and_its_backward_match_the_cpu_table) {
 // Llama's RMSNorm: float32 rows, and bf16 rows with a bf16 weight (the table's contract: one
 // dtype) and float32 statistics; with and without the weight.
 BOOST_AUTO_TEST_CASE(rms_norm_and_its_backward_match_the_cpu_table) {
-  const std::int64_t rows = 37, n = 80;
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
-    for (bool weighted : {true, false}) {
-      const Tensor x = add(host_randn({rows, n}), 1.0).to(dtype), g = host_randn({rows, n}, dtype);
-      const Tensor w = weighted ? host_randn({n}, dtype) : Tensor();
-      const Tensor w_d = weighted ? w.to(kCuda) : Tensor();
-      const double tol = tol_of(dtype);
-      Tensor y = empty({rows, n}, TensorOptions(dtype, kCPU));
-      Tensor rstd = empty({rows}, TensorOptions(DType::Float32, kCPU));
-      kernels(kCPU).rms_norm(y, rstd, x, w, n, 1e-6);
-      Tensor yd = poisoned({rows, n}, dtype), rstdd = poisoned({rows}, DType::Float32);
-      kernels(kCuda).rms_norm(yd, rstdd, x.to(kCuda), w_d, n, 1e-6);
-      check_close(yd, y, tol);
-      check_close(rstdd, rstd, kTolFp32);
+  const std::int64_t rows = 37;
+  // 80 columns: rows of whole 16-byte packs (the weight gradient's columns in packs); 37 not.
+  for (std::int64_t n : {80, 37})
+    for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
+      for (bool weighted : {true, false}) {
+        const Tensor x = add(host_randn({rows, n}), 1.0).to(dtype),
+                     g = host_randn({rows, n}, dtype);
+        const Tensor w = weighted ? host_randn({n}, dtype) : Tensor();
+        const Tensor w_d = weighted ? w.to(kCuda) : Tensor();
+        const double tol = tol_of(dtype);
+        Tensor y = empty({rows, n}, TensorOptions(dtype, kCPU));
+        Tensor rstd = empty({rows}, TensorOptions(DType::Float32, kCPU));
+        kernels(kCPU).rms_norm(y, rstd, x, w, n, 1e-6);
+        Tensor yd = poisoned({rows, n}, dtype), rstdd = poisoned({rows}, DType::Float32);
+        kernels(kCuda).rms_norm(yd, rstdd, x.to(kCuda), w_d, n, 1e-6);
+        check_close(yd, y, tol);
+        check_close(rstdd, rstd, kTolFp32);
 
-      Tensor dx = empty_like(x), dw = zeros({n}, TensorOptions(DType::Float64, kCPU));
-      kernels(kCPU).rms_norm_backward(dx, weighted ? dw : Tensor(), x, w, rstd, g, n);
-      Tensor dxd = poisoned({rows, n}, dtype);
-      Tensor dwd = zeros({n}, TensorOptions(DType::Float64, kCuda));
-      kernels(kCuda).rms_norm_backward(dxd, weighted ? dwd : Tensor(), x.to(kCuda), w_d,
-                                       rstd.to(kCuda), g.to(kCuda), n);
-      check_close(dxd, dx, std::max(tol, 1e-4));  // float sums in another order
-      if (weighted) check_close(dwd, dw, 1e-4);
-    }
+        Tensor dx = empty_like(x), dw = zeros({n}, TensorOptions(DType::Float64, kCPU));
+        kernels(kCPU).rms_norm_backward(dx, weighted ? dw : Tensor(), x, w, rstd, g, n);
+        Tensor dxd = poisoned({rows, n}, dtype);
+        Tensor dwd = zeros({n}, TensorOptions(DType::Float64, kCuda));
+        kernels(kCuda).rms_norm_backward(dxd, weighted ? dwd : Tensor(), x.to(kCuda), w_d,
+                                         rstd.to(kCuda), g.to(kCuda), n);
+        check_close(dxd, dx, std::max(tol, 1e-4));  // float sums in another order
+        if (weighted) check_close(dwd, dw, 1e-4);
+      }
   const Tensor x16 = host_randn({2, 4}, DType::BFloat16).to(kCuda);
   Tensor y = empty_like(x16), r = empty({2}, TensorOptions(DType::Float32, kCuda));
   expect_missing([&] { kernels(kCuda).rms_norm(y, r, x16, host_randn({4}).to(kCuda), 4, 1e-6); },
@@ -628,8 +695,12 @@ BOOST_AUTO_TEST_CASE(softmax_along_any_dim_and_masked_softmax_match_the_cpu_tabl
     const bool narrow = dtype == DType::BFloat16 || dtype == DType::Float16;
     const Tensor x = mul(host_randn({3, 50, 4}, dtype), 3.0), g = host_randn({3, 50, 4}, dtype);
     for (bool log : {false, true})
+      // Last-dim rows (inner 1) in 16-byte packs: 4 (one float pack), 40 (rows at alternating
+      // alignments in 16 bits), 600 (more than the block's threads).
       for (auto [outer, n, inner] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{3, 50, 4},
                                      {150, 4, 1},
+                                     {15, 40, 1},
+                                     {1, 600, 1},
                                      {1, 3, 200}}) {
         if (narrow && inner != 1) continue;
         BOOST_TEST_INFO_SCOPE(dtype_name(dtype) << " log " << log << " (" << outer << ", " << n
@@ -778,27 +849,76 @@ BOOST_AUTO_TEST_CASE(classification_losses_match_the_cpu_table) {
     }
 }
 
+// Contiguous rows (s == 1, train_gpt's logits) move in 16-byte packs between a scalar head and
+// tail: rows shorter than a pack, odd rows (each row at another alignment), rows of whole
+// packs; logits and gradient starting `offset` elements into their buffers, and a gradient at
+// another alignment than the logits (no shared alignment: all scalar).
+BOOST_AUTO_TEST_CASE(cross_entropy_rows_at_any_alignment_match_the_cpu_table) {
+  // A device copy of `t` starting `offset` elements into a poisoned buffer.
+  const auto at = [](const Tensor& t, std::int64_t offset) {
+    Tensor buffer = poisoned({t.numel() + offset}, t.dtype());
+    Tensor view = buffer.narrow(0, offset, t.numel()).view(t.shape());
+    view.copy_(t);
+    return view;
+  };
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64})
+    for (std::int64_t c : {3, 7, 8, 301, 1000})
+      for (auto [offset, d_offset] :
+           std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 0}, {1, 1}, {3, 3}, {0, 1}}) {
+        const std::int64_t n = 5;
+        const NcsLayout layout{n, c, 1};
+        const Tensor x = mul(host_randn({n, c}, dtype), 4.0).to(dtype);
+        const bool narrow = dtype == DType::BFloat16 || dtype == DType::Float16;
+        const Tensor xr = narrow ? x.to(DType::Float32) : x;
+        std::vector<double> target_values;
+        for (std::int64_t p = 0; p < n; ++p) target_values.push_back(p == 2 ? -100 : (p * 37) % c);
+        const Tensor targets = from_vector(target_values, {n}, DType::Int64);
+        const IndexBounds bounds = class_target_bounds(IndexOp::CrossEntropy, c, -100);
+        const Tensor grads = from_vector({0.1, 0.2, 0.3, 0.4, 0.5}, {n}, DType::Float64);
+        Tensor losses = empty({n}, TensorOptions(DType::Float64, kCPU)), lse = empty_like(losses);
+        kernels(kCPU).cross_entropy(losses, lse, xr, targets, layout, bounds, 0.1);
+        Tensor losses_d = poisoned({n}, DType::Float64), lse_d = poisoned({n}, DType::Float64);
+        const Tensor x_d = at(x, offset), targets_d = targets.to(kCuda);
+        kernels(kCuda).cross_entropy(losses_d, lse_d, x_d, targets_d, layout, bounds, 0.1);
+        BOOST_TEST_CONTEXT(dtype_name(dtype)
+                           << " c " << c << " offsets " << offset << "," << d_offset) {
+          check_close(losses_d, losses, 1e-5);
+          check_close(lse_d, lse, 1e-5);
+          Tensor dx = zeros(x.shape(), TensorOptions(xr.dtype(), kCPU));
+          Tensor dx_d = at(zeros(x.shape(), TensorOptions(dtype, kCPU)), d_offset);
+          kernels(kCPU).cross_entropy_backward(dx, xr, lse, targets, grads, layout, bounds, 0.1);
+          kernels(kCuda).cross_entropy_backward(dx_d, x_d, lse_d, targets_d, grads.to(kCuda),
+                                                layout, bounds, 0.1);
+          check_close(dx_d, dx, tol_of(dtype));
+        }
+      }
+}
+
 // Attention's head moves: exact (copies, and part 0's division rounded once, as the CPU's).
 BOOST_AUTO_TEST_CASE(split_and_merge_heads_equal_the_cpu_table) {
-  const HeadsLayout layout{.L = 5, .N = 2, .parts = 3, .heads = 4, .hd = 6};
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
-    const Tensor packed = host_randn({5, 2, layout.row()}, dtype);
-    std::vector<Tensor> parts, parts_d;
-    for (int p = 0; p < 3; ++p) {
-      parts.push_back(empty({8, 5, 6}, TensorOptions(dtype, kCPU)));
-      parts_d.push_back(poisoned({8, 5, 6}, dtype));
+  // head_dim 6: element by element (float64's copies in 16-byte packs of 2); 8 and 16: rows of
+  // whole 16-byte packs on both sides, the copies a pack per thread.
+  for (std::int64_t hd : {6, 8, 16})
+    for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+      const HeadsLayout layout{.L = 5, .N = 2, .parts = 3, .heads = 4, .hd = hd};
+      const Tensor packed = host_randn({5, 2, layout.row()}, dtype);
+      std::vector<Tensor> parts, parts_d;
+      for (int p = 0; p < 3; ++p) {
+        parts.push_back(empty({8, 5, hd}, TensorOptions(dtype, kCPU)));
+        parts_d.push_back(poisoned({8, 5, hd}, dtype));
+      }
+      kernels(kCPU).split_heads(parts, packed, layout, 8.0);
+      kernels(kCuda).split_heads(parts_d, packed.to(kCuda), layout, 8.0);
+      for (int p = 0; p < 3; ++p)
+        BOOST_TEST(parts_d[p].to(kCPU).to_vector() == parts[p].to_vector(), "hd " << hd);
+      parts[1] = Tensor();  // an undefined part merges as zeros
+      parts_d[1] = Tensor();
+      Tensor merged = empty(packed.shape(), TensorOptions(dtype, kCPU));
+      Tensor merged_d = poisoned(packed.shape(), dtype);
+      kernels(kCPU).merge_heads(merged, parts, layout, 0.5);
+      kernels(kCuda).merge_heads(merged_d, parts_d, layout, 0.5);
+      BOOST_TEST(merged_d.to(kCPU).to_vector() == merged.to_vector(), "hd " << hd);
     }
-    kernels(kCPU).split_heads(parts, packed, layout, 8.0);
-    kernels(kCuda).split_heads(parts_d, packed.to(kCuda), layout, 8.0);
-    for (int p = 0; p < 3; ++p) BOOST_TEST(parts_d[p].to(kCPU).to_vector() == parts[p].to_vector());
-    parts[1] = Tensor();  // an undefined part merges as zeros
-    parts_d[1] = Tensor();
-    Tensor merged = empty(packed.shape(), TensorOptions(dtype, kCPU));
-    Tensor merged_d = poisoned(packed.shape(), dtype);
-    kernels(kCPU).merge_heads(merged, parts, layout, 0.5);
-    kernels(kCuda).merge_heads(merged_d, parts_d, layout, 0.5);
-    BOOST_TEST(merged_d.to(kCPU).to_vector() == merged.to_vector());
-  }
 }
 
 // Attention against the CPU's blocked online softmax: no mask, a causal (L, S) one and one per

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -53,6 +54,20 @@ static_assert(3000017 > kMaxBlocks * kThreads);
 // (rows, cols): one row, one column, odd, a GPT row (768), wider than 32 lanes x 32.
 const std::vector<std::pair<std::int64_t, std::int64_t>> kRowShapes = {
     {1, 1}, {1, 768}, {3, 5}, {37, 33}, {129, 768}, {7, 1031}, {20001, 3}};
+
+// `values` stored from element `offset` of a poisoned device buffer: a view that is not 16-byte
+// aligned unless offset * sizeof(T) is a multiple of 16; download_from reads it back.
+template <typename T>
+std::unique_ptr<DeviceBuffer<T>> stored_at(const std::vector<float>& values, int offset) {
+  std::vector<float> padded(offset, NAN);
+  padded.insert(padded.end(), values.begin(), values.end());
+  return std::make_unique<DeviceBuffer<T>>(padded);
+}
+template <typename T>
+std::vector<float> download_from(const DeviceBuffer<T>& b, int offset) {
+  const std::vector<float> all = b.download();
+  return std::vector<float>(all.begin() + offset, all.end());
+}
 
 }  // namespace
 
@@ -157,6 +172,16 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(unaligned_views_take_the_scalar_path, T, StorageTy
   got = out.download();
   FSDP_CHECK_CLOSE("mul unaligned", std::vector<float>(got.begin() + 1, got.end()),
                    values(mul(cpu(xs, {n}), cpu(ys, {n}))), tolerance<T>());
+  if constexpr (!std::is_same_v<T, float>) {  // casts both ways, exact
+    const std::vector<float> wide = randn(n);
+    auto from = stored_at<float>(wide, 1);
+    auto half = stored_at<T>(std::vector<float>(n, NAN), 1);
+    auto back = stored_at<float>(std::vector<float>(n, NAN), 1);
+    cast(from->get() + 1, half->get() + 1, n, nullptr);
+    cast(half->get() + 1, back->get() + 1, n, nullptr);
+    FSDP_CHECK_CLOSE("cast unaligned", download_from(*half, 1), stored<T>(wide), 0.0);
+    FSDP_CHECK_CLOSE("cast back unaligned", download_from(*back, 1), stored<T>(wide), 0.0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(sum_over_rows_is_the_bias_gradient, T, StorageTypes) {
@@ -165,8 +190,14 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(sum_over_rows_is_the_bias_gradient, T, StorageType
     DeviceBuffer<T> dx(x);
     DeviceBuffer<float> out(cols);
     sum_over_rows(dx.get(), out.get(), rows, cols, nullptr);
-    FSDP_CHECK_CLOSE("sum_over_rows " << rows << "x" << cols, out.download(),
-                     values(sum(cpu(x, {rows, cols}), {0})), kTolFp32 * 10);
+    const std::vector<double> want = values(sum(cpu(x, {rows, cols}), {0}));
+    FSDP_CHECK_CLOSE("sum_over_rows " << rows << "x" << cols, out.download(), want, kTolFp32 * 10);
+    // Rows of whole 16-byte packs (768 columns) take packs; from one element in, columns.
+    auto shifted = stored_at<T>(x, 1);
+    out.poison();
+    sum_over_rows(shifted->get() + 1, out.get(), rows, cols, nullptr);
+    FSDP_CHECK_CLOSE("sum_over_rows unaligned " << rows << "x" << cols, out.download(), want,
+                     kTolFp32 * 10);
   }
 }
 
@@ -217,6 +248,44 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_forward_saves_mean_rstd_and_backward_ma
                      std::max(tol, 1e-4));  // cancellation in g - mean(g) at cols == 1..5
     FSDP_CHECK_CLOSE("layer_norm dweight", dw.download(), values(wt.grad()), std::max(tol, 1e-4));
     FSDP_CHECK_CLOSE("layer_norm dbias", db.download(), values(bt.grad()), kTolFp32 * 10);
+  }
+}
+
+// Layer norm rows in 16-byte packs: rows starting one element in (a scalar head and tail on
+// every row), and dy or the outputs at another alignment than x (all scalar), against the
+// aligned run (the lanes' partial sums take other elements: float rounding apart); dweight and
+// dbias by columns in packs (aligned rows of 768) or one column a thread (the others).
+BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_rows_at_any_alignment, T, StorageTypes) {
+  for (auto [rows, cols] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 768}, {5, 7}, {4, 33}, {2, 1031}}) {
+    const std::vector<float> x = stored<T>(randn(rows * cols)), dy = stored<T>(randn(rows * cols));
+    const std::vector<float> w = randn(cols), b = randn(cols);
+    DeviceBuffer<float> dw_in(w), db_in(b);
+    std::vector<std::vector<float>> want;
+    // offsets of (x, dy, y and dx)
+    for (auto [xo, dyo, yo] : std::vector<std::tuple<int, int, int>>{
+             {0, 0, 0}, {1, 1, 1}, {3, 3, 3}, {0, 1, 0}, {0, 0, 1}}) {
+      auto dx_in = stored_at<T>(x, xo), ddy = stored_at<T>(dy, dyo);
+      auto y = stored_at<T>(std::vector<float>(rows * cols, NAN), yo);
+      auto dx = stored_at<T>(std::vector<float>(rows * cols, NAN), yo);
+      DeviceBuffer<float> mean(rows), rstd(rows), dw(cols), db(cols);
+      layer_norm_forward(dx_in->get() + xo, dw_in.get(), db_in.get(), y->get() + yo, mean.get(),
+                         rstd.get(), rows, cols, 1e-5f, nullptr);
+      layer_norm_backward(ddy->get() + dyo, dx_in->get() + xo, dw_in.get(), mean.get(), rstd.get(),
+                          dx->get() + yo, dw.get(), db.get(), rows, cols, nullptr);
+      const std::vector<std::vector<float>> got = {download_from(*y, yo), mean.download(),
+                                                   rstd.download(),       download_from(*dx, yo),
+                                                   dw.download(),         db.download()};
+      if (want.empty()) {
+        want = got;
+        continue;
+      }
+      for (std::size_t k = 0; k < got.size(); ++k)
+        FSDP_CHECK_CLOSE("layer_norm " << rows << "x" << cols << " offsets " << xo << "," << dyo
+                                       << "," << yo << " output " << k,
+                         got[k], std::vector<double>(want[k].begin(), want[k].end()),
+                         tolerance<T>());
+    }
   }
 }
 
@@ -306,6 +375,20 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(fused_cross_entropy_loss_and_dlogits, T, StorageTy
                                    -100, 1.0f / count, nullptr);
     FSDP_CHECK_CLOSE("cross_entropy in place", logits.download(), values(xt.grad()),
                      tolerance<T>());
+    // Logits from one element in (a scalar head and tail on every row; in place too), and
+    // dlogits at another alignment than the logits (element by element).
+    if (vocab > 1000) continue;
+    for (auto [xo, dof] : {std::pair{1, 1}, std::pair{1, 0}}) {
+      auto shifted = stored_at<T>(x, xo);
+      auto d = stored_at<T>(std::vector<float>(n * vocab, NAN), dof);
+      losses.poison();
+      cross_entropy_forward_backward(shifted->get() + xo, dt.get(), losses.get(), d->get() + dof, n,
+                                     vocab, -100, 1.0f / count, nullptr);
+      FSDP_CHECK_CLOSE("cross_entropy offsets " << xo << "," << dof << " losses", losses.download(),
+                       values(per_row), kTolFp32 * 10);
+      FSDP_CHECK_CLOSE("cross_entropy offsets " << xo << "," << dof << " dlogits",
+                       download_from(*d, dof), values(xt.grad()), tolerance<T>());
+    }
   }
 }
 
@@ -467,6 +550,54 @@ BOOST_AUTO_TEST_CASE(adamw_matches_the_cpu_update_over_three_steps) {
     FSDP_CHECK_CLOSE("adamw update n=" << n, delta, delta_ref, kTolFp32 * 10);
     FSDP_CHECK_CLOSE("adamw exp_avg", dm.download(), rm, kTolFp32);
     FSDP_CHECK_CLOSE("adamw exp_avg_sq", dv.download(), rv, kTolFp32);
+  }
+}
+
+// The optimizers move 4 floats per 16-byte access where the shard's arrays share their
+// alignment: shards starting one element in (a scalar head, packs, a scalar tail), and a
+// gradient at another alignment than the parameter (all scalar), give the aligned run's bits.
+BOOST_AUTO_TEST_CASE(optimizers_give_the_same_bits_at_any_alignment) {
+  for (std::int64_t n : {1, 3, 7, 1001, 257 * 1024 + 3}) {
+    const std::vector<float> p = randn(n), g = randn(n), m = randn(n);
+    std::vector<float> v = randn(n);
+    for (float& x : v) x = x * x;          // a second moment is not negative
+    std::vector<std::vector<float>> want;  // the aligned run's p, m, v, sgd's p and buffer
+    // (offset of the parameter and its state, offset of the gradient)
+    for (auto [off, goff] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {3, 3}, {0, 1}}) {
+      std::vector<std::vector<float>> got;
+      auto dp = stored_at<float>(p, off), dg = stored_at<float>(g, goff),
+           dm = stored_at<float>(m, off), dv = stored_at<float>(v, off);
+      AdamWArgs a;
+      a.lr = 0.1;
+      a.weight_decay = 0.1;
+      a.step = 2;
+      adamw_step(dp->get() + off, dg->get() + goff, dm->get() + off, dv->get() + off, n, a,
+                 nullptr);
+      got.push_back(download_from(*dp, off));
+      got.push_back(download_from(*dm, off));
+      got.push_back(download_from(*dv, off));
+      for (bool first_step : {true, false}) {
+        auto sp = stored_at<float>(p, off), sb = stored_at<float>(m, off);
+        SgdArgs s;
+        s.lr = 0.1f;
+        s.momentum = 0.9f;
+        s.dampening = 0.1f;
+        s.weight_decay = 0.01f;
+        s.nesterov = true;
+        s.first_step = first_step;
+        sgd_step(sp->get() + off, dg->get() + goff, sb->get() + off, n, s, nullptr);
+        got.push_back(download_from(*sp, off));
+        got.push_back(download_from(*sb, off));
+      }
+      for (const auto& part : got)
+        for (float x : part) BOOST_REQUIRE(std::isfinite(x));
+      if (want.empty())
+        want = got;
+      else
+        for (std::size_t k = 0; k < got.size(); ++k)
+          BOOST_TEST(got[k] == want[k], "n=" << n << " offsets " << off << "," << goff << " array "
+                                             << k << " differs");
+    }
   }
 }
 

@@ -1,7 +1,9 @@
 // core/cuda's launchers, rewritten and compiled for the host (fsdp_cuda_kernels_emu_objs),
 // against plain loops in double: the rewrite's launch forms (templates, a configuration over
 // two lines, 2-D blocks) and the executor under kernels with warp shuffles, block reductions,
-// shared memory, atomics and cudaMemsetAsync. Sizes off every block multiple.
+// shared memory, atomics and cudaMemsetAsync. Sizes off every block multiple; rows that start
+// off a 16-byte boundary (vec_access.cuh's scalar head and tail).
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
@@ -150,6 +152,52 @@ BOOST_AUTO_TEST_CASE(fused_cross_entropy_in_place_matches_a_loop) {
   }
   BOOST_TEST(relative_error(losses, want_loss) <= 1e-5);
   BOOST_TEST(relative_error(d, want_d) <= 1e-5);
+  BOOST_TEST(take_fault() == "");
+}
+
+BOOST_AUTO_TEST_CASE(class_loss_rows_in_packs_keep_the_infinities_and_nan) {
+  // train_gpt's (n, c, 1) logits from one element in (a scalar head, 16-byte packs, a tail):
+  // the one-pass max and sum of exps (rescaled as the max grows) against a loop, -inf scores
+  // adding nothing (a row of them: lse -inf), a NaN giving NaN.
+  const std::int64_t n = 4, c = 37;
+  std::vector<float> buffer = random_floats(1 + n * c, 8, 3.0f);
+  float* x = buffer.data() + 1;
+  for (std::int64_t k = 0; k < c; ++k) x[c + k] = -INFINITY;
+  x[2 * c + 5] = NAN;
+  for (std::int64_t k : {0, 1, 2, 20, 36}) x[3 * c + k] = -INFINITY;
+  const std::vector<std::int64_t> target = {3, 4, 0, 7};
+  fsdp::IndexBounds bounds;
+  bounds.op = fsdp::IndexOp::CrossEntropy;
+  bounds.size = c;
+  bounds.ignore = -100;
+  bounds.ignores = true;
+  fsdp::cuda::IndexFault fault{};
+  std::vector<double> losses(n, NAN), lse(n, NAN);
+  fsdp::cuda::cross_entropy_positions<float>(x, target.data(), losses.data(), lse.data(), n, c, 1,
+                                             bounds, &fault, 0.0, nullptr);
+  const std::vector<double> grads(n, 0.5);
+  std::vector<float> dx_buffer(1 + n * c, NAN);
+  float* dx = dx_buffer.data() + 1;
+  fsdp::cuda::cross_entropy_positions_backward<float>(
+      x, lse.data(), target.data(), grads.data(), true, dx, n, c, 1, bounds, &fault, 0.0, nullptr);
+  for (std::int64_t r : {0, 3}) {
+    double mx = -INFINITY, sum = 0;
+    for (std::int64_t k = 0; k < c; ++k) mx = std::max<double>(mx, x[r * c + k]);
+    for (std::int64_t k = 0; k < c; ++k) sum += std::exp(x[r * c + k] - mx);
+    const double want = mx + std::log(sum);
+    BOOST_TEST(std::abs(lse[r] - want) <= 1e-12 * std::abs(want), "row " << r);
+    BOOST_TEST(std::abs(losses[r] - (want - x[r * c + target[r]])) <= 1e-12 * std::abs(want));
+    for (std::int64_t k = 0; k < c; ++k) {
+      const double d = 0.5 * (std::exp(x[r * c + k] - want) - (k == target[r] ? 1.0 : 0.0));
+      BOOST_TEST(std::abs(dx[r * c + k] - d) <= 1e-6, "row " << r << " class " << k);
+    }
+  }
+  BOOST_TEST(lse[1] == -INFINITY);
+  BOOST_TEST(std::isnan(lse[2]));
+  BOOST_TEST(std::isnan(losses[2]));
+  for (std::int64_t k : {0, 1, 2, 20, 36}) BOOST_TEST(dx[3 * c + k] == 0.0f);  // exp(-inf)
+  BOOST_TEST(std::isnan(dx_buffer[0]));  // before the view: not written
+  BOOST_TEST(fault.ready == 0);
   BOOST_TEST(take_fault() == "");
 }
 
