@@ -109,11 +109,12 @@ __device__ __forceinline__ std::int64_t column_strip_partials(std::int64_t rows,
 // Column strips: each thread has summed its V columns over its rows into `s`; the block's row
 // partials of each column are folded through `part` (the kernel's __shared__
 // float[kColumnRows][kColumnWidth * V], column c0 + j of thread x at [y][j * kColumnWidth + x]:
-// a warp's accesses on 32 banks) and added into out[c] with one atomic.
-template <int V>
+// a warp's accesses on 32 banks) and added into out[c] with one atomic (out float, or double
+// for sums kept wider than the partials).
+template <int V, typename Out>
 __device__ __forceinline__ void add_column_partials(float (*part)[kColumnWidth * V],
                                                     const float (&s)[V], std::int64_t c0,
-                                                    std::int64_t cols, float* out) {
+                                                    std::int64_t cols, Out* out) {
 #pragma unroll
   for (int j = 0; j < V; ++j) part[threadIdx.y][j * kColumnWidth + threadIdx.x] = s[j];
   __syncthreads();
@@ -123,7 +124,7 @@ __device__ __forceinline__ void add_column_partials(float (*part)[kColumnWidth *
     if (c0 + j >= cols) break;
     float t = s[j];
     for (int y = 1; y < kColumnRows; ++y) t += part[y][j * kColumnWidth + threadIdx.x];
-    atomicAdd(&out[c0 + j], t);
+    atomicAdd(&out[c0 + j], static_cast<Out>(t));
   }
 }
 

@@ -880,36 +880,23 @@ void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const T
   });
 }
 
-// dw += (float sums), db likewise: the table keeps float64 parameter sums.
-void accumulate_into(const Tensor& sum64, const Tensor& part32, cudaStream_t stream) {
-  Tensor wide = new_tensor(part32.shape(), DType::Float64, sum64.device());
-  StridedLayout l;
-  strided_layout(wide, {&part32}, l);
-  strided_copy(ptr<const float>(part32), ptr<double>(wide), l, stream);
-  strided_layout(sum64, {&sum64, &wide}, l);
-  strided_binary<double>(BinaryKind::Add, ptr<const double>(sum64), ptr<const double>(wide),
-                         ptr<double>(sum64), l, 1.0, stream);
-}
-
+// dw and db are the functional layer's float64 sums: the kernel adds into them.
 void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& x,
                          const Tensor& w, const Tensor& mean, const Tensor& rstd, const Tensor& g,
                          std::int64_t n) {
   const Device device = stream_device(dx.device());
   if (!is_float_or_16bit(x.dtype()) || !dx.defined() || !float_parameters(w) ||
-      mean.dtype() != DType::Float32)
+      mean.dtype() != DType::Float32 || (dw.defined() && dw.dtype() != DType::Float64) ||
+      (db.defined() && db.dtype() != DType::Float64))
     missing("layer_norm_backward", device, layout_of(x));
   if (x.numel() == 0) return;
   Launch l(device);
-  const Tensor dw32 = dw.defined() ? new_tensor({n}, DType::Float32, device) : Tensor();
-  const Tensor db32 = db.defined() ? new_tensor({n}, DType::Float32, device) : Tensor();
   float_or_16bit(x.dtype(), [&]<typename T>() {
-    cuda::layer_norm_backward<T>(
+    layer_norm_backward_accumulate<T>(
         ptr<const T>(g), ptr<const T>(x), optional_ptr(w), ptr<const float>(mean),
-        ptr<const float>(rstd), ptr<T>(dx), dw.defined() ? ptr<float>(dw32) : nullptr,
-        db.defined() ? ptr<float>(db32) : nullptr, x.numel() / n, n, l.stream);
+        ptr<const float>(rstd), ptr<T>(dx), dw.defined() ? ptr<double>(dw) : nullptr,
+        db.defined() ? ptr<double>(db) : nullptr, x.numel() / n, n, l.stream);
   });
-  if (dw.defined()) accumulate_into(dw, dw32, l.stream);
-  if (db.defined()) accumulate_into(db, db32, l.stream);
 }
 
 // --- max along a dim (max_dim.cu): float32/bf16/fp16/float64, any layout of a (a strided one
@@ -976,6 +963,17 @@ void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor
     rms_norm_forward<T>(ptr<const T>(x), w.defined() ? ptr<const T>(w) : nullptr, ptr<T>(y),
                         ptr<float>(rstd), x.numel() / n, n, static_cast<float>(eps), l.stream);
   });
+}
+
+// dw += (float sums): the functional layer keeps float64 parameter sums.
+void accumulate_into(const Tensor& sum64, const Tensor& part32, cudaStream_t stream) {
+  Tensor wide = new_tensor(part32.shape(), DType::Float64, sum64.device());
+  StridedLayout l;
+  strided_layout(wide, {&part32}, l);
+  strided_copy(ptr<const float>(part32), ptr<double>(wide), l, stream);
+  strided_layout(sum64, {&sum64, &wide}, l);
+  strided_binary<double>(BinaryKind::Add, ptr<const double>(sum64), ptr<const double>(wide),
+                         ptr<double>(sum64), l, 1.0, stream);
 }
 
 void rms_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,

@@ -198,6 +198,12 @@ template <typename T>
 void layer_norm_backward(const T* dy, const T* x, const float* weight, const float* mean,
                          const float* rstd, T* dx, float* dweight, float* dbias, std::int64_t rows,
                          std::int64_t cols, cudaStream_t stream);
+// As layer_norm_backward, the parameter gradients added into float64 sums (cols, double,
+// optional), as the kernel table keeps them (one atomic a column a block: no float temporaries).
+template <typename T>
+void layer_norm_backward_accumulate(const T* dy, const T* x, const float* weight, const float* mean,
+                                    const float* rstd, T* dx, double* dweight, double* dbias,
+                                    std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
 // --- causal softmax (softmax.cu): scores (batch, T, T); row i keeps keys j <= i, the rest 0.
 // y = softmax(scale * x + causal mask); dx = scale * y * (dy - sum(dy * y)).

@@ -94,9 +94,9 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* weigh
 
 // dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: reduce.cu's column-strip layout, V columns a
 // thread (dy and x read in 16-byte packs when V is the pack's size).
-template <typename T, int V>
+template <typename T, int V, typename Acc>
 __global__ void layer_norm_dparams_kernel(const T* dy, const T* x, const float* mean,
-                                          const float* rstd, float* dweight, float* dbias,
+                                          const float* rstd, Acc* dweight, Acc* dbias,
                                           std::int64_t rows, std::int64_t cols,
                                           std::int64_t rows_per_chunk) {
   __shared__ float pw[kColumnRows][kColumnWidth * V], pb[kColumnRows][kColumnWidth * V];
@@ -132,6 +132,30 @@ void layer_norm_forward(const T* x, const float* weight, const float* bias, T* y
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+
+// The backward's passes; the parameter gradients are added into dweight/dbias (Acc: float,
+// zeroed first by the float launcher; double, the kernel table's float64 sums, added to).
+template <typename T, typename Acc>
+void layer_norm_backward_into(const T* dy, const T* x, const float* weight, const float* mean,
+                              const float* rstd, T* dx, Acc* dweight, Acc* dbias, std::int64_t rows,
+                              std::int64_t cols, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  layer_norm_dx_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(dy, x, weight, mean,
+                                                                            rstd, dx, rows, cols);
+  FSDP_CUDA_CHECK_LAUNCH();
+  if (!dweight && !dbias) return;
+  launch_column_strips<Pack<T>::kSize>(
+      columns_in_packs(cols, dy, x), rows, cols, [&]<int V>(const ColumnReduceGrid& g) {
+        layer_norm_dparams_kernel<T, V, Acc>
+            <<<dim3(g.column_blocks, g.row_chunks), dim3(kColumnWidth, kColumnRows), 0, stream>>>(
+                dy, x, mean, rstd, dweight, dbias, rows, cols, g.rows_per_chunk);
+      });
+  FSDP_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
 template <typename T>
 void layer_norm_backward(const T* dy, const T* x, const float* weight, const float* mean,
                          const float* rstd, T* dx, float* dweight, float* dbias, std::int64_t rows,
@@ -139,26 +163,25 @@ void layer_norm_backward(const T* dy, const T* x, const float* weight, const flo
   if (cols == 0) return;
   if (dweight) FSDP_CUDA_CHECK(cudaMemsetAsync(dweight, 0, cols * sizeof(float), stream));
   if (dbias) FSDP_CUDA_CHECK(cudaMemsetAsync(dbias, 0, cols * sizeof(float), stream));
-  if (rows == 0) return;
-  layer_norm_dx_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(dy, x, weight, mean,
-                                                                            rstd, dx, rows, cols);
-  FSDP_CUDA_CHECK_LAUNCH();
-  if (!dweight && !dbias) return;
-  launch_column_strips<Pack<T>::kSize>(
-      columns_in_packs(cols, dy, x), rows, cols, [&]<int V>(const ColumnReduceGrid& g) {
-        layer_norm_dparams_kernel<T, V>
-            <<<dim3(g.column_blocks, g.row_chunks), dim3(kColumnWidth, kColumnRows), 0, stream>>>(
-                dy, x, mean, rstd, dweight, dbias, rows, cols, g.rows_per_chunk);
-      });
-  FSDP_CUDA_CHECK_LAUNCH();
+  layer_norm_backward_into(dy, x, weight, mean, rstd, dx, dweight, dbias, rows, cols, stream);
 }
 
-#define FSDP_INSTANTIATE(T)                                                                     \
-  template void layer_norm_forward<T>(const T*, const float*, const float*, T*, float*, float*, \
-                                      std::int64_t, std::int64_t, float, cudaStream_t);         \
-  template void layer_norm_backward<T>(const T*, const T*, const float*, const float*,          \
-                                       const float*, T*, float*, float*, std::int64_t,          \
-                                       std::int64_t, cudaStream_t);
+template <typename T>
+void layer_norm_backward_accumulate(const T* dy, const T* x, const float* weight, const float* mean,
+                                    const float* rstd, T* dx, double* dweight, double* dbias,
+                                    std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  layer_norm_backward_into(dy, x, weight, mean, rstd, dx, dweight, dbias, rows, cols, stream);
+}
+
+#define FSDP_INSTANTIATE(T)                                                                       \
+  template void layer_norm_forward<T>(const T*, const float*, const float*, T*, float*, float*,   \
+                                      std::int64_t, std::int64_t, float, cudaStream_t);           \
+  template void layer_norm_backward<T>(const T*, const T*, const float*, const float*,            \
+                                       const float*, T*, float*, float*, std::int64_t,            \
+                                       std::int64_t, cudaStream_t);                               \
+  template void layer_norm_backward_accumulate<T>(const T*, const T*, const float*, const float*, \
+                                                  const float*, T*, double*, double*,             \
+                                                  std::int64_t, std::int64_t, cudaStream_t);
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(bf16)
 FSDP_INSTANTIATE(fp16)

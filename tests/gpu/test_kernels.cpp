@@ -248,6 +248,27 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_forward_saves_mean_rstd_and_backward_ma
                      std::max(tol, 1e-4));  // cancellation in g - mean(g) at cols == 1..5
     FSDP_CHECK_CLOSE("layer_norm dweight", dw.download(), values(wt.grad()), std::max(tol, 1e-4));
     FSDP_CHECK_CLOSE("layer_norm dbias", db.download(), values(bt.grad()), kTolFp32 * 10);
+    // The kernel table's form: the same sums added into float64 ones (here holding 1 and 2).
+    std::vector<double> acc(2 * cols);
+    for (std::int64_t c = 0; c < cols; ++c) acc[c] = 1.0, acc[cols + c] = 2.0;
+    double* dacc = nullptr;
+    FSDP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dacc), acc.size() * sizeof(double)));
+    FSDP_CUDA_CHECK(cudaMemcpy(dacc, acc.data(), acc.size() * sizeof(double), cudaMemcpyDefault));
+    layer_norm_backward_accumulate(ddy.get(), dxin.get(), dw_in.get(), mean.get(), rstd.get(),
+                                   dx.get(), dacc, dacc + cols, rows, cols, nullptr);
+    FSDP_CUDA_CHECK(cudaMemcpy(acc.data(), dacc, acc.size() * sizeof(double), cudaMemcpyDefault));
+    FSDP_CUDA_CHECK(cudaFree(dacc));
+    std::vector<float> added_w(cols), added_b(cols);
+    std::vector<double> want_w(cols), want_b(cols);
+    const std::vector<float> fw = dw.download(), fb = db.download();
+    for (std::int64_t c = 0; c < cols; ++c) {
+      added_w[c] = static_cast<float>(acc[c] - 1.0);
+      added_b[c] = static_cast<float>(acc[cols + c] - 2.0);
+      want_w[c] = fw[c];
+      want_b[c] = fb[c];
+    }
+    FSDP_CHECK_CLOSE("layer_norm dweight added to float64", added_w, want_w, kTolFp32 * 10);
+    FSDP_CHECK_CLOSE("layer_norm dbias added to float64", added_b, want_b, kTolFp32 * 10);
   }
 }
 
