@@ -7,11 +7,13 @@
 #include <array>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/devices.h"
+#include "core/cuda/flash_attention.h"
 #include "core/cuda/gemm.h"
 #include "core/cuda/index_fault.h"
 #include "core/cuda/kernels.h"
@@ -1232,18 +1234,53 @@ void batched_gemm(int index, cudaStream_t stream, std::int64_t batch, std::int64
   gemm_for(index).run(g, stream);
 }
 
-// Causal self-attention without a mask (GPT's, scaled_dot_product_attention's is_causal):
-// attention.cu's fused kernels, the scores never held (bf16 or fp16 at head dim 64 take the
-// flash tiles), float32, bf16 or fp16, one kv head per query head, dense operands.
-bool dense(const AttentionStrides& s, const AttentionDims& d, std::int64_t rows, std::int64_t cols,
-           std::int64_t heads) {
-  return s.row == cols && s.head == rows * cols && (d.B == 1 || s.batch == heads * rows * cols);
-}
-
+// Causal self-attention without a mask (GPT's, scaled_dot_product_attention's is_causal), the
+// scores never held: float32, bf16 or fp16, one kv head per query head, any strides. bf16 and
+// fp16 at head dim 64 with 16-byte aligned rows take the flash tiles (flash_attention.h), which
+// read and write every operand in place (q, k, v views of a packed projection; o, dq, dk, dv
+// views of merged buffers); the rest take attention.cu's one-warp-per-row kernels on dense
+// copies.
 bool fused_causal(const Tensor& q, const Tensor& mask, const AttentionDims& d) {
   return d.causal && !mask.defined() && is_float_or_16bit(q.dtype()) && d.L == d.S && d.D == d.Dv &&
-         d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.H == d.KV && dense(d.q, d, d.L, d.D, d.H) &&
-         dense(d.k, d, d.S, d.D, d.KV) && dense(d.v, d, d.S, d.Dv, d.KV);
+         d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.H == d.KV;
+}
+
+// An attention operand's strides: (B, H, rows, cols), or (B, rows, cols) for one head.
+AttentionOperandStrides operand_strides(const Tensor& t) {
+  if (t.dim() == 4) return {.batch = t.stride(0), .head = t.stride(1), .row = t.stride(2)};
+  return {.batch = t.stride(0), .head = 0, .row = t.stride(1)};
+}
+
+// The flash tiles' geometry over the tensors' own strides (dout, dq, dk, dv: the backward's,
+// undefined in the forward), if they apply to these tensors: 16 bits, head dim 64, rows
+// contiguous and 16-byte aligned.
+std::optional<FlashGeometry> flash_geometry(const AttentionDims& d,
+                                            std::initializer_list<const Tensor*> tensors) {
+  const DType dt = tensors.begin()[0]->dtype();
+  if (dt != DType::BFloat16 && dt != DType::Float16) return std::nullopt;
+  std::array<AttentionOperandStrides, 8> st{};
+  std::array<const void*, 8> pointers{};
+  std::size_t n = 0;
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    if (t->stride(t->dim() - 1) != 1) return std::nullopt;
+    st[n] = operand_strides(*t);
+    pointers[n++] = t->data_ptr();
+  }
+  FlashGeometry g{.B = d.B, .H = d.H, .t = d.L, .scale = static_cast<float>(d.scale)};
+  AttentionOperandStrides* fields[] = {&g.q, &g.k, &g.v, &g.o, &g.dout, &g.dq, &g.dk, &g.dv};
+  for (std::size_t i = 0; i < n; ++i) *fields[i] = st[i];
+  const bool ok = flash_attention_applies(g, d.D,
+                                          {pointers[0], pointers[1], pointers[2], pointers[3],
+                                           pointers[4], pointers[5], pointers[6], pointers[7]},
+                                          {st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7]});
+  return ok ? std::optional<FlashGeometry>(g) : std::nullopt;
+}
+
+// `target` gets what a kernel wrote to its stand-in `written` (contiguous_on_device's), if that
+// is another tensor.
+void write_back(const char* family, const Tensor& target, const Tensor& written) {
+  if (!written.is_same(target)) copy_on_device(family, target, written);
 }
 
 // scaled_dot_product_attention's other forms (the Hugging Face models': grouped-query heads, a
@@ -1315,12 +1352,26 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
   const Device device = stream_device(out.device());
   if (fused_causal(q, mask, d)) {
     if (d.B * d.H * d.L == 0) return;
+    const char* family = "blocked_attention";
+    if (const auto g = flash_geometry(d, {&q, &k, &v, &out})) {
+      Launch l(device);
+      float_or_16bit(q.dtype(), [&]<typename T>() {
+        if constexpr (!std::is_same_v<T, float>)
+          flash_attention_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out),
+                                     ptr<float>(lse), *g, l.stream);
+      });
+      return;
+    }
+    const Tensor qc = contiguous_on_device(family, q), kc = contiguous_on_device(family, k),
+                 vc = contiguous_on_device(family, v);
+    const Tensor oc = contiguous_on_device(family, out);
     Launch l(device);
     float_or_16bit(q.dtype(), [&]<typename T>() {
-      attention_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out),
+      attention_forward<T>(ptr<const T>(qc), ptr<const T>(kc), ptr<const T>(vc), ptr<T>(oc),
                            ptr<float>(lse), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
                            l.stream);
     });
+    write_back(family, out, oc);
     return;
   }
   if (general_attention(q, mask, d)) return general_attention_forward(out, lse, q, k, v, mask, d);
@@ -1349,21 +1400,39 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   const Device device = stream_device(dq.device());
   if (fused_causal(q, mask, d)) {
     if (d.B * d.H * d.L == 0) return;
+    const char* family = "blocked_attention_backward";
+    // The flash tiles write dq, dk and dv once each, in T, wherever they are.
+    if (const auto g = flash_geometry(d, {&q, &k, &v, &out, &dout, &dq, &dk, &dv})) {
+      Launch l(device);
+      float_or_16bit(q.dtype(), [&]<typename T>() {
+        if constexpr (!std::is_same_v<T, float>)
+          flash_attention_backward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
+                                      ptr<const T>(out), ptr<const T>(dout), ptr<const float>(lse),
+                                      ptr<T>(dq), ptr<T>(dk), ptr<T>(dv), *g, l.stream);
+      });
+      return;
+    }
+    // The one-warp kernels gather dk and dv with float atomics: float buffers, copied (rounded
+    // once) into dk and dv after.
+    const Tensor qc = contiguous_on_device(family, q), kc = contiguous_on_device(family, k),
+                 vc = contiguous_on_device(family, v), oc = contiguous_on_device(family, out),
+                 gc = contiguous_on_device(family, dout);
+    const Tensor dqc = contiguous_on_device(family, dq);
+    const bool wide = q.dtype() == DType::Float32;
+    const Tensor dk32 =
+        wide ? contiguous_on_device(family, dk) : new_tensor(dk.shape(), DType::Float32, device);
+    const Tensor dv32 =
+        wide ? contiguous_on_device(family, dv) : new_tensor(dv.shape(), DType::Float32, device);
     Launch l(device);
-    // dk, dv are float in the kernels: 16-bit ones come through float buffers, rounded once.
     float_or_16bit(q.dtype(), [&]<typename T>() {
-      constexpr bool kFloat = std::is_same_v<T, float>;
-      const Tensor dk32 = kFloat ? dk : new_tensor(dk.shape(), DType::Float32, device);
-      const Tensor dv32 = kFloat ? dv : new_tensor(dv.shape(), DType::Float32, device);
-      attention_backward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const T>(out),
-                            ptr<const T>(dout), ptr<const float>(lse), ptr<T>(dq), ptr<float>(dk32),
+      attention_backward<T>(ptr<const T>(qc), ptr<const T>(kc), ptr<const T>(vc), ptr<const T>(oc),
+                            ptr<const T>(gc), ptr<const float>(lse), ptr<T>(dqc), ptr<float>(dk32),
                             ptr<float>(dv32), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
                             l.stream);
-      if constexpr (!kFloat) {
-        cast(ptr<const float>(dk32), ptr<T>(dk), dk.numel(), l.stream);
-        cast(ptr<const float>(dv32), ptr<T>(dv), dv.numel(), l.stream);
-      }
     });
+    write_back(family, dq, dqc);
+    write_back(family, dk, dk32);
+    write_back(family, dv, dv32);
     return;
   }
   if (general_attention(q, mask, d))
