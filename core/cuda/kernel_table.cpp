@@ -1374,6 +1374,11 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
     write_back(family, out, oc);
     return;
   }
+  if (!out.is_contiguous()) {  // the kernels below write out densely
+    const Tensor oc = contiguous_on_device("blocked_attention", out);
+    blocked_attention(oc, lse, q, k, v, mask, d);
+    return write_back("blocked_attention", out, oc);
+  }
   if (general_attention(q, mask, d)) return general_attention_forward(out, lse, q, k, v, mask, d);
   if (q.dtype() != DType::Float32 || d.D == 0) missing("blocked_attention", device, layout_of(q));
   const std::int64_t mask_rows = attention_mask_rows("blocked_attention", q, mask, d);
@@ -1434,6 +1439,17 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
     write_back(family, dk, dk32);
     write_back(family, dv, dv32);
     return;
+  }
+  if (!dq.is_contiguous() || !dk.is_contiguous() || !dv.is_contiguous() || !out.is_contiguous() ||
+      !dout.is_contiguous()) {  // the kernels below read and write these densely
+    const char* family = "blocked_attention_backward";
+    const Tensor dqc = contiguous_on_device(family, dq), dkc = contiguous_on_device(family, dk),
+                 dvc = contiguous_on_device(family, dv);
+    blocked_attention_backward(dqc, dkc, dvc, q, k, v, mask, contiguous_on_device(family, out), lse,
+                               contiguous_on_device(family, dout), d);
+    write_back(family, dq, dqc);
+    write_back(family, dk, dkc);
+    return write_back(family, dv, dvc);
   }
   if (general_attention(q, mask, d))
     return general_attention_backward(dq, dk, dv, q, k, v, mask, out, lse, dout, d);

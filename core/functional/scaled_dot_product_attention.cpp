@@ -128,10 +128,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   d.causal = is_causal;
   d.masked_rows_zero = true;
   const DType cd = functional::compute_dtype(dt);
-  // 16-bit operands go to the kernels as they are when contiguous (a device's 16-bit attention
-  // kernels read them; the CPU's widens them to float32 itself): no float32 copies held.
-  const bool narrow =
-      functional::is_16bit_float(dt) && q.is_contiguous() && k.is_contiguous() && v.is_contiguous();
+  // 16-bit operands go to the kernels as they are, views included (a device's 16-bit attention
+  // kernels read them through their strides; the CPU's widens them to float32 itself): no
+  // float32 copies held.
+  const bool narrow = functional::is_16bit_float(dt);
   const DType od = narrow ? dt : cd;  // the operands' and the output's dtype
   Tensor qc = operand(q, od), kc = operand(k, od), vc = operand(v, od);
   d.q = strides_of(qc);

@@ -879,6 +879,65 @@ BOOST_AUTO_TEST_CASE(causal_attention_takes_the_fused_kernels_and_matches_the_cp
     }
 }
 
+// MultiheadAttention's fused causal path (packed_causal_attention): q, k, v are (N, H, L, hd)
+// views of one (L, N, 3E) projection, out a view of an (L, N, E) buffer, dq, dk, dv views of one
+// (L, N, 3E) gradient. bf16 and fp16 at head dim 64 take the flash tiles in place; head dim 40,
+// float32 and rows off 16 bytes (the projection one element into its buffer) the one-warp
+// kernels on copies. Every case against the CPU table, the buffers compared whole.
+BOOST_AUTO_TEST_CASE(causal_attention_on_packed_head_views_matches_the_cpu_table) {
+  const std::int64_t L = 70, N = 2, H = 3;
+  for (DType dtype : {DType::BFloat16, DType::Float16, DType::Float32})
+    for (std::int64_t D : {64, 40})
+      for (std::int64_t offset : {0, 1}) {
+        const std::int64_t E = H * D;
+        auto heads = [&](const Tensor& packed, std::int64_t parts, std::int64_t part) {
+          return packed.view({L, N, parts, H, D}).select(2, part).permute({1, 2, 0, 3});
+        };
+        // A projection `offset` elements into its storage: rows 16-byte aligned or not.
+        auto packed_on = [&](const Tensor& host, Device device) {
+          Tensor buf = zeros({L * N * 3 * E + offset}, TensorOptions(dtype, device));
+          Tensor p = buf.narrow(0, offset, L * N * 3 * E).view({L, N, 3 * E});
+          p.copy_(host);
+          return p;
+        };
+        AttentionDims d{N, L, L, D, D};
+        d.H = d.KV = H;
+        d.scale = 1.0 / std::sqrt(double(D));
+        d.causal = true;
+        d.masked_rows_zero = true;
+        d.q = d.k = d.v = AttentionStrides{3 * E, D, N * 3 * E};
+        const Tensor proj_h = host_randn({L, N, 3 * E}, dtype);
+        const Tensor dout = host_randn({L, N, E}, dtype);
+        const Tensor proj = packed_on(proj_h, kCPU), proj_d = packed_on(proj_h, kCuda);
+        const std::string what = std::string(dtype_name(dtype)) + " D " + std::to_string(D) +
+                                 " offset " + std::to_string(offset);
+        BOOST_TEST_CONTEXT(what) {
+          const double tol = tol_of(dtype);
+          Tensor out = zeros({L, N, E}, TensorOptions(dtype, kCPU));
+          Tensor lse = empty({N, H, L}, TensorOptions(DType::Float32, kCPU));
+          kernels(kCPU).blocked_attention(heads(out, 1, 0), lse, heads(proj, 3, 0),
+                                          heads(proj, 3, 1), heads(proj, 3, 2), Tensor(), d);
+          Tensor out_d = poisoned({L, N, E}, dtype), lse_d = poisoned({N, H, L}, DType::Float32);
+          kernels(kCuda).blocked_attention(heads(out_d, 1, 0), lse_d, heads(proj_d, 3, 0),
+                                           heads(proj_d, 3, 1), heads(proj_d, 3, 2), Tensor(), d);
+          check_close(out_d, out, tol);
+          check_close(lse_d, lse, kTolFp32 * 10);
+          Tensor grad = zeros({L, N, 3 * E}, TensorOptions(dtype, kCPU));
+          kernels(kCPU).blocked_attention_backward(
+              heads(grad, 3, 0), heads(grad, 3, 1), heads(grad, 3, 2), heads(proj, 3, 0),
+              heads(proj, 3, 1), heads(proj, 3, 2), Tensor(), heads(out, 1, 0), lse,
+              heads(dout, 1, 0), d);
+          Tensor grad_d = zeros({L, N, 3 * E}, TensorOptions(dtype, kCuda));
+          const Tensor dout_d = dout.to(kCuda);
+          kernels(kCuda).blocked_attention_backward(
+              heads(grad_d, 3, 0), heads(grad_d, 3, 1), heads(grad_d, 3, 2), heads(proj_d, 3, 0),
+              heads(proj_d, 3, 1), heads(proj_d, 3, 2), Tensor(), heads(out.to(kCuda), 1, 0),
+              lse.to(kCuda), heads(dout_d, 1, 0), d);
+          check_close(grad_d, grad, std::max(tol, 1e-4));  // sums in another order
+        }
+      }
+}
+
 // lse agrees within tol where finite, and is -inf exactly where the CPU's is (rows with no key).
 void check_lse(const Tensor& got_device, const Tensor& ref, double tol) {
   const std::vector<double> got = got_device.to(kCPU).to_vector(), want = ref.to_vector();

@@ -312,10 +312,48 @@ const float* float_mask(const Tensor& mask) {
   return mask.defined() ? mask.data<float>() : nullptr;
 }
 
+// The loops below read and write out, dout, dq, dk and dv densely and widen 16-bit q, k and v
+// whole; views (packed_causal_attention's heads of one projection) go through contiguous
+// copies, q, k and v with their strides in `d` changed to match.
+bool dense_operands(const Tensor& q, const Tensor& k, const Tensor& v,
+                    std::initializer_list<const Tensor*> dense) {
+  for (const Tensor* t : dense)
+    if (t->defined() && !t->is_contiguous()) return false;
+  return !functional::is_16bit_float(q.dtype()) ||
+         (q.is_contiguous() && k.is_contiguous() && v.is_contiguous());
+}
+
+AttentionStrides strides_of(const Tensor& t) {  // (B, H, rows, cols) or (B, rows, cols)
+  return {t.stride(0), t.dim() == 4 ? t.stride(1) : 0, t.stride(t.dim() - 2)};
+}
+
+// q, k and v as the loops read them: 16-bit ones contiguous, float ones through their strides.
+struct DenseOperands {
+  DenseOperands(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
+                const Tensor& v_in)
+      : d(dims), q(dense(q_in)), k(dense(k_in)), v(dense(v_in)) {
+    d.q = strides_of(q);
+    d.k = strides_of(k);
+    d.v = strides_of(v);
+  }
+  static Tensor dense(const Tensor& t) {
+    return functional::is_16bit_float(t.dtype()) ? t.contiguous() : t;
+  }
+  AttentionDims d;
+  Tensor q, k, v;
+};
+
 }  // namespace
 
 void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                        const Tensor& v, const Tensor& mask, const AttentionDims& d) {
+  if (!dense_operands(q, k, v, {&out})) {
+    const DenseOperands c(d, q, k, v);
+    const Tensor oc = out.contiguous();
+    blocked_attention(oc, lse, c.q, c.k, c.v, mask, c.d);
+    copy(out, oc);
+    return;
+  }
   if (functional::is_16bit_float(q.dtype())) {
     const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v);
     std::vector<float> of(static_cast<std::size_t>(out.numel()));
@@ -334,6 +372,17 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                                 const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& mask, const Tensor& out, const Tensor& lse,
                                 const Tensor& dout, const AttentionDims& d) {
+  if (!dense_operands(q, k, v, {&dq, &dk, &dv, &out, &dout})) {
+    const DenseOperands c(d, q, k, v);
+    // The copies keep dq, dk and dv's contents: the loops add to them.
+    const Tensor dqc = dq.contiguous(), dkc = dk.contiguous(), dvc = dv.contiguous();
+    blocked_attention_backward(dqc, dkc, dvc, c.q, c.k, c.v, mask, out.contiguous(), lse,
+                               dout.contiguous(), c.d);
+    copy(dq, dqc);
+    copy(dk, dkc);
+    copy(dv, dvc);
+    return;
+  }
   if (functional::is_16bit_float(q.dtype())) {
     const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v), of = widened(out),
                              gf = widened(dout);
