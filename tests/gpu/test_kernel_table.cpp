@@ -923,10 +923,10 @@ BOOST_AUTO_TEST_CASE(causal_attention_on_packed_head_views_matches_the_cpu_table
           check_close(out_d, out, tol);
           check_close(lse_d, lse, kTolFp32 * 10);
           Tensor grad = zeros({L, N, 3 * E}, TensorOptions(dtype, kCPU));
-          kernels(kCPU).blocked_attention_backward(
-              heads(grad, 3, 0), heads(grad, 3, 1), heads(grad, 3, 2), heads(proj, 3, 0),
-              heads(proj, 3, 1), heads(proj, 3, 2), Tensor(), heads(out, 1, 0), lse,
-              heads(dout, 1, 0), d);
+          kernels(kCPU).blocked_attention_backward(heads(grad, 3, 0), heads(grad, 3, 1),
+                                                   heads(grad, 3, 2), heads(proj, 3, 0),
+                                                   heads(proj, 3, 1), heads(proj, 3, 2), Tensor(),
+                                                   heads(out, 1, 0), lse, heads(dout, 1, 0), d);
           Tensor grad_d = zeros({L, N, 3 * E}, TensorOptions(dtype, kCuda));
           const Tensor dout_d = dout.to(kCuda);
           kernels(kCuda).blocked_attention_backward(

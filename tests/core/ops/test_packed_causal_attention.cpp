@@ -42,8 +42,8 @@ void compare(DType dt, std::int64_t L, std::int64_t N, std::int64_t heads, std::
   Tensor base = randn({L, N, 3 * E}, TensorOptions(dt));
   Tensor a = base.clone().requires_grad_(), b = base.clone().requires_grad_();
   Tensor fused = packed_causal_attention(a, heads, scale), ref = unfused(b, heads, scale);
-  BOOST_TEST_CONTEXT(dtype_name(dt) << " L " << L << " N " << N << " heads " << heads << " hd "
-                                    << hd) {
+  BOOST_TEST_CONTEXT(dtype_name(dt)
+                     << " L " << L << " N " << N << " heads " << heads << " hd " << hd) {
     BOOST_TEST((fused.shape() == Shape{L, N, E}));
     BOOST_TEST(worst_difference(fused, ref) <= tol);
     // Different weights per element so that a gradient in the wrong part or head shows.
@@ -76,14 +76,16 @@ BOOST_AUTO_TEST_CASE(reads_a_non_contiguous_projection) {
 }
 
 BOOST_AUTO_TEST_CASE(meta_gives_the_merged_shape) {
-  Tensor out = packed_causal_attention(empty({5, 2, 24}, TensorOptions().with_device(kMeta)), 4,
-                                       1.0);
+  Tensor out =
+      packed_causal_attention(empty({5, 2, 24}, TensorOptions().with_device(kMeta)), 4, 1.0);
   BOOST_TEST(out.is_meta());
   BOOST_TEST((out.shape() == Shape{5, 2, 8}));
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_the_shape_and_dtype) {
-  BOOST_TEST(error_message([] { packed_causal_attention(zeros({2, 3, 10}), 2, 1.0); }) ==
+  BOOST_TEST(error_message([] {
+               packed_causal_attention(zeros({2, 3, 10}), 2, 1.0);
+             }) ==
              "packed_causal_attention: expected proj (L, N, 3 * heads * head_dim), got shape "
              "[2, 3, 10] for 2 heads");
   BOOST_TEST(error_message([] {
