@@ -465,13 +465,12 @@ dim3 tile_grid(const FlashGeometry& g) {
 }  // namespace
 
 bool flash_attention_applies(const FlashGeometry& g, std::int64_t hd,
-                             std::initializer_list<const void*> pointers,
-                             std::initializer_list<AttentionOperandStrides> strides) {
+                             std::initializer_list<const void*> pointers) {
   if (hd != kHd || g.B * g.H > 0x7fffffff || (g.t + kTile - 1) / kTile > 65535) return false;
   for (const void* p : pointers)
     if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
   // Every row's start 16-byte aligned too: strides of whole 16-byte vectors of 16-bit elements.
-  for (const AttentionOperandStrides& s : strides)
+  for (const AttentionOperandStrides& s : {g.q, g.k, g.v, g.o, g.dout, g.dq, g.dk, g.dv})
     if (s.batch % 8 != 0 || s.head % 8 != 0 || s.row % 8 != 0) return false;
   return true;
 }

@@ -45,11 +45,11 @@ inline FlashGeometry dense_flash_geometry(std::int64_t batch, std::int64_t t, fl
           .dv = s};
 }
 
-// Head dim 64, the pointers given and every row of the strides given 16-byte aligned (read as
-// tiles, written in vectors), and the grid (B * H, ceil(t / 64)) within CUDA's limits.
+// Head dim 64, the pointers given and every row of g's operands 16-byte aligned (read as tiles,
+// written in vectors), and the grid (B * H, ceil(t / 64)) within CUDA's limits. An operand the
+// call does not use (the backward's, in a forward) keeps its zero strides.
 bool flash_attention_applies(const FlashGeometry& g, std::int64_t hd,
-                             std::initializer_list<const void*> pointers,
-                             std::initializer_list<AttentionOperandStrides> strides);
+                             std::initializer_list<const void*> pointers);
 
 template <typename T>
 void flash_attention_forward(const T* q, const T* k, const T* v, T* o, float* lse,

@@ -1251,30 +1251,27 @@ AttentionOperandStrides operand_strides(const Tensor& t) {
   return {.batch = t.stride(0), .head = 0, .row = t.stride(1)};
 }
 
-// The flash tiles' geometry over the tensors' own strides (dout, dq, dk, dv: the backward's,
-// undefined in the forward), if they apply to these tensors: 16 bits, head dim 64, rows
-// contiguous and 16-byte aligned.
+// The flash tiles' geometry over the tensors' own strides, if the tiles apply to them (16 bits,
+// head dim 64, rows contiguous and 16-byte aligned): q, k, v, out, then for the backward dout,
+// dq, dk, dv (FlashGeometry's operands in order).
 std::optional<FlashGeometry> flash_geometry(const AttentionDims& d,
                                             std::initializer_list<const Tensor*> tensors) {
+  static constexpr AttentionOperandStrides FlashGeometry::*kOperands[] = {
+      &FlashGeometry::q,    &FlashGeometry::k,  &FlashGeometry::v,  &FlashGeometry::o,
+      &FlashGeometry::dout, &FlashGeometry::dq, &FlashGeometry::dk, &FlashGeometry::dv};
   const DType dt = tensors.begin()[0]->dtype();
   if (dt != DType::BFloat16 && dt != DType::Float16) return std::nullopt;
-  std::array<AttentionOperandStrides, 8> st{};
-  std::array<const void*, 8> pointers{};
-  std::size_t n = 0;
-  for (const Tensor* t : tensors) {
-    if (!t->defined()) continue;
-    if (t->stride(t->dim() - 1) != 1) return std::nullopt;
-    st[n] = operand_strides(*t);
-    pointers[n++] = t->data_ptr();
-  }
   FlashGeometry g{.B = d.B, .H = d.H, .t = d.L, .scale = static_cast<float>(d.scale)};
-  AttentionOperandStrides* fields[] = {&g.q, &g.k, &g.v, &g.o, &g.dout, &g.dq, &g.dk, &g.dv};
-  for (std::size_t i = 0; i < n; ++i) *fields[i] = st[i];
-  const bool ok = flash_attention_applies(g, d.D,
-                                          {pointers[0], pointers[1], pointers[2], pointers[3],
-                                           pointers[4], pointers[5], pointers[6], pointers[7]},
-                                          {st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7]});
-  return ok ? std::optional<FlashGeometry>(g) : std::nullopt;
+  std::array<const void*, 8> p{};
+  std::size_t i = 0;
+  for (const Tensor* t : tensors) {
+    if (t->stride(t->dim() - 1) != 1) return std::nullopt;
+    g.*kOperands[i] = operand_strides(*t);
+    p[i++] = t->data_ptr();
+  }
+  if (!flash_attention_applies(g, d.D, {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]}))
+    return std::nullopt;
+  return g;
 }
 
 // `target` gets what a kernel wrote to its stand-in `written` (contiguous_on_device's), if that

@@ -184,8 +184,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_reads_and_writes_packed_heads_in_p
                         .dk = packed,
                         .dv = packed};
   const T* p = pb.data();
-  BOOST_TEST(flash_attention_applies(g, hd, {p, p + E, p + 2 * E, o.data(), db.data()},
-                                     {g.q, g.o, g.dout}));
+  BOOST_TEST(flash_attention_applies(g, hd, {p, p + E, p + 2 * E, o.data(), db.data()}));
   flash_attention_forward(p, p + E, p + 2 * E, o.data(), lse.data(), g, nullptr);
   flash_attention_backward(p, p + E, p + 2 * E, o.data(), db.data(), lse.data(), dproj.data(),
                            dproj.data() + E, dproj.data() + 2 * E, g, nullptr);
@@ -229,11 +228,14 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_reads_and_writes_packed_heads_in_p
 BOOST_AUTO_TEST_CASE(flash_attention_applies_only_to_16_byte_aligned_rows_of_64) {
   alignas(16) static std::uint16_t buf[64];
   const FlashGeometry g = dense_flash_geometry(2, 70, 0.125f);
-  BOOST_TEST(flash_attention_applies(g, 64, {buf, buf + 8}, {g.q, g.o}));
-  BOOST_TEST(!flash_attention_applies(g, 32, {buf}, {g.q}));
-  BOOST_TEST(!flash_attention_applies(g, 64, {buf, buf + 1}, {g.q}));
-  BOOST_TEST(!flash_attention_applies(g, 64, {buf}, {{.batch = 70 * 64, .head = 0, .row = 68}}));
-  BOOST_TEST(!flash_attention_applies(g, 64, {buf}, {{.batch = 4, .head = 0, .row = 64}}));
+  BOOST_TEST(flash_attention_applies(g, 64, {buf, buf + 8}));
+  BOOST_TEST(!flash_attention_applies(g, 32, {buf}));
+  BOOST_TEST(!flash_attention_applies(g, 64, {buf, buf + 1}));
+  FlashGeometry odd_row = g, odd_batch = g;
+  odd_row.dv.row = 68;  // an operand's rows 136 bytes apart
+  odd_batch.o.batch = 4;
+  BOOST_TEST(!flash_attention_applies(odd_row, 64, {buf}));
+  BOOST_TEST(!flash_attention_applies(odd_batch, 64, {buf}));
 }
 
 // attention.cu's one-warp-per-row kernels (float storage, any head dim up to 128): head dims
