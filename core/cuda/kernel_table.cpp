@@ -1274,8 +1274,14 @@ std::optional<FlashGeometry> flash_geometry(const AttentionDims& d,
   return g;
 }
 
-// `target` gets what a kernel wrote to its stand-in `written` (contiguous_on_device's), if that
-// is another tensor.
+// Where a kernel that writes densely writes `t`: t itself when contiguous, else a fresh tensor
+// that write_back copies into t after.
+Tensor dense_output(const Tensor& t) {
+  return t.is_contiguous() ? t : new_tensor(t.shape(), t.dtype(), t.device());
+}
+
+// `target` gets what a kernel wrote to its stand-in `written` (dense_output's), if that is
+// another tensor.
 void write_back(const char* family, const Tensor& target, const Tensor& written) {
   if (!written.is_same(target)) copy_on_device(family, target, written);
 }
@@ -1361,7 +1367,7 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
     }
     const Tensor qc = contiguous_on_device(family, q), kc = contiguous_on_device(family, k),
                  vc = contiguous_on_device(family, v);
-    const Tensor oc = contiguous_on_device(family, out);
+    const Tensor oc = dense_output(out);
     Launch l(device);
     float_or_16bit(q.dtype(), [&]<typename T>() {
       attention_forward<T>(ptr<const T>(qc), ptr<const T>(kc), ptr<const T>(vc), ptr<T>(oc),
@@ -1372,7 +1378,7 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
     return;
   }
   if (!out.is_contiguous()) {  // the kernels below write out densely
-    const Tensor oc = contiguous_on_device("blocked_attention", out);
+    const Tensor oc = dense_output(out);
     blocked_attention(oc, lse, q, k, v, mask, d);
     return write_back("blocked_attention", out, oc);
   }
@@ -1419,12 +1425,10 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
     const Tensor qc = contiguous_on_device(family, q), kc = contiguous_on_device(family, k),
                  vc = contiguous_on_device(family, v), oc = contiguous_on_device(family, out),
                  gc = contiguous_on_device(family, dout);
-    const Tensor dqc = contiguous_on_device(family, dq);
+    const Tensor dqc = dense_output(dq);
     const bool wide = q.dtype() == DType::Float32;
-    const Tensor dk32 =
-        wide ? contiguous_on_device(family, dk) : new_tensor(dk.shape(), DType::Float32, device);
-    const Tensor dv32 =
-        wide ? contiguous_on_device(family, dv) : new_tensor(dv.shape(), DType::Float32, device);
+    const Tensor dk32 = wide ? dense_output(dk) : new_tensor(dk.shape(), DType::Float32, device);
+    const Tensor dv32 = wide ? dense_output(dv) : new_tensor(dv.shape(), DType::Float32, device);
     Launch l(device);
     float_or_16bit(q.dtype(), [&]<typename T>() {
       attention_backward<T>(ptr<const T>(qc), ptr<const T>(kc), ptr<const T>(vc), ptr<const T>(oc),
@@ -1440,8 +1444,7 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   if (!dq.is_contiguous() || !dk.is_contiguous() || !dv.is_contiguous() || !out.is_contiguous() ||
       !dout.is_contiguous()) {  // the kernels below read and write these densely
     const char* family = "blocked_attention_backward";
-    const Tensor dqc = contiguous_on_device(family, dq), dkc = contiguous_on_device(family, dk),
-                 dvc = contiguous_on_device(family, dv);
+    const Tensor dqc = dense_output(dq), dkc = dense_output(dk), dvc = dense_output(dv);
     blocked_attention_backward(dqc, dkc, dvc, q, k, v, mask, contiguous_on_device(family, out), lse,
                                contiguous_on_device(family, dout), d);
     write_back(family, dq, dqc);
@@ -1453,7 +1456,10 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   if (q.dtype() != DType::Float32 || d.D == 0)
     missing("blocked_attention_backward", device, layout_of(q));
   const std::int64_t mask_rows = attention_mask_rows("blocked_attention_backward", q, mask, d);
-  if (d.B * d.L * d.S == 0) return;
+  if (d.B * d.L * d.S == 0) {  // no scores: no gradient
+    for (const Tensor* t : {&dq, &dk, &dv}) fill(*t, 0.0);
+    return;
+  }
   Launch l(device);
   const Tensor p = new_tensor({d.B, d.L, d.S}, DType::Float32, device);
   const Tensor dp = new_tensor({d.B, d.L, d.S}, DType::Float32, device);
@@ -1461,17 +1467,17 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                ptr<const float>(k), true, ptr<float>(dp), 0.0f);  // the scores, in dp for now
   softmax_rows<float>(ptr<const float>(dp), mask.defined() ? ptr<const float>(mask) : nullptr,
                       ptr<float>(p), d.B * d.L, d.S, 1, mask_rows, false, l.stream);
-  // dV += P^T dO; dP = dO V^T; dS = P (dP - sum(dP P)); dQ += dS K; dK += dS^T Q.
+  // dV = P^T dO; dP = dO V^T; dS = P (dP - sum(dP P)); dQ = dS K; dK = dS^T Q.
   batched_gemm(l.index, l.stream, d.B, d.S, d.Dv, d.L, ptr<const float>(p), true,
-               ptr<const float>(dout), false, ptr<float>(dv), 1.0f);
+               ptr<const float>(dout), false, ptr<float>(dv), 0.0f);
   batched_gemm(l.index, l.stream, d.B, d.L, d.S, d.Dv, ptr<const float>(dout), false,
                ptr<const float>(v), true, ptr<float>(dp), 0.0f);
   softmax_rows_backward<float>(ptr<const float>(p), ptr<const float>(dp), ptr<float>(dp), d.B * d.L,
                                d.S, 1, false, l.stream);
   batched_gemm(l.index, l.stream, d.B, d.L, d.D, d.S, ptr<const float>(dp), false,
-               ptr<const float>(k), false, ptr<float>(dq), 1.0f);
+               ptr<const float>(k), false, ptr<float>(dq), 0.0f);
   batched_gemm(l.index, l.stream, d.B, d.S, d.D, d.L, ptr<const float>(dp), true,
-               ptr<const float>(q), false, ptr<float>(dk), 1.0f);
+               ptr<const float>(q), false, ptr<float>(dk), 0.0f);
 }
 
 // --- optimizers over contiguous float32 parameters (FSDP's flat shards)

@@ -150,10 +150,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
         const Device dev = common_device("scaled_dot_product_attention backward", {&g[0], &s[0]});
         Tensor dout = functional::contiguous_as(g[0], od);
-        Tensor dq = zeros({d.B, d.H, d.L, d.D}, TensorOptions(od, dev));
-        Tensor dk = zeros({d.B, d.KV, d.S, d.D}, TensorOptions(od, dev));
-        Tensor dv = zeros({d.B, d.KV, d.S, d.Dv}, TensorOptions(od, dev));
-        if (dout.numel() > 0)
+        // The kernel overwrites the gradients; with no output element there is no gradient.
+        const bool run = dout.numel() > 0;
+        auto grad = [&](const Shape& shape) {
+          return run ? new_tensor(shape, od, dev) : zeros(shape, TensorOptions(od, dev));
+        };
+        Tensor dq = grad({d.B, d.H, d.L, d.D}), dk = grad({d.B, d.KV, d.S, d.D});
+        Tensor dv = grad({d.B, d.KV, d.S, d.Dv});
+        if (run)
           kernels(dev).blocked_attention_backward(dq, dk, dv, s[0], s[1], s[2], mask, s[3], s[4],
                                                   dout, d);
         return {functional::to_result_dtype(dq, dt), functional::to_result_dtype(dk, dt),

@@ -127,7 +127,7 @@ struct KernelTable {
   // (undefined: none).
   void (*blocked_attention)(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                             const Tensor& v, const Tensor& mask, const AttentionDims& dims);
-  // dq, dk, dv (zero-filled on entry; views allowed, AttentionDims) recomputed from lse.
+  // dq, dk, dv (overwritten; views allowed, AttentionDims) recomputed block by block from lse.
   void (*blocked_attention_backward)(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                      const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& mask, const Tensor& out, const Tensor& lse,

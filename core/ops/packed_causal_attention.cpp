@@ -58,7 +58,7 @@ Tensor packed_causal_attention(const Tensor& proj, std::int64_t heads, double sc
         if (!g[0].defined()) return {Tensor()};
         const Device dev = common_device("packed_causal_attention backward", {&g[0], &s[0]});
         // One gradient buffer: the kernels write dq, dk and dv into its three parts.
-        Tensor dproj = zeros(s[0].shape(), TensorOptions(dt, dev));
+        Tensor dproj = new_tensor(s[0].shape(), dt, dev);
         const Tensor dout = functional::contiguous_as(g[0], dt);
         if (dproj.numel() > 0)
           kernels(dev).blocked_attention_backward(

@@ -64,6 +64,11 @@ Tensor poisoned(const Shape& shape, DType dtype) {
   return full(shape, NAN, TensorOptions(DType::Float32, kCPU)).to(dtype).to(kCuda);
 }
 
+// The host's: for the CPU table's outputs (attention's gradients are overwritten, not added to).
+Tensor poisoned_host(const Shape& shape, DType dtype) {
+  return full(shape, NAN, TensorOptions(DType::Float32, kCPU)).to(dtype);
+}
+
 template <typename F>
 void expect_missing(F&& call, const std::string& message) {
   BOOST_CHECK_EXCEPTION(call(), NotImplementedError,
@@ -802,7 +807,7 @@ BOOST_AUTO_TEST_CASE(split_and_merge_heads_equal_the_cpu_table) {
 }
 
 // Attention against the CPU's blocked online softmax: no mask, a causal (L, S) one and one per
-// batch entry; the backward's zero-filled gradients.
+// batch entry; the backward's gradients overwritten (both tables' start as NaN).
 BOOST_AUTO_TEST_CASE(blocked_attention_and_its_backward_match_the_cpu_table) {
   const std::int64_t B = 3, L = 7, S = 9, D = 8, Dv = 5;
   const Tensor q = host_randn({B, L, D}), k = host_randn({B, S, D}), v = host_randn({B, S, Dv});
@@ -828,10 +833,12 @@ BOOST_AUTO_TEST_CASE(blocked_attention_and_its_backward_match_the_cpu_table) {
                                      on_cuda(mask), dims);
     check_close(out_d, out, kTolFp32);
     check_close(lse_d, lse, kTolFp32);
-    Tensor dq = zeros_like(q), dk = zeros_like(k), dv = zeros_like(v);
+    Tensor dq = poisoned_host(q.shape(), DType::Float32),
+           dk = poisoned_host(k.shape(), DType::Float32);
+    Tensor dv = poisoned_host(v.shape(), DType::Float32);
     kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, mask, out, lse, dout, dims);
-    Tensor dq_d = zeros_like(q).to(kCuda), dk_d = zeros_like(k).to(kCuda);
-    Tensor dv_d = zeros_like(v).to(kCuda);
+    Tensor dq_d = poisoned(q.shape(), DType::Float32), dk_d = poisoned(k.shape(), DType::Float32);
+    Tensor dv_d = poisoned(v.shape(), DType::Float32);
     kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q.to(kCuda), k.to(kCuda),
                                               v.to(kCuda), on_cuda(mask), out_d, lse_d,
                                               dout.to(kCuda), dims);
@@ -866,10 +873,11 @@ BOOST_AUTO_TEST_CASE(causal_attention_takes_the_fused_kernels_and_matches_the_cp
                                        Tensor(), d);
       check_close(out_d, out, tol);
       check_close(lse_d, lse, kTolFp32 * 10);
-      Tensor dq = zeros_like(q), dk = zeros_like(k), dv = zeros_like(v);
+      Tensor dq = poisoned_host(q.shape(), dtype), dk = poisoned_host(k.shape(), dtype);
+      Tensor dv = poisoned_host(v.shape(), dtype);
       kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, Tensor(), out, lse, dout, d);
-      Tensor dq_d = zeros_like(q).to(kCuda), dk_d = zeros_like(k).to(kCuda);
-      Tensor dv_d = zeros_like(v).to(kCuda);
+      Tensor dq_d = poisoned(q.shape(), dtype), dk_d = poisoned(k.shape(), dtype);
+      Tensor dv_d = poisoned(v.shape(), dtype);
       kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q.to(kCuda), k.to(kCuda),
                                                 v.to(kCuda), Tensor(), out.to(kCuda), lse.to(kCuda),
                                                 dout.to(kCuda), d);
@@ -922,12 +930,12 @@ BOOST_AUTO_TEST_CASE(causal_attention_on_packed_head_views_matches_the_cpu_table
                                            heads(proj_d, 3, 1), heads(proj_d, 3, 2), Tensor(), d);
           check_close(out_d, out, tol);
           check_close(lse_d, lse, kTolFp32 * 10);
-          Tensor grad = zeros({L, N, 3 * E}, TensorOptions(dtype, kCPU));
+          Tensor grad = poisoned_host({L, N, 3 * E}, dtype);
           kernels(kCPU).blocked_attention_backward(heads(grad, 3, 0), heads(grad, 3, 1),
                                                    heads(grad, 3, 2), heads(proj, 3, 0),
                                                    heads(proj, 3, 1), heads(proj, 3, 2), Tensor(),
                                                    heads(out, 1, 0), lse, heads(dout, 1, 0), d);
-          Tensor grad_d = zeros({L, N, 3 * E}, TensorOptions(dtype, kCuda));
+          Tensor grad_d = poisoned({L, N, 3 * E}, dtype);
           const Tensor dout_d = dout.to(kCuda);
           kernels(kCuda).blocked_attention_backward(
               heads(grad_d, 3, 0), heads(grad_d, 3, 1), heads(grad_d, 3, 2), heads(proj_d, 3, 0),
@@ -983,11 +991,11 @@ BOOST_AUTO_TEST_CASE(sdpa_forms_grouped_strided_scaled_causal_masked_match_the_c
         kernels(kCuda).blocked_attention(out_d, lse_d, q_d, k_d, v_d, mask_d, d);
         check_close(out_d, out, tol);
         check_lse(lse_d, lse, kTolFp32 * 10);
-        Tensor dq = zeros({B, H, L, D}, TensorOptions(dtype, kCPU));
-        Tensor dk = zeros({B, KV, S, D}, TensorOptions(dtype, kCPU)), dv = zeros_like(dk);
+        Tensor dq = poisoned_host({B, H, L, D}, dtype);
+        Tensor dk = poisoned_host({B, KV, S, D}, dtype), dv = poisoned_host({B, KV, S, D}, dtype);
         kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, mask, out, lse, dout, d);
-        Tensor dq_d = zeros_like(dq).to(kCuda), dk_d = zeros_like(dk).to(kCuda);
-        Tensor dv_d = zeros_like(dv).to(kCuda);
+        Tensor dq_d = poisoned(dq.shape(), dtype), dk_d = poisoned(dk.shape(), dtype);
+        Tensor dv_d = poisoned(dv.shape(), dtype);
         kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q_d, k_d, v_d, mask_d,
                                                   out.to(kCuda), lse.to(kCuda), dout.to(kCuda), d);
         check_close(dq_d, dq, std::max(tol, 1e-4));  // sums in another order

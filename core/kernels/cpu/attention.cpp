@@ -261,8 +261,12 @@ void backward(const Dims& d, const T* q, const T* k, const T* v, const T* mask, 
     BackwardScratch<T> w(d);
     for (std::int64_t t = t0; t < t1; ++t) {
       const std::int64_t b = t / d.KV, kv = t % d.KV;
+      // The loops add into the gradients: this task's parts start at zero.
+      std::fill_n(dk + t * d.S * d.D, d.S * d.D, T(0));
+      std::fill_n(dv + t * d.S * d.Dv, d.S * d.Dv, T(0));
       for (std::int64_t h = kv * group; h < (kv + 1) * group; ++h) {
         const std::int64_t bh = b * d.H + h;
+        std::fill_n(dq + bh * d.L * d.D, d.L * d.D, T(0));
         backward_head(d, head_of(d, q, k, v, mask, b, h), out + bh * d.L * d.Dv, lse + bh * d.L,
                       dout + bh * d.L * d.Dv, dq + bh * d.L * d.D, dk + t * d.S * d.D,
                       dv + t * d.S * d.Dv, w);
@@ -327,6 +331,11 @@ AttentionStrides strides_of(const Tensor& t) {  // (B, H, rows, cols) or (B, row
   return {t.stride(0), t.dim() == 4 ? t.stride(1) : 0, t.stride(t.dim() - 2)};
 }
 
+// A contiguous tensor for the loops to write in t's place.
+Tensor fresh(const Tensor& t) {
+  return empty(t.shape(), TensorOptions(t.dtype(), t.device()));
+}
+
 // q, k and v as the loops read them: 16-bit ones contiguous, float ones through their strides.
 struct DenseOperands {
   DenseOperands(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
@@ -349,7 +358,7 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
                        const Tensor& v, const Tensor& mask, const AttentionDims& d) {
   if (!dense_operands(q, k, v, {&out})) {
     const DenseOperands c(d, q, k, v);
-    const Tensor oc = out.contiguous();
+    const Tensor oc = fresh(out);
     blocked_attention(oc, lse, c.q, c.k, c.v, mask, c.d);
     copy(out, oc);
     return;
@@ -374,8 +383,7 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                                 const Tensor& dout, const AttentionDims& d) {
   if (!dense_operands(q, k, v, {&dq, &dk, &dv, &out, &dout})) {
     const DenseOperands c(d, q, k, v);
-    // The copies keep dq, dk and dv's contents: the loops add to them.
-    const Tensor dqc = dq.contiguous(), dkc = dk.contiguous(), dvc = dv.contiguous();
+    const Tensor dqc = fresh(dq), dkc = fresh(dk), dvc = fresh(dv);
     blocked_attention_backward(dqc, dkc, dvc, c.q, c.k, c.v, mask, out.contiguous(), lse,
                                dout.contiguous(), c.d);
     copy(dq, dqc);
