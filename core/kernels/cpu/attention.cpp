@@ -300,7 +300,7 @@ namespace {
 // 16-bit operands (contiguous) are computed in float32: widened whole, the results rounded once,
 // as the float32 path of scaled_dot_product_attention did with converted copies.
 std::vector<float> widened(const Tensor& t) {
-  FSDP_CHECK(t.is_contiguous(), RuntimeError,
+  FSDP_CHECK(t.numel() == 0 || t.is_contiguous(), RuntimeError,
              "blocked_attention: a 16-bit operand must be contiguous (shape {})",
              shape_str(t.shape()));
   std::vector<float> f(static_cast<std::size_t>(t.numel()));
@@ -321,10 +321,11 @@ const float* float_mask(const Tensor& mask) {
 // copies, q, k and v with their strides in `d` changed to match.
 bool dense_operands(const Tensor& q, const Tensor& k, const Tensor& v,
                     std::initializer_list<const Tensor*> dense) {
+  // An empty tensor is as good as dense (and its contiguous() may keep its strides).
+  auto is_dense = [](const Tensor& t) { return t.numel() == 0 || t.is_contiguous(); };
   for (const Tensor* t : dense)
-    if (t->defined() && !t->is_contiguous()) return false;
-  return !functional::is_16bit_float(q.dtype()) ||
-         (q.is_contiguous() && k.is_contiguous() && v.is_contiguous());
+    if (t->defined() && !is_dense(*t)) return false;
+  return !functional::is_16bit_float(q.dtype()) || (is_dense(q) && is_dense(k) && is_dense(v));
 }
 
 AttentionStrides strides_of(const Tensor& t) {  // (B, H, rows, cols) or (B, rows, cols)
