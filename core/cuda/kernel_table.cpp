@@ -1238,11 +1238,16 @@ void batched_gemm(int index, cudaStream_t stream, std::int64_t batch, std::int64
 // scores never held: float32, bf16 or fp16, one kv head per query head, any strides. bf16 and
 // fp16 at head dim 64 with 16-byte aligned rows take the flash tiles (flash_attention.h), which
 // read and write every operand in place (q, k, v views of a packed projection; o, dq, dk, dv
-// views of merged buffers); the rest take attention.cu's one-warp-per-row kernels on dense
-// copies.
+// views of merged buffers); the rest take attention.cu's one-warp-per-row kernels when q, k and
+// v are dense, else the general kernels' strided reads (outputs through dense stand-ins).
 bool fused_causal(const Tensor& q, const Tensor& mask, const AttentionDims& d) {
   return d.causal && !mask.defined() && is_float_or_16bit(q.dtype()) && d.L == d.S && d.D == d.Dv &&
          d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.H == d.KV;
+}
+
+// q, k and v as the one-warp kernels read them: dense (batch * heads, t, hd).
+bool dense_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return q.is_contiguous() && k.is_contiguous() && v.is_contiguous();
 }
 
 // An attention operand's strides: (B, H, rows, cols), or (B, rows, cols) for one head.
@@ -1355,7 +1360,6 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
   const Device device = stream_device(out.device());
   if (fused_causal(q, mask, d)) {
     if (d.B * d.H * d.L == 0) return;
-    const char* family = "blocked_attention";
     if (const auto g = flash_geometry(d, {&q, &k, &v, &out})) {
       Launch l(device);
       float_or_16bit(q.dtype(), [&]<typename T>() {
@@ -1365,22 +1369,20 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
       });
       return;
     }
-    const Tensor qc = contiguous_on_device(family, q), kc = contiguous_on_device(family, k),
-                 vc = contiguous_on_device(family, v);
-    const Tensor oc = dense_output(out);
-    Launch l(device);
-    float_or_16bit(q.dtype(), [&]<typename T>() {
-      attention_forward<T>(ptr<const T>(qc), ptr<const T>(kc), ptr<const T>(vc), ptr<T>(oc),
-                           ptr<float>(lse), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
-                           l.stream);
-    });
-    write_back(family, out, oc);
-    return;
   }
   if (!out.is_contiguous()) {  // the kernels below write out densely
     const Tensor oc = dense_output(out);
     blocked_attention(oc, lse, q, k, v, mask, d);
     return write_back("blocked_attention", out, oc);
+  }
+  if (fused_causal(q, mask, d) && dense_qkv(q, k, v)) {
+    Launch l(device);
+    float_or_16bit(q.dtype(), [&]<typename T>() {
+      attention_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out),
+                           ptr<float>(lse), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
+                           l.stream);
+    });
+    return;
   }
   if (general_attention(q, mask, d)) return general_attention_forward(out, lse, q, k, v, mask, d);
   if (q.dtype() != DType::Float32 || d.D == 0) missing("blocked_attention", device, layout_of(q));
@@ -1408,7 +1410,6 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   const Device device = stream_device(dq.device());
   if (fused_causal(q, mask, d)) {
     if (d.B * d.H * d.L == 0) return;
-    const char* family = "blocked_attention_backward";
     // The flash tiles write dq, dk and dv once each, in T, wherever they are.
     if (const auto g = flash_geometry(d, {&q, &k, &v, &out, &dout, &dq, &dk, &dv})) {
       Launch l(device);
@@ -1420,26 +1421,6 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
       });
       return;
     }
-    // The one-warp kernels gather dk and dv with float atomics: float buffers, copied (rounded
-    // once) into dk and dv after.
-    const Tensor qc = contiguous_on_device(family, q), kc = contiguous_on_device(family, k),
-                 vc = contiguous_on_device(family, v), oc = contiguous_on_device(family, out),
-                 gc = contiguous_on_device(family, dout);
-    const Tensor dqc = dense_output(dq);
-    const bool wide = q.dtype() == DType::Float32;
-    const Tensor dk32 = wide ? dense_output(dk) : new_tensor(dk.shape(), DType::Float32, device);
-    const Tensor dv32 = wide ? dense_output(dv) : new_tensor(dv.shape(), DType::Float32, device);
-    Launch l(device);
-    float_or_16bit(q.dtype(), [&]<typename T>() {
-      attention_backward<T>(ptr<const T>(qc), ptr<const T>(kc), ptr<const T>(vc), ptr<const T>(oc),
-                            ptr<const T>(gc), ptr<const float>(lse), ptr<T>(dqc), ptr<float>(dk32),
-                            ptr<float>(dv32), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
-                            l.stream);
-    });
-    write_back(family, dq, dqc);
-    write_back(family, dk, dk32);
-    write_back(family, dv, dv32);
-    return;
   }
   if (!dq.is_contiguous() || !dk.is_contiguous() || !dv.is_contiguous() || !out.is_contiguous() ||
       !dout.is_contiguous()) {  // the kernels below read and write these densely
@@ -1450,6 +1431,23 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
     write_back(family, dq, dqc);
     write_back(family, dk, dkc);
     return write_back(family, dv, dvc);
+  }
+  if (fused_causal(q, mask, d) && dense_qkv(q, k, v)) {
+    // The one-warp kernels gather dk and dv with float atomics: 16-bit ones through float
+    // buffers, rounded once.
+    const bool wide = q.dtype() == DType::Float32;
+    const Tensor dk32 = wide ? dk : new_tensor(dk.shape(), DType::Float32, device);
+    const Tensor dv32 = wide ? dv : new_tensor(dv.shape(), DType::Float32, device);
+    Launch l(device);
+    float_or_16bit(q.dtype(), [&]<typename T>() {
+      attention_backward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const T>(out),
+                            ptr<const T>(dout), ptr<const float>(lse), ptr<T>(dq), ptr<float>(dk32),
+                            ptr<float>(dv32), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
+                            l.stream);
+    });
+    write_back("blocked_attention_backward", dk, dk32);
+    write_back("blocked_attention_backward", dv, dv32);
+    return;
   }
   if (general_attention(q, mask, d))
     return general_attention_backward(dq, dk, dv, q, k, v, mask, out, lse, dout, d);
