@@ -7,7 +7,9 @@
 // tiles stream through shared memory, double-buffered by cp.async (tile j + 1 loads while tile j
 // is multiplied), read by ldmatrix (.trans where the product takes them k by n). Scores are kept
 // in log2 units (scale * log2(e) folded in) so that exp2f serves; lse is stored in natural units,
-// as the one-warp-per-row kernels store it.
+// as the one-warp-per-row kernels store it. A CTA's (batch, head) rows are found through the
+// operand's strides (FlashGeometry), rows of 64 contiguous elements 16-byte aligned, so the tiles
+// load and store the same vectors whether an operand is dense or a view of a packed buffer.
 #include <cmath>
 #include <type_traits>
 
@@ -163,7 +165,7 @@ __device__ void store_warp_rows(const Acc& acc, const float (&mul)[2], Rows<T> d
   }
 }
 
-// Grid (batch, query tiles); the last query tiles (the most key tiles) are launched first.
+// Grid (B * H, query tiles); the last query tiles (the most key tiles) are launched first.
 template <typename T>
 __global__ void __launch_bounds__(kCtaThreads)
     flash_forward_kernel(const T* q_, const T* k_, const T* v_, T* o_, float* lse,
@@ -372,7 +374,7 @@ __global__ void __launch_bounds__(kCtaThreads)
 
 // Per key tile: dv = P^T dO and dk = scale * dS^T Q over the query tiles at or after it. The
 // warp's 16 keys are the rows of its products (S^T = K Q^T, dP^T = V dO^T), K's and V's rows in
-// registers; Q and dO stream. Grid (batch, key tiles); key tile 0, with the most query tiles,
+// registers; Q and dO stream. Grid (B * H, key tiles); key tile 0, with the most query tiles,
 // first.
 template <typename T>
 __global__ void __launch_bounds__(kCtaThreads)
