@@ -1250,10 +1250,9 @@ bool dense_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
   return q.is_contiguous() && k.is_contiguous() && v.is_contiguous();
 }
 
-// An attention operand's strides: (B, H, rows, cols), or (B, rows, cols) for one head.
-AttentionOperandStrides operand_strides(const Tensor& t) {
-  if (t.dim() == 4) return {.batch = t.stride(0), .head = t.stride(1), .row = t.stride(2)};
-  return {.batch = t.stride(0), .head = 0, .row = t.stride(1)};
+// The table's strides as the kernels take them.
+AttentionOperandStrides operand_strides(const AttentionStrides& s) {
+  return {.batch = s.batch, .head = s.head, .row = s.row};
 }
 
 // The flash tiles' geometry over the tensors' own strides, if the tiles apply to them (16 bits,
@@ -1271,7 +1270,7 @@ std::optional<FlashGeometry> flash_geometry(const AttentionDims& d,
   std::size_t i = 0;
   for (const Tensor* t : tensors) {
     if (t->stride(t->dim() - 1) != 1) return std::nullopt;
-    g.*kOperands[i] = operand_strides(*t);
+    g.*kOperands[i] = operand_strides(attention_strides(*t));
     p[i++] = t->data_ptr();
   }
   if (!flash_attention_applies(g, d.D, {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]}))
@@ -1301,9 +1300,6 @@ bool general_attention(const Tensor& q, const Tensor& mask, const AttentionDims&
 }
 
 AttentionGeometry attention_geometry(const AttentionDims& d) {
-  auto strides = [](const AttentionStrides& s) {
-    return AttentionOperandStrides{.batch = s.batch, .head = s.head, .row = s.row};
-  };
   return AttentionGeometry{.B = d.B,
                            .H = d.H,
                            .KV = d.KV,
@@ -1314,10 +1310,10 @@ AttentionGeometry attention_geometry(const AttentionDims& d) {
                            .scale = static_cast<float>(d.scale),
                            .causal = d.causal,
                            .masked_rows_zero = d.masked_rows_zero,
-                           .q = strides(d.q),
-                           .k = strides(d.k),
-                           .v = strides(d.v),
-                           .mask = strides(d.mask)};
+                           .q = operand_strides(d.q),
+                           .k = operand_strides(d.k),
+                           .v = operand_strides(d.v),
+                           .mask = operand_strides(d.mask)};
 }
 
 void general_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,

@@ -27,10 +27,6 @@ Tensor operand(const Tensor& t, DType cd) {
   return strided_ok ? t.detach() : functional::contiguous_as(t, cd);
 }
 
-AttentionStrides strides_of(const Tensor& t) {
-  return {t.stride(0), t.stride(1), t.stride(2)};
-}
-
 // The mask as the kernel reads it: additive in the compute dtype (a bool mask's false is
 // -inf), four dims of size 1 or the scores', keys contiguous; strides 0 where it broadcasts.
 Tensor additive_mask(const Tensor& mask, const Shape& scores, DType cd, AttentionStrides& st) {
@@ -134,9 +130,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const bool narrow = functional::is_16bit_float(dt);
   const DType od = narrow ? dt : cd;  // the operands' and the output's dtype
   Tensor qc = operand(q, od), kc = operand(k, od), vc = operand(v, od);
-  d.q = strides_of(qc);
-  d.k = strides_of(kc);
-  d.v = strides_of(vc);
+  d.q = attention_strides(qc);
+  d.k = attention_strides(kc);
+  d.v = attention_strides(vc);
   Tensor mask;
   if (attn_mask.defined()) mask = additive_mask(attn_mask, {d.B, d.H, d.L, d.S}, cd, d.mask);
   Tensor out = new_tensor(out_shape, od, dev);

@@ -50,6 +50,13 @@ struct AttentionStrides {
   std::int64_t batch = 0, head = 0, row = 0;
 };
 
+// An attention tensor's strides as AttentionStrides: (B, H, rows, cols), or (B, rows, cols) for
+// one head (head 0).
+inline AttentionStrides attention_strides(const Tensor& t) {
+  return t.dim() == 4 ? AttentionStrides{t.stride(0), t.stride(1), t.stride(2)}
+                      : AttentionStrides{t.stride(0), 0, t.stride(1)};
+}
+
 // blocked_attention's and scaled_dot_product_attention's sizes: q (B, H, L, D), k (B, KV, S, D),
 // v (B, KV, S, Dv), out (B, H, L, Dv), lse (B, H, L) contiguous; query head h uses kv head
 // h / (H / KV) (grouped-query attention); scores = scale q k^T + mask, the mask additive (of the

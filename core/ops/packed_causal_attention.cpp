@@ -18,10 +18,6 @@ Tensor heads_of(const Tensor& packed, std::int64_t parts, std::int64_t part, std
   return packed.view({L, N, parts, heads, hd}).select(2, part).permute({1, 2, 0, 3});
 }
 
-AttentionStrides strides_of(const Tensor& heads) {
-  return {heads.stride(0), heads.stride(1), heads.stride(2)};
-}
-
 }  // namespace
 
 Tensor packed_causal_attention(const Tensor& proj, std::int64_t heads, double scale) {
@@ -46,9 +42,9 @@ Tensor packed_causal_attention(const Tensor& proj, std::int64_t heads, double sc
   const Tensor packed = proj.detach().contiguous();
   const Tensor q = heads_of(packed, 3, 0, heads), k = heads_of(packed, 3, 1, heads),
                v = heads_of(packed, 3, 2, heads), o = heads_of(out, 1, 0, heads);
-  d.q = strides_of(q);
-  d.k = strides_of(k);
-  d.v = strides_of(v);
+  d.q = attention_strides(q);
+  d.k = attention_strides(k);
+  d.v = attention_strides(v);
   const Tensor lse = new_tensor({N, heads, L}, functional::compute_dtype(dt), dev);
   if (out.numel() > 0) kernels(dev).blocked_attention(o, lse, q, k, v, Tensor(), d);
   autograd::record(

@@ -328,10 +328,6 @@ bool dense_operands(const Tensor& q, const Tensor& k, const Tensor& v,
   return !functional::is_16bit_float(q.dtype()) || (is_dense(q) && is_dense(k) && is_dense(v));
 }
 
-AttentionStrides strides_of(const Tensor& t) {  // (B, H, rows, cols) or (B, rows, cols)
-  return {t.stride(0), t.dim() == 4 ? t.stride(1) : 0, t.stride(t.dim() - 2)};
-}
-
 // A contiguous tensor for the loops to write in t's place.
 Tensor fresh(const Tensor& t) {
   return empty(t.shape(), TensorOptions(t.dtype(), t.device()));
@@ -342,9 +338,9 @@ struct DenseOperands {
   DenseOperands(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
                 const Tensor& v_in)
       : d(dims), q(dense(q_in)), k(dense(k_in)), v(dense(v_in)) {
-    d.q = strides_of(q);
-    d.k = strides_of(k);
-    d.v = strides_of(v);
+    d.q = attention_strides(q);
+    d.k = attention_strides(k);
+    d.v = attention_strides(v);
   }
   static Tensor dense(const Tensor& t) {
     return functional::is_16bit_float(t.dtype()) ? t.contiguous() : t;
