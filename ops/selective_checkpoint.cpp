@@ -45,10 +45,11 @@ const std::vector<std::string>& core_op_names() {
       "index_select", "layer_norm", "le", "linear", "log", "log_softmax", "logical_not", "lt",
       "masked_fill", "masked_softmax", "matmul", "max", "max.dim", "maximum", "mean", "minimum",
       "mm", "mse_loss", "mul", "mul.Scalar", "mul_", "narrow", "ne", "neg", "nll_loss", "normal_",
-      "permute", "pow", "rand", "randint", "randn", "relu", "reshape", "rms_norm", "rsqrt",
-      "scaled_dot_product_attention", "select", "sigmoid", "silu", "softmax", "split",
-      "split_heads", "split_with_sizes", "sqrt", "squeeze", "stack", "sub", "sum", "sum_to",
-      "tanh", "to_device", "to_dtype", "transpose", "uniform_", "unsqueeze", "view", "where"};
+      "packed_causal_attention", "permute", "pow", "rand", "randint", "randn", "relu", "reshape",
+      "rms_norm", "rsqrt", "scaled_dot_product_attention", "select", "sigmoid", "silu", "softmax",
+      "split", "split_heads", "split_with_sizes", "sqrt", "squeeze", "stack", "sub", "sum",
+      "sum_to", "tanh", "to_device", "to_dtype", "transpose", "uniform_", "unsqueeze", "view",
+      "where"};
   // clang-format on
   return names;
 }

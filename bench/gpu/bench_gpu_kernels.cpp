@@ -17,6 +17,7 @@
 #include "bench/common/cuda_timing.h"
 #include "bench/common/report.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/flash_attention.h"
 #include "core/cuda/gemm.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/runtime.h"
@@ -152,17 +153,19 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
     timer.report_op("causal_softmax_fwd", 0,
                     [&] { causal_softmax_forward(scores.ptr, probs.ptr, BH, T, scale, s); });
     {  // causal attention (the tiled kernels at bf16, hd 64), beside PyTorch's SDPA
-      Buffer<bf16> v(BH * T * hd), dout(BH * T * hd), dq(BH * T * hd);
-      Buffer<float> lse(BH * T), dk(BH * T * hd), dv(BH * T * hd);
+      Buffer<bf16> v(BH * T * hd), dout(BH * T * hd), dq(BH * T * hd), dk(BH * T * hd),
+          dv(BH * T * hd);
+      Buffer<float> lse(BH * T);
+      const FlashGeometry geo = dense_flash_geometry(BH, T, scale);
       // FLOPs as FlashAttention counts them: the causal half of 2 products forward, 5 backward
       // (our backward recomputes S and dP in both of its kernels: 7 done).
       const double fwd_flop = 4.0 * BH * T * T * hd / 2;
       timer.report_op("attention_fwd", fwd_flop, [&] {
-        attention_forward(q.ptr, k.ptr, v.ptr, o.ptr, lse.ptr, BH, T, hd, scale, s);
+        flash_attention_forward(q.ptr, k.ptr, v.ptr, o.ptr, lse.ptr, geo, s);
       });
       timer.report_op("attention_bwd", 2.5 * fwd_flop, [&] {
-        attention_backward(q.ptr, k.ptr, v.ptr, o.ptr, dout.ptr, lse.ptr, dq.ptr, dk.ptr, dv.ptr,
-                           BH, T, hd, scale, s);
+        flash_attention_backward(q.ptr, k.ptr, v.ptr, o.ptr, dout.ptr, lse.ptr, dq.ptr, dk.ptr,
+                                 dv.ptr, geo, s);
       });
     }
     timer.report_op("causal_softmax_bwd", 0, [&] {

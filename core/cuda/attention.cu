@@ -4,13 +4,12 @@
 // its running sum and output when the running maximum grows, and adds p * v_j. Forward saves the
 // row's log-sum-exp; backward recomputes p = exp(s - lse) from it, as core's blocked_attention
 // does on the CPU (its oracle). Keys and values are re-read from L2 by every row: this is the
-// correct baseline to test tiled versions against, not the fast path: bf16 and fp16 with head dim
-// 64 take the tiled kernels of flash_attention.cu; float storage and other head dims stay here.
+// correct baseline to test tiled versions against, not the fast path: the CUDA kernel table sends
+// bf16 and fp16 at head dim 64 to the tiled kernels of flash_attention.cu; the rest comes here.
 #include <cmath>
 #include <type_traits>
 
 #include "core/cuda/cuda_check.h"
-#include "core/cuda/flash_attention.h"
 #include "core/cuda/kernel_math.cuh"
 #include "core/cuda/kernels.h"
 
@@ -137,12 +136,6 @@ void attention_forward(const T* q, const T* k, const T* v, T* o, float* lse, std
                        std::int64_t t, std::int64_t hd, float scale, cudaStream_t stream) {
   check_head_dim(hd, "attention_forward");
   if (batch == 0 || t == 0) return;
-  if constexpr (is_16bit_v<T>) {
-    if (flash_attention_applies(batch, t, hd, {q, k, v, o})) {
-      flash_attention_forward(q, k, v, o, lse, batch, t, scale, stream);
-      return;
-    }
-  }
   attention_forward_kernel<<<row_blocks(batch * t), kRowsPerBlock * 32, 0, stream>>>(
       q, k, v, o, lse, batch * t, t, static_cast<int>(hd), scale);
   FSDP_CUDA_CHECK_LAUNCH();
@@ -155,12 +148,6 @@ void attention_backward(const T* q, const T* k, const T* v, const T* o, const T*
   check_head_dim(hd, "attention_backward");
   const std::size_t bytes = batch * t * hd * sizeof(float);
   if (bytes == 0) return;
-  if constexpr (is_16bit_v<T>) {
-    if (flash_attention_applies(batch, t, hd, {q, k, v, o, dout, dq, dk, dv})) {
-      flash_attention_backward(q, k, v, o, dout, lse, dq, dk, dv, batch, t, scale, stream);
-      return;  // every element of dq, dk and dv written: no memset
-    }
-  }
   FSDP_CUDA_CHECK(cudaMemsetAsync(dk, 0, bytes, stream));
   FSDP_CUDA_CHECK(cudaMemsetAsync(dv, 0, bytes, stream));
   attention_backward_kernel<<<row_blocks(batch * t), kRowsPerBlock * 32, 0, stream>>>(

@@ -7,7 +7,9 @@
 // tiles stream through shared memory, double-buffered by cp.async (tile j + 1 loads while tile j
 // is multiplied), read by ldmatrix (.trans where the product takes them k by n). Scores are kept
 // in log2 units (scale * log2(e) folded in) so that exp2f serves; lse is stored in natural units,
-// as the one-warp-per-row kernels store it.
+// as the one-warp-per-row kernels store it. A CTA's (batch, head) rows are found through the
+// operand's strides (FlashGeometry), rows of 64 contiguous elements 16-byte aligned, so the tiles
+// load and store the same vectors whether an operand is dense or a view of a packed buffer.
 #include <cmath>
 #include <type_traits>
 
@@ -23,7 +25,7 @@ constexpr int kHd = kFlashHeadDim;
 constexpr int kTile = 64;  // query rows per CTA and key rows per step (equal: the causal
                            // diagonal is one tile)
 constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
+constexpr int kCtaThreads = kWarps * 32;
 constexpr int kWarpRows = kTile / kWarps;  // 16: one m16 tile
 constexpr int kSteps = kHd / 16;           // k16 steps along the head dim (and along a tile)
 constexpr int kN8 = kTile / 8;             // n8 tiles across a tile's 64 columns
@@ -51,15 +53,30 @@ __device__ __forceinline__ void zero(Acc& acc) {
     for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
 }
 
+// One (batch, head)'s rows of an operand: row i's 64 elements from base + i * ld.
+template <typename T>
+struct Rows {
+  T* base;
+  std::int64_t ld;
+  __device__ T* row(std::int64_t i) const { return base + i * ld; }
+};
+
+// The rows of (batch, head) `bh` (blockIdx.x: b * H + h) of an operand with strides `s`.
+template <typename T>
+__device__ Rows<T> rows_of(T* p, const AttentionOperandStrides& s, const FlashGeometry& g) {
+  const std::int64_t bh = blockIdx.x, b = bh / g.H, h = bh % g.H;
+  return {p + b * s.batch + h * s.head, s.row};
+}
+
 // Rows [row0, row0 + 64) of a (t, 64) matrix into a shared tile by cp.async (zeros past row t),
 // by the whole CTA, 16 bytes a copy; the caller commits the group.
 template <typename T>
-__device__ void load_tile_async(const T* src, std::int64_t row0, std::int64_t t, T* dst) {
+__device__ void load_tile_async(Rows<const T> src, std::int64_t row0, std::int64_t t, T* dst) {
 #pragma unroll
-  for (int idx = threadIdx.x; idx < kTile * (kHd / 8); idx += kThreads) {
+  for (int idx = threadIdx.x; idx < kTile * (kHd / 8); idx += kCtaThreads) {
     const int r = idx / (kHd / 8), c = (idx % (kHd / 8)) * 8;
     const bool valid = row0 + r < t;
-    cp_async_16(dst + r * kLd + c, src + (valid ? (row0 + r) * kHd + c : 0), valid);
+    cp_async_16(dst + r * kLd + c, valid ? src.row(row0 + r) + c : src.base, valid);
   }
 }
 
@@ -125,58 +142,50 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Writes the warp's 16 x 64 accumulators, row r (0: lane / 4, 1: + 8) times mul[r], to rows
-// [row0, row0 + 16) of `dst` (t, 64), skipping rows past t. A 16-bit output is staged in
-// `staging` (16 rows of pitch kLd, the warp's own) for 16-byte stores; float goes out as float2.
-template <typename Out>
-__device__ void store_warp_rows(const Acc& acc, const float (&mul)[2], Out* dst, std::int64_t row0,
-                                std::int64_t t, Out* staging) {
+// Writes the warp's 16 x 64 accumulators, row r (0: lane / 4, + 8 for 1) times mul[r], rounded
+// to T, to rows [row0, row0 + 16) of `dst`, skipping rows past t; staged in `staging` (16 rows of
+// pitch kLd, the warp's own) for 16-byte stores.
+template <typename T>
+__device__ void store_warp_rows(const Acc& acc, const float (&mul)[2], Rows<T> dst,
+                                std::int64_t row0, std::int64_t t, T* staging) {
   const int lane = lane_id(), g = lane >> 2;
-  if constexpr (std::is_same_v<Out, float>) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const std::int64_t row = row0 + g + 8 * r;
-      if (row >= t) continue;
+  for (int r = 0; r < 2; ++r)
 #pragma unroll
-      for (int n = 0; n < kN8; ++n)
-        *reinterpret_cast<float2*>(dst + row * kHd + c_col(n, 0)) =
-            make_float2(acc[n][2 * r] * mul[r], acc[n][2 * r + 1] * mul[r]);
-    }
-  } else {
+    for (int n = 0; n < kN8; ++n)
+      *reinterpret_cast<unsigned*>(staging + (g + 8 * r) * kLd + c_col(n, 0)) =
+          pack_floats<T>(acc[n][2 * r] * mul[r], acc[n][2 * r + 1] * mul[r]);
+  __syncwarp();
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-      for (int n = 0; n < kN8; ++n)
-        *reinterpret_cast<unsigned*>(staging + (g + 8 * r) * kLd + c_col(n, 0)) =
-            pack_floats<Out>(acc[n][2 * r] * mul[r], acc[n][2 * r + 1] * mul[r]);
-    __syncwarp();
-#pragma unroll
-    for (int idx = lane; idx < kWarpRows * (kHd / 8); idx += 32) {
-      const int r = idx / (kHd / 8), c = (idx % (kHd / 8)) * 8;
-      if (row0 + r < t)
-        *reinterpret_cast<uint4*>(dst + (row0 + r) * kHd + c) =
-            *reinterpret_cast<const uint4*>(staging + r * kLd + c);
-    }
+  for (int idx = lane; idx < kWarpRows * (kHd / 8); idx += 32) {
+    const int r = idx / (kHd / 8), c = (idx % (kHd / 8)) * 8;
+    if (row0 + r < t)
+      *reinterpret_cast<uint4*>(dst.row(row0 + r) + c) =
+          *reinterpret_cast<const uint4*>(staging + r * kLd + c);
   }
 }
 
-// Grid (batch, query tiles); the last query tiles (the most key tiles) are launched first.
+// Grid (B * H, query tiles); the last query tiles (the most key tiles) are launched first.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(const T* q, const T* k, const T* v, T* o, float* lse, std::int64_t t,
-                         float scale_log2) {
+__global__ void __launch_bounds__(kCtaThreads)
+    flash_forward_kernel(const T* q_, const T* k_, const T* v_, T* o_, float* lse,
+                         FlashGeometry geo) {
   __shared__ __align__(16) T ks[2][kTile * kLd];
   __shared__ __align__(16) T vs[2][kTile * kLd];
+  const Rows<const T> q = rows_of(q_, geo.q, geo), k = rows_of(k_, geo.k, geo),
+                      v = rows_of(v_, geo.v, geo);
+  const std::int64_t t = geo.t;
+  const float scale_log2 = geo.scale * kLog2e;
   const int qb = gridDim.y - 1 - blockIdx.y;
-  const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
+  const std::int64_t bh = blockIdx.x, q0 = std::int64_t(qb) * kTile;
   const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
   const std::int64_t row0 = q0 + warp * kWarpRows;        // the warp's first query row
   const std::int64_t rows[2] = {row0 + g, row0 + g + 8};  // the lane's two rows
 
   // Q's tile through ks[1] (free until the second key tile) into fragments, key tile 0 with it.
-  load_tile_async(q + base, q0, t, ks[1]);
-  load_tile_async(k + base, 0, t, ks[0]);
-  load_tile_async(v + base, 0, t, vs[0]);
+  load_tile_async(q, q0, t, ks[1]);
+  load_tile_async(k, 0, t, ks[0]);
+  load_tile_async(v, 0, t, vs[0]);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -191,8 +200,8 @@ __global__ void __launch_bounds__(kThreads)
     const int stage = kb & 1;
     if (kb < qb) {  // the next key tile loads while this one is multiplied
       const std::int64_t next = std::int64_t(kb + 1) * kTile;
-      load_tile_async(k + base, next, t, ks[stage ^ 1]);
-      load_tile_async(v + base, next, t, vs[stage ^ 1]);
+      load_tile_async(k, next, t, ks[stage ^ 1]);
+      load_tile_async(v, next, t, vs[stage ^ 1]);
     }
     cp_async_commit();
     cp_async_wait<1>();  // all but the group just issued: tile kb is here
@@ -237,9 +246,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < 2; ++r) {
     l[r] = quad_sum(l[r]);
     inv[r] = 1.0f / l[r];
-    if ((lane_id() & 3) == 0 && rows[r] < t) lse[b * t + rows[r]] = (m[r] + log2f(l[r])) * kLn2;
+    if ((lane_id() & 3) == 0 && rows[r] < t) lse[bh * t + rows[r]] = (m[r] + log2f(l[r])) * kLn2;
   }
-  store_warp_rows(acc, inv, o + base, row0, t, ks[0] + warp * kWarpRows * kLd);
+  store_warp_rows(acc, inv, rows_of(o_, geo.o, geo), row0, t, ks[0] + warp * kWarpRows * kLd);
 }
 
 // The dot product of two words of two T each, unpacked from the words' bits (bf16 is float's
@@ -259,9 +268,9 @@ __device__ __forceinline__ float dot2(unsigned a, unsigned b) {
 
 // D = dO . o (float) and lse in log2 units of the 64 query rows from q0, into d_s and lse_s (0
 // for rows past t): a thread pair per row (lane ^ 1), each taking 32 of its 64 dims in 16-byte
-// vectors, o from device memory, dO from its shared tile. `o` and `lse` start at the batch.
+// vectors, o from device memory, dO from its shared tile. `lse` starts at the (batch, head).
 template <typename T>
-__device__ void tile_row_stats(const T* o, const T* do_tile, const float* lse, std::int64_t q0,
+__device__ void tile_row_stats(Rows<const T> o, const T* do_tile, const float* lse, std::int64_t q0,
                                std::int64_t t, float* d_s, float* lse_s) {
   const int row = threadIdx.x >> 1, half = threadIdx.x & 1;
   const std::int64_t qi = q0 + row;
@@ -271,7 +280,7 @@ __device__ void tile_row_stats(const T* o, const T* do_tile, const float* lse, s
 #pragma unroll
     for (int u = 0; u < kHd / 16; ++u) {
       const int c = half * (kHd / 2) + u * 8;
-      const uint4 a = *reinterpret_cast<const uint4*>(o + qi * kHd + c);
+      const uint4 a = *reinterpret_cast<const uint4*>(o.row(qi) + c);
       const uint4 b = *reinterpret_cast<const uint4*>(do_tile + row * kLd + c);
       s += dot2<T>(a.x, b.x) + dot2<T>(a.y, b.y) + dot2<T>(a.z, b.z) + dot2<T>(a.w, b.w);
     }
@@ -286,28 +295,31 @@ __device__ void tile_row_stats(const T* o, const T* do_tile, const float* lse, s
 // dq = scale * dS K with dS = P * (dO V^T - D), P = exp2(S - lse) recomputed per key tile.
 // Grid as the forward's; Q's and dO's rows stay in registers, K and V stream.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    flash_backward_dq_kernel(const T* q, const T* k, const T* v, const T* o, const T* dout,
-                             const float* lse, T* dq, std::int64_t t, float scale_log2,
-                             float scale) {
+__global__ void __launch_bounds__(kCtaThreads)
+    flash_backward_dq_kernel(const T* q_, const T* k_, const T* v_, const T* o_, const T* dout_,
+                             const float* lse, T* dq_, FlashGeometry geo) {
   __shared__ __align__(16) T ks[2][kTile * kLd];
   __shared__ __align__(16) T vs[2][kTile * kLd];
   __shared__ float d_s[kTile], lse_s[kTile];
+  const Rows<const T> q = rows_of(q_, geo.q, geo), k = rows_of(k_, geo.k, geo),
+                      v = rows_of(v_, geo.v, geo), dout = rows_of(dout_, geo.dout, geo);
+  const std::int64_t t = geo.t;
+  const float scale = geo.scale, scale_log2 = geo.scale * kLog2e;
   const int qb = gridDim.y - 1 - blockIdx.y;
-  const std::int64_t b = blockIdx.x, base = b * t * kHd, q0 = std::int64_t(qb) * kTile;
+  const std::int64_t bh = blockIdx.x, q0 = std::int64_t(qb) * kTile;
   const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
   const std::int64_t row0 = q0 + warp * kWarpRows;
   const std::int64_t rows[2] = {row0 + g, row0 + g + 8};
 
   // Q's and dO's tiles through stage 1 (free until the second key tile), key tile 0 with them.
-  load_tile_async(q + base, q0, t, ks[1]);
-  load_tile_async(dout + base, q0, t, vs[1]);
-  load_tile_async(k + base, 0, t, ks[0]);
-  load_tile_async(v + base, 0, t, vs[0]);
+  load_tile_async(q, q0, t, ks[1]);
+  load_tile_async(dout, q0, t, vs[1]);
+  load_tile_async(k, 0, t, ks[0]);
+  load_tile_async(v, 0, t, vs[0]);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  tile_row_stats(o + base, vs[1], lse + b * t, q0, t, d_s, lse_s);
+  tile_row_stats(rows_of(o_, geo.o, geo), vs[1], lse + bh * t, q0, t, d_s, lse_s);
   FragsA qf, dof;
   load_a(ks[1] + warp * kWarpRows * kLd, qf);
   load_a(vs[1] + warp * kWarpRows * kLd, dof);
@@ -325,8 +337,8 @@ __global__ void __launch_bounds__(kThreads)
     const int stage = kb & 1;
     if (kb < qb) {
       const std::int64_t next = std::int64_t(kb + 1) * kTile;
-      load_tile_async(k + base, next, t, ks[stage ^ 1]);
-      load_tile_async(v + base, next, t, vs[stage ^ 1]);
+      load_tile_async(k, next, t, ks[stage ^ 1]);
+      load_tile_async(v, next, t, vs[stage ^ 1]);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -357,33 +369,37 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // every warp is done with this stage before it is loaded again
   }
   const float mul[2] = {scale, scale};
-  store_warp_rows(dqacc, mul, dq + base, row0, t, ks[0] + warp * kWarpRows * kLd);
+  store_warp_rows(dqacc, mul, rows_of(dq_, geo.dq, geo), row0, t, ks[0] + warp * kWarpRows * kLd);
 }
 
 // Per key tile: dv = P^T dO and dk = scale * dS^T Q over the query tiles at or after it. The
 // warp's 16 keys are the rows of its products (S^T = K Q^T, dP^T = V dO^T), K's and V's rows in
-// registers; Q and dO stream. Grid (batch, key tiles); key tile 0, with the most query tiles,
+// registers; Q and dO stream. Grid (B * H, key tiles); key tile 0, with the most query tiles,
 // first.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    flash_backward_dkdv_kernel(const T* q, const T* k, const T* v, const T* o, const T* dout,
-                               const float* lse, float* dk, float* dv, std::int64_t t,
-                               float scale_log2, float scale) {
+__global__ void __launch_bounds__(kCtaThreads)
+    flash_backward_dkdv_kernel(const T* q_, const T* k_, const T* v_, const T* o_, const T* dout_,
+                               const float* lse, T* dk_, T* dv_, FlashGeometry geo) {
   __shared__ __align__(16) T qs[2][kTile * kLd];
   __shared__ __align__(16) T dos[2][kTile * kLd];
   __shared__ float d_s[kTile], lse_s[kTile];
+  const Rows<const T> q = rows_of(q_, geo.q, geo), k = rows_of(k_, geo.k, geo),
+                      v = rows_of(v_, geo.v, geo), o = rows_of(o_, geo.o, geo),
+                      dout = rows_of(dout_, geo.dout, geo);
+  const std::int64_t t = geo.t;
+  const float scale = geo.scale, scale_log2 = geo.scale * kLog2e;
   const int kb = blockIdx.y;
-  const std::int64_t b = blockIdx.x, base = b * t * kHd, k0 = std::int64_t(kb) * kTile;
+  const std::int64_t bh = blockIdx.x, k0 = std::int64_t(kb) * kTile;
   const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
   const std::int64_t row0 = k0 + warp * kWarpRows;
   const std::int64_t keys[2] = {row0 + g, row0 + g + 8};  // the lane's two key rows
   const int n_q = static_cast<int>((t + kTile - 1) / kTile);
 
   // K's and V's tiles through stage 1, the first query tile (kb) with them.
-  load_tile_async(k + base, k0, t, qs[1]);
-  load_tile_async(v + base, k0, t, dos[1]);
-  load_tile_async(q + base, k0, t, qs[0]);
-  load_tile_async(dout + base, k0, t, dos[0]);
+  load_tile_async(k, k0, t, qs[1]);
+  load_tile_async(v, k0, t, dos[1]);
+  load_tile_async(q, k0, t, qs[0]);
+  load_tile_async(dout, k0, t, dos[0]);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -399,14 +415,14 @@ __global__ void __launch_bounds__(kThreads)
     const int stage = (qb - kb) & 1;
     if (qb + 1 < n_q) {
       const std::int64_t next = std::int64_t(qb + 1) * kTile;
-      load_tile_async(q + base, next, t, qs[stage ^ 1]);
-      load_tile_async(dout + base, next, t, dos[stage ^ 1]);
+      load_tile_async(q, next, t, qs[stage ^ 1]);
+      load_tile_async(dout, next, t, dos[stage ^ 1]);
     }
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
     const std::int64_t q0 = std::int64_t(qb) * kTile;
-    tile_row_stats(o + base, dos[stage], lse + b * t, q0, t, d_s, lse_s);
+    tile_row_stats(o, dos[stage], lse + bh * t, q0, t, d_s, lse_s);
     __syncthreads();
     Acc p;
     zero(p);
@@ -437,51 +453,54 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // every warp is done with this stage, d_s and lse_s
   }
   const float mul_dk[2] = {scale, scale}, mul_dv[2] = {1.0f, 1.0f};
-  store_warp_rows<float>(dkacc, mul_dk, dk + base, row0, t, nullptr);
-  store_warp_rows<float>(dvacc, mul_dv, dv + base, row0, t, nullptr);
+  // The loop's last barrier freed both stages: each warp stages its own 16 rows there.
+  store_warp_rows(dkacc, mul_dk, rows_of(dk_, geo.dk, geo), row0, t,
+                  qs[0] + warp * kWarpRows * kLd);
+  store_warp_rows(dvacc, mul_dv, rows_of(dv_, geo.dv, geo), row0, t,
+                  dos[0] + warp * kWarpRows * kLd);
 }
 
-dim3 tile_grid(std::int64_t batch, std::int64_t t) {
-  return dim3(static_cast<unsigned>(batch), static_cast<unsigned>((t + kTile - 1) / kTile));
+dim3 tile_grid(const FlashGeometry& g) {
+  return dim3(static_cast<unsigned>(g.B * g.H), static_cast<unsigned>((g.t + kTile - 1) / kTile));
 }
 
 }  // namespace
 
-bool flash_attention_applies(std::int64_t batch, std::int64_t t, std::int64_t hd,
+bool flash_attention_applies(const FlashGeometry& g, std::int64_t hd,
                              std::initializer_list<const void*> pointers) {
-  if (hd != kHd || batch > 0x7fffffff || (t + kTile - 1) / kTile > 65535) return false;
+  if (hd != kHd || g.B * g.H > 0x7fffffff || (g.t + kTile - 1) / kTile > 65535) return false;
   for (const void* p : pointers)
     if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  // Every row's start 16-byte aligned too: strides of whole 16-byte vectors of 16-bit elements.
+  for (const AttentionOperandStrides& s : {g.q, g.k, g.v, g.o, g.dout, g.dq, g.dk, g.dv})
+    if (s.batch % 8 != 0 || s.head % 8 != 0 || s.row % 8 != 0) return false;
   return true;
 }
 
 template <typename T>
 void flash_attention_forward(const T* q, const T* k, const T* v, T* o, float* lse,
-                             std::int64_t batch, std::int64_t t, float scale, cudaStream_t stream) {
-  flash_forward_kernel<T>
-      <<<tile_grid(batch, t), kThreads, 0, stream>>>(q, k, v, o, lse, t, scale * kLog2e);
+                             const FlashGeometry& g, cudaStream_t stream) {
+  flash_forward_kernel<T><<<tile_grid(g), kCtaThreads, 0, stream>>>(q, k, v, o, lse, g);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
 void flash_attention_backward(const T* q, const T* k, const T* v, const T* o, const T* dout,
-                              const float* lse, T* dq, float* dk, float* dv, std::int64_t batch,
-                              std::int64_t t, float scale, cudaStream_t stream) {
-  const dim3 grid = tile_grid(batch, t);
-  flash_backward_dkdv_kernel<T>
-      <<<grid, kThreads, 0, stream>>>(q, k, v, o, dout, lse, dk, dv, t, scale * kLog2e, scale);
+                              const float* lse, T* dq, T* dk, T* dv, const FlashGeometry& g,
+                              cudaStream_t stream) {
+  const dim3 grid = tile_grid(g);
+  flash_backward_dkdv_kernel<T><<<grid, kCtaThreads, 0, stream>>>(q, k, v, o, dout, lse, dk, dv, g);
   FSDP_CUDA_CHECK_LAUNCH();
-  flash_backward_dq_kernel<T>
-      <<<grid, kThreads, 0, stream>>>(q, k, v, o, dout, lse, dq, t, scale * kLog2e, scale);
+  flash_backward_dq_kernel<T><<<grid, kCtaThreads, 0, stream>>>(q, k, v, o, dout, lse, dq, g);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
-#define FSDP_INSTANTIATE(T)                                                                        \
-  template void flash_attention_forward<T>(const T*, const T*, const T*, T*, float*, std::int64_t, \
-                                           std::int64_t, float, cudaStream_t);                     \
-  template void flash_attention_backward<T>(const T*, const T*, const T*, const T*, const T*,      \
-                                            const float*, T*, float*, float*, std::int64_t,        \
-                                            std::int64_t, float, cudaStream_t);
+#define FSDP_INSTANTIATE(T)                                                                   \
+  template void flash_attention_forward<T>(const T*, const T*, const T*, T*, float*,          \
+                                           const FlashGeometry&, cudaStream_t);               \
+  template void flash_attention_backward<T>(const T*, const T*, const T*, const T*, const T*, \
+                                            const float*, T*, T*, T*, const FlashGeometry&,   \
+                                            cudaStream_t);
 FSDP_INSTANTIATE(__nv_bfloat16)
 FSDP_INSTANTIATE(__half)
 

@@ -1,7 +1,9 @@
-// The tiled (FlashAttention-2 style) causal attention behind attention_forward/backward
-// (kernels.h) for 16-bit storage (T bf16 or fp16) and head dim 64: tensor cores through mma.sync
-// with register accumulators, the online softmax in float, the scores never in device memory.
-// attention.cu calls these when flash_attention_applies(); every other case stays on the
+// The tiled (FlashAttention-2 style) causal attention for 16-bit storage (T bf16 or fp16) and
+// head dim 64: tensor cores through mma.sync with register accumulators, the online softmax in
+// float, the scores never in device memory. Every operand is read or written through its strides
+// (a (batch, head)'s rows anywhere, each row's 64 elements contiguous), so q, k and v can be
+// views of one packed projection and o a view of the merged (L, N, E) output. The CUDA kernel
+// table calls these when flash_attention_applies(); every other causal case takes attention.cu's
 // one-warp-per-row kernels.
 #pragma once
 
@@ -12,24 +14,53 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "core/cuda/kernels.h"
+
 namespace fsdp::cuda {
 
 constexpr int kFlashHeadDim = 64;
 
-// Head dim 64, the pointers given (every input and output: read as tiles, written in vectors)
-// 16-byte aligned, and the grid (batch, ceil(t / 64)) within CUDA's limits.
-bool flash_attention_applies(std::int64_t batch, std::int64_t t, std::int64_t hd,
+// B batch entries of H heads of t rows; element (b, h, i, c) of an operand at b * batch +
+// h * head + i * row + c; lse (B, H, t) float, contiguous. dout, dq, dk, dv: the backward's.
+struct FlashGeometry {
+  std::int64_t B = 0, H = 1, t = 0;
+  float scale = 1.0f;
+  AttentionOperandStrides q, k, v, o, dout, dq, dk, dv;
+};
+
+// Every operand (batch, t, 64) contiguous, one head each.
+inline FlashGeometry dense_flash_geometry(std::int64_t batch, std::int64_t t, float scale) {
+  const AttentionOperandStrides s{.batch = t * kFlashHeadDim, .head = 0, .row = kFlashHeadDim};
+  return {.B = batch,
+          .H = 1,
+          .t = t,
+          .scale = scale,
+          .q = s,
+          .k = s,
+          .v = s,
+          .o = s,
+          .dout = s,
+          .dq = s,
+          .dk = s,
+          .dv = s};
+}
+
+// Head dim 64, the pointers given and every row of g's operands 16-byte aligned (read as tiles,
+// written in vectors), and the grid (B * H, ceil(t / 64)) within CUDA's limits. An operand the
+// call does not use (the backward's, in a forward) keeps its zero strides.
+bool flash_attention_applies(const FlashGeometry& g, std::int64_t hd,
                              std::initializer_list<const void*> pointers);
 
 template <typename T>
 void flash_attention_forward(const T* q, const T* k, const T* v, T* o, float* lse,
-                             std::int64_t batch, std::int64_t t, float scale, cudaStream_t stream);
+                             const FlashGeometry& g, cudaStream_t stream);
 
 // Two kernels, no atomics: dk, dv per key tile (looping over the query tiles at or after it),
-// dq per query tile (looping over the key tiles at or before it); each recomputes P from lse.
+// dq per query tile (looping over the key tiles at or before it); each recomputes P from lse
+// and writes its tile once, in T. Every element of dq, dk and dv is overwritten.
 template <typename T>
 void flash_attention_backward(const T* q, const T* k, const T* v, const T* o, const T* dout,
-                              const float* lse, T* dq, float* dk, float* dv, std::int64_t batch,
-                              std::int64_t t, float scale, cudaStream_t stream);
+                              const float* lse, T* dq, T* dk, T* dv, const FlashGeometry& g,
+                              cudaStream_t stream);
 
 }  // namespace fsdp::cuda

@@ -7,11 +7,13 @@
 #include <array>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/devices.h"
+#include "core/cuda/flash_attention.h"
 #include "core/cuda/gemm.h"
 #include "core/cuda/index_fault.h"
 #include "core/cuda/kernels.h"
@@ -1230,18 +1232,60 @@ void batched_gemm(int index, cudaStream_t stream, std::int64_t batch, std::int64
   gemm_for(index).run(g, stream);
 }
 
-// Causal self-attention without a mask (GPT's, scaled_dot_product_attention's is_causal):
-// attention.cu's fused kernels, the scores never held (bf16 or fp16 at head dim 64 take the
-// flash tiles), float32, bf16 or fp16, one kv head per query head, dense operands.
-bool dense(const AttentionStrides& s, const AttentionDims& d, std::int64_t rows, std::int64_t cols,
-           std::int64_t heads) {
-  return s.row == cols && s.head == rows * cols && (d.B == 1 || s.batch == heads * rows * cols);
-}
-
+// Causal self-attention without a mask (GPT's, scaled_dot_product_attention's is_causal), the
+// scores never held: float32, bf16 or fp16, one kv head per query head, any strides. bf16 and
+// fp16 at head dim 64 with 16-byte aligned rows take the flash tiles (flash_attention.h), which
+// read and write every operand in place (q, k, v views of a packed projection; o, dq, dk, dv
+// views of merged buffers); the rest take attention.cu's one-warp-per-row kernels when q, k and
+// v are dense, else the general kernels' strided reads (outputs through dense stand-ins).
 bool fused_causal(const Tensor& q, const Tensor& mask, const AttentionDims& d) {
   return d.causal && !mask.defined() && is_float_or_16bit(q.dtype()) && d.L == d.S && d.D == d.Dv &&
-         d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.H == d.KV && dense(d.q, d, d.L, d.D, d.H) &&
-         dense(d.k, d, d.S, d.D, d.KV) && dense(d.v, d, d.S, d.Dv, d.KV);
+         d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.H == d.KV;
+}
+
+// q, k and v as the one-warp kernels read them: dense (batch * heads, t, hd).
+bool dense_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return q.is_contiguous() && k.is_contiguous() && v.is_contiguous();
+}
+
+// The table's strides as the kernels take them.
+AttentionOperandStrides operand_strides(const AttentionStrides& s) {
+  return {.batch = s.batch, .head = s.head, .row = s.row};
+}
+
+// The flash tiles' geometry over the tensors' own strides, if the tiles apply to them (16 bits,
+// head dim 64, rows contiguous and 16-byte aligned): q, k, v, out, then for the backward dout,
+// dq, dk, dv (FlashGeometry's operands in order).
+std::optional<FlashGeometry> flash_geometry(const AttentionDims& d,
+                                            std::initializer_list<const Tensor*> tensors) {
+  static constexpr AttentionOperandStrides FlashGeometry::*kOperands[] = {
+      &FlashGeometry::q,    &FlashGeometry::k,  &FlashGeometry::v,  &FlashGeometry::o,
+      &FlashGeometry::dout, &FlashGeometry::dq, &FlashGeometry::dk, &FlashGeometry::dv};
+  const DType dt = tensors.begin()[0]->dtype();
+  if (dt != DType::BFloat16 && dt != DType::Float16) return std::nullopt;
+  FlashGeometry g{.B = d.B, .H = d.H, .t = d.L, .scale = static_cast<float>(d.scale)};
+  std::array<const void*, 8> p{};
+  std::size_t i = 0;
+  for (const Tensor* t : tensors) {
+    if (t->stride(t->dim() - 1) != 1) return std::nullopt;
+    g.*kOperands[i] = operand_strides(attention_strides(*t));
+    p[i++] = t->data_ptr();
+  }
+  if (!flash_attention_applies(g, d.D, {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]}))
+    return std::nullopt;
+  return g;
+}
+
+// Where a kernel that writes densely writes `t`: t itself when contiguous, else a fresh tensor
+// that write_back copies into t after.
+Tensor dense_output(const Tensor& t) {
+  return t.is_contiguous() ? t : new_tensor(t.shape(), t.dtype(), t.device());
+}
+
+// `target` gets what a kernel wrote to its stand-in `written` (dense_output's), if that is
+// another tensor.
+void write_back(const char* family, const Tensor& target, const Tensor& written) {
+  if (!written.is_same(target)) copy_on_device(family, target, written);
 }
 
 // scaled_dot_product_attention's other forms (the Hugging Face models': grouped-query heads, a
@@ -1254,9 +1298,6 @@ bool general_attention(const Tensor& q, const Tensor& mask, const AttentionDims&
 }
 
 AttentionGeometry attention_geometry(const AttentionDims& d) {
-  auto strides = [](const AttentionStrides& s) {
-    return AttentionOperandStrides{.batch = s.batch, .head = s.head, .row = s.row};
-  };
   return AttentionGeometry{.B = d.B,
                            .H = d.H,
                            .KV = d.KV,
@@ -1267,10 +1308,10 @@ AttentionGeometry attention_geometry(const AttentionDims& d) {
                            .scale = static_cast<float>(d.scale),
                            .causal = d.causal,
                            .masked_rows_zero = d.masked_rows_zero,
-                           .q = strides(d.q),
-                           .k = strides(d.k),
-                           .v = strides(d.v),
-                           .mask = strides(d.mask)};
+                           .q = operand_strides(d.q),
+                           .k = operand_strides(d.k),
+                           .v = operand_strides(d.v),
+                           .mask = operand_strides(d.mask)};
 }
 
 void general_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
@@ -1313,6 +1354,22 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
   const Device device = stream_device(out.device());
   if (fused_causal(q, mask, d)) {
     if (d.B * d.H * d.L == 0) return;
+    if (const auto g = flash_geometry(d, {&q, &k, &v, &out})) {
+      Launch l(device);
+      float_or_16bit(q.dtype(), [&]<typename T>() {
+        if constexpr (!std::is_same_v<T, float>)
+          flash_attention_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out),
+                                     ptr<float>(lse), *g, l.stream);
+      });
+      return;
+    }
+  }
+  if (!out.is_contiguous()) {  // the kernels below write out densely
+    const Tensor oc = dense_output(out);
+    blocked_attention(oc, lse, q, k, v, mask, d);
+    return write_back("blocked_attention", out, oc);
+  }
+  if (fused_causal(q, mask, d) && dense_qkv(q, k, v)) {
     Launch l(device);
     float_or_16bit(q.dtype(), [&]<typename T>() {
       attention_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out),
@@ -1347,21 +1404,43 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   const Device device = stream_device(dq.device());
   if (fused_causal(q, mask, d)) {
     if (d.B * d.H * d.L == 0) return;
+    // The flash tiles write dq, dk and dv once each, in T, wherever they are.
+    if (const auto g = flash_geometry(d, {&q, &k, &v, &out, &dout, &dq, &dk, &dv})) {
+      Launch l(device);
+      float_or_16bit(q.dtype(), [&]<typename T>() {
+        if constexpr (!std::is_same_v<T, float>)
+          flash_attention_backward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
+                                      ptr<const T>(out), ptr<const T>(dout), ptr<const float>(lse),
+                                      ptr<T>(dq), ptr<T>(dk), ptr<T>(dv), *g, l.stream);
+      });
+      return;
+    }
+  }
+  if (!dq.is_contiguous() || !dk.is_contiguous() || !dv.is_contiguous() || !out.is_contiguous() ||
+      !dout.is_contiguous()) {  // the kernels below read and write these densely
+    const char* family = "blocked_attention_backward";
+    const Tensor dqc = dense_output(dq), dkc = dense_output(dk), dvc = dense_output(dv);
+    blocked_attention_backward(dqc, dkc, dvc, q, k, v, mask, contiguous_on_device(family, out), lse,
+                               contiguous_on_device(family, dout), d);
+    write_back(family, dq, dqc);
+    write_back(family, dk, dkc);
+    return write_back(family, dv, dvc);
+  }
+  if (fused_causal(q, mask, d) && dense_qkv(q, k, v)) {
+    // The one-warp kernels gather dk and dv with float atomics: 16-bit ones through float
+    // buffers, rounded once.
+    const bool wide = q.dtype() == DType::Float32;
+    const Tensor dk32 = wide ? dk : new_tensor(dk.shape(), DType::Float32, device);
+    const Tensor dv32 = wide ? dv : new_tensor(dv.shape(), DType::Float32, device);
     Launch l(device);
-    // dk, dv are float in the kernels: 16-bit ones come through float buffers, rounded once.
     float_or_16bit(q.dtype(), [&]<typename T>() {
-      constexpr bool kFloat = std::is_same_v<T, float>;
-      const Tensor dk32 = kFloat ? dk : new_tensor(dk.shape(), DType::Float32, device);
-      const Tensor dv32 = kFloat ? dv : new_tensor(dv.shape(), DType::Float32, device);
       attention_backward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const T>(out),
                             ptr<const T>(dout), ptr<const float>(lse), ptr<T>(dq), ptr<float>(dk32),
                             ptr<float>(dv32), d.B * d.H, d.L, d.D, static_cast<float>(d.scale),
                             l.stream);
-      if constexpr (!kFloat) {
-        cast(ptr<const float>(dk32), ptr<T>(dk), dk.numel(), l.stream);
-        cast(ptr<const float>(dv32), ptr<T>(dv), dv.numel(), l.stream);
-      }
     });
+    write_back("blocked_attention_backward", dk, dk32);
+    write_back("blocked_attention_backward", dv, dv32);
     return;
   }
   if (general_attention(q, mask, d))
@@ -1369,7 +1448,10 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   if (q.dtype() != DType::Float32 || d.D == 0)
     missing("blocked_attention_backward", device, layout_of(q));
   const std::int64_t mask_rows = attention_mask_rows("blocked_attention_backward", q, mask, d);
-  if (d.B * d.L * d.S == 0) return;
+  if (d.B * d.L * d.S == 0) {  // no scores: no gradient
+    for (const Tensor* t : {&dq, &dk, &dv}) fill(*t, 0.0);
+    return;
+  }
   Launch l(device);
   const Tensor p = new_tensor({d.B, d.L, d.S}, DType::Float32, device);
   const Tensor dp = new_tensor({d.B, d.L, d.S}, DType::Float32, device);
@@ -1377,17 +1459,17 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                ptr<const float>(k), true, ptr<float>(dp), 0.0f);  // the scores, in dp for now
   softmax_rows<float>(ptr<const float>(dp), mask.defined() ? ptr<const float>(mask) : nullptr,
                       ptr<float>(p), d.B * d.L, d.S, 1, mask_rows, false, l.stream);
-  // dV += P^T dO; dP = dO V^T; dS = P (dP - sum(dP P)); dQ += dS K; dK += dS^T Q.
+  // dV = P^T dO; dP = dO V^T; dS = P (dP - sum(dP P)); dQ = dS K; dK = dS^T Q.
   batched_gemm(l.index, l.stream, d.B, d.S, d.Dv, d.L, ptr<const float>(p), true,
-               ptr<const float>(dout), false, ptr<float>(dv), 1.0f);
+               ptr<const float>(dout), false, ptr<float>(dv), 0.0f);
   batched_gemm(l.index, l.stream, d.B, d.L, d.S, d.Dv, ptr<const float>(dout), false,
                ptr<const float>(v), true, ptr<float>(dp), 0.0f);
   softmax_rows_backward<float>(ptr<const float>(p), ptr<const float>(dp), ptr<float>(dp), d.B * d.L,
                                d.S, 1, false, l.stream);
   batched_gemm(l.index, l.stream, d.B, d.L, d.D, d.S, ptr<const float>(dp), false,
-               ptr<const float>(k), false, ptr<float>(dq), 1.0f);
+               ptr<const float>(k), false, ptr<float>(dq), 0.0f);
   batched_gemm(l.index, l.stream, d.B, d.S, d.D, d.L, ptr<const float>(dp), true,
-               ptr<const float>(q), false, ptr<float>(dk), 1.0f);
+               ptr<const float>(q), false, ptr<float>(dk), 0.0f);
 }
 
 // --- optimizers over contiguous float32 parameters (FSDP's flat shards)

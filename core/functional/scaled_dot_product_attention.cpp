@@ -27,10 +27,6 @@ Tensor operand(const Tensor& t, DType cd) {
   return strided_ok ? t.detach() : functional::contiguous_as(t, cd);
 }
 
-AttentionStrides strides_of(const Tensor& t) {
-  return {t.stride(0), t.stride(1), t.stride(2)};
-}
-
 // The mask as the kernel reads it: additive in the compute dtype (a bool mask's false is
 // -inf), four dims of size 1 or the scores', keys contiguous; strides 0 where it broadcasts.
 Tensor additive_mask(const Tensor& mask, const Shape& scores, DType cd, AttentionStrides& st) {
@@ -128,15 +124,15 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   d.causal = is_causal;
   d.masked_rows_zero = true;
   const DType cd = functional::compute_dtype(dt);
-  // 16-bit operands go to the kernels as they are when contiguous (a device's 16-bit attention
-  // kernels read them; the CPU's widens them to float32 itself): no float32 copies held.
-  const bool narrow =
-      functional::is_16bit_float(dt) && q.is_contiguous() && k.is_contiguous() && v.is_contiguous();
+  // 16-bit operands go to the kernels as they are, views included (a device's 16-bit attention
+  // kernels read them through their strides; the CPU's widens them to float32 itself): no
+  // float32 copies held.
+  const bool narrow = functional::is_16bit_float(dt);
   const DType od = narrow ? dt : cd;  // the operands' and the output's dtype
   Tensor qc = operand(q, od), kc = operand(k, od), vc = operand(v, od);
-  d.q = strides_of(qc);
-  d.k = strides_of(kc);
-  d.v = strides_of(vc);
+  d.q = attention_strides(qc);
+  d.k = attention_strides(kc);
+  d.v = attention_strides(vc);
   Tensor mask;
   if (attn_mask.defined()) mask = additive_mask(attn_mask, {d.B, d.H, d.L, d.S}, cd, d.mask);
   Tensor out = new_tensor(out_shape, od, dev);
@@ -150,10 +146,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
         const Device dev = common_device("scaled_dot_product_attention backward", {&g[0], &s[0]});
         Tensor dout = functional::contiguous_as(g[0], od);
-        Tensor dq = zeros({d.B, d.H, d.L, d.D}, TensorOptions(od, dev));
-        Tensor dk = zeros({d.B, d.KV, d.S, d.D}, TensorOptions(od, dev));
-        Tensor dv = zeros({d.B, d.KV, d.S, d.Dv}, TensorOptions(od, dev));
-        if (dout.numel() > 0)
+        // The kernel overwrites the gradients; with no output element there is no gradient.
+        const bool run = dout.numel() > 0;
+        auto grad = [&](const Shape& shape) {
+          return run ? new_tensor(shape, od, dev) : zeros(shape, TensorOptions(od, dev));
+        };
+        Tensor dq = grad({d.B, d.H, d.L, d.D}), dk = grad({d.B, d.KV, d.S, d.D});
+        Tensor dv = grad({d.B, d.KV, d.S, d.Dv});
+        if (run)
           kernels(dev).blocked_attention_backward(dq, dk, dv, s[0], s[1], s[2], mask, s[3], s[4],
                                                   dout, d);
         return {functional::to_result_dtype(dq, dt), functional::to_result_dtype(dk, dt),

@@ -50,12 +50,20 @@ struct AttentionStrides {
   std::int64_t batch = 0, head = 0, row = 0;
 };
 
+// An attention tensor's strides as AttentionStrides: (B, H, rows, cols), or (B, rows, cols) for
+// one head (head 0).
+inline AttentionStrides attention_strides(const Tensor& t) {
+  return t.dim() == 4 ? AttentionStrides{t.stride(0), t.stride(1), t.stride(2)}
+                      : AttentionStrides{t.stride(0), 0, t.stride(1)};
+}
+
 // blocked_attention's and scaled_dot_product_attention's sizes: q (B, H, L, D), k (B, KV, S, D),
-// v (B, KV, S, Dv), out (B, H, L, Dv) and lse (B, H, L) contiguous; query head h uses kv head
+// v (B, KV, S, Dv), out (B, H, L, Dv), lse (B, H, L) contiguous; query head h uses kv head
 // h / (H / KV) (grouped-query attention); scores = scale q k^T + mask, the mask additive (of the
 // compute dtype: q's, float32 for 16-bit q) with its own strides (row: between queries; keys are
-// contiguous), causal = top-left (query i sees keys j <= i). dq, dk, dv of the backward are
-// contiguous. 16-bit q, k, v, out, dout (contiguous) are computed in float32, lse float32.
+// contiguous), causal = top-left (query i sees keys j <= i). out, and the backward's dout, dq, dk
+// and dv, may be views with unit last stride (packed_causal_attention's heads of one buffer; a
+// kernel that needs them dense copies). 16-bit operands are computed in float32, lse float32.
 struct AttentionDims {
   std::int64_t B, L, S, D, Dv;
   std::int64_t H = 1, KV = 1;
@@ -115,7 +123,7 @@ struct KernelTable {
   void (*linear_backward16)(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& g,
                             const Tensor& x, const Tensor& w, std::int64_t in_features);
 
-  // Attention (core/ops/attention_heads.cpp, blocked_attention.cpp); contiguous operands.
+  // Attention (core/ops/attention_heads.cpp, blocked_attention.cpp, packed_causal_attention.cpp).
   void (*split_heads)(const std::vector<Tensor>& heads, const Tensor& packed,
                       const HeadsLayout& layout, double first_divisor);
   // packed = the parts back in packed layout; undefined parts give zeros.
@@ -126,7 +134,7 @@ struct KernelTable {
   // (undefined: none).
   void (*blocked_attention)(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                             const Tensor& v, const Tensor& mask, const AttentionDims& dims);
-  // dq, dk, dv (contiguous, zero-filled on entry) recomputed block by block from lse.
+  // dq, dk, dv (overwritten; views allowed, AttentionDims) recomputed block by block from lse.
   void (*blocked_attention_backward)(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                      const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& mask, const Tensor& out, const Tensor& lse,

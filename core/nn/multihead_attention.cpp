@@ -10,6 +10,7 @@
 #include "core/ops.h"
 #include "core/ops/attention_heads.h"
 #include "core/ops/blocked_attention.h"
+#include "core/ops/packed_causal_attention.h"
 #include "core/warnings.h"
 
 namespace fsdp::nn {
@@ -196,10 +197,22 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
   // see them), so tracing, fake mode and selective checkpointing take the fast path too.
   const bool fused_heads = self_attention && !has_parameter("bias_k") && !add_zero_attn &&
                            is_floating(q.dtype()) && param("in_proj_weight").dtype() == q.dtype();
+  const double p = is_training() ? dropout : 0.0;
+  // torch's multi_head_attention_forward: with no key padding mask and no weights asked for, the
+  // is_causal hint stands for attn_mask (scaled_dot_product_attention's is_causal; the fused
+  // causal kernels, no (L, S) scores). Not with bias_k or add_zero_attn, whose extra key breaks
+  // the top-left causal shape, nor with dropout. With the fused heads (GPT's blocks), the heads
+  // are read from the projection and written merged in place (core/ops/packed_causal_attention.h).
+  const bool causal_hint_asked =
+      a.is_causal && !a.key_padding_mask.defined() && !a.need_weights && p == 0.0;
+  const bool packed_causal = fused_heads && causal_hint_asked;
+  Tensor proj;
   if (self_attention) {
     // Self-attention: one product with the packed weight, as torch's _in_projection_packed.
-    Tensor proj = linear(q, param("in_proj_weight"), b);
-    if (fused_heads) {
+    proj = linear(q, param("in_proj_weight"), b);
+    if (packed_causal) {
+      // q, k and v stay parts of proj.
+    } else if (fused_heads) {
       // Straight into heads, q scaled: one pass forward and backward (core/ops/attention_heads.h).
       std::vector<Tensor> qkv = split_heads(proj, 3, H, std::sqrt(static_cast<double>(head_dim)));
       q = qkv[0];
@@ -216,7 +229,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
     v = linear(v, wv, bias_part(2));
   }
 
-  const std::int64_t kv_len = fused_heads ? k.size(1) : k.size(0);  // S
+  const std::int64_t kv_len = packed_causal ? tgt_len : fused_heads ? k.size(1) : k.size(0);  // S
   // Masks as additive float masks: attn_mask (1 or N*H, L, S).
   Tensor mask = additive_mask(a.attn_mask, q.dtype(), "attn_mask");
   if (mask.defined()) {
@@ -234,6 +247,10 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
     }
   }
   kpm = additive_mask(kpm, q.dtype(), "key_padding_mask");
+  if (packed_causal) {
+    const Tensor merged = packed_causal_attention(proj, H, 1.0 / std::sqrt(double(head_dim)));
+    return finish(merged.view({tgt_len * bsz, E}), Tensor(), batched, tgt_len, bsz, tgt_len, a);
+  }
 
   if (has_parameter("bias_k")) {
     k = cat({k, param("bias_k").expand({1, bsz, E})}, 0);
@@ -265,7 +282,6 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
   }
 
   // Scaled dot-product attention.
-  const double p = is_training() ? dropout : 0.0;
   if (!fused_heads) q = div(q, std::sqrt(static_cast<double>(head_dim)));
   // Long sequences without weights or dropout: keys in blocks, no (L, S) scores held.
   const DType dt = q.dtype();
@@ -273,12 +289,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
                        (dt == DType::Float32 || dt == DType::Float64) && !q.is_meta() &&
                        !dispatch::any_mode_active() &&
                        (!mask.defined() || (mask.dtype() == dt && !mask.requires_grad()));
-  // torch's multi_head_attention_forward: with no key padding mask and no weights asked for, the
-  // is_causal hint stands for attn_mask (scaled_dot_product_attention's is_causal; the fused
-  // causal kernels, no (L, S) scores). Not with bias_k or add_zero_attn, whose extra key breaks
-  // the top-left causal shape, nor with dropout.
-  const bool causal_hint = a.is_causal && !a.key_padding_mask.defined() && !a.need_weights &&
-                           p == 0.0 && !has_parameter("bias_k") && !add_zero_attn &&
+  const bool causal_hint = causal_hint_asked && !has_parameter("bias_k") && !add_zero_attn &&
                            src_len == tgt_len && is_floating(dt);
   Tensor attn, out;
   if (causal_hint) {
@@ -302,14 +313,20 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
     if (p > 0.0) attn = fsdp::dropout(attn, p, true);
     out = bmm(attn, v);  // (N*H, L, head_dim)
   }
-  out = out.transpose(0, 1).contiguous().view({tgt_len * bsz, E});
-  // Through the slot: a wrapped out_proj runs through its wrapper.
-  out = call_child("out_proj", out).view({tgt_len, bsz, E});
+  return finish(out.transpose(0, 1).contiguous().view({tgt_len * bsz, E}), attn, batched, tgt_len,
+                bsz, src_len, a);
+}
 
+std::pair<Tensor, Tensor> MultiheadAttention::finish(const Tensor& merged, const Tensor& attn,
+                                                     bool batched, std::int64_t tgt_len,
+                                                     std::int64_t bsz, std::int64_t src_len,
+                                                     const AttentionArgs& a) {
+  // Through the slot: a wrapped out_proj runs through its wrapper.
+  Tensor out = call_child("out_proj", merged).view({tgt_len, bsz, embed_dim});
   Tensor weights;
   if (a.need_weights) {
-    weights = attn.view({bsz, H, tgt_len, src_len});
-    if (a.average_attn_weights) weights = div(sum(weights, {1}), static_cast<double>(H));
+    weights = attn.view({bsz, num_heads, tgt_len, src_len});
+    if (a.average_attn_weights) weights = div(sum(weights, {1}), static_cast<double>(num_heads));
     if (!batched) weights = weights.squeeze(0);
   }
   if (!batched)

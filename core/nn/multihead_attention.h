@@ -68,6 +68,12 @@ class MultiheadAttention : public Module, public Cloneable {
   void reset_parameters() override;
 
  private:
+  // The tail of every path: merged heads (L * N, E) through out_proj, the weights averaged or
+  // not, the caller's layout (unbatched, batch_first) back.
+  std::pair<Tensor, Tensor> finish(const Tensor& merged, const Tensor& attn, bool batched,
+                                   std::int64_t tgt_len, std::int64_t bsz, std::int64_t src_len,
+                                   const AttentionArgs& a);
+
   MultiheadAttentionOptions options_;
 };
 

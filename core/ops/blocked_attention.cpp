@@ -52,9 +52,9 @@ Tensor blocked_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v
       [d, dt, dev, mask](const variable_list& s, const variable_list& g) -> variable_list {
         if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
         Tensor dout = g[0].contiguous();
-        Tensor dq = zeros(s[0].shape(), TensorOptions(dt, dev));
-        Tensor dk = zeros(s[1].shape(), TensorOptions(dt, dev));
-        Tensor dv = zeros(s[2].shape(), TensorOptions(dt, dev));
+        Tensor dq = new_tensor(s[0].shape(), dt, dev);
+        Tensor dk = new_tensor(s[1].shape(), dt, dev);
+        Tensor dv = new_tensor(s[2].shape(), dt, dev);
         kernels(dev).blocked_attention_backward(dq, dk, dv, s[0], s[1], s[2], mask, s[3], s[4],
                                                 dout, d);
         return {dq, dk, dv};

@@ -64,6 +64,11 @@ Tensor poisoned(const Shape& shape, DType dtype) {
   return full(shape, NAN, TensorOptions(DType::Float32, kCPU)).to(dtype).to(kCuda);
 }
 
+// The host's: for the CPU table's outputs (attention's gradients are overwritten, not added to).
+Tensor poisoned_host(const Shape& shape, DType dtype) {
+  return full(shape, NAN, TensorOptions(DType::Float32, kCPU)).to(dtype);
+}
+
 template <typename F>
 void expect_missing(F&& call, const std::string& message) {
   BOOST_CHECK_EXCEPTION(call(), NotImplementedError,
@@ -922,7 +927,7 @@ BOOST_AUTO_TEST_CASE(split_and_merge_heads_equal_the_cpu_table) {
 }
 
 // Attention against the CPU's blocked online softmax: no mask, a causal (L, S) one and one per
-// batch entry; the backward's zero-filled gradients.
+// batch entry; the backward's gradients overwritten (both tables' start as NaN).
 BOOST_AUTO_TEST_CASE(blocked_attention_and_its_backward_match_the_cpu_table) {
   const std::int64_t B = 3, L = 7, S = 9, D = 8, Dv = 5;
   const Tensor q = host_randn({B, L, D}), k = host_randn({B, S, D}), v = host_randn({B, S, Dv});
@@ -948,10 +953,12 @@ BOOST_AUTO_TEST_CASE(blocked_attention_and_its_backward_match_the_cpu_table) {
                                      on_cuda(mask), dims);
     check_close(out_d, out, kTolFp32);
     check_close(lse_d, lse, kTolFp32);
-    Tensor dq = zeros_like(q), dk = zeros_like(k), dv = zeros_like(v);
+    Tensor dq = poisoned_host(q.shape(), DType::Float32),
+           dk = poisoned_host(k.shape(), DType::Float32);
+    Tensor dv = poisoned_host(v.shape(), DType::Float32);
     kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, mask, out, lse, dout, dims);
-    Tensor dq_d = zeros_like(q).to(kCuda), dk_d = zeros_like(k).to(kCuda);
-    Tensor dv_d = zeros_like(v).to(kCuda);
+    Tensor dq_d = poisoned(q.shape(), DType::Float32), dk_d = poisoned(k.shape(), DType::Float32);
+    Tensor dv_d = poisoned(v.shape(), DType::Float32);
     kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q.to(kCuda), k.to(kCuda),
                                               v.to(kCuda), on_cuda(mask), out_d, lse_d,
                                               dout.to(kCuda), dims);
@@ -986,10 +993,11 @@ BOOST_AUTO_TEST_CASE(causal_attention_takes_the_fused_kernels_and_matches_the_cp
                                        Tensor(), d);
       check_close(out_d, out, tol);
       check_close(lse_d, lse, kTolFp32 * 10);
-      Tensor dq = zeros_like(q), dk = zeros_like(k), dv = zeros_like(v);
+      Tensor dq = poisoned_host(q.shape(), dtype), dk = poisoned_host(k.shape(), dtype);
+      Tensor dv = poisoned_host(v.shape(), dtype);
       kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, Tensor(), out, lse, dout, d);
-      Tensor dq_d = zeros_like(q).to(kCuda), dk_d = zeros_like(k).to(kCuda);
-      Tensor dv_d = zeros_like(v).to(kCuda);
+      Tensor dq_d = poisoned(q.shape(), dtype), dk_d = poisoned(k.shape(), dtype);
+      Tensor dv_d = poisoned(v.shape(), dtype);
       kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q.to(kCuda), k.to(kCuda),
                                                 v.to(kCuda), Tensor(), out.to(kCuda), lse.to(kCuda),
                                                 dout.to(kCuda), d);
@@ -997,6 +1005,65 @@ BOOST_AUTO_TEST_CASE(causal_attention_takes_the_fused_kernels_and_matches_the_cp
       check_close(dk_d, dk, std::max(tol, 1e-4));
       check_close(dv_d, dv, std::max(tol, 1e-4));
     }
+}
+
+// MultiheadAttention's fused causal path (packed_causal_attention): q, k, v are (N, H, L, hd)
+// views of one (L, N, 3E) projection, out a view of an (L, N, E) buffer, dq, dk, dv views of one
+// (L, N, 3E) gradient. bf16 and fp16 at head dim 64 take the flash tiles in place; head dim 40,
+// float32 and rows off 16 bytes (the projection one element into its buffer) the one-warp
+// kernels on copies. Every case against the CPU table, the buffers compared whole.
+BOOST_AUTO_TEST_CASE(causal_attention_on_packed_head_views_matches_the_cpu_table) {
+  const std::int64_t L = 70, N = 2, H = 3;
+  for (DType dtype : {DType::BFloat16, DType::Float16, DType::Float32})
+    for (std::int64_t D : {64, 40})
+      for (std::int64_t offset : {0, 1}) {
+        const std::int64_t E = H * D;
+        auto heads = [&](const Tensor& packed, std::int64_t parts, std::int64_t part) {
+          return packed.view({L, N, parts, H, D}).select(2, part).permute({1, 2, 0, 3});
+        };
+        // A projection `offset` elements into its storage: rows 16-byte aligned or not.
+        auto packed_on = [&](const Tensor& host, Device device) {
+          Tensor buf = zeros({L * N * 3 * E + offset}, TensorOptions(dtype, device));
+          Tensor p = buf.narrow(0, offset, L * N * 3 * E).view({L, N, 3 * E});
+          p.copy_(host);
+          return p;
+        };
+        AttentionDims d{N, L, L, D, D};
+        d.H = d.KV = H;
+        d.scale = 1.0 / std::sqrt(double(D));
+        d.causal = true;
+        d.masked_rows_zero = true;
+        d.q = d.k = d.v = AttentionStrides{3 * E, D, N * 3 * E};
+        const Tensor proj_h = host_randn({L, N, 3 * E}, dtype);
+        const Tensor dout = host_randn({L, N, E}, dtype);
+        const Tensor proj = packed_on(proj_h, kCPU), proj_d = packed_on(proj_h, kCuda);
+        const std::string what = std::string(dtype_name(dtype)) + " D " + std::to_string(D) +
+                                 " offset " + std::to_string(offset);
+        BOOST_TEST_CONTEXT(what) {
+          const double tol = tol_of(dtype);
+          Tensor out = zeros({L, N, E}, TensorOptions(dtype, kCPU));
+          Tensor lse = empty({N, H, L}, TensorOptions(DType::Float32, kCPU));
+          kernels(kCPU).blocked_attention(heads(out, 1, 0), lse, heads(proj, 3, 0),
+                                          heads(proj, 3, 1), heads(proj, 3, 2), Tensor(), d);
+          Tensor out_d = poisoned({L, N, E}, dtype), lse_d = poisoned({N, H, L}, DType::Float32);
+          kernels(kCuda).blocked_attention(heads(out_d, 1, 0), lse_d, heads(proj_d, 3, 0),
+                                           heads(proj_d, 3, 1), heads(proj_d, 3, 2), Tensor(), d);
+          check_close(out_d, out, tol);
+          check_close(lse_d, lse, kTolFp32 * 10);
+          Tensor grad = poisoned_host({L, N, 3 * E}, dtype);
+          kernels(kCPU).blocked_attention_backward(heads(grad, 3, 0), heads(grad, 3, 1),
+                                                   heads(grad, 3, 2), heads(proj, 3, 0),
+                                                   heads(proj, 3, 1), heads(proj, 3, 2), Tensor(),
+                                                   heads(out, 1, 0), lse, heads(dout, 1, 0), d);
+          Tensor grad_d = poisoned({L, N, 3 * E}, dtype);
+          const Tensor dout_d = dout.to(kCuda);
+          kernels(kCuda).blocked_attention_backward(
+              heads(grad_d, 3, 0), heads(grad_d, 3, 1), heads(grad_d, 3, 2), heads(proj_d, 3, 0),
+              heads(proj_d, 3, 1), heads(proj_d, 3, 2), Tensor(), heads(out.to(kCuda), 1, 0),
+              lse.to(kCuda), heads(dout_d, 1, 0), d);
+          check_close(grad_d, grad, std::max(tol, 1e-4));  // sums in another order
+        }
+      }
 }
 
 // lse agrees within tol where finite, and is -inf exactly where the CPU's is (rows with no key).
@@ -1044,11 +1111,11 @@ BOOST_AUTO_TEST_CASE(sdpa_forms_grouped_strided_scaled_causal_masked_match_the_c
         kernels(kCuda).blocked_attention(out_d, lse_d, q_d, k_d, v_d, mask_d, d);
         check_close(out_d, out, tol);
         check_lse(lse_d, lse, kTolFp32 * 10);
-        Tensor dq = zeros({B, H, L, D}, TensorOptions(dtype, kCPU));
-        Tensor dk = zeros({B, KV, S, D}, TensorOptions(dtype, kCPU)), dv = zeros_like(dk);
+        Tensor dq = poisoned_host({B, H, L, D}, dtype);
+        Tensor dk = poisoned_host({B, KV, S, D}, dtype), dv = poisoned_host({B, KV, S, D}, dtype);
         kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, mask, out, lse, dout, d);
-        Tensor dq_d = zeros_like(dq).to(kCuda), dk_d = zeros_like(dk).to(kCuda);
-        Tensor dv_d = zeros_like(dv).to(kCuda);
+        Tensor dq_d = poisoned(dq.shape(), dtype), dk_d = poisoned(dk.shape(), dtype);
+        Tensor dv_d = poisoned(dv.shape(), dtype);
         kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q_d, k_d, v_d, mask_d,
                                                   out.to(kCuda), lse.to(kCuda), dout.to(kCuda), d);
         check_close(dq_d, dq, std::max(tol, 1e-4));  // sums in another order

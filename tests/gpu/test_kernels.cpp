@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/cuda/flash_attention.h"
 #include "core/cuda/kernels.h"
 #include "core/functional/masked_softmax.h"
 #include "core/ops.h"
@@ -444,13 +445,29 @@ void check_attention(std::int64_t batch, std::int64_t t, std::int64_t hd,
   std::vector<float> q = stored<T>(randn(n)), k = stored<T>(randn(n)), v = stored<T>(randn(n)),
                      dout = stored<T>(randn(n));
   DeviceBuffer<T> dq_in(q), dk_in(k), dv_in(v), ddout(dout), o(n), dq(n);
-  DeviceBuffer<float> lse(batch * t), dk(n), dv(n);
-  attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), lse.get(), batch, t, hd, scale,
-                    nullptr);
-  attention_backward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), ddout.get(), lse.get(),
-                     dq.get(), dk.get(), dv.get(), batch, t, hd, scale, nullptr);
+  DeviceBuffer<float> lse(batch * t);
+  // The tiles write dk and dv in T; the row kernels gather them in float.
+  constexpr bool kTiles = !std::is_same_v<T, float>;
+  const bool tiled = kTiles && hd == kFlashHeadDim;
+  DeviceBuffer<T> dk16(tiled ? n : 1), dv16(tiled ? n : 1);
+  DeviceBuffer<float> dk32(tiled ? 1 : n), dv32(tiled ? 1 : n);
+  if constexpr (kTiles) {
+    if (tiled) {
+      const FlashGeometry g = dense_flash_geometry(batch, t, scale);
+      flash_attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), lse.get(), g,
+                              nullptr);
+      flash_attention_backward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), ddout.get(),
+                               lse.get(), dq.get(), dk16.get(), dv16.get(), g, nullptr);
+    }
+  }
+  if (!tiled) {
+    attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), lse.get(), batch, t, hd,
+                      scale, nullptr);
+    attention_backward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), ddout.get(), lse.get(),
+                       dq.get(), dk32.get(), dv32.get(), batch, t, hd, scale, nullptr);
+  }
   std::string shape = storage_name<T>() + std::string(" ");
-  shape += !std::is_same_v<T, float> && hd == 64 ? "tiled " : "one-warp-per-row ";
+  shape += tiled ? "tiled " : "one-warp-per-row ";
   shape += std::to_string(batch) + "x" + std::to_string(t) + "x" + std::to_string(hd);
   if (nb < batch) {
     shape += " (entries";
@@ -458,7 +475,8 @@ void check_attention(std::int64_t batch, std::int64_t t, std::int64_t hd,
     shape += ")";
   }
   const std::vector<float> o_all = o.download(), lse_all = lse.download(), dq_all = dq.download(),
-                           dk_all = dk.download(), dv_all = dv.download();
+                           dk_all = tiled ? dk16.download() : dk32.download(),
+                           dv_all = tiled ? dv16.download() : dv32.download();
   check_finite("attention o " + shape, o_all);
   check_finite("attention lse " + shape, lse_all);
   check_finite("attention dq " + shape, dq_all);

@@ -220,4 +220,39 @@ BOOST_AUTO_TEST_CASE(fake_mode_runs_self_attention_through_its_fused_ops) {
   BOOST_TEST(std::count(seen.begin(), seen.end(), "masked_softmax") == 1);
 }
 
+BOOST_AUTO_TEST_CASE(causal_self_attention_reads_its_heads_from_the_projection) {
+  // GPT's blocks (the is_causal hint, no weights): one packed_causal_attention over the in-
+  // projection, no split into heads, no scaled_dot_product_attention on copies; its meta
+  // output the caller's shape. Asking for the weights brings the split back.
+  manual_seed(0);
+  nn::MultiheadAttention mha(8, 2, nn::MultiheadAttentionOptions{.batch_first = true});
+  Tensor x = randn({2, 5, 8});
+  const Tensor causal = nn::Transformer::generate_square_subsequent_mask(5);
+  auto fake = std::make_shared<ops::FakeTensorMode>();
+  auto seen_with = [&](bool need_weights) {
+    auto rec = std::make_shared<RecordingMode>();
+    std::pair<Tensor, Tensor> out;
+    {
+      dispatch::ModeGuard g(fake);
+      dispatch::ModeGuard r(rec);
+      out = mha.forward(
+          x, x, x,
+          nn::AttentionArgs{.need_weights = need_weights, .attn_mask = causal, .is_causal = true});
+    }
+    BOOST_TEST(out.first.is_meta());
+    BOOST_TEST((out.first.shape() == Shape{2, 5, 8}));
+    return rec->ops;
+  };
+  auto count = [](const std::vector<std::string>& ops, const char* name) {
+    return std::count(ops.begin(), ops.end(), name);
+  };
+  const auto hinted = seen_with(false);
+  BOOST_TEST(count(hinted, "packed_causal_attention") == 1);
+  BOOST_TEST(count(hinted, "split_heads") == 0);
+  BOOST_TEST(count(hinted, "scaled_dot_product_attention") == 0);
+  const auto weighted = seen_with(true);
+  BOOST_TEST(count(weighted, "packed_causal_attention") == 0);
+  BOOST_TEST(count(weighted, "split_heads") == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

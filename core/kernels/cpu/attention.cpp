@@ -261,8 +261,12 @@ void backward(const Dims& d, const T* q, const T* k, const T* v, const T* mask, 
     BackwardScratch<T> w(d);
     for (std::int64_t t = t0; t < t1; ++t) {
       const std::int64_t b = t / d.KV, kv = t % d.KV;
+      // The loops add into the gradients: this task's parts start at zero.
+      std::fill_n(dk + t * d.S * d.D, d.S * d.D, T(0));
+      std::fill_n(dv + t * d.S * d.Dv, d.S * d.Dv, T(0));
       for (std::int64_t h = kv * group; h < (kv + 1) * group; ++h) {
         const std::int64_t bh = b * d.H + h;
+        std::fill_n(dq + bh * d.L * d.D, d.L * d.D, T(0));
         backward_head(d, head_of(d, q, k, v, mask, b, h), out + bh * d.L * d.Dv, lse + bh * d.L,
                       dout + bh * d.L * d.Dv, dq + bh * d.L * d.D, dk + t * d.S * d.D,
                       dv + t * d.S * d.Dv, w);
@@ -296,7 +300,7 @@ namespace {
 // 16-bit operands (contiguous) are computed in float32: widened whole, the results rounded once,
 // as the float32 path of scaled_dot_product_attention did with converted copies.
 std::vector<float> widened(const Tensor& t) {
-  FSDP_CHECK(t.is_contiguous(), RuntimeError,
+  FSDP_CHECK(t.numel() == 0 || t.is_contiguous(), RuntimeError,
              "blocked_attention: a 16-bit operand must be contiguous (shape {})",
              shape_str(t.shape()));
   std::vector<float> f(static_cast<std::size_t>(t.numel()));
@@ -312,10 +316,50 @@ const float* float_mask(const Tensor& mask) {
   return mask.defined() ? mask.data<float>() : nullptr;
 }
 
+// The loops below read and write out, dout, dq, dk and dv densely and widen 16-bit q, k and v
+// whole; views (packed_causal_attention's heads of one projection) go through contiguous
+// copies, q, k and v with their strides in `d` changed to match.
+bool dense_operands(const Tensor& q, const Tensor& k, const Tensor& v,
+                    std::initializer_list<const Tensor*> dense) {
+  // An empty tensor is as good as dense (and its contiguous() may keep its strides).
+  auto is_dense = [](const Tensor& t) { return t.numel() == 0 || t.is_contiguous(); };
+  for (const Tensor* t : dense)
+    if (t->defined() && !is_dense(*t)) return false;
+  return !functional::is_16bit_float(q.dtype()) || (is_dense(q) && is_dense(k) && is_dense(v));
+}
+
+// A contiguous tensor for the loops to write in t's place.
+Tensor fresh(const Tensor& t) {
+  return empty(t.shape(), TensorOptions(t.dtype(), t.device()));
+}
+
+// q, k and v as the loops read them: 16-bit ones contiguous, float ones through their strides.
+struct DenseOperands {
+  DenseOperands(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
+                const Tensor& v_in)
+      : d(dims), q(dense(q_in)), k(dense(k_in)), v(dense(v_in)) {
+    d.q = attention_strides(q);
+    d.k = attention_strides(k);
+    d.v = attention_strides(v);
+  }
+  static Tensor dense(const Tensor& t) {
+    return functional::is_16bit_float(t.dtype()) ? t.contiguous() : t;
+  }
+  AttentionDims d;
+  Tensor q, k, v;
+};
+
 }  // namespace
 
 void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                        const Tensor& v, const Tensor& mask, const AttentionDims& d) {
+  if (!dense_operands(q, k, v, {&out})) {
+    const DenseOperands c(d, q, k, v);
+    const Tensor oc = fresh(out);
+    blocked_attention(oc, lse, c.q, c.k, c.v, mask, c.d);
+    copy(out, oc);
+    return;
+  }
   if (functional::is_16bit_float(q.dtype())) {
     const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v);
     std::vector<float> of(static_cast<std::size_t>(out.numel()));
@@ -334,6 +378,16 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                                 const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& mask, const Tensor& out, const Tensor& lse,
                                 const Tensor& dout, const AttentionDims& d) {
+  if (!dense_operands(q, k, v, {&dq, &dk, &dv, &out, &dout})) {
+    const DenseOperands c(d, q, k, v);
+    const Tensor dqc = fresh(dq), dkc = fresh(dk), dvc = fresh(dv);
+    blocked_attention_backward(dqc, dkc, dvc, c.q, c.k, c.v, mask, out.contiguous(), lse,
+                               dout.contiguous(), c.d);
+    copy(dq, dqc);
+    copy(dk, dkc);
+    copy(dv, dvc);
+    return;
+  }
   if (functional::is_16bit_float(q.dtype())) {
     const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v), of = widened(out),
                              gf = widened(dout);

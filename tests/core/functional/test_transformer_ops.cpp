@@ -374,6 +374,30 @@ BOOST_AUTO_TEST_CASE(strided_and_16bit_inputs) {
   BOOST_TEST(close(converted(y16, DType::Float64), dense, 0.02, 0.02, "bf16") == "");
 }
 
+// The backward overwrites its gradients (no zero fill before it): with no queries the keys' and
+// values' gradients are zeros, and with no keys the queries' (and the output is zeros, as torch's).
+BOOST_AUTO_TEST_CASE(empty_queries_or_keys_give_zero_gradients) {
+  for (auto [L, S] : {std::pair<std::int64_t, std::int64_t>{0, 3}, {3, 0}}) {
+    Tensor q = det_values({1, 2, L, 8}, 1.0).requires_grad_();
+    Tensor k = det_values({1, 2, S, 8}, 1.0, 0.3).requires_grad_();
+    Tensor v = det_values({1, 2, S, 8}, 1.0, 0.6).requires_grad_();
+    Tensor out = scaled_dot_product_attention(q, k, v);
+    BOOST_TEST(out.to_vector() == std::vector<double>(out.numel(), 0.0));
+    sum(out).backward();
+    for (const Tensor* t : {&q, &k, &v})
+      BOOST_TEST(t->grad().to_vector() == std::vector<double>(t->numel(), 0.0),
+                 "L " << L << " S " << S);
+    // 16 bits, q, k and v views (the CPU widens copies of them).
+    Tensor q16 = transpose(bf16(det_values({1, L, 2, 8}, 1.0)), 1, 2).requires_grad_();
+    Tensor k16 = transpose(bf16(det_values({1, S, 2, 8}, 1.0, 0.3)), 1, 2).requires_grad_();
+    Tensor v16 = transpose(bf16(det_values({1, S, 2, 8}, 1.0, 0.6)), 1, 2).requires_grad_();
+    sum(scaled_dot_product_attention(q16, k16, v16)).backward();
+    for (const Tensor* t : {&q16, &k16, &v16})
+      BOOST_TEST(t->grad().to_vector() == std::vector<double>(t->numel(), 0.0),
+                 "bf16 L " << L << " S " << S);
+  }
+}
+
 // The kernels split (batch, head, query block) and (batch, kv head) across the intra-op threads,
 // and rms_norm's rows and weight columns: the values do not depend on the thread count.
 BOOST_AUTO_TEST_CASE(threads_give_the_serial_values) {

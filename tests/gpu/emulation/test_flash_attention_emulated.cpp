@@ -3,7 +3,9 @@
 // double loop: the tiles' indexing, fragment layouts, masks, loop bounds, the double-buffered
 // loads and synchronisation checked on any machine with the CUDA headers, before a device runs
 // them. Batch 2 (the batch offsets), t of 1, under a tile, one tile, a partial last tile, two
-// whole tiles, three tiles, five (the load stages alternating); bf16 and fp16 tiles.
+// whole tiles, three tiles, five (the load stages alternating); bf16 and fp16 tiles; dense
+// operands, and MultiheadAttention's layout (q, k, v, dq, dk, dv views of packed (L, N, 3E)
+// buffers, o and dO of (L, N, E) ones).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -123,12 +125,13 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
       for (float& e : *x) e = from_storage(to_storage<T>(normal(gen)));
     const std::vector<T> qb = to_16bit<T>(q), kb = to_16bit<T>(k), vb = to_16bit<T>(v),
                          db = to_16bit<T>(dout);
-    std::vector<T> o(n, to_storage<T>(NAN)), dq(n, to_storage<T>(NAN));
-    std::vector<float> lse(batch * t, NAN), dk(n, NAN), dv(n, NAN);
-    flash_attention_forward(qb.data(), kb.data(), vb.data(), o.data(), lse.data(), batch, t, scale,
-                            nullptr);
+    std::vector<T> o(n, to_storage<T>(NAN)), dq(n, to_storage<T>(NAN)), dk(n, to_storage<T>(NAN)),
+        dv(n, to_storage<T>(NAN));
+    std::vector<float> lse(batch * t, NAN);
+    const FlashGeometry g = dense_flash_geometry(batch, t, scale);
+    flash_attention_forward(qb.data(), kb.data(), vb.data(), o.data(), lse.data(), g, nullptr);
     flash_attention_backward(qb.data(), kb.data(), vb.data(), o.data(), db.data(), lse.data(),
-                             dq.data(), dk.data(), dv.data(), batch, t, scale, nullptr);
+                             dq.data(), dk.data(), dv.data(), g, nullptr);
     const Reference ref = reference(q, k, v, dout, batch, t, hd, scale);
     const std::string shape =
         kName16<T> + std::string(" ") + std::to_string(batch) + "x" + std::to_string(t) + "x64";
@@ -139,8 +142,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
       return [&x](std::size_t i) { return double(x[i]); };
     };
     const double e_o = relative_error(bf(o), ref.o), e_lse = relative_error(fl(lse), ref.lse),
-                 e_dq = relative_error(bf(dq), ref.dq), e_dk = relative_error(fl(dk), ref.dk),
-                 e_dv = relative_error(fl(dv), ref.dv);
+                 e_dq = relative_error(bf(dq), ref.dq), e_dk = relative_error(bf(dk), ref.dk),
+                 e_dv = relative_error(bf(dv), ref.dv);
     const double tol = kTol16<T>;
     BOOST_TEST(e_o <= tol, "emulated attention o " << shape << ": relative error " << e_o);
     BOOST_TEST(e_lse <= 1e-4, "emulated attention lse " << shape << ": relative error " << e_lse);
@@ -151,40 +154,88 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
   }
 }
 
-// attention.cu's dispatch with outputs off the 16-byte alignment the tiles' vector stores need
-// (o and dq by one element, dk and dv by one float): the row kernels take them, and the results
-// are still right (the tiles would store 16 bytes at a misaligned address).
-BOOST_AUTO_TEST_CASE_TEMPLATE(misaligned_outputs_take_the_row_kernels, T, Tile16) {
-  std::mt19937 gen(20261129);
+// MultiheadAttention's layout: q, k and v are views of one packed (L, N, 3E) projection (head h
+// of part p at column p * E + h * 64), o and dO of (L, N, E) buffers, dq, dk and dv views of one
+// (L, N, 3E) gradient; the tiles read and write them in place, every element of the gradient
+// written (it starts as NaN), the results those of the dense layout.
+BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_reads_and_writes_packed_heads_in_place, T, Tile16) {
+  std::mt19937 gen(20261130);
   std::normal_distribution<float> normal;
-  const std::int64_t batch = 2, t = 70, hd = kFlashHeadDim, n = batch * t * hd;
+  const std::int64_t N = 2, H = 3, hd = kFlashHeadDim, E = H * hd, L = 130;
   const float scale = 0.125f;
-  std::vector<float> q(n), k(n), v(n), dout(n);
-  for (auto* x : {&q, &k, &v, &dout})
+  std::vector<float> proj(L * N * 3 * E), dout(L * N * E);
+  for (auto* x : {&proj, &dout})
     for (float& e : *x) e = from_storage(to_storage<T>(normal(gen)));
-  const std::vector<T> qb = to_16bit<T>(q), kb = to_16bit<T>(k), vb = to_16bit<T>(v),
-                       db = to_16bit<T>(dout);
-  // One element more than needed, the outputs starting at element 1.
-  std::vector<T> o(n + 8, to_storage<T>(NAN)), dq(n + 8, to_storage<T>(NAN));
-  std::vector<float> lse(batch * t, NAN), dk(n + 4, NAN), dv(n + 4, NAN);
-  attention_forward<T>(qb.data(), kb.data(), vb.data(), o.data() + 1, lse.data(), batch, t, hd,
-                       scale, nullptr);
-  std::vector<T> o_read(o.begin() + 1, o.begin() + 1 + n);  // dO . o reads o aligned
-  attention_backward<T>(qb.data(), kb.data(), vb.data(), o_read.data(), db.data(), lse.data(),
-                        dq.data() + 1, dk.data() + 1, dv.data() + 1, batch, t, hd, scale, nullptr);
+  const std::vector<T> pb = to_16bit<T>(proj), db = to_16bit<T>(dout);
+  std::vector<T> o(L * N * E, to_storage<T>(NAN)), dproj(L * N * 3 * E, to_storage<T>(NAN));
+  std::vector<float> lse(N * H * L, NAN);
+  const AttentionOperandStrides packed{.batch = 3 * E, .head = hd, .row = N * 3 * E},
+      merged{.batch = E, .head = hd, .row = N * E};
+  const FlashGeometry g{.B = N,
+                        .H = H,
+                        .t = L,
+                        .scale = scale,
+                        .q = packed,
+                        .k = packed,
+                        .v = packed,
+                        .o = merged,
+                        .dout = merged,
+                        .dq = packed,
+                        .dk = packed,
+                        .dv = packed};
+  const T* p = pb.data();
+  BOOST_TEST(flash_attention_applies(g, hd, {p, p + E, p + 2 * E, o.data(), db.data()}));
+  flash_attention_forward(p, p + E, p + 2 * E, o.data(), lse.data(), g, nullptr);
+  flash_attention_backward(p, p + E, p + 2 * E, o.data(), db.data(), lse.data(), dproj.data(),
+                           dproj.data() + E, dproj.data() + 2 * E, g, nullptr);
   BOOST_TEST(fsdp::emu::test::take_fault() == "");
-  const Reference ref = reference(q, k, v, dout, batch, t, hd, scale);
-  auto bf = [](const std::vector<T>& x) {
-    return [&x](std::size_t i) { return double(from_storage(x[i + 1])); };
+
+  // The (n, h) heads gathered densely (batch n * H + h) for the double loop.
+  auto gather = [&](const std::vector<float>& src, std::int64_t row, std::int64_t col0) {
+    std::vector<float> out(N * H * L * hd);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t l = 0; l < L; ++l)
+          for (std::int64_t c = 0; c < hd; ++c)
+            out[((n * H + h) * L + l) * hd + c] = src[l * row + n * (row / N) + col0 + h * hd + c];
+    return out;
   };
-  auto fl = [](const std::vector<float>& x) {
-    return [&x](std::size_t i) { return double(x[i + 1]); };
+  const Reference ref =
+      reference(gather(proj, N * 3 * E, 0), gather(proj, N * 3 * E, E),
+                gather(proj, N * 3 * E, 2 * E), gather(dout, N * E, 0), N * H, L, hd, scale);
+  auto at = [&](const std::vector<T>& x, std::int64_t row, std::int64_t col0) {
+    return [&x, row, col0, hd, L, H, N](std::size_t i) {
+      const std::int64_t c = std::int64_t(i) % hd, l = std::int64_t(i) / hd % L,
+                         bh = std::int64_t(i) / (hd * L), n = bh / H, h = bh % H;
+      return double(from_storage(x[l * row + n * (row / N) + col0 + h * hd + c]));
+    };
   };
   const double tol = kTol16<T>;
-  BOOST_TEST(relative_error(bf(o), ref.o) <= tol);
-  BOOST_TEST(relative_error(bf(dq), ref.dq) <= tol);
-  BOOST_TEST(relative_error(fl(dk), ref.dk) <= tol);
-  BOOST_TEST(relative_error(fl(dv), ref.dv) <= tol);
+  BOOST_TEST(relative_error(at(o, N * E, 0), ref.o) <= tol);
+  BOOST_TEST(relative_error([&](std::size_t i) { return double(lse[i]); }, ref.lse) <= 1e-4);
+  BOOST_TEST(relative_error(at(dproj, N * 3 * E, 0), ref.dq) <= tol);
+  BOOST_TEST(relative_error(at(dproj, N * 3 * E, E), ref.dk) <= tol);
+  BOOST_TEST(relative_error(at(dproj, N * 3 * E, 2 * E), ref.dv) <= tol);
+  for (std::size_t i = 0; i < dproj.size(); ++i)
+    if (!std::isfinite(from_storage(dproj[i]))) {
+      BOOST_TEST(false, "dproj element " << i << " not written");
+      break;
+    }
+}
+
+// What the tiles cannot take, so that the kernel table sends it to the row kernels: a head dim
+// other than 64, a pointer or a row stride off 16 bytes.
+BOOST_AUTO_TEST_CASE(flash_attention_applies_only_to_16_byte_aligned_rows_of_64) {
+  alignas(16) static std::uint16_t buf[64];
+  const FlashGeometry g = dense_flash_geometry(2, 70, 0.125f);
+  BOOST_TEST(flash_attention_applies(g, 64, {buf, buf + 8}));
+  BOOST_TEST(!flash_attention_applies(g, 32, {buf}));
+  BOOST_TEST(!flash_attention_applies(g, 64, {buf, buf + 1}));
+  FlashGeometry odd_row = g, odd_batch = g;
+  odd_row.dv.row = 68;  // an operand's rows 136 bytes apart
+  odd_batch.o.batch = 4;
+  BOOST_TEST(!flash_attention_applies(odd_row, 64, {buf}));
+  BOOST_TEST(!flash_attention_applies(odd_batch, 64, {buf}));
 }
 
 // attention.cu's one-warp-per-row kernels (float storage, any head dim up to 128): head dims
