@@ -1,7 +1,9 @@
-"""What the Python bench drivers (bench/models/bench_finetune.py, bench/gpu/bench_gpt.py) share
-for their command lines: a usage error and the integer check every flag uses, as cli.h's
-at_least does for the C++ programs."""
+"""What the Python bench drivers (bench/models/bench_finetune.py, bench/gpu/bench_gpt.py,
+bench/gpu/bench_host_overhead.py) share for their command lines: a usage error, the integer check
+every flag uses, as cli.h's at_least does for the C++ programs, and the one-line exit on a bad
+command line."""
 import argparse
+import sys
 
 
 class UsageError(Exception):
@@ -25,3 +27,12 @@ class Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of exiting, so the driver prints one line."""
     def error(self, message):
         raise UsageError(message)
+
+
+def parse_or_exit(program, parse, argv):
+    """parse(argv), or "PROGRAM: error: WHAT" on stderr and exit status 2."""
+    try:
+        return parse(argv)
+    except UsageError as e:
+        print("%s: error: %s" % (program, e), file=sys.stderr)
+        sys.exit(2)

@@ -39,12 +39,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench", "common"))
-from bench_cli import Parser, UsageError, at_least  # noqa: E402
+from bench_cli import Parser, UsageError, at_least, parse_or_exit  # noqa: E402
+from gpt_shape import add_shape_args, resolve_shape  # noqa: E402
 
 PROGRAM = "bench_gpt"
 AUTO_BATCHES = [64, 32, 16, 8, 4]
-GPT2_124M = dict(layers=12, d_model=768, heads=12, seq=1024, vocab=50304)
-TINY = dict(layers=2, d_model=64, heads=4, seq=64, vocab=512)
 # Our caching allocator's "cuda:0 out of memory. Tried to allocate ...", or CUDA's own status.
 OUT_OF_MEMORY = re.compile(r"out of memory|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED")
 TARGET_RATIO, TARGET_MFU = 1.0, 38.0  # issue 25: tokens/s >= PyTorch eager's, MFU >= 38%
@@ -60,10 +59,7 @@ def parse(argv):
     p.add_argument("--train-gpt", help="ours: the program to run (default BUILD/examples/train_gpt;"
                    " a wrapper that sets the environment, as tests/gpu/run_device_checks.sh's)")
     p.add_argument("--device", default="cuda", help="cuda | cpu (a smoke run)")
-    p.add_argument("--tiny", action="store_true", help="L2 D64 H4 T64 V512 instead of GPT-2 124M")
-    for name, default in GPT2_124M.items():
-        p.add_argument("--" + name.replace("_", "-"), type=at_least("--" + name, 1), default=None,
-                       help="default %d (--tiny: %d)" % (default, TINY[name]))
+    add_shape_args(p)
     p.add_argument("--batch", type=batch_choice, default="auto", help="sequences per step, or auto")
     p.add_argument("--iters", type=at_least("--iters", 1), default=20, help="timed steps")
     p.add_argument("--warmup", type=at_least("--warmup", 0), default=3,
@@ -82,12 +78,7 @@ def parse(argv):
     a = p.parse_args(argv)
     if a.device not in ("cuda", "cpu"):
         raise UsageError("--device: '%s' is not cuda or cpu" % a.device)
-    shape = TINY if a.tiny else GPT2_124M
-    for name, default in shape.items():
-        if getattr(a, name) is None:
-            setattr(a, name, default)
-    if a.d_model % a.heads:
-        raise UsageError("--heads %d does not divide --d-model %d" % (a.heads, a.d_model))
+    resolve_shape(a)
     if not (a.peak_tflops >= 0 and math.isfinite(a.peak_tflops)):
         raise UsageError("--peak-tflops: '%s' is not a finite number >= 0" % a.peak_tflops)
     return a
@@ -223,11 +214,7 @@ def largest_that_fits(a, run):
 
 
 def main(argv=None):
-    try:
-        a = parse(sys.argv[1:] if argv is None else argv)
-    except UsageError as e:
-        print("%s: error: %s" % (PROGRAM, e), file=sys.stderr)
-        return 2
+    a = parse_or_exit(PROGRAM, parse, sys.argv[1:] if argv is None else argv)
     try:
         import torch
     except ImportError as e:

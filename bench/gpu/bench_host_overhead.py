@@ -32,11 +32,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench", "common"))
-from bench_cli import Parser, UsageError, at_least  # noqa: E402
+from bench_cli import Parser, UsageError, at_least, parse_or_exit  # noqa: E402
+from gpt_shape import add_shape_args, resolve_shape  # noqa: E402
 
 PROGRAM = "bench_host_overhead"
-GPT2_124M = dict(layers=12, d_model=768, heads=12, seq=1024, vocab=50304)
-TINY = dict(layers=1, d_model=64, heads=2, seq=64, vocab=512)
 H100_BF16_PEAK = 989.4  # TFLOPS, H100 SXM bf16 dense (examples/mfu.cpp's figure)
 MAX_RATIO = 0.5  # the host's step at most half the GPU's: it stays ahead with room to spare
 
@@ -56,10 +55,7 @@ def positive_float(flag):
 def parse(argv):
     p = Parser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--tiny", action="store_true", help="L1 D64 H2 T64 V512 instead of GPT-2 124M")
-    for name, default in GPT2_124M.items():
-        p.add_argument("--" + name.replace("_", "-"), type=at_least("--" + name, 1), default=None,
-                       help="default %d (--tiny: %d)" % (default, TINY[name]))
+    add_shape_args(p)
     p.add_argument("--batch", type=at_least("--batch", 1), default=2,
                    help="sequences per step on the emulated device")
     p.add_argument("--iters", type=at_least("--iters", 1), default=20, help="timed steps")
@@ -76,12 +72,7 @@ def parse(argv):
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     p.add_argument("--json")
     a = p.parse_args(argv)
-    shape = TINY if a.tiny else GPT2_124M
-    for name, default in shape.items():
-        if getattr(a, name) is None:
-            setattr(a, name, default)
-    if a.d_model % a.heads:
-        raise UsageError("--heads %d does not divide --d-model %d" % (a.heads, a.d_model))
+    resolve_shape(a)
     return a
 
 
@@ -127,11 +118,7 @@ def run(a, steps, env):
 
 
 def main(argv=None):
-    try:
-        a = parse(sys.argv[1:] if argv is None else argv)
-    except UsageError as e:
-        print("%s: error: %s" % (PROGRAM, e), file=sys.stderr)
-        return 2
+    a = parse_or_exit(PROGRAM, parse, sys.argv[1:] if argv is None else argv)
     env = emulated_env(a)
     short = a.warmup + a.iters
     step_s, launches_short, params = run(a, short, env)

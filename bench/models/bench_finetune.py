@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench", "fsdp"))
 sys.path.insert(0, os.path.join(ROOT, "bench", "common"))
-from bench_cli import Parser, UsageError, at_least  # noqa: E402
+from bench_cli import Parser, UsageError, at_least, parse_or_exit  # noqa: E402
 from bench_fsdp_train import openblas_setting, run_process, tail  # noqa: E402
 
 PROGRAM = "bench_finetune"
@@ -161,11 +161,7 @@ def summarise(m, a):
 
 
 def main(argv=None):
-    try:
-        a = parse(sys.argv[1:] if argv is None else argv)
-    except UsageError as e:
-        print("%s: error: %s" % (PROGRAM, e), file=sys.stderr)
-        return 2
+    a = parse_or_exit(PROGRAM, parse, sys.argv[1:] if argv is None else argv)
     exe = os.path.join(a.build, "examples", "finetune")
     if not os.access(exe, os.X_OK):
         print("%s: error: no %s (ninja -C %s examples/finetune)" % (PROGRAM, exe, a.build),
