@@ -20,7 +20,8 @@ cudaEvent_t EventPool::acquire() {
   }
   DeviceGuard guard(device_);
   cudaEvent_t e = nullptr;
-  FSDP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  FSDP_CUDA_CHECK(
+      cudaEventCreateWithFlags(&e, timing_ ? cudaEventDefault : cudaEventDisableTiming));
   return e;
 }
 

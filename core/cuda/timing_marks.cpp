@@ -4,8 +4,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <memory>
+#include <mutex>
+
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/devices.h"
+#include "core/cuda/event_pool.h"
 #include "core/cuda/streams.h"
 #include "core/error.h"
 
@@ -13,15 +18,27 @@ namespace fsdp::cuda {
 
 namespace {
 
+// Timing events kept for reuse per device: FSDP marks two a collective wait, and creating an
+// event is a driver call that can synchronise (event_pool.h).
+EventPool& timing_events(int index) {
+  static std::array<std::unique_ptr<EventPool>, CudaStreams::kMaxDevices> pools;
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  auto& pool = pools.at(static_cast<std::size_t>(index));
+  if (!pool) pool = std::make_unique<EventPool>(index, /*timing=*/true);
+  return *pool;
+}
+
 class CudaTimingMark final : public TimingMark {
  public:
-  explicit CudaTimingMark(const Stream& stream) : index_(checked_index(stream.device)) {
+  explicit CudaTimingMark(const Stream& stream)
+      : index_(checked_index(stream.device)), event_(timing_events(index_).acquire()) {
     cudaStream_t native = streams().native(stream);
-    DeviceGuard guard(index_);                  // an event belongs to the device current when made
-    FSDP_CUDA_CHECK(cudaEventCreate(&event_));  // with timing (no cudaEventDisableTiming)
+    DeviceGuard guard(index_);
     FSDP_CUDA_CHECK(cudaEventRecord(event_, native));
   }
-  ~CudaTimingMark() override { cudaEventDestroy(event_); }
+  // Back to the pool: a later record replaces this one (event_pool.h).
+  ~CudaTimingMark() override { timing_events(index_).release(event_); }
   CudaTimingMark(const CudaTimingMark&) = delete;
   CudaTimingMark& operator=(const CudaTimingMark&) = delete;
 
@@ -50,7 +67,7 @@ class CudaTimingMark final : public TimingMark {
 
  private:
   int index_;
-  cudaEvent_t event_ = nullptr;
+  cudaEvent_t event_;
 };
 
 }  // namespace
