@@ -21,6 +21,7 @@
 #include "core/cuda/gemm.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/runtime.h"
+#include "core/kernels/index_bounds.h"
 
 namespace bench = fsdp::bench;
 using namespace fsdp::cuda;
@@ -207,6 +208,24 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
       cross_entropy_forward_backward(logits.ptr, tokens_d, losses.ptr, dlogits.ptr, N, V, -100,
                                      1.0f / N, s);
     });
+    {  // the loss train_gpt runs (the kernel table's): bf16 logits, forward then backward
+      Buffer<double> ce_losses(N), ce_lse(N), ce_grad(1);
+      std::vector<std::int64_t> host_targets(host_tokens.begin(), host_tokens.end());
+      std::int64_t* targets_d = nullptr;
+      FSDP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&targets_d), N * sizeof(std::int64_t)));
+      FSDP_CUDA_CHECK(cudaMemcpy(targets_d, host_targets.data(), N * sizeof(std::int64_t),
+                                 cudaMemcpyHostToDevice));
+      const fsdp::IndexBounds bounds =
+          fsdp::class_target_bounds(fsdp::IndexOp::CrossEntropy, V, -100);
+      timer.report_op("cross_entropy N,50304", 0, [&] {
+        // Targets are in range: the fault record is never written.
+        cross_entropy_positions(logits.ptr, targets_d, ce_losses.ptr, ce_lse.ptr, N, V, 1, bounds,
+                                nullptr, 0.0, s);
+        cross_entropy_positions_backward(logits.ptr, ce_lse.ptr, targets_d, ce_grad.ptr, false,
+                                         dlogits.ptr, N, V, 1, bounds, nullptr, 0.0, s);
+      });
+      cudaFree(targets_d);
+    }
     timer.report_op("embedding_fwd N,768", 0,
                     [&] { embedding_forward(wte.ptr, V, tokens_d, emb.ptr, N, D, s); });
     timer.report_op("embedding_bwd N,768", 0,

@@ -1,11 +1,13 @@
 // Classification losses per position (cross-entropy with label smoothing, nll) over an (n, c, s)
 // input, their backward, and the in-order sum of the per-position losses. Cross-entropy takes
 // one block per position: one read of its c scores for the max, the sum of exps (online) and
-// the sum of scores, each folded over the block by a shared-memory tree, in double; one read
-// and one write for the gradient. Where s == 1 (train_gpt's (tokens, vocab) logits) a row is
-// contiguous and moves in 16-byte packs (vec_access.cuh) between a scalar head and tail. nll
-// takes one thread per position. Targets are checked on the
-// device (index_fault.cuh): a bad one is recorded and its position skipped.
+// the sum of scores, each thread's in float (double for double scores, as the CPU table), folded
+// over the block by a shared-memory tree in double; one read and one write for the gradient,
+// which covers every element (zeros for ignored positions: no fill first). 16-bit scores are
+// read as they are (train_gpt's bf16 logits: no float copy). Where s == 1 (train_gpt's (tokens,
+// vocab) logits) a row is contiguous and moves in 16-byte packs (vec_access.cuh) between a
+// scalar head and tail. nll takes one thread per position. Targets are checked on the device
+// (index_fault.cuh): a bad one is recorded and its position skipped.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -33,7 +35,7 @@ __device__ __forceinline__ double value(const T* p) {
     return static_cast<double>(to_float(*p));
 }
 template <typename T>
-__device__ __forceinline__ void store(T* p, double v) {
+__device__ __forceinline__ void store_value(T* p, double v) {
   if constexpr (std::is_same_v<T, double>)
     *p = v;
   else
@@ -60,33 +62,36 @@ template <typename T>
 __global__ void cross_entropy_kernel(const T* x, const std::int64_t* target, double* losses,
                                      double* lse_out, std::int64_t positions, std::int64_t c,
                                      std::int64_t s, IndexBounds b, IndexFault* fault, double eps) {
+  using A = acc_t<T>;  // float for float and 16-bit scores (as the CPU's), double for double
   __shared__ double scratch[kClassThreads];
   for (std::int64_t p = blockIdx.x; p < positions; p += gridDim.x) {
     const std::int64_t i = p / s, j = p % s;
     const T* row = x + i * c * s + j;
     // One read of the row: each thread's sum of exps is rescaled when its max grows (online), so
     // the max, the sum of exps and the sum of scores come from the same pass.
-    double mx = -INFINITY, e = 0, sum_x = 0;
-    const auto add = [&](std::int64_t, double v) {
+    A mx = -INFINITY, e = 0, sum_x = 0;
+    const auto add = [&](std::int64_t, A v) {
       sum_x += v;
       if (v > mx) {
-        e = e * exp(mx - v) + 1;
+        e = e * exp(mx - v) + A(1);
         mx = v;
-      } else if (v != -INFINITY) {  // -inf adds nothing (and no -inf - -inf); NaN propagates
+      } else if (v != A(-INFINITY)) {  // -inf adds nothing (and no -inf - -inf); NaN propagates
         e += exp(v - mx);
       }
     };
     if (s == 1)
       for_each_in_row(row, c, threadIdx.x, blockDim.x, add);
     else
-      for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) add(k, value(row + k * s));
+      for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) add(k, load(row + k * s));
+    // The threads' partials fold in double.
     double shift = block_all<true>(mx, scratch);
     if (isinf(shift) && shift < 0) shift = 0;
-    if (mx != -INFINITY) e *= exp(mx - shift);  // a thread with no finite score keeps 0 (or NaN)
-    e = block_all<false>(e, scratch);
-    sum_x = block_all<false>(sum_x, scratch);
+    double ed = e;
+    if (mx != A(-INFINITY)) ed *= exp(double(mx) - shift);  // no finite score: 0 (or NaN)
+    ed = block_all<false>(ed, scratch);
+    const double sum_all = block_all<false>(double(sum_x), scratch);
     if (threadIdx.x == 0) {
-      const double lse = log(e) + shift;
+      const double lse = log(ed) + shift;
       lse_out[p] = lse;
       const std::int64_t t = target[p];
       double loss = 0;
@@ -94,13 +99,15 @@ __global__ void cross_entropy_kernel(const T* x, const std::int64_t* target, dou
         record_index_fault(fault, b, t);
       else if (t != b.ignore) {
         loss = (1.0 - eps) * (lse - value(row + t * s));
-        if (eps > 0) loss += eps * (lse - sum_x / static_cast<double>(c));
+        if (eps > 0) loss += eps * (lse - sum_all / static_cast<double>(c));
       }
       losses[p] = loss;
     }
   }
 }
 
+// Every element of dx is written: an ignored (or faulty) position's row gets zeros, so the
+// caller allocates dx without a fill.
 template <typename T>
 __global__ void cross_entropy_backward_kernel(const T* x, const double* lse,
                                               const std::int64_t* target, const double* grads,
@@ -108,18 +115,20 @@ __global__ void cross_entropy_backward_kernel(const T* x, const double* lse,
                                               std::int64_t positions, std::int64_t c,
                                               std::int64_t s, IndexBounds b, IndexFault* fault,
                                               double eps) {
+  using A = acc_t<T>;
   for (std::int64_t p = blockIdx.x; p < positions; p += gridDim.x) {
     const std::int64_t t = target[p];
-    if (!b.valid(t)) {  // the whole block takes this branch (no barrier below)
-      if (threadIdx.x == 0) record_index_fault(fault, b, t);
-      continue;
-    }
-    if (t == b.ignore) continue;
+    const bool valid = b.valid(t);
+    if (!valid && threadIdx.x == 0) record_index_fault(fault, b, t);
+    // Ignored and faulty positions scale their row by zero: the same pass writes their zeros.
+    const bool live = valid && t != b.ignore;
     const std::int64_t i = p / s, j = p % s;
-    const double g = grads[p * grads_stride], lp = lse[p], smooth = eps / static_cast<double>(c);
-    const auto grad = [&](std::int64_t k, double v) {
-      double d = g * (exp(v - lp) - smooth);
-      if (k == t) d -= g * (1.0 - eps);
+    const A g = live ? A(grads[p * grads_stride]) : A(0);
+    const A lp = A(lse[p]), smooth = A(eps / static_cast<double>(c)), hit = g * A(1.0 - eps);
+    const auto grad = [&](std::int64_t k, A v) {
+      if (!live) return A(0);
+      A d = g * (exp(v - lp) - smooth);
+      if (k == t) d -= hit;
       return d;
     };
     if (s == 1) {
@@ -127,7 +136,7 @@ __global__ void cross_entropy_backward_kernel(const T* x, const double* lse,
     } else {
       for (std::int64_t k = threadIdx.x; k < c; k += blockDim.x) {
         const std::int64_t e = i * c * s + j + k * s;
-        store(dx + e, grad(k, value(x + e)));
+        store(dx + e, grad(k, load(x + e)));
       }
     }
   }
@@ -154,7 +163,7 @@ __global__ void nll_backward_kernel(const std::int64_t* target, const double* gr
     if (!b.valid(t))
       record_index_fault(fault, b, t);
     else if (t != b.ignore)
-      store(dx + (i * c + t) * s + j, -grads[p * grads_stride]);
+      store_value(dx + (i * c + t) * s + j, -grads[p * grads_stride]);
   }
 }
 

@@ -124,7 +124,8 @@ template <typename T>
 void cross_entropy_positions(const T* x, const std::int64_t* target, double* losses, double* lse,
                              std::int64_t n, std::int64_t c, std::int64_t s, const IndexBounds& b,
                              IndexFault* fault, double eps, cudaStream_t stream);
-// dx (zero-filled) = g_p (softmax - eps / c - (1 - eps) onehot(t)) per non-ignored position.
+// dx = g_p (softmax - eps / c - (1 - eps) onehot(t)) per position, zeros where ignored (every
+// element written: no fill first).
 template <typename T>
 void cross_entropy_positions_backward(const T* x, const double* lse, const std::int64_t* target,
                                       const double* grads, bool grads_per_position, T* dx,

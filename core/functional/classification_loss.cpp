@@ -104,12 +104,13 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, std::int64_t ign
   if (dev.is_meta()) return functional::meta_empty(result_shape, input.dtype());
 
   const DType out_dtype = input.dtype();
-  const DType cd = functional::compute_dtype(out_dtype);
   const std::int64_t positions = l.n * l.s;
   // The kernels check the targets (a bad one on a GPU is reported at the next synchronisation).
   const IndexBounds bounds = class_target_bounds(IndexOp::CrossEntropy, l.c, ignore_index);
   const Tensor tg = kernel_index(target, dev);
-  Tensor x = functional::contiguous_as(input, cd);
+  // In the input's own dtype: 16-bit logits are read as they are (computed in float32 by the
+  // kernels), not copied to float32 first; a (tokens, vocab) bf16 tensor is GPT's largest.
+  Tensor x = functional::contiguous_as(input, out_dtype);
   Tensor losses = new_tensor({positions}, DType::Float64, dev);
   Tensor lse_t = new_tensor({positions}, DType::Float64, dev);
   const double eps = label_smoothing;
@@ -118,16 +119,17 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, std::int64_t ign
   Tensor out = reduce_loss(losses, tg, ignore_index, red, result_shape, out_dtype, count);
 
   autograd::record(
-      "CrossEntropyBackward", {input, target}, {out}, {input, tg, lse_t},
-      [l, cd, out_dtype, red, count, bounds, eps, positions](const autograd::variable_list& saved,
-                                                             const autograd::variable_list& grads) {
+      "CrossEntropyBackward", {input, target}, {out}, {x, tg, lse_t},
+      [l, red, count, bounds, eps, positions](const autograd::variable_list& saved,
+                                              const autograd::variable_list& grads) {
         autograd::variable_list result(2);
         if (!grads[0].defined()) return result;
         Tensor gp = position_grads(grads[0], count, positions, red);
-        Tensor xs = functional::contiguous_as(saved[0], cd);
-        Tensor dx = zeros(xs.shape(), TensorOptions(cd, xs.device()));
+        const Tensor& xs = saved[0];
+        // The kernel writes every element (zeros where the target is ignored).
+        Tensor dx = new_tensor(xs.shape(), xs.dtype(), xs.device());
         kernels(xs.device()).cross_entropy_backward(dx, xs, saved[2], saved[1], gp, l, bounds, eps);
-        result[0] = functional::to_result_dtype(dx, out_dtype);
+        result[0] = dx;
         return result;
       });
   return out;

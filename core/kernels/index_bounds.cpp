@@ -14,10 +14,6 @@ IndexBounds embedding_bounds(std::int64_t rows, std::int64_t row_length) {
   return {.op = IndexOp::Embedding, .size = rows, .detail = row_length};
 }
 
-IndexBounds class_target_bounds(IndexOp op, std::int64_t classes, std::int64_t ignore_index) {
-  return {.op = op, .size = classes, .ignore = ignore_index, .ignores = true};
-}
-
 std::string index_error_message(const IndexBounds& b, std::int64_t v) {
   switch (b.op) {
     case IndexOp::IndexSelect:

@@ -38,7 +38,11 @@ struct IndexBounds {
 // The bounds of each op (the message's context included).
 IndexBounds index_select_bounds(std::int64_t size, std::int64_t dim);
 IndexBounds embedding_bounds(std::int64_t rows, std::int64_t row_length);
-IndexBounds class_target_bounds(IndexOp op, std::int64_t classes, std::int64_t ignore_index);
+// (Inline: the GPU benchmarks, which do not link the core library, build it too.)
+inline IndexBounds class_target_bounds(IndexOp op, std::int64_t classes,
+                                       std::int64_t ignore_index) {
+  return {.op = op, .size = classes, .ignore = ignore_index, .ignores = true};
+}
 
 // The op's message for a bad value `v` (the CPU's, on every device).
 std::string index_error_message(const IndexBounds& b, std::int64_t v);

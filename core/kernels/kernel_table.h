@@ -188,14 +188,16 @@ struct KernelTable {
                               const Tensor& g, std::int64_t n);
 
   // Classification losses (core/functional/classification_loss.cpp): per-position losses
-  // (float64, 0 where the target is ignore_index) of x (n, c, s) contiguous float32/float64;
+  // (float64, 0 where the target is ignore_index) of x (n, c, s) contiguous, any floating dtype
+  // (cross_entropy's 16-bit x computed in float32; nll_loss's x float32/float64);
   // targets int64, contiguous (n * s), on x's device, checked by the kernel against `bounds`
   // (class_target_bounds: c classes, ignore_index); cross_entropy also writes the log-sum-exp
   // per position.
   void (*cross_entropy)(const Tensor& losses, const Tensor& lse, const Tensor& x,
                         const Tensor& targets, const NcsLayout& layout, const IndexBounds& bounds,
                         double label_smoothing);
-  // dx (zero-filled) from x, lse and the upstream gradient of each position's loss: `grads`
+  // dx (x's dtype, every element written: zeros where the target is ignored) from x, lse and
+  // the upstream gradient of each position's loss: `grads`
   // float64, contiguous, one element (every position's) or n * s.
   void (*cross_entropy_backward)(const Tensor& dx, const Tensor& x, const Tensor& lse,
                                  const Tensor& targets, const Tensor& grads,

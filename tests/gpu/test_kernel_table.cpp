@@ -790,8 +790,8 @@ BOOST_AUTO_TEST_CASE(classification_losses_match_the_cpu_table) {
     for (std::int64_t s : {1, 3}) {
       const NcsLayout layout{5, 300, s};
       const Tensor x = mul(host_randn({5, 300, s}, dtype), 4.0).to(dtype);
-      // The CPU table takes float32/float64: 16-bit logits are compared against the float32
-      // computation on the same (rounded) values.
+      // 16-bit logits are computed in float32 on the same (rounded) values: the CPU table's
+      // float32 results are the reference (its own 16-bit path is checked against them below).
       const bool narrow = dtype == DType::BFloat16 || dtype == DType::Float16;
       const Tensor xr = narrow ? x.to(DType::Float32) : x;
       std::vector<double> target_values, grad_values;
@@ -816,13 +816,24 @@ BOOST_AUTO_TEST_CASE(classification_losses_match_the_cpu_table) {
                                        smoothing);
           check_close(losses_d, losses, 1e-5);
           check_close(lse_d, lse, 1e-5);
-          Tensor dx = zeros(x.shape(), TensorOptions(xr.dtype(), kCPU));
-          Tensor dx_d = zeros(x.shape(), TensorOptions(dtype, kCuda));
+          // Poisoned gradients: every element is written, the ignored position's with zeros.
+          Tensor dx = poisoned_host(x.shape(), xr.dtype());
+          Tensor dx_d = poisoned(x.shape(), dtype);
           kernels(kCPU).cross_entropy_backward(dx, xr, lse, targets, grads, layout, bounds,
                                                smoothing);
           kernels(kCuda).cross_entropy_backward(dx_d, x.to(kCuda), lse_d, targets_d,
                                                 grads.to(kCuda), layout, bounds, smoothing);
           check_close(dx_d, dx, tol_of(dtype));
+          if (narrow) {  // the CPU table's 16-bit path: the float32 results, dx rounded once
+            Tensor losses16 = empty_like(losses), lse16 = empty_like(lse);
+            kernels(kCPU).cross_entropy(losses16, lse16, x, targets, layout, bounds, smoothing);
+            BOOST_TEST(losses16.to_vector() == losses.to_vector());
+            BOOST_TEST(lse16.to_vector() == lse.to_vector());
+            Tensor dx16 = poisoned_host(x.shape(), dtype);
+            kernels(kCPU).cross_entropy_backward(dx16, x, lse, targets, grads, layout, bounds,
+                                                 smoothing);
+            BOOST_TEST(dx16.to_vector() == dx.to(dtype).to_vector());
+          }
         }
       const IndexBounds nll_bounds = class_target_bounds(IndexOp::NllLoss, 300, -100);
       Tensor nll = empty({5 * s}, TensorOptions(DType::Float64, kCPU));
@@ -890,7 +901,7 @@ BOOST_AUTO_TEST_CASE(cross_entropy_rows_at_any_alignment_match_the_cpu_table) {
           check_close(losses_d, losses, 1e-5);
           check_close(lse_d, lse, 1e-5);
           Tensor dx = zeros(x.shape(), TensorOptions(xr.dtype(), kCPU));
-          Tensor dx_d = at(zeros(x.shape(), TensorOptions(dtype, kCPU)), d_offset);
+          Tensor dx_d = at(poisoned_host(x.shape(), dtype), d_offset);
           kernels(kCPU).cross_entropy_backward(dx, xr, lse, targets, grads, layout, bounds, 0.1);
           kernels(kCuda).cross_entropy_backward(dx_d, x_d, lse_d, targets_d, grads.to(kCuda),
                                                 layout, bounds, 0.1);

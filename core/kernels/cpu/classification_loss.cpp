@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/dtype_convert.h"
+#include "core/functional/functional_common.h"
 #include "core/functional/vec_math.h"
 #include "core/kernel_utils.h"
 #include "core/kernels/cpu/cpu_kernels.h"
@@ -63,6 +65,9 @@ double position_grad(const Tensor& grads, std::int64_t p) {
 void cross_entropy(const Tensor& losses, const Tensor& lse_t, const Tensor& x,
                    const Tensor& targets, const NcsLayout& l, const IndexBounds& bounds,
                    double eps) {
+  if (functional::is_16bit_float(
+          x.dtype()))  // computed on the values widened to float32, as a GPU does
+    return cross_entropy(losses, lse_t, x.to(DType::Float32), targets, l, bounds, eps);
   const std::int64_t positions = l.n * l.s, ignore_index = bounds.ignore;
   const std::int64_t* tg = checked_targets(targets, bounds);
   std::vector<double> sum_x(static_cast<std::size_t>(positions));
@@ -89,6 +94,13 @@ void cross_entropy(const Tensor& losses, const Tensor& lse_t, const Tensor& x,
 void cross_entropy_backward(const Tensor& dx, const Tensor& xs, const Tensor& lse_t,
                             const Tensor& targets, const Tensor& grads, const NcsLayout& l,
                             const IndexBounds& bounds, double eps) {
+  if (functional::is_16bit_float(
+          xs.dtype())) {  // float32 on the widened values, rounded once into dx
+    const Tensor dx32 = empty(xs.shape(), TensorOptions(DType::Float32, xs.device()));
+    cross_entropy_backward(dx32, xs.to(DType::Float32), lse_t, targets, grads, l, bounds, eps);
+    convert_contiguous(dx.data_ptr(), dx.dtype(), dx32.data_ptr(), DType::Float32, dx.numel());
+    return;
+  }
   const std::int64_t positions = l.n * l.s, ignore_index = bounds.ignore;
   const std::int64_t* t = checked_targets(targets, bounds);
   const double* lse = lse_t.data<double>();
@@ -98,12 +110,15 @@ void cross_entropy_backward(const Tensor& dx, const Tensor& xs, const Tensor& ls
     T* dp = dx.data<T>();
     for (std::int64_t p = 0; p < positions; ++p) {
       const std::int64_t tp = t[p];
-      if (tp == ignore_index) continue;
       const std::int64_t i = p / l.s, j = p % l.s;
+      T* dr = dp + i * l.c * l.s + j;
+      if (tp == ignore_index) {  // every element is written: no zero-fill first
+        for (std::int64_t k = 0; k < l.c; ++k) dr[k * l.s] = T(0);
+        continue;
+      }
       const T g = static_cast<T>(position_grad(grads, p));
       const T lp = static_cast<T>(lse[p]), sm = static_cast<T>(smooth);
       const T* xr = xp + i * l.c * l.s + j;
-      T* dr = dp + i * l.c * l.s + j;
       if (l.s == 1) {
         for (std::int64_t k = 0; k < l.c; ++k) dr[k] = g * (functional::fast_exp(xr[k] - lp) - sm);
       } else {
