@@ -26,13 +26,14 @@ struct CausalAttentionRun {
   std::int64_t allocations = 0;  // storages allocated by the forward and the backward
 };
 
-// A fresh causal self-attention layer (E, H) with batch_first or not, in `options`' dtype and
-// device, its parameters those of `like` when given.
+// A fresh causal self-attention layer (E, H) with batch_first or not, initialised on the CPU and
+// moved to `options`' dtype and device; its parameters those of `like` when given.
 inline std::shared_ptr<nn::MultiheadAttention> causal_attention_layer(
     std::int64_t E, std::int64_t H, bool batch_first, TensorOptions options,
     const std::shared_ptr<nn::MultiheadAttention>& like = nullptr) {
   auto m = std::make_shared<nn::MultiheadAttention>(
-      E, H, nn::MultiheadAttentionOptions{.batch_first = batch_first, .tensor = options});
+      E, H, nn::MultiheadAttentionOptions{.batch_first = batch_first});
+  m->to(options.dtype).to(options.device);
   if (like) m->load_state_dict(like->state_dict());
   return m;
 }
