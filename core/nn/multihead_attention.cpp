@@ -157,7 +157,8 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
   FSDP_CHECK(!a.is_causal || a.attn_mask.defined(), RuntimeError,
              "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
              "method `generate_square_subsequent_mask` to create this mask.");
-  // Work in (L, N, E) layout, as torch's functional form does.
+  // Work in (L, N, E) layout, as torch's functional form does (batch_first's packed causal path
+  // excepted: batch_major_rows below).
   Tensor q = query_in, k = key_in, v = value_in, kpm = a.key_padding_mask;
   if (batched && batch_first) {
     q = q.transpose(0, 1);
@@ -206,10 +207,16 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
   const bool causal_hint_asked =
       a.is_causal && !a.key_padding_mask.defined() && !a.need_weights && p == 0.0;
   const bool packed_causal = fused_heads && causal_hint_asked;
+  // batch_first's packed causal path (GPT's blocks) keeps the caller's (N, L) row order: the
+  // in-projection reads the (N, L, E) input in place, the attention reads the (N, L, 3E) product
+  // as an (L, N, 3E) view and writes its output N-major, out_proj reads those rows in place and
+  // the output is (N, L, E) as it comes: no transposition copy forward or backward.
+  const bool batch_major_rows = packed_causal && batched && batch_first;
   Tensor proj;
   if (self_attention) {
     // Self-attention: one product with the packed weight, as torch's _in_projection_packed.
-    proj = linear(q, param("in_proj_weight"), b);
+    proj = batch_major_rows ? linear(query_in, param("in_proj_weight"), b).transpose(0, 1)
+                            : linear(q, param("in_proj_weight"), b);
     if (packed_causal) {
       // q, k and v stay parts of proj.
     } else if (fused_heads) {
@@ -249,7 +256,10 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
   kpm = additive_mask(kpm, q.dtype(), "key_padding_mask");
   if (packed_causal) {
     const Tensor merged = packed_causal_attention(proj, H, 1.0 / std::sqrt(double(head_dim)));
-    return finish(merged.view({tgt_len * bsz, E}), Tensor(), batched, tgt_len, bsz, tgt_len, a);
+    if (batch_major_rows)  // merged is an (L, N, E) view of (N, L, E) rows
+      return finish(merged.transpose(0, 1).reshape({bsz * tgt_len, E}), Tensor(), batched, tgt_len,
+                    bsz, tgt_len, a, /*batch_major_rows=*/true);
+    return finish(merged.reshape({tgt_len * bsz, E}), Tensor(), batched, tgt_len, bsz, tgt_len, a);
   }
 
   if (has_parameter("bias_k")) {
@@ -320,9 +330,14 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, co
 std::pair<Tensor, Tensor> MultiheadAttention::finish(const Tensor& merged, const Tensor& attn,
                                                      bool batched, std::int64_t tgt_len,
                                                      std::int64_t bsz, std::int64_t src_len,
-                                                     const AttentionArgs& a) {
-  // Through the slot: a wrapped out_proj runs through its wrapper.
-  Tensor out = call_child("out_proj", merged).view({tgt_len, bsz, embed_dim});
+                                                     const AttentionArgs& a,
+                                                     bool batch_major_rows) {
+  // Through the slot: a wrapped out_proj runs through its wrapper. Its rows are (l, n) ordered,
+  // or (n, l) on batch_first's packed causal path (batch_major_rows), where they stay the
+  // caller's.
+  Tensor out = call_child("out_proj", merged);
+  out =
+      batch_major_rows ? out.view({bsz, tgt_len, embed_dim}) : out.view({tgt_len, bsz, embed_dim});
   Tensor weights;
   if (a.need_weights) {
     weights = attn.view({bsz, num_heads, tgt_len, src_len});
@@ -331,7 +346,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::finish(const Tensor& merged, const
   }
   if (!batched)
     out = out.squeeze(1);
-  else if (batch_first)
+  else if (batch_first && !batch_major_rows)
     out = out.transpose(0, 1);
   return {out, weights};
 }

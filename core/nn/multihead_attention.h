@@ -69,10 +69,11 @@ class MultiheadAttention : public Module, public Cloneable {
 
  private:
   // The tail of every path: merged heads (L * N, E) through out_proj, the weights averaged or
-  // not, the caller's layout (unbatched, batch_first) back.
+  // not, the caller's layout (unbatched, batch_first) back. With batch_major_rows the merged
+  // rows are (N * L, E), batch_first's own order, and need no transposing back.
   std::pair<Tensor, Tensor> finish(const Tensor& merged, const Tensor& attn, bool batched,
                                    std::int64_t tgt_len, std::int64_t bsz, std::int64_t src_len,
-                                   const AttentionArgs& a);
+                                   const AttentionArgs& a, bool batch_major_rows = false);
 
   MultiheadAttentionOptions options_;
 };

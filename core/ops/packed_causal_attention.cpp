@@ -12,10 +12,30 @@ namespace {
 
 constexpr const char* kOp = "packed_causal_attention";
 
-// Part `part` of a contiguous (L, N, parts * H * hd) tensor as (N, H, L, hd) heads, a view.
+// Whether the kernels can read (L, N, C) rows in place: each row dense, any L and N strides.
+bool rows_dense(const Tensor& t) {
+  return t.stride(2) == 1;
+}
+
+// Whether t's (l, n) rows lie with n outermost (batch_first's (N, L, C) memory seen as (L, N, C)).
+bool n_major(const Tensor& t) {
+  return t.stride(1) > t.stride(0);
+}
+
+// A fresh (L, N, C) tensor, dense in L-major order or, for `n_major_order`, N-major.
+Tensor new_rows(std::int64_t L, std::int64_t N, std::int64_t C, bool n_major_order, DType dt,
+                Device dev) {
+  if (!n_major_order) return new_tensor({L, N, C}, dt, dev);
+  const Tensor t = new_tensor({N, L, C}, dt, dev);
+  return make_view(t, {L, N, C}, {C, L * C, 1}, t.storage_offset());
+}
+
+// Part `part` of packed (L, N, parts * heads * hd), rows dense, as (N, heads, L, hd) heads: a
+// view through packed's own L and N strides.
 Tensor heads_of(const Tensor& packed, std::int64_t parts, std::int64_t part, std::int64_t heads) {
   const std::int64_t L = packed.size(0), N = packed.size(1), hd = packed.size(2) / (parts * heads);
-  return packed.view({L, N, parts, heads, hd}).select(2, part).permute({1, 2, 0, 3});
+  return make_view(packed, {N, heads, L, hd}, {packed.stride(1), hd, packed.stride(0), 1},
+                   packed.storage_offset() + part * heads * hd);
 }
 
 }  // namespace
@@ -31,7 +51,7 @@ Tensor packed_causal_attention(const Tensor& proj, std::int64_t heads, double sc
   const std::int64_t L = proj.size(0), N = proj.size(1), E = proj.size(2) / 3;
   const DType dt = proj.dtype();
   const Device dev = common_device(kOp, {&proj});
-  Tensor out = new_tensor({L, N, E}, dt, dev);
+  Tensor out = new_rows(L, N, E, n_major(proj), dt, dev);
   if (dev.is_meta()) return out;  // shapes only (fake-mode propagation)
 
   AttentionDims d{N, L, L, E / heads, E / heads};
@@ -39,7 +59,7 @@ Tensor packed_causal_attention(const Tensor& proj, std::int64_t heads, double sc
   d.scale = scale;
   d.causal = true;
   d.masked_rows_zero = true;
-  const Tensor packed = proj.detach().contiguous();
+  const Tensor packed = rows_dense(proj) ? proj.detach() : proj.detach().contiguous();
   const Tensor q = heads_of(packed, 3, 0, heads), k = heads_of(packed, 3, 1, heads),
                v = heads_of(packed, 3, 2, heads), o = heads_of(out, 1, 0, heads);
   d.q = attention_strides(q);
@@ -53,14 +73,19 @@ Tensor packed_causal_attention(const Tensor& proj, std::int64_t heads, double sc
                      const autograd::variable_list& g) -> autograd::variable_list {
         if (!g[0].defined()) return {Tensor()};
         const Device dev = common_device("packed_causal_attention backward", {&g[0], &s[0]});
-        // One gradient buffer: the kernels write dq, dk and dv into its three parts.
-        Tensor dproj = new_tensor(s[0].shape(), dt, dev);
-        const Tensor dout = functional::contiguous_as(g[0], dt);
+        // One gradient buffer in the projection's dim order: the kernels write dq, dk and dv
+        // into its three parts.
+        const Tensor& packed = s[0];
+        Tensor dproj =
+            new_rows(packed.size(0), packed.size(1), packed.size(2), n_major(packed), dt, dev);
+        const Tensor dout = g[0].dtype() == dt && rows_dense(g[0])
+                                ? g[0].detach()
+                                : functional::contiguous_as(g[0], dt);
         if (dproj.numel() > 0)
           kernels(dev).blocked_attention_backward(
               heads_of(dproj, 3, 0, heads), heads_of(dproj, 3, 1, heads),
-              heads_of(dproj, 3, 2, heads), heads_of(s[0], 3, 0, heads),
-              heads_of(s[0], 3, 1, heads), heads_of(s[0], 3, 2, heads), Tensor(),
+              heads_of(dproj, 3, 2, heads), heads_of(packed, 3, 0, heads),
+              heads_of(packed, 3, 1, heads), heads_of(packed, 3, 2, heads), Tensor(),
               heads_of(s[1], 1, 0, heads), s[2], heads_of(dout, 1, 0, heads), d);
         return {dproj};
       });

@@ -5,6 +5,13 @@
 // and v read from the projection in place, the output written merged, and the projection's
 // gradient written by the backward into one (L, N, 3E) buffer (dq, dk, dv views of it). A device
 // whose kernels need dense operands copies them itself (the CPU's 16-bit path does).
+//
+// Layouts: a projection whose rows are dense (last stride 1) is read through its own L and N
+// strides, so batch_first's (N, L, 3E) product transposed to (L, N, 3E) costs no copy; any other
+// is made contiguous first. The output, and the backward's projection gradient, are dense in
+// proj's dim order: N-major (an (L, N, *) view of (N, L, *) memory) when proj is, so that
+// batch_first's out_proj reads (N, L, E) rows in place. The output's gradient is read as it
+// comes when its rows are dense.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +23,8 @@ namespace fsdp {
 // out (L, N, E) = the heads of softmax(scale * q k^T + causal mask) v merged, q, k, v the parts
 // [0, E), [E, 2E), [2E, 3E) of proj (L, N, 3E), each split into `heads` heads of E / heads
 // (torch's multi_head_attention_forward with is_causal and scaled_dot_product_attention).
-// Differentiable in proj; every floating dtype (16-bit ones computed in float32).
+// Differentiable in proj; every floating dtype (16-bit ones computed in float32). out is N-major
+// when proj is (header comment).
 Tensor packed_causal_attention(const Tensor& proj, std::int64_t heads, double scale);
 
 }  // namespace fsdp

@@ -17,6 +17,7 @@
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "tests/gpu/gpu_test_support.h"
+#include "tests/support/causal_attention_layouts.h"
 
 using namespace fsdp;
 using fsdp::cuda::testing::kTolBf16;
@@ -1020,61 +1021,97 @@ BOOST_AUTO_TEST_CASE(causal_attention_takes_the_fused_kernels_and_matches_the_cp
 
 // MultiheadAttention's fused causal path (packed_causal_attention): q, k, v are (N, H, L, hd)
 // views of one (L, N, 3E) projection, out a view of an (L, N, E) buffer, dq, dk, dv views of one
-// (L, N, 3E) gradient. bf16 and fp16 at head dim 64 take the flash tiles in place; head dim 40,
-// float32 and rows off 16 bytes (the projection one element into its buffer) the one-warp
-// kernels on copies. Every case against the CPU table, the buffers compared whole.
+// (L, N, 3E) gradient; with batch_first every one of them N-major (an (L, N, *) view of (N, L, *)
+// memory). bf16 and fp16 at head dim 64 take the flash tiles in place; head dim 40, float32 and
+// rows off 16 bytes (the projection one element into its buffer) the one-warp kernels on copies.
+// Every case against the CPU table, the buffers compared whole.
 BOOST_AUTO_TEST_CASE(causal_attention_on_packed_head_views_matches_the_cpu_table) {
   const std::int64_t L = 70, N = 2, H = 3;
   for (DType dtype : {DType::BFloat16, DType::Float16, DType::Float32})
     for (std::int64_t D : {64, 40})
-      for (std::int64_t offset : {0, 1}) {
+      for (auto [offset, n_major] : {std::pair{0, false}, {1, false}, {0, true}}) {
         const std::int64_t E = H * D;
-        auto heads = [&](const Tensor& packed, std::int64_t parts, std::int64_t part) {
-          return packed.view({L, N, parts, H, D}).select(2, part).permute({1, 2, 0, 3});
+        // (L, N, C) rows `at` elements into a fresh buffer, in L-major or N-major order.
+        auto rows = [&, n_major = n_major](std::int64_t C, Device device, std::int64_t at) {
+          Tensor buf =
+              full({L * N * C + at}, NAN, TensorOptions(DType::Float32, kCPU)).to(dtype).to(device);
+          Tensor r = buf.narrow(0, at, L * N * C);
+          return n_major ? r.view({N, L, C}).transpose(0, 1) : r.view({L, N, C});
         };
-        // A projection `offset` elements into its storage: rows 16-byte aligned or not.
-        auto packed_on = [&](const Tensor& host, Device device) {
-          Tensor buf = zeros({L * N * 3 * E + offset}, TensorOptions(dtype, device));
-          Tensor p = buf.narrow(0, offset, L * N * 3 * E).view({L, N, 3 * E});
+        // Part `part` of packed (L, N, parts * H * D) as (N, H, L, D) heads, through its strides.
+        auto heads = [&](const Tensor& packed, std::int64_t part) {
+          return make_view(packed, {N, H, L, D}, {packed.stride(1), D, packed.stride(0), 1},
+                           packed.storage_offset() + part * H * D);
+        };
+        auto packed_on = [&, offset = offset](const Tensor& host, Device device) {
+          Tensor p = rows(host.size(2), device, offset);
           p.copy_(host);
           return p;
         };
+        const Tensor proj_h = host_randn({L, N, 3 * E}, dtype);
+        const Tensor dout_h = host_randn({L, N, E}, dtype);
+        const Tensor proj = packed_on(proj_h, kCPU), proj_d = packed_on(proj_h, kCuda);
+        const Tensor dout = packed_on(dout_h, kCPU), dout_d = packed_on(dout_h, kCuda);
         AttentionDims d{N, L, L, D, D};
         d.H = d.KV = H;
         d.scale = 1.0 / std::sqrt(double(D));
         d.causal = true;
         d.masked_rows_zero = true;
-        d.q = d.k = d.v = AttentionStrides{3 * E, D, N * 3 * E};
-        const Tensor proj_h = host_randn({L, N, 3 * E}, dtype);
-        const Tensor dout = host_randn({L, N, E}, dtype);
-        const Tensor proj = packed_on(proj_h, kCPU), proj_d = packed_on(proj_h, kCuda);
+        d.q = d.k = d.v = attention_strides(heads(proj, 0));
         const std::string what = std::string(dtype_name(dtype)) + " D " + std::to_string(D) +
-                                 " offset " + std::to_string(offset);
+                                 " offset " + std::to_string(offset) +
+                                 (n_major ? " N-major" : " L-major");
         BOOST_TEST_CONTEXT(what) {
           const double tol = tol_of(dtype);
-          Tensor out = zeros({L, N, E}, TensorOptions(dtype, kCPU));
+          Tensor out = rows(E, kCPU, 0);
           Tensor lse = empty({N, H, L}, TensorOptions(DType::Float32, kCPU));
-          kernels(kCPU).blocked_attention(heads(out, 1, 0), lse, heads(proj, 3, 0),
-                                          heads(proj, 3, 1), heads(proj, 3, 2), Tensor(), d);
-          Tensor out_d = poisoned({L, N, E}, dtype), lse_d = poisoned({N, H, L}, DType::Float32);
-          kernels(kCuda).blocked_attention(heads(out_d, 1, 0), lse_d, heads(proj_d, 3, 0),
-                                           heads(proj_d, 3, 1), heads(proj_d, 3, 2), Tensor(), d);
+          kernels(kCPU).blocked_attention(heads(out, 0), lse, heads(proj, 0), heads(proj, 1),
+                                          heads(proj, 2), Tensor(), d);
+          Tensor out_d = rows(E, kCuda, 0), lse_d = poisoned({N, H, L}, DType::Float32);
+          kernels(kCuda).blocked_attention(heads(out_d, 0), lse_d, heads(proj_d, 0),
+                                           heads(proj_d, 1), heads(proj_d, 2), Tensor(), d);
           check_close(out_d, out, tol);
           check_close(lse_d, lse, kTolFp32 * 10);
-          Tensor grad = poisoned_host({L, N, 3 * E}, dtype);
-          kernels(kCPU).blocked_attention_backward(heads(grad, 3, 0), heads(grad, 3, 1),
-                                                   heads(grad, 3, 2), heads(proj, 3, 0),
-                                                   heads(proj, 3, 1), heads(proj, 3, 2), Tensor(),
-                                                   heads(out, 1, 0), lse, heads(dout, 1, 0), d);
-          Tensor grad_d = poisoned({L, N, 3 * E}, dtype);
-          const Tensor dout_d = dout.to(kCuda);
+          Tensor grad = rows(3 * E, kCPU, 0);
+          kernels(kCPU).blocked_attention_backward(heads(grad, 0), heads(grad, 1), heads(grad, 2),
+                                                   heads(proj, 0), heads(proj, 1), heads(proj, 2),
+                                                   Tensor(), heads(out, 0), lse, heads(dout, 0), d);
+          Tensor grad_d = rows(3 * E, kCuda, 0);
+          Tensor out_copy_d = rows(E, kCuda, 0);
+          out_copy_d.copy_(out);
           kernels(kCuda).blocked_attention_backward(
-              heads(grad_d, 3, 0), heads(grad_d, 3, 1), heads(grad_d, 3, 2), heads(proj_d, 3, 0),
-              heads(proj_d, 3, 1), heads(proj_d, 3, 2), Tensor(), heads(out.to(kCuda), 1, 0),
-              lse.to(kCuda), heads(dout_d, 1, 0), d);
+              heads(grad_d, 0), heads(grad_d, 1), heads(grad_d, 2), heads(proj_d, 0),
+              heads(proj_d, 1), heads(proj_d, 2), Tensor(), heads(out_copy_d, 0), lse.to(kCuda),
+              heads(dout_d, 0), d);
           check_close(grad_d, grad, std::max(tol, 1e-4));  // sums in another order
         }
       }
+}
+
+// MultiheadAttention with batch_first in GPT's blocks (the is_causal hint) on cuda: the caller's
+// (N, L) rows throughout, so the same values and gradients as the (L, N, E) layout on the same
+// data and as many allocations (no transposition copies); bf16 at head dim 64 (the flash tiles
+// on N-major views) and float32 (the general kernels).
+BOOST_AUTO_TEST_CASE(batch_first_causal_attention_matches_the_sequence_first_layout) {
+  const std::int64_t N = 2, L = 70, H = 2, E = 2 * 64;
+  for (DType dtype : {DType::BFloat16, DType::Float32}) {
+    BOOST_TEST_CONTEXT(dtype_name(dtype)) {
+      const TensorOptions options(dtype, kCuda);
+      auto batch_first = fsdp::testing::causal_attention_layer(E, H, true, options);
+      auto seq_first = fsdp::testing::causal_attention_layer(E, H, false, options, batch_first);
+      const Tensor x = host_randn({N, L, E}, dtype).to(kCuda);
+      const Tensor grad = host_randn({N, L, E}, dtype).to(kCuda);
+      const auto a = fsdp::testing::run_causal_attention(*batch_first, x, grad);
+      const auto b = fsdp::testing::run_causal_attention(*seq_first, x, grad);
+      BOOST_TEST(a.out_dense);
+      BOOST_TEST((a.out.shape() == Shape{N, L, E}));
+      check_close(a.out, b.out, tol_of(dtype));
+      check_close(a.grad_x, b.grad_x, tol_of(dtype));
+      for (std::size_t i = 0; i < a.grads.size(); ++i)
+        check_close(a.grads[i], b.grads[i], std::max(tol_of(dtype), 1e-4));  // rows summed
+      BOOST_TEST(a.allocations == b.allocations);  // no copy of the activations
+    }
+  }
 }
 
 // lse agrees within tol where finite, and is -inf exactly where the CPU's is (rows with no key).

@@ -1,7 +1,8 @@
 // packed_causal_attention (core/ops/packed_causal_attention.h) against what it replaces in
 // MultiheadAttention: the projection narrowed into heads, scaled_dot_product_attention with
 // is_causal, the heads merged back; values and the projection's gradient, in float64, float32,
-// bf16 and fp16; a non-contiguous projection; meta shapes; its error messages.
+// bf16 and fp16; a non-contiguous projection; an N-major one (batch_first's) read in place and
+// its output and gradient N-major; meta shapes; its error messages.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
@@ -73,6 +74,40 @@ BOOST_AUTO_TEST_CASE(reads_a_non_contiguous_projection) {
   Tensor proj = t.transpose(0, 1);  // (6, 2, 12), not contiguous
   BOOST_TEST(worst_difference(packed_causal_attention(proj, 2, 0.5),
                               unfused(proj.contiguous(), 2, 0.5)) <= 1e-6);
+}
+
+// batch_first's projection: (N, L, 3E) memory seen as (L, N, 3E). Read in place, the output
+// written N-major (an (L, N, E) view of (N, L, E) memory) and the projection's gradient in the
+// projection's own layout; the arithmetic is the contiguous projection's, so the values and
+// gradients are equal bit for bit.
+BOOST_AUTO_TEST_CASE(an_n_major_projection_is_read_in_place_and_written_n_major) {
+  const std::int64_t N = 3, L = 9, heads = 2, hd = 64, E = heads * hd;
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    BOOST_TEST_CONTEXT(dtype_name(dt)) {
+      manual_seed(23);
+      const Tensor base = randn({N, L, 3 * E}, TensorOptions(dt));
+      Tensor rows = base.clone().requires_grad_(), dense = base.clone().requires_grad_();
+      const Tensor proj = rows.transpose(0, 1);
+      const Tensor out = packed_causal_attention(proj, heads, 0.125);
+      const Tensor ref = packed_causal_attention(dense.transpose(0, 1).contiguous(), heads, 0.125);
+      BOOST_TEST((out.shape() == Shape{L, N, E}));
+      BOOST_TEST((out.strides() == Shape{E, L * E, 1}));
+      BOOST_TEST((ref.strides() == Shape{N * E, E, 1}));
+      BOOST_TEST(out.to_vector() == ref.to_vector());
+      // The output's gradient N-major too, as batch_first's out_proj hands it back.
+      const Tensor w = randn({N, L, E}, TensorOptions(dt));
+      Tensor dproj;
+      proj.register_hook([&](const Tensor& g) {
+        dproj = g;
+        return Tensor();
+      });
+      sum(mul(out.transpose(0, 1), w)).backward();
+      sum(mul(ref.transpose(0, 1), w)).backward();
+      BOOST_REQUIRE(dproj.defined());
+      BOOST_TEST((dproj.strides() == Shape{3 * E, L * 3 * E, 1}));
+      BOOST_TEST(rows.grad().to_vector() == dense.grad().to_vector());
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(meta_gives_the_merged_shape) {

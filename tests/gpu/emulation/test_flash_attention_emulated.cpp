@@ -5,7 +5,7 @@
 // them. Batch 2 (the batch offsets), t of 1, under a tile, one tile, a partial last tile, two
 // whole tiles, three tiles, five (the load stages alternating); bf16 and fp16 tiles; dense
 // operands, and MultiheadAttention's layout (q, k, v, dq, dk, dv views of packed (L, N, 3E)
-// buffers, o and dO of (L, N, E) ones).
+// buffers, o and dO of (L, N, E) ones, L-major and, as with batch_first, N-major).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -156,71 +156,83 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
 
 // MultiheadAttention's layout: q, k and v are views of one packed (L, N, 3E) projection (head h
 // of part p at column p * E + h * 64), o and dO of (L, N, E) buffers, dq, dk and dv views of one
-// (L, N, 3E) gradient; the tiles read and write them in place, every element of the gradient
-// written (it starts as NaN), the results those of the dense layout.
+// (L, N, 3E) gradient, every buffer L-major or, as with batch_first, N-major ((N, L, *) memory);
+// the tiles read and write them in place, every element of the gradient written (it starts as
+// NaN), the results those of the dense layout.
 BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_reads_and_writes_packed_heads_in_place, T, Tile16) {
-  std::mt19937 gen(20261130);
-  std::normal_distribution<float> normal;
-  const std::int64_t N = 2, H = 3, hd = kFlashHeadDim, E = H * hd, L = 130;
-  const float scale = 0.125f;
-  std::vector<float> proj(L * N * 3 * E), dout(L * N * E);
-  for (auto* x : {&proj, &dout})
-    for (float& e : *x) e = from_storage(to_storage<T>(normal(gen)));
-  const std::vector<T> pb = to_16bit<T>(proj), db = to_16bit<T>(dout);
-  std::vector<T> o(L * N * E, to_storage<T>(NAN)), dproj(L * N * 3 * E, to_storage<T>(NAN));
-  std::vector<float> lse(N * H * L, NAN);
-  const AttentionOperandStrides packed{.batch = 3 * E, .head = hd, .row = N * 3 * E},
-      merged{.batch = E, .head = hd, .row = N * E};
-  const FlashGeometry g{.B = N,
-                        .H = H,
-                        .t = L,
-                        .scale = scale,
-                        .q = packed,
-                        .k = packed,
-                        .v = packed,
-                        .o = merged,
-                        .dout = merged,
-                        .dq = packed,
-                        .dk = packed,
-                        .dv = packed};
-  const T* p = pb.data();
-  BOOST_TEST(flash_attention_applies(g, hd, {p, p + E, p + 2 * E, o.data(), db.data()}));
-  flash_attention_forward(p, p + E, p + 2 * E, o.data(), lse.data(), g, nullptr);
-  flash_attention_backward(p, p + E, p + 2 * E, o.data(), db.data(), lse.data(), dproj.data(),
-                           dproj.data() + E, dproj.data() + 2 * E, g, nullptr);
-  BOOST_TEST(fsdp::emu::test::take_fault() == "");
-
-  // The (n, h) heads gathered densely (batch n * H + h) for the double loop.
-  auto gather = [&](const std::vector<float>& src, std::int64_t row, std::int64_t col0) {
-    std::vector<float> out(N * H * L * hd);
-    for (std::int64_t n = 0; n < N; ++n)
-      for (std::int64_t h = 0; h < H; ++h)
-        for (std::int64_t l = 0; l < L; ++l)
-          for (std::int64_t c = 0; c < hd; ++c)
-            out[((n * H + h) * L + l) * hd + c] = src[l * row + n * (row / N) + col0 + h * hd + c];
-    return out;
-  };
-  const Reference ref =
-      reference(gather(proj, N * 3 * E, 0), gather(proj, N * 3 * E, E),
-                gather(proj, N * 3 * E, 2 * E), gather(dout, N * E, 0), N * H, L, hd, scale);
-  auto at = [&](const std::vector<T>& x, std::int64_t row, std::int64_t col0) {
-    return [&x, row, col0, hd, L, H, N](std::size_t i) {
-      const std::int64_t c = std::int64_t(i) % hd, l = std::int64_t(i) / hd % L,
-                         bh = std::int64_t(i) / (hd * L), n = bh / H, h = bh % H;
-      return double(from_storage(x[l * row + n * (row / N) + col0 + h * hd + c]));
+  for (bool n_major : {false, true}) {
+    std::mt19937 gen(20261130);
+    std::normal_distribution<float> normal;
+    const std::int64_t N = 2, H = 3, hd = kFlashHeadDim, E = H * hd, L = 130;
+    const float scale = 0.125f;
+    // Where row (l, n) of a buffer of C columns starts, and the buffer's strides.
+    auto row_at = [&](std::int64_t l, std::int64_t n, std::int64_t C) {
+      return n_major ? (n * L + l) * C : (l * N + n) * C;
     };
-  };
-  const double tol = kTol16<T>;
-  BOOST_TEST(relative_error(at(o, N * E, 0), ref.o) <= tol);
-  BOOST_TEST(relative_error([&](std::size_t i) { return double(lse[i]); }, ref.lse) <= 1e-4);
-  BOOST_TEST(relative_error(at(dproj, N * 3 * E, 0), ref.dq) <= tol);
-  BOOST_TEST(relative_error(at(dproj, N * 3 * E, E), ref.dk) <= tol);
-  BOOST_TEST(relative_error(at(dproj, N * 3 * E, 2 * E), ref.dv) <= tol);
-  for (std::size_t i = 0; i < dproj.size(); ++i)
-    if (!std::isfinite(from_storage(dproj[i]))) {
-      BOOST_TEST(false, "dproj element " << i << " not written");
-      break;
+    auto strides = [&](std::int64_t C) {
+      return AttentionOperandStrides{
+          .batch = n_major ? L * C : C, .head = hd, .row = n_major ? C : N * C};
+    };
+    std::vector<float> proj(L * N * 3 * E), dout(L * N * E);
+    for (auto* x : {&proj, &dout})
+      for (float& e : *x) e = from_storage(to_storage<T>(normal(gen)));
+    const std::vector<T> pb = to_16bit<T>(proj), db = to_16bit<T>(dout);
+    std::vector<T> o(L * N * E, to_storage<T>(NAN)), dproj(L * N * 3 * E, to_storage<T>(NAN));
+    std::vector<float> lse(N * H * L, NAN);
+    const AttentionOperandStrides packed = strides(3 * E), merged = strides(E);
+    const FlashGeometry g{.B = N,
+                          .H = H,
+                          .t = L,
+                          .scale = scale,
+                          .q = packed,
+                          .k = packed,
+                          .v = packed,
+                          .o = merged,
+                          .dout = merged,
+                          .dq = packed,
+                          .dk = packed,
+                          .dv = packed};
+    const T* p = pb.data();
+    BOOST_TEST_CONTEXT((n_major ? "N-major" : "L-major")) {
+      BOOST_TEST(flash_attention_applies(g, hd, {p, p + E, p + 2 * E, o.data(), db.data()}));
+      flash_attention_forward(p, p + E, p + 2 * E, o.data(), lse.data(), g, nullptr);
+      flash_attention_backward(p, p + E, p + 2 * E, o.data(), db.data(), lse.data(), dproj.data(),
+                               dproj.data() + E, dproj.data() + 2 * E, g, nullptr);
+      BOOST_TEST(fsdp::emu::test::take_fault() == "");
+
+      // The (n, h) heads gathered densely (batch n * H + h) for the double loop.
+      auto gather = [&](const std::vector<float>& src, std::int64_t C, std::int64_t col0) {
+        std::vector<float> out(N * H * L * hd);
+        for (std::int64_t n = 0; n < N; ++n)
+          for (std::int64_t h = 0; h < H; ++h)
+            for (std::int64_t l = 0; l < L; ++l)
+              for (std::int64_t c = 0; c < hd; ++c)
+                out[((n * H + h) * L + l) * hd + c] = src[row_at(l, n, C) + col0 + h * hd + c];
+        return out;
+      };
+      const Reference ref =
+          reference(gather(proj, 3 * E, 0), gather(proj, 3 * E, E), gather(proj, 3 * E, 2 * E),
+                    gather(dout, E, 0), N * H, L, hd, scale);
+      auto at = [&](const std::vector<T>& x, std::int64_t C, std::int64_t col0) {
+        return [&x, &row_at, C, col0, hd, L, H](std::size_t i) {
+          const std::int64_t c = std::int64_t(i) % hd, l = std::int64_t(i) / hd % L,
+                             bh = std::int64_t(i) / (hd * L), n = bh / H, h = bh % H;
+          return double(from_storage(x[row_at(l, n, C) + col0 + h * hd + c]));
+        };
+      };
+      const double tol = kTol16<T>;
+      BOOST_TEST(relative_error(at(o, E, 0), ref.o) <= tol);
+      BOOST_TEST(relative_error([&](std::size_t i) { return double(lse[i]); }, ref.lse) <= 1e-4);
+      BOOST_TEST(relative_error(at(dproj, 3 * E, 0), ref.dq) <= tol);
+      BOOST_TEST(relative_error(at(dproj, 3 * E, E), ref.dk) <= tol);
+      BOOST_TEST(relative_error(at(dproj, 3 * E, 2 * E), ref.dv) <= tol);
+      for (std::size_t i = 0; i < dproj.size(); ++i)
+        if (!std::isfinite(from_storage(dproj[i]))) {
+          BOOST_TEST(false, "dproj element " << i << " not written");
+          break;
+        }
     }
+  }
 }
 
 // What the tiles cannot take, so that the kernel table sends it to the row kernels: a head dim
