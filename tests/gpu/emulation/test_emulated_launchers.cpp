@@ -185,8 +185,9 @@ BOOST_AUTO_TEST_CASE(class_loss_rows_in_packs_keep_the_infinities_and_nan) {
     for (std::int64_t k = 0; k < c; ++k) mx = std::max<double>(mx, x[r * c + k]);
     for (std::int64_t k = 0; k < c; ++k) sum += std::exp(x[r * c + k] - mx);
     const double want = mx + std::log(sum);
-    BOOST_TEST(std::abs(lse[r] - want) <= 1e-12 * std::abs(want), "row " << r);
-    BOOST_TEST(std::abs(losses[r] - (want - x[r * c + target[r]])) <= 1e-12 * std::abs(want));
+    // Each thread's exps and sums in float (as the CPU table's float32 path), folded in double.
+    BOOST_TEST(std::abs(lse[r] - want) <= 1e-6 * std::abs(want), "row " << r);
+    BOOST_TEST(std::abs(losses[r] - (want - x[r * c + target[r]])) <= 1e-6 * std::abs(want));
     for (std::int64_t k = 0; k < c; ++k) {
       const double d = 0.5 * (std::exp(x[r * c + k] - want) - (k == target[r] ? 1.0 : 0.0));
       BOOST_TEST(std::abs(dx[r * c + k] - d) <= 1e-6, "row " << r << " class " << k);
