@@ -1577,6 +1577,8 @@ KernelTable make_table() {
   t.unary = &unary;
   t.sum = &sum;
   t.linear_backward16 = &linear_backward16;
+  // cuBLASLt products with float32 accumulation and sum_over_rows: no size limit.
+  t.linear_backward16_max_weight = std::numeric_limits<std::int64_t>::max();
   t.blocked_attention = &blocked_attention;
   t.blocked_attention_backward = &blocked_attention_backward;
   t.split_heads = &split_heads;

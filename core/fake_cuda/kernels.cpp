@@ -186,6 +186,7 @@ KernelTable make_table() {
   FSDP_FAKE_CUDA_QUEUED(bmm)
   FSDP_FAKE_CUDA_QUEUED(linear)
   FSDP_FAKE_CUDA_QUEUED(linear_backward16)
+  t.linear_backward16_max_weight = kernels(kCPU).linear_backward16_max_weight;  // the CPU's runs
   FSDP_FAKE_CUDA_QUEUED(split_heads)
   FSDP_FAKE_CUDA_QUEUED(merge_heads)
   FSDP_FAKE_CUDA_QUEUED(blocked_attention)

@@ -122,6 +122,9 @@ struct KernelTable {
   // gx, gw, gb each optional (undefined), x needed for gw, w for gx.
   void (*linear_backward16)(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& g,
                             const Tensor& x, const Tensor& w, std::int64_t in_features);
+  // The largest weight (out * in elements) this device's linear_backward16 takes; larger ones
+  // take the separate products (the CPU's converts the weight and its gradient whole).
+  std::int64_t linear_backward16_max_weight;
 
   // Attention (core/ops/attention_heads.cpp, blocked_attention.cpp, packed_causal_attention.cpp).
   void (*split_heads)(const std::vector<Tensor>& heads, const Tensor& packed,

@@ -3,10 +3,10 @@
 #include <optional>
 
 #include "core/dispatch/intercept.h"
-#include "core/kernels/cpu/gemm16.h"
 #include "core/ops/op_utils.h"
 
 namespace fsdp {
+
 using namespace ops_detail;
 
 namespace {
@@ -41,7 +41,7 @@ std::optional<variable_list> linear_backward_fused16(const variable_list& saved,
                                                      std::int64_t outf, const Shape& ishape) {
   const DType dt = g.dtype();
   if (!is_16bit(dt) || autograd::is_grad_enabled() || g.is_meta() ||
-      in * outf > kLinearBackward16MaxWeight)
+      in * outf > kernels(g.device()).linear_backward16_max_weight)
     return std::nullopt;
   const Tensor& x = saved[0];
   const Tensor& w = saved[1];

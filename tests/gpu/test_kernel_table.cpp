@@ -4,6 +4,7 @@
 // device, never a host fallback. Skips (exit 77) without a device.
 #define BOOST_TEST_MODULE gpu_kernel_table
 #include <cmath>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -313,6 +314,28 @@ BOOST_AUTO_TEST_CASE(linear_backward16_matches_the_cpu_table_in_bf16_and_fp16) {
     check_close(gwd, gw, tol_of(dtype));
     check_close(gbd, gb, tol_of(dtype));
   }
+}
+
+// GPT-2's in-projection and MLP weights (above a million elements) take the one-pass 16-bit
+// backward on CUDA too (its products accumulate in float32 whatever the size); the CPU's, which
+// converts the weight whole, takes the separate products there. Same gradients either way.
+BOOST_AUTO_TEST_CASE(linear_backward16_takes_weights_of_any_size_on_cuda) {
+  BOOST_TEST(kernels(kCPU).linear_backward16_max_weight == std::int64_t(1) << 20);
+  BOOST_TEST(kernels(kCuda).linear_backward16_max_weight ==
+             std::numeric_limits<std::int64_t>::max());
+  const std::int64_t rows = 6, in = 1024, out = 1030;  // 1030 * 1024 > 2^20
+  const DType dtype = DType::BFloat16;
+  const Tensor x0 = host_randn({rows, in}, dtype), w0 = mul(host_randn({out, in}, dtype), 0.05);
+  const Tensor b0 = host_randn({out}, dtype), g0 = host_randn({rows, out}, dtype);
+  std::vector<Tensor> want, got;
+  for (Device dev : {kCPU, kCuda}) {
+    Tensor x = x0.to(dev).detach().requires_grad_(true);
+    Tensor w = w0.to(dev).detach().requires_grad_(true);
+    Tensor b = b0.to(dev).detach().requires_grad_(true);
+    linear(x, w, b).backward(g0.to(dev));
+    (dev == kCPU ? want : got) = {x.grad(), w.grad(), b.grad()};
+  }
+  for (std::size_t i = 0; i < want.size(); ++i) check_close(got[i], want[i], tol_of(dtype));
 }
 
 BOOST_AUTO_TEST_CASE(products_of_strided_views_match_the_cpu_table) {

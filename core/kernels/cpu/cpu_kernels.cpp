@@ -2,6 +2,8 @@
 // at it before any static constructor runs).
 #include "core/kernels/cpu/cpu_kernels.h"
 
+#include "core/kernels/cpu/gemm16.h"
+
 namespace fsdp {
 
 constinit const KernelTable kCpuKernels{
@@ -26,6 +28,7 @@ constinit const KernelTable kCpuKernels{
     .bmm = &cpu::bmm,
     .linear = &cpu::linear,
     .linear_backward16 = &cpu::linear_backward16,
+    .linear_backward16_max_weight = ops_detail::kLinearBackward16MaxWeight,
     .split_heads = &cpu::split_heads,
     .merge_heads = &cpu::merge_heads,
     .blocked_attention = &cpu::blocked_attention,
