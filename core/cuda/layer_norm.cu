@@ -23,18 +23,28 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;  // forward: 8 warps of 32
 
-// Backward: 4 warps a block, each with partial sums of 2 x kSharedCols floats in shared memory
-// (32 KiB a block: 7 blocks fit an H100 SM). Wider rows keep each warp's partials in the
-// scratch instead (global memory, cached), with fewer blocks so the scratch stays small.
+// Backward: 4 warps a block, each with its partial sums of up to kSharedCols columns in shared
+// memory (33 KiB a block: 6 blocks fit an H100 SM). Wider rows keep each warp's partial sums in
+// the scratch instead (global memory, cached), with fewer blocks so that the scratch stays small.
 constexpr int kBackwardWarps = 4;
 constexpr std::int64_t kSharedCols = 1024;
 constexpr std::int64_t kBackwardBlocks = 512, kBackwardBlocksWide = 128;
-constexpr int kReduceRows = 16;  // the partials kernel: 32 columns x 16 partial rows a block
+constexpr int kReduceRows = 32;  // the partials kernel: 32 columns x 32 partial rows a block
+
+// A warp's partial sums in shared memory hold column c at slot (c % 8) * stride + c / 8, the
+// stride at least cols / 8 and 4 more than a multiple of 32: a pack's j-th values (8 or 4
+// columns a lane) and single columns a lane (8 groups of 4 lanes) then fall in 32 distinct
+// banks, where column order would put a pack's lanes 8 floats apart (8-way bank conflicts).
+__host__ __device__ constexpr std::int64_t shared_stride(std::int64_t cols) {
+  const std::int64_t groups = (cols + 7) / 8;
+  return ((groups > 4 ? groups : 4) - 4 + 31) / 32 * 32 + 4;
+}
+constexpr std::int64_t kSharedStride = shared_stride(kSharedCols);
 
 struct BackwardGrid {
   unsigned blocks;
   std::int64_t partial_rows;  // rows of 2 * cols floats (dweight's sums, then dbias's)
-  bool shared;                // partials per warp in shared memory, one row a block
+  bool shared;                // partial sums per warp in shared memory, one row a block
 };
 
 BackwardGrid backward_grid(std::int64_t rows, std::int64_t cols) {
@@ -76,26 +86,28 @@ __global__ void layer_norm_forward_kernel(const T* x, const P* weight, const P* 
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight, a warp per row (rows
 // strided by the grid's warps); with `partials`, the warp's sums of dy * xhat (dweight) and dy
-// (dbias) over its rows, per column, then one partial row per block (or per warp: !shared).
-template <typename T, typename P>
+// (dbias) over its rows, per column, then one partial row per block (kShared) or per warp.
+template <typename T, typename P, bool kShared>
 __global__ void layer_norm_backward_kernel(const T* dy, const T* x, const P* weight,
                                            const float* mean, const float* rstd, T* dx,
-                                           float* partials, std::int64_t rows, std::int64_t cols,
-                                           bool shared) {
-  __shared__ float warp_sums[kBackwardWarps][2 * kSharedCols];
+                                           float* partials, std::int64_t rows, std::int64_t cols) {
+  __shared__ float warp_sums[kShared ? kBackwardWarps : 1][kShared ? 16 * kSharedStride : 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::int64_t stride = shared_stride(cols);
+  const auto slot = [&](std::int64_t c) { return kShared ? (c % 8) * stride + c / 8 : c; };
+  const std::int64_t half = kShared ? 8 * stride : cols;  // dbias's sums after dweight's
   float* acc = nullptr;
   if (partials)
-    acc = shared ? warp_sums[warp]
-                 : partials + (std::int64_t(blockIdx.x) * kBackwardWarps + warp) * 2 * cols;
+    acc = kShared ? warp_sums[warp]
+                  : partials + (std::int64_t(blockIdx.x) * kBackwardWarps + warp) * 2 * cols;
   if (acc) {
-    for (std::int64_t k = lane; k < 2 * cols; k += 32) acc[k] = 0.0f;
+    for (std::int64_t k = lane; k < 2 * half; k += 32) acc[k] = 0.0f;
     __syncwarp();
   }
   constexpr int V = Pack<T>::kSize;
-  const std::int64_t stride = std::int64_t(gridDim.x) * kBackwardWarps;
+  const std::int64_t row_stride = std::int64_t(gridDim.x) * kBackwardWarps;
   for (std::int64_t row = std::int64_t(blockIdx.x) * kBackwardWarps + warp; row < rows;
-       row += stride) {  // uniform per warp: the shuffles stay full
+       row += row_stride) {  // uniform per warp: the shuffles stay full
     const T* xr = x + row * cols;
     const T* dyr = dy + row * cols;
     T* dxr = dx + row * cols;
@@ -122,8 +134,8 @@ __global__ void layer_norm_backward_kernel(const T* dy, const T* x, const P* wei
     const auto grad = [&](std::int64_t c, float d, float v) {
       const float xhat = (v - m) * r;
       if (acc) {  // column c is this lane's alone in this row
-        acc[c] += d * xhat;
-        acc[cols + c] += d;
+        acc[slot(c)] += d * xhat;
+        acc[half + slot(c)] += d;
       }
       return r * (d * param_or(weight, c, 1.0f) - mg - xhat * mgx);
     };
@@ -140,20 +152,21 @@ __global__ void layer_norm_backward_kernel(const T* dy, const T* x, const P* wei
         });
     __syncwarp();  // another row's split may give column c to another lane
   }
-  if (!acc || !shared) return;  // the same for the whole block
+  if (!kShared || !acc) return;  // the same for the whole block
   __syncthreads();
-  // The block's partial row: its warps' sums added in warp order.
+  // The block's partial row, in column order: its warps' sums added in warp order.
   float* out = partials + std::int64_t(blockIdx.x) * 2 * cols;
   for (std::int64_t k = threadIdx.x; k < 2 * cols; k += blockDim.x) {
+    const std::int64_t at = (k < cols ? 0 : half) + slot(k < cols ? k : k - cols);
     float s = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kBackwardWarps; ++w) s += warp_sums[w][k];
+    for (int w = 0; w < kBackwardWarps; ++w) s += warp_sums[w][at];
     out[k] = s;
   }
 }
 
 // dweight[c] and dbias[c]: the partial rows' column sums in double, in a fixed order (each
-// thread every 16th row from its own, then the 16 threads' sums in order), in P. No partial
+// thread every 32nd row from its own, then the 32 threads' sums in order), in P. No partial
 // rows (no rows) give zeros.
 template <typename P>
 __global__ void layer_norm_param_grads_kernel(const float* partials, std::int64_t partial_rows,
@@ -161,9 +174,11 @@ __global__ void layer_norm_param_grads_kernel(const float* partials, std::int64_
   __shared__ double sums[kReduceRows][32];
   const std::int64_t k = std::int64_t(blockIdx.x) * 32 + threadIdx.x;  // of 2 * cols
   double s = 0.0;
-  if (k < 2 * cols)
+  if (k < 2 * cols) {
+#pragma unroll 8
     for (std::int64_t p = threadIdx.y; p < partial_rows; p += kReduceRows)
       s += partials[p * 2 * cols + k];
+  }
   sums[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y != 0 || k >= 2 * cols) return;
@@ -199,11 +214,14 @@ void layer_norm_backward(const T* dy, const T* x, const P* weight, const float* 
   if (cols == 0) return;
   const bool params = dweight || dbias;
   const BackwardGrid g = backward_grid(rows, cols);
-  if (rows > 0) {
-    layer_norm_backward_kernel<<<g.blocks, kBackwardWarps * 32, 0, stream>>>(
-        dy, x, weight, mean, rstd, dx, params ? scratch : nullptr, rows, cols, g.shared);
-    FSDP_CUDA_CHECK_LAUNCH();
-  }
+  float* partials = params ? scratch : nullptr;
+  if (rows > 0 && g.shared)
+    layer_norm_backward_kernel<T, P, true><<<g.blocks, kBackwardWarps * 32, 0, stream>>>(
+        dy, x, weight, mean, rstd, dx, partials, rows, cols);
+  else if (rows > 0)
+    layer_norm_backward_kernel<T, P, false><<<g.blocks, kBackwardWarps * 32, 0, stream>>>(
+        dy, x, weight, mean, rstd, dx, partials, rows, cols);
+  if (rows > 0) FSDP_CUDA_CHECK_LAUNCH();
   if (!params) return;
   const auto column_blocks = static_cast<unsigned>((2 * cols + 31) / 32);
   layer_norm_param_grads_kernel<<<column_blocks, dim3(32, kReduceRows), 0, stream>>>(
