@@ -175,13 +175,17 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
   }
   {  // layer norm, GELU, residual add, bias gradient
     Buffer<bf16> x(N * F), dy(N * F), y(N * F), dx(N * F);
-    Buffer<float> w(D), b(D), mean(N), rstd(N), dw(F), db(F);  // float parameters (torch's)
+    // bf16 parameters, as torch's here (and train_gpt's under bf16 FSDP mixed precision); the
+    // backward's partial sums in a scratch buffer (the kernel table's comes from the allocator).
+    Buffer<bf16> lw(D), lb(D), ldw(D), ldb(D);
+    Buffer<float> mean(N), rstd(N), dw(F), scratch(layer_norm_backward_scratch(N, D));
     timer.report_op("layer_norm_fwd N,768", 0, [&] {
-      layer_norm_forward(x.ptr, w.ptr, b.ptr, y.ptr, mean.ptr, rstd.ptr, N, D, 1e-5f, s);
+      layer_norm_forward<bf16, bf16>(x.ptr, lw.ptr, lb.ptr, y.ptr, mean.ptr, rstd.ptr, N, D, 1e-5f,
+                                     s);
     });
     timer.report_op("layer_norm_bwd N,768", 0, [&] {
-      layer_norm_backward(dy.ptr, x.ptr, w.ptr, mean.ptr, rstd.ptr, dx.ptr, dw.ptr, db.ptr, N, D,
-                          s);
+      layer_norm_backward<bf16, bf16>(dy.ptr, x.ptr, lw.ptr, mean.ptr, rstd.ptr, dx.ptr, ldw.ptr,
+                                      ldb.ptr, scratch.ptr, N, D, s);
     });
     timer.report_op("gelu_fwd N,3072", 0, [&] {
       activation_forward(fsdp::ActivationKind::GeluTanh, x.ptr, y.ptr, N * F, s);

@@ -856,49 +856,78 @@ void masked_softmax(const Tensor& y, const Tensor& x, const Tensor& m, std::int6
     missing("masked_softmax", device, layout_of(x));
 }
 
-// --- layer norm (layer_norm.cu): float32, bf16 or fp16 rows; the parameters and statistics are
-// float32 in both cases (the compute dtype, as core/functional/layer_norm.cpp passes them).
+// --- layer norm (layer_norm.cu): float32, bf16 or fp16 rows; the statistics float32, the
+// weight and bias (one dtype) float32 or the rows' 16-bit dtype, read and written as they are.
 
-const float* optional_ptr(const Tensor& t) {
-  return t.defined() ? ptr<const float>(t) : nullptr;
+// Calls f.template operator()<P>() for the parameters' storage type (float, or T's 16-bit
+// type); false when the kernels do not take that dtype (or w and b differ).
+template <typename T, typename F>
+bool with_layer_norm_params(const Tensor& w, const Tensor& b, F&& f) {
+  const Tensor& p = w.defined() ? w : b;
+  if (w.defined() && b.defined() && w.dtype() != b.dtype()) return false;
+  if (!p.defined() || p.dtype() == DType::Float32) {
+    f.template operator()<float>();
+    return true;
+  }
+  if constexpr (!std::is_same_v<T, float>) {
+    if (p.dtype() == (std::is_same_v<T, bf16> ? DType::BFloat16 : DType::Float16)) {
+      f.template operator()<T>();
+      return true;
+    }
+  }
+  return false;
 }
 
-bool float_parameters(const Tensor& w) {
-  return !w.defined() || w.dtype() == DType::Float32;
+template <typename P>
+P* optional_ptr(const Tensor& t) {
+  return t.defined() ? ptr<P>(t) : nullptr;
 }
 
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                 const Tensor& w, const Tensor& b, std::int64_t n, double eps) {
   const Device device = stream_device(y.device());
-  if (!is_float_or_16bit(x.dtype()) || !float_parameters(w) || !float_parameters(b) ||
-      mean.dtype() != DType::Float32)
+  if (!is_float_or_16bit(x.dtype()) || mean.dtype() != DType::Float32)
     missing("layer_norm", device, layout_of(x));
   if (x.numel() == 0) return;
+  bool taken = true;
   Launch l(device);
   float_or_16bit(x.dtype(), [&]<typename T>() {
-    layer_norm_forward<T>(ptr<const T>(x), optional_ptr(w), optional_ptr(b), ptr<T>(y),
-                          ptr<float>(mean), ptr<float>(rstd), x.numel() / n, n,
-                          static_cast<float>(eps), l.stream);
+    taken = with_layer_norm_params<T>(w, b, [&]<typename P>() {
+      layer_norm_forward<T, P>(ptr<const T>(x), optional_ptr<const P>(w), optional_ptr<const P>(b),
+                               ptr<T>(y), ptr<float>(mean), ptr<float>(rstd), x.numel() / n, n,
+                               static_cast<float>(eps), l.stream);
+    });
   });
+  if (!taken) missing("layer_norm", device, layout_of(w.defined() ? w : b));
 }
 
-// dw and db are the functional layer's float64 sums: the kernel adds into them.
+// dw and db (the parameters' dtype) are overwritten; the partial sums live in a scratch tensor
+// from the caching allocator.
 void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& x,
                          const Tensor& w, const Tensor& mean, const Tensor& rstd, const Tensor& g,
                          std::int64_t n) {
   const Device device = stream_device(dx.device());
-  if (!is_float_or_16bit(x.dtype()) || !dx.defined() || !float_parameters(w) ||
-      mean.dtype() != DType::Float32 || (dw.defined() && dw.dtype() != DType::Float64) ||
-      (db.defined() && db.dtype() != DType::Float64))
+  if (!is_float_or_16bit(x.dtype()) || !dx.defined() || mean.dtype() != DType::Float32 ||
+      (w.defined() && dw.defined() && dw.dtype() != w.dtype()) ||
+      (dw.defined() && db.defined() && dw.dtype() != db.dtype()))
     missing("layer_norm_backward", device, layout_of(x));
-  if (x.numel() == 0) return;
+  if (n == 0) return;
+  const std::int64_t rows = x.numel() / n;
+  const Tensor& p = dw.defined() ? dw : db;
+  Tensor scratch;
+  if (p.defined())
+    scratch = new_tensor({layer_norm_backward_scratch(rows, n)}, DType::Float32, device);
+  bool taken = true;
   Launch l(device);
   float_or_16bit(x.dtype(), [&]<typename T>() {
-    layer_norm_backward_accumulate<T>(
-        ptr<const T>(g), ptr<const T>(x), optional_ptr(w), ptr<const float>(mean),
-        ptr<const float>(rstd), ptr<T>(dx), dw.defined() ? ptr<double>(dw) : nullptr,
-        db.defined() ? ptr<double>(db) : nullptr, x.numel() / n, n, l.stream);
+    taken = with_layer_norm_params<T>(w.defined() ? w : p, p, [&]<typename P>() {
+      ::fsdp::cuda::layer_norm_backward<T, P>(
+          ptr<const T>(g), ptr<const T>(x), optional_ptr<const P>(w), ptr<const float>(mean),
+          ptr<const float>(rstd), ptr<T>(dx), optional_ptr<P>(dw), optional_ptr<P>(db),
+          optional_ptr<float>(scratch), rows, n, l.stream);
+    });
   });
+  if (!taken) missing("layer_norm_backward", device, layout_of(w.defined() ? w : p));
 }
 
 // --- max along a dim (max_dim.cu): float32/bf16/fp16/float64, any layout of a (a strided one

@@ -188,23 +188,19 @@ template <typename T>
 void sum_of_squares(const T* x, float* out, std::int64_t n, cudaStream_t stream);
 
 // --- layer norm over the last dim (layer_norm.cu): x (rows, cols), weight and bias (cols,
-// float, optional) y = (x - mean) * rstd * weight + bias; mean and rstd (rows, float) are saved
-// for backward.
-template <typename T>
-void layer_norm_forward(const T* x, const float* weight, const float* bias, T* y, float* mean,
-                        float* rstd, std::int64_t rows, std::int64_t cols, float eps,
-                        cudaStream_t stream);
-// dx (rows, cols); dweight and dbias (cols, float) are overwritten.
-template <typename T>
-void layer_norm_backward(const T* dy, const T* x, const float* weight, const float* mean,
-                         const float* rstd, T* dx, float* dweight, float* dbias, std::int64_t rows,
-                         std::int64_t cols, cudaStream_t stream);
-// As layer_norm_backward, the parameter gradients added into float64 sums (cols, double,
-// optional), as the kernel table keeps them (one atomic a column a block: no float temporaries).
-template <typename T>
-void layer_norm_backward_accumulate(const T* dy, const T* x, const float* weight, const float* mean,
-                                    const float* rstd, T* dx, double* dweight, double* dbias,
-                                    std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+// optional) of P: float, or T when T is 16-bit. y = (x - mean) * rstd * weight + bias; mean
+// and rstd (rows, float) are saved for backward.
+template <typename T, typename P = float>
+void layer_norm_forward(const T* x, const P* weight, const P* bias, T* y, float* mean, float* rstd,
+                        std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream);
+// The floats of device scratch layer_norm_backward needs for (rows, cols) (its partial sums).
+std::int64_t layer_norm_backward_scratch(std::int64_t rows, std::int64_t cols);
+// dx (rows, cols); dweight and dbias (cols, P, optional) are overwritten (zeros when rows is 0),
+// the same bits on every run. `scratch` holds layer_norm_backward_scratch(rows, cols) floats.
+template <typename T, typename P = float>
+void layer_norm_backward(const T* dy, const T* x, const P* weight, const float* mean,
+                         const float* rstd, T* dx, P* dweight, P* dbias, float* scratch,
+                         std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
 // --- causal softmax (softmax.cu): scores (batch, T, T); row i keeps keys j <= i, the rest 0.
 // y = softmax(scale * x + causal mask); dx = scale * y * (dy - sum(dy * y)).

@@ -10,9 +10,23 @@
 namespace fsdp {
 namespace {
 
-// A parameter gradient accumulated in double (the kernel's sums), in the parameter's dtype.
-Tensor param_grad(const Tensor& sums, const Shape& shape, DType d) {
-  return to_dtype(sums, d).reshape(shape);
+// The dtype the kernels take the parameters in (core/kernels/kernel_table.h): the parameters'
+// own when it is the compute dtype or the rows' 16-bit dtype (bf16 parameters of bf16 rows under
+// mixed precision: no cast a call), else the compute dtype (so too for a weight and a bias of
+// two dtypes: the kernels take one).
+DType param_dtype(bool has_w, DType w, bool has_b, DType b, DType rows, DType cd) {
+  if (has_w && has_b && w != b) return cd;
+  const DType p = has_w ? w : has_b ? b : cd;
+  return p == cd || p == rows ? p : cd;
+}
+
+Tensor param_as(const Tensor& p, DType d) {
+  return p.defined() ? functional::contiguous_as(p, d) : Tensor();
+}
+
+// A parameter gradient the kernel wrote in `d`, in the parameter's shape and dtype.
+Tensor param_grad(const Tensor& grad, const Shape& shape, DType d) {
+  return functional::to_result_dtype(grad, d).reshape(shape);
 }
 
 }  // namespace
@@ -50,36 +64,43 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   const DType cd = functional::compute_dtype(out_dtype);
   const std::int64_t n = shape_numel(normalized_shape);
   const std::int64_t m = n > 0 ? input.numel() / n : 0;
-  Tensor w = weight.defined() ? functional::contiguous_as(weight, cd) : Tensor();
-  Tensor b = bias.defined() ? functional::contiguous_as(bias, cd) : Tensor();
+  const bool has_w = weight.defined(), has_b = bias.defined();
+  const DType w_dtype = has_w ? weight.dtype() : cd, b_dtype = has_b ? bias.dtype() : cd;
   Tensor mean = new_tensor({m}, cd, dev);
   Tensor rstd = new_tensor({m}, cd, dev);
   Tensor out;
   if (functional::is_16bit_float(out_dtype) && input.is_contiguous()) {
+    const DType pd = param_dtype(has_w, w_dtype, has_b, b_dtype, out_dtype, cd);
     out = new_tensor(in_shape, out_dtype, dev);
-    kernels(dev).layer_norm(out, mean, rstd, input, w, b, n, eps);
+    kernels(dev).layer_norm(out, mean, rstd, input, param_as(weight, pd), param_as(bias, pd), n,
+                            eps);
   } else {
+    const DType pd = param_dtype(has_w, w_dtype, has_b, b_dtype, cd, cd);
+    Tensor w = param_as(weight, pd), b = param_as(bias, pd);
     Tensor x = functional::contiguous_as(input, cd);
     Tensor y = new_tensor(in_shape, cd, dev);
     kernels(dev).layer_norm(y, mean, rstd, x, w, b, n, eps);
     out = functional::to_result_dtype(y, out_dtype);
   }
 
-  const bool has_w = weight.defined(), has_b = bias.defined();
-  const DType w_dtype = has_w ? weight.dtype() : cd, b_dtype = has_b ? bias.dtype() : cd;
   autograd::record(
       "NativeLayerNormBackward", {input, weight, bias}, {out}, {input, weight, mean, rstd},
       [n, cd, out_dtype, has_w, has_b, w_dtype, b_dtype, in_shape, normalized_shape](
           const autograd::variable_list& saved, const autograd::variable_list& grads) {
         autograd::variable_list result(3);
         if (!grads[0].defined()) return result;
-        Tensor ws = has_w ? functional::contiguous_as(saved[1], cd) : Tensor();
         const Tensor& g0 = grads[0];
         const Device dev = common_device("layer_norm backward", {&saved[0], &g0});
-        Tensor dw = has_w ? zeros({n}, TensorOptions(DType::Float64, dev)) : Tensor();
-        Tensor db = has_b ? zeros({n}, TensorOptions(DType::Float64, dev)) : Tensor();
-        if (functional::is_16bit_float(out_dtype) && saved[0].dtype() == out_dtype &&
-            saved[0].is_contiguous() && g0.dtype() == out_dtype && g0.is_contiguous()) {
+        const bool rows16 = functional::is_16bit_float(out_dtype) &&
+                            saved[0].dtype() == out_dtype && saved[0].is_contiguous() &&
+                            g0.dtype() == out_dtype && g0.is_contiguous();
+        // The kernel writes dw and db in the dtype it reads the weight in (the weight's own, as
+        // the forward passed it): no zero-fill, no cast after.
+        const DType pd = param_dtype(has_w, w_dtype, has_b, b_dtype, rows16 ? out_dtype : cd, cd);
+        Tensor ws = has_w ? param_as(saved[1], pd) : Tensor();
+        Tensor dw = has_w ? new_tensor({n}, pd, dev) : Tensor();
+        Tensor db = has_b ? new_tensor({n}, pd, dev) : Tensor();
+        if (rows16) {
           Tensor dx = new_tensor(in_shape, out_dtype, dev);
           kernels(dev).layer_norm_backward(dx, dw, db, saved[0], ws, saved[2], saved[3], g0, n);
           result[0] = dx;

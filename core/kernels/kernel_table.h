@@ -181,11 +181,13 @@ struct KernelTable {
                  std::int64_t table_batch, bool transpose);
 
   // layer_norm (core/functional/layer_norm.cpp) over rows of n elements, contiguous: x and y of
-  // one dtype (float32/float64, or 16-bit computed in float32), w, b (optional), mean and rstd
-  // (one per row) in the compute dtype.
+  // one dtype (float32/float64, or 16-bit computed in float32), mean and rstd (one per row) in
+  // the compute dtype; w and b (optional, contiguous, one dtype) in the compute dtype or, when x
+  // is 16-bit, x's dtype: read as they are, never cast first.
   void (*layer_norm)(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                      const Tensor& w, const Tensor& b, std::int64_t n, double eps);
-  // dx (x's dtype); dw and db (float64, zero-filled, optional) accumulate the parameter sums.
+  // dx (x's dtype); dw and db (optional, n elements, the parameters' dtype) overwritten with the
+  // parameter gradients, summed over rows in at least float32 and across partial sums in double.
   void (*layer_norm_backward)(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& x,
                               const Tensor& w, const Tensor& mean, const Tensor& rstd,
                               const Tensor& g, std::int64_t n);

@@ -5,6 +5,7 @@
 #define BOOST_TEST_MODULE gpu_kernel_table
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -591,40 +592,55 @@ BOOST_AUTO_TEST_CASE(dropouts_masked_scale_matches_the_cpu_table) {
 }
 
 BOOST_AUTO_TEST_CASE(layer_norm_and_its_backward_match_the_cpu_table) {
-  // float32 rows, and bf16 rows with float32 parameters and statistics (mixed precision).
-  const std::int64_t rows = 37, n = 96;
-  const Tensor w = host_randn({n}), b = host_randn({n});
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
-    for (bool affine : {true, false}) {
-      const Tensor x = add(host_randn({rows, n}), 3.0).to(dtype), g = host_randn({rows, n}, dtype);
-      const double tol = tol_of(dtype);
-      const Tensor wt = affine ? w : Tensor(), bt = affine ? b : Tensor();
-      Tensor y = empty({rows, n}, TensorOptions(dtype, kCPU));
-      Tensor mean = empty({rows}, TensorOptions(DType::Float32, kCPU)), rstd = empty_like(mean);
-      kernels(kCPU).layer_norm(y, mean, rstd, x, wt, bt, n, 1e-5);
-      Tensor yd = poisoned({rows, n}, dtype), meand = poisoned({rows}, DType::Float32);
-      Tensor rstdd = poisoned({rows}, DType::Float32);
-      kernels(kCuda).layer_norm(yd, meand, rstdd, x.to(kCuda), affine ? w.to(kCuda) : Tensor(),
-                                affine ? b.to(kCuda) : Tensor(), n, 1e-5);
-      check_close(yd, y, tol);
-      check_close(meand, mean, kTolFp32);
-      check_close(rstdd, rstd, kTolFp32);
+  // float32 rows; 16-bit rows with float32 parameters (autocast's mixed precision) and with
+  // parameters of their own dtype (FSDP's param_dtype): read and written as they are. No rows.
+  for (const std::int64_t rows : {37, 0}) {
+    const std::int64_t n = 96;
+    for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16})
+      for (DType pdtype : std::set<DType>{DType::Float32, dtype})
+        for (bool affine : {true, false}) {
+          BOOST_TEST_CONTEXT(rows << " rows of " << dtype_name(dtype) << ", parameters "
+                                  << dtype_name(pdtype) << (affine ? "" : ", no affine")) {
+            const Tensor w = host_randn({n}, pdtype), b = host_randn({n}, pdtype);
+            const Tensor x = add(host_randn({rows, n}), 3.0).to(dtype);
+            const Tensor g = host_randn({rows, n}, dtype);
+            const double tol = tol_of(dtype);
+            const Tensor wt = affine ? w : Tensor(), bt = affine ? b : Tensor();
+            Tensor y = empty({rows, n}, TensorOptions(dtype, kCPU));
+            Tensor mean = empty({rows}, TensorOptions(DType::Float32, kCPU)),
+                   rstd = empty_like(mean);
+            kernels(kCPU).layer_norm(y, mean, rstd, x, wt, bt, n, 1e-5);
+            Tensor yd = poisoned({rows, n}, dtype), meand = poisoned({rows}, DType::Float32);
+            Tensor rstdd = poisoned({rows}, DType::Float32);
+            kernels(kCuda).layer_norm(yd, meand, rstdd, x.to(kCuda),
+                                      affine ? w.to(kCuda) : Tensor(),
+                                      affine ? b.to(kCuda) : Tensor(), n, 1e-5);
+            check_close(yd, y, tol);
+            check_close(meand, mean, kTolFp32);
+            check_close(rstdd, rstd, kTolFp32);
 
-      Tensor dx = empty_like(x);
-      Tensor dw = zeros({n}, TensorOptions(DType::Float64, kCPU)), db = zeros_like(dw);
-      kernels(kCPU).layer_norm_backward(dx, affine ? dw : Tensor(), affine ? db : Tensor(), x, wt,
-                                        mean, rstd, g, n);
-      Tensor dxd = poisoned({rows, n}, dtype);
-      Tensor dwd = zeros({n}, TensorOptions(DType::Float64, kCuda)), dbd = zeros_like(dwd);
-      kernels(kCuda).layer_norm_backward(dxd, affine ? dwd : Tensor(), affine ? dbd : Tensor(),
-                                         x.to(kCuda), affine ? w.to(kCuda) : Tensor(),
-                                         mean.to(kCuda), rstd.to(kCuda), g.to(kCuda), n);
-      check_close(dxd, dx, std::max(tol, 1e-4));  // float sums in another order (README.md)
-      if (affine) {
-        check_close(dwd, dw, 1e-4);
-        check_close(dbd, db, 1e-4);
-      }
-    }
+            // dw and db overwritten in the parameters' dtype: poisoned on both sides.
+            Tensor dx = empty_like(x);
+            Tensor dw = poisoned_host({n}, pdtype), db = poisoned_host({n}, pdtype);
+            kernels(kCPU).layer_norm_backward(dx, affine ? dw : Tensor(), affine ? db : Tensor(), x,
+                                              wt, mean, rstd, g, n);
+            Tensor dxd = poisoned({rows, n}, dtype);
+            Tensor dwd = poisoned({n}, pdtype), dbd = poisoned({n}, pdtype);
+            kernels(kCuda).layer_norm_backward(
+                dxd, affine ? dwd : Tensor(), affine ? dbd : Tensor(), x.to(kCuda),
+                affine ? w.to(kCuda) : Tensor(), mean.to(kCuda), rstd.to(kCuda), g.to(kCuda), n);
+            check_close(dxd, dx, std::max(tol, 1e-4));  // float sums in another order (README)
+            if (affine) {
+              BOOST_TEST(dwd.dtype() == pdtype);
+              check_close(dwd, dw, std::max(tol_of(pdtype), 1e-4));
+              check_close(dbd, db, std::max(tol_of(pdtype), 1e-4));
+              if (rows == 0)
+                BOOST_TEST(dwd.to(kCPU).to_vector() == std::vector<double>(n, 0.0),
+                           boost::test_tools::per_element());
+            }
+          }
+        }
+  }
 }
 
 // torch.max(x, dim): a strided input (a transposed view), NaN propagated at its first position,

@@ -5,6 +5,7 @@
 #define BOOST_TEST_MODULE gpu_kernels
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -215,71 +216,112 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(sum_of_squares_for_clip_grad_norm, T, StorageTypes
   }
 }
 
+// The backward's partial sums in scratch from a poisoned device buffer; dweight and dbias
+// overwritten (poisoned before).
+template <typename T, typename P>
+void layer_norm_backward_poisoned_scratch(const T* dy, const T* x, const P* w, const float* mean,
+                                          const float* rstd, T* dx, P* dw, P* db, std::int64_t rows,
+                                          std::int64_t cols) {
+  DeviceBuffer<float> scratch(layer_norm_backward_scratch(rows, cols));
+  layer_norm_backward<T, P>(dy, x, w, mean, rstd, dx, dw, db, scratch.get(), rows, cols, nullptr);
+}
+
+// Rows of T with parameters of P (float, or T itself: bf16 parameters under mixed precision).
+template <typename T, typename P>
+void check_layer_norm(std::int64_t rows, std::int64_t cols) {
+  // An offset mean (3) checks the two-pass variance.
+  std::vector<float> x = stored<T>(randn(rows * cols)), w = stored<P>(randn(cols)),
+                     b = stored<P>(randn(cols)), dy = stored<T>(randn(rows * cols));
+  for (float& v : x) v = static_cast<float>(stored<T>({v + 3.0f})[0]);
+  DeviceBuffer<T> dxin(x), ddy(dy), y(rows * cols), dx(rows * cols);
+  DeviceBuffer<P> dw_in(w), db_in(b), dw(cols), db(cols);
+  DeviceBuffer<float> mean(rows), rstd(rows);
+  const float eps = 1e-5f;
+  layer_norm_forward<T, P>(dxin.get(), dw_in.get(), db_in.get(), y.get(), mean.get(), rstd.get(),
+                           rows, cols, eps, nullptr);
+  layer_norm_backward_poisoned_scratch<T, P>(ddy.get(), dxin.get(), dw_in.get(), mean.get(),
+                                             rstd.get(), dx.get(), dw.get(), db.get(), rows, cols);
+  Tensor xt = cpu(x, {rows, cols}, true), wt = cpu(w, {cols}, true), bt = cpu(b, {cols}, true);
+  Tensor yt = layer_norm(xt, {cols}, wt, bt, eps);
+  yt.backward(cpu(dy, {rows, cols}));
+  std::vector<double> ref_mean(rows), ref_rstd(rows);  // no CPU op returns them: a loop
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double s = 0, ss = 0;
+    for (std::int64_t c = 0; c < cols; ++c) s += x[r * cols + c];
+    ref_mean[r] = s / cols;
+    for (std::int64_t c = 0; c < cols; ++c)
+      ss += (x[r * cols + c] - ref_mean[r]) * (x[r * cols + c] - ref_mean[r]);
+    ref_rstd[r] = 1.0 / std::sqrt(ss / cols + eps);
+  }
+  const double tol = tolerance<T>();
+  // A 16-bit gradient is rounded once more, to P.
+  const double ptol = std::is_same_v<P, float> ? 0.0 : tolerance<P>();
+  const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " " +
+                           storage_name<T>() + " rows, " + storage_name<P>() + " parameters";
+  FSDP_CHECK_CLOSE("layer_norm y " << what, y.download(), values(yt), tol);
+  FSDP_CHECK_CLOSE("layer_norm mean " << what, mean.download(), ref_mean, kTolFp32);
+  FSDP_CHECK_CLOSE("layer_norm rstd " << what, rstd.download(), ref_rstd, 1e-4);
+  FSDP_CHECK_CLOSE("layer_norm dx " << what, dx.download(), values(xt.grad()),
+                   std::max(tol, 1e-4));  // cancellation in g - mean(g) at cols == 1..5
+  FSDP_CHECK_CLOSE("layer_norm dweight " << what, dw.download(), values(wt.grad()),
+                   std::max({tol, ptol, 1e-4}));
+  FSDP_CHECK_CLOSE("layer_norm dbias " << what, db.download(), values(bt.grad()),
+                   std::max(ptol, kTolFp32 * 10));
+  // The same bits on a second run (the partial sums' order is fixed).
+  DeviceBuffer<T> dx2(rows * cols);
+  DeviceBuffer<P> dw2(cols), db2(cols);
+  layer_norm_backward_poisoned_scratch<T, P>(ddy.get(), dxin.get(), dw_in.get(), mean.get(),
+                                             rstd.get(), dx2.get(), dw2.get(), db2.get(), rows,
+                                             cols);
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  BOOST_TEST(same_bits(dx2.download(), dx.download()), "dx twice " << what);
+  BOOST_TEST(same_bits(dw2.download(), dw.download()), "dweight twice " << what);
+  BOOST_TEST(same_bits(db2.download(), db.download()), "dbias twice " << what);
+  // No weight and no bias (elementwise_affine=False): y = xhat, dx from g = dy.
+  Tensor xn = cpu(x, {rows, cols}, true);
+  Tensor yn = layer_norm(xn, {cols}, Tensor(), Tensor(), eps);
+  yn.backward(cpu(dy, {rows, cols}));
+  y.poison();
+  dx.poison();
+  layer_norm_forward<T, P>(dxin.get(), nullptr, nullptr, y.get(), mean.get(), rstd.get(), rows,
+                           cols, eps, nullptr);
+  layer_norm_backward_poisoned_scratch<T, P>(ddy.get(), dxin.get(), nullptr, mean.get(), rstd.get(),
+                                             dx.get(), nullptr, nullptr, rows, cols);
+  FSDP_CHECK_CLOSE("layer_norm y, no affine " << what, y.download(), values(yn), tol);
+  FSDP_CHECK_CLOSE("layer_norm dx, no affine " << what, dx.download(), values(xn.grad()),
+                   std::max(tol, 1e-4));
+}
+
 BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_forward_saves_mean_rstd_and_backward_matches, T,
                               StorageTypes) {
-  for (auto [rows, cols] : kRowShapes) {
-    // An offset mean (3) checks the two-pass variance.
-    std::vector<float> x = stored<T>(randn(rows * cols)), w = stored<T>(randn(cols)),
-                       b = stored<T>(randn(cols)), dy = stored<T>(randn(rows * cols));
-    for (float& v : x) v = static_cast<float>(stored<T>({v + 3.0f})[0]);
-    DeviceBuffer<T> dxin(x), ddy(dy), y(rows * cols), dx(rows * cols);
-    DeviceBuffer<float> dw_in(w), db_in(b), mean(rows), rstd(rows), dw(cols), db(cols);
-    const float eps = 1e-5f;
-    layer_norm_forward(dxin.get(), dw_in.get(), db_in.get(), y.get(), mean.get(), rstd.get(), rows,
-                       cols, eps, nullptr);
-    layer_norm_backward(ddy.get(), dxin.get(), dw_in.get(), mean.get(), rstd.get(), dx.get(),
-                        dw.get(), db.get(), rows, cols, nullptr);
-    Tensor xt = cpu(x, {rows, cols}, true), wt = cpu(w, {cols}, true), bt = cpu(b, {cols}, true);
-    Tensor yt = layer_norm(xt, {cols}, wt, bt, eps);
-    yt.backward(cpu(dy, {rows, cols}));
-    std::vector<double> ref_mean(rows), ref_rstd(rows);  // no CPU op returns them: a loop
-    for (std::int64_t r = 0; r < rows; ++r) {
-      double s = 0, ss = 0;
-      for (std::int64_t c = 0; c < cols; ++c) s += x[r * cols + c];
-      ref_mean[r] = s / cols;
-      for (std::int64_t c = 0; c < cols; ++c)
-        ss += (x[r * cols + c] - ref_mean[r]) * (x[r * cols + c] - ref_mean[r]);
-      ref_rstd[r] = 1.0 / std::sqrt(ss / cols + eps);
-    }
-    const double tol = tolerance<T>();
-    FSDP_CHECK_CLOSE("layer_norm y " << rows << "x" << cols, y.download(), values(yt), tol);
-    FSDP_CHECK_CLOSE("layer_norm mean", mean.download(), ref_mean, kTolFp32);
-    FSDP_CHECK_CLOSE("layer_norm rstd", rstd.download(), ref_rstd, 1e-4);  // 1/sqrt(var+eps)
-    FSDP_CHECK_CLOSE("layer_norm dx " << rows << "x" << cols, dx.download(), values(xt.grad()),
-                     std::max(tol, 1e-4));  // cancellation in g - mean(g) at cols == 1..5
-    FSDP_CHECK_CLOSE("layer_norm dweight", dw.download(), values(wt.grad()), std::max(tol, 1e-4));
-    FSDP_CHECK_CLOSE("layer_norm dbias", db.download(), values(bt.grad()), kTolFp32 * 10);
-    // The kernel table's form: the same sums added into float64 ones (here holding 1 and 2).
-    std::vector<double> acc(2 * cols);
-    for (std::int64_t c = 0; c < cols; ++c) acc[c] = 1.0, acc[cols + c] = 2.0;
-    double* dacc = nullptr;
-    FSDP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dacc), acc.size() * sizeof(double)));
-    FSDP_CUDA_CHECK(cudaMemcpy(dacc, acc.data(), acc.size() * sizeof(double), cudaMemcpyDefault));
-    layer_norm_backward_accumulate(ddy.get(), dxin.get(), dw_in.get(), mean.get(), rstd.get(),
-                                   dx.get(), dacc, dacc + cols, rows, cols, nullptr);
-    FSDP_CUDA_CHECK(cudaMemcpy(acc.data(), dacc, acc.size() * sizeof(double), cudaMemcpyDefault));
-    FSDP_CUDA_CHECK(cudaFree(dacc));
-    std::vector<float> added_w(cols), added_b(cols);
-    std::vector<double> want_w(cols), want_b(cols);
-    const std::vector<float> fw = dw.download(), fb = db.download();
-    for (std::int64_t c = 0; c < cols; ++c) {
-      added_w[c] = static_cast<float>(acc[c] - 1.0);
-      added_b[c] = static_cast<float>(acc[cols + c] - 2.0);
-      want_w[c] = fw[c];
-      want_b[c] = fb[c];
-    }
-    FSDP_CHECK_CLOSE("layer_norm dweight added to float64", added_w, want_w, kTolFp32 * 10);
-    FSDP_CHECK_CLOSE("layer_norm dbias added to float64", added_b, want_b, kTolFp32 * 10);
+  std::vector<std::pair<std::int64_t, std::int64_t>> shapes = kRowShapes;
+  // Columns off the pack (100, 770), rows beyond the backward's 512 blocks x 4 warps, no rows.
+  shapes.insert(shapes.end(), {{5, 100}, {9, 770}, {4099, 768}, {0, 768}});
+  for (auto [rows, cols] : shapes) {
+    check_layer_norm<T, float>(rows, cols);
+    if constexpr (!std::is_same_v<T, float>) check_layer_norm<T, T>(rows, cols);
   }
+}
+
+// No rows: the parameter gradients are zeros (overwritten, not left poisoned).
+BOOST_AUTO_TEST_CASE(layer_norm_backward_of_no_rows_writes_zero_gradients) {
+  const std::int64_t cols = 33;
+  DeviceBuffer<float> w(randn(cols)), dw(cols), db(cols);
+  layer_norm_backward_poisoned_scratch<float, float>(nullptr, nullptr, w.get(), nullptr, nullptr,
+                                                     nullptr, dw.get(), db.get(), 0, cols);
+  FSDP_CHECK_CLOSE("layer_norm dweight of no rows", dw.download(), std::vector<float>(cols), 0.0);
+  FSDP_CHECK_CLOSE("layer_norm dbias of no rows", db.download(), std::vector<float>(cols), 0.0);
 }
 
 // Layer norm rows in 16-byte packs: rows starting one element in (a scalar head and tail on
 // every row), and dy or the outputs at another alignment than x (all scalar), against the
 // aligned run (the lanes' partial sums take other elements: float rounding apart); dweight and
-// dbias by columns in packs (aligned rows of 768) or one column a thread (the others).
+// dbias summed in the same pass.
 BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_rows_at_any_alignment, T, StorageTypes) {
-  for (auto [rows, cols] :
-       std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 768}, {5, 7}, {4, 33}, {2, 1031}}) {
+  for (auto [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {3, 768}, {5, 7}, {4, 33}, {2, 1031}, {6, 770}}) {
     const std::vector<float> x = stored<T>(randn(rows * cols)), dy = stored<T>(randn(rows * cols));
     const std::vector<float> w = randn(cols), b = randn(cols);
     DeviceBuffer<float> dw_in(w), db_in(b);
@@ -293,8 +335,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_rows_at_any_alignment, T, StorageTypes)
       DeviceBuffer<float> mean(rows), rstd(rows), dw(cols), db(cols);
       layer_norm_forward(dx_in->get() + xo, dw_in.get(), db_in.get(), y->get() + yo, mean.get(),
                          rstd.get(), rows, cols, 1e-5f, nullptr);
-      layer_norm_backward(ddy->get() + dyo, dx_in->get() + xo, dw_in.get(), mean.get(), rstd.get(),
-                          dx->get() + yo, dw.get(), db.get(), rows, cols, nullptr);
+      layer_norm_backward_poisoned_scratch<T, float>(
+          ddy->get() + dyo, dx_in->get() + xo, dw_in.get(), mean.get(), rstd.get(), dx->get() + yo,
+          dw.get(), db.get(), rows, cols);
       const std::vector<std::vector<float>> got = {download_from(*y, yo), mean.download(),
                                                    rstd.download(),       download_from(*dx, yo),
                                                    dw.download(),         db.download()};

@@ -1,8 +1,11 @@
 // The CPU layer norm kernels (moved from core/functional/layer_norm.cpp): each of the m rows of
 // n elements normalised with its own mean and biased variance (two passes), scaled and shifted;
-// backward by rows for dx and by columns for the parameter gradients (summed in double), each
-// across the intra-op threads. 16-bit rows are converted a block of rows at a time.
+// backward by rows for dx and by columns for the parameter gradients (summed in double, then
+// written in the parameters' dtype), each across the intra-op threads. 16-bit rows are
+// converted a block of rows at a time; their parameters may be float32 or 16-bit.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/dtype_convert.h"
 #include "core/functional/functional_common.h"
@@ -95,8 +98,37 @@ void layer_norm_param_grads(const T* x, const T* mean, const T* rstd, const T* g
   }
 }
 
-double* doubles_or_null(const Tensor& t) {
-  return t.defined() ? t.data<double>() : nullptr;
+// A 16-bit row's parameter as float: a float32 one as it is, a 16-bit one converted once.
+const float* float_params(const Tensor& p, std::vector<float>& converted) {
+  if (!p.defined()) return nullptr;
+  if (p.dtype() == DType::Float32) return p.data<float>();
+  converted.resize(static_cast<std::size_t>(p.numel()));
+  convert_contiguous(converted.data(), DType::Float32, p.data_ptr(), p.dtype(), p.numel());
+  return converted.data();
+}
+
+// A parameter gradient's double sums written over `out` in its dtype (16-bit through float, as
+// the CUDA kernels round them).
+void write_sums(const Tensor& out, const std::vector<double>& sums) {
+  if (!out.defined()) return;
+  if (out.dtype() == DType::Float64) {
+    std::copy(sums.begin(), sums.end(), out.data<double>());
+    return;
+  }
+  std::vector<float> f(sums.begin(), sums.end());
+  if (out.dtype() == DType::Float32)
+    std::copy(f.begin(), f.end(), out.data<float>());
+  else
+    convert_contiguous(out.data_ptr(), out.dtype(), f.data(), DType::Float32, out.numel());
+}
+
+std::vector<double> sums_for(const Tensor& out, std::int64_t n) {
+  return out.defined() ? std::vector<double>(static_cast<std::size_t>(n), 0.0)
+                       : std::vector<double>();
+}
+
+double* data_or_null(std::vector<double>& v) {
+  return v.empty() ? nullptr : v.data();
 }
 
 }  // namespace
@@ -109,11 +141,12 @@ void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const T
     // 16-bit: blocks of rows converted to float32, normalised and rounded in one pass.
     const auto* xs = x.data<std::uint16_t>();
     auto* ys = y.data<std::uint16_t>();
+    std::vector<float> wf, bf;
+    const float *wp = float_params(w, wf), *bp = float_params(b, bf);
     functional::for_row_blocks(
         m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* yb, float*) {
           convert_contiguous(xb, DType::Float32, xs + r0 * n, dt, rows * n);
-          layer_norm_forward<float>(xb, functional::ptr_or_null<float>(w),
-                                    functional::ptr_or_null<float>(b), yb, mean.data<float>() + r0,
+          layer_norm_forward<float>(xb, wp, bp, yb, mean.data<float>() + r0,
                                     rstd.data<float>() + r0, rows, n, eps);
           convert_contiguous(ys + r0 * n, dt, yb, DType::Float32, rows * n);
         });
@@ -137,20 +170,25 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
                          std::int64_t n) {
   const DType dt = x.dtype();
   const std::int64_t m = mean.numel();
-  double* dwp = doubles_or_null(dw);
-  double* dbp = doubles_or_null(db);
+  std::vector<double> dw_sums = sums_for(dw, n), db_sums = sums_for(db, n);
+  double* dwp = data_or_null(dw_sums);
+  double* dbp = data_or_null(db_sums);
   if (functional::is_16bit_float(dt)) {
     const auto* xs = x.data<std::uint16_t>();
     const auto* gs = g.data<std::uint16_t>();
     auto* ds = dx.data<std::uint16_t>();
+    std::vector<float> wf;
+    const float* wp = float_params(w, wf);
     functional::for_row_blocks(
         m, n, [&](std::int64_t r0, std::int64_t rows, float* xb, float* db16, float* gb) {
           convert_contiguous(xb, DType::Float32, xs + r0 * n, dt, rows * n);
           convert_contiguous(gb, DType::Float32, gs + r0 * n, dt, rows * n);
-          layer_norm_backward<float>(xb, functional::ptr_or_null<float>(w), mean.data<float>() + r0,
-                                     rstd.data<float>() + r0, gb, db16, dwp, dbp, rows, n);
+          layer_norm_backward<float>(xb, wp, mean.data<float>() + r0, rstd.data<float>() + r0, gb,
+                                     db16, dwp, dbp, rows, n);
           convert_contiguous(ds + r0 * n, dt, db16, DType::Float32, rows * n);
         });
+    write_sums(dw, dw_sums);
+    write_sums(db, db_sums);
     return;
   }
   dispatch_float(dt, "layer_norm", [&]<typename T>() {
@@ -167,6 +205,8 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
         layer_norm_param_grads<T>(xp, mp, rp, gp, dwp, dbp, m, n, j0, j1);
       });
   });
+  write_sums(dw, dw_sums);
+  write_sums(db, db_sums);
 }
 
 }  // namespace fsdp::cpu

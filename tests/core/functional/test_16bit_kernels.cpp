@@ -5,6 +5,8 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/functional/masked_softmax.h"
@@ -81,6 +83,39 @@ BOOST_AUTO_TEST_CASE(layer_norm_in_row_blocks_equals_float32_rounded) {
       const auto gb = values(bs.grad()), gb32 = values(b32.grad());
       for (std::size_t i = 0; i < gb.size(); ++i)
         BOOST_TEST(std::abs(gb[i] - gb32[i]) <= 1e-2 * std::max(1.0, std::abs(gb32[i])));
+    }
+  }
+}
+
+// The kernels take the parameters in their own dtype (float32 beside 16-bit rows, or the rows'
+// dtype) and write their gradients in it; a weight and a bias of two dtypes go through float32.
+// Each gradient comes back in its parameter's dtype, equal to the float32 computation's.
+BOOST_AUTO_TEST_CASE(layer_norm_gradients_come_back_in_each_parameters_dtype) {
+  manual_seed(10);
+  Tensor x = converted(add(randn({300, 24}), 2.0), DType::BFloat16);
+  Tensor g = converted(randn({300, 24}), DType::BFloat16);
+  Tensor w = randn({24}), b = randn({24});
+  Tensor x32 = converted(x, DType::Float32).requires_grad_();
+  Tensor w32 = w.clone().requires_grad_(), b32 = b.clone().requires_grad_();
+  layer_norm(x32, {24}, w32, b32, 1e-5).backward(converted(g, DType::Float32));
+  for (auto [wd, bd] : std::vector<std::pair<DType, DType>>{{DType::Float32, DType::Float32},
+                                                            {DType::BFloat16, DType::Float32},
+                                                            {DType::Float32, DType::BFloat16}}) {
+    Tensor xs = x.clone().requires_grad_();
+    Tensor ws = converted(w, wd).requires_grad_(), bs = converted(b, bd).requires_grad_();
+    layer_norm(xs, {24}, ws, bs, 1e-5).backward(g);
+    BOOST_TEST_CONTEXT("weight " << dtype_name(wd) << ", bias " << dtype_name(bd)) {
+      BOOST_TEST(ws.grad().dtype() == wd);
+      BOOST_TEST(bs.grad().dtype() == bd);
+      BOOST_TEST(xs.grad().dtype() == DType::BFloat16);
+      // One bf16 rounding of the inputs apart (the weight's, where it is bf16), and of the
+      // 16-bit gradients.
+      for (auto [got, want] : {std::pair{ws.grad(), w32.grad()}, std::pair{bs.grad(), b32.grad()},
+                               std::pair{xs.grad(), x32.grad()}}) {
+        const auto gv = values(got), wv = values(want);
+        for (std::size_t i = 0; i < gv.size(); ++i)
+          BOOST_TEST(std::abs(gv[i] - wv[i]) <= 2e-2 * std::max(1.0, std::abs(wv[i])));
+      }
     }
   }
 }

@@ -247,8 +247,8 @@ BOOST_AUTO_TEST_CASE(a_host_pointer_argument_refuses_the_launch) {
   const int before = fsdp::emu::test::launches();
   std::string thrown;
   try {
-    fsdp::cuda::layer_norm_forward<float>(x.data(), nullptr, nullptr, y.data(), mean.data(),
-                                          rstd.data(), rows, cols, 1e-5f, nullptr);
+    fsdp::cuda::layer_norm_forward<float, float>(x.data(), nullptr, nullptr, y.data(), mean.data(),
+                                                 rstd.data(), rows, cols, 1e-5f, nullptr);
   } catch (const std::runtime_error& e) {
     thrown = e.what();
   }

@@ -7,11 +7,14 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/cuda/kernels.h"
 #include "tests/gpu/emulation/emu_test_runtime.h"
+#include "tests/gpu/storage16.h"
 
 namespace {
 
@@ -36,50 +39,138 @@ double relative_error(const std::vector<float>& got, const std::vector<double>& 
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1.0);
 }
 
+// Layer norm forward and backward in double, row by row.
+struct LayerNormLoop {
+  std::vector<double> y, mean, rstd, dx, dw, db;
+  LayerNormLoop(const std::vector<float>& x, const std::vector<float>& w,
+                const std::vector<float>& b, const std::vector<float>& dy, std::int64_t rows,
+                std::int64_t cols)
+      : y(rows * cols), mean(rows), rstd(rows), dx(rows * cols), dw(cols), db(cols) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double m = 0, v = 0;
+      for (std::int64_t c = 0; c < cols; ++c) m += x[r * cols + c];
+      m /= cols;
+      for (std::int64_t c = 0; c < cols; ++c) v += (x[r * cols + c] - m) * (x[r * cols + c] - m);
+      const double rs = 1.0 / std::sqrt(v / cols + 1e-5);
+      mean[r] = m;
+      rstd[r] = rs;
+      double mg = 0, mgx = 0;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double xhat = (x[r * cols + c] - m) * rs, g = double(dy[r * cols + c]) * w[c];
+        y[r * cols + c] = xhat * w[c] + b[c];
+        mg += g / cols;
+        mgx += g * xhat / cols;
+        dw[c] += dy[r * cols + c] * xhat;
+        db[c] += dy[r * cols + c];
+      }
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double xhat = (x[r * cols + c] - m) * rs, g = double(dy[r * cols + c]) * w[c];
+        dx[r * cols + c] = rs * (g - mg - xhat * mgx);
+      }
+    }
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(emulated_launchers)
 
+// Layer norm against a loop in double. Shapes: 37 rows (the last forward block of 8 warps has
+// 5; the backward's warps take rows 4 apart), 100 columns (not a multiple of a pack), 1100
+// (wider than the backward's shared partial sums: each warp's partials in the scratch), 2000
+// rows (more than the backward's 512 blocks x 4 warps: each warp takes several rows).
 BOOST_AUTO_TEST_CASE(layer_norm_forward_and_backward_match_a_loop) {
-  const std::int64_t rows = 37, cols = 100;  // 37 rows: the last block of 8 warps has 5
-  const std::vector<float> x = random_floats(rows * cols, 1, 2.0f), w = random_floats(cols, 2),
-                           b = random_floats(cols, 3), dy = random_floats(rows * cols, 4);
-  std::vector<float> y(rows * cols, NAN), mean(rows, NAN), rstd(rows, NAN);
-  fsdp::cuda::layer_norm_forward<float>(x.data(), w.data(), b.data(), y.data(), mean.data(),
-                                        rstd.data(), rows, cols, 1e-5f, nullptr);
-  std::vector<float> dx(rows * cols, NAN), dw(cols, NAN), db(cols, NAN);
-  fsdp::cuda::layer_norm_backward<float>(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                                         dx.data(), dw.data(), db.data(), rows, cols, nullptr);
-  std::vector<double> want_y(rows * cols), want_dx(rows * cols), want_dw(cols), want_db(cols),
-      want_mean(rows), want_rstd(rows);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double m = 0, v = 0;
-    for (std::int64_t c = 0; c < cols; ++c) m += x[r * cols + c];
-    m /= cols;
-    for (std::int64_t c = 0; c < cols; ++c) v += (x[r * cols + c] - m) * (x[r * cols + c] - m);
-    const double rs = 1.0 / std::sqrt(v / cols + 1e-5);
-    want_mean[r] = m;
-    want_rstd[r] = rs;
-    double mg = 0, mgx = 0;
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const double xhat = (x[r * cols + c] - m) * rs, g = double(dy[r * cols + c]) * w[c];
-      want_y[r * cols + c] = xhat * w[c] + b[c];
-      mg += g / cols;
-      mgx += g * xhat / cols;
-      want_dw[c] += dy[r * cols + c] * xhat;
-      want_db[c] += dy[r * cols + c];
-    }
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const double xhat = (x[r * cols + c] - m) * rs, g = double(dy[r * cols + c]) * w[c];
-      want_dx[r * cols + c] = rs * (g - mg - xhat * mgx);
+  for (auto [rows, cols] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{37, 100}, {5, 1100}, {2050, 24}}) {
+    const std::vector<float> x = random_floats(rows * cols, 1, 2.0f), w = random_floats(cols, 2),
+                             b = random_floats(cols, 3), dy = random_floats(rows * cols, 4);
+    std::vector<float> y(rows * cols, NAN), mean(rows, NAN), rstd(rows, NAN);
+    fsdp::cuda::layer_norm_forward<float>(x.data(), w.data(), b.data(), y.data(), mean.data(),
+                                          rstd.data(), rows, cols, 1e-5f, nullptr);
+    std::vector<float> dx(rows * cols, NAN), dw(cols, NAN), db(cols, NAN);
+    std::vector<float> scratch(fsdp::cuda::layer_norm_backward_scratch(rows, cols), NAN);
+    fsdp::cuda::layer_norm_backward<float>(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                                           dx.data(), dw.data(), db.data(), scratch.data(), rows,
+                                           cols, nullptr);
+    const LayerNormLoop want(x, w, b, dy, rows, cols);
+    BOOST_TEST_CONTEXT(rows << "x" << cols) {
+      BOOST_TEST(relative_error(y, want.y) <= 1e-5);
+      BOOST_TEST(relative_error(mean, want.mean) <= 1e-5);
+      BOOST_TEST(relative_error(rstd, want.rstd) <= 1e-5);
+      BOOST_TEST(relative_error(dx, want.dx) <= 1e-5);
+      BOOST_TEST(relative_error(dw, want.dw) <= 1e-5);
+      BOOST_TEST(relative_error(db, want.db) <= 1e-5);
+      // The same bits again (the partial sums' order is fixed), from poisoned outputs.
+      std::vector<float> dx2(rows * cols, NAN), dw2(cols, NAN), db2(cols, NAN);
+      std::fill(scratch.begin(), scratch.end(), NAN);
+      fsdp::cuda::layer_norm_backward<float>(dy.data(), x.data(), w.data(), mean.data(),
+                                             rstd.data(), dx2.data(), dw2.data(), db2.data(),
+                                             scratch.data(), rows, cols, nullptr);
+      BOOST_TEST(std::memcmp(dx2.data(), dx.data(), dx.size() * sizeof(float)) == 0);
+      BOOST_TEST(std::memcmp(dw2.data(), dw.data(), dw.size() * sizeof(float)) == 0);
+      BOOST_TEST(std::memcmp(db2.data(), db.data(), db.size() * sizeof(float)) == 0);
     }
   }
-  BOOST_TEST(relative_error(y, want_y) <= 1e-5);
-  BOOST_TEST(relative_error(mean, want_mean) <= 1e-5);
-  BOOST_TEST(relative_error(rstd, want_rstd) <= 1e-5);
-  BOOST_TEST(relative_error(dx, want_dx) <= 1e-5);
-  BOOST_TEST(relative_error(dw, want_dw) <= 1e-5);
-  BOOST_TEST(relative_error(db, want_db) <= 1e-5);
+  BOOST_TEST(take_fault() == "");
+}
+
+// No rows: dweight and dbias are overwritten with zeros (a sum over nothing), dx untouched.
+BOOST_AUTO_TEST_CASE(layer_norm_backward_of_no_rows_writes_zero_gradients) {
+  const std::int64_t cols = 40;
+  const std::vector<float> w = random_floats(cols, 2);
+  std::vector<float> dw(cols, NAN), db(cols, NAN), scratch(1, NAN);
+  BOOST_TEST(fsdp::cuda::layer_norm_backward_scratch(0, cols) == 0);
+  fsdp::cuda::layer_norm_backward<float>(nullptr, nullptr, w.data(), nullptr, nullptr, nullptr,
+                                         dw.data(), db.data(), scratch.data(), 0, cols, nullptr);
+  BOOST_TEST(dw == std::vector<float>(cols, 0.0f), boost::test_tools::per_element());
+  BOOST_TEST(db == std::vector<float>(cols, 0.0f), boost::test_tools::per_element());
+  BOOST_TEST(take_fault() == "");
+}
+
+// bf16 rows with bf16 weight and bias (FSDP's bf16 parameters), read and written as they are:
+// GPT's 768 columns (whole packs) and 770 (a scalar tail, rows off a 16-byte boundary).
+BOOST_AUTO_TEST_CASE(layer_norm_of_bf16_rows_and_parameters_matches_a_loop) {
+  using fsdp::cuda::bf16;
+  const auto rounded = [](std::vector<float> v) {
+    for (float& e : v)
+      e = fsdp::cuda::testing::from_storage(fsdp::cuda::testing::to_storage<bf16>(e));
+    return v;
+  };
+  const auto stored = [](const std::vector<float>& v) {
+    std::vector<bf16> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = fsdp::cuda::testing::to_storage<bf16>(v[i]);
+    return out;
+  };
+  const auto widened = [](const std::vector<bf16>& v) {
+    std::vector<float> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = fsdp::cuda::testing::from_storage(v[i]);
+    return out;
+  };
+  for (auto [rows, cols] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{37, 768}, {6, 770}}) {
+    const std::vector<float> x = rounded(random_floats(rows * cols, 5, 2.0f)),
+                             w = rounded(random_floats(cols, 6)),
+                             b = rounded(random_floats(cols, 7)),
+                             dy = rounded(random_floats(rows * cols, 8));
+    const std::vector<bf16> xs = stored(x), ws = stored(w), bs = stored(b), dys = stored(dy);
+    std::vector<bf16> y(rows * cols), dx(rows * cols), dw(cols), db(cols);
+    std::vector<float> mean(rows, NAN), rstd(rows, NAN);
+    std::vector<float> scratch(fsdp::cuda::layer_norm_backward_scratch(rows, cols), NAN);
+    fsdp::cuda::layer_norm_forward<bf16, bf16>(xs.data(), ws.data(), bs.data(), y.data(),
+                                               mean.data(), rstd.data(), rows, cols, 1e-5f,
+                                               nullptr);
+    fsdp::cuda::layer_norm_backward<bf16, bf16>(dys.data(), xs.data(), ws.data(), mean.data(),
+                                                rstd.data(), dx.data(), dw.data(), db.data(),
+                                                scratch.data(), rows, cols, nullptr);
+    const LayerNormLoop want(x, w, b, dy, rows, cols);
+    BOOST_TEST_CONTEXT(rows << "x" << cols) {
+      BOOST_TEST(relative_error(widened(y), want.y) <= 1e-2);
+      BOOST_TEST(relative_error(rstd, want.rstd) <= 1e-5);
+      BOOST_TEST(relative_error(widened(dx), want.dx) <= 1e-2);
+      BOOST_TEST(relative_error(widened(dw), want.dw) <= 1e-2);
+      BOOST_TEST(relative_error(widened(db), want.db) <= 1e-2);
+    }
+  }
   BOOST_TEST(take_fault() == "");
 }
 
