@@ -24,7 +24,7 @@ std::int64_t element_size(GemmPrecision p) {
 
 std::string describe(const GemmArgs& g) {
   static constexpr const char* kPrecision[] = {"fp32", "tf32", "bf16", "fp16"};
-  static constexpr const char* kEpilogue[] = {"none", "bias", "gelu", "bias+gelu"};
+  static constexpr const char* kEpilogue[] = {"none", "bias", "gelu", "bias+gelu", "bias-grad-a"};
   return fmt::format("gemm {} m={} n={} k={} trans_a={} trans_b={} batch={} epilogue={}",
                      kPrecision[int(g.precision)], g.m, g.n, g.k, g.trans_a, g.trans_b, g.batch,
                      kEpilogue[int(g.epilogue)]);
@@ -91,12 +91,20 @@ std::uint32_t alignment(const void* p, std::int64_t batch, std::int64_t stride_b
 }  // namespace
 
 void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
+  FSDP_CHECK(try_run(g, stream), NotImplementedError, "{}: cuBLASLt has no algorithm for it",
+             describe(g));
+}
+
+bool Gemm::try_run(const GemmArgs& g, cudaStream_t stream) {
   FSDP_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, ValueError,
              "{}: sizes must be non-negative and batch at least 1", describe(g));
+  const bool bias_grad = g.epilogue == GemmEpilogue::BiasGradA;
   const bool has_bias = g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::BiasGelu;
-  FSDP_CHECK(!has_bias || g.bias, ValueError, "{}: the bias epilogue needs a bias pointer",
-             describe(g));
-  if (g.m == 0 || g.n == 0) return;
+  FSDP_CHECK(!(has_bias || bias_grad) || g.bias, ValueError,
+             "{}: the bias epilogue needs a bias pointer", describe(g));
+  // The bias gradient of an empty or batched product: the caller's own sums.
+  if (bias_grad && (g.m == 0 || g.n == 0 || g.k == 0 || g.batch != 1)) return false;
+  if (g.m == 0 || g.n == 0) return true;
   if (g.k == 0) {
     // An empty sum: C = beta * C, and cuBLASLt takes no (rows x 0) layout. Only beta = 0 (what
     // the ops use) is done here: zeros, each batch entry's m rows of n values.
@@ -107,7 +115,7 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
     for (std::int64_t e = 0; e < g.batch; ++e)
       FSDP_CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(g.c) + e * g.stride_c * elem, ldc * elem,
                                         0, g.n * elem, g.m, stream));
-    return;
+    return true;
   }
   const std::int64_t lda = g.lda ? g.lda : default_ld_a(g);
   const std::int64_t ldb = g.ldb ? g.ldb : default_ld_b(g);
@@ -138,9 +146,10 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
   if (g.epilogue == GemmEpilogue::Bias) epilogue = CUBLASLT_EPILOGUE_BIAS;
   if (g.epilogue == GemmEpilogue::Gelu) epilogue = CUBLASLT_EPILOGUE_GELU;
   if (g.epilogue == GemmEpilogue::BiasGelu) epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
+  if (bias_grad) epilogue = CUBLASLT_EPILOGUE_BGRADB;  // cuBLASLt's B is our A
   FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                  sizeof(epilogue)));
-  if (has_bias) {
+  if (has_bias || bias_grad) {
     FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
                                                    sizeof(g.bias)));
     FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
@@ -177,14 +186,17 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
     FSDP_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attribute, &bytes, sizeof(bytes)));
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  FSDP_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, d, lb.get(), la.get(), lc.get(), lc.get(),
-                                                 p, 1, &heuristic, &found));
-  FSDP_CHECK(found > 0 && heuristic.state == CUBLAS_STATUS_SUCCESS &&
-                 heuristic.workspaceSize <= workspace_bytes_,
-             NotImplementedError, "{}: cuBLASLt has no algorithm for it", describe(g));
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle_, d, lb.get(), la.get(), lc.get(), lc.get(), p, 1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // the combination, not an error
+  FSDP_CUDA_CHECK(status);
+  if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS ||
+      heuristic.workspaceSize > workspace_bytes_)
+    return false;
   FSDP_CUDA_CHECK(cublasLtMatmul(handle_, d, &g.alpha, g.b, lb.get(), g.a, la.get(), &g.beta, g.c,
                                  lc.get(), g.c, lc.get(), &heuristic.algo, workspace_,
                                  workspace_bytes_, stream));
+  return true;
 }
 
 }  // namespace fsdp::cuda

@@ -18,7 +18,10 @@ enum class GemmPrecision {
   BF16,  // bf16 in/out (and bias), float accumulation
   FP16,  // fp16 in/out (and bias), float accumulation (CUBLAS_COMPUTE_32F, float scale)
 };
-enum class GemmEpilogue { None, Bias, Gelu, BiasGelu };  // GELU is the tanh form
+// GELU is the tanh form. BiasGradA writes op(A)'s sums over k (m values, C's type) to `bias`:
+// a linear layer's bias gradient from its weight gradient's product (cuBLASLt's BGRADB, whose
+// B is our A), where the algorithms take it (try_run).
+enum class GemmEpilogue { None, Bias, Gelu, BiasGelu, BiasGradA };
 
 struct GemmArgs {
   GemmPrecision precision = GemmPrecision::FP32;
@@ -32,7 +35,8 @@ struct GemmArgs {
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batch entries
   float alpha = 1.0f, beta = 0.0f;
   GemmEpilogue epilogue = GemmEpilogue::None;
-  const void* bias = nullptr;  // n values of C's type, added to each row of C
+  const void* bias = nullptr;  // n values of C's type, added to each row of C (BiasGradA:
+                               // m values written)
 };
 
 // One cuBLASLt handle and its workspace (32 MiB: Hopper's kernels want that much; llm.c does
@@ -46,6 +50,9 @@ class Gemm {
   // Throws fsdp::ValueError for inconsistent arguments and NotImplementedError when cuBLASLt
   // has no algorithm for the combination, both naming the shapes.
   void run(const GemmArgs& args, cudaStream_t stream);
+  // run, but false (nothing queued) where cuBLASLt has no algorithm for the combination: for
+  // the optional epilogues (BiasGradA), whose callers then do the work apart.
+  bool try_run(const GemmArgs& args, cudaStream_t stream);
 
  private:
   cublasLtHandle_t handle_ = nullptr;

@@ -1192,6 +1192,7 @@ void linear_backward16(const Tensor& gx, const Tensor& gw, const Tensor& gb, con
     gemm_for(l.index).run(a, l.stream);
   }
   Launch l(device);
+  bool bias_summed = false;
   if (gw.defined()) {
     GemmArgs a;
     a.precision = precision;
@@ -1202,9 +1203,16 @@ void linear_backward16(const Tensor& gx, const Tensor& gw, const Tensor& gb, con
     a.trans_a = true;  // g^T
     a.b = x.data_ptr();
     a.c = gw.data_ptr();
-    gemm_for(l.index).run(a, l.stream);
+    if (gb.defined()) {  // gb = g^T's sums over the rows, in the product's epilogue
+      a.epilogue = GemmEpilogue::BiasGradA;
+      a.bias = gb.data_ptr();
+      bias_summed = gemm_for(l.index).try_run(a, l.stream);
+      a.epilogue = GemmEpilogue::None;
+      a.bias = nullptr;
+    }
+    if (!bias_summed) gemm_for(l.index).run(a, l.stream);
   }
-  if (gb.defined()) {
+  if (gb.defined() && !bias_summed) {  // no weight gradient, or no algorithm with the epilogue
     const Tensor sums = new_tensor({out_features}, DType::Float32, device);
     float_or_16bit(g.dtype(), [&]<typename T>() {
       if constexpr (!std::is_same_v<T, float>) {

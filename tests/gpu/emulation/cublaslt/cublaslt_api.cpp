@@ -66,8 +66,11 @@ Status check_operands(const char* call, const MatmulProblem& p) {
         !s.ok())
       return s;
   const cublasLtEpilogue_t e = p.desc.epilogue;
-  if (e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_GELU_BIAS) return {};
   const int type = p.desc.bias_type == -1 ? p.d.type : p.desc.bias_type;
+  if (e == CUBLASLT_EPILOGUE_BGRADB)  // written: one value per column of D
+    return check_device_range(call, "the bias gradient (CUBLASLT_MATMUL_DESC_BIAS_POINTER)",
+                              p.desc.bias, std::size_t(p.d.cols) * type_size(type));
+  if (e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_GELU_BIAS) return {};
   const std::size_t count =
       std::size_t((p.d.batch_count - 1) * p.desc.bias_batch_stride) + std::size_t(p.d.rows);
   return check_device_range(call, "the bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER)", p.desc.bias,

@@ -196,10 +196,11 @@ Status set_attribute(MatmulDesc& desc, cublasLtMatmulDescAttributes_t attr, cons
       std::uint32_t epilogue = 0;
       if (!(s = read(what, "CUBLASLT_MATMUL_DESC_EPILOGUE", buf, size, epilogue)).ok()) return s;
       if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_BIAS &&
-          epilogue != CUBLASLT_EPILOGUE_GELU && epilogue != CUBLASLT_EPILOGUE_GELU_BIAS)
+          epilogue != CUBLASLT_EPILOGUE_GELU && epilogue != CUBLASLT_EPILOGUE_GELU_BIAS &&
+          epilogue != CUBLASLT_EPILOGUE_BGRADB)
         return not_supported(fmt::format(
-            "{} CUBLASLT_MATMUL_DESC_EPILOGUE: epilogue {} is not emulated (DEFAULT, BIAS, GELU "
-            "and GELU_BIAS are)",
+            "{} CUBLASLT_MATMUL_DESC_EPILOGUE: epilogue {} is not emulated (DEFAULT, BIAS, GELU, "
+            "GELU_BIAS and BGRADB are)",
             what, epilogue));
       desc.epilogue = cublasLtEpilogue_t(epilogue);
       return {};

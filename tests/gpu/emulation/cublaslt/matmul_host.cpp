@@ -17,6 +17,11 @@ bool has_bias(cublasLtEpilogue_t e) {
 bool has_gelu(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS;
 }
+// BGRADB: the bias pointer receives op(B)'s sums over k, one per column of D (the header's
+// "bias gradient ... reduction over the GEMM's k dimension"); D is the product as usual.
+bool has_bias_grad_b(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BGRADB;
+}
 
 // Element (i, j) of a matrix in `l`'s order, in elements from its batch entry's start.
 std::int64_t offset(const Layout& l, std::int64_t i, std::int64_t j) {
@@ -92,7 +97,8 @@ Status check_types(const char* call, const MatmulDesc& desc, const Layout& a, co
         "bf16 or fp16 into their own type or fp32; TF32 on fp32)",
         call, type_name(a.type), type_name(b.type), type_name(c.type), type_name(d.type),
         int(desc.compute)));
-  if (has_bias(desc.epilogue) && desc.bias_type != -1 && desc.bias_type != d.type)
+  if ((has_bias(desc.epilogue) || has_bias_grad_b(desc.epilogue)) && desc.bias_type != -1 &&
+      desc.bias_type != d.type)
     return not_supported(
         fmt::format("{}: a {} bias with D of type {} is not emulated (the bias "
                     "has D's type)",
@@ -139,6 +145,11 @@ Status check_matmul(const char* call, const MatmulDesc& desc, const Layout& a, c
         call, d.batch_count, d.batch_stride, d.ld, shape(d)));
   if (has_bias(desc.epilogue) && desc.bias_batch_stride < 0)
     return not_supported(fmt::format("{}: a negative bias batch stride is not emulated", call));
+  if (has_bias_grad_b(desc.epilogue) && d.batch_count != 1)
+    return not_supported(fmt::format("{}: BGRADB over {} batch entries is not emulated (one is)",
+                                     call, d.batch_count));
+  if (has_bias_grad_b(desc.epilogue) && desc.bias == nullptr)
+    return invalid(fmt::format("{}: BGRADB without CUBLASLT_MATMUL_DESC_BIAS_POINTER", call));
   return {};
 }
 
@@ -190,6 +201,13 @@ void run_matmul(const MatmulProblem& p) {
         const float v = load(p.b.type, b_base, tb ? offset(p.b, j, q) : offset(p.b, q, j));
         b[q * n + j] = tf32 ? round_to_tf32(v) : v;
       }
+    if (has_bias_grad_b(desc.epilogue)) {  // op(B)'s column sums in float, in k's order
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (std::int64_t q = 0; q < k; ++q)
+        for (std::int64_t j = 0; j < n; ++j) acc[j] += b[q * n + j];
+      for (std::int64_t j = 0; j < n; ++j)
+        store(bias_type, const_cast<void*>(desc.bias), j, acc[j]);
+    }
     for (std::int64_t i = 0; i < m; ++i) {
       // Each output sums its k products in order, in float; the loop over j vectorises.
       std::fill(acc.begin(), acc.end(), 0.0f);

@@ -125,8 +125,13 @@ void check_case(const Case& c, double tol) {
   Operand b = make(c.ab, c.order, tb ? c.n : c.k, tb ? c.k : c.n, c.batch, c.pad + 1, 2);
   Operand d = make(c.cd, c.order, c.m, c.n, c.batch, c.pad, 3);
   Operand c_apart = make(c.cd, c.order, c.m, c.n, c.batch, c.pad + 2, 4);
-  const std::int64_t bias_count = c.bias_stride * (c.batch - 1) + std::int64_t(c.m);
+  // BGRADB writes n values (op(B)'s sums over k); one more stays NaN.
+  const bool bias_grad = c.epilogue == CUBLASLT_EPILOGUE_BGRADB;
+  const std::int64_t bias_count =
+      bias_grad ? std::int64_t(c.n) + 1 : c.bias_stride * (c.batch - 1) + std::int64_t(c.m);
   Operand bias = make(c.cd, CUBLASLT_ORDER_COL, std::uint64_t(bias_count), 1, 1, 0, 5);
+  if (bias_grad)
+    for (std::int64_t x = 0; x < bias_count; ++x) bias.set(x, kNaN);
   const Operand d_before = d;
   MatmulProblem p;
   p.desc.compute = c.compute;
@@ -180,6 +185,13 @@ void check_case(const Case& c, double tol) {
   for (std::size_t x = 0; x < d.count(); ++x)
     if (!written[x] && !std::isnan(d.get(std::int64_t(x)))) ++padding_written;
   BOOST_TEST(padding_written == 0u, describe(c));
+  if (!bias_grad) return;
+  for (std::uint64_t j = 0; j < c.n; ++j) {
+    double ref = 0;  // small integers: exact in every type
+    for (std::uint64_t q = 0; q < c.k; ++q) ref += double(tb ? b.at(0, j, q) : b.at(0, q, j));
+    BOOST_TEST(bias.get(std::int64_t(j)) == ref, describe(c) << " bias gradient " << j);
+  }
+  BOOST_TEST(std::isnan(bias.get(std::int64_t(c.n))), describe(c));
 }
 
 float from_bits(std::uint32_t bits) {
@@ -297,6 +309,39 @@ BOOST_AUTO_TEST_CASE(bias_is_per_row_of_d_and_gelu_is_the_tanh_form) {
         c.ab = c.cd = CUDA_R_16F;
         check_case(c, e == CUBLASLT_EPILOGUE_BIAS ? 0.0 : 1.0 / 1024);  // fp16's half ulp
       }
+}
+
+// A linear layer's bias gradient in its weight gradient's product: op(B) summed over k, one
+// value per column of D, unscaled by alpha; D is the product as without the epilogue.
+BOOST_AUTO_TEST_CASE(bgradb_sums_op_b_over_k_for_each_column_of_d) {
+  for (cudaDataType_t type : {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F})
+    for (cublasOperation_t ta : {CUBLAS_OP_N, CUBLAS_OP_T})
+      for (cublasOperation_t tb : {CUBLAS_OP_N, CUBLAS_OP_T})
+        for (cublasLtOrder_t order : {CUBLASLT_ORDER_COL, CUBLASLT_ORDER_ROW}) {
+          Case c;
+          c.ab = c.cd = type;
+          c.ta = ta;
+          c.tb = tb;
+          c.order = order;
+          c.pad = 1;
+          c.epilogue = CUBLASLT_EPILOGUE_BGRADB;
+          check_case(c, 0.0);
+        }
+  MatmulDesc desc;
+  desc.epilogue = CUBLASLT_EPILOGUE_BGRADB;
+  int bias = 0;
+  desc.bias = &bias;
+  const Operand a = make(CUDA_R_32F, CUBLASLT_ORDER_COL, 5, 6, 2, 0, 1);
+  const Operand b = make(CUDA_R_32F, CUBLASLT_ORDER_COL, 6, 7, 2, 0, 2);
+  const Operand d = make(CUDA_R_32F, CUBLASLT_ORDER_COL, 5, 7, 2, 0, 3);
+  const Status s = check_matmul("test", desc, a.layout, b.layout, d.layout, d.layout, true);
+  BOOST_TEST(s.message == "test: BGRADB over 2 batch entries is not emulated (one is)");
+  desc.bias = nullptr;
+  const Operand a1 = make(CUDA_R_32F, CUBLASLT_ORDER_COL, 5, 6, 1, 0, 1);
+  const Operand b1 = make(CUDA_R_32F, CUBLASLT_ORDER_COL, 6, 7, 1, 0, 2);
+  const Operand d1 = make(CUDA_R_32F, CUBLASLT_ORDER_COL, 5, 7, 1, 0, 3);
+  BOOST_TEST(check_matmul("test", desc, a1.layout, b1.layout, d1.layout, d1.layout, true).message ==
+             "test: BGRADB without CUBLASLT_MATMUL_DESC_BIAS_POINTER");
 }
 
 BOOST_AUTO_TEST_CASE(tf32_rounds_inputs_to_nearest_even) {
@@ -465,7 +510,7 @@ BOOST_AUTO_TEST_CASE(attribute_setters_check_size_value_and_support) {
   BOOST_TEST(s.code == CUBLAS_STATUS_NOT_SUPPORTED);
   BOOST_TEST(s.message ==
              "cublasLtMatmulDescSetAttribute CUBLASLT_MATMUL_DESC_EPILOGUE: epilogue 2 is not "
-             "emulated (DEFAULT, BIAS, GELU and GELU_BIAS are)");
+             "emulated (DEFAULT, BIAS, GELU, GELU_BIAS and BGRADB are)");
   BOOST_TEST(set_attribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &gelu_bias, 4).ok());
   BOOST_TEST(d.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS);
   const std::int32_t device_mode = CUBLASLT_POINTER_MODE_DEVICE, bad_op = 7, op_t = CUBLAS_OP_T;
