@@ -122,6 +122,44 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
     timer.report_op("lm_head N,768->50304", 2.0 * N * D * V,
                     [&] { linear(x.ptr, w.ptr, nullptr, y.ptr, N, V, D); });
   }
+  {  // the MLP's first linear backward (the kernel table's linear_backward16): gx = dy W, then
+     // gW = dy^T x with gb = dy's column sums in its epilogue (BGRADB); without the epilogue
+     // (ours only, to weigh it): the bias summed apart and cast, as where cuBLASLt has none
+    Buffer<bf16> x(N * D), w(F * D, 0.02f), dy(N * F), gx(N * D), gw(F * D), gb(F);
+    Buffer<float> sums(F);
+    const auto backward = [&](bool fused) {
+      GemmArgs d;
+      d.precision = GemmPrecision::BF16;
+      d.m = N;
+      d.n = D;
+      d.k = F;
+      d.a = dy.ptr;
+      d.b = w.ptr;
+      d.c = gx.ptr;
+      gemm.run(d, s);
+      GemmArgs wg;
+      wg.precision = GemmPrecision::BF16;
+      wg.trans_a = true;
+      wg.m = F;
+      wg.n = D;
+      wg.k = N;
+      wg.a = dy.ptr;
+      wg.b = x.ptr;
+      wg.c = gw.ptr;
+      if (fused) {
+        wg.epilogue = GemmEpilogue::BiasGradA;
+        wg.bias = gb.ptr;
+        if (gemm.try_run(wg, s)) return;
+        wg.epilogue = GemmEpilogue::None;
+        wg.bias = nullptr;
+      }
+      gemm.run(wg, s);
+      sum_over_rows(dy.ptr, sums.ptr, N, F, s);
+      cast(sums.ptr, gb.ptr, F, s);
+    };
+    timer.report_op("linear_fc_bwd N,768->3072", 4.0 * N * D * F, [&] { backward(true); });
+    timer.report_op("linear_fc_bwd unfused bias", 4.0 * N * D * F, [&] { backward(false); });
+  }
   {  // attention by GEMMs: scores = q k^T, then probs @ v
     Buffer<bf16> q(BH * T * hd), k(BH * T * hd), scores(BH * T * T), probs(BH * T * T),
         dprobs(BH * T * T), dscores(BH * T * T), o(BH * T * hd);

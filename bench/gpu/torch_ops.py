@@ -58,6 +58,9 @@ def torch_ops(tokens):
     wp = randn(D, Fd, scale=0.02)
     ops.append(("linear_proj N,3072->768", lambda: F.linear(x, wp, bias[:D])))
     ops.append(("lm_head N,768->50304", lambda: F.linear(x768, w)))
+    dy_fc, w_fc = randn(N, Fd), randn(Fd, D, scale=0.02)
+    ops.append(("linear_fc_bwd N,768->3072",  # F.linear's backward: two products, the bias sum
+                lambda: (dy_fc @ w_fc, dy_fc.t() @ x768, dy_fc.sum(0))))
 
     q, k = randn(BH, T, hd), randn(BH, T, hd)
     probs = randn(BH, T, T)
