@@ -371,6 +371,27 @@ train_gpt_cuda() {
   exit $rc
 }
 
+# Where a GPT-2 124M bf16 step's GPU time goes, kernel by kernel: Nsight Compute's duration of
+# each kernel (products included; one at a time, so without overlap) over about one step's
+# launches past the model's initialisation and first step (KERNEL_PROFILE_SKIP and
+# KERNEL_PROFILE_COUNT: ~240 of ours and ~147 cuBLASLt products a step), summed per kernel by
+# bench/gpu/kernel_profile.py.
+kernel_profile() {
+  . "$WORK/run.env"
+  if ! command -v ncu >/dev/null; then
+    echo "ncu not found" >"$LOGS/kernel_profile.note"
+    exit 77
+  fi
+  ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+    --print-units base --launch-skip "${KERNEL_PROFILE_SKIP:-1000}" \
+    --launch-count "${KERNEL_PROFILE_COUNT:-390}" --log-file "$WORK/kernel_profile.csv" \
+    "$BUILD/examples/train_gpt" --device cuda --sharding none --ranks 1 --mixed-precision bf16 \
+    --layers 12 --d-model 768 --heads 12 --seq 1024 --batch 8 --vocab 50304 --synthetic-tokens \
+    --steps 4 || exit 1
+  python3 "$SRC/bench/gpu/kernel_profile.py" "$WORK/kernel_profile.csv" \
+    | tee "$OUT/kernel_profile.txt"
+}
+
 # The issue's FSDP targets on one GPU, same run: NO_SHARD at world size 1 against the unsharded
 # model (float32 with TF32 products: bf16 mixed precision is FSDP's alone), target <= 1.05x its
 # step time; FULL_SHARD on 2 thread ranks sharing the GPU (bf16), exposed communication <= 10%.
@@ -440,7 +461,7 @@ stream_sanitizer() {
 
 export -f preflight unpack write_env emulated_libs configure build ptxas_report gpu_tests \
   sanitize memcheck racecheck nccl_world1 bench build_fsdp fsdp_cuda train_gpt_cuda gpt_speed \
-  fsdp_overhead stream_sanitizer
+  fsdp_overhead stream_sanitizer kernel_profile
 
 t0=$(date +%s)
 if step preflight 30 preflight; then
@@ -482,19 +503,24 @@ if step preflight 30 preflight; then
       sed -n '/^bench_gpt: GPT/,$p' "$LOGS/gpt_speed.log" >"$OUT/gpt_speed.txt" 2>/dev/null
       step fsdp_overhead "${FSDP_OVERHEAD_LIMIT:-90}" fsdp_overhead
       step stream_sanitizer 60 stream_sanitizer
+      if [ "$DRY" = 1 ] || [ "$EMU" = 1 ]; then
+        skip kernel_profile "ncu needs the GPU"
+      else
+        step kernel_profile "${KERNEL_PROFILE_LIMIT:-90}" kernel_profile
+      fi
     else
-      for s in fsdp_cuda train_gpt_cuda gpt_speed fsdp_overhead stream_sanitizer; do
+      for s in fsdp_cuda train_gpt_cuda gpt_speed fsdp_overhead stream_sanitizer kernel_profile; do
         skip $s "no build"
       done
     fi
   else
     for s in gpu_tests bench memcheck racecheck nccl_world1 build_fsdp fsdp_cuda train_gpt_cuda \
-      gpt_speed fsdp_overhead stream_sanitizer; do skip $s "no build"; done
+      gpt_speed fsdp_overhead stream_sanitizer kernel_profile; do skip $s "no build"; done
   fi
   step ptxas_report 60 ptxas_report
 else
   for s in unpack configure build gpu_tests bench memcheck racecheck nccl_world1 build_fsdp \
-    fsdp_cuda train_gpt_cuda gpt_speed fsdp_overhead stream_sanitizer; do
+    fsdp_cuda train_gpt_cuda gpt_speed fsdp_overhead stream_sanitizer kernel_profile; do
     skip $s "preflight failed"
   done
 fi
@@ -524,6 +550,10 @@ tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs
   elif [ -f "$LOGS/gpt_speed.log" ]; then
     echo "--- gpt_speed (no table)"
     tail -n 8 "$LOGS/gpt_speed.log"
+  fi
+  if [ -s "$OUT/kernel_profile.txt" ]; then
+    echo "--- kernel_profile (a GPT-2 124M bf16 step at batch 8, kernel by kernel)"
+    head -n 25 "$OUT/kernel_profile.txt"
   fi
   counts=$(grep -h -E '^(Ok|Fail|Skipped|Timeout): ' "$LOGS/gpu_tests.log" 2>/dev/null)
   echo "--- gpu suite: $(echo "$counts" | tr -s ' ' | tr '\n' ' ')"
