@@ -96,17 +96,24 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
   timer.stream = stream.get();
   cudaStream_t s = stream.get();
   Gemm gemm;
-  auto linear = [&](const bf16* x, const bf16* w, const bf16* bias, bf16* y, std::int64_t m,
-                    std::int64_t n, std::int64_t k) {
+  // A bf16 product C (m x n) = op(A) (m x k) . op(B) (k x n), row-major, dense.
+  const auto product = [](const bf16* a, bool trans_a, const bf16* b, bool trans_b, bf16* c,
+                          std::int64_t m, std::int64_t n, std::int64_t k) {
     GemmArgs g;
     g.precision = GemmPrecision::BF16;
-    g.trans_b = true;  // nn.Linear's weight is (out, in)
+    g.trans_a = trans_a;
+    g.trans_b = trans_b;
     g.m = m;
     g.n = n;
     g.k = k;
-    g.a = x;
-    g.b = w;
-    g.c = y;
+    g.a = a;
+    g.b = b;
+    g.c = c;
+    return g;
+  };
+  auto linear = [&](const bf16* x, const bf16* w, const bf16* bias, bf16* y, std::int64_t m,
+                    std::int64_t n, std::int64_t k) {
+    GemmArgs g = product(x, false, w, true, y, m, n, k);  // nn.Linear's weight is (out, in)
     g.bias = bias;
     g.epilogue = bias ? GemmEpilogue::Bias : GemmEpilogue::None;
     gemm.run(g, s);
@@ -128,24 +135,8 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
     Buffer<bf16> x(N * D), w(F * D, 0.02f), dy(N * F), gx(N * D), gw(F * D), gb(F);
     Buffer<float> sums(F);
     const auto backward = [&](bool fused) {
-      GemmArgs d;
-      d.precision = GemmPrecision::BF16;
-      d.m = N;
-      d.n = D;
-      d.k = F;
-      d.a = dy.ptr;
-      d.b = w.ptr;
-      d.c = gx.ptr;
-      gemm.run(d, s);
-      GemmArgs wg;
-      wg.precision = GemmPrecision::BF16;
-      wg.trans_a = true;
-      wg.m = F;
-      wg.n = D;
-      wg.k = N;
-      wg.a = dy.ptr;
-      wg.b = x.ptr;
-      wg.c = gw.ptr;
+      gemm.run(product(dy.ptr, false, w.ptr, false, gx.ptr, N, D, F), s);
+      GemmArgs wg = product(dy.ptr, true, x.ptr, false, gw.ptr, F, D, N);
       if (fused) {
         wg.epilogue = GemmEpilogue::BiasGradA;
         wg.bias = gb.ptr;
