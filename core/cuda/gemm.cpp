@@ -189,7 +189,7 @@ bool Gemm::try_run(const GemmArgs& g, cudaStream_t stream) {
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       handle_, d, lb.get(), la.get(), lc.get(), lc.get(), p, 1, &heuristic, &found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // the combination, not an error
-  FSDP_CUDA_CHECK(status);
+  check_status(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS ||
       heuristic.workspaceSize > workspace_bytes_)
     return false;
