@@ -109,6 +109,7 @@ void ensure_mpi_initialized() {
         std::_Exit(1);
       }).detach();
     }
+    finish_stop_report();
     MPI_Finalize();
   });
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "comm/mpi/launcher_loss.h"
 #include "core/env.h"
 
 namespace fsdp::comm::mpi {
@@ -40,7 +41,21 @@ struct Line {
   }
 };
 
+// Not a signal: PMIx's word that the launcher's server is gone (launcher_loss.h).
+constexpr int kLauncherLost = -1;
+
+void add_launcher_died(Line& l) {
+  l.add(": its launcher (pid ");
+  l.add(g_launcher.load());
+  l.add(", the job's PMIx store) died, so the job cannot go on");
+}
+
 void add_cause(Line& l, int sig) {
+  if (sig == kLauncherLost) {
+    l.add(" is being ended by Open MPI");
+    add_launcher_died(l);
+    return;
+  }
   if (sig == SIGCONT) {
     // Open MPI's launcher ends its ranks with SIGCONT, a second later SIGTERM, and SIGKILL a few
     // milliseconds after that: too soon for a SIGTERM handler on a busy machine, so the report
@@ -55,9 +70,7 @@ void add_cause(Line& l, int sig) {
   l.add(sig);
   if (sig == SIGHUP) {
     // PR_SET_PDEATHSIG: the launcher, whose PMIx server is the job's key-value store, is gone.
-    l.add(": its launcher (pid ");
-    l.add(g_launcher.load());
-    l.add(", the job's PMIx store) died, so the job cannot go on");
+    add_launcher_died(l);
   } else {
     l.add(" (mpirun's way to end the job after a rank failed; its report names that rank)");
   }
@@ -125,6 +138,7 @@ void report(const StopReportScope::Note& n, int sig) {
 }
 
 std::atomic<bool> g_reported{false};  // a SIGCONT from the launcher already wrote the report
+std::atomic<bool> g_written{false};   // ... and it is written
 
 // Reports every wait in progress or, with none, that the rank is between collectives.
 void report_all(int sig) {
@@ -152,6 +166,7 @@ void report_all(int sig) {
     l.add(" between collectives\n");
     [[maybe_unused]] auto written = ::write(STDERR_FILENO, l.text, l.size);
   }
+  g_written = true;
 }
 
 void on_stop_signal(int sig) {
@@ -165,6 +180,17 @@ void on_stop_signal(int sig) {
 void on_launcher_cont(int, siginfo_t* info, void*) {
   if (info == nullptr || info->si_pid != g_launcher.load() || g_reported.exchange(true)) return;
   report_all(SIGCONT);
+}
+
+// PMIx's handler (launcher_loss.h): Open MPI ends the rank right after. When the SIGHUP's
+// handler is writing the report already, Open MPI must not end the rank before it is written:
+// wait for it (bounded; that handler ends the rank when done).
+void on_launcher_lost() {
+  if (!g_reported.exchange(true)) {
+    report_all(kLauncherLost);
+    return;
+  }
+  for (int i = 0; i < 2000 && !g_written.load(); ++i) ::usleep(1000);
 }
 
 // Installs the report for `sig` if the program left it at its default action.
@@ -205,6 +231,13 @@ void install_stop_report(bool under_launcher) {
   }
   ::prctl(PR_SET_PDEATHSIG, SIGHUP);
   if (::getppid() != g_launcher.load()) std::raise(SIGHUP);  // it died before the prctl
+  // The SIGHUP may come after Open MPI has ended the rank for the same loss: PMIx's handler
+  // comes first where there is one.
+  watch_launcher_loss(on_launcher_lost);
+}
+
+void finish_stop_report() {
+  unwatch_launcher_loss();
 }
 
 StopReportScope::StopReportScope(const ProcessGroup& group, const Collective& c, const char* phase,

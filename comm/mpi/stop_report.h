@@ -26,7 +26,12 @@ void set_stop_report_world(int rank, int size);
 // SIGTERM at its default action; under mpirun also the handler of the launcher's SIGCONT; under
 // mpirun (`under_launcher`) the rank also gets SIGHUP, reported the same way, when its launcher
 // dies (PR_SET_PDEATHSIG).
+// Under mpirun it also hears PMIx's word that the launcher's server is gone, which Open MPI acts
+// on first (launcher_loss.h).
 void install_stop_report(bool under_launcher);
+
+// Before MPI_Finalize: stops listening to PMIx (nothing if it did not).
+void finish_stop_report();
 
 // While it lives, the handler reports this wait: the group, the collective, the phase and the
 // ranks it exchanges with (group ranks; `peers` must outlive the scope, duplicates allowed).

@@ -17,10 +17,13 @@
 #              mpi: MPI's store is mpirun's PMIx server (the ranks found each other through it),
 #              so the launcher is what dies (SIGKILL): its ranks must not outlive it; each ends
 #              with an error naming the collective it was in and the ranks it was waiting for
+#   storedies_nohup  (mpi) as storedies, with a shell kept between mpirun and each rank, so no
+#              SIGHUP (PR_SET_PDEATHSIG) tells a rank that mpirun died: only PMIx's lost
+#              connection does, which Open MPI ends the rank for (comm/mpi/launcher_loss.h)
 # Every survivor's last line on stderr about the collective must name it (all_reduce) and a rank,
 # within the timeout (+1 s) of the fault, and the whole job must end within 2 x the timeout + 5 s
 # (the mpi backend gives MPI_Finalize one timeout after a failure before it ends the process).
-#   fault_trial.sh gloo|mpi NP NETNS_RANK_EXE cut|stop|kill|storedies
+#   fault_trial.sh gloo|mpi NP NETNS_RANK_EXE cut|stop|kill|storedies|storedies_nohup
 # Prints the ranks' errors and, last, one line:
 #   RESULT <backend> <fault> np<NP> pass|fail error_ms=<latest error> job_ms=<job end>
 # Exits 0 on pass, 1 on fail, 77 where namespaces (or mpirun, for mpi) are not available.
@@ -29,6 +32,11 @@
 # Bounds: FSDP_TIMEOUT_MS=3000, every rank and mpirun under `timeout 60`/`timeout 90`.
 set -euo pipefail
 backend=$1 np=$2 exe=$3 fault=$4
+rank_exec=exec  # the rank replaces rank.sh: mpirun is its parent
+if [ "$backend/$fault" = mpi/storedies_nohup ]; then
+  fault=storedies
+  rank_exec=""
+fi
 here=$(dirname "$(readlink -f "$0")")
 # shellcheck source-path=SCRIPTDIR source=netns_lib.sh
 . "$here/netns_lib.sh"
@@ -36,7 +44,7 @@ case "$backend/$fault" in
   gloo/cut | gloo/stop | gloo/kill | gloo/storedies | mpi/cut | mpi/stop | mpi/kill | \
     mpi/storedies) ;;
   *)
-    echo "usage: fault_trial.sh gloo|mpi NP NETNS_RANK_EXE cut|stop|kill|storedies" >&2
+    echo "usage: fault_trial.sh gloo|mpi NP NETNS_RANK_EXE cut|stop|kill|storedies|storedies_nohup" >&2
     exit 2
     ;;
 esac
@@ -77,7 +85,7 @@ else
   cat >"$dir/rank.sh" <<EOS
 #!/bin/sh
 r=\$OMPI_COMM_WORLD_RANK
-exec ip netns exec ${NETNS_ID}h\$r env FSDP_BACKEND=mpi FSDP_TIMEOUT_MS=$timeout_ms \
+$rank_exec ip netns exec ${NETNS_ID}h\$r env FSDP_BACKEND=mpi FSDP_TIMEOUT_MS=$timeout_ms \
 FSDP_MPI_DIRECT=0 $exe >"$dir/out\$r" 2>"$dir/err\$r"
 EOS
   chmod +x "$dir/rank.sh"
