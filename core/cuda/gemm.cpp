@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -90,6 +91,40 @@ std::uint32_t alignment(const void* p, std::int64_t batch, std::int64_t stride_b
 
 }  // namespace
 
+std::size_t Gemm::PlanKeyHash::operator()(const PlanKey& k) const {
+  std::size_t h = 0;
+  for (std::int64_t v : k) h = h * 1000003u ^ std::hash<std::int64_t>{}(v);
+  return h;
+}
+
+Gemm::Plan Gemm::choose(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t first,
+                        cublasLtMatrixLayout_t second, cublasLtMatrixLayout_t c,
+                        std::uint32_t align_first, std::uint32_t align_second,
+                        std::uint32_t align_c) {
+  cublasLtMatmulPreference_t p = nullptr;
+  FSDP_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&p));
+  std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDeleter> pref(p);
+  FSDP_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_first},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_second},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}};
+  for (const auto& [attribute, bytes] : alignments)
+    FSDP_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attribute, &bytes, sizeof(bytes)));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle_, d, first, second, c, c, p, 1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return {};  // the combination, not an error
+  check_status(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS ||
+      heuristic.workspaceSize > workspace_bytes_)
+    return {};
+  return {true, heuristic.algo};
+}
+
 void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
   FSDP_CHECK(try_run(g, stream), NotImplementedError, "{}: cuBLASLt has no algorithm for it",
              describe(g));
@@ -168,33 +203,39 @@ bool Gemm::try_run(const GemmArgs& g, cudaStream_t stream) {
                         : row_major_layout(type, g.m, g.k, lda, g.batch, g.stride_a);
   Layout lc = row_major_layout(type, g.m, g.n, ldc, g.batch, g.stride_c);
 
-  cublasLtMatmulPreference_t p = nullptr;
-  FSDP_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&p));
-  std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDeleter> pref(p);
-  FSDP_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
   // Unless told, the heuristic assumes 256-byte aligned operands; views start anywhere, and an
   // algorithm picked for a misaligned operand faults or is wrong. Each operand's alignment, its
   // batch entries' included (cuBLASLt's A is our B).
   const std::int64_t elem = element_size(g.precision);
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.b, g.batch, g.stride_b * elem)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.a, g.batch, g.stride_a * elem)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.c, g.batch, g.stride_c * elem)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.c, g.batch, g.stride_c * elem)}};
-  for (const auto& [attribute, bytes] : alignments)
-    FSDP_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attribute, &bytes, sizeof(bytes)));
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      handle_, d, lb.get(), la.get(), lc.get(), lc.get(), p, 1, &heuristic, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // the combination, not an error
-  check_status(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-  if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS ||
-      heuristic.workspaceSize > workspace_bytes_)
-    return false;
+  const std::uint32_t align_a = alignment(g.b, g.batch, g.stride_b * elem);
+  const std::uint32_t align_b = alignment(g.a, g.batch, g.stride_a * elem);
+  const std::uint32_t align_c = alignment(g.c, g.batch, g.stride_c * elem);
+  const PlanKey key{int(g.precision),
+                    g.trans_a,
+                    g.trans_b,
+                    g.m,
+                    g.n,
+                    g.k,
+                    lda,
+                    ldb,
+                    ldc,
+                    g.batch,
+                    g.stride_a,
+                    g.stride_b,
+                    g.stride_c,
+                    int(g.epilogue),
+                    align_a,
+                    align_b,
+                    align_c};
+  auto plan = plans_.find(key);
+  if (plan == plans_.end()) {
+    if (plans_.size() >= kMaxPlans) plans_.clear();
+    plan = plans_.emplace(key, choose(d, lb.get(), la.get(), lc.get(), align_a, align_b, align_c))
+               .first;
+  }
+  if (!plan->second.found) return false;
   FSDP_CUDA_CHECK(cublasLtMatmul(handle_, d, &g.alpha, g.b, lb.get(), g.a, la.get(), &g.beta, g.c,
-                                 lc.get(), g.c, lc.get(), &heuristic.algo, workspace_,
+                                 lc.get(), g.c, lc.get(), &plan->second.algo, workspace_,
                                  workspace_bytes_, stream));
   return true;
 }

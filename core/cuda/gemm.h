@@ -7,8 +7,10 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 
 namespace fsdp::cuda {
 
@@ -40,7 +42,10 @@ struct GemmArgs {
 };
 
 // One cuBLASLt handle and its workspace (32 MiB: Hopper's kernels want that much; llm.c does
-// the same). Not thread-safe: one per stream-owning thread.
+// the same), and the heuristic's answer for each problem it has seen (shapes, leading dims,
+// strides, precision, epilogue and the operands' alignments: what the heuristic is told), refusals
+// included, so a training step's products ask it once each, not every call. Not thread-safe: one
+// per stream-owning thread.
 class Gemm {
  public:
   Gemm();
@@ -53,8 +58,29 @@ class Gemm {
   // run, but false (nothing queued) where cuBLASLt has no algorithm for the combination: for
   // the optional epilogues (BiasGradA), whose callers then do the work apart.
   bool try_run(const GemmArgs& args, cudaStream_t stream);
+  // How many problems have the heuristic's answer kept.
+  std::size_t plans() const { return plans_.size(); }
 
  private:
+  // Every field of a problem the heuristic sees, as integers.
+  using PlanKey = std::array<std::int64_t, 17>;
+  struct PlanKeyHash {
+    std::size_t operator()(const PlanKey& k) const;
+  };
+  struct Plan {
+    bool found = false;  // false: no algorithm (try_run answers false)
+    cublasLtMatmulAlgo_t algo{};
+  };
+  // Distinct problems kept at most (a generation's growing lengths would add one per token);
+  // past it the table starts again.
+  static constexpr std::size_t kMaxPlans = 4096;
+
+  // The heuristic's answer for a problem (cuBLASLt's operand order: `first` is our B).
+  Plan choose(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t first, cublasLtMatrixLayout_t second,
+              cublasLtMatrixLayout_t c, std::uint32_t align_first, std::uint32_t align_second,
+              std::uint32_t align_c);
+
+  std::unordered_map<PlanKey, Plan, PlanKeyHash> plans_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 32u << 20;

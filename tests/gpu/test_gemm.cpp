@@ -1,6 +1,7 @@
 // cuBLASLt products (core/cuda/gemm.h) against the CPU's matmul/bmm/linear: fp32, TF32, bf16 and
 // fp16, every transpose pair, strided batches, padded leading dims, and the bias and bias+GELU
 // epilogues; 1, odd and GPT-2 sizes. Outputs are NaN-poisoned first (beta = 0 must not read C).
+// The heuristic's answers kept per problem.
 #define BOOST_TEST_MODULE gpu_gemm
 #include <cstring>
 #include <string>
@@ -157,6 +158,41 @@ BOOST_AUTO_TEST_CASE(padded_leading_dims_read_only_their_rows) {
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) rows.push_back(got[i * ld + j]);
   FSDP_CHECK_CLOSE("padded lds", rows, mm(at, bt).to_vector(), kTolFp32);
+}
+
+// The heuristic's answer is kept per problem: the same problem on other buffers asks it no more
+// (and is right), another shape or a less aligned operand is a new problem (an algorithm chosen
+// for 256-byte aligned operands may misread a view that starts anywhere).
+BOOST_AUTO_TEST_CASE(the_heuristic_is_asked_once_a_problem) {
+  Gemm gemm;
+  BOOST_TEST(gemm.plans() == 0u);
+  check<bf16>(gemm, GemmPrecision::BF16, {129, 65, 33}, false, true, 1, GemmEpilogue::None);
+  BOOST_TEST(gemm.plans() == 1u);
+  check<bf16>(gemm, GemmPrecision::BF16, {129, 65, 33}, false, true, 1, GemmEpilogue::None);
+  BOOST_TEST(gemm.plans() == 1u);
+  check<bf16>(gemm, GemmPrecision::BF16, {129, 65, 33}, false, true, 1, GemmEpilogue::Bias);
+  BOOST_TEST(gemm.plans() == 2u);
+  check<float>(gemm, GemmPrecision::FP32, {129, 65, 33}, false, true, 1, GemmEpilogue::None);
+  BOOST_TEST(gemm.plans() == 3u);
+  // A starting one float past an allocation: aligned to 4 bytes only.
+  const std::int64_t m = 8, n = 16, k = 32;
+  std::vector<float> a = randn(m * k + 1), b = randn(k * n);
+  DeviceBuffer<float> da(a), db(b), dc(m * n);
+  GemmArgs g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = da.get();
+  g.b = db.get();
+  g.c = dc.get();
+  gemm.run(g, nullptr);
+  BOOST_TEST(gemm.plans() == 4u);
+  g.a = da.get() + 1;
+  gemm.run(g, nullptr);
+  BOOST_TEST(gemm.plans() == 5u);
+  Tensor at = cpu(std::vector<float>(a.begin() + 1, a.end()), {m, k});
+  FSDP_CHECK_CLOSE("A at a 4-byte offset", dc.download(), mm(at, cpu(b, {k, n})).to_vector(),
+                   kTolFp32);
 }
 
 BOOST_AUTO_TEST_CASE(an_empty_inner_dimension_gives_zeros) {
