@@ -197,6 +197,24 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
         flash_attention_backward(q.ptr, k.ptr, v.ptr, o.ptr, dout.ptr, lse.ptr, dq.ptr, dk.ptr,
                                  dv.ptr, geo, s);
       });
+      // Grouped-query heads (3 query heads a kv head, as Llama 3's 32/8 or TinyLlama's 32/4 at
+      // head dim 64): k, v and their gradients (B, H / 3, T, hd), the same FLOPs.
+      FlashGeometry gqa = geo;
+      const std::int64_t group = 3, kv = H / group;
+      gqa.B = BH / H;
+      gqa.H = H;
+      gqa.group = group;
+      for (AttentionOperandStrides* op : {&gqa.q, &gqa.o, &gqa.dout, &gqa.dq})
+        *op = {.batch = H * T * hd, .head = T * hd, .row = hd};
+      for (AttentionOperandStrides* op : {&gqa.k, &gqa.v, &gqa.dk, &gqa.dv})
+        *op = {.batch = kv * T * hd, .head = T * hd, .row = hd};
+      timer.report_op("attention_gqa_fwd H12/KV4", fwd_flop, [&] {
+        flash_attention_forward(q.ptr, k.ptr, v.ptr, o.ptr, lse.ptr, gqa, s);
+      });
+      timer.report_op("attention_gqa_bwd H12/KV4", 2.5 * fwd_flop, [&] {
+        flash_attention_backward(q.ptr, k.ptr, v.ptr, o.ptr, dout.ptr, lse.ptr, dq.ptr, dk.ptr,
+                                 dv.ptr, gqa, s);
+      });
     }
     timer.report_op("causal_softmax_bwd", 0, [&] {
       causal_softmax_backward(probs.ptr, dprobs.ptr, dscores.ptr, BH, T, scale, s);

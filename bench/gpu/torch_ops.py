@@ -80,6 +80,16 @@ def torch_ops(tokens):
     dout = torch.randn_like(out)
     ops.append(("attention_bwd",
                 lambda: torch.autograd.grad(out, (qg, kg, vg), dout, retain_graph=True)))
+    # Grouped-query heads: 3 query heads a kv head (enable_gqa), as bench_gpu_kernels'.
+    kv_h = H // 3
+    kq, vq = randn(BH // H, kv_h, T, hd), randn(BH // H, kv_h, T, hd)
+    ops.append(("attention_gqa_fwd H12/KV4",
+                lambda: F.scaled_dot_product_attention(qh, kq, vq, is_causal=True,
+                                                       enable_gqa=True)))
+    qg2, kg2, vg2 = (x.detach().requires_grad_() for x in (qh, kq, vq))
+    out2 = F.scaled_dot_product_attention(qg2, kg2, vg2, is_causal=True, enable_gqa=True)
+    ops.append(("attention_gqa_bwd H12/KV4",
+                lambda: torch.autograd.grad(out2, (qg2, kg2, vg2), dout, retain_graph=True)))
     y = torch.softmax((scores * scale).masked_fill(~causal, float("-inf")), -1)
     dy = randn(BH, T, T)
     ops.append(("causal_softmax_bwd",

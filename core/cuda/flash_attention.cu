@@ -61,11 +61,25 @@ struct Rows {
   __device__ T* row(std::int64_t i) const { return base + i * ld; }
 };
 
-// The rows of (batch, head) `bh` (blockIdx.x: b * H + h) of an operand with strides `s`.
+// The rows of (batch b, head h) of an operand with strides `s`.
+template <typename T>
+__device__ Rows<T> head_rows(T* p, const AttentionOperandStrides& s, std::int64_t b,
+                             std::int64_t h) {
+  return {p + b * s.batch + h * s.head, s.row};
+}
+
+// The rows of query head (b, h), blockIdx.x = b * H + h, of an operand with strides `s`.
 template <typename T>
 __device__ Rows<T> rows_of(T* p, const AttentionOperandStrides& s, const FlashGeometry& g) {
-  const std::int64_t bh = blockIdx.x, b = bh / g.H, h = bh % g.H;
-  return {p + b * s.batch + h * s.head, s.row};
+  const std::int64_t bh = blockIdx.x;
+  return head_rows(p, s, bh / g.H, bh % g.H);
+}
+
+// The rows of the kv head that query head blockIdx.x = b * H + h reads (k and v).
+template <typename T>
+__device__ Rows<T> kv_rows_of(T* p, const AttentionOperandStrides& s, const FlashGeometry& g) {
+  const std::int64_t bh = blockIdx.x;
+  return head_rows(p, s, bh / g.H, bh % g.H / g.group);
 }
 
 // Rows [row0, row0 + 64) of a (t, 64) matrix into a shared tile by cp.async (zeros past row t),
@@ -172,8 +186,8 @@ __global__ void __launch_bounds__(kCtaThreads)
                          FlashGeometry geo) {
   __shared__ __align__(16) T ks[2][kTile * kLd];
   __shared__ __align__(16) T vs[2][kTile * kLd];
-  const Rows<const T> q = rows_of(q_, geo.q, geo), k = rows_of(k_, geo.k, geo),
-                      v = rows_of(v_, geo.v, geo);
+  const Rows<const T> q = rows_of(q_, geo.q, geo), k = kv_rows_of(k_, geo.k, geo),
+                      v = kv_rows_of(v_, geo.v, geo);
   const std::int64_t t = geo.t;
   const float scale_log2 = geo.scale * kLog2e;
   const int qb = gridDim.y - 1 - blockIdx.y;
@@ -301,8 +315,8 @@ __global__ void __launch_bounds__(kCtaThreads)
   __shared__ __align__(16) T ks[2][kTile * kLd];
   __shared__ __align__(16) T vs[2][kTile * kLd];
   __shared__ float d_s[kTile], lse_s[kTile];
-  const Rows<const T> q = rows_of(q_, geo.q, geo), k = rows_of(k_, geo.k, geo),
-                      v = rows_of(v_, geo.v, geo), dout = rows_of(dout_, geo.dout, geo);
+  const Rows<const T> q = rows_of(q_, geo.q, geo), k = kv_rows_of(k_, geo.k, geo),
+                      v = kv_rows_of(v_, geo.v, geo), dout = rows_of(dout_, geo.dout, geo);
   const std::int64_t t = geo.t;
   const float scale = geo.scale, scale_log2 = geo.scale * kLog2e;
   const int qb = gridDim.y - 1 - blockIdx.y;
@@ -372,10 +386,11 @@ __global__ void __launch_bounds__(kCtaThreads)
   store_warp_rows(dqacc, mul, rows_of(dq_, geo.dq, geo), row0, t, ks[0] + warp * kWarpRows * kLd);
 }
 
-// Per key tile: dv = P^T dO and dk = scale * dS^T Q over the query tiles at or after it. The
-// warp's 16 keys are the rows of its products (S^T = K Q^T, dP^T = V dO^T), K's and V's rows in
-// registers; Q and dO stream. Grid (B * H, key tiles); key tile 0, with the most query tiles,
-// first.
+// Per key tile of a kv head: dv = P^T dO and dk = scale * dS^T Q over the query tiles at or after
+// it, of each query head of the head's group in turn (one loop over (head, query tile), so the
+// loads stay double-buffered across heads). The warp's 16 keys are the rows of its products
+// (S^T = K Q^T, dP^T = V dO^T), K's and V's rows in registers; Q and dO stream. Grid
+// (B * H / group, key tiles); key tile 0, with the most query tiles, first.
 template <typename T>
 __global__ void __launch_bounds__(kCtaThreads)
     flash_backward_dkdv_kernel(const T* q_, const T* k_, const T* v_, const T* o_, const T* dout_,
@@ -383,23 +398,27 @@ __global__ void __launch_bounds__(kCtaThreads)
   __shared__ __align__(16) T qs[2][kTile * kLd];
   __shared__ __align__(16) T dos[2][kTile * kLd];
   __shared__ float d_s[kTile], lse_s[kTile];
-  const Rows<const T> q = rows_of(q_, geo.q, geo), k = rows_of(k_, geo.k, geo),
-                      v = rows_of(v_, geo.v, geo), o = rows_of(o_, geo.o, geo),
-                      dout = rows_of(dout_, geo.dout, geo);
+  const std::int64_t kv_heads = geo.H / geo.group;
+  const std::int64_t b = blockIdx.x / kv_heads, kvh = blockIdx.x % kv_heads;
+  const Rows<const T> k = head_rows(k_, geo.k, b, kvh), v = head_rows(v_, geo.v, b, kvh);
   const std::int64_t t = geo.t;
   const float scale = geo.scale, scale_log2 = geo.scale * kLog2e;
   const int kb = blockIdx.y;
-  const std::int64_t bh = blockIdx.x, k0 = std::int64_t(kb) * kTile;
+  const std::int64_t k0 = std::int64_t(kb) * kTile;
   const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
   const std::int64_t row0 = k0 + warp * kWarpRows;
   const std::int64_t keys[2] = {row0 + g, row0 + g + 8};  // the lane's two key rows
-  const int n_q = static_cast<int>((t + kTile - 1) / kTile);
+  // Step s: query head kvh * group + s / tiles, query tile kb + s % tiles.
+  const int tiles = static_cast<int>((t + kTile - 1) / kTile) - kb;
+  const int steps = static_cast<int>(geo.group) * tiles;
+  auto head_of = [&](int s) { return kvh * geo.group + s / tiles; };
+  auto tile_of = [&](int s) { return kb + s % tiles; };
 
-  // K's and V's tiles through stage 1, the first query tile (kb) with them.
+  // K's and V's tiles through stage 1, the first step's query tile with them.
   load_tile_async(k, k0, t, qs[1]);
   load_tile_async(v, k0, t, dos[1]);
-  load_tile_async(q, k0, t, qs[0]);
-  load_tile_async(dout, k0, t, dos[0]);
+  load_tile_async(head_rows(q_, geo.q, b, head_of(0)), k0, t, qs[0]);
+  load_tile_async(head_rows(dout_, geo.dout, b, head_of(0)), k0, t, dos[0]);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -411,18 +430,20 @@ __global__ void __launch_bounds__(kCtaThreads)
   Acc dkacc, dvacc;
   zero(dkacc);
   zero(dvacc);
-  for (int qb = kb; qb < n_q; ++qb) {
-    const int stage = (qb - kb) & 1;
-    if (qb + 1 < n_q) {
-      const std::int64_t next = std::int64_t(qb + 1) * kTile;
-      load_tile_async(q, next, t, qs[stage ^ 1]);
-      load_tile_async(dout, next, t, dos[stage ^ 1]);
+  for (int step = 0; step < steps; ++step) {
+    const int stage = step & 1;
+    if (step + 1 < steps) {
+      const std::int64_t next = std::int64_t(tile_of(step + 1)) * kTile, h = head_of(step + 1);
+      load_tile_async(head_rows(q_, geo.q, b, h), next, t, qs[stage ^ 1]);
+      load_tile_async(head_rows(dout_, geo.dout, b, h), next, t, dos[stage ^ 1]);
     }
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    const std::int64_t q0 = std::int64_t(qb) * kTile;
-    tile_row_stats(o, dos[stage], lse + bh * t, q0, t, d_s, lse_s);
+    const int qb = tile_of(step);
+    const std::int64_t q0 = std::int64_t(qb) * kTile, h = head_of(step);
+    tile_row_stats(head_rows(o_, geo.o, b, h), dos[stage], lse + (b * geo.H + h) * t, q0, t, d_s,
+                   lse_s);
     __syncthreads();
     Acc p;
     zero(p);
@@ -454,21 +475,24 @@ __global__ void __launch_bounds__(kCtaThreads)
   }
   const float mul_dk[2] = {scale, scale}, mul_dv[2] = {1.0f, 1.0f};
   // The loop's last barrier freed both stages: each warp stages its own 16 rows there.
-  store_warp_rows(dkacc, mul_dk, rows_of(dk_, geo.dk, geo), row0, t,
+  store_warp_rows(dkacc, mul_dk, head_rows(dk_, geo.dk, b, kvh), row0, t,
                   qs[0] + warp * kWarpRows * kLd);
-  store_warp_rows(dvacc, mul_dv, rows_of(dv_, geo.dv, geo), row0, t,
+  store_warp_rows(dvacc, mul_dv, head_rows(dv_, geo.dv, b, kvh), row0, t,
                   dos[0] + warp * kWarpRows * kLd);
 }
 
-dim3 tile_grid(const FlashGeometry& g) {
-  return dim3(static_cast<unsigned>(g.B * g.H), static_cast<unsigned>((g.t + kTile - 1) / kTile));
+// (heads, tiles): heads = B * H for the query heads' kernels, B * H / group for dk and dv.
+dim3 tile_grid(const FlashGeometry& g, std::int64_t heads) {
+  return dim3(static_cast<unsigned>(heads), static_cast<unsigned>((g.t + kTile - 1) / kTile));
 }
 
 }  // namespace
 
 bool flash_attention_applies(const FlashGeometry& g, std::int64_t hd,
                              std::initializer_list<const void*> pointers) {
-  if (hd != kHd || g.B * g.H > 0x7fffffff || (g.t + kTile - 1) / kTile > 65535) return false;
+  if (hd != kHd || g.group < 1 || g.H % g.group != 0 || g.B * g.H > 0x7fffffff ||
+      (g.t + kTile - 1) / kTile > 65535)
+    return false;
   for (const void* p : pointers)
     if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
   // Every row's start 16-byte aligned too: strides of whole 16-byte vectors of 16-bit elements.
@@ -480,7 +504,7 @@ bool flash_attention_applies(const FlashGeometry& g, std::int64_t hd,
 template <typename T>
 void flash_attention_forward(const T* q, const T* k, const T* v, T* o, float* lse,
                              const FlashGeometry& g, cudaStream_t stream) {
-  flash_forward_kernel<T><<<tile_grid(g), kCtaThreads, 0, stream>>>(q, k, v, o, lse, g);
+  flash_forward_kernel<T><<<tile_grid(g, g.B * g.H), kCtaThreads, 0, stream>>>(q, k, v, o, lse, g);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 
@@ -488,10 +512,11 @@ template <typename T>
 void flash_attention_backward(const T* q, const T* k, const T* v, const T* o, const T* dout,
                               const float* lse, T* dq, T* dk, T* dv, const FlashGeometry& g,
                               cudaStream_t stream) {
-  const dim3 grid = tile_grid(g);
-  flash_backward_dkdv_kernel<T><<<grid, kCtaThreads, 0, stream>>>(q, k, v, o, dout, lse, dk, dv, g);
+  flash_backward_dkdv_kernel<T><<<tile_grid(g, g.B * g.H / g.group), kCtaThreads, 0, stream>>>(
+      q, k, v, o, dout, lse, dk, dv, g);
   FSDP_CUDA_CHECK_LAUNCH();
-  flash_backward_dq_kernel<T><<<grid, kCtaThreads, 0, stream>>>(q, k, v, o, dout, lse, dq, g);
+  flash_backward_dq_kernel<T>
+      <<<tile_grid(g, g.B * g.H), kCtaThreads, 0, stream>>>(q, k, v, o, dout, lse, dq, g);
   FSDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -2,9 +2,10 @@
 // head dim 64: tensor cores through mma.sync with register accumulators, the online softmax in
 // float, the scores never in device memory. Every operand is read or written through its strides
 // (a (batch, head)'s rows anywhere, each row's 64 elements contiguous), so q, k and v can be
-// views of one packed projection and o a view of the merged (L, N, E) output. The CUDA kernel
-// table calls these when flash_attention_applies(); every other causal case takes attention.cu's
-// one-warp-per-row kernels.
+// views of one packed projection and o a view of the merged (L, N, E) output; query heads may
+// share kv heads (grouped-query attention, the Hugging Face Llamas'). The CUDA kernel table calls
+// these when flash_attention_applies(); every other causal case takes the one-warp-per-row
+// kernels (attention.cu, sdpa_attention.cu).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -22,8 +23,10 @@ constexpr int kFlashHeadDim = 64;
 
 // B batch entries of H heads of t rows; element (b, h, i, c) of an operand at b * batch +
 // h * head + i * row + c; lse (B, H, t) float, contiguous. dout, dq, dk, dv: the backward's.
+// Grouped-query heads: query head h reads kv head h / group of k and v (H / group kv heads),
+// whose dk and dv sum over the group's query heads.
 struct FlashGeometry {
-  std::int64_t B = 0, H = 1, t = 0;
+  std::int64_t B = 0, H = 1, group = 1, t = 0;
   float scale = 1.0f;
   AttentionOperandStrides q, k, v, o, dout, dq, dk, dv;
 };
@@ -46,8 +49,8 @@ inline FlashGeometry dense_flash_geometry(std::int64_t batch, std::int64_t t, fl
 }
 
 // Head dim 64, the pointers given and every row of g's operands 16-byte aligned (read as tiles,
-// written in vectors), and the grid (B * H, ceil(t / 64)) within CUDA's limits. An operand the
-// call does not use (the backward's, in a forward) keeps its zero strides.
+// written in vectors), group dividing H, and the grid (B * H, ceil(t / 64)) within CUDA's limits.
+// An operand the call does not use (the backward's, in a forward) keeps its zero strides.
 bool flash_attention_applies(const FlashGeometry& g, std::int64_t hd,
                              std::initializer_list<const void*> pointers);
 
@@ -55,7 +58,8 @@ template <typename T>
 void flash_attention_forward(const T* q, const T* k, const T* v, T* o, float* lse,
                              const FlashGeometry& g, cudaStream_t stream);
 
-// Two kernels, no atomics: dk, dv per key tile (looping over the query tiles at or after it),
+// Two kernels, no atomics: dk, dv per key tile (looping over the query tiles at or after it, of
+// each query head of its group),
 // dq per query tile (looping over the key tiles at or before it); each recomputes P from lse
 // and writes its tile once, in T. Every element of dq, dk and dv is overwritten.
 template <typename T>

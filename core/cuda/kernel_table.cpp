@@ -1275,9 +1275,11 @@ void batched_gemm(int index, cudaStream_t stream, std::int64_t batch, std::int64
 // read and write every operand in place (q, k, v views of a packed projection; o, dq, dk, dv
 // views of merged buffers); the rest take attention.cu's one-warp-per-row kernels when q, k and
 // v are dense, else the general kernels' strided reads (outputs through dense stand-ins).
+// Grouped-query heads (H a multiple of KV) only for the flash tiles; the one-warp kernels take
+// H == KV.
 bool fused_causal(const Tensor& q, const Tensor& mask, const AttentionDims& d) {
   return d.causal && !mask.defined() && is_float_or_16bit(q.dtype()) && d.L == d.S && d.D == d.Dv &&
-         d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.H == d.KV;
+         d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.KV >= 1 && d.H % d.KV == 0;
 }
 
 // q, k and v as the one-warp kernels read them: dense (batch * heads, t, hd).
@@ -1300,7 +1302,8 @@ std::optional<FlashGeometry> flash_geometry(const AttentionDims& d,
       &FlashGeometry::dout, &FlashGeometry::dq, &FlashGeometry::dk, &FlashGeometry::dv};
   const DType dt = tensors.begin()[0]->dtype();
   if (dt != DType::BFloat16 && dt != DType::Float16) return std::nullopt;
-  FlashGeometry g{.B = d.B, .H = d.H, .t = d.L, .scale = static_cast<float>(d.scale)};
+  FlashGeometry g{
+      .B = d.B, .H = d.H, .group = d.H / d.KV, .t = d.L, .scale = static_cast<float>(d.scale)};
   std::array<const void*, 8> p{};
   std::size_t i = 0;
   for (const Tensor* t : tensors) {
@@ -1406,7 +1409,7 @@ void blocked_attention(const Tensor& out, const Tensor& lse, const Tensor& q, co
     blocked_attention(oc, lse, q, k, v, mask, d);
     return write_back("blocked_attention", out, oc);
   }
-  if (fused_causal(q, mask, d) && dense_qkv(q, k, v)) {
+  if (fused_causal(q, mask, d) && d.H == d.KV && dense_qkv(q, k, v)) {
     Launch l(device);
     float_or_16bit(q.dtype(), [&]<typename T>() {
       attention_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out),
@@ -1463,7 +1466,7 @@ void blocked_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
     write_back(family, dk, dkc);
     return write_back(family, dv, dvc);
   }
-  if (fused_causal(q, mask, d) && dense_qkv(q, k, v)) {
+  if (fused_causal(q, mask, d) && d.H == d.KV && dense_qkv(q, k, v)) {
     // The one-warp kernels gather dk and dv with float atomics: 16-bit ones through float
     // buffers, rounded once.
     const bool wide = q.dtype() == DType::Float32;

@@ -1224,6 +1224,51 @@ BOOST_AUTO_TEST_CASE(sdpa_forms_grouped_strided_scaled_causal_masked_match_the_c
                  "cuda:0)");
 }
 
+// The Hugging Face models' causal, unmasked grouped-query attention at head dim 64 in 16 bits
+// (TinyLlama's and Llama 3.2 1B's shape: query heads sharing kv heads, (B, S, heads, 64)
+// projections): the flash tiles, kv heads' gradients summed over their groups, as the CPU table.
+BOOST_AUTO_TEST_CASE(grouped_causal_attention_at_head_dim_64_matches_the_cpu_table) {
+  const std::int64_t B = 2, H = 4, L = 70, D = 64;
+  for (DType dtype : {DType::BFloat16, DType::Float16})
+    for (std::int64_t KV : {2, 1}) {
+      AttentionDims d{B, L, L, D, D};
+      d.H = H;
+      d.KV = KV;
+      d.scale = 0.125;
+      d.causal = true;
+      d.masked_rows_zero = true;
+      d.q = {L * H * D, D, H * D};  // (B, L, H, D) storage
+      d.k = d.v = {L * KV * D, D, KV * D};
+      // The (B, heads, L, D) views of (B, L, heads, D) storage scaled_dot_product_attention
+      // passes, whose strides d.q, d.k and d.v repeat.
+      const Tensor qs = host_randn({B, L, H, D}, dtype), ks = host_randn({B, L, KV, D}, dtype);
+      const Tensor vs = host_randn({B, L, KV, D}, dtype), dout = host_randn({B, H, L, D}, dtype);
+      const Tensor q = qs.transpose(1, 2), k = ks.transpose(1, 2), v = vs.transpose(1, 2);
+      const double tol = tol_of(dtype);
+      Tensor out = empty({B, H, L, D}, TensorOptions(dtype, kCPU));
+      Tensor lse = empty({B, H, L}, TensorOptions(DType::Float32, kCPU));
+      kernels(kCPU).blocked_attention(out, lse, q, k, v, Tensor(), d);
+      Tensor out_d = poisoned({B, H, L, D}, dtype), lse_d = poisoned({B, H, L}, DType::Float32);
+      const Tensor q_d = qs.to(kCuda).transpose(1, 2), k_d = ks.to(kCuda).transpose(1, 2),
+                   v_d = vs.to(kCuda).transpose(1, 2);
+      kernels(kCuda).blocked_attention(out_d, lse_d, q_d, k_d, v_d, Tensor(), d);
+      BOOST_TEST_CONTEXT(dtype_name(dtype) << " H=" << H << " KV=" << KV) {
+        check_close(out_d, out, tol);
+        check_lse(lse_d, lse, kTolFp32 * 10);
+        Tensor dq = poisoned_host({B, H, L, D}, dtype);
+        Tensor dk = poisoned_host({B, KV, L, D}, dtype), dv = poisoned_host({B, KV, L, D}, dtype);
+        kernels(kCPU).blocked_attention_backward(dq, dk, dv, q, k, v, Tensor(), out, lse, dout, d);
+        Tensor dq_d = poisoned(dq.shape(), dtype), dk_d = poisoned(dk.shape(), dtype);
+        Tensor dv_d = poisoned(dv.shape(), dtype);
+        kernels(kCuda).blocked_attention_backward(dq_d, dk_d, dv_d, q_d, k_d, v_d, Tensor(),
+                                                  out.to(kCuda), lse.to(kCuda), dout.to(kCuda), d);
+        check_close(dq_d, dq, tol);
+        check_close(dk_d, dk, tol);
+        check_close(dv_d, dv, tol);
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(a_family_without_a_cuda_kernel_names_itself_and_the_device) {
   const Tensor x = host_randn({4, 6}).to(kCuda);
   const Tensor i = full({4}, 2, TensorOptions(DType::Int64, kCPU)).to(kCuda);

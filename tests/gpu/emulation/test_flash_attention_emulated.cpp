@@ -5,7 +5,8 @@
 // them. Batch 2 (the batch offsets), t of 1, under a tile, one tile, a partial last tile, two
 // whole tiles, three tiles, five (the load stages alternating); bf16 and fp16 tiles; dense
 // operands, and MultiheadAttention's layout (q, k, v, dq, dk, dv views of packed (L, N, 3E)
-// buffers, o and dO of (L, N, E) ones, L-major and, as with batch_first, N-major).
+// buffers, o and dO of (L, N, E) ones, L-major and, as with batch_first, N-major); grouped-query
+// heads (2 and 4 query heads a kv head) in the Hugging Face models' (B, t, heads, 64) layout.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -231,6 +232,88 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_reads_and_writes_packed_heads_in_p
           BOOST_TEST(false, "dproj element " << i << " not written");
           break;
         }
+    }
+  }
+}
+
+// Grouped-query heads as the Hugging Face models lay them out: q, o, dO and dq (B, t, H, 64),
+// k, v, dk and dv (B, t, KV, 64) with KV = H / group; query head h reads kv head h / group, and
+// the kv head's dk and dv sum over its group's query heads (one head per kv head: MQA).
+BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_groups_query_heads_over_kv_heads, T, Tile16) {
+  for (std::int64_t group : {2, 4}) {
+    std::mt19937 gen(20261127 + group);
+    std::normal_distribution<float> normal;
+    const std::int64_t B = 2, H = 4, KV = H / group, hd = kFlashHeadDim, t = 130;
+    const float scale = 0.125f;
+    std::vector<float> q(B * t * H * hd), k(B * t * KV * hd), v(k.size()), dout(q.size());
+    for (auto* x : {&q, &k, &v, &dout})
+      for (float& e : *x) e = from_storage(to_storage<T>(normal(gen)));
+    const std::vector<T> qb = to_16bit<T>(q), kb = to_16bit<T>(k), vb = to_16bit<T>(v),
+                         db = to_16bit<T>(dout);
+    std::vector<T> o(q.size(), to_storage<T>(NAN)), dq(q.size(), to_storage<T>(NAN)),
+        dk(k.size(), to_storage<T>(NAN)), dv(k.size(), to_storage<T>(NAN));
+    std::vector<float> lse(B * H * t, NAN);
+    const AttentionOperandStrides sq{.batch = t * H * hd, .head = hd, .row = H * hd},
+        skv{.batch = t * KV * hd, .head = hd, .row = KV * hd};
+    const FlashGeometry g{.B = B,
+                          .H = H,
+                          .group = group,
+                          .t = t,
+                          .scale = scale,
+                          .q = sq,
+                          .k = skv,
+                          .v = skv,
+                          .o = sq,
+                          .dout = sq,
+                          .dq = sq,
+                          .dk = skv,
+                          .dv = skv};
+    BOOST_TEST_CONTEXT(kName16<T> << " H=" << H << " KV=" << KV) {
+      BOOST_TEST(flash_attention_applies(g, hd, {qb.data(), kb.data(), o.data(), dk.data()}));
+      flash_attention_forward(qb.data(), kb.data(), vb.data(), o.data(), lse.data(), g, nullptr);
+      flash_attention_backward(qb.data(), kb.data(), vb.data(), o.data(), db.data(), lse.data(),
+                               dq.data(), dk.data(), dv.data(), g, nullptr);
+      BOOST_TEST(fsdp::emu::test::take_fault() == "");
+      // Each query head (b, h) with its kv head's k and v, densely (batch b * H + h).
+      auto gather = [&](const std::vector<float>& src, std::int64_t heads, bool by_kv) {
+        std::vector<float> out(B * H * t * hd);
+        for (std::int64_t b = 0; b < B; ++b)
+          for (std::int64_t h = 0; h < H; ++h)
+            for (std::int64_t i = 0; i < t; ++i)
+              for (std::int64_t c = 0; c < hd; ++c)
+                out[((b * H + h) * t + i) * hd + c] =
+                    src[((b * t + i) * heads + (by_kv ? h / group : h)) * hd + c];
+        return out;
+      };
+      const Reference ref = reference(gather(q, H, false), gather(k, KV, true), gather(v, KV, true),
+                                      gather(dout, H, false), B * H, t, hd, scale);
+      // The reference's per-query-head dk and dv summed over each group.
+      std::vector<double> dk_ref(k.size(), 0.0), dv_ref(k.size(), 0.0);
+      for (std::int64_t b = 0; b < B; ++b)
+        for (std::int64_t h = 0; h < H; ++h)
+          for (std::int64_t i = 0; i < t; ++i)
+            for (std::int64_t c = 0; c < hd; ++c) {
+              const std::size_t from = ((b * H + h) * t + i) * hd + c,
+                                to = ((b * t + i) * KV + h / group) * hd + c;
+              dk_ref[to] += ref.dk[from];
+              dv_ref[to] += ref.dv[from];
+            }
+      auto by_query_head = [&](const std::vector<T>& x) {
+        return [&x, H, t, hd](std::size_t i) {
+          const std::int64_t c = std::int64_t(i) % hd, l = std::int64_t(i) / hd % t,
+                             bh = std::int64_t(i) / (hd * t), b = bh / H, h = bh % H;
+          return double(from_storage(x[((b * t + l) * H + h) * hd + c]));
+        };
+      };
+      auto as_stored = [](const std::vector<T>& x) {
+        return [&x](std::size_t i) { return double(from_storage(x[i])); };
+      };
+      const double tol = kTol16<T>;
+      BOOST_TEST(relative_error(by_query_head(o), ref.o) <= tol);
+      BOOST_TEST(relative_error([&](std::size_t i) { return double(lse[i]); }, ref.lse) <= 1e-4);
+      BOOST_TEST(relative_error(by_query_head(dq), ref.dq) <= tol);
+      BOOST_TEST(relative_error(as_stored(dk), dk_ref) <= tol);
+      BOOST_TEST(relative_error(as_stored(dv), dv_ref) <= tol);
     }
   }
 }
