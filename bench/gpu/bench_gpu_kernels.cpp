@@ -245,6 +245,33 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
                     [&] { binary(BinaryOp::Add, x.ptr, dy.ptr, y.ptr, g, s); });
     timer.report_op("bias_grad N,3072", 0, [&] { sum_over_rows(dy.ptr, dw.ptr, N, F, s); });
   }
+  {  // the Llamas' own ops at TinyLlama's widths (D 2048, 32 heads of 64, MLP 5632): RMS norm,
+     // rotary on the (B, T, heads, 64) projection read as (B, heads, T, 64), SiLU
+    const std::int64_t LD = 2048, LH = 32, LF = 5632;
+    Buffer<bf16> x(N * LF), dy(N * LF), y(N * LF), dx(N * LF), w(LD), cos(T * hd), sin(T * hd);
+    Buffer<float> rstd(N), dw(LD);
+    timer.report_op("rms_norm_fwd N,2048", 0,
+                    [&] { rms_norm_forward(x.ptr, w.ptr, y.ptr, rstd.ptr, N, LD, 1e-5f, s); });
+    timer.report_op("rms_norm_bwd N,2048", 0, [&] {
+      rms_norm_backward(dy.ptr, x.ptr, w.ptr, rstd.ptr, dx.ptr, dw.ptr, N, LD, s);
+    });
+    const RotaryGeometry rg{.B = B,
+                            .H = LH,
+                            .S = T,
+                            .D = hd,
+                            .x_batch = T * LD,
+                            .x_head = hd,
+                            .x_row = LD,
+                            .table_batch = 0};
+    timer.report_op("rotary N,32x64", 0,
+                    [&] { rotary(x.ptr, cos.ptr, sin.ptr, y.ptr, rg, false, s); });
+    timer.report_op("silu_fwd N,5632", 0, [&] {
+      activation_forward(fsdp::ActivationKind::Silu, x.ptr, y.ptr, N * LF, s);
+    });
+    timer.report_op("silu_bwd N,5632", 0, [&] {
+      activation_backward(fsdp::ActivationKind::Silu, x.ptr, dy.ptr, dx.ptr, N * LF, s);
+    });
+  }
   {  // classifier, embeddings
     Buffer<bf16> logits(N * V), dlogits(N * V), wte(V * D, 0.02f), emb(N * D);
     Buffer<float> losses(N), dwte(V * D);

@@ -109,6 +109,25 @@ def torch_ops(tokens):
     ops.append(("residual_add N,768", lambda: xl + dyl))
     ops.append(("bias_grad N,3072", lambda: dyf.sum(0, dtype=torch.float32)))
 
+    # The Llamas' own ops at TinyLlama's widths, as bench_gpu_kernels' rows.
+    LD, LH, LF = 2048, 32, 5632
+    xr, dyr, wr = randn(N, LD), randn(N, LD), randn(LD)
+    ops.append(("rms_norm_fwd N,2048", lambda: F.rms_norm(xr, (LD,), wr, 1e-5)))
+    xrg, wrg = xr.detach().requires_grad_(), wr.detach().requires_grad_()
+    yr = F.rms_norm(xrg, (LD,), wrg, 1e-5)
+    ops.append(("rms_norm_bwd N,2048",
+                lambda: torch.autograd.grad(yr, (xrg, wrg), dyr, retain_graph=True)))
+    qp = randn(N // T, T, LH, hd).transpose(1, 2)  # transformers' q: a view of the projection
+    cos, sin = randn(T, hd), randn(T, hd)
+
+    def rotate_half(t):
+        return torch.cat((-t[..., hd // 2:], t[..., :hd // 2]), -1)
+
+    ops.append(("rotary N,32x64", lambda: qp * cos + rotate_half(qp) * sin))
+    xs, dys = randn(N, LF), randn(N, LF)
+    ops.append(("silu_fwd N,5632", lambda: F.silu(xs)))
+    ops.append(("silu_bwd N,5632", lambda: torch.ops.aten.silu_backward(dys, xs)))
+
     logits = randn(N, V)
     target = torch.randint(0, V, (N,), device=dev, generator=g)
 
