@@ -36,9 +36,11 @@ class CausalLM : public nn::Module {
   virtual void init_weights(nn::Module& module, Generator* generator = nullptr) const = 0;
 
   virtual std::int64_t vocab_size() const = 0;
-  // The most positions a sequence may have (GPT-2's n_positions, Llama's
-  // max_position_embeddings: generation's cap).
+  // The config's positions (GPT-2's n_positions, Llama's max_position_embeddings).
   virtual std::int64_t max_positions() const = 0;
+  // The most positions a sequence can have, generation's cap: GPT-2's n_positions (its learned
+  // table); none for rotary models, which run past max_position_embeddings as transformers' do.
+  virtual std::optional<std::int64_t> position_limit() const = 0;
   // The end-of-sequence ids of config.json's eos_token_id (a number or a list; none if null).
   std::vector<std::int64_t> eos_token_ids() const;
 

@@ -78,6 +78,7 @@ class LlamaForCausalLM : public CausalLM {
   void init_weights(nn::Module& module, Generator* generator = nullptr) const override;
   std::int64_t vocab_size() const override { return config.vocab_size; }
   std::int64_t max_positions() const override { return config.max_position_embeddings; }
+  std::optional<std::int64_t> position_limit() const override { return std::nullopt; }
 
   const LlamaConfig config;
 };

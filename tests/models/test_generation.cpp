@@ -84,6 +84,23 @@ BOOST_AUTO_TEST_CASE(the_length_is_capped_at_the_model_positions) {
              "generate: the prompt's 33 tokens exceed the model's 32 positions");
 }
 
+// Llama has no position table: transformers' generate(max_new_tokens=N) runs past
+// max_position_embeddings (the fixtures' long prompts end 3 positions before it).
+BOOST_DATA_TEST_CASE(llama_generates_past_max_position_embeddings_as_transformers,
+                     bdata::make(std::vector<std::string>{"llama_gqa", "llama_tied_bias_llama3",
+                                                          "llama_linear_head_dim"}),
+                     name) {
+  auto model = testing::load_hf_fixture(name);
+  const auto expected = testing::hf_expected(name);
+  const Tensor& want = expected.at("long_greedy_ids");
+  BOOST_REQUIRE(want.size(1) > model->max_positions());
+  GenerationOptions o;
+  o.max_new_tokens = 10;
+  BOOST_TEST(
+      generate(*model, expected.at("long_prompt_ids"), o).to_int_vector() == want.to_int_vector(),
+      boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(top_k_keeps_scores_at_least_the_kth_largest_ties_included) {
   std::vector<float> s = {1, 3, 3, 2, 0};
   apply_top_k(s, 2);

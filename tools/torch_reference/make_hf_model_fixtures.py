@@ -5,7 +5,10 @@ model.safetensors), plus expected.safetensors per model:
   input_ids [2, 9] int64 and logits [2, 9, V] float32 of the model in eval mode;
   prompt_ids [1, 4] int64 and greedy_ids [1, 4 + N] int64: generate(do_sample=False,
   max_new_tokens=N) with the cache, transformers' defaults otherwise;
-  Llama only: inv_freq [head_dim / 2] float32, the rotary embedding's inverse frequencies.
+  Llama only: inv_freq [head_dim / 2] float32, the rotary embedding's inverse frequencies;
+  long_prompt_ids [1, max_position_embeddings - 3] and long_greedy_ids: greedy generate with
+  max_new_tokens=N past max_position_embeddings (Llama has no position table: transformers
+  caps the length there only when max_new_tokens is not given).
 
     /opt/torch2/bin/python tools/torch_reference/make_hf_model_fixtures.py
 
@@ -76,6 +79,13 @@ def main():
                     "greedy_ids": greedy}
         if hasattr(model, "model"):
             expected["inv_freq"] = model.model.rotary_emb.inv_freq.contiguous()
+            long_prompt = torch.randint(3, config.vocab_size - 1,
+                                        (1, config.max_position_embeddings - 3))
+            with torch.no_grad():
+                expected["long_greedy_ids"] = model.generate(
+                    long_prompt, do_sample=False, max_new_tokens=NEW_TOKENS,
+                    pad_token_id=config.eos_token_id)
+            expected["long_prompt_ids"] = long_prompt
         save_file(expected, os.path.join(out, "expected.safetensors"))
         print(name, "logits", tuple(logits.shape), "greedy", greedy.tolist())
 
