@@ -6,7 +6,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/io/safetensors_dir.h"
@@ -28,9 +30,15 @@ CheckpointNames checkpoint_names(const nn::Module& model, const io::SafetensorsD
 // model.safetensors) or of one .safetensors file, headers read; InputError naming the path.
 io::SafetensorsDir open_pretrained_weights(const std::string& path);
 
+// Two tensors of `files` (their names, sorted) that fill one tied parameter of `model` (a tied
+// head and its embedding) with different values: transformers' tie_weights then unties them
+// (from_pretrained does so too). None where every such pair holds equal values.
+std::optional<std::pair<std::string, std::string>> differing_tied_tensors(
+    nn::Module& model, const io::SafetensorsDir& files);
+
 // Copies every tensor of `files` into the parameter or buffer of the same FQN (converting the
-// dtype). InputError naming the file for a tensor the model lacks, a shape that differs, or a
-// parameter the file lacks that is not tied to one it has.
+// dtype). InputError naming the file for a tensor the model lacks, a shape that differs, a
+// parameter the file lacks that is not tied to one it has, or tied tensors that differ.
 void load_pretrained_weights(nn::Module& model, const io::SafetensorsDir& files);
 // The same from one file or directory.
 void load_safetensors_weights(nn::Module& model, const std::string& path);

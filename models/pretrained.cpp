@@ -71,8 +71,14 @@ std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype) {
              "from_pretrained: dtype {} is not a floating dtype (float32, bfloat16, float16)",
              dtype_name(dtype));
   // Drawing transformers' random initialisation first was most of a cold load's time.
-  auto model = make_causal_lm_for_loading(load_config(dir));
-  load_pretrained_weights(*model, open_pretrained_weights(dir));
+  ModelConfig config = load_config(dir);
+  auto model = make_causal_lm_for_loading(config);
+  const io::SafetensorsDir files = open_pretrained_weights(dir);
+  if (differing_tied_tensors(*model, files)) {  // transformers' tie_weights unties them
+    std::visit([](auto& c) { c.tie_word_embeddings = false; }, config);
+    model = make_causal_lm_for_loading(config);
+  }
+  load_pretrained_weights(*model, files);
   if (dtype != DType::Float32) model->to(dtype);
   return model;
 }

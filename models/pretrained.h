@@ -18,7 +18,9 @@
 namespace fsdp::models {
 
 // The model of DIR (config.json read and checked; InputError naming the field) with its weights,
-// in `dtype` (float32 as the files hold them, or bfloat16 / float16, cast after loading).
+// in `dtype` (float32 as the files hold them, or bfloat16 / float16, cast after loading). A head
+// the config ties but the files hold with other values than the embedding's is untied, as
+// transformers' tie_weights does.
 std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype = DType::Float32);
 
 // The model of `config` on the CPU for weights that come from files: built on meta and given

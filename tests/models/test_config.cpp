@@ -261,6 +261,42 @@ BOOST_AUTO_TEST_CASE(weight_loading_errors_name_the_file_and_tensor) {
   BOOST_TEST(load() == "no error");
 }
 
+// transformers' tie_weights: a config that ties the head, over a file holding the head and the
+// embedding with different values, loads both untied (a warning there); equal values stay tied.
+BOOST_AUTO_TEST_CASE(a_tied_head_the_file_holds_with_other_values_is_untied_as_transformers) {
+  TempDir dir;
+  const std::string path = (dir.path / "model.safetensors").string();
+  const json config = llama({{"tie_word_embeddings", true}});
+  std::ofstream(dir.path / "config.json") << config.dump();
+  LlamaForCausalLM untied(std::get<LlamaConfig>(parse_config(llama({}), "cfg.json")));
+  untied.eval();
+  auto state = untied.state_dict();
+  io::save_safetensors(path, state);
+  const auto loaded = from_pretrained(dir.path.string());
+  loaded->eval();
+  BOOST_TEST(loaded->config_json()["tie_word_embeddings"] == false);
+  BOOST_TEST(loaded->named_parameters().size() == untied.named_parameters().size());
+  const Tensor ids = from_vector(std::vector<std::int64_t>{1, 2, 3}, {1, 3});
+  BOOST_TEST(testing::close(loaded->forward(ids), untied.forward(ids), 0, 0, "logits") == "");
+  // A model already built tied cannot keep both: refused, naming both tensors.
+  LlamaForCausalLM tied(std::get<LlamaConfig>(parse_config(config, "cfg.json")));
+  BOOST_TEST(
+      testing::error_message<InputError>([&] { load_safetensors_weights(tied, path); }) ==
+      path +
+          ": tensors 'lm_head.weight' and 'model.embed_tokens.weight' fill one tied parameter of "
+          "LlamaForCausalLM but hold different values (transformers unties them: set "
+          "tie_word_embeddings to false)");
+  // The same values in both: tied, as transformers keeps them.
+  Tensor embedding;
+  for (const auto& [name, t] : state)
+    if (name == "model.embed_tokens.weight") embedding = t;
+  for (auto& [name, t] : state)
+    if (name == "lm_head.weight") t = embedding;
+  io::save_safetensors(path, state);
+  BOOST_TEST(from_pretrained(dir.path.string())->config_json()["tie_word_embeddings"] == true);
+  load_safetensors_weights(tied, path);
+}
+
 BOOST_AUTO_TEST_CASE(gpt2_keys_without_the_transformer_prefix_load) {
   // Hub GPT-2 files name h.0.attn.c_attn.weight, wte.weight, and hold attn.bias mask buffers.
   TempDir dir;
