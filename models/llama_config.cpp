@@ -139,9 +139,16 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
   if (c.pad_token_id && (*c.pad_token_id < 0 || *c.pad_token_id >= c.vocab_size))
     f.fail(fmt::format("pad_token_id {} is outside the vocabulary [0, {})", *c.pad_token_id,
                        c.vocab_size));
-  if (!f.is_null("sliding_window"))
+  if (mistral) {
+    c.sliding_window = f.optional_integer("sliding_window");
+    if (c.sliding_window && *c.sliding_window <= 0)
+      f.fail(fmt::format("sliding_window must be positive or null, got {}", *c.sliding_window));
+  } else if (!f.is_null("sliding_window")) {
+    // transformers' Llama forward ignores it, but its generate builds a cache that drops keys
+    // outside it: no one meaning to follow.
     f.unsupported("sliding_window", f.json()["sliding_window"],
                   "only full attention; set it to null");
+  }
   c.rope = read_rope(f, c.max_position_embeddings);
   c.fields = f.json();
   return c;
@@ -164,6 +171,9 @@ nlohmann::json LlamaConfig::to_json(const std::string& dtype) const {
   if (model_type != "mistral") {
     j["attention_bias"] = attention_bias;
     j["mlp_bias"] = mlp_bias;
+  } else {
+    j["sliding_window"] =
+        sliding_window ? nlohmann::json(*sliding_window) : nlohmann::json(nullptr);
   }
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["pad_token_id"] = pad_token_id ? nlohmann::json(*pad_token_id) : nlohmann::json(nullptr);

@@ -126,10 +126,12 @@ BOOST_AUTO_TEST_CASE(legacy_rope_theta_and_rope_scaling_convert_to_rope_paramete
   BOOST_TEST(l3.rope.original_max_position_embeddings == 64);
 }
 
-BOOST_AUTO_TEST_CASE(mistral_needs_a_null_sliding_window_and_keeps_its_class_names) {
-  BOOST_TEST(parse_error({{"model_type", "mistral"}}) ==
-             "cfg.json: sliding_window 4096 is not supported (only full attention; set it to "
-             "null)");
+BOOST_AUTO_TEST_CASE(mistral_reads_its_sliding_window_and_keeps_its_class_names) {
+  const auto mistral = std::get<LlamaConfig>(parse_config({{"model_type", "mistral"}}, "cfg.json"));
+  BOOST_TEST(mistral.sliding_window.value_or(0) == 4096);  // MistralConfig's default
+  BOOST_TEST(mistral.to_json().at("sliding_window") == 4096);
+  BOOST_TEST(parse_error({{"model_type", "mistral"}, {"sliding_window", 0}}) ==
+             "cfg.json: sliding_window must be positive or null, got 0");
   const auto c = std::get<LlamaConfig>(parse_config({{"model_type", "mistral"},
                                                      {"sliding_window", nullptr},
                                                      {"hidden_size", 16},

@@ -88,7 +88,8 @@ BOOST_AUTO_TEST_CASE(the_length_is_capped_at_the_model_positions) {
 // max_position_embeddings (the fixtures' long prompts end 3 positions before it).
 BOOST_DATA_TEST_CASE(llama_generates_past_max_position_embeddings_as_transformers,
                      bdata::make(std::vector<std::string>{"llama_gqa", "llama_tied_bias_llama3",
-                                                          "llama_linear_head_dim"}),
+                                                          "llama_linear_head_dim",
+                                                          "mistral_sliding_window"}),
                      name) {
   auto model = testing::load_hf_fixture(name);
   const auto expected = testing::hf_expected(name);

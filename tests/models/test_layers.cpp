@@ -202,6 +202,24 @@ BOOST_AUTO_TEST_CASE(cached_causal_attention_masks_keys_after_each_query_positio
   gradcheck(loss, k, "k");
 }
 
+BOOST_AUTO_TEST_CASE(a_sliding_window_keeps_the_last_window_keys_of_each_query) {
+  // Window 2 (Mistral's, transformers' sliding_window_overlay): query i sees keys i-1 and i, so
+  // each row is plain attention over those two keys alone; cached queries see the same.
+  const Tensor q = leaf({1, 2, 5, 4}, 20), k = leaf({1, 1, 5, 4}, 21), v = leaf({1, 1, 5, 4}, 22);
+  const Tensor windowed = causal_attention(q, k, v, 0.5, 0.0, 2);
+  for (std::int64_t i = 1; i < 5; ++i) {
+    const Tensor row = scaled_dot_product_attention(narrow(q, 2, i, 1), narrow(k, 2, i - 1, 2),
+                                                    narrow(v, 2, i - 1, 2), {}, false, 0.5, true);
+    BOOST_TEST(testing::close(narrow(windowed, 2, i, 1), row, 1e-12, 1e-12, "row") == "");
+  }
+  const Tensor last = causal_attention(narrow(q, 2, 3, 2), k, v, 0.5, 0.0, 2);
+  BOOST_TEST(testing::close(last, narrow(windowed, 2, 3, 2), 1e-12, 1e-12, "cached") == "");
+  // A window no shorter than the sequence masks nothing more.
+  BOOST_TEST(testing::close(causal_attention(q, k, v, 0.5, 0.0, 5), causal_attention(q, k, v, 0.5),
+                            0, 0, "wide") == "");
+  gradcheck([&] { return weighted(causal_attention(q, k, v, 0.5, 0.0, 2), 23); }, k, "k");
+}
+
 BOOST_AUTO_TEST_CASE(conv1d_is_x_w_plus_b_with_the_weight_in_out) {
   Conv1D conv(3, 5);
   conv.to(DType::Float64);

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Regenerates tests/fixtures/hf_models/ for tests/models/: tiny random GPT-2 and Llama models
-built with transformers (5.24) from configs, saved with save_pretrained (config.json,
+"""Regenerates tests/fixtures/hf_models/ for tests/models/: tiny random GPT-2, Llama and Mistral
+models built with transformers (5.24) from configs, saved with save_pretrained (config.json,
 model.safetensors), plus expected.safetensors per model:
   input_ids [2, 9] int64 and logits [2, 9, V] float32 of the model in eval mode;
   prompt_ids [1, 4] int64 and greedy_ids [1, 4 + N] int64: generate(do_sample=False,
   max_new_tokens=N) with the cache, transformers' defaults otherwise;
-  Llama only: inv_freq [head_dim / 2] float32, the rotary embedding's inverse frequencies;
+  Llama and Mistral: inv_freq [head_dim / 2] float32, the rotary embedding's inverse frequencies;
   long_prompt_ids [1, max_position_embeddings - 3] and long_greedy_ids: greedy generate with
   max_new_tokens=N past max_position_embeddings (Llama has no position table: transformers
   caps the length there only when max_new_tokens is not given).
@@ -21,7 +21,8 @@ import shutil
 
 import torch
 from safetensors.torch import save_file
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "..", "tests", "fixtures", "hf_models")
@@ -54,6 +55,11 @@ MODELS = {
         num_attention_heads=4, num_key_value_heads=1, head_dim=12, max_position_embeddings=64,
         hidden_act="silu", bos_token_id=1, eos_token_id=2, initializer_range=0.2,
         rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0})),
+    # A window shorter than the inputs and the generated sequences, so that it masks keys.
+    "mistral_sliding_window": (MistralConfig, MistralForCausalLM, dict(
+        vocab_size=103, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        sliding_window=4, bos_token_id=1, eos_token_id=2, initializer_range=0.2)),
 }
 
 
