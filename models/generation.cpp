@@ -108,7 +108,8 @@ Tensor generate(CausalLM& model, const Tensor& prompt, const GenerationOptions& 
   for (std::int64_t b = 0; b < B; ++b)
     rows[std::size_t(b)].assign(flat.begin() + b * P, flat.begin() + (b + 1) * P);
   std::vector<bool> finished(static_cast<std::size_t>(B), false);
-  const std::int64_t steps = limit ? std::min(o.max_new_tokens, *limit - P) : o.max_new_tokens;
+  // The last token is never fed back: a table of `limit` positions allows limit + 1 tokens.
+  const std::int64_t steps = limit ? std::min(o.max_new_tokens, *limit + 1 - P) : o.max_new_tokens;
   KVCache cache;
   Tensor input = prompt;
   for (std::int64_t step = 0; step < steps; ++step) {

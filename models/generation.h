@@ -25,8 +25,9 @@ struct GenerationOptions {
 };
 
 // prompt [B, P] int64 -> [B, P + n] int64, n <= max_new_tokens; the total length is capped at
-// the model's position_limit() (GPT-2's n_positions; Llama runs past max_position_embeddings,
-// as transformers' generate with max_new_tokens does). Sampling draws from `generator` (else this
+// the model's position_limit() + 1 (GPT-2's n_positions: the last token is never fed back), as
+// far as transformers' generate gets; Llama runs past max_position_embeddings, as transformers'
+// generate with max_new_tokens does. Sampling draws from `generator` (else this
 // thread's default one). The model runs in no-grad mode; put it in eval() first for dropout-free
 // generation.
 Tensor generate(CausalLM& model, const Tensor& prompt, const GenerationOptions& options = {},

@@ -78,19 +78,18 @@ BOOST_AUTO_TEST_CASE(the_length_is_capped_at_the_model_positions) {
   o.max_new_tokens = 100;
   o.eos_token_ids = std::vector<std::int64_t>{};
   const Tensor prompt = from_vector(std::vector<std::int64_t>(30, 1), {1, 30});
-  BOOST_TEST(generate(*model, prompt, o).size(1) == 32);
+  BOOST_TEST(generate(*model, prompt, o).size(1) == 33);  // the 33rd token is never fed back
   const Tensor long_prompt = from_vector(std::vector<std::int64_t>(33, 1), {1, 33});
   BOOST_TEST(testing::error_message<ValueError>([&] { generate(*model, long_prompt, o); }) ==
              "generate: the prompt's 33 tokens exceed the model's 32 positions");
 }
 
-// Llama has no position table: transformers' generate(max_new_tokens=N) runs past
-// max_position_embeddings (the fixtures' long prompts end 3 positions before it).
-BOOST_DATA_TEST_CASE(llama_generates_past_max_position_embeddings_as_transformers,
-                     bdata::make(std::vector<std::string>{"llama_gqa", "llama_tied_bias_llama3",
-                                                          "llama_linear_head_dim",
-                                                          "mistral_sliding_window"}),
-                     name) {
+// Past the config's positions as transformers' generate(max_new_tokens=10): Llama and Mistral
+// have no position table and run on; GPT-2 stops at n_positions + 1 tokens (the last one is never
+// fed back), where transformers' would next fail on its table. The fixtures' long prompts end 3
+// positions before the maximum.
+BOOST_DATA_TEST_CASE(generation_past_the_config_positions_equals_transformers,
+                     bdata::make(testing::hf_fixture_models()), name) {
   auto model = testing::load_hf_fixture(name);
   const auto expected = testing::hf_expected(name);
   const Tensor& want = expected.at("long_greedy_ids");

@@ -6,9 +6,10 @@ model.safetensors), plus expected.safetensors per model:
   prompt_ids [1, 4] int64 and greedy_ids [1, 4 + N] int64: generate(do_sample=False,
   max_new_tokens=N) with the cache, transformers' defaults otherwise;
   Llama and Mistral: inv_freq [head_dim / 2] float32, the rotary embedding's inverse frequencies;
-  long_prompt_ids [1, max_position_embeddings - 3] and long_greedy_ids: greedy generate with
-  max_new_tokens=N past max_position_embeddings (Llama has no position table: transformers
-  caps the length there only when max_new_tokens is not given).
+  long_prompt_ids [1, max_position_embeddings - 3] and long_greedy_ids: greedy generate past
+  max_position_embeddings, with max_new_tokens=N for Llama (no position table: transformers
+  caps the length there only when max_new_tokens is not given) and 4 for GPT-2 (the most its
+  position table allows: n_positions + 1 in all).
 
     /opt/torch2/bin/python tools/torch_reference/make_hf_model_fixtures.py
 
@@ -85,13 +86,17 @@ def main():
                     "greedy_ids": greedy}
         if hasattr(model, "model"):
             expected["inv_freq"] = model.model.rotary_emb.inv_freq.contiguous()
-            long_prompt = torch.randint(3, config.vocab_size - 1,
-                                        (1, config.max_position_embeddings - 3))
-            with torch.no_grad():
-                expected["long_greedy_ids"] = model.generate(
-                    long_prompt, do_sample=False, max_new_tokens=NEW_TOKENS,
-                    pad_token_id=config.eos_token_id)
-            expected["long_prompt_ids"] = long_prompt
+        # A prompt ending 3 positions before the config's maximum, continued past it: Llama's
+        # by N tokens; GPT-2's by the 4 that its position table allows (the last token is
+        # never fed back, so the sequence may be n_positions + 1 long).
+        positions = config.max_position_embeddings
+        long_prompt = torch.randint(3, config.vocab_size - 1, (1, positions - 3))
+        with torch.no_grad():
+            expected["long_greedy_ids"] = model.generate(
+                long_prompt, do_sample=False,
+                max_new_tokens=4 if hasattr(model, "transformer") else NEW_TOKENS,
+                pad_token_id=config.eos_token_id)
+        expected["long_prompt_ids"] = long_prompt
         save_file(expected, os.path.join(out, "expected.safetensors"))
         print(name, "logits", tuple(logits.shape), "greedy", greedy.tolist())
 
