@@ -40,6 +40,13 @@ std::vector<std::int64_t> CausalLM::eos_token_ids() const {
   return ids;
 }
 
+std::optional<std::int64_t> CausalLM::pad_token_id() const {
+  const nlohmann::json config = config_json();
+  const auto it = config.find("pad_token_id");
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  return it->get<std::int64_t>();
+}
+
 const nn::ModuleClass& hf_class(const std::string& name, std::vector<std::string> bases) {
   bases.push_back("Module");
   return nn::ModuleClass::from_names(name, bases);

@@ -43,6 +43,8 @@ class CausalLM : public nn::Module {
   virtual std::optional<std::int64_t> position_limit() const = 0;
   // The end-of-sequence ids of config.json's eos_token_id (a number or a list; none if null).
   std::vector<std::int64_t> eos_token_ids() const;
+  // config.json's pad_token_id (none if null).
+  std::optional<std::int64_t> pad_token_id() const;
 
  protected:
   // `body`: the child that maps ids to hidden states ("transformer", "model").

@@ -100,7 +100,9 @@ Tensor generate(CausalLM& model, const Tensor& prompt, const GenerationOptions& 
   FSDP_CHECK(!limit || P <= *limit, ValueError,
              "generate: the prompt's {} tokens exceed the model's {} positions", P, *limit);
   const std::vector<std::int64_t> eos = o.eos_token_ids ? *o.eos_token_ids : model.eos_token_ids();
-  const std::int64_t pad = o.pad_token_id ? *o.pad_token_id : (eos.empty() ? 0 : eos.front());
+  // transformers' generation config takes pad_token_id from config.json; unset, the first EOS.
+  const std::optional<std::int64_t> pad_id = o.pad_token_id ? o.pad_token_id : model.pad_token_id();
+  const std::int64_t pad = pad_id ? *pad_id : (eos.empty() ? 0 : eos.front());
   Generator& gen = generator != nullptr ? *generator : default_generator();
   autograd::NoGradGuard no_grad;
   std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(B));

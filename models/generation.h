@@ -21,7 +21,8 @@ struct GenerationOptions {
   double top_p = 1.0;       // 1: off
   // nullopt: the model config's eos_token_id (none if null); an empty list: never stop early.
   std::optional<std::vector<std::int64_t>> eos_token_ids;
-  std::optional<std::int64_t> pad_token_id;  // for finished rows; default: the first EOS id
+  // For finished rows; default: the config's pad_token_id, else the first EOS id.
+  std::optional<std::int64_t> pad_token_id;
 };
 
 // prompt [B, P] int64 -> [B, P + n] int64, n <= max_new_tokens; the total length is capped at

@@ -42,6 +42,20 @@ BOOST_DATA_TEST_CASE(greedy_output_equals_transformers_generate,
   BOOST_TEST(got.to_int_vector() == want.to_int_vector(), boost::test_tools::per_element());
 }
 
+// Finished rows are padded with the config's pad_token_id (transformers' generation config takes
+// it from config.json), the EOS where that is null; the other row runs on.
+BOOST_DATA_TEST_CASE(finished_rows_are_padded_as_transformers_pads_them,
+                     bdata::make(testing::hf_fixture_models()), name) {
+  auto model = testing::load_hf_fixture(name);
+  const auto expected = testing::hf_expected(name);
+  GenerationOptions o;
+  o.max_new_tokens = 10;
+  o.eos_token_ids = std::vector<std::int64_t>{expected.at("greedy_ids").to_int_vector()[6]};
+  BOOST_TEST(generate(*model, expected.at("eos_prompt_ids"), o).to_int_vector() ==
+                 expected.at("eos_greedy_ids").to_int_vector(),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(eos_stops_a_row_and_pads_it_until_every_row_has_finished) {
   auto model = testing::load_hf_fixture("llama_gqa");
   const Tensor greedy = testing::hf_expected("llama_gqa").at("greedy_ids");  // prompt of 4

@@ -5,6 +5,9 @@ model.safetensors), plus expected.safetensors per model:
   input_ids [2, 9] int64 and logits [2, 9, V] float32 of the model in eval mode;
   prompt_ids [1, 4] int64 and greedy_ids [1, 4 + N] int64: generate(do_sample=False,
   max_new_tokens=N) with the cache, transformers' defaults otherwise;
+  eos_prompt_ids [2, 4] (prompt_ids and another that never meets the EOS) and eos_greedy_ids:
+  the same with greedy_ids' third new token as EOS, so the first row finishes and is padded
+  (with config.json's pad_token_id; EOS where null) while the second runs on;
   Llama and Mistral: inv_freq [head_dim / 2] float32, the rotary embedding's inverse frequencies;
   long_prompt_ids [1, max_position_embeddings - 3] and long_greedy_ids: greedy generate past
   max_position_embeddings, with max_new_tokens=N for Llama (no position table: transformers
@@ -97,6 +100,20 @@ def main():
                 max_new_tokens=4 if hasattr(model, "transformer") else NEW_TOKENS,
                 pad_token_id=config.eos_token_id)
         expected["long_prompt_ids"] = long_prompt
+        # Two rows, the first ending at its third new token (given as EOS): finished rows are
+        # padded with the generation config's pad_token_id (config.json's; EOS where null).
+        # The second row is drawn until its greedy path does not meet that EOS.
+        eos = int(greedy[0, 6])
+        for _ in range(100):
+            rows = torch.cat([prompt, torch.randint(3, config.vocab_size - 1, (1, 4))])
+            with torch.no_grad():
+                padded = model.generate(rows, attention_mask=torch.ones_like(rows),
+                                        do_sample=False, max_new_tokens=NEW_TOKENS,
+                                        eos_token_id=eos)
+            if padded.size(1) == 4 + NEW_TOKENS and eos not in padded[1, 4:].tolist():
+                break
+        expected["eos_greedy_ids"] = padded
+        expected["eos_prompt_ids"] = rows
         save_file(expected, os.path.join(out, "expected.safetensors"))
         print(name, "logits", tuple(logits.shape), "greedy", greedy.tolist())
 
