@@ -135,6 +135,7 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
     c.mlp_bias = f.boolean("mlp_bias");
   }
   c.tie_word_embeddings = f.boolean("tie_word_embeddings");
+  f.token_ids("eos_token_id");  // checked here, read by generation
   c.pad_token_id = f.optional_integer("pad_token_id");
   if (c.pad_token_id && (*c.pad_token_id < 0 || *c.pad_token_id >= c.vocab_size))
     f.fail(fmt::format("pad_token_id {} is outside the vocabulary [0, {})", *c.pad_token_id,

@@ -212,6 +212,10 @@ BOOST_AUTO_TEST_CASE(unsupported_values_name_the_file_field_and_value) {
              "cfg.json: rope_parameters.factor is missing (rope_type \"linear\" needs it)");
   BOOST_TEST(parse_error(llama({{"rope_parameters", {{"rope_theta", "big"}}}})) ==
              "cfg.json: rope_parameters: rope_theta must be a number, got \"big\"");
+  BOOST_TEST(parse_error(llama({{"eos_token_id", "2"}})) ==
+             "cfg.json: eos_token_id must be an integer, a list of integers or null, got \"2\"");
+  BOOST_TEST(parse_error(gpt2({{"pad_token_id", "0"}})) ==
+             "cfg.json: pad_token_id must be an integer or null, got \"0\"");
   BOOST_TEST(parse_error(llama({{"pad_token_id", 50}})) ==
              "cfg.json: pad_token_id 50 is outside the vocabulary [0, 50)");
   BOOST_TEST(parse_error({{"vocab_size", 5}}) ==
@@ -297,6 +301,41 @@ BOOST_AUTO_TEST_CASE(a_tied_head_the_file_holds_with_other_values_is_untied_as_t
   io::save_safetensors(path, state);
   BOOST_TEST(from_pretrained(dir.path.string())->config_json()["tie_word_embeddings"] == true);
   load_safetensors_weights(tied, path);
+}
+
+// transformers' from_pretrained reads generation_config.json, whose eos and pad ids generate uses
+// over config.json's (Llama 3 Instruct lists <|end_of_text|> and <|eot_id|> there);
+// save_pretrained writes it back; a malformed one is refused naming the file and field.
+BOOST_AUTO_TEST_CASE(generation_config_json_gives_the_eos_and_pad_ids) {
+  TempDir dir;
+  const std::string src = testing::hf_fixture_dir("llama_gqa");  // eos 2, pad 0
+  fs::copy_file(src + "/config.json", dir.path / "config.json");
+  fs::copy_file(src + "/model.safetensors", dir.path / "model.safetensors");
+  auto plain = from_pretrained(dir.path.string());
+  BOOST_TEST(plain->eos_token_ids() == (std::vector<std::int64_t>{2}),
+             boost::test_tools::per_element());
+  BOOST_TEST(plain->pad_token_id().value_or(-1) == 0);
+  const fs::path gen = dir.path / "generation_config.json";
+  const json file = {{"eos_token_id", {7, 2}}, {"pad_token_id", 5}, {"do_sample", true}};
+  std::ofstream(gen) << file.dump();
+  auto model = from_pretrained(dir.path.string());
+  BOOST_TEST(model->eos_token_ids() == (std::vector<std::int64_t>{7, 2}),
+             boost::test_tools::per_element());
+  BOOST_TEST(model->pad_token_id().value_or(-1) == 5);
+  const fs::path out = dir.path / "saved";
+  save_pretrained(out.string(), *model, model->state_dict());
+  BOOST_TEST(json::parse(std::ifstream(out / "generation_config.json")) == file);
+  const auto load = [&] {
+    return testing::error_message<InputError>([&] { from_pretrained(dir.path.string()); });
+  };
+  std::ofstream(gen) << R"({"eos_token_id": [7, "2"]})";
+  BOOST_TEST(load() == gen.string() +
+                           ": eos_token_id must be an integer, a list of integers or null, got "
+                           "[7,\"2\"]");
+  std::ofstream(gen) << R"({"pad_token_id": 1.5})";
+  BOOST_TEST(load() == gen.string() + ": pad_token_id must be an integer or null, got 1.5");
+  std::ofstream(gen) << "{";
+  BOOST_TEST(load() == gen.string() + ": not valid JSON (at byte 2)");
 }
 
 BOOST_AUTO_TEST_CASE(gpt2_keys_without_the_transformer_prefix_load) {
