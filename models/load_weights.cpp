@@ -20,7 +20,11 @@ namespace fsdp::models {
 
 CheckpointNames checkpoint_names(const nn::Module& model, const io::SafetensorsDir& files) {
   CheckpointNames names;
-  if (!model.has_child("transformer")) return names;  // Llama: the FQNs as they are
+  if (!model.has_child("transformer")) {  // Llama: the FQNs as they are
+    // inv_freq was a persistent buffer of each layer once: transformers ignores those keys.
+    names.ignore_unexpected = {R"(rotary_emb\.inv_freq$)"};
+    return names;
+  }
   names.name_in_file = [&files](const std::string& fqn) {
     constexpr std::string_view kPrefix = "transformer.";
     if (files.contains(fqn) || !std::string_view(fqn).starts_with(kPrefix)) return fqn;

@@ -1,6 +1,7 @@
 // Loading save_pretrained weights into a model built from its config.json, with transformers'
 // rules: tied aliases may be absent, GPT-2 keys may lack the "transformer." prefix, GPT-2's old
-// causal-mask buffers (attn.bias, attn.masked_bias) are ignored. The rules are written once
+// causal-mask buffers (attn.bias, attn.masked_bias) and Llama's old rotary_emb.inv_freq buffers
+// are ignored. The rules are written once
 // (checkpoint_names) for the whole-model load here and FSDP's per-rank shard reads
 // (fsdp/load_sharded.h).
 #pragma once
@@ -21,7 +22,8 @@ struct CheckpointNames {
   // The file's name of a model FQN: itself, or for GPT-2 hub files without "transformer.", the
   // name without that prefix when the file has it.
   std::function<std::string(const std::string& fqn)> name_in_file;
-  // Regular expressions of file tensors that belong to no parameter (GPT-2's mask buffers).
+  // Regular expressions of file tensors that belong to no parameter (GPT-2's mask buffers,
+  // Llama's old inv_freq).
   std::vector<std::string> ignore_unexpected;
 };
 CheckpointNames checkpoint_names(const nn::Module& model, const io::SafetensorsDir& files);

@@ -338,6 +338,22 @@ BOOST_AUTO_TEST_CASE(generation_config_json_gives_the_eos_and_pad_ids) {
   BOOST_TEST(load() == gen.string() + ": not valid JSON (at byte 2)");
 }
 
+// Llama checkpoints saved before inv_freq became non-persistent hold it per layer (and at the
+// model): transformers ignores those keys (inv_freq is computed), and so does the loader here.
+BOOST_AUTO_TEST_CASE(llama_files_with_old_rotary_inv_freq_buffers_load) {
+  TempDir dir;
+  const std::string path = (dir.path / "model.safetensors").string();
+  const auto config = std::get<LlamaConfig>(parse_config(llama({}), "cfg.json"));
+  LlamaForCausalLM source(config), target(config);
+  auto state = source.state_dict();
+  state.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", ones({2}));
+  state.emplace_back("model.rotary_emb.inv_freq", ones({2}));
+  io::save_safetensors(path, state);
+  load_safetensors_weights(target, path);
+  const Tensor ids = from_vector(std::vector<std::int64_t>{1, 2, 3}, {1, 3});
+  BOOST_TEST(testing::close(target.forward(ids), source.forward(ids), 0, 0, "logits") == "");
+}
+
 BOOST_AUTO_TEST_CASE(gpt2_keys_without_the_transformer_prefix_load) {
   // Hub GPT-2 files name h.0.attn.c_attn.weight, wte.weight, and hold attn.bias mask buffers.
   TempDir dir;
