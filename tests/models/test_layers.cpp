@@ -214,6 +214,11 @@ BOOST_AUTO_TEST_CASE(a_sliding_window_keeps_the_last_window_keys_of_each_query) 
   }
   const Tensor last = causal_attention(narrow(q, 2, 3, 2), k, v, 0.5, 0.0, 2);
   BOOST_TEST(testing::close(last, narrow(windowed, 2, 3, 2), 1e-12, 1e-12, "cached") == "");
+  // The written-out path (training with dropout) masks the same keys: at p = 1e-12 nothing drops.
+  BOOST_TEST(testing::close(causal_attention(q, k, v, 0.5, 1e-12, 2), windowed, 1e-9, 1e-9,
+                            "dropout path") == "");
+  BOOST_TEST(testing::close(causal_attention(narrow(q, 2, 3, 2), k, v, 0.5, 1e-12, 2), last, 1e-9,
+                            1e-9, "cached dropout path") == "");
   // A window no shorter than the sequence masks nothing more.
   BOOST_TEST(testing::close(causal_attention(q, k, v, 0.5, 0.0, 5), causal_attention(q, k, v, 0.5),
                             0, 0, "wide") == "");
