@@ -34,27 +34,17 @@ const nlohmann::json& mistral_defaults() {
   return d;
 }
 
-// The rope object in v5's format: rope_parameters as given, or converted from the legacy
-// top-level rope_theta and rope_scaling ({"type" | "rope_type", ...}), as transformers'
-// convert_rope_params_to_dict does.
+// The rope object in v5's format, as transformers' convert_rope_params_to_dict makes it: the
+// legacy rope_scaling ({"type" | "rope_type", ...}) where given and not empty, else
+// rope_parameters; a top-level rope_theta fills in only a theta the object lacks.
 nlohmann::json rope_object(ConfigFields& f) {
   auto& j = f.json();
-  nlohmann::json rope;
-  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
-    rope = j["rope_parameters"];
-    if (!rope.is_object())
-      f.fail(fmt::format("rope_parameters must be an object, got {}", rope.dump()));
-  } else {
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-      rope = j["rope_scaling"];
-      if (!rope.is_object())
-        f.fail(fmt::format("rope_scaling must be an object, got {}", rope.dump()));
-    } else {
-      rope = nlohmann::json::object();
-    }
-    if (j.contains("rope_theta") && !j["rope_theta"].is_null())
-      rope["rope_theta"] = j["rope_theta"];
-  }
+  const auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  const bool scaling = given("rope_scaling") && j["rope_scaling"] != nlohmann::json::object();
+  const char* source = scaling ? "rope_scaling" : "rope_parameters";
+  nlohmann::json rope = given(source) ? j[source] : nlohmann::json::object();
+  if (!rope.is_object()) f.fail(fmt::format("{} must be an object, got {}", source, rope.dump()));
+  if (!rope.contains("rope_theta") && given("rope_theta")) rope["rope_theta"] = j["rope_theta"];
   if (!rope.contains("rope_type") && rope.contains("type")) rope["rope_type"] = rope["type"];
   rope.erase("type");
   if (!rope.contains("rope_type")) rope["rope_type"] = "default";

@@ -124,6 +124,28 @@ BOOST_AUTO_TEST_CASE(legacy_rope_theta_and_rope_scaling_convert_to_rope_paramete
   BOOST_TEST(l3.rope.rope_type == "llama3");
   BOOST_TEST(l3.rope.rope_theta == 10000.0);
   BOOST_TEST(l3.rope.original_max_position_embeddings == 64);
+  // convert_rope_params_to_dict: rope_scaling replaces rope_parameters where both are given, and
+  // the top-level rope_theta only fills a theta the object lacks.
+  const auto rope = [](const json& extra) {
+    return std::get<LlamaConfig>(parse_config(llama(extra), "cfg.json")).rope;
+  };
+  const json linear4 = {{"type", "linear"}, {"factor", 4.0}};
+  const auto both = rope({{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 100.0}}},
+                          {"rope_scaling", linear4}});
+  BOOST_TEST(both.rope_type == "linear");
+  BOOST_TEST(both.factor == 4.0);
+  BOOST_TEST(both.rope_theta == 10000.0);
+  const auto inside =
+      rope({{"rope_theta", 500.0},
+            {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 77.0}}}});
+  BOOST_TEST(inside.rope_theta == 77.0);
+  const auto params = rope({{"rope_theta", 500.0}, {"rope_parameters", {{"rope_theta", 100.0}}}});
+  BOOST_TEST(params.rope_theta == 100.0);
+  BOOST_TEST(rope({{"rope_theta", 500.0}, {"rope_parameters", json::object()}}).rope_theta ==
+             500.0);
+  BOOST_TEST(rope({{"rope_scaling", json::object()},
+                   {"rope_parameters", {{"rope_type", "linear"}, {"factor", 3.0}}}})
+                 .factor == 3.0);  // an empty rope_scaling is no rope_scaling
 }
 
 BOOST_AUTO_TEST_CASE(mistral_reads_its_sliding_window_and_keeps_its_class_names) {
