@@ -196,7 +196,8 @@ BOOST_AUTO_TEST_CASE(fields_that_do_not_change_the_maths_are_written_back) {
 BOOST_AUTO_TEST_CASE(unsupported_values_name_the_file_field_and_value) {
   const std::string acts =
       "supported: gelu_new, gelu_pytorch_tanh, gelu, gelu_fast, quick_gelu, relu, silu, swish, "
-      "tanh, linear";
+      "tanh, linear, gelu_python, gelu_python_tanh, gelu_accurate, gelu_10, sigmoid, relu2, "
+      "relu6, leaky_relu, hardswish";
   BOOST_TEST(parse_error(gpt2({{"add_cross_attention", true}})) ==
              "cfg.json: add_cross_attention true is not supported (GPT2LMHeadModel here has no "
              "cross-attention)");
