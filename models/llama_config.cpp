@@ -45,8 +45,8 @@ nlohmann::json rope_object(ConfigFields& f) {
   nlohmann::json rope = given(source) ? j[source] : nlohmann::json::object();
   if (!rope.is_object()) f.fail(fmt::format("{} must be an object, got {}", source, rope.dump()));
   if (!rope.contains("rope_theta") && given("rope_theta")) rope["rope_theta"] = j["rope_theta"];
+  // A legacy "type" names rope_type; transformers keeps the key too (and writes it back).
   if (!rope.contains("rope_type") && rope.contains("type")) rope["rope_type"] = rope["type"];
-  rope.erase("type");
   if (!rope.contains("rope_type")) rope["rope_type"] = "default";
   if (!rope.contains("rope_theta")) rope["rope_theta"] = 10000.0;
   j.erase("rope_scaling");

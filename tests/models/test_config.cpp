@@ -111,7 +111,7 @@ BOOST_AUTO_TEST_CASE(legacy_rope_theta_and_rope_scaling_convert_to_rope_paramete
   BOOST_TEST(!j.contains("rope_scaling"));
   BOOST_TEST(!j.contains("rope_theta"));
   BOOST_TEST(j.at("rope_parameters").dump() ==
-             R"({"factor":2.0,"rope_theta":500000.0,"rope_type":"linear"})");
+             R"({"factor":2.0,"rope_theta":500000.0,"rope_type":"linear","type":"linear"})");
   // "rope_type" spelled out, llama3 without original_max_position_embeddings: it defaults to
   // max_position_embeddings (standardize_rope_params).
   const auto l3 = std::get<LlamaConfig>(parse_config(llama({{"max_position_embeddings", 64},
