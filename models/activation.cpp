@@ -28,7 +28,16 @@ const std::vector<Entry>& table() {
                                              {"silu", "SiLUActivation"},
                                              {"swish", "SiLU"},
                                              {"tanh", "Tanh"},
-                                             {"linear", "LinearActivation"}};
+                                             {"linear", "LinearActivation"},
+                                             {"gelu_python", "GELUActivation"},
+                                             {"gelu_python_tanh", "GELUTanh"},
+                                             {"gelu_accurate", "AccurateGELUActivation"},
+                                             {"gelu_10", "ClippedGELUActivation"},
+                                             {"sigmoid", "Sigmoid"},
+                                             {"relu2", "ReLUSquaredActivation"},
+                                             {"relu6", "ReLU6"},
+                                             {"leaky_relu", "LeakyReLU"},
+                                             {"hardswish", "Hardswish"}};
   return entries;
 }
 
@@ -38,6 +47,12 @@ const Entry& entry(const std::string& name) {
   std::string names;
   for (const auto& e : table()) names += (names.empty() ? "" : ", ") + e.name;
   throw ValueError(fmt::format("activation '{}' is not supported (supported: {})", name, names));
+}
+
+// x clipped to [low, high] (torch.clip: the bounds' gradient 0).
+Tensor clip(const Tensor& x, double low, double high) {
+  const TensorOptions options(x.dtype(), x.device());
+  return minimum(maximum(x, full(x.shape(), low, options)), full(x.shape(), high, options));
 }
 
 }  // namespace
@@ -58,10 +73,10 @@ bool is_supported_activation(const std::string& name) {
 
 Tensor activation(const std::string& name, const Tensor& x) {
   const std::string& n = entry(name).name;
-  // gelu_new (GPT-2's), gelu_pytorch_tanh and gelu_fast are one function,
-  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written with other groupings: core's fused
-  // tanh GELU (one pass forward and backward; term by term it was ~20 passes over the MLP's
-  // activations) is within a few float32 ulps of each, as transformers' own two forms differ
+  // gelu_new (GPT-2's), gelu_pytorch_tanh, gelu_fast, gelu_python_tanh and gelu_accurate are one
+  // function, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written with other groupings:
+  // core's fused tanh GELU (one pass forward and backward; term by term it was ~20 passes over the
+  // MLP's activations) is within a few float32 ulps of each, as transformers' own two forms differ
   // (hf-models.md: 2.4e-7).
   if (n == "gelu_new" || n == "gelu_pytorch_tanh" || n == "gelu_fast") return gelu(x, "tanh");
   if (n == "gelu") return gelu(x, "none");
@@ -69,7 +84,15 @@ Tensor activation(const std::string& name, const Tensor& x) {
   if (n == "relu") return relu(x);
   if (n == "silu" || n == "swish") return silu(x);
   if (n == "tanh") return tanh(x);
-  return x;  // linear
+  if (n == "gelu_python") return gelu(x, "none");  // the same erf formula, written out
+  if (n == "gelu_python_tanh" || n == "gelu_accurate") return gelu(x, "tanh");
+  if (n == "gelu_10") return clip(gelu(x, "none"), -10, 10);
+  if (n == "sigmoid") return sigmoid(x);
+  if (n == "relu2") return mul(relu(x), relu(x));
+  if (n == "relu6") return clip(x, 0, 6);
+  if (n == "leaky_relu") return where(gt(x, zeros_like(x)), x, mul(x, 0.01));  // nn.LeakyReLU()
+  if (n == "hardswish") return div(mul(x, clip(add(x, 3.0), 0, 6)), 6.0);      // torch's order
+  return x;                                                                    // linear
 }
 
 Activation::Activation(std::string name_)

@@ -1,5 +1,6 @@
 #include "models/attention.h"
 
+#include <optional>
 #include <vector>
 
 #include "core/ops.h"
@@ -8,21 +9,26 @@ namespace fsdp::models {
 
 namespace {
 
-// true where key j <= past + query i (a bool mask for scaled_dot_product_attention).
-Tensor causal_mask(std::int64_t past, std::int64_t S, Device device) {
+// true where query i (at absolute position past + i) sees key j: j <= past + i, and with a
+// sliding window w also j > past + i - w (transformers' sliding_window_overlay).
+Tensor causal_mask(std::int64_t past, std::int64_t S, std::optional<std::int64_t> window,
+                   Device device) {
   std::vector<double> keep(static_cast<std::size_t>(S * (past + S)));
   for (std::int64_t i = 0; i < S; ++i)
     for (std::int64_t j = 0; j < past + S; ++j)
-      keep[static_cast<std::size_t>(i * (past + S) + j)] = j <= past + i;
+      keep[static_cast<std::size_t>(i * (past + S) + j)] =
+          j <= past + i && (!window || j > past + i - *window);
   return from_vector(keep, {S, past + S}, TensorOptions(DType::Bool, device));
 }
 
 }  // namespace
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                        double dropout_p) {
+                        double dropout_p, std::optional<std::int64_t> sliding_window) {
   const std::int64_t S = q.size(2), past = k.size(2) - S;
   const bool gqa = q.size(1) != k.size(1);
+  // A window only masks keys once the sequence is longer than it.
+  if (sliding_window && past + S <= *sliding_window) sliding_window.reset();
   if (dropout_p > 0.0) {  // the probabilities themselves are needed: written out
     Tensor key = k, value = v;
     if (gqa) {
@@ -36,13 +42,18 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
       value = repeat(v);
     }
     Tensor scores = mul(matmul(q, transpose(key, -2, -1)), scale);
-    if (S > 1 && !q.is_meta())
-      scores = masked_fill(scores, logical_not(causal_mask(past, S, q.device())), -INFINITY);
+    if ((S > 1 || sliding_window) && !q.is_meta())
+      scores = masked_fill(scores, logical_not(causal_mask(past, S, sliding_window, q.device())),
+                           -INFINITY);
     return matmul(dropout(softmax(scores, -1), dropout_p, /*training=*/true), value);
   }
-  if (past == 0) return scaled_dot_product_attention(q, k, v, {}, true, scale, gqa);
-  if (S == 1 || q.is_meta()) return scaled_dot_product_attention(q, k, v, {}, false, scale, gqa);
-  return scaled_dot_product_attention(q, k, v, causal_mask(past, S, q.device()), false, scale, gqa);
+  if (q.is_meta()) return scaled_dot_product_attention(q, k, v, {}, past == 0, scale, gqa);
+  if (!sliding_window && past == 0)
+    return scaled_dot_product_attention(q, k, v, {}, true, scale, gqa);
+  if (!sliding_window && S == 1)
+    return scaled_dot_product_attention(q, k, v, {}, false, scale, gqa);
+  return scaled_dot_product_attention(q, k, v, causal_mask(past, S, sliding_window, q.device()),
+                                      false, scale, gqa);
 }
 
 std::pair<Tensor, Tensor> with_history(const nn::Value& layer_past, Tensor k, Tensor v) {

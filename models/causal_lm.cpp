@@ -27,17 +27,30 @@ Tensor CausalLM::forward(const Tensor& ids, KVCache* cache) {
   return call_child("lm_head", out[0].tensor());
 }
 
+namespace {
+
+// The field from generation_config where it has it, else from config.json (both checked when
+// read: ConfigFields::token_ids, optional_integer).
+nlohmann::json generation_field(const CausalLM& model, const char* key) {
+  if (model.generation_config.contains(key)) return model.generation_config[key];
+  const nlohmann::json config = model.config_json();
+  const auto it = config.find(key);
+  return it == config.end() ? nlohmann::json() : *it;
+}
+
+}  // namespace
+
 std::vector<std::int64_t> CausalLM::eos_token_ids() const {
-  const nlohmann::json config = config_json();
-  const auto it = config.find("eos_token_id");
-  std::vector<std::int64_t> ids;
-  if (it == config.end() || it->is_null()) return ids;
-  if (it->is_array()) {
-    for (const auto& id : *it) ids.push_back(id.get<std::int64_t>());
-  } else {
-    ids.push_back(it->get<std::int64_t>());
-  }
-  return ids;
+  const nlohmann::json ids = generation_field(*this, "eos_token_id");
+  if (ids.is_null()) return {};
+  if (!ids.is_array()) return {ids.get<std::int64_t>()};
+  return ids.get<std::vector<std::int64_t>>();
+}
+
+std::optional<std::int64_t> CausalLM::pad_token_id() const {
+  const nlohmann::json id = generation_field(*this, "pad_token_id");
+  if (id.is_null()) return std::nullopt;
+  return id.get<std::int64_t>();
 }
 
 const nn::ModuleClass& hf_class(const std::string& name, std::vector<std::string> bases) {

@@ -36,11 +36,21 @@ class CausalLM : public nn::Module {
   virtual void init_weights(nn::Module& module, Generator* generator = nullptr) const = 0;
 
   virtual std::int64_t vocab_size() const = 0;
-  // The most positions a sequence may have (GPT-2's n_positions, Llama's
-  // max_position_embeddings: generation's cap).
+  // The config's positions (GPT-2's n_positions, Llama's max_position_embeddings).
   virtual std::int64_t max_positions() const = 0;
-  // The end-of-sequence ids of config.json's eos_token_id (a number or a list; none if null).
+  // The most positions a sequence can have, generation's cap: GPT-2's n_positions (its learned
+  // table); none for rotary models, which run past max_position_embeddings as transformers' do.
+  virtual std::optional<std::int64_t> position_limit() const = 0;
+  // The end-of-sequence ids (a number or a list; none if null): generation_config's
+  // eos_token_id where it has one, else config.json's.
   std::vector<std::int64_t> eos_token_ids() const;
+  // pad_token_id the same way (none if null).
+  std::optional<std::int64_t> pad_token_id() const;
+
+  // generation_config.json as from_pretrained read it (checked), whose eos and pad ids
+  // transformers' generate uses over config.json's; save_pretrained writes it back. Empty:
+  // derived from config.json.
+  nlohmann::json generation_config = nlohmann::json::object();
 
  protected:
   // `body`: the child that maps ids to hidden states ("transformer", "model").

@@ -60,6 +60,19 @@ std::string ConfigFields::string(const std::string& key) const {
   return v.get<std::string>();
 }
 
+std::vector<std::int64_t> ConfigFields::token_ids(const std::string& key) const {
+  const auto& v = at(key);
+  std::vector<std::int64_t> ids;
+  if (v.is_number_integer()) ids.push_back(v.get<std::int64_t>());
+  for (const auto& id : v.is_array() ? v : nlohmann::json::array()) {
+    if (!id.is_number_integer()) wrong_type(key, "an integer, a list of integers or null");
+    ids.push_back(id.get<std::int64_t>());
+  }
+  if (!v.is_null() && !v.is_number_integer() && !v.is_array())
+    wrong_type(key, "an integer, a list of integers or null");
+  return ids;
+}
+
 bool ConfigFields::is_null(const std::string& key) const {
   return at(key).is_null();
 }

@@ -24,6 +24,8 @@ class ConfigFields {
   bool boolean(const std::string& key) const;
   std::string string(const std::string& key) const;
   bool is_null(const std::string& key) const;
+  // Token ids: an integer, a list of integers, or null (none); eos_token_id's forms.
+  std::vector<std::int64_t> token_ids(const std::string& key) const;
 
   // InputError "<source>: <field> <value> is not supported (<why>)".
   [[noreturn]] void unsupported(const std::string& field, const nlohmann::json& value,

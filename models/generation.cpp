@@ -96,11 +96,13 @@ Tensor generate(CausalLM& model, const Tensor& prompt, const GenerationOptions& 
   FSDP_CHECK(o.max_new_tokens >= 0, ValueError, "generate: max_new_tokens must be >= 0, got {}",
              o.max_new_tokens);
   const std::int64_t B = prompt.size(0), P = prompt.size(1);
-  FSDP_CHECK(P <= model.max_positions(), ValueError,
-             "generate: the prompt's {} tokens exceed the model's {} positions", P,
-             model.max_positions());
+  const std::optional<std::int64_t> limit = model.position_limit();
+  FSDP_CHECK(!limit || P <= *limit, ValueError,
+             "generate: the prompt's {} tokens exceed the model's {} positions", P, *limit);
   const std::vector<std::int64_t> eos = o.eos_token_ids ? *o.eos_token_ids : model.eos_token_ids();
-  const std::int64_t pad = o.pad_token_id ? *o.pad_token_id : (eos.empty() ? 0 : eos.front());
+  // transformers' generation config takes pad_token_id from config.json; unset, the first EOS.
+  const std::optional<std::int64_t> pad_id = o.pad_token_id ? o.pad_token_id : model.pad_token_id();
+  const std::int64_t pad = pad_id ? *pad_id : (eos.empty() ? 0 : eos.front());
   Generator& gen = generator != nullptr ? *generator : default_generator();
   autograd::NoGradGuard no_grad;
   std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(B));
@@ -108,7 +110,8 @@ Tensor generate(CausalLM& model, const Tensor& prompt, const GenerationOptions& 
   for (std::int64_t b = 0; b < B; ++b)
     rows[std::size_t(b)].assign(flat.begin() + b * P, flat.begin() + (b + 1) * P);
   std::vector<bool> finished(static_cast<std::size_t>(B), false);
-  const std::int64_t steps = std::min(o.max_new_tokens, model.max_positions() - P);
+  // The last token is never fed back: a table of `limit` positions allows limit + 1 tokens.
+  const std::int64_t steps = limit ? std::min(o.max_new_tokens, *limit + 1 - P) : o.max_new_tokens;
   KVCache cache;
   Tensor input = prompt;
   for (std::int64_t step = 0; step < steps; ++step) {

@@ -21,12 +21,16 @@ struct GenerationOptions {
   double top_p = 1.0;       // 1: off
   // nullopt: the model config's eos_token_id (none if null); an empty list: never stop early.
   std::optional<std::vector<std::int64_t>> eos_token_ids;
-  std::optional<std::int64_t> pad_token_id;  // for finished rows; default: the first EOS id
+  // For finished rows; default: the config's pad_token_id, else the first EOS id.
+  std::optional<std::int64_t> pad_token_id;
 };
 
 // prompt [B, P] int64 -> [B, P + n] int64, n <= max_new_tokens; the total length is capped at
-// the model's max_positions(). Sampling draws from `generator` (else this thread's default one).
-// The model runs in no-grad mode; put it in eval() first for dropout-free generation.
+// the model's position_limit() + 1 (GPT-2's n_positions: the last token is never fed back), as
+// far as transformers' generate gets; Llama runs past max_position_embeddings, as transformers'
+// generate with max_new_tokens does. Sampling draws from `generator` (else this
+// thread's default one). The model runs in no-grad mode; put it in eval() first for dropout-free
+// generation.
 Tensor generate(CausalLM& model, const Tensor& prompt, const GenerationOptions& options = {},
                 Generator* generator = nullptr);
 

@@ -62,6 +62,7 @@ class GPT2LMHeadModel : public CausalLM {
   void init_weights(nn::Module& module, Generator* generator = nullptr) const override;
   std::int64_t vocab_size() const override { return config.vocab_size; }
   std::int64_t max_positions() const override { return config.n_positions; }
+  std::optional<std::int64_t> position_limit() const override { return config.n_positions; }
 
   const GPT2Config config;
 };

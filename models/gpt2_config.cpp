@@ -57,6 +57,8 @@ GPT2Config GPT2Config::from_json(const nlohmann::json& file, const std::string& 
   c.scale_attn_by_inverse_layer_idx = f.boolean("scale_attn_by_inverse_layer_idx");
   c.reorder_and_upcast_attn = f.boolean("reorder_and_upcast_attn");
   c.tie_word_embeddings = f.boolean("tie_word_embeddings");
+  f.token_ids("eos_token_id");  // checked here, read by generation
+  f.optional_integer("pad_token_id");
   if (f.boolean("add_cross_attention"))
     f.unsupported("add_cross_attention", true, "GPT2LMHeadModel here has no cross-attention");
   if (!is_supported_activation(c.activation_function))

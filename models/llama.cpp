@@ -54,7 +54,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, std::int64_t layer_idx_, Te
       kv_heads(c.num_key_value_heads),
       head_dim(c.head_dim),
       layer_idx(layer_idx_),
-      attention_dropout(c.attention_dropout) {
+      attention_dropout(c.attention_dropout),
+      sliding_window(c.sliding_window) {
   const std::int64_t E = c.hidden_size, D = c.head_dim;
   const bool bias = c.attention_bias;
   register_module("q_proj", std::make_shared<nn::Linear>(E, heads * D, bias, options));
@@ -74,7 +75,8 @@ nn::Value LlamaAttention::forward(const nn::Args& args) {
                                    split_heads(call_child("v_proj", x), kv_heads));
   const double p = is_training() ? attention_dropout : 0.0;
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-  const Tensor out = call_child("o_proj", merge_heads(causal_attention(q, k, v, scale, p)));
+  const Tensor out =
+      call_child("o_proj", merge_heads(causal_attention(q, k, v, scale, p, sliding_window)));
   return nn::Value(std::vector<nn::Value>{out, nn::Value(std::vector<nn::Value>{k, v})});
 }
 

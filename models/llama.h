@@ -1,4 +1,4 @@
-// transformers' LlamaForCausalLM (also Mistral without a sliding window): its module tree,
+// transformers' LlamaForCausalLM (also Mistral, with its sliding window): its module tree,
 // class names and FQNs exactly (state dicts load without renaming), modeling_llama.py's forward
 // (RMSNorm, RoPE, grouped-query attention, SwiGLU) and a KV cache.
 //   LlamaForCausalLM(model: LlamaModel(embed_tokens, layers: ModuleList of LlamaDecoderLayer(
@@ -38,6 +38,7 @@ class LlamaAttention : public nn::Module {
 
   const std::int64_t heads, kv_heads, head_dim, layer_idx;
   const double attention_dropout;
+  const std::optional<std::int64_t> sliding_window;  // Mistral's
 };
 
 // down_proj(act_fn(gate_proj(x)) * up_proj(x)).
@@ -78,6 +79,7 @@ class LlamaForCausalLM : public CausalLM {
   void init_weights(nn::Module& module, Generator* generator = nullptr) const override;
   std::int64_t vocab_size() const override { return config.vocab_size; }
   std::int64_t max_positions() const override { return config.max_position_embeddings; }
+  std::optional<std::int64_t> position_limit() const override { return std::nullopt; }
 
   const LlamaConfig config;
 };

@@ -34,29 +34,19 @@ const nlohmann::json& mistral_defaults() {
   return d;
 }
 
-// The rope object in v5's format: rope_parameters as given, or converted from the legacy
-// top-level rope_theta and rope_scaling ({"type" | "rope_type", ...}), as transformers'
-// convert_rope_params_to_dict does.
+// The rope object in v5's format, as transformers' convert_rope_params_to_dict makes it: the
+// legacy rope_scaling ({"type" | "rope_type", ...}) where given and not empty, else
+// rope_parameters; a top-level rope_theta fills in only a theta the object lacks.
 nlohmann::json rope_object(ConfigFields& f) {
   auto& j = f.json();
-  nlohmann::json rope;
-  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
-    rope = j["rope_parameters"];
-    if (!rope.is_object())
-      f.fail(fmt::format("rope_parameters must be an object, got {}", rope.dump()));
-  } else {
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-      rope = j["rope_scaling"];
-      if (!rope.is_object())
-        f.fail(fmt::format("rope_scaling must be an object, got {}", rope.dump()));
-    } else {
-      rope = nlohmann::json::object();
-    }
-    if (j.contains("rope_theta") && !j["rope_theta"].is_null())
-      rope["rope_theta"] = j["rope_theta"];
-  }
+  const auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  const bool scaling = given("rope_scaling") && j["rope_scaling"] != nlohmann::json::object();
+  const char* source = scaling ? "rope_scaling" : "rope_parameters";
+  nlohmann::json rope = given(source) ? j[source] : nlohmann::json::object();
+  if (!rope.is_object()) f.fail(fmt::format("{} must be an object, got {}", source, rope.dump()));
+  if (!rope.contains("rope_theta") && given("rope_theta")) rope["rope_theta"] = j["rope_theta"];
+  // A legacy "type" names rope_type; transformers keeps the key too (and writes it back).
   if (!rope.contains("rope_type") && rope.contains("type")) rope["rope_type"] = rope["type"];
-  rope.erase("type");
   if (!rope.contains("rope_type")) rope["rope_type"] = "default";
   if (!rope.contains("rope_theta")) rope["rope_theta"] = 10000.0;
   j.erase("rope_scaling");
@@ -135,13 +125,21 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
     c.mlp_bias = f.boolean("mlp_bias");
   }
   c.tie_word_embeddings = f.boolean("tie_word_embeddings");
+  f.token_ids("eos_token_id");  // checked here, read by generation
   c.pad_token_id = f.optional_integer("pad_token_id");
   if (c.pad_token_id && (*c.pad_token_id < 0 || *c.pad_token_id >= c.vocab_size))
     f.fail(fmt::format("pad_token_id {} is outside the vocabulary [0, {})", *c.pad_token_id,
                        c.vocab_size));
-  if (!f.is_null("sliding_window"))
+  if (mistral) {
+    c.sliding_window = f.optional_integer("sliding_window");
+    if (c.sliding_window && *c.sliding_window <= 0)
+      f.fail(fmt::format("sliding_window must be positive or null, got {}", *c.sliding_window));
+  } else if (!f.is_null("sliding_window")) {
+    // transformers' Llama forward ignores it, but its generate builds a cache that drops keys
+    // outside it: no one meaning to follow.
     f.unsupported("sliding_window", f.json()["sliding_window"],
                   "only full attention; set it to null");
+  }
   c.rope = read_rope(f, c.max_position_embeddings);
   c.fields = f.json();
   return c;
@@ -164,6 +162,9 @@ nlohmann::json LlamaConfig::to_json(const std::string& dtype) const {
   if (model_type != "mistral") {
     j["attention_bias"] = attention_bias;
     j["mlp_bias"] = mlp_bias;
+  } else {
+    j["sliding_window"] =
+        sliding_window ? nlohmann::json(*sliding_window) : nlohmann::json(nullptr);
   }
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["pad_token_id"] = pad_token_id ? nlohmann::json(*pad_token_id) : nlohmann::json(nullptr);

@@ -1,4 +1,4 @@
-// transformers' LlamaConfig (5.24), which also reads Mistral configs without a sliding window:
+// transformers' LlamaConfig (5.24), which also reads Mistral configs (with their sliding window):
 // defaults, the v5 rope_parameters and the legacy rope_theta + rope_scaling formats, and the
 // fields that change LlamaForCausalLM's maths; other fields are kept for to_json().
 #pragma once
@@ -29,8 +29,9 @@ struct LlamaConfig {
   double rms_norm_eps = 1e-6, initializer_range = 0.02, attention_dropout = 0.0;
   RopeParameters rope;
   bool attention_bias = false, mlp_bias = false, tie_word_embeddings = false;
-  std::optional<std::int64_t> pad_token_id;  // Embedding padding_idx
-  nlohmann::json fields;                     // every field, as read (defaults filled in)
+  std::optional<std::int64_t> pad_token_id;    // Embedding padding_idx
+  std::optional<std::int64_t> sliding_window;  // Mistral: keys within this many positions
+  nlohmann::json fields;                       // every field, as read (defaults filled in)
 
   // From a parsed config.json ("llama" or "mistral" defaults by its model_type); `source`
   // names it in errors. Unsupported values are InputErrors naming the field and value.

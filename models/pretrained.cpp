@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/input_error.h"
 #include "models/auto_model.h"
+#include "models/config_fields.h"
 #include "models/load_weights.h"
 #include "models/rope.h"
 
@@ -57,6 +58,24 @@ nlohmann::json generation_config(const nlohmann::json& config) {
   return g;
 }
 
+// DIR/generation_config.json, its eos and pad ids checked; empty where the file is absent.
+nlohmann::json read_generation_config(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "generation_config.json";
+  if (!fs::is_directory(dir) || !fs::exists(path)) return nlohmann::json::object();
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot open the generation config", path.string()));
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: not valid JSON (at byte {})", path.string(), e.byte));
+  }
+  const ConfigFields fields(config, nlohmann::json::object(), path.string());
+  fields.token_ids("eos_token_id");
+  fields.optional_integer("pad_token_id");
+  return config;
+}
+
 }  // namespace
 
 std::shared_ptr<CausalLM> make_causal_lm_for_loading(const ModelConfig& config) {
@@ -71,8 +90,15 @@ std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype) {
              "from_pretrained: dtype {} is not a floating dtype (float32, bfloat16, float16)",
              dtype_name(dtype));
   // Drawing transformers' random initialisation first was most of a cold load's time.
-  auto model = make_causal_lm_for_loading(load_config(dir));
-  load_pretrained_weights(*model, open_pretrained_weights(dir));
+  ModelConfig config = load_config(dir);
+  auto model = make_causal_lm_for_loading(config);
+  const io::SafetensorsDir files = open_pretrained_weights(dir);
+  if (differing_tied_tensors(*model, files)) {  // transformers' tie_weights unties them
+    std::visit([](auto& c) { c.tie_word_embeddings = false; }, config);
+    model = make_causal_lm_for_loading(config);
+  }
+  load_pretrained_weights(*model, files);
+  model->generation_config = read_generation_config(dir);
   if (dtype != DType::Float32) model->to(dtype);
   return model;
 }
@@ -95,7 +121,8 @@ void save_pretrained(const std::string& dir, const CausalLM& model,
   fs::create_directories(dir);
   io::save_safetensors_dir(dir, tensors, max_shard_bytes, {{"format", "pt"}});
   write_json(fs::path(dir) / "config.json", config);
-  write_json(fs::path(dir) / "generation_config.json", generation_config(config));
+  write_json(fs::path(dir) / "generation_config.json",
+             model.generation_config.empty() ? generation_config(config) : model.generation_config);
 }
 
 void init_computed_buffers(nn::Module& module) {

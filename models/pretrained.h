@@ -18,7 +18,10 @@
 namespace fsdp::models {
 
 // The model of DIR (config.json read and checked; InputError naming the field) with its weights,
-// in `dtype` (float32 as the files hold them, or bfloat16 / float16, cast after loading).
+// in `dtype` (float32 as the files hold them, or bfloat16 / float16, cast after loading). A head
+// the config ties but the files hold with other values than the embedding's is untied, as
+// transformers' tie_weights does. DIR/generation_config.json, where present, is read into
+// generation_config (its eos and pad ids checked).
 std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype = DType::Float32);
 
 // The model of `config` on the CPU for weights that come from files: built on meta and given
@@ -28,9 +31,10 @@ std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype = 
 std::shared_ptr<CausalLM> make_causal_lm_for_loading(const ModelConfig& config);
 
 // Writes DIR (created) as save_pretrained does: config.json (model.config_json with `dtype`
-// named after the tensors'), generation_config.json, and `state` as safetensors (FQN -> tensor,
-// e.g. model.state_dict() or FSDP's full_state_dict) with the tied head omitted, in one
-// model.safetensors or sharded above `max_shard_bytes` with the index.
+// named after the tensors'), generation_config.json (the model's, else derived from config.json),
+// and `state` as safetensors (FQN -> tensor, e.g. model.state_dict() or FSDP's full_state_dict)
+// with the tied head omitted, in one model.safetensors or sharded above `max_shard_bytes` with
+// the index.
 void save_pretrained(const std::string& dir, const CausalLM& model,
                      const std::vector<std::pair<std::string, Tensor>>& state,
                      std::int64_t max_shard_bytes = io::kDefaultMaxShardBytes);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "models/tokenizer/json_place.h"
+#include "models/tokenizer/unicode_classes.h"
 
 namespace fsdp::models {
 
@@ -49,11 +50,21 @@ SplitRegex::SplitRegex(const std::string& pattern, const JsonPlace& place)
     : pattern_(pattern), code_(std::make_unique<Code>()) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                              PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
-  if (!code_->code)
+  const auto compile = [&](const std::string& text) {
+    return pcre2_compile(reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(),
+                         PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  };
+  code_->code = compile(with_oniguruma_classes(pattern));
+  if (!code_->code) {  // the error and its offset as in the file's own text
+    const std::string rewritten_error = pcre2_message(error);
+    if (pcre2_code* plain = compile(pattern)) {
+      pcre2_code_free(plain);
+      place.malformed("PCRE2 cannot compile the regex with Oniguruma's classes written out: " +
+                      rewritten_error);
+    }
     place.malformed(fmt::format("PCRE2 cannot compile the regex at offset {}: {}", offset,
                                 pcre2_message(error)));
+  }
   // The JIT is an optimisation: where it is unavailable, pcre2_match interprets the pattern.
   pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE);
 }

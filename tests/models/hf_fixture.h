@@ -14,8 +14,12 @@
 namespace fsdp::testing {
 
 inline const std::vector<std::string>& hf_fixture_models() {
-  static const std::vector<std::string> names = {"gpt2_tied", "gpt2_gelu_untied", "llama_gqa",
-                                                 "llama_tied_bias_llama3", "llama_linear_head_dim"};
+  static const std::vector<std::string> names = {"gpt2_tied",
+                                                 "gpt2_gelu_untied",
+                                                 "llama_gqa",
+                                                 "llama_tied_bias_llama3",
+                                                 "llama_linear_head_dim",
+                                                 "mistral_sliding_window"};
   return names;
 }
 

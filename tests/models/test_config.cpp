@@ -111,7 +111,7 @@ BOOST_AUTO_TEST_CASE(legacy_rope_theta_and_rope_scaling_convert_to_rope_paramete
   BOOST_TEST(!j.contains("rope_scaling"));
   BOOST_TEST(!j.contains("rope_theta"));
   BOOST_TEST(j.at("rope_parameters").dump() ==
-             R"({"factor":2.0,"rope_theta":500000.0,"rope_type":"linear"})");
+             R"({"factor":2.0,"rope_theta":500000.0,"rope_type":"linear","type":"linear"})");
   // "rope_type" spelled out, llama3 without original_max_position_embeddings: it defaults to
   // max_position_embeddings (standardize_rope_params).
   const auto l3 = std::get<LlamaConfig>(parse_config(llama({{"max_position_embeddings", 64},
@@ -124,12 +124,36 @@ BOOST_AUTO_TEST_CASE(legacy_rope_theta_and_rope_scaling_convert_to_rope_paramete
   BOOST_TEST(l3.rope.rope_type == "llama3");
   BOOST_TEST(l3.rope.rope_theta == 10000.0);
   BOOST_TEST(l3.rope.original_max_position_embeddings == 64);
+  // convert_rope_params_to_dict: rope_scaling replaces rope_parameters where both are given, and
+  // the top-level rope_theta only fills a theta the object lacks.
+  const auto rope = [](const json& extra) {
+    return std::get<LlamaConfig>(parse_config(llama(extra), "cfg.json")).rope;
+  };
+  const json linear4 = {{"type", "linear"}, {"factor", 4.0}};
+  const auto both = rope({{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 100.0}}},
+                          {"rope_scaling", linear4}});
+  BOOST_TEST(both.rope_type == "linear");
+  BOOST_TEST(both.factor == 4.0);
+  BOOST_TEST(both.rope_theta == 10000.0);
+  const auto inside =
+      rope({{"rope_theta", 500.0},
+            {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 77.0}}}});
+  BOOST_TEST(inside.rope_theta == 77.0);
+  const auto params = rope({{"rope_theta", 500.0}, {"rope_parameters", {{"rope_theta", 100.0}}}});
+  BOOST_TEST(params.rope_theta == 100.0);
+  BOOST_TEST(rope({{"rope_theta", 500.0}, {"rope_parameters", json::object()}}).rope_theta ==
+             500.0);
+  BOOST_TEST(rope({{"rope_scaling", json::object()},
+                   {"rope_parameters", {{"rope_type", "linear"}, {"factor", 3.0}}}})
+                 .factor == 3.0);  // an empty rope_scaling is no rope_scaling
 }
 
-BOOST_AUTO_TEST_CASE(mistral_needs_a_null_sliding_window_and_keeps_its_class_names) {
-  BOOST_TEST(parse_error({{"model_type", "mistral"}}) ==
-             "cfg.json: sliding_window 4096 is not supported (only full attention; set it to "
-             "null)");
+BOOST_AUTO_TEST_CASE(mistral_reads_its_sliding_window_and_keeps_its_class_names) {
+  const auto mistral = std::get<LlamaConfig>(parse_config({{"model_type", "mistral"}}, "cfg.json"));
+  BOOST_TEST(mistral.sliding_window.value_or(0) == 4096);  // MistralConfig's default
+  BOOST_TEST(mistral.to_json().at("sliding_window") == 4096);
+  BOOST_TEST(parse_error({{"model_type", "mistral"}, {"sliding_window", 0}}) ==
+             "cfg.json: sliding_window must be positive or null, got 0");
   const auto c = std::get<LlamaConfig>(parse_config({{"model_type", "mistral"},
                                                      {"sliding_window", nullptr},
                                                      {"hidden_size", 16},
@@ -172,7 +196,8 @@ BOOST_AUTO_TEST_CASE(fields_that_do_not_change_the_maths_are_written_back) {
 BOOST_AUTO_TEST_CASE(unsupported_values_name_the_file_field_and_value) {
   const std::string acts =
       "supported: gelu_new, gelu_pytorch_tanh, gelu, gelu_fast, quick_gelu, relu, silu, swish, "
-      "tanh, linear";
+      "tanh, linear, gelu_python, gelu_python_tanh, gelu_accurate, gelu_10, sigmoid, relu2, "
+      "relu6, leaky_relu, hardswish";
   BOOST_TEST(parse_error(gpt2({{"add_cross_attention", true}})) ==
              "cfg.json: add_cross_attention true is not supported (GPT2LMHeadModel here has no "
              "cross-attention)");
@@ -210,6 +235,10 @@ BOOST_AUTO_TEST_CASE(unsupported_values_name_the_file_field_and_value) {
              "cfg.json: rope_parameters.factor is missing (rope_type \"linear\" needs it)");
   BOOST_TEST(parse_error(llama({{"rope_parameters", {{"rope_theta", "big"}}}})) ==
              "cfg.json: rope_parameters: rope_theta must be a number, got \"big\"");
+  BOOST_TEST(parse_error(llama({{"eos_token_id", "2"}})) ==
+             "cfg.json: eos_token_id must be an integer, a list of integers or null, got \"2\"");
+  BOOST_TEST(parse_error(gpt2({{"pad_token_id", "0"}})) ==
+             "cfg.json: pad_token_id must be an integer or null, got \"0\"");
   BOOST_TEST(parse_error(llama({{"pad_token_id", 50}})) ==
              "cfg.json: pad_token_id 50 is outside the vocabulary [0, 50)");
   BOOST_TEST(parse_error({{"vocab_size", 5}}) ==
@@ -259,6 +288,93 @@ BOOST_AUTO_TEST_CASE(weight_loading_errors_name_the_file_and_tensor) {
                            "model.norm.weight has [16]");
   io::save_safetensors(path, state);
   BOOST_TEST(load() == "no error");
+}
+
+// transformers' tie_weights: a config that ties the head, over a file holding the head and the
+// embedding with different values, loads both untied (a warning there); equal values stay tied.
+BOOST_AUTO_TEST_CASE(a_tied_head_the_file_holds_with_other_values_is_untied_as_transformers) {
+  TempDir dir;
+  const std::string path = (dir.path / "model.safetensors").string();
+  const json config = llama({{"tie_word_embeddings", true}});
+  std::ofstream(dir.path / "config.json") << config.dump();
+  LlamaForCausalLM untied(std::get<LlamaConfig>(parse_config(llama({}), "cfg.json")));
+  untied.eval();
+  auto state = untied.state_dict();
+  io::save_safetensors(path, state);
+  const auto loaded = from_pretrained(dir.path.string());
+  loaded->eval();
+  BOOST_TEST(loaded->config_json()["tie_word_embeddings"] == false);
+  BOOST_TEST(loaded->named_parameters().size() == untied.named_parameters().size());
+  const Tensor ids = from_vector(std::vector<std::int64_t>{1, 2, 3}, {1, 3});
+  BOOST_TEST(testing::close(loaded->forward(ids), untied.forward(ids), 0, 0, "logits") == "");
+  // A model already built tied cannot keep both: refused, naming both tensors.
+  LlamaForCausalLM tied(std::get<LlamaConfig>(parse_config(config, "cfg.json")));
+  BOOST_TEST(
+      testing::error_message<InputError>([&] { load_safetensors_weights(tied, path); }) ==
+      path +
+          ": tensors 'lm_head.weight' and 'model.embed_tokens.weight' fill one tied parameter of "
+          "LlamaForCausalLM but hold different values (transformers unties them: set "
+          "tie_word_embeddings to false)");
+  // The same values in both: tied, as transformers keeps them.
+  Tensor embedding;
+  for (const auto& [name, t] : state)
+    if (name == "model.embed_tokens.weight") embedding = t;
+  for (auto& [name, t] : state)
+    if (name == "lm_head.weight") t = embedding;
+  io::save_safetensors(path, state);
+  BOOST_TEST(from_pretrained(dir.path.string())->config_json()["tie_word_embeddings"] == true);
+  load_safetensors_weights(tied, path);
+}
+
+// transformers' from_pretrained reads generation_config.json, whose eos and pad ids generate uses
+// over config.json's (Llama 3 Instruct lists <|end_of_text|> and <|eot_id|> there);
+// save_pretrained writes it back; a malformed one is refused naming the file and field.
+BOOST_AUTO_TEST_CASE(generation_config_json_gives_the_eos_and_pad_ids) {
+  TempDir dir;
+  const std::string src = testing::hf_fixture_dir("llama_gqa");  // eos 2, pad 0
+  fs::copy_file(src + "/config.json", dir.path / "config.json");
+  fs::copy_file(src + "/model.safetensors", dir.path / "model.safetensors");
+  auto plain = from_pretrained(dir.path.string());
+  BOOST_TEST(plain->eos_token_ids() == (std::vector<std::int64_t>{2}),
+             boost::test_tools::per_element());
+  BOOST_TEST(plain->pad_token_id().value_or(-1) == 0);
+  const fs::path gen = dir.path / "generation_config.json";
+  const json file = {{"eos_token_id", {7, 2}}, {"pad_token_id", 5}, {"do_sample", true}};
+  std::ofstream(gen) << file.dump();
+  auto model = from_pretrained(dir.path.string());
+  BOOST_TEST(model->eos_token_ids() == (std::vector<std::int64_t>{7, 2}),
+             boost::test_tools::per_element());
+  BOOST_TEST(model->pad_token_id().value_or(-1) == 5);
+  const fs::path out = dir.path / "saved";
+  save_pretrained(out.string(), *model, model->state_dict());
+  BOOST_TEST(json::parse(std::ifstream(out / "generation_config.json")) == file);
+  const auto load = [&] {
+    return testing::error_message<InputError>([&] { from_pretrained(dir.path.string()); });
+  };
+  std::ofstream(gen) << R"({"eos_token_id": [7, "2"]})";
+  BOOST_TEST(load() == gen.string() +
+                           ": eos_token_id must be an integer, a list of integers or null, got "
+                           "[7,\"2\"]");
+  std::ofstream(gen) << R"({"pad_token_id": 1.5})";
+  BOOST_TEST(load() == gen.string() + ": pad_token_id must be an integer or null, got 1.5");
+  std::ofstream(gen) << "{";
+  BOOST_TEST(load() == gen.string() + ": not valid JSON (at byte 2)");
+}
+
+// Llama checkpoints saved before inv_freq became non-persistent hold it per layer (and at the
+// model): transformers ignores those keys (inv_freq is computed), and so does the loader here.
+BOOST_AUTO_TEST_CASE(llama_files_with_old_rotary_inv_freq_buffers_load) {
+  TempDir dir;
+  const std::string path = (dir.path / "model.safetensors").string();
+  const auto config = std::get<LlamaConfig>(parse_config(llama({}), "cfg.json"));
+  LlamaForCausalLM source(config), target(config);
+  auto state = source.state_dict();
+  state.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", ones({2}));
+  state.emplace_back("model.rotary_emb.inv_freq", ones({2}));
+  io::save_safetensors(path, state);
+  load_safetensors_weights(target, path);
+  const Tensor ids = from_vector(std::vector<std::int64_t>{1, 2, 3}, {1, 3});
+  BOOST_TEST(testing::close(target.forward(ids), source.forward(ids), 0, 0, "logits") == "");
 }
 
 BOOST_AUTO_TEST_CASE(gpt2_keys_without_the_transformer_prefix_load) {

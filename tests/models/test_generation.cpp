@@ -42,6 +42,20 @@ BOOST_DATA_TEST_CASE(greedy_output_equals_transformers_generate,
   BOOST_TEST(got.to_int_vector() == want.to_int_vector(), boost::test_tools::per_element());
 }
 
+// Finished rows are padded with the config's pad_token_id (transformers' generation config takes
+// it from config.json), the EOS where that is null; the other row runs on.
+BOOST_DATA_TEST_CASE(finished_rows_are_padded_as_transformers_pads_them,
+                     bdata::make(testing::hf_fixture_models()), name) {
+  auto model = testing::load_hf_fixture(name);
+  const auto expected = testing::hf_expected(name);
+  GenerationOptions o;
+  o.max_new_tokens = 10;
+  o.eos_token_ids = std::vector<std::int64_t>{expected.at("greedy_ids").to_int_vector()[6]};
+  BOOST_TEST(generate(*model, expected.at("eos_prompt_ids"), o).to_int_vector() ==
+                 expected.at("eos_greedy_ids").to_int_vector(),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(eos_stops_a_row_and_pads_it_until_every_row_has_finished) {
   auto model = testing::load_hf_fixture("llama_gqa");
   const Tensor greedy = testing::hf_expected("llama_gqa").at("greedy_ids");  // prompt of 4
@@ -78,10 +92,27 @@ BOOST_AUTO_TEST_CASE(the_length_is_capped_at_the_model_positions) {
   o.max_new_tokens = 100;
   o.eos_token_ids = std::vector<std::int64_t>{};
   const Tensor prompt = from_vector(std::vector<std::int64_t>(30, 1), {1, 30});
-  BOOST_TEST(generate(*model, prompt, o).size(1) == 32);
+  BOOST_TEST(generate(*model, prompt, o).size(1) == 33);  // the 33rd token is never fed back
   const Tensor long_prompt = from_vector(std::vector<std::int64_t>(33, 1), {1, 33});
   BOOST_TEST(testing::error_message<ValueError>([&] { generate(*model, long_prompt, o); }) ==
              "generate: the prompt's 33 tokens exceed the model's 32 positions");
+}
+
+// Past the config's positions as transformers' generate(max_new_tokens=10): Llama and Mistral
+// have no position table and run on; GPT-2 stops at n_positions + 1 tokens (the last one is never
+// fed back), where transformers' would next fail on its table. The fixtures' long prompts end 3
+// positions before the maximum.
+BOOST_DATA_TEST_CASE(generation_past_the_config_positions_equals_transformers,
+                     bdata::make(testing::hf_fixture_models()), name) {
+  auto model = testing::load_hf_fixture(name);
+  const auto expected = testing::hf_expected(name);
+  const Tensor& want = expected.at("long_greedy_ids");
+  BOOST_REQUIRE(want.size(1) > model->max_positions());
+  GenerationOptions o;
+  o.max_new_tokens = 10;
+  BOOST_TEST(
+      generate(*model, expected.at("long_prompt_ids"), o).to_int_vector() == want.to_int_vector(),
+      boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(top_k_keeps_scores_at_least_the_kth_largest_ties_included) {

@@ -133,30 +133,49 @@ BOOST_AUTO_TEST_CASE(rotary_pairs_j_with_j_plus_half_and_its_gradient_matches) {
 }
 
 BOOST_AUTO_TEST_CASE(activations_are_the_formulas_and_their_gradients_match) {
-  const double x = 0.7, c = std::sqrt(2.0 / M_PI);
-  const std::map<std::string, double> expected = {
-      {"gelu_new", 0.5 * x * (1 + std::tanh(c * (x + 0.044715 * x * x * x)))},
-      {"gelu_pytorch_tanh", 0.5 * x * (1 + std::tanh(c * (x + 0.044715 * x * x * x)))},
-      {"gelu", 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)))},
-      {"gelu_fast", 0.5 * x * (1 + std::tanh(0.7978845608 * x * (1 + 0.044715 * x * x)))},
-      {"quick_gelu", x / (1 + std::exp(-1.702 * x))},
-      {"relu", x},
-      {"silu", x / (1 + std::exp(-x))},
-      {"swish", x / (1 + std::exp(-x))},
-      {"tanh", std::tanh(x)},
-      {"linear", x}};
-  BOOST_TEST(expected.size() == supported_activations().size());
-  const Tensor t = leaf({7}, 6);
-  for (const auto& name : supported_activations()) {
-    BOOST_TEST_CONTEXT(name) {
-      BOOST_TEST(activation(name, scalar_tensor(x, f64)).item() == expected.at(name),
-                 boost::test_tools::tolerance(1e-12));
-      gradcheck([&] { return weighted(activation(name, t), 7); }, t, name);
-    }
+  const double c = std::sqrt(2.0 / M_PI);
+  const auto tanh_gelu = [&](double x) {
+    return 0.5 * x * (1 + std::tanh(c * (x + 0.044715 * x * x * x)));
+  };
+  const auto erf_gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
+  const auto relu6 = [](double x) { return std::min(std::max(x, 0.0), 6.0); };
+  // At points inside and beyond each kink and clip (torch.nn.functional's formulas).
+  for (const double x : {0.7, -1.3, 11.5}) {
+    const std::map<std::string, double> expected = {
+        {"gelu_new", tanh_gelu(x)},
+        {"gelu_pytorch_tanh", tanh_gelu(x)},
+        {"gelu", erf_gelu(x)},
+        {"gelu_fast", 0.5 * x * (1 + std::tanh(0.7978845608 * x * (1 + 0.044715 * x * x)))},
+        {"quick_gelu", x / (1 + std::exp(-1.702 * x))},
+        {"relu", std::max(x, 0.0)},
+        {"silu", x / (1 + std::exp(-x))},
+        {"swish", x / (1 + std::exp(-x))},
+        {"tanh", std::tanh(x)},
+        {"linear", x},
+        {"gelu_python", erf_gelu(x)},
+        {"gelu_python_tanh", tanh_gelu(x)},
+        {"gelu_accurate", tanh_gelu(x)},
+        {"gelu_10", std::min(std::max(erf_gelu(x), -10.0), 10.0)},
+        {"sigmoid", 1 / (1 + std::exp(-x))},
+        {"relu2", std::max(x, 0.0) * std::max(x, 0.0)},
+        {"relu6", relu6(x)},
+        {"leaky_relu", x > 0 ? x : 0.01 * x},
+        {"hardswish", x * relu6(x + 3) / 6}};
+    BOOST_TEST(expected.size() == supported_activations().size());
+    for (const auto& name : supported_activations()) BOOST_TEST_CONTEXT(name << " at " << x) {
+        // 1e-10: gelu_fast's constant 0.7978845608 is sqrt(2/pi) to 10 digits.
+        BOOST_TEST(activation(name, scalar_tensor(x, f64)).item() == expected.at(name),
+                   boost::test_tools::tolerance(1e-10));
+      }
   }
+  const Tensor t = leaf({7}, 6);
+  for (const auto& name : supported_activations())
+    gradcheck([&] { return weighted(activation(name, t), 7); }, t, name);
   BOOST_TEST(Activation("gelu_new").type_name() == "NewGELUActivation");
   BOOST_TEST(Activation("silu").type_name() == "SiLUActivation");
   BOOST_TEST(Activation("swish").type_name() == "SiLU");
+  BOOST_TEST(Activation("gelu_10").type_name() == "ClippedGELUActivation");
+  BOOST_TEST(Activation("relu2").type_name() == "ReLUSquaredActivation");
 }
 
 BOOST_AUTO_TEST_CASE(swiglu_mlp_gradients_match) {
@@ -200,6 +219,29 @@ BOOST_AUTO_TEST_CASE(cached_causal_attention_masks_keys_after_each_query_positio
   const auto loss = [&] { return weighted(causal_attention(narrow(q, 2, 3, 2), k, v, 0.5), 17); };
   gradcheck(loss, q, "q");
   gradcheck(loss, k, "k");
+}
+
+BOOST_AUTO_TEST_CASE(a_sliding_window_keeps_the_last_window_keys_of_each_query) {
+  // Window 2 (Mistral's, transformers' sliding_window_overlay): query i sees keys i-1 and i, so
+  // each row is plain attention over those two keys alone; cached queries see the same.
+  const Tensor q = leaf({1, 2, 5, 4}, 20), k = leaf({1, 1, 5, 4}, 21), v = leaf({1, 1, 5, 4}, 22);
+  const Tensor windowed = causal_attention(q, k, v, 0.5, 0.0, 2);
+  for (std::int64_t i = 1; i < 5; ++i) {
+    const Tensor row = scaled_dot_product_attention(narrow(q, 2, i, 1), narrow(k, 2, i - 1, 2),
+                                                    narrow(v, 2, i - 1, 2), {}, false, 0.5, true);
+    BOOST_TEST(testing::close(narrow(windowed, 2, i, 1), row, 1e-12, 1e-12, "row") == "");
+  }
+  const Tensor last = causal_attention(narrow(q, 2, 3, 2), k, v, 0.5, 0.0, 2);
+  BOOST_TEST(testing::close(last, narrow(windowed, 2, 3, 2), 1e-12, 1e-12, "cached") == "");
+  // The written-out path (training with dropout) masks the same keys: at p = 1e-12 nothing drops.
+  BOOST_TEST(testing::close(causal_attention(q, k, v, 0.5, 1e-12, 2), windowed, 1e-9, 1e-9,
+                            "dropout path") == "");
+  BOOST_TEST(testing::close(causal_attention(narrow(q, 2, 3, 2), k, v, 0.5, 1e-12, 2), last, 1e-9,
+                            1e-9, "cached dropout path") == "");
+  // A window no shorter than the sequence masks nothing more.
+  BOOST_TEST(testing::close(causal_attention(q, k, v, 0.5, 0.0, 5), causal_attention(q, k, v, 0.5),
+                            0, 0, "wide") == "");
+  gradcheck([&] { return weighted(causal_attention(q, k, v, 0.5, 0.0, 2), 23); }, k, "k");
 }
 
 BOOST_AUTO_TEST_CASE(conv1d_is_x_w_plus_b_with_the_weight_in_out) {

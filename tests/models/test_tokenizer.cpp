@@ -13,6 +13,7 @@
 
 #include "core/input_error.h"
 #include "models/tokenizer/tokenizer.h"
+#include "models/tokenizer/unicode_classes.h"
 
 using fsdp::InputError;
 using fsdp::models::EncodeOptions;
@@ -140,6 +141,30 @@ BOOST_AUTO_TEST_CASE(pre_tokenizer_split_cases) {
 
 // Special tokens: leftmost-longest ("<|eot_id|>!" over "<|eot_id|>"), the template's BOS only
 // with add_special_tokens, and literal specials as text with split_special_tokens.
+// PCRE2 10.42's Unicode 14 tables against tokenizers' Oniguruma (Unicode 16): \p{L}, \p{N} gain
+// the letters and digits PCRE2 lacks, \s and \S become Oniguruma's White_Space list (no U+180E);
+// the fixtures' last CASES check the splits against HF.
+BOOST_AUTO_TEST_CASE(regex_classes_are_written_as_oniguruma_reads_them) {
+  using fsdp::models::with_oniguruma_classes;
+  const std::string ws =
+      R"(\x{9}-\x{D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}-\x{2029}\x{202F}\x{205F})"
+      R"(\x{3000})";
+  BOOST_TEST(with_oniguruma_classes(R"(\s+(?!\S))") == "[" + ws + "]+(?![^" + ws + "])");
+  BOOST_TEST(with_oniguruma_classes(R"([^\s\p{N}])") ==
+             "[^" + ws + R"(\p{N}\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9})" +
+                 R"(\x{11F50}-\x{11F59}\x{16130}-\x{16139}\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9})" +
+                 R"(\x{1D2C0}-\x{1D2D3}\x{1E4F0}-\x{1E4F9}\x{1E5F1}-\x{1E5FA}])");
+  const std::string letters = with_oniguruma_classes(R"( ?\p{L}+)");
+  BOOST_TEST(letters.starts_with(R"( ?[\p{L}\x{1C89}-\x{1C8A}\x{A7CB}-\x{A7CD})"));
+  BOOST_TEST(letters.ends_with(R"(\x{2EBF0}-\x{2EE5D}\x{31350}-\x{323AF}]+)"));
+  BOOST_TEST(with_oniguruma_classes(R"(\P{L})").starts_with(R"([^\p{L}\x{1C89})"));
+  // Escaped backslashes, quoted text, POSIX classes, a leading ']' and other escapes stay.
+  for (const std::string same : {R"(\\s)", R"(\Q\s\p{L}\E)", R"([[:alpha:]x])", R"(\x{41}\p{Lu})",
+                                 R"([\S])", R"((?i:'s|'t))"})
+    BOOST_TEST(with_oniguruma_classes(same) == same);
+  BOOST_TEST(with_oniguruma_classes(R"([]\s])") == "[]" + ws + "]");
+}
+
 BOOST_AUTO_TEST_CASE(added_tokens_leftmost_longest_and_template) {
   const Tokenizer l = llama3();
   const std::uint32_t bos = *l.token_to_id("<|begin_of_text|>");

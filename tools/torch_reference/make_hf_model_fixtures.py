@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
-"""Regenerates tests/fixtures/hf_models/ for tests/models/: tiny random GPT-2 and Llama models
-built with transformers (5.24) from configs, saved with save_pretrained (config.json,
+"""Regenerates tests/fixtures/hf_models/ for tests/models/: tiny random GPT-2, Llama and Mistral
+models built with transformers (5.24) from configs, saved with save_pretrained (config.json,
 model.safetensors), plus expected.safetensors per model:
   input_ids [2, 9] int64 and logits [2, 9, V] float32 of the model in eval mode;
   prompt_ids [1, 4] int64 and greedy_ids [1, 4 + N] int64: generate(do_sample=False,
   max_new_tokens=N) with the cache, transformers' defaults otherwise;
-  Llama only: inv_freq [head_dim / 2] float32, the rotary embedding's inverse frequencies.
+  eos_prompt_ids [2, 4] (prompt_ids and another that never meets the EOS) and eos_greedy_ids:
+  the same with greedy_ids' third new token as EOS, so the first row finishes and is padded
+  (with config.json's pad_token_id; EOS where null) while the second runs on;
+  Llama and Mistral: inv_freq [head_dim / 2] float32, the rotary embedding's inverse frequencies;
+  long_prompt_ids [1, max_position_embeddings - 3] and long_greedy_ids: greedy generate past
+  max_position_embeddings, with max_new_tokens=N for Llama (no position table: transformers
+  caps the length there only when max_new_tokens is not given) and 4 for GPT-2 (the most its
+  position table allows: n_positions + 1 in all).
 
     /opt/torch2/bin/python tools/torch_reference/make_hf_model_fixtures.py
 
@@ -18,7 +25,8 @@ import shutil
 
 import torch
 from safetensors.torch import save_file
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "..", "tests", "fixtures", "hf_models")
@@ -51,6 +59,11 @@ MODELS = {
         num_attention_heads=4, num_key_value_heads=1, head_dim=12, max_position_embeddings=64,
         hidden_act="silu", bos_token_id=1, eos_token_id=2, initializer_range=0.2,
         rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0})),
+    # A window shorter than the inputs and the generated sequences, so that it masks keys.
+    "mistral_sliding_window": (MistralConfig, MistralForCausalLM, dict(
+        vocab_size=103, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        sliding_window=4, bos_token_id=1, eos_token_id=2, initializer_range=0.2)),
 }
 
 
@@ -76,6 +89,31 @@ def main():
                     "greedy_ids": greedy}
         if hasattr(model, "model"):
             expected["inv_freq"] = model.model.rotary_emb.inv_freq.contiguous()
+        # A prompt ending 3 positions before the config's maximum, continued past it: Llama's
+        # by N tokens; GPT-2's by the 4 that its position table allows (the last token is
+        # never fed back, so the sequence may be n_positions + 1 long).
+        positions = config.max_position_embeddings
+        long_prompt = torch.randint(3, config.vocab_size - 1, (1, positions - 3))
+        with torch.no_grad():
+            expected["long_greedy_ids"] = model.generate(
+                long_prompt, do_sample=False,
+                max_new_tokens=4 if hasattr(model, "transformer") else NEW_TOKENS,
+                pad_token_id=config.eos_token_id)
+        expected["long_prompt_ids"] = long_prompt
+        # Two rows, the first ending at its third new token (given as EOS): finished rows are
+        # padded with the generation config's pad_token_id (config.json's; EOS where null).
+        # The second row is drawn until its greedy path does not meet that EOS.
+        eos = int(greedy[0, 6])
+        for _ in range(100):
+            rows = torch.cat([prompt, torch.randint(3, config.vocab_size - 1, (1, 4))])
+            with torch.no_grad():
+                padded = model.generate(rows, attention_mask=torch.ones_like(rows),
+                                        do_sample=False, max_new_tokens=NEW_TOKENS,
+                                        eos_token_id=eos)
+            if padded.size(1) == 4 + NEW_TOKENS and eos not in padded[1, 4:].tolist():
+                break
+        expected["eos_greedy_ids"] = padded
+        expected["eos_prompt_ids"] = rows
         save_file(expected, os.path.join(out, "expected.safetensors"))
         print(name, "logits", tuple(logits.shape), "greedy", greedy.tolist())
 

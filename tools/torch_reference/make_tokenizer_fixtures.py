@@ -84,13 +84,19 @@ CASES = [
     "\n",
     " ",
     "    ",
+    # Code points whose classes tokenizers' Oniguruma (Unicode 16) and PCRE2 10.42 (Unicode 14)
+    # read differently: letters of CJK Ext. H and I and of newer scripts, Garay and Kirat Rai
+    # digits, U+180E (no longer a space).
+    "\U00031350's \U0002EBF0't x\U000323AF're \u1c89'll \ua7cb\ua7cc'd \U000105C0'VE",
+    "\U00010D40\U00010D41\U00010D42\U00010D43 \U00016D70\U00016D71 7\U00010D49",
+    "a\u180eb \u180e c\u180e\u180e d \u180e",
 ]
 
 
 # Random texts over pools of characters that the regexes treat differently (letters of several
 # scripts, digits of several systems, spaces and line breaks of several kinds, marks, symbols,
-# emoji, apostrophes, pieces of special tokens); none of the few code points where PCRE2's
-# Unicode tables and Oniguruma's differ (hf-models.md section 6).
+# emoji, apostrophes, pieces of special tokens); the code points where PCRE2's Unicode tables
+# and Oniguruma's differ (hf-models.md section 6) have their own CASES.
 POOL = (list("abcXYZ") + list("0123456789") + list(" \t\n\r") +
         list(".,;:!?'\"()[]{}<>|_-+=*/#$%&@^~`\\") +
         ["\u00a0", "\u2028", "\u0085", "\u3000", "\u2003", "\u000b", "\u000c"] +
