@@ -44,10 +44,19 @@ void copy_tokenizer_files(const std::string& from, const std::string& to) {
   }
 }
 
+// DIR's config (its errors first), untied where DIR's weights hold the tied pair apart.
+models::ModelConfig config_for_weights(const std::string& dir) {
+  models::ModelConfig config = models::load_config(dir);
+  return models::untie_where_files_differ(std::move(config), models::open_pretrained_weights(dir));
+}
+
 class HfJobModel final : public JobModel {
  public:
   HfJobModel(std::string dir, std::int64_t seq)
-      : dir_(std::move(dir)), seq_(seq), config_(models::load_config(dir_)) {
+      : dir_(std::move(dir)),
+        seq_(seq),
+        config_(config_for_weights(dir_)),
+        generation_config_(models::read_generation_config(dir_)) {
     const auto meta = models::make_causal_lm(config_, TensorOptions(DType::Float32, kMeta));
     class_name_ = meta->type_name();
     vocab_size_ = meta->vocab_size();
@@ -124,8 +133,10 @@ class HfJobModel final : public JobModel {
     else
       state = built.state_dict();
     if (rank == 0) {
-      models::save_pretrained(cfg.save_path, dynamic_cast<const models::CausalLM&>(built), state,
-                              cfg.max_shard_bytes);
+      // The source's generation_config.json (its EOS ids, sampling defaults) goes with the model.
+      auto& lm = dynamic_cast<models::CausalLM&>(built);
+      lm.generation_config = generation_config_;
+      models::save_pretrained(cfg.save_path, lm, state, cfg.max_shard_bytes);
       copy_tokenizer_files(dir_, cfg.save_path);
     }
   }
@@ -133,7 +144,8 @@ class HfJobModel final : public JobModel {
  private:
   std::string dir_;
   std::int64_t seq_, vocab_size_ = 0;
-  models::ModelConfig config_;
+  models::ModelConfig config_;  // untied where the files hold the tied pair apart
+  nlohmann::json generation_config_;
   std::string class_name_, block_class_, config_xxh3_;
 };
 

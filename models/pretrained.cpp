@@ -58,7 +58,15 @@ nlohmann::json generation_config(const nlohmann::json& config) {
   return g;
 }
 
-// DIR/generation_config.json, its eos and pad ids checked; empty where the file is absent.
+}  // namespace
+
+std::shared_ptr<CausalLM> make_causal_lm_for_loading(const ModelConfig& config) {
+  auto model = make_causal_lm(config, TensorOptions(DType::Float32, kMeta));
+  model->to_empty(kCPU);
+  for (const auto& [name, module] : model->named_modules()) init_computed_buffers(*module);
+  return model;
+}
+
 nlohmann::json read_generation_config(const std::string& dir) {
   const fs::path path = fs::path(dir) / "generation_config.json";
   if (!fs::is_directory(dir) || !fs::exists(path)) return nlohmann::json::object();
@@ -76,13 +84,12 @@ nlohmann::json read_generation_config(const std::string& dir) {
   return config;
 }
 
-}  // namespace
-
-std::shared_ptr<CausalLM> make_causal_lm_for_loading(const ModelConfig& config) {
-  auto model = make_causal_lm(config, TensorOptions(DType::Float32, kMeta));
-  model->to_empty(kCPU);
-  for (const auto& [name, module] : model->named_modules()) init_computed_buffers(*module);
-  return model;
+ModelConfig untie_where_files_differ(ModelConfig config, const io::SafetensorsDir& files) {
+  // Which tensors are tied is the module tree's: shapes only, no storage.
+  const auto meta = make_causal_lm(config, TensorOptions(DType::Float32, kMeta));
+  if (differing_tied_tensors(*meta, files))
+    std::visit([](auto& c) { c.tie_word_embeddings = false; }, config);
+  return config;
 }
 
 std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype) {
@@ -90,13 +97,9 @@ std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype) {
              "from_pretrained: dtype {} is not a floating dtype (float32, bfloat16, float16)",
              dtype_name(dtype));
   // Drawing transformers' random initialisation first was most of a cold load's time.
-  ModelConfig config = load_config(dir);
-  auto model = make_causal_lm_for_loading(config);
+  const ModelConfig config = load_config(dir);
   const io::SafetensorsDir files = open_pretrained_weights(dir);
-  if (differing_tied_tensors(*model, files)) {  // transformers' tie_weights unties them
-    std::visit([](auto& c) { c.tie_word_embeddings = false; }, config);
-    model = make_causal_lm_for_loading(config);
-  }
+  auto model = make_causal_lm_for_loading(untie_where_files_differ(config, files));
   load_pretrained_weights(*model, files);
   model->generation_config = read_generation_config(dir);
   if (dtype != DType::Float32) model->to(dtype);

@@ -24,6 +24,15 @@ namespace fsdp::models {
 // generation_config (its eos and pad ids checked).
 std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype = DType::Float32);
 
+// `config` as from_pretrained builds the model from it for the weights `files`: a head the config
+// ties but the files hold apart (other values than the embedding's) untied, as transformers'
+// tie_weights does. For jobs that build the model themselves (finetune under FSDP).
+ModelConfig untie_where_files_differ(ModelConfig config, const io::SafetensorsDir& files);
+
+// DIR/generation_config.json, its eos and pad ids checked (InputError naming the file and the
+// field); an empty object where DIR has none.
+nlohmann::json read_generation_config(const std::string& dir);
+
 // The model of `config` on the CPU for weights that come from files: built on meta and given
 // uninitialised storage (tied weights stay tied), its computed buffers (inv_freq) filled. Skips
 // transformers' random initialisation, which loading would overwrite (from_pretrained, and jobs

@@ -6,7 +6,8 @@ relative), for GPT-2 (tied head) and Llama (GQA), AdamW, SGD with weight decay a
 clipping, unsharded, on 2 thread ranks (every sharding strategy on one run), and, when built,
 on MPI and Gloo (mpirun -np 2); --checkpoint-dir then --resume equals the uninterrupted run;
 --save writes a save_pretrained directory that finetune loads
-again to the same held-out loss; bad inputs are one line.
+again to the same held-out loss, with the source's generation_config.json; a head the config ties
+but the weights hold apart is untied (transformers' tie_weights); bad inputs are one line.
 Usage: test_finetune.py FINETUNE FIXTURES_DIR [MPIRUN]
 """
 import json
@@ -119,6 +120,47 @@ try:
         if held is None or not close(held[0], spec["eval_after"]):
             failures.append(f"--save {spec['model']}: reloaded held-out {held} ({err}), "
                             f"trained {spec['eval_after']}")
+    # --save keeps the source's generation_config.json (its EOS ids and sampling defaults, as
+    # transformers' save_pretrained does), not one derived from config.json.
+    spec = EXPECTED["runs"][0]
+    source = os.path.join(tmp, "with_generation_config")
+    shutil.copytree(os.path.join(FIXTURES, spec["model"]), source)
+    generation = {"bos_token_id": 0, "eos_token_id": [0, 5], "pad_token_id": 3, "do_sample": True,
+                  "temperature": 0.7, "top_p": 0.9, "transformers_version": "5.24.0"}
+    with open(os.path.join(source, "generation_config.json"), "w") as f:
+        json.dump(generation, f)
+    saved = os.path.join(tmp, "saved_generation_config")
+    code, out, err = run(["--model-dir", source, "--data", os.path.join(FIXTURES, "train.bin"),
+                          "--seq", str(EXPECTED["seq"]), "--batch", "2", "--steps", "1",
+                          "--save", saved])
+    kept = json.load(open(os.path.join(saved, "generation_config.json"))) if code == 0 else None
+    if kept != generation:
+        failures.append(f"--save: generation_config.json {kept} ({err}), the source's {generation}")
+    # A head the config ties but the weights hold apart is untied, as transformers' tie_weights
+    # does (not silently the embedding's): a zero head gives every token the same logit, so the
+    # held-out loss is ln(vocab), unsharded and sharded.
+    import math
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "tools", "torch_reference"))
+    import safetensors_io
+    apart = os.path.join(tmp, "tied_apart")
+    shutil.copytree(os.path.join(FIXTURES, "gpt2"), apart)
+    weights = os.path.join(apart, "model.safetensors")
+    entries, metadata = safetensors_io.read(weights)
+    _, dtype, shape, data = next(e for e in entries if e[0] == "transformer.wte.weight")
+    assert not any(e[0] == "lm_head.weight" for e in entries)  # save_pretrained omits a tied head
+    entries.append(("lm_head.weight", dtype, shape, bytes(len(data))))
+    safetensors_io.write(weights, entries, metadata)
+    vocab = json.load(open(os.path.join(apart, "config.json")))["vocab_size"]
+    for ranks in (1, 2):
+        code, out, err = run(["--model-dir", apart, "--data", os.path.join(FIXTURES, "train.bin"),
+                              "--eval-data", os.path.join(FIXTURES, "val.bin"),
+                              "--eval-batches", "2", "--seq", str(EXPECTED["seq"]),
+                              "--batch", "2", "--steps", "0", "--ranks", str(ranks)])
+        held = parse(out)[1] if code == 0 else None
+        if held is None or abs(held[0] - math.log(vocab)) > 1e-5:
+            failures.append(f"tied head held apart, {ranks} rank(s): held-out {held} ({err}), "
+                            f"ln(vocab) {math.log(vocab)}")
     # --checkpoint-dir and --resume: 3 steps, then on to 6 from the checkpoint, equal to 6 at once.
     spec = EXPECTED["runs"][3]
     ckpt = os.path.join(tmp, "ckpt")
