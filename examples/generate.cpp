@@ -88,18 +88,28 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-special-tokens", skip_special_tokens,
                "leave special tokens out of the text (decode's skip_special_tokens)")
       ->needs(text_opt);
-  app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate (default 20)")
-      ->check(examples::int_range(0, 1 << 20));
+  // Unset, the last four take the model's generation_config.json values, else transformers'
+  // defaults (models::generation_defaults).
+  auto* max_opt = app.add_option("--max-new-tokens", o.max_new_tokens,
+                                 "tokens to generate (default: generation_config.json's, else 20)")
+                      ->check(examples::int_range(0, 1 << 20));
   auto* sample_opt = app.add_flag("--do-sample", o.do_sample, "sample instead of greedy decoding");
-  app.add_option("--temperature", o.temperature, "divides the scores (default 1)")
-      ->check(examples::finite_number())
-      ->needs(sample_opt);
-  app.add_option("--top-k", o.top_k, "keep the k highest scores, 0: off (default 50)")
-      ->check(examples::int_range(0, std::int64_t{1} << 40))
-      ->needs(sample_opt);
-  app.add_option("--top-p", o.top_p, "keep the smallest set of probability >= p (default 1)")
-      ->check(CLI::Range(0.0, 1.0))
-      ->needs(sample_opt);
+  auto* temperature_opt =
+      app.add_option("--temperature", o.temperature,
+                     "divides the scores (default: generation_config.json's, else 1)")
+          ->check(examples::finite_number())
+          ->needs(sample_opt);
+  auto* top_k_opt =
+      app.add_option(
+             "--top-k", o.top_k,
+             "keep the k highest scores, 0: off (default: generation_config.json's, else 50)")
+          ->check(examples::int_range(0, std::int64_t{1} << 40))
+          ->needs(sample_opt);
+  auto* top_p_opt = app.add_option("--top-p", o.top_p,
+                                   "keep the smallest set of probability >= p (default: "
+                                   "generation_config.json's, else 1)")
+                        ->check(CLI::Range(0.0, 1.0))
+                        ->needs(sample_opt);
   app.add_option("--device", device_name,
                  "where the model runs: cpu (default), cuda[:N] or fake_cuda[:N]; sampling "
                  "reads each step's scores on the host");
@@ -144,6 +154,11 @@ int main(int argc, char** argv) {
       throw InputError("--device meta: meta tensors have no values to generate from");
     auto model = models::from_pretrained(model_dir);
     model->eval();
+    const models::GenerationOptions defaults = models::generation_defaults(*model);
+    if (max_opt->count() == 0) o.max_new_tokens = defaults.max_new_tokens;
+    if (temperature_opt->count() == 0) o.temperature = defaults.temperature;
+    if (top_k_opt->count() == 0) o.top_k = defaults.top_k;
+    if (top_p_opt->count() == 0) o.top_p = defaults.top_p;
     if (!device.is_cpu()) model->to(device);
     for (std::int64_t id : ids)
       if (id >= model->vocab_size())

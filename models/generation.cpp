@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -86,6 +87,19 @@ std::int64_t sample_index(const std::vector<float>& probs, Generator& generator)
     if (u < cumulative) return last;
   }
   return last;  // u rounded up to the total
+}
+
+GenerationOptions generation_defaults(const CausalLM& model) {
+  GenerationOptions o;
+  const nlohmann::json& g = model.generation_config;
+  const auto set = [&](const char* key, auto& field) {
+    if (g.contains(key) && !g[key].is_null()) field = g[key].get<std::decay_t<decltype(field)>>();
+  };
+  set("temperature", o.temperature);
+  set("top_k", o.top_k);
+  set("top_p", o.top_p);
+  set("max_new_tokens", o.max_new_tokens);
+  return o;
 }
 
 Tensor generate(CausalLM& model, const Tensor& prompt, const GenerationOptions& o,

@@ -25,6 +25,12 @@ struct GenerationOptions {
   std::optional<std::int64_t> pad_token_id;
 };
 
+// transformers' GenerationConfig defaults with the model's generation_config.json (as
+// from_pretrained read and checked it) over them: temperature, top_k, top_p and max_new_tokens
+// where the file sets them. do_sample stays false: greedy unless the caller asks, as
+// transformers' generate(do_sample=False).
+GenerationOptions generation_defaults(const CausalLM& model);
+
 // prompt [B, P] int64 -> [B, P + n] int64, n <= max_new_tokens; the total length is capped at
 // the model's position_limit() + 1 (GPT-2's n_positions: the last token is never fed back), as
 // far as transformers' generate gets; Llama runs past max_position_embeddings, as transformers'

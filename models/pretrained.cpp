@@ -81,6 +81,18 @@ nlohmann::json read_generation_config(const std::string& dir) {
   const ConfigFields fields(config, nlohmann::json::object(), path.string());
   fields.token_ids("eos_token_id");
   fields.optional_integer("pad_token_id");
+  // The sampling defaults generate takes from it (generation_defaults), as transformers checks
+  // them.
+  const auto has = [&](const char* key) { return config.contains(key) && !config[key].is_null(); };
+  if (has("temperature") && !(fields.number("temperature") > 0))
+    fields.fail(fmt::format("temperature must be > 0, got {}", config["temperature"].dump()));
+  if (has("top_k") && fields.optional_integer("top_k").value() < 0)
+    fields.fail(fmt::format("top_k must be >= 0, got {}", config["top_k"].dump()));
+  if (has("top_p") && !(fields.number("top_p") >= 0 && fields.number("top_p") <= 1))
+    fields.fail(fmt::format("top_p must be in [0, 1], got {}", config["top_p"].dump()));
+  if (has("max_new_tokens") && fields.optional_integer("max_new_tokens").value() < 0)
+    fields.fail(
+        fmt::format("max_new_tokens must be >= 0, got {}", config["max_new_tokens"].dump()));
   return config;
 }
 

@@ -4,14 +4,17 @@ transformers' generate; a seed repeats a sampled continuation; each bad input is
 'generate: error: ...' on stderr with exit status 2 (command line) or 1 (files, values).
 --prompt TEXT on tests/fixtures/text_models/ (vocabularies of the fixture tokenizers): the prompt
 encoded as transformers' tokenizer(TEXT), the greedy text equal to transformers' generate +
-tokenizer.decode, with DIR/tokenizer.json or --tokenizer.
+tokenizer.decode, with DIR/tokenizer.json or --tokenizer. generation_config.json's
+max_new_tokens where --max-new-tokens is not given.
 Usage: test_generate_cli.py GENERATE FIXTURES_DIR
 """
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 
 EXE, FIXTURES = sys.argv[1], sys.argv[2]
 failures = []
@@ -84,6 +87,18 @@ sample = ["--model-dir", d, "--prompt-ids", "5,6,7", "--do-sample", "--temperatu
 first = run(*sample, "--seed", "4")
 check("seeded sampling repeats", run(*sample, "--seed", "4"), first)
 check("sampled length", len(first[1].split(",")), 15)
+
+# generation_config.json's max_new_tokens (and sampling defaults) where the flags are not given.
+with tempfile.TemporaryDirectory() as with_config:
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(d, name), with_config)
+    with open(os.path.join(with_config, "generation_config.json"), "w") as f:
+        json.dump({"max_new_tokens": 3, "temperature": 0.5}, f)
+    check("generation_config.json's max_new_tokens",
+          len(run("--model-dir", with_config, "--prompt-ids", "5,6,7")[1].split(",")), 6)
+    check("--max-new-tokens over generation_config.json's",
+          len(run("--model-dir", with_config, "--prompt-ids", "5,6,7", "--max-new-tokens",
+                  "5")[1].split(",")), 8)
 
 cases = [
     (["--model-dir", d, "--prompt", "hello"], 1,

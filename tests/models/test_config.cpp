@@ -13,6 +13,7 @@
 #include "core/io/safetensors.h"
 #include "core/ops.h"
 #include "models/auto_model.h"
+#include "models/generation.h"
 #include "models/gpt2.h"
 #include "models/llama.h"
 #include "models/load_weights.h"
@@ -359,6 +360,44 @@ BOOST_AUTO_TEST_CASE(generation_config_json_gives_the_eos_and_pad_ids) {
   BOOST_TEST(load() == gen.string() + ": pad_token_id must be an integer or null, got 1.5");
   std::ofstream(gen) << "{";
   BOOST_TEST(load() == gen.string() + ": not valid JSON (at byte 2)");
+}
+
+// generate's sampling defaults: transformers' (temperature 1, top_k 50, top_p 1, 20 new tokens)
+// with generation_config.json's over them; do_sample stays the caller's (greedy by default).
+// A value transformers refuses is one line naming the file and the field.
+BOOST_AUTO_TEST_CASE(generation_config_json_gives_the_sampling_defaults) {
+  TempDir dir;
+  const std::string src = testing::hf_fixture_dir("llama_gqa");
+  fs::copy_file(src + "/config.json", dir.path / "config.json");
+  fs::copy_file(src + "/model.safetensors", dir.path / "model.safetensors");
+  const GenerationOptions plain = generation_defaults(*from_pretrained(dir.path.string()));
+  BOOST_TEST(plain.temperature == 1.0);
+  BOOST_TEST(plain.top_k == 50);
+  BOOST_TEST(plain.top_p == 1.0);
+  BOOST_TEST(plain.max_new_tokens == 20);
+  BOOST_TEST(!plain.do_sample);
+  const fs::path gen = dir.path / "generation_config.json";
+  std::ofstream(gen) << R"({"do_sample": true, "temperature": 0.6, "top_k": 7, "top_p": 0.9,
+                            "max_new_tokens": 9})";
+  const GenerationOptions o = generation_defaults(*from_pretrained(dir.path.string()));
+  BOOST_TEST(o.temperature == 0.6);
+  BOOST_TEST(o.top_k == 7);
+  BOOST_TEST(o.top_p == 0.9);
+  BOOST_TEST(o.max_new_tokens == 9);
+  BOOST_TEST(!o.do_sample);
+  std::ofstream(gen) << R"({"top_k": null, "max_new_tokens": null})";  // transformers' unset
+  BOOST_TEST(generation_defaults(*from_pretrained(dir.path.string())).top_k == 50);
+  const auto load = [&] {
+    return testing::error_message<InputError>([&] { from_pretrained(dir.path.string()); });
+  };
+  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"temperature": 0})", "temperature must be > 0, got 0"},
+           {R"({"top_k": -1})", "top_k must be >= 0, got -1"},
+           {R"({"top_p": 1.5})", "top_p must be in [0, 1], got 1.5"},
+           {R"({"max_new_tokens": -2})", "max_new_tokens must be >= 0, got -2"}}) {
+    std::ofstream(gen) << text;
+    BOOST_TEST(load() == gen.string() + ": " + want);
+  }
 }
 
 // Llama checkpoints saved before inv_freq became non-persistent hold it per layer (and at the
