@@ -120,9 +120,12 @@ void linear_backward_16bit(DType dt, std::int64_t rows, std::int64_t in, std::in
   }
   Scratch& s = scratch();
   thread_local std::vector<float> wf, gwf, gbf, gxf;
+  // The weight as converted: row-major out x in, or column-major when its strides say so (a
+  // transposed or expanded weight), which the product then reads transposed.
+  Layout lw{false, in};
   if (gx) {
     wf.resize(std::size_t(out * in));
-    convert_rows(dt, w, ws0, ws1, 0, out, in, wf.data());  // row-major out x in
+    lw = convert_rows(dt, w, ws0, ws1, 0, out, in, wf.data());
   }
   if (gw) gwf.assign(std::size_t(out * in), 0.f);
   if (gb) gbf.assign(std::size_t(out), 0.f);
@@ -136,8 +139,8 @@ void linear_backward_16bit(DType dt, std::int64_t rows, std::int64_t in, std::in
     const std::int64_t n = std::min(rb, rows - r0);
     to_float(dt, s.a.data(), g + r0 * out, n * out);
     if (gx) {
-      blas_gemm<float>(false, false, n, in, out, s.a.data(), out, wf.data(), in, 0.f, gxf.data(),
-                       in);
+      blas_gemm<float>(false, lw.trans, n, in, out, s.a.data(), out, wf.data(), lw.ld, 0.f,
+                       gxf.data(), in);
       convert_contiguous(gx + r0 * in, dt, gxf.data(), DType::Float32, n * in);
     }
     if (gw) {
