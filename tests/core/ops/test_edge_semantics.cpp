@@ -1,0 +1,58 @@
+// Edge cases the fixtures miss, each found by a differential probe of core/ops.h against PyTorch
+// 2.15 (seeded random cases: broadcasting of every rank pair, size-0 and size-1 dims, strided
+// views, every dtype, NaN and infinities): the expected values are torch 2.15's.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+namespace fsdp::testing {
+namespace {
+
+using V = std::vector<double>;
+const double kNaN = std::nan("");
+
+// Element-wise equality where NaN equals NaN.
+bool same(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  return true;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(ops_edges)
+
+// An empty inner dimension folds no rows away: torch gives zeros of the product's shape.
+BOOST_AUTO_TEST_CASE(products_with_an_empty_inner_or_output_dimension) {
+  for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    BOOST_TEST_CONTEXT(dtype_name(dt)) {
+      Tensor p = matmul(ones({3, 1, 0}, dt), ones({0, 2}, dt));
+      BOOST_TEST(p.shape() == (Shape{3, 1, 2}));
+      BOOST_TEST(p.to_vector() == V(6, 0.0));
+      BOOST_TEST(matmul(ones({2, 1, 0}, dt), ones({0}, dt)).shape() == (Shape{2, 1}));
+      // linear with in_features 0: the bias alone; its gradients have the empty shapes.
+      Tensor x = ones({2, 0}, dt).requires_grad_(), w = ones({3, 0}, dt).requires_grad_();
+      Tensor b = from_vector({1, 2, 3}, {3}, dt).requires_grad_();
+      Tensor y = linear(x, w, b);
+      BOOST_TEST(y.to_vector() == (V{1, 2, 3, 1, 2, 3}));
+      y.backward(ones({2, 3}, dt));
+      BOOST_TEST(x.grad().shape() == (Shape{2, 0}));
+      BOOST_TEST(w.grad().shape() == (Shape{3, 0}));
+      BOOST_TEST(b.grad().to_vector() == (V{2, 2, 2}));
+      // out_features 0: an empty output, and zeros for the input's gradient.
+      Tensor x2 = ones({2, 4}, dt).requires_grad_(), w2 = ones({0, 4}, dt).requires_grad_();
+      Tensor y2 = linear(x2, w2);
+      BOOST_TEST(y2.shape() == (Shape{2, 0}));
+      y2.backward(ones({2, 0}, dt));
+      BOOST_TEST(x2.grad().to_vector() == V(8, 0.0));
+      BOOST_TEST(w2.grad().shape() == (Shape{0, 4}));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace fsdp::testing
