@@ -53,6 +53,22 @@ BOOST_AUTO_TEST_CASE(products_with_an_empty_inner_or_output_dimension) {
   }
 }
 
+// A NaN maximum: max() gives the gradient to the NaN elements, split evenly (torch's
+// evenly_distribute_backward); amax scales by the count of elements equal to the result, none
+// when it is NaN, so that slice's gradient is NaN (0 * (g / 0)), as torch's amax backward.
+BOOST_AUTO_TEST_CASE(gradients_of_a_nan_maximum) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    BOOST_TEST_CONTEXT(dtype_name(dt)) {
+      Tensor a = from_vector({1, kNaN, 3, kNaN}, {4}, dt).requires_grad_();
+      max(a).backward();
+      BOOST_TEST(a.grad().to_vector() == (V{0, 0.5, 0, 0.5}));
+      Tensor b = from_vector({1, kNaN, 2, 3}, {2, 2}, dt).requires_grad_();
+      amax(b, {1}).backward(ones({2}, dt));
+      BOOST_TEST(same(b.grad().to_vector(), V{kNaN, kNaN, 0, 1}));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace fsdp::testing
