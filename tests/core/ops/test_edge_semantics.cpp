@@ -21,6 +21,17 @@ bool same(const std::vector<double>& a, const std::vector<double>& b) {
   return true;
 }
 
+// f throws E and its message contains `part`.
+template <typename E, typename F>
+void expect_error(F&& f, const std::string& part) {
+  try {
+    f();
+    BOOST_FAIL("expected an exception containing: " << part);
+  } catch (const E& e) {
+    BOOST_TEST(std::string(e.what()).find(part) != std::string::npos, e.what());
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(ops_edges)
@@ -67,6 +78,42 @@ BOOST_AUTO_TEST_CASE(gradients_of_a_nan_maximum) {
       BOOST_TEST(same(b.grad().to_vector(), V{kNaN, kNaN, 0, 1}));
     }
   }
+}
+
+// relu's backward passes the gradient where the output is not <= 0, NaN included (torch's
+// threshold_backward(grad, result, 0)).
+BOOST_AUTO_TEST_CASE(relu_passes_the_gradient_of_a_nan) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    BOOST_TEST_CONTEXT(dtype_name(dt)) {
+      Tensor x = from_vector({-1, kNaN, 2, 0}, {4}, dt).requires_grad_();
+      relu(x).backward(ones({4}, dt));
+      BOOST_TEST(x.grad().to_vector() == (V{0, 1, 1, 0}));
+    }
+  }
+}
+
+// tanh and sigmoid of integer and bool tensors compute in the default float dtype, as exp does.
+BOOST_AUTO_TEST_CASE(tanh_and_sigmoid_of_integers_are_float32) {
+  Tensor t = tanh(from_vector({0, 1}, {2}, DType::Int32));
+  BOOST_TEST(t.dtype() == DType::Float32);
+  BOOST_TEST(t.to_vector()[1] == std::tanh(1.0f));
+  Tensor s = sigmoid(from_vector({1, 0}, {2}, DType::Bool));
+  BOOST_TEST(s.dtype() == DType::Float32);
+  BOOST_TEST(s.to_vector() == (V{1 / (1 + std::exp(-1.0f)), 0.5}),
+             boost::test_tools::tolerance(1e-7));
+}
+
+// What torch refuses on bool tensors: a subtraction with a bool operand (not only two), abs and
+// argmax (max along a dim takes bools).
+BOOST_AUTO_TEST_CASE(bool_operands_torch_refuses) {
+  Tensor b = from_vector({1, 0}, {2}, DType::Bool);
+  expect_error<TypeError>([&] { sub(ones({2}), b); }, "sub: subtraction with a bool tensor");
+  expect_error<TypeError>([&] { sub(b, ones({2}, DType::Int64)); },
+                          "(shapes [2] and [2], dtypes bool and int64)");
+  expect_error<TypeError>([&] { ones({2}) - b; }, "to invert a mask use logical_not");
+  expect_error<TypeError>([&] { abs(b); }, "abs: not implemented for bool tensors");
+  expect_error<TypeError>([&] { argmax(b, 0); }, "argmax(): does not support bool input");
+  BOOST_TEST(max(b, 0).second.item() == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
