@@ -147,6 +147,8 @@ std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim) {
 
 Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim) {
   FSDP_DISPATCH("argmax", argmax, a, dim, keepdim);
+  FSDP_CHECK(a.dtype() != DType::Bool, TypeError,
+             "argmax(): does not support bool input (shape {})", shape_str(a.shape()));
   autograd::NoGradGuard ng;
   return max(a, dim, keepdim).second;
 }
