@@ -3,6 +3,7 @@
 // views, every dtype, NaN and infinities): the expected values are torch 2.15's.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <limits>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -114,6 +115,29 @@ BOOST_AUTO_TEST_CASE(bool_operands_torch_refuses) {
   expect_error<TypeError>([&] { abs(b); }, "abs: not implemented for bool tensors");
   expect_error<TypeError>([&] { argmax(b, 0); }, "argmax(): does not support bool input");
   BOOST_TEST(max(b, 0).second.item() == 0);
+}
+
+// masked_fill refuses a value its tensor's dtype cannot hold, as torch ("value cannot be
+// converted to type int without overflow"): no integer holds NaN or an infinity, and a finite
+// value beyond a float dtype's range is refused too; NaN and infinities fill float tensors.
+BOOST_AUTO_TEST_CASE(masked_fill_refuses_a_value_the_dtype_cannot_hold) {
+  Tensor m = from_vector({1, 0}, {2}, DType::Bool);
+  const double inf = std::numeric_limits<double>::infinity();
+  expect_error<RuntimeError>([&] { masked_fill(zeros({2}, DType::Int32), m, -inf); },
+                             "masked_fill: value -inf cannot be converted to int32 without "
+                             "overflow (tensor shape [2])");
+  expect_error<RuntimeError>([&] { masked_fill(zeros({2}, DType::Int64), m, kNaN); }, "int64");
+  expect_error<RuntimeError>([&] { masked_fill(zeros({2}, DType::Int32), m, 2147483648.0); },
+                             "value 2147483648 cannot");
+  expect_error<RuntimeError>([&] { masked_fill(zeros({2}, DType::UInt8), m, 300); }, "uint8");
+  expect_error<RuntimeError>([&] { masked_fill(zeros({2}, DType::Float16), m, 65536); }, "float16");
+  expect_error<RuntimeError>([&] { masked_fill(zeros({2}), m, 1e39); }, "float32");
+  BOOST_TEST(masked_fill(zeros({2}, DType::Int32), m, 2147483647.0).to_vector()[0] == 2147483647);
+  BOOST_TEST(masked_fill(zeros({2}, DType::Int64), m, 2147483648.0).to_vector()[0] == 2147483648);
+  BOOST_TEST(std::isinf(masked_fill(zeros({2}, DType::Float16), m, -inf).to_vector()[0]));
+  BOOST_TEST(std::isnan(masked_fill(zeros({2}, DType::BFloat16), m, kNaN).to_vector()[0]));
+  BOOST_TEST(masked_fill(zeros({2}, DType::Bool), m, kNaN).to_vector() == (V{1, 0}));
+  BOOST_TEST(masked_fill(zeros({2}, DType::Float64), m, 1e300).to_vector()[0] == 1e300);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
