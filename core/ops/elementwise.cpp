@@ -192,10 +192,11 @@ Tensor div(const Tensor& a, double b) {
 Tensor pow(const Tensor& a, double e) {
   FSDP_DISPATCH("pow", pow, a, e);
   DType dt = scalar_result(a.dtype(), e);
-  const UnaryKind kind = e == 2.0   ? UnaryKind::Square
-                         : e == 1.0 ? UnaryKind::Identity
-                         : e == 0.5 ? UnaryKind::Sqrt
-                                    : UnaryKind::Pow;
+  const UnaryKind kind = e == 2.0    ? UnaryKind::Square
+                         : e == 1.0  ? UnaryKind::Identity
+                         : e == 0.5  ? UnaryKind::Sqrt
+                         : e == -0.5 ? UnaryKind::Rsqrt  // torch's too: NaN for -inf, not 0
+                                     : UnaryKind::Pow;
   Tensor out = unary_forward("pow", a, dt, kind, e);
   autograd::record("PowBackward0", {a}, {out}, {a},
                    [e](const variable_list& s, const variable_list& g) -> variable_list {

@@ -140,6 +140,43 @@ BOOST_AUTO_TEST_CASE(masked_fill_refuses_a_value_the_dtype_cannot_hold) {
   BOOST_TEST(masked_fill(zeros({2}, DType::Float64), m, 1e300).to_vector()[0] == 1e300);
 }
 
+// pow with exponent -0.5 is torch's rsqrt (as 0.5 is its sqrt): NaN for -inf, where the C
+// library's pow gives 0; so is the gradient of pow(x, 0.5) there.
+BOOST_AUTO_TEST_CASE(pow_minus_one_half_is_rsqrt) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    BOOST_TEST_CONTEXT(dtype_name(dt)) {
+      Tensor x = from_vector({-inf, 4, 0}, {3}, dt).requires_grad_();
+      Tensor y = pow(x, -0.5);
+      BOOST_TEST(same(y.to_vector(), V{kNaN, 0.5, inf}));
+      y.backward(ones({3}, dt));
+      BOOST_TEST(same(x.grad().to_vector(), V{-0.0, -0.0625, -inf}));
+      Tensor z = from_vector({-inf, 4}, {2}, dt).requires_grad_();
+      pow(z, 0.5).backward(ones({2}, dt));
+      BOOST_TEST(same(z.grad().to_vector(), V{kNaN, 0.25}));
+    }
+  }
+}
+
+// index_select of a 0-d tensor is 0-d and takes exactly one index (torch: "Index to scalar can
+// have only 1 value").
+BOOST_AUTO_TEST_CASE(index_select_of_a_scalar) {
+  Tensor a = scalar_tensor(5.0);
+  for (Shape s : {Shape{}, Shape{1}}) {
+    Tensor r = index_select(a, 0, zeros(s, DType::Int64));
+    BOOST_TEST(r.shape() == Shape{});
+    BOOST_TEST(r.item() == 5.0);
+  }
+  expect_error<IndexError>([&] { index_select(a, 0, zeros({2}, DType::Int64)); },
+                           "index_select(): Index to scalar can have only 1 value, got 2 value(s)");
+  expect_error<IndexError>([&] { index_select(a, 0, zeros({0}, DType::Int64)); }, "got 0 value(s)");
+  BOOST_TEST(index_select(ones({1}), 0, zeros({}, DType::Int64)).shape() == Shape{1});
+  Tensor leaf = scalar_tensor(5.0).requires_grad_();
+  index_select(leaf, 0, zeros({1}, DType::Int64)).backward(scalar_tensor(3.0));
+  BOOST_TEST(leaf.grad().shape() == Shape{});
+  BOOST_TEST(leaf.grad().item() == 3.0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace fsdp::testing
