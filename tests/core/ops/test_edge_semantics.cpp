@@ -177,6 +177,40 @@ BOOST_AUTO_TEST_CASE(index_select_of_a_scalar) {
   BOOST_TEST(leaf.grad().item() == 3.0);
 }
 
+// A size-1 dim's stride is never stepped, so a view may carry any (is_contiguous ignores it): q,
+// k and v of one query or key, viewed from (.., D, 1) tensors transposed, have row stride 1,
+// which BLAS refused as a leading dimension (the output was zeros). Torch's values are the
+// dense tensors'.
+BOOST_AUTO_TEST_CASE(attention_of_single_rows_viewed_with_any_row_stride) {
+  Generator gen(3);
+  for (DType dt : {DType::Float64, DType::Float32, DType::BFloat16}) {
+    BOOST_TEST_CONTEXT(dtype_name(dt)) {
+      for (std::int64_t kv : {1, 4}) {
+        Tensor q0 = randn({1, 4, 8, 1}, dt, &gen), k0 = randn({1, kv, 8, 1}, dt, &gen);
+        Tensor v0 = randn({1, kv, 8, 1}, dt, &gen), gout = randn({1, 4, 1, 8}, dt, &gen);
+        std::vector<Tensor> grads[2], outs;
+        for (int dense = 0; dense < 2; ++dense) {
+          std::vector<Tensor> leaves = {q0.clone().requires_grad_(), k0.clone().requires_grad_(),
+                                        v0.clone().requires_grad_()};
+          std::vector<Tensor> in;
+          for (const Tensor& l : leaves) {
+            Tensor t = l.transpose(2, 3);  // (1, heads, 1, 8) with strides (.., 8, 1, 1)
+            in.push_back(dense ? contiguous(t.reshape({-1})).view(t.shape()) : t);
+          }
+          BOOST_TEST_REQUIRE((dense || in[0].stride(2) == 1));
+          Tensor out = scaled_dot_product_attention(in[0], in[1], in[2], {}, false, {}, kv == 1);
+          out.backward(gout);
+          outs.push_back(out);
+          for (const Tensor& l : leaves) grads[dense].push_back(l.grad());
+        }
+        BOOST_TEST(outs[0].to_vector() == outs[1].to_vector());
+        BOOST_TEST(std::abs(outs[1].to_vector()[0]) > 0);
+        for (int i = 0; i < 3; ++i) BOOST_TEST(grads[0][i].to_vector() == grads[1][i].to_vector());
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace fsdp::testing
