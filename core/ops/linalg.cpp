@@ -170,9 +170,12 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
              shape_str(input.shape()), shape_str(weight.shape()), input.size(-1), in);
   check_same_dtype("linear", input, weight);
   if (bias.defined()) {
-    FSDP_CHECK(bias.dim() == 1 && bias.size(0) == outf, RuntimeError,
-               "linear: bias of shape {} does not match out_features {} (weight shape {})",
-               shape_str(bias.shape()), outf, shape_str(weight.shape()));
+    // One value, 0-d or (1), is added to every feature (torch's addmm broadcasts it).
+    const bool one_value = bias.dim() <= 1 && bias.numel() == 1;
+    FSDP_CHECK((bias.dim() == 1 && bias.size(0) == outf) || one_value, RuntimeError,
+               "linear: bias of shape {} does not match out_features {} (weight shape {}; "
+               "expected ({}), (1) or ())",
+               shape_str(bias.shape()), outf, shape_str(weight.shape()), outf);
     check_same_dtype("linear", input, bias);
   }
   Shape out_shape(input.shape().begin(), input.shape().end() - 1);
@@ -186,7 +189,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   } else {
     autograd::NoGradGuard ng;
     Tensor x = reshape(input.detach(), {rows, in});
-    Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+    Tensor bc = bias.defined() ? bias.detach().expand({outf}).contiguous() : Tensor();
     Tensor o = new_tensor({x.size(0), outf}, dt, dev);
     kernels(dev).linear(o, x, weight.detach(), bc);
     out = reshape(o, out_shape);
@@ -196,15 +199,20 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   autograd::record(
       "LinearBackward0", {input, weight, bias}, {out},
       {rw ? input : Tensor(), ri ? weight : Tensor()},
-      [ri, rw, rb, rows, in, outf, ishape = input.shape()](
-          const variable_list& s, const variable_list& g) -> variable_list {
-        if (auto fused = linear_backward_fused16(s, g[0], ri, rw, rb, rows, in, outf, ishape))
-          return *fused;
-        Tensor g2 = reshape(g[0], {rows, outf});
-        Tensor gi = ri ? reshape(mm(g2, s[1]), ishape) : Tensor();
-        Tensor gw = rw ? mm(transpose(g2, 0, 1), reshape(s[0], {rows, in})) : Tensor();
-        Tensor gb = rb ? sum(g2, {0}) : Tensor();
-        return {gi, gw, gb};
+      [ri, rw, rb, rows, in, outf, ishape = input.shape(),
+       bshape = bias.defined() ? bias.shape() : Shape{}](const variable_list& s,
+                                                         const variable_list& g) -> variable_list {
+        variable_list grads;
+        if (auto fused = linear_backward_fused16(s, g[0], ri, rw, rb, rows, in, outf, ishape)) {
+          grads = *fused;
+        } else {
+          Tensor g2 = reshape(g[0], {rows, outf});
+          grads = {ri ? reshape(mm(g2, s[1]), ishape) : Tensor(),
+                   rw ? mm(transpose(g2, 0, 1), reshape(s[0], {rows, in})) : Tensor(),
+                   rb ? sum(g2, {0}) : Tensor()};
+        }
+        if (rb) grads[2] = sum_to(grads[2], bshape);  // a one-value bias sums the features
+        return grads;
       });
   return out;
 }

@@ -211,6 +211,30 @@ BOOST_AUTO_TEST_CASE(attention_of_single_rows_viewed_with_any_row_stride) {
   }
 }
 
+// linear's bias may also be one value, 0-d or (1), added to every output feature (torch's
+// addmm broadcasts it); its gradient sums over the features too.
+BOOST_AUTO_TEST_CASE(linear_with_a_one_value_bias) {
+  for (DType dt : {DType::Float64, DType::BFloat16}) {
+    for (Shape bs : {Shape{}, Shape{1}}) {
+      BOOST_TEST_CONTEXT(dtype_name(dt) << " bias " << shape_str(bs)) {
+        Tensor x = from_vector({1, 2, 3, 4}, {2, 2}, dt);
+        Tensor w = from_vector({1, 0, 0, 1, 1, 1}, {3, 2}, dt);
+        Tensor b = full(bs, 0.5, dt).requires_grad_();
+        Tensor y = linear(x, w, b);
+        BOOST_TEST(y.to_vector() == (V{1.5, 2.5, 3.5, 3.5, 4.5, 7.5}));
+        y.backward(from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, dt));
+        BOOST_TEST(b.grad().shape() == bs);
+        BOOST_TEST(b.grad().to_vector() == V{21});
+      }
+    }
+  }
+  expect_error<RuntimeError>(
+      [] {
+        linear(ones({2, 4}), ones({3, 4}), ones({4}));
+      },
+      "linear: bias of shape [4] does not match out_features 3");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace fsdp::testing
