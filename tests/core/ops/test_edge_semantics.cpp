@@ -235,6 +235,21 @@ BOOST_AUTO_TEST_CASE(linear_with_a_one_value_bias) {
       "linear: bias of shape [4] does not match out_features 3");
 }
 
+// arange refuses what torch refuses instead of returning an empty or unbounded range: bounds
+// that the step moves away from, infinite or NaN bounds, an infinite step.
+BOOST_AUTO_TEST_CASE(arange_refuses_a_range_its_step_cannot_walk) {
+  const double inf = std::numeric_limits<double>::infinity();
+  expect_error<RuntimeError>([] { arange(0.0, 5.0, -1.0); },
+                             "arange: upper bound and lower bound inconsistent with step sign "
+                             "(start 0, end 5, step -1)");
+  expect_error<RuntimeError>([] { arange(5.0, 0.0, 1.0); }, "inconsistent with step sign");
+  expect_error<RuntimeError>([&] { arange(0.0, inf, 1.0); }, "arange: unsupported range: 0 -> inf");
+  expect_error<RuntimeError>([&] { arange(kNaN, 1.0, 1.0); }, "unsupported range: nan -> 1");
+  expect_error<RuntimeError>([&] { arange(0.0, 5.0, inf); }, "arange: step must be finite");
+  BOOST_TEST(arange(0.0, 0.0, -1.0).numel() == 0);
+  BOOST_TEST(arange(1.0, 0.0, -0.3, DType::Float64).to_vector().size() == 4u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace fsdp::testing
