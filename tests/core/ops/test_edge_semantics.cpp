@@ -250,6 +250,28 @@ BOOST_AUTO_TEST_CASE(arange_refuses_a_range_its_step_cannot_walk) {
   BOOST_TEST(arange(1.0, 0.0, -0.3, DType::Float64).to_vector().size() == 4u);
 }
 
+// An in-place write where several elements share one memory location (an expanded tensor) is
+// refused, as torch's has_internal_overlap: add_ summed into one element three times. fill_
+// writes one value, which torch allows; a size-1 dim's stride 0 shares nothing.
+BOOST_AUTO_TEST_CASE(inplace_writes_into_an_expanded_tensor_are_refused) {
+  autograd::NoGradGuard ng;
+  const std::string shared =
+      "more than one element of the written-to tensor refers to a single "
+      "memory location (shape [3], strides [0])";
+  Tensor base = ones({1});
+  Tensor e = base.expand({3});
+  expect_error<RuntimeError>([&] { add_(e, ones({3})); }, "add_: unsupported operation: " + shared);
+  expect_error<RuntimeError>([&] { mul_(e, 2.0); }, "mul_: unsupported operation");
+  expect_error<RuntimeError>([&] { e.copy_(arange(3.0, 6.0, 1.0, DType::Float32)); },
+                             "copy_: unsupported operation");
+  BOOST_TEST(base.item() == 1.0);
+  e.fill_(2.0);
+  BOOST_TEST(base.item() == 2.0);
+  Tensor one = ones({1}).expand({1, 1});
+  add_(one, ones({1, 1}));
+  BOOST_TEST(one.item() == 2.0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace fsdp::testing
