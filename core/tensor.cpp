@@ -226,6 +226,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   FSDP_CHECK(broadcast_shapes(dst.sizes(), src.shape(), "copy_") == dst.sizes(), RuntimeError,
              "copy_: source of shape {} cannot be broadcast to destination shape {}",
              shape_str(src.shape()), shape_str(dst.sizes()));
+  check_no_internal_overlap(*this, "copy_");
   if (is_meta() || src.is_meta()) return *this;
   check_storage_alive(*this, "copy_");
   check_storage_alive(src, "copy_");
@@ -385,6 +386,17 @@ Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides,
 }  // namespace fsdp
 
 namespace fsdp {
+
+void check_no_internal_overlap(const Tensor& t, const char* op) {
+  bool shared = false;
+  for (std::size_t d = 0; d < t.shape().size(); ++d)
+    shared = shared || (t.shape()[d] > 1 && t.strides()[d] == 0);
+  FSDP_CHECK(!shared, RuntimeError,
+             "{}: unsupported operation: more than one element of the written-to tensor refers to "
+             "a single memory location (shape {}, strides {}); clone() the tensor before "
+             "performing the operation",
+             op, shape_str(t.shape()), shape_str(t.strides()));
+}
 
 void check_storage_alive(const Tensor& t, const char* op) {
   if (!t.defined() || t.numel() == 0 || t.is_meta()) return;

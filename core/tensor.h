@@ -205,6 +205,10 @@ Tensor ones_like(const Tensor& t);
 // Throws RuntimeError naming `op` when `t` is a cpu tensor whose storage no longer holds the
 // bytes its view needs (freed with Storage::resize(0), e.g. a resharded FSDP parameter).
 void check_storage_alive(const Tensor& t, const char* op);
+// Throws RuntimeError naming `op` when `t`, about to be written in place, has several elements
+// at one memory location (a stride-0 dim of size > 1, as an expanded tensor): torch's
+// has_internal_overlap refusal, since each element's result would overwrite the others.
+void check_no_internal_overlap(const Tensor& t, const char* op);
 
 // Copies src into dst (same shape, any strides, converting dtypes, within a device or between
 // the host and a device) without recording autograd and without bumping dst's version counter:

@@ -63,6 +63,14 @@ Tensor arange(std::int64_t end, TensorOptions o) {
 
 Tensor arange(double start, double end, double step, TensorOptions o) {
   FSDP_CHECK(step != 0.0, ValueError, "arange: step must be nonzero");
+  // torch's checks: a range the step cannot walk is refused, not made empty or unbounded.
+  FSDP_CHECK(std::isfinite(step), RuntimeError, "arange: step must be finite but got {}", step);
+  FSDP_CHECK(std::isfinite(start) && std::isfinite(end), RuntimeError,
+             "arange: unsupported range: {} -> {}", start, end);
+  FSDP_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), RuntimeError,
+             "arange: upper bound and lower bound inconsistent with step sign (start {}, end {}, "
+             "step {})",
+             start, end, step);
   auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));
   n = std::max<std::int64_t>(n, 0);
   if (on_device(o))

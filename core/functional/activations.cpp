@@ -68,14 +68,22 @@ Tensor relu(const Tensor& a) {
   return activation(a, "relu", "ReluBackward", true, ActivationKind::Relu);
 }
 
+// Integer and bool inputs of tanh and sigmoid compute in the default float dtype (torch's
+// unary float ops, as exp); gelu, silu and softmax refuse them, as torch does.
+namespace {
+Tensor float_input(const Tensor& a) {
+  return is_floating(a.dtype()) ? a : to_dtype(a, DType::Float32);
+}
+}  // namespace
+
 Tensor tanh(const Tensor& a) {
   FSDP_DISPATCH("tanh", tanh, a);
-  return activation(a, "tanh", "TanhBackward", true, ActivationKind::Tanh);
+  return activation(float_input(a), "tanh", "TanhBackward", true, ActivationKind::Tanh);
 }
 
 Tensor sigmoid(const Tensor& a) {
   FSDP_DISPATCH("sigmoid", sigmoid, a);
-  return activation(a, "sigmoid", "SigmoidBackward", true, ActivationKind::Sigmoid);
+  return activation(float_input(a), "sigmoid", "SigmoidBackward", true, ActivationKind::Sigmoid);
 }
 
 Tensor silu(const Tensor& a) {

@@ -19,12 +19,22 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
+// A (B, H, rows, cols) tensor whose rows are a row apart. One row's stride is never stepped, so
+// a view may carry any (is_contiguous ignores it: a transposed (.., D, 1) view has row stride
+// 1), but the kernels hand it to BLAS as a leading dimension, which must span a row.
+Tensor rows_a_row_apart(const Tensor& t) {
+  if (t.size(2) != 1 || t.stride(2) >= t.size(3)) return t;
+  Shape strides = t.strides();
+  strides[2] = t.size(3);
+  return make_view(t, t.shape(), strides, t.storage_offset());
+}
+
 // `t` as the kernel reads it: its compute dtype, unit stride in the last dim and rows at least
 // a row apart (BLAS's leading dimension); a view when it already is, else a contiguous copy.
 Tensor operand(const Tensor& t, DType cd) {
   const bool strided_ok = t.dtype() == cd && t.stride(3) == 1 && t.stride(2) >= t.size(3) &&
                           t.stride(1) >= 0 && t.stride(0) >= 0;
-  return strided_ok ? t.detach() : functional::contiguous_as(t, cd);
+  return rows_a_row_apart(strided_ok ? t.detach() : functional::contiguous_as(t, cd));
 }
 
 // The mask as the kernel reads it: additive in the compute dtype (a bool mask's false is
@@ -145,7 +155,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                         const autograd::variable_list& g) -> autograd::variable_list {
         if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
         const Device dev = common_device("scaled_dot_product_attention backward", {&g[0], &s[0]});
-        Tensor dout = functional::contiguous_as(g[0], od);
+        Tensor dout = rows_a_row_apart(functional::contiguous_as(g[0], od));
         // The kernel overwrites the gradients; with no output element there is no gradient.
         const bool run = dout.numel() > 0;
         auto grad = [&](const Shape& shape) {

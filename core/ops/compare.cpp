@@ -96,6 +96,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   FSDP_DISPATCH("masked_fill", masked_fill, a, mask, value);
   check_mask("masked_fill", mask);
+  check_scalar_fits(value, a.dtype(), "masked_fill", a.shape());
   const Device dev = common_device("masked_fill", {&a, &mask});
   Shape shape = broadcast_shapes(a.shape(), mask.shape(), "masked_fill");
   Tensor out = new_tensor(shape, a.dtype(), dev);

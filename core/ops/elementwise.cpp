@@ -75,9 +75,11 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
   FSDP_DISPATCH("sub", sub, a, b, alpha);
-  FSDP_CHECK(a.dtype() != DType::Bool || b.dtype() != DType::Bool, TypeError,
-             "sub: subtraction of two bool tensors is not supported; use logical_xor or "
-             "logical_not instead");
+  FSDP_CHECK(a.dtype() != DType::Bool && b.dtype() != DType::Bool, TypeError,
+             "sub: subtraction with a bool tensor is not supported (shapes {} and {}, dtypes {} "
+             "and {}); to invert a mask use logical_not; use logical_xor instead of a difference",
+             shape_str(a.shape()), shape_str(b.shape()), dtype_name(a.dtype()),
+             dtype_name(b.dtype()));
   DType dt = result_type(a, b);
   Tensor out = binary_forward("sub", a, b, dt, BinaryKind::Sub, alpha);
   bool ra = a.requires_grad(), rb = b.requires_grad();
@@ -190,10 +192,11 @@ Tensor div(const Tensor& a, double b) {
 Tensor pow(const Tensor& a, double e) {
   FSDP_DISPATCH("pow", pow, a, e);
   DType dt = scalar_result(a.dtype(), e);
-  const UnaryKind kind = e == 2.0   ? UnaryKind::Square
-                         : e == 1.0 ? UnaryKind::Identity
-                         : e == 0.5 ? UnaryKind::Sqrt
-                                    : UnaryKind::Pow;
+  const UnaryKind kind = e == 2.0    ? UnaryKind::Square
+                         : e == 1.0  ? UnaryKind::Identity
+                         : e == 0.5  ? UnaryKind::Sqrt
+                         : e == -0.5 ? UnaryKind::Rsqrt  // torch's too: NaN for -inf, not 0
+                                     : UnaryKind::Pow;
   Tensor out = unary_forward("pow", a, dt, kind, e);
   autograd::record("PowBackward0", {a}, {out}, {a},
                    [e](const variable_list& s, const variable_list& g) -> variable_list {
@@ -259,6 +262,8 @@ Tensor rsqrt(const Tensor& a) {
 
 Tensor abs(const Tensor& a) {
   FSDP_DISPATCH("abs", abs, a);
+  FSDP_CHECK(a.dtype() != DType::Bool, TypeError,
+             "abs: not implemented for bool tensors (shape {})", shape_str(a.shape()));
   Tensor out = unary_forward("abs", a, a.dtype(), UnaryKind::Abs);
   autograd::record("AbsBackward0", {a}, {out}, {a},
                    [](const variable_list& s, const variable_list& g) -> variable_list {

@@ -27,6 +27,7 @@ void check_inplace(const Tensor& a, const char* op) {
 Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   FSDP_DISPATCH_INPLACE("add_", add_, a, b, alpha);
   check_inplace(a, "add_");
+  check_no_internal_overlap(a, "add_");
   const Device dev = common_device("add_", {&a, &b});
   // The output is no cpu scalar exception: a 0-d cpu `a` cannot take a device's result.
   FSDP_CHECK(dev.is_meta() || a.is_meta() || a.device() == dev, RuntimeError,
@@ -52,6 +53,7 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 Tensor& mul_(Tensor& a, double b) {
   FSDP_DISPATCH_INPLACE("mul_", mul_, a, b);
   check_inplace(a, "mul_");
+  check_no_internal_overlap(a, "mul_");
   FSDP_CHECK(is_floating(a.dtype()) || std::floor(b) == b, RuntimeError,
              "mul_: result type Float can't be cast to the desired output type {} (scalar {})",
              dtype_name(a.dtype()), b);

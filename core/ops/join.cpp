@@ -177,12 +177,11 @@ Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
              shape_str(index.shape()));
   const auto d = static_cast<std::size_t>(wrap_dim(dim, a.dim(), "index_select"));
   const std::int64_t n = index.numel();
+  // A 0-d tensor gives a 0-d result, so it takes exactly one index (torch's rule).
+  FSDP_CHECK(a.dim() > 0 || n == 1, IndexError,
+             "index_select(): Index to scalar can have only 1 value, got {} value(s)", n);
   Shape shape = a.shape();
-  if (shape.empty())
-    shape.push_back(n);
-  else
-    shape[d] = n;
-  if (a.dim() == 0 && index.dim() == 0) shape.clear();
+  if (!shape.empty()) shape[d] = n;
   Tensor out = new_tensor(shape, a.dtype(), dev);
   const Shape ashape = a.dim() == 0 ? Shape{1} : a.shape();
   std::int64_t outer = 1, inner = 1;

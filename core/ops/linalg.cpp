@@ -37,8 +37,9 @@ Tensor batched_product(const Tensor& a, const Tensor& b, Device dev) {
 // (ops_detail::linear_backward_16bit), when nothing needs a graph of the backward itself and the
 // weight is small enough; nothing otherwise (the caller then runs the separate products).
 std::optional<variable_list> linear_backward_fused16(const variable_list& saved, const Tensor& g,
-                                                     bool ri, bool rw, bool rb, std::int64_t in,
-                                                     std::int64_t outf, const Shape& ishape) {
+                                                     bool ri, bool rw, bool rb, std::int64_t rows,
+                                                     std::int64_t in, std::int64_t outf,
+                                                     const Shape& ishape) {
   const DType dt = g.dtype();
   if (!is_16bit(dt) || autograd::is_grad_enabled() || g.is_meta() ||
       in * outf > kernels(g.device()).linear_backward16_max_weight)
@@ -47,10 +48,9 @@ std::optional<variable_list> linear_backward_fused16(const variable_list& saved,
   const Tensor& w = saved[1];
   if ((rw && (!x.defined() || x.dtype() != dt)) || (ri && (!w.defined() || w.dtype() != dt)))
     return std::nullopt;
-  Tensor g2 = reshape(g, {-1, outf}).contiguous();
-  const std::int64_t rows = g2.size(0);
+  Tensor g2 = reshape(g, {rows, outf}).contiguous();
   const Device dev = g.device();
-  Tensor x2 = rw ? reshape(x, {-1, in}).contiguous() : Tensor();
+  Tensor x2 = rw ? reshape(x, {rows, in}).contiguous() : Tensor();
   Tensor gx = ri ? new_tensor({rows, in}, dt, dev) : Tensor();
   Tensor gw = rw ? new_tensor({outf, in}, dt, dev) : Tensor();
   Tensor gb = rb ? new_tensor({outf}, dt, dev) : Tensor();
@@ -132,9 +132,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (da == 1 && db == 2) return squeeze(mm(unsqueeze(a, 0), b), 0);
   if (da == 2 && db == 2) return mm(a, b);
   if (da >= 3 && db <= 2) {
-    // Fold a's batch dims into rows: one gemm.
+    // Fold a's batch dims into rows: one gemm. The row count is explicit: with ka == 0 a -1
+    // could not be inferred.
     Shape out_shape(a.shape().begin(), a.shape().end() - 1);
-    Tensor rows = reshape(a, {-1, ka});
+    Tensor rows = reshape(a, {shape_numel(out_shape), ka});
     if (db == 1) return reshape(mm(rows, unsqueeze(b, 1)), out_shape);
     out_shape.push_back(b.size(1));
     return reshape(mm(rows, b), out_shape);
@@ -169,12 +170,17 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
              shape_str(input.shape()), shape_str(weight.shape()), input.size(-1), in);
   check_same_dtype("linear", input, weight);
   if (bias.defined()) {
-    FSDP_CHECK(bias.dim() == 1 && bias.size(0) == outf, RuntimeError,
-               "linear: bias of shape {} does not match out_features {} (weight shape {})",
-               shape_str(bias.shape()), outf, shape_str(weight.shape()));
+    // One value, 0-d or (1), is added to every feature (torch's addmm broadcasts it).
+    const bool one_value = bias.dim() <= 1 && bias.numel() == 1;
+    FSDP_CHECK((bias.dim() == 1 && bias.size(0) == outf) || one_value, RuntimeError,
+               "linear: bias of shape {} does not match out_features {} (weight shape {}; "
+               "expected ({}), (1) or ())",
+               shape_str(bias.shape()), outf, shape_str(weight.shape()), outf);
     check_same_dtype("linear", input, bias);
   }
   Shape out_shape(input.shape().begin(), input.shape().end() - 1);
+  // The rows as a count, not -1: with in_features 0 or out_features 0 a -1 cannot be inferred.
+  const std::int64_t rows = shape_numel(out_shape);
   out_shape.push_back(outf);
   Tensor out;
   const DType dt = input.dtype();
@@ -182,8 +188,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
     out = new_tensor(out_shape, dt, dev);
   } else {
     autograd::NoGradGuard ng;
-    Tensor x = reshape(input.detach(), {-1, in});
-    Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+    Tensor x = reshape(input.detach(), {rows, in});
+    Tensor bc = bias.defined() ? bias.detach().expand({outf}).contiguous() : Tensor();
     Tensor o = new_tensor({x.size(0), outf}, dt, dev);
     kernels(dev).linear(o, x, weight.detach(), bc);
     out = reshape(o, out_shape);
@@ -193,15 +199,20 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   autograd::record(
       "LinearBackward0", {input, weight, bias}, {out},
       {rw ? input : Tensor(), ri ? weight : Tensor()},
-      [ri, rw, rb, in, outf, ishape = input.shape()](const variable_list& s,
-                                                     const variable_list& g) -> variable_list {
-        if (auto fused = linear_backward_fused16(s, g[0], ri, rw, rb, in, outf, ishape))
-          return *fused;
-        Tensor g2 = reshape(g[0], {-1, outf});
-        Tensor gi = ri ? reshape(mm(g2, s[1]), ishape) : Tensor();
-        Tensor gw = rw ? mm(transpose(g2, 0, 1), reshape(s[0], {-1, in})) : Tensor();
-        Tensor gb = rb ? sum(g2, {0}) : Tensor();
-        return {gi, gw, gb};
+      [ri, rw, rb, rows, in, outf, ishape = input.shape(),
+       bshape = bias.defined() ? bias.shape() : Shape{}](const variable_list& s,
+                                                         const variable_list& g) -> variable_list {
+        variable_list grads;
+        if (auto fused = linear_backward_fused16(s, g[0], ri, rw, rb, rows, in, outf, ishape)) {
+          grads = *fused;
+        } else {
+          Tensor g2 = reshape(g[0], {rows, outf});
+          grads = {ri ? reshape(mm(g2, s[1]), ishape) : Tensor(),
+                   rw ? mm(transpose(g2, 0, 1), reshape(s[0], {rows, in})) : Tensor(),
+                   rb ? sum(g2, {0}) : Tensor()};
+        }
+        if (rb) grads[2] = sum_to(grads[2], bshape);  // a one-value bias sums the features
+        return grads;
       });
   return out;
 }

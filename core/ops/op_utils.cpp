@@ -1,12 +1,48 @@
 #include "core/ops/op_utils.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace fsdp {
 namespace ops_detail {
 
 std::int64_t wrap_insert_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
   return wrap_dim(dim, ndim + 1, op);
+}
+
+void check_scalar_fits(double value, DType dtype, const char* op, const Shape& shape) {
+  double lo = 0, hi = 0;  // the range of finite values; integers also refuse NaN and infinities
+  switch (dtype) {
+    case DType::Bool:
+    case DType::Float64:
+      return;
+    case DType::Float32:
+      hi = std::numeric_limits<float>::max();
+      break;
+    case DType::BFloat16:
+      hi = 0x1.fep127;  // the largest finite bfloat16
+      break;
+    case DType::Float16:
+      hi = 65504.0;
+      break;
+    case DType::Int64:
+      lo = -0x1p63, hi = 0x1p63;  // [-2^63, 2^63): 2^63 itself overflows
+      break;
+    case DType::Int32:
+      lo = std::numeric_limits<std::int32_t>::min(), hi = std::numeric_limits<std::int32_t>::max();
+      break;
+    case DType::UInt8:
+      hi = 255;
+      break;
+  }
+  if (is_floating(dtype)) lo = -hi;
+  const bool fits = is_floating(dtype) ? !std::isfinite(value) || (value >= lo && value <= hi)
+                                       : std::isfinite(value) && value >= lo &&
+                                             (dtype == DType::Int64 ? value < hi : value <= hi);
+  FSDP_CHECK(fits, RuntimeError,
+             "{}: value {} cannot be converted to {} without overflow (tensor shape {})", op, value,
+             dtype_name(dtype), shape_str(shape));
 }
 
 int dtype_category(DType t) {

@@ -56,6 +56,11 @@ inline T store(C v) {
 // for_each_run: core/kernel_utils.h.
 using fsdp::for_each_run;
 
+// Throws RuntimeError naming `op` when `dtype` cannot hold the scalar `value` (torch's "value
+// cannot be converted to type ... without overflow"): NaN, an infinity or an out-of-range value
+// for an integer dtype, a finite value beyond a float dtype's range. Bool holds anything.
+void check_scalar_fits(double value, DType dtype, const char* op, const Shape& shape);
+
 // Sums a gradient down to an input's shape and converts it to the input's dtype.
 Tensor reduce_grad(const Tensor& grad, const Shape& shape, DType dtype);
 

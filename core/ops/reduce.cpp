@@ -53,15 +53,23 @@ Tensor amax_impl(const char* op, const Tensor& a, const std::vector<bool>& mask,
   return out;
 }
 
+// How a NaN maximum's gradient is split, as torch's two backwards do: max() gives it to the NaN
+// elements (evenly_distribute_backward); amax multiplies g / count by the mask of elements equal
+// to the result, none for NaN, so that slice's gradient is NaN (scale_grad_by_count).
+enum class NanMaximum { ToNanElements, NanGradient };
+
 // Gradient of an extremum that splits evenly between tied maxima.
 Tensor evenly_distribute(const Tensor& input, const Tensor& out_keep, const Tensor& g_keep,
-                         const std::vector<bool>& mask) {
+                         const std::vector<bool>& mask, NanMaximum nan) {
   Tensor hit = eq(input, out_keep);
+  if (nan == NanMaximum::ToNanElements)
+    hit = where(ne(out_keep, out_keep), ne(input, input), hit);  // x != x: x is NaN
   std::vector<std::int64_t> dims;
   for (std::size_t i = 0; i < mask.size(); ++i)
     if (mask[i]) dims.push_back(static_cast<std::int64_t>(i));
   Tensor count = dims.empty() ? to_dtype(hit, DType::Int64) : sum(hit, dims, true);
   Tensor share = div(g_keep, count);
+  if (nan == NanMaximum::NanGradient) return mul(share, hit);
   return where(hit, share, zeros({}, TensorOptions(share.dtype(), share.device())));
 }
 
@@ -87,7 +95,7 @@ Tensor amax(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim
         Shape keep = reduced_shape(s[0].shape(), mask, true);
         Tensor ok = keepdim ? s[1] : reshape(s[1], keep);
         Tensor gk = keepdim ? g[0] : reshape(g[0], keep);
-        return {evenly_distribute(s[0], ok, gk, mask)};
+        return {evenly_distribute(s[0], ok, gk, mask, NanMaximum::NanGradient)};
       });
   return out;
 }
@@ -99,12 +107,12 @@ Tensor max(const Tensor& a) {
              "reduction dim with the 'dim' argument.");
   auto mask = reduction_mask({}, a.dim(), "max");
   Tensor out = amax_impl("max", a, mask, false);
-  autograd::record(
-      "MaxBackward1", {a}, {out}, {a, out},
-      [mask](const variable_list& s, const variable_list& g) -> variable_list {
-        Shape keep(s[0].shape().size(), 1);
-        return {evenly_distribute(s[0], reshape(s[1], keep), reshape(g[0], keep), mask)};
-      });
+  autograd::record("MaxBackward1", {a}, {out}, {a, out},
+                   [mask](const variable_list& s, const variable_list& g) -> variable_list {
+                     Shape keep(s[0].shape().size(), 1);
+                     return {evenly_distribute(s[0], reshape(s[1], keep), reshape(g[0], keep), mask,
+                                               NanMaximum::ToNanElements)};
+                   });
   return out;
 }
 
@@ -139,6 +147,8 @@ std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim) {
 
 Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim) {
   FSDP_DISPATCH("argmax", argmax, a, dim, keepdim);
+  FSDP_CHECK(a.dtype() != DType::Bool, TypeError,
+             "argmax(): does not support bool input (shape {})", shape_str(a.shape()));
   autograd::NoGradGuard ng;
   return max(a, dim, keepdim).second;
 }

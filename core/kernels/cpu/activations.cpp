@@ -36,10 +36,10 @@ struct ReluFwd {
     return x > T(0) ? x : (x != x ? x : T(0));
   }
 };
-struct ReluBwd {  // saved: output
+struct ReluBwd {  // saved: output; a NaN output passes g, as torch's threshold_backward
   template <typename T>
   [[gnu::always_inline]] T operator()(T y, T g) const {
-    return y > T(0) ? g : T(0);
+    return y <= T(0) ? T(0) : g;
   }
 };
 struct TanhFwd {

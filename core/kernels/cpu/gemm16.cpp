@@ -113,16 +113,27 @@ void linear_backward_16bit(DType dt, std::int64_t rows, std::int64_t in, std::in
                            std::int64_t ws0, std::int64_t ws1, std::uint16_t* gx, std::uint16_t* gw,
                            std::uint16_t* gb) {
   if (rows == 0 || in == 0 || out == 0) {
-    // Empty products: the gradients that exist are zeros.
+    // Empty products give zeros (16-bit zero is all bits clear); the bias's gradient is still
+    // the column sums of g, which has elements when only `in` is 0.
+    if (gx) std::fill_n(gx, rows * in, std::uint16_t(0));
     if (gw) std::fill_n(gw, in * out, std::uint16_t(0));
-    if (gb) std::fill_n(gb, out, std::uint16_t(0));
+    if (gb) {
+      std::vector<float> sums(std::size_t(out), 0.f);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < out; ++j)
+          sums[std::size_t(j)] += one_to_float(dt, g[r * out + j]);
+      convert_contiguous(gb, dt, sums.data(), DType::Float32, out);
+    }
     return;
   }
   Scratch& s = scratch();
   thread_local std::vector<float> wf, gwf, gbf, gxf;
+  // The weight as converted: row-major out x in, or column-major when its strides say so (a
+  // transposed or expanded weight), which the product then reads transposed.
+  Layout lw{false, in};
   if (gx) {
     wf.resize(std::size_t(out * in));
-    convert_rows(dt, w, ws0, ws1, 0, out, in, wf.data());  // row-major out x in
+    lw = convert_rows(dt, w, ws0, ws1, 0, out, in, wf.data());
   }
   if (gw) gwf.assign(std::size_t(out * in), 0.f);
   if (gb) gbf.assign(std::size_t(out), 0.f);
@@ -136,8 +147,8 @@ void linear_backward_16bit(DType dt, std::int64_t rows, std::int64_t in, std::in
     const std::int64_t n = std::min(rb, rows - r0);
     to_float(dt, s.a.data(), g + r0 * out, n * out);
     if (gx) {
-      blas_gemm<float>(false, false, n, in, out, s.a.data(), out, wf.data(), in, 0.f, gxf.data(),
-                       in);
+      blas_gemm<float>(false, lw.trans, n, in, out, s.a.data(), out, wf.data(), lw.ld, 0.f,
+                       gxf.data(), in);
       convert_contiguous(gx + r0 * in, dt, gxf.data(), DType::Float32, n * in);
     }
     if (gw) {

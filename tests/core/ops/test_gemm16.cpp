@@ -133,6 +133,25 @@ BOOST_AUTO_TEST_CASE(linear_with_bias_and_its_gradients) {
   }
 }
 
+// The input's gradient reads the weight through its strides: a transposed weight (a tied or
+// transposed parameter) and an expanded one (stride 0) give the contiguous weight's gradient.
+BOOST_AUTO_TEST_CASE(linear_input_gradient_of_a_transposed_or_expanded_weight) {
+  Generator g(17);
+  for (DType dt : kDtypes) {
+    Tensor x = random({3, 40}, dt, g), gout = random({3, 24}, dt, g);
+    Tensor col = random({24, 1}, dt, g);
+    for (Tensor w : {transpose(random({40, 24}, dt, g), 0, 1), expand(col, {24, 40})}) {
+      BOOST_TEST_REQUIRE(!w.is_contiguous());
+      Tensor xr = x.clone().requires_grad_();
+      linear(xr, w, Tensor()).backward(gout);
+      Tensor want = x.clone().requires_grad_();
+      linear(want, contiguous(w), Tensor()).backward(gout);
+      BOOST_TEST(xr.grad().to_vector() == want.grad().to_vector());
+      check_mm(xr.grad(), gout, w);
+    }
+  }
+}
+
 // Tensor::copy_ between float32 and a 16-bit dtype converts row by row when the rows are
 // contiguous (every other row of a matrix here) and element by element otherwise: same values.
 BOOST_AUTO_TEST_CASE(strided_casts_convert_like_the_scalar_converters) {
