@@ -128,8 +128,8 @@ __device__ __forceinline__ float activate(ActivationKind kind, float x) {
 // dx = g * f'(saved).
 __device__ __forceinline__ float activate_grad(ActivationKind kind, float saved, float g) {
   switch (kind) {
-    case ActivationKind::Relu:
-      return saved > 0.0f ? g : 0.0f;
+    case ActivationKind::Relu:  // a NaN output passes g, as torch's threshold_backward
+      return saved <= 0.0f ? 0.0f : g;
     case ActivationKind::Tanh:
       return g * (1.0f - saved * saved);
     case ActivationKind::Sigmoid:
