@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fsdp/flat_param.h"
@@ -26,5 +27,10 @@ struct ParamShard {
 // Every parameter managed under `root`, unit by unit (tied parameters once, under the first
 // FQN). Initialises the root's runtime (collective on first use: every rank must call it).
 std::vector<ParamShard> param_shards(FullyShardedDataParallel& root);
+
+// Every parameter of `root`'s tree that no unit manages (those of ignored modules and ignored
+// parameters), whole, under its cleaned FQN, tied ones once: upstream's state dicts and optimizer
+// state dicts hold them as the plain model's, on every rank.
+std::vector<std::pair<std::string, Tensor>> unmanaged_params(FullyShardedDataParallel& root);
 
 }  // namespace fsdp

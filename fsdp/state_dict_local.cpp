@@ -9,6 +9,7 @@
 #include "core/fqn.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/flat_param.h"
+#include "fsdp/param_shards.h"
 #include "fsdp/runtime.h"
 
 namespace fsdp {
@@ -41,6 +42,7 @@ LocalStateDict local_state_dict(FullyShardedDataParallel& root) {
     out.tensors.emplace_back(key, h->local_shard().clone());
     out.metadata[key] = describe(*h);
   }
+  for (const auto& [fqn, t] : unmanaged_params(root)) out.tensors.emplace_back(fqn, t.clone());
   for (const auto& [name, b] : root.named_buffers())
     if (b.defined()) out.tensors.emplace_back(clean_tensor_name(name), b.clone());
   return out;
@@ -72,6 +74,19 @@ void load_local_state_dict(FullyShardedDataParallel& root, const LocalStateDict&
     Tensor dst = h->local_shard();
     copy_unversioned(dst, it->second->reshape({dst.numel()}).to(h->dtype()));
     dst.storage()->bump_version();
+  }
+  for (const auto& [fqn, t] : unmanaged_params(root)) {
+    auto it = by_name.find(fqn);
+    FSDP_CHECK(it != by_name.end(), KeyError,
+               "load_local_state_dict: missing key '{}' (a parameter no FSDP unit manages: an "
+               "ignored module's)",
+               fqn);
+    FSDP_CHECK(it->second->shape() == t.shape(), ValueError,
+               "load_local_state_dict: '{}' has shape {} in the state dict but {} in the model",
+               fqn, shape_str(it->second->shape()), shape_str(t.shape()));
+    used.insert(fqn);
+    Tensor dst = t;
+    dst.copy_(*it->second);
   }
   for (const auto& [name, b] : root.named_buffers()) {
     const std::string fqn = clean_tensor_name(name);

@@ -6,7 +6,9 @@
 #include <boost/test/unit_test.hpp>
 #include <map>
 #include <mutex>
+#include <set>
 
+#include "core/autograd.h"
 #include "core/error.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/state_dict.h"
@@ -241,4 +243,62 @@ BOOST_DATA_TEST_CASE(state_dict_follows_the_type,
                     });
       },
       "load_state_dict: the model's state_dict_type is " + to_string(type));
+}
+
+// An ignored module's parameters belong to the model's state dict of every type, whole on every
+// rank, and load back, as upstream's (FSDP1 in torch 2.15 keeps them in FULL, SHARDED and LOCAL;
+// they were missing here, and loading them was an unexpected key).
+BOOST_DATA_TEST_CASE(ignored_modules_parameters_are_in_every_state_dict,
+                     bdata::make({1, 2, 3}) * bdata::make({false, true}), world, orig) {
+  const Values want = plain_values(7);
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = mlp(7);
+    const nn::ModulePtr ignored = m->child("2");  // Sequential(Linear(10, 10), ReLU)
+    WrapperOptions w;
+    w.process_group = pg;
+    w.use_orig_params = orig;
+    w.ignored_modules = std::vector<nn::ModulePtr>{ignored};
+    m->replace_child("3", FullyShardedDataParallel::make(m->child("3"), w));
+    auto model = FullyShardedDataParallel::make(m, w);
+    Tensor weight = ignored->child("0")->param("weight");
+    auto spoil = [&] {
+      autograd::NoGradGuard no_grad;
+      weight.zero_();
+    };
+    auto check_restored = [&](const char* what) {
+      TS_TEST(weight.to_vector() == want.at("2.0.weight"), what);
+    };
+
+    Values full;
+    for (const auto& [n, t] : full_state_dict(*model, false)) full[n] = t.to_vector();
+    TS_TEST((full == want));
+    const auto full_state = full_state_dict(*model, false);
+    spoil();
+    load_full_state_dict(*model, full_state);
+    check_restored("FULL");
+
+    const ShardedStateDict pieces = sharded_state_dict(*model);
+    std::size_t found = 0;
+    for (const auto& p : pieces) {
+      if (p.fqn != "2.0.weight") continue;
+      ++found;
+      TS_TEST((p.global_shape == Shape{10, 10}));
+      TS_TEST(p.offset == 0);
+      TS_TEST(p.local.to_vector() == want.at("2.0.weight"));
+      TS_TEST(p.replica == (pg->rank() != 0));
+    }
+    TS_TEST(found == 1u);
+    spoil();
+    load_sharded_state_dict(*model, PieceSet(pieces));
+    check_restored("SHARDED");
+
+    const LocalStateDict local = local_state_dict(*model);
+    std::set<std::string> keys;
+    for (const auto& [k, t] : local.tensors) keys.insert(k);
+    TS_TEST(
+        (keys == std::set<std::string>{"_flat_param", "2.0.weight", "2.0.bias", "3._flat_param"}));
+    spoil();
+    load_local_state_dict(*model, local);
+    check_restored("LOCAL");
+  });
 }
