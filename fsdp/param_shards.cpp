@@ -49,4 +49,17 @@ std::vector<std::pair<std::string, Tensor>> unmanaged_params(FullyShardedDataPar
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> tied_aliases(FullyShardedDataParallel& root) {
+  root.runtime().root_state();
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto* unit : root.fsdp_units()) {
+    auto* h = unit->handle();
+    if (h == nullptr) continue;
+    const std::string& prefix = unit->runtime().fqn();
+    for (const auto& s : h->shared_params())
+      out.emplace_back(join_fqn(prefix, s.fqn), join_fqn(prefix, h->params()[s.primary].fqn));
+  }
+  return out;
+}
+
 }  // namespace fsdp

@@ -33,4 +33,9 @@ std::vector<ParamShard> param_shards(FullyShardedDataParallel& root);
 // state dicts hold them as the plain model's, on every rank.
 std::vector<std::pair<std::string, Tensor>> unmanaged_params(FullyShardedDataParallel& root);
 
+// Every later FQN of a tied parameter (a parameter or a module met again under another name)
+// with the FQN it is flattened under: {alias, first}. Upstream's model.state_dict() names a tied
+// parameter under each of them, as nn.Module.state_dict does.
+std::vector<std::pair<std::string, std::string>> tied_aliases(FullyShardedDataParallel& root);
+
 }  // namespace fsdp

@@ -115,6 +115,9 @@ void load_sharded_state_dict(FullyShardedDataParallel& root, const PieceSet& sav
     saved.read(p.fqn, p.info.intra_param_start, values);
     p.handle->load_shard_piece(p.index, values);
   }
+  // A tied parameter saved under another of its names too (state_dict() writes each) loads once.
+  for (const auto& [alias, first] : tied_aliases(root))
+    if (saved.contains(alias)) used.insert(alias);
   autograd::NoGradGuard no_grad;
   for (const auto& [fqn, t] : unmanaged_params(root)) {
     FSDP_CHECK(saved.contains(fqn), KeyError,

@@ -10,6 +10,8 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/nn/nn.h"
+#include "core/random.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/state_dict.h"
 #include "fsdp/state_dict_local.h"
@@ -300,5 +302,61 @@ BOOST_DATA_TEST_CASE(ignored_modules_parameters_are_in_every_state_dict,
     spoil();
     load_local_state_dict(*model, local);
     check_restored("LOCAL");
+  });
+}
+
+// A tied parameter is in the model's FULL and SHARDED state dicts under each of its names, as in
+// upstream's model.state_dict() (and the plain module's state_dict), and either name loads it;
+// the state dicts held it once, under its first FQN. (full_state_dict(), for checkpoints in
+// Hugging Face's layout, keeps it once.)
+BOOST_DATA_TEST_CASE(tied_parameters_under_every_name,
+                     bdata::make({1, 2, 3}) * bdata::make({false, true}), world, orig) {
+  auto make_tied = [] {
+    manual_seed(3);
+    auto a = std::make_shared<nn::Linear>(4, 4);
+    auto b = std::make_shared<nn::Linear>(4, 4);
+    b->set_parameter("weight", a->param("weight"));
+    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{a, b});
+  };
+  Values want;
+  for (const auto& [name, t] : make_tied()->state_dict()) want[name] = t.to_vector();
+  TS_REQUIRE(want.count("1.weight") == 1u);
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    WrapperOptions w;
+    w.process_group = pg;
+    w.use_orig_params = orig;
+    auto model = FullyShardedDataParallel::make(make_tied(), w);
+    auto full_values = [&] {
+      StateDictTypeGuard g(*model, StateDictType::FULL_STATE_DICT);
+      Values v;
+      for (const auto& [name, t] : state_dict(*model).full) v[name] = t.to_vector();
+      return v;
+    };
+    auto spoil = [&] {  // zeros everywhere, through the first names only
+      StateDictTypeGuard g(*model, StateDictType::FULL_STATE_DICT);
+      StateDict zeros;
+      for (const auto& [name, t] : make_tied()->named_parameters())
+        zeros.full.emplace_back(name, zeros_like(t));
+      load_state_dict(*model, zeros);
+    };
+
+    const StateDict full = state_dict(*model);
+    Values got = full_values();  // collectives outside TS_TEST's lock
+    TS_TEST((got == want));
+    spoil();
+    load_state_dict(*model, full);
+    got = full_values();
+    TS_TEST((got == want), "FULL");
+
+    set_state_dict_type(*model, StateDictType::SHARDED_STATE_DICT);
+    const StateDict sharded = state_dict(*model);
+    std::map<std::string, std::pair<std::int64_t, std::vector<double>>> pieces;
+    for (const auto& p : sharded.sharded) pieces[p.fqn] = {p.offset, p.local.to_vector()};
+    TS_REQUIRE(pieces.count("1.weight") == 1u);
+    TS_TEST((pieces.at("1.weight") == pieces.at("0.weight")));
+    spoil();
+    load_state_dict(*model, sharded);
+    got = full_values();
+    TS_TEST((got == want), "SHARDED");
   });
 }
