@@ -1,5 +1,6 @@
 #include "fsdp/clip_grad_norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -7,6 +8,7 @@
 #include "core/error.h"
 #include "core/nn/clip_grad.h"
 #include "core/ops.h"
+#include "fsdp/flat_param.h"
 #include "fsdp/param_shards.h"
 #include "fsdp/runtime.h"
 
@@ -30,7 +32,20 @@ double clip_grad_norm_(FullyShardedDataParallel& root, double max_norm, double n
     any_sharded = any_sharded || h->sharded();
     if (!h->flat_param().grad().defined()) continue;
     grads.push_back(h->flat_param().grad());
-    (h->sharded() ? sharded_grads : replicated_grads).push_back(grads.back());
+    auto& share = h->sharded() ? sharded_grads : replicated_grads;
+    // use_orig_params lets frozen parameters share a unit with trainable ones: their part of the
+    // flat gradient is no gradient of theirs (upstream sums the original parameters' gradients).
+    const auto& params = h->params();
+    if (std::all_of(params.begin(), params.end(),
+                    [](const FlatParamInfo& p) { return p.orig.requires_grad(); })) {
+      share.push_back(grads.back());
+      continue;
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const ShardParamInfo info = h->shard_info(i);
+      if (params[i].orig.requires_grad() && info.in_shard)
+        share.push_back(grads.back().narrow(0, info.offset_in_shard, info.numel_in_shard));
+    }
   }
   for (const auto& [fqn, p] : unmanaged_params(root)) {
     if (!p.grad().defined()) continue;

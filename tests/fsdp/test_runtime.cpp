@@ -401,6 +401,41 @@ BOOST_DATA_TEST_CASE(clip_grad_norm_counts_ignored_modules,
   });
 }
 
+// With use_orig_params a unit may hold frozen parameters beside trainable ones; their part of the
+// flat gradient is not a gradient of theirs (upstream gives them none), so clip_grad_norm_ leaves
+// it out, as torch 2.15's FSDP1 (which sums the original parameters' gradients). It was counted.
+BOOST_DATA_TEST_CASE(clip_grad_norm_leaves_out_frozen_parameters,
+                     bdata::make(kFlatStrategies) *
+                         bdata::make({2.0, std::numeric_limits<double>::infinity()}),
+                     strategy, norm_type) {
+  const bool inf = std::isinf(norm_type);
+  auto x = from_vector(std::vector<double>(24, 0.5), {4, 6});
+  auto freeze = [](nn::Module& m) {
+    Tensor w = m.child("0")->param("weight");
+    w.requires_grad_(false);
+  };
+  auto model = mlp(7);
+  freeze(*model);
+  (*model)(x).tensor().sum().backward();
+  double want = 0;  // the plain gradients over 2 (see clip_grad_norm_equals_the_unsharded_norm)
+  for (const auto& p : model->parameters())
+    if (p.grad().defined())
+      for (double v : p.grad().to_vector())
+        want = inf ? std::max(want, std::abs(v) / 2) : want + v * v / 4;
+  if (!inf) want = std::sqrt(want);
+  RunOptions o;
+  o.strategy = strategy;
+  o.use_orig_params = true;
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = mlp(7);
+    freeze(*m);  // the root unit: 0.weight frozen, 0.bias trainable
+    auto fsdp = wrap_mlp(m, pg, o);
+    (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
+    const double norm = clip_grad_norm_(*fsdp, 1e-3, norm_type);
+    TS_TEST(norm == want, boost::test_tools::tolerance(1e-6));
+  });
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(errors)
