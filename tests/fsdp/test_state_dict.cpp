@@ -297,8 +297,13 @@ BOOST_DATA_TEST_CASE(ignored_modules_parameters_are_in_every_state_dict,
     const LocalStateDict local = local_state_dict(*model);
     std::set<std::string> keys;
     for (const auto& [k, t] : local.tensors) keys.insert(k);
-    TS_TEST(
-        (keys == std::set<std::string>{"_flat_param", "2.0.weight", "2.0.bias", "3._flat_param"}));
+    // NO_SHARD units (world size 1) as upstream's: their parameters by FQN.
+    const std::set<std::string> want_keys =
+        world == 1
+            ? std::set<std::string>{"0.weight", "0.bias",   "2.0.weight",
+                                    "2.0.bias", "3.weight", "3.bias"}
+            : std::set<std::string>{"_flat_param", "2.0.weight", "2.0.bias", "3._flat_param"};
+    TS_TEST((keys == want_keys));
     spoil();
     load_local_state_dict(*model, local);
     check_restored("LOCAL");
@@ -359,4 +364,31 @@ BOOST_DATA_TEST_CASE(tied_parameters_under_every_name,
     got = full_values();
     TS_TEST((got == want), "SHARDED");
   });
+}
+
+// A NO_SHARD unit's LOCAL_STATE_DICT is its full state dict, as upstream's (torch 2.15 swaps in
+// FULL_STATE_DICT for NO_SHARD units, with a warning): its parameters by FQN, whole, which load
+// back by FQN. It was the flat parameter ("_flat_param"), which torch's models cannot read.
+BOOST_DATA_TEST_CASE(local_state_dict_of_no_shard_units_is_by_fqn,
+                     bdata::make({1, 2}) * bdata::make({false, true}), world, orig) {
+  const Values want = plain_values(7);
+  std::vector<LocalStateDict> saved(world);
+  run_wrapped(world, 7, with(ShardingStrategy::NO_SHARD, orig, world),
+              [&](FullyShardedDataParallel& m, int rank) { saved[rank] = local_state_dict(m); });
+  Values got_saved;
+  for (const auto& [name, t] : saved[0].tensors) got_saved[name] = t.to_vector();
+  TS_TEST((got_saved == want));
+  Values got = run_wrapped(
+      world, 99, with(ShardingStrategy::NO_SHARD, orig, world),
+      [&](FullyShardedDataParallel& m, int rank) { load_local_state_dict(m, saved[rank]); });
+  TS_TEST((got == want));
+  LocalStateDict missing = saved[0];
+  missing.tensors.erase(missing.tensors.begin());
+  check_message(
+      [&] {
+        run_wrapped(1, 99, with(ShardingStrategy::NO_SHARD, orig, 1),
+                    [&](FullyShardedDataParallel& m, int) { load_local_state_dict(m, missing); });
+      },
+      "load_local_state_dict: missing key '0.weight' (a parameter of NO_SHARD FSDP unit '', "
+      "saved by FQN as upstream's)");
 }
