@@ -1,6 +1,7 @@
 // clip_grad_norm_ over a sharded model: the total norm of the unsharded model's gradients (each
 // element counted once: sharded gradients are summed over the shard group, replicated NO_SHARD
-// gradients are not), and every gradient scaled by max_norm / (total + 1e-6) when that is < 1.
+// gradients are not; an ignored module's gradients count as this rank's own, as upstream's), and
+// every gradient scaled by max_norm / (total + 1e-6) when that is < 1.
 #pragma once
 
 #include "fsdp/fully_sharded_data_parallel.h"

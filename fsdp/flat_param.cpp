@@ -88,7 +88,9 @@ FlatParamHandle::FlatParamHandle(std::vector<FlatParamInfo> params,
   std::vector<std::int64_t> numels;
   numels.reserve(params_.size());
   for (const auto& p : params_) numels.push_back(p.orig.numel());
-  layout_ = flat_param_layout(numels, dtype_size(dtype_), config_.use_orig_params,
+  // Aligned for the dtype forward and backward use (upstream's
+  // _get_aligned_numel(_fwd_bwd_param_dtype)): param_dtype under mixed precision.
+  layout_ = flat_param_layout(numels, dtype_size(compute_dtype_), config_.use_orig_params,
                               config_.group_size, is_sharded(config_.strategy));
 
   // The unsharded flat buffer: parameters, alignment padding (42, as upstream), zero right padding.

@@ -12,6 +12,7 @@
 #include "core/fqn.h"
 #include "core/ops.h"
 #include "fsdp/attribute_forwarding.h"
+#include "fsdp/param_shards.h"
 #include "fsdp/runtime.h"
 
 namespace fsdp {
@@ -116,6 +117,7 @@ void visit_full_state_dict(FullyShardedDataParallel& root, bool rank0_only,
   const bool keep = !rank0_only || root.rank() == 0;
   std::vector<std::vector<std::size_t>> position;
   const std::vector<FullParam> params = full_params(root, position);
+  const NamedTensors unmanaged = unmanaged_params(root);  // whole on every rank
   NamedTensors buffers;  // persistent ones: torch's state_dict leaves the others out
   for (const auto& [name, b] : root.named_persistent_buffers())
     if (b.defined())
@@ -127,12 +129,15 @@ void visit_full_state_dict(FullyShardedDataParallel& root, bool rank0_only,
       const auto* h = p.unit->handle();
       entries.push_back({p.fqn, h->dtype(), h->params()[p.param].shape});
     }
+    for (const auto& [name, t] : unmanaged) entries.push_back({name, t.dtype(), t.shape()});
     for (const auto& [name, b] : buffers) entries.push_back({name, b.dtype(), b.shape()});
     begin(entries);
   }
   for_each_full_param(root, position, keep, each, drain);
   if (!keep) return;
-  for (std::size_t k = 0; k < buffers.size(); ++k) each(params.size() + k, buffers[k].second);
+  for (std::size_t k = 0; k < unmanaged.size(); ++k) each(params.size() + k, unmanaged[k].second);
+  for (std::size_t k = 0; k < buffers.size(); ++k)
+    each(params.size() + unmanaged.size() + k, buffers[k].second);
 }
 
 NamedTensors full_state_dict(FullyShardedDataParallel& root, bool rank0_only) {
@@ -176,12 +181,25 @@ void load_full_state_dict(FullyShardedDataParallel& root, const NamedTensors& st
       h->load_full_param(i, *it->second);
     }
   }
+  autograd::NoGradGuard no_grad;
+  for (const auto& [fqn, p] : unmanaged_params(root)) {
+    auto it = by_name.find(fqn);
+    FSDP_CHECK(it != by_name.end(), KeyError,
+               "load_full_state_dict: missing key '{}' (a parameter no FSDP unit manages: an "
+               "ignored module's)",
+               fqn);
+    FSDP_CHECK(it->second->shape() == p.shape(), ValueError,
+               "load_full_state_dict: '{}' has shape {} in the state dict but {} in the model", fqn,
+               shape_str(it->second->shape()), shape_str(p.shape()));
+    used.insert(fqn);
+    Tensor dst = p;
+    dst.copy_(*it->second);
+  }
   for (const auto& [name, b] : root.named_buffers()) {
     const std::string fqn = clean_tensor_name(name);
     auto it = by_name.find(fqn);
     if (it == by_name.end() || !b.defined()) continue;
     used.insert(fqn);
-    autograd::NoGradGuard no_grad;
     Tensor dst = b;
     dst.copy_(*it->second);
   }

@@ -1,7 +1,8 @@
 // FULL_STATE_DICT, minimal: the unsharded parameters and buffers under the unwrapped model's
 // FQNs, gathered unit by unit (one unit's unsharded parameters alive at a time), and the
 // inverse, which copies each rank's part of full values into its shards (no communication).
-// Tied parameters appear once, under their first FQN.
+// Tied parameters appear once, under their first FQN. Parameters no unit manages (an ignored
+// module's) are in it whole, as upstream's.
 #pragma once
 
 #include <functional>
@@ -28,10 +29,10 @@ struct FullEntry {
 };
 
 // full_state_dict without the copy: on the ranks that keep it (rank 0 with rank0_only), `begin`
-// receives every entry in state-dict order (parameters, then buffers), then `each(k, value)`
-// entry k's value as its unit is gathered (a view, valid during the call only: one unit is
-// unsharded at a time). Every rank of the root's groups must call it; `each` should not throw
-// (the other ranks would wait in the next unit's all-gather): record a failure and raise it
+// receives every entry in state-dict order (parameters, unmanaged parameters, then buffers), then
+// `each(k, value)` entry k's value as its unit is gathered (a view, valid during the call only: one
+// unit is unsharded at a time). Every rank of the root's groups must call it; `each` should not
+// throw (the other ranks would wait in the next unit's all-gather): record a failure and raise it
 // after the call. With `drain`, a unit's views stay valid until drain() returns: the unit is
 // resharded only after the next unit's all-gather, so `each` may hand its views to another
 // thread (two units unsharded at a time, as limit_all_gathers allows).

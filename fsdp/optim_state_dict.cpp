@@ -32,6 +32,38 @@ std::unordered_map<const TensorImpl*, OptimParam> optim_params(
   return out;
 }
 
+// Parameters no unit manages (an ignored module's), as pieces that are the whole parameter on
+// every rank (replicas beyond rank 0, as buffers): their optimizer state is saved and loaded
+// whole, as upstream's.
+std::vector<ParamShard> unmanaged_shards(FullyShardedDataParallel& root) {
+  std::vector<ParamShard> out;
+  for (const auto& [fqn, t] : unmanaged_params(root)) {
+    ParamShard p;
+    p.fqn = fqn;
+    p.shape = t.shape();
+    p.info = {.in_shard = true,
+              .offset_in_shard = 0,
+              .numel_in_shard = t.numel(),
+              .intra_param_start = 0,
+              .intra_param_end = t.numel() - 1};
+    p.replica = root.rank() != 0;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// Every parameter the optimizer may hold: the units' (as their flat parameters, and with
+// use_orig_params as the originals) and the unmanaged ones (as themselves).
+std::unordered_map<const TensorImpl*, OptimParam> optim_params(
+    FullyShardedDataParallel& root, const std::vector<ParamShard>& shards,
+    const std::vector<ParamShard>& unmanaged) {
+  auto out = optim_params(shards);
+  const auto tensors = unmanaged_params(root);
+  for (std::size_t k = 0; k < unmanaged.size(); ++k)
+    out[tensors[k].second.impl()].params = {&unmanaged[k]};
+  return out;
+}
+
 // The part of state tensor `t` (of an optimizer parameter) that belongs to parameter `p`.
 Tensor state_piece(const Tensor& t, const OptimParam& op, const ParamShard& p) {
   if (op.flat) return t.narrow(0, p.info.offset_in_shard, p.info.numel_in_shard);
@@ -58,7 +90,8 @@ ShardedOptimStateDict sharded_optim_state_dict(FullyShardedDataParallel& root,
                                                const optim::Optimizer& optimizer) {
   autograd::NoGradGuard no_grad;
   const auto shards = param_shards(root);
-  const auto map = optim_params(shards);
+  const auto unmanaged = unmanaged_shards(root);
+  const auto map = optim_params(root, shards, unmanaged);
   const optim::OptimizerStateDict sd = optimizer.state_dict();
   ShardedOptimStateDict out;
   out.param_groups = sd.param_groups;
@@ -95,7 +128,8 @@ ShardedOptimStateDict sharded_optim_state_dict(FullyShardedDataParallel& root,
 void load_sharded_optim_state_dict(FullyShardedDataParallel& root, optim::Optimizer& optimizer,
                                    const PieceSet& pieces, const ShardedOptimStateDict& meta) {
   const auto shards = param_shards(root);
-  const auto map = optim_params(shards);
+  const auto unmanaged = unmanaged_shards(root);
+  const auto map = optim_params(root, shards, unmanaged);
   FSDP_CHECK(meta.param_groups.size() == optimizer.num_param_groups(), ValueError,
              "load_sharded_optim_state_dict: the state has {} parameter groups, the optimizer {}",
              meta.param_groups.size(), optimizer.num_param_groups());
@@ -118,7 +152,8 @@ void load_sharded_optim_state_dict(FullyShardedDataParallel& root, optim::Optimi
         FSDP_CHECK(found == op.params.size(), ValueError,
                    "load_sharded_optim_state_dict: '{}' is saved for some parameters of FSDP "
                    "unit '{}' but not for '{}'",
-                   name, op.params.front()->unit->runtime().fqn(), [&] {
+                   name, op.params.front()->unit ? op.params.front()->unit->runtime().fqn() : "",
+                   [&] {
                      for (const ParamShard* p : op.params)
                        if (!pieces.contains(optim_state_key(p->fqn, name))) return p->fqn;
                      return std::string();
@@ -164,17 +199,37 @@ std::map<std::string, std::map<std::string, Tensor>> full_optim_state_dict(
     while (end < shards.size() && shards[end].handle == shards[begin].handle) ++end;
     FlatParamHandle& h = *shards[begin].handle;
     const FlatParamLayout& layout = h.layout();
+    // Which of the unit's parameters have state on some rank of the shard group (a parameter
+    // without a gradient, such as a frozen one, has none, and gets no entry: upstream's).
+    const auto has_state = [&](const std::string& name) {
+      std::vector<float> flags(end - begin, 0.0f);
+      for (std::size_t k = begin; k < end; ++k)
+        flags[k - begin] = local.contains(optim_state_key(shards[k].fqn, name)) ? 1.0f : 0.0f;
+      if (h.sharded())
+        shards[begin].unit->process_group()->all_reduce(flags.data(), flags.size(), DType::Float32,
+                                                        comm::ReduceOp::Max);
+      return flags;
+    };
     for (const auto& name : sharded.state_names) {
+      const std::vector<float> present = has_state(name);
       if (name == "step") {
+        // A rank whose pieces are empty may hold no step: the group's largest is the step.
+        std::vector<float> steps(end - begin, 0.0f);
         for (std::size_t k = begin; k < end; ++k) {
           const std::string key = optim_state_key(shards[k].fqn, name);
-          if (!keep || !local.contains(key)) continue;
-          Tensor step = empty(
-              {1},
-              TensorOptions(DType::Float32, kCPU));  // host by design: torch keeps step on the CPU
+          if (!local.contains(key)) continue;
+          Tensor step = empty({1}, TensorOptions(DType::Float32, kCPU));
           local.read(key, 0, step);
-          out[shards[k].fqn][name] = step.reshape({});
+          steps[k - begin] = static_cast<float>(step.item());
         }
+        if (h.sharded())
+          shards[begin].unit->process_group()->all_reduce(steps.data(), steps.size(),
+                                                          DType::Float32, comm::ReduceOp::Max);
+        if (!keep) continue;
+        for (std::size_t k = begin; k < end; ++k)
+          if (present[k - begin] > 0)  // host by design: torch keeps step on the CPU
+            out[shards[k].fqn][name] =
+                full({}, steps[k - begin], TensorOptions(DType::Float32, kCPU));
         continue;
       }
       Tensor shard = zeros({layout.shard_numel}, TensorOptions(h.dtype()));
@@ -185,21 +240,35 @@ std::map<std::string, std::map<std::string, Tensor>> full_optim_state_dict(
           local.read(key, p.info.intra_param_start,
                      shard.narrow(0, p.info.offset_in_shard, p.info.numel_in_shard));
       }
-      Tensor full = shard;
+      Tensor gathered = shard;
       if (h.sharded()) {
-        full = empty({layout.padded_numel}, TensorOptions(h.dtype(), shard.device()));
+        gathered = empty({layout.padded_numel}, TensorOptions(h.dtype(), shard.device()));
         shards[begin].unit->process_group()->all_gather(
-            shard.data_ptr(), full.data_ptr(), layout.shard_numel, h.dtype(), shard.device());
+            shard.data_ptr(), gathered.data_ptr(), layout.shard_numel, h.dtype(), shard.device());
       }
       if (!keep) continue;
       for (std::size_t k = begin; k < end; ++k) {
         const ParamShard& p = shards[k];
-        out[p.fqn][name] = full.narrow(0, layout.offsets[p.index], layout.numels[p.index])
+        if (present[k - begin] == 0) continue;
+        out[p.fqn][name] = gathered.narrow(0, layout.offsets[p.index], layout.numels[p.index])
                                .reshape(p.shape)
                                .clone();
       }
     }
     begin = end;
+  }
+  // Parameters no unit manages: each rank's own state, whole.
+  if (!keep) return out;
+  for (const auto& [fqn, t] : unmanaged_params(root)) {
+    for (const auto& name : sharded.state_names) {
+      const std::string key = optim_state_key(fqn, name);
+      if (!local.contains(key)) continue;
+      const bool step = name == "step";
+      Tensor value = step ? empty({1}, TensorOptions(DType::Float32, kCPU))
+                          : empty({t.numel()}, TensorOptions(t.dtype(), t.device()));
+      local.read(key, 0, value);
+      out[fqn][name] = step ? value.reshape({}) : value.reshape(t.shape());
+    }
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "fsdp/param_shards.h"
 
+#include <unordered_set>
+
 #include "core/fqn.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/runtime.h"
@@ -27,6 +29,35 @@ std::vector<ParamShard> param_shards(FullyShardedDataParallel& root) {
       p.replica = replica;
       out.push_back(std::move(p));
     }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> unmanaged_params(FullyShardedDataParallel& root) {
+  // Managed: the flat parameters and the originals they flattened (use_orig_params keeps the
+  // originals in the module slots; otherwise the slots hold plain tensors, not parameters).
+  std::unordered_set<const TensorImpl*> managed;
+  for (auto* unit : root.fsdp_units()) {
+    auto* h = unit->handle();
+    if (h == nullptr) continue;
+    managed.insert(h->flat_param().impl());
+    for (const auto& p : h->params()) managed.insert(p.orig.impl());
+  }
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, p] : root.named_parameters())
+    if (p.defined() && !managed.count(p.impl())) out.emplace_back(clean_tensor_name(name), p);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> tied_aliases(FullyShardedDataParallel& root) {
+  root.runtime().root_state();
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto* unit : root.fsdp_units()) {
+    auto* h = unit->handle();
+    if (h == nullptr) continue;
+    const std::string& prefix = unit->runtime().fqn();
+    for (const auto& s : h->shared_params())
+      out.emplace_back(join_fqn(prefix, s.fqn), join_fqn(prefix, h->params()[s.primary].fqn));
   }
   return out;
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fsdp/flat_param.h"
@@ -26,5 +27,15 @@ struct ParamShard {
 // Every parameter managed under `root`, unit by unit (tied parameters once, under the first
 // FQN). Initialises the root's runtime (collective on first use: every rank must call it).
 std::vector<ParamShard> param_shards(FullyShardedDataParallel& root);
+
+// Every parameter of `root`'s tree that no unit manages (those of ignored modules and ignored
+// parameters), whole, under its cleaned FQN, tied ones once: upstream's state dicts and optimizer
+// state dicts hold them as the plain model's, on every rank.
+std::vector<std::pair<std::string, Tensor>> unmanaged_params(FullyShardedDataParallel& root);
+
+// Every later FQN of a tied parameter (a parameter or a module met again under another name)
+// with the FQN it is flattened under: {alias, first}. Upstream's model.state_dict() names a tied
+// parameter under each of them, as nn.Module.state_dict does.
+std::vector<std::pair<std::string, std::string>> tied_aliases(FullyShardedDataParallel& root);
 
 }  // namespace fsdp

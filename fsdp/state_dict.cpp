@@ -1,6 +1,10 @@
 #include "fsdp/state_dict.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "core/error.h"
+#include "fsdp/param_shards.h"
 
 namespace fsdp {
 
@@ -10,9 +14,25 @@ StateDict state_dict(FullyShardedDataParallel& root, const FullStateDictConfig& 
   switch (out.type) {
     case StateDictType::FULL_STATE_DICT:
       out.full = full_state_dict(root, full.rank0_only);
+      // A tied parameter under each of its names, each after its first (upstream's keys).
+      for (const auto& [alias, first] : tied_aliases(root)) {
+        auto it = std::find_if(out.full.begin(), out.full.end(),
+                               [&](const auto& entry) { return entry.first == first; });
+        if (it != out.full.end()) out.full.insert(std::next(it), {alias, it->second.clone()});
+      }
       break;
     case StateDictType::SHARDED_STATE_DICT:
       out.sharded = sharded_state_dict(root);
+      for (const auto& [alias, first] : tied_aliases(root)) {
+        const std::size_t n = out.sharded.size();
+        for (std::size_t k = 0; k < n; ++k) {
+          if (out.sharded[k].fqn != first) continue;
+          TensorPiece piece = out.sharded[k];
+          piece.fqn = alias;
+          piece.local = piece.local.clone();
+          out.sharded.push_back(std::move(piece));
+        }
+      }
       break;
     case StateDictType::LOCAL_STATE_DICT:
       out.local = local_state_dict(root);

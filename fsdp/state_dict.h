@@ -22,7 +22,8 @@ struct StateDict {
   LocalStateDict local;      // LOCAL_STATE_DICT
 };
 
-// Every rank must call it (FULL gathers).
+// Every rank must call it (FULL gathers). FULL and SHARDED name a tied parameter under each of
+// its FQNs, as upstream's (full_state_dict() and the checkpoints keep it once).
 StateDict state_dict(FullyShardedDataParallel& root, const FullStateDictConfig& full = {});
 
 // Loads by the root's state_dict_type; ValueError when `state` is of another type. A SHARDED

@@ -9,6 +9,7 @@
 #include "core/fqn.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/flat_param.h"
+#include "fsdp/param_shards.h"
 #include "fsdp/runtime.h"
 
 namespace fsdp {
@@ -28,6 +29,18 @@ std::string describe(const FlatParamHandle& h) {
                      h.layout().group_size, h.local_shard().numel(), params);
 }
 
+// A NO_SHARD unit's keys: each parameter's FQN from the root (a tied one under each of its
+// names, as upstream's full state dict) with its index in the handle.
+std::vector<std::pair<std::string, std::size_t>> unsharded_keys(FullyShardedDataParallel& unit) {
+  const FlatParamHandle& h = *unit.handle();
+  const std::string& prefix = unit.runtime().fqn();
+  std::vector<std::pair<std::string, std::size_t>> keys;
+  for (std::size_t i = 0; i < h.params().size(); ++i)
+    keys.emplace_back(join_fqn(prefix, h.params()[i].fqn), i);
+  for (const auto& s : h.shared_params()) keys.emplace_back(join_fqn(prefix, s.fqn), s.primary);
+  return keys;
+}
+
 }  // namespace
 
 LocalStateDict local_state_dict(FullyShardedDataParallel& root) {
@@ -37,10 +50,16 @@ LocalStateDict local_state_dict(FullyShardedDataParallel& root) {
   for (auto* unit : root.fsdp_units()) {
     auto* h = unit->handle();
     if (h == nullptr) continue;
+    if (!h->sharded()) {  // upstream gives a NO_SHARD unit's full state dict (its parameters)
+      for (const auto& [fqn, i] : unsharded_keys(*unit))
+        out.tensors.emplace_back(fqn, h->shard_piece(i).reshape(h->params()[i].shape).clone());
+      continue;
+    }
     const std::string key = flat_key(*unit);
     out.tensors.emplace_back(key, h->local_shard().clone());
     out.metadata[key] = describe(*h);
   }
+  for (const auto& [fqn, t] : unmanaged_params(root)) out.tensors.emplace_back(fqn, t.clone());
   for (const auto& [name, b] : root.named_buffers())
     if (b.defined()) out.tensors.emplace_back(clean_tensor_name(name), b.clone());
   return out;
@@ -55,6 +74,25 @@ void load_local_state_dict(FullyShardedDataParallel& root, const LocalStateDict&
   for (auto* unit : root.fsdp_units()) {
     auto* h = unit->handle();
     if (h == nullptr) continue;
+    if (!h->sharded()) {  // its parameters by FQN (local_state_dict); each must be there
+      std::vector<bool> loaded(h->params().size(), false);
+      for (const auto& [fqn, i] : unsharded_keys(*unit)) {
+        auto it = by_name.find(fqn);
+        if (it == by_name.end()) continue;
+        FSDP_CHECK(it->second->shape() == h->params()[i].shape, ValueError,
+                   "load_local_state_dict: '{}' has shape {} in the state dict but {} in the model",
+                   fqn, shape_str(it->second->shape()), shape_str(h->params()[i].shape));
+        used.insert(fqn);
+        if (!loaded[i]) h->load_full_param(i, *it->second);
+        loaded[i] = true;
+      }
+      for (std::size_t i = 0; i < loaded.size(); ++i)
+        FSDP_CHECK(loaded[i], KeyError,
+                   "load_local_state_dict: missing key '{}' (a parameter of NO_SHARD FSDP unit "
+                   "'{}', saved by FQN as upstream's)",
+                   join_fqn(unit->runtime().fqn(), h->params()[i].fqn), unit->runtime().fqn());
+      continue;
+    }
     const std::string key = flat_key(*unit), ours = describe(*h);
     auto it = by_name.find(key);
     auto meta = state.metadata.find(key);
@@ -72,6 +110,19 @@ void load_local_state_dict(FullyShardedDataParallel& root, const LocalStateDict&
     Tensor dst = h->local_shard();
     copy_unversioned(dst, it->second->reshape({dst.numel()}).to(h->dtype()));
     dst.storage()->bump_version();
+  }
+  for (const auto& [fqn, t] : unmanaged_params(root)) {
+    auto it = by_name.find(fqn);
+    FSDP_CHECK(it != by_name.end(), KeyError,
+               "load_local_state_dict: missing key '{}' (a parameter no FSDP unit manages: an "
+               "ignored module's)",
+               fqn);
+    FSDP_CHECK(it->second->shape() == t.shape(), ValueError,
+               "load_local_state_dict: '{}' has shape {} in the state dict but {} in the model",
+               fqn, shape_str(it->second->shape()), shape_str(t.shape()));
+    used.insert(fqn);
+    Tensor dst = t;
+    dst.copy_(*it->second);
   }
   for (const auto& [name, b] : root.named_buffers()) {
     const std::string fqn = clean_tensor_name(name);

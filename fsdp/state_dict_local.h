@@ -1,6 +1,8 @@
 // LOCAL_STATE_DICT: each unit's flat shard as this rank holds it (padding included), under
 // "<unit FQN>._flat_param", with a description of the wrapping that produced it. Loading checks
-// the description: a local state dict only fits the same wrapping, strategy and world size.
+// the description: a local state dict only fits the same wrapping, strategy and world size. A
+// NO_SHARD unit (world size 1 included) gives its parameters by FQN instead, whole, as upstream
+// (which returns a full state dict for NO_SHARD units).
 #pragma once
 
 #include <map>

@@ -23,6 +23,9 @@ ShardedStateDict sharded_state_dict(FullyShardedDataParallel& root, bool copy) {
     out.push_back(
         {p.fqn, p.shape, p.info.intra_param_start, copy ? piece.clone() : piece, p.replica});
   }
+  // Parameters no unit manages are whole on every rank, as buffers.
+  for (const auto& [fqn, t] : unmanaged_params(root))
+    out.push_back({fqn, t.shape(), 0, t.contiguous().reshape({-1}).clone(), root.rank() != 0});
   for (const auto& [name, b] : root.named_buffers())
     if (b.defined())
       out.push_back(
@@ -112,7 +115,24 @@ void load_sharded_state_dict(FullyShardedDataParallel& root, const PieceSet& sav
     saved.read(p.fqn, p.info.intra_param_start, values);
     p.handle->load_shard_piece(p.index, values);
   }
+  // A tied parameter saved under another of its names too (state_dict() writes each) loads once.
+  for (const auto& [alias, first] : tied_aliases(root))
+    if (saved.contains(alias)) used.insert(alias);
   autograd::NoGradGuard no_grad;
+  for (const auto& [fqn, t] : unmanaged_params(root)) {
+    FSDP_CHECK(saved.contains(fqn), KeyError,
+               "load_sharded_state_dict: missing key '{}' (a parameter no FSDP unit manages: an "
+               "ignored module's)",
+               fqn);
+    FSDP_CHECK(saved.global_shape(fqn) == t.shape(), ValueError,
+               "load_sharded_state_dict: '{}' has shape {} in the state dict but {} in the model",
+               fqn, shape_str(saved.global_shape(fqn)), shape_str(t.shape()));
+    used.insert(fqn);
+    Tensor flat = empty({t.numel()}, TensorOptions(t.dtype()));
+    saved.read(fqn, 0, flat);
+    Tensor dst = t;
+    dst.copy_(flat.reshape(t.shape()));
+  }
   for (const auto& [name, b] : root.named_buffers()) {
     const std::string fqn = clean_tensor_name(name);
     if (!b.defined() || !saved.contains(fqn)) continue;

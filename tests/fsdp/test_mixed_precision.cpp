@@ -355,3 +355,35 @@ BOOST_AUTO_TEST_CASE(batch_norm_units_compute_in_float32) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// With use_orig_params, each original parameter starts at a 16-byte boundary of the unsharded
+// parameters as forward and backward use them: in param_dtype (upstream aligns to
+// _get_aligned_numel(_fwd_bwd_param_dtype), 8 elements for bfloat16); the layout used float32's 4,
+// so its flat parameters' numels and per-rank shards differed from torch 2.15's.
+BOOST_DATA_TEST_CASE(use_orig_params_aligns_to_the_param_dtype,
+                     bdata::make({"none", "bfloat16", "float16"}) ^ bdata::make({4, 8, 8}) ^
+                         bdata::make({6, 10, 10}),
+                     param_dtype, bias_offset, numel) {
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    WrapperOptions w;
+    w.process_group = pg;
+    w.use_orig_params = true;
+    MixedPrecision mp;
+    if (std::string(param_dtype) == "bfloat16") mp.param_dtype = DType::BFloat16;
+    if (std::string(param_dtype) == "float16") mp.param_dtype = DType::Float16;
+    if (mp.param_dtype) w.mixed_precision = mp;
+    auto linear = std::make_shared<nn::Linear>(2, 1);  // weight 2 elements, bias 1
+    std::vector<std::pair<std::string, std::vector<double>>> want;
+    for (const auto& [name, t] : linear->named_parameters()) want.emplace_back(name, t.to_vector());
+    auto fsdp = FullyShardedDataParallel::make(linear, w);
+    const FlatParamLayout& layout = fsdp->handle()->layout();
+    TS_TEST((layout.offsets == std::vector<std::int64_t>{0, bias_offset}));
+    TS_TEST(layout.unpadded_numel == numel);  // bias + padding to a multiple of the 2 ranks
+    TS_TEST(fsdp->handle()->local_shard().numel() == numel / 2);
+    // The parameters read back from their places in the flat parameter.
+    std::vector<std::pair<std::string, std::vector<double>>> got;
+    for (const auto& [name, t] : full_state_dict(*fsdp, false))
+      got.emplace_back(name, t.to_vector());
+    TS_TEST((got == want));
+  });
+}

@@ -7,6 +7,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "comm/fake/fake_process_group.h"
@@ -351,6 +352,87 @@ BOOST_DATA_TEST_CASE(clip_grad_norm_equals_the_unsharded_norm,
         for (double v : u->handle()->flat_param().grad().to_vector()) clipped += v * v;
     if (is_sharded(strategy)) pg->all_reduce(&clipped, 1, DType::Float64);
     TS_TEST(std::sqrt(clipped) == 1e-3, boost::test_tools::tolerance(1e-3));
+  });
+}
+
+// An ignored module's gradients take part in clip_grad_norm_ as upstream's: counted in the total
+// norm as this rank's own (not reduced) and scaled with the others; for the infinity norm the
+// largest over the ranks. They were left out (torch 2.15's norms and steps differed).
+BOOST_DATA_TEST_CASE(clip_grad_norm_counts_ignored_modules,
+                     bdata::make(kFlatStrategies) * bdata::make({false, true}) *
+                         bdata::make({2.0, std::numeric_limits<double>::infinity()}),
+                     strategy, orig, norm_type) {
+  const bool inf = std::isinf(norm_type);
+  auto x = from_vector(std::vector<double>(24, 0.5), {4, 6});
+  // The managed parameters' norm is the plain model's (whole batch) over 2.
+  auto model = mlp(7);
+  (*model)(x).tensor().sum().backward();
+  double managed = 0;
+  for (const auto& [name, p] : model->named_parameters())
+    if (name.rfind("2.", 0) != 0)
+      for (double v : p.grad().to_vector())
+        managed = inf ? std::max(managed, std::abs(v) / 2) : managed + v * v / 4;
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = mlp(7);
+    const nn::ModulePtr ignored = m->child("2");
+    WrapperOptions w;
+    w.process_group = pg;
+    w.sharding_strategy = strategy;
+    w.use_orig_params = orig;
+    w.ignored_modules = std::vector<nn::ModulePtr>{ignored};
+    m->replace_child("3", FullyShardedDataParallel::make(m->child("3"), w));
+    auto fsdp = FullyShardedDataParallel::make(m, w);
+    (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
+    double local = 0;  // this rank's ignored gradients
+    for (const auto& p : ignored->parameters())
+      for (double v : p.grad().to_vector())
+        local = inf ? std::max(local, std::abs(v)) : local + v * v;
+    double want = inf ? std::max(managed, local) : std::sqrt(managed + local);
+    if (inf) pg->all_reduce(&want, 1, DType::Float64, comm::ReduceOp::Max);
+    const double norm = clip_grad_norm_(*fsdp, 1e-3, norm_type);
+    TS_TEST(norm == want, boost::test_tools::tolerance(1e-6));
+    const double coef = 1e-3 / (want + 1e-6);
+    double scaled = 0;
+    for (const auto& p : ignored->parameters())
+      for (double v : p.grad().to_vector())
+        scaled = inf ? std::max(scaled, std::abs(v)) : scaled + v * v;
+    TS_TEST((inf ? scaled : std::sqrt(scaled)) == coef * (inf ? local : std::sqrt(local)),
+            boost::test_tools::tolerance(1e-5));
+  });
+}
+
+// With use_orig_params a unit may hold frozen parameters beside trainable ones; their part of the
+// flat gradient is not a gradient of theirs (upstream gives them none), so clip_grad_norm_ leaves
+// it out, as torch 2.15's FSDP1 (which sums the original parameters' gradients). It was counted.
+BOOST_DATA_TEST_CASE(clip_grad_norm_leaves_out_frozen_parameters,
+                     bdata::make(kFlatStrategies) *
+                         bdata::make({2.0, std::numeric_limits<double>::infinity()}),
+                     strategy, norm_type) {
+  const bool inf = std::isinf(norm_type);
+  auto x = from_vector(std::vector<double>(24, 0.5), {4, 6});
+  auto freeze = [](nn::Module& m) {
+    Tensor w = m.child("0")->param("weight");
+    w.requires_grad_(false);
+  };
+  auto model = mlp(7);
+  freeze(*model);
+  (*model)(x).tensor().sum().backward();
+  double want = 0;  // the plain gradients over 2 (see clip_grad_norm_equals_the_unsharded_norm)
+  for (const auto& p : model->parameters())
+    if (p.grad().defined())
+      for (double v : p.grad().to_vector())
+        want = inf ? std::max(want, std::abs(v) / 2) : want + v * v / 4;
+  if (!inf) want = std::sqrt(want);
+  RunOptions o;
+  o.strategy = strategy;
+  o.use_orig_params = true;
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = mlp(7);
+    freeze(*m);  // the root unit: 0.weight frozen, 0.bias trainable
+    auto fsdp = wrap_mlp(m, pg, o);
+    (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
+    const double norm = clip_grad_norm_(*fsdp, 1e-3, norm_type);
+    TS_TEST(norm == want, boost::test_tools::tolerance(1e-6));
   });
 }
 

@@ -6,8 +6,12 @@
 #include <boost/test/unit_test.hpp>
 #include <map>
 #include <mutex>
+#include <set>
 
+#include "core/autograd.h"
 #include "core/error.h"
+#include "core/nn/nn.h"
+#include "core/random.h"
 #include "fsdp/full_state_dict.h"
 #include "fsdp/state_dict.h"
 #include "fsdp/state_dict_local.h"
@@ -241,4 +245,150 @@ BOOST_DATA_TEST_CASE(state_dict_follows_the_type,
                     });
       },
       "load_state_dict: the model's state_dict_type is " + to_string(type));
+}
+
+// An ignored module's parameters belong to the model's state dict of every type, whole on every
+// rank, and load back, as upstream's (FSDP1 in torch 2.15 keeps them in FULL, SHARDED and LOCAL;
+// they were missing here, and loading them was an unexpected key).
+BOOST_DATA_TEST_CASE(ignored_modules_parameters_are_in_every_state_dict,
+                     bdata::make({1, 2, 3}) * bdata::make({false, true}), world, orig) {
+  const Values want = plain_values(7);
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = mlp(7);
+    const nn::ModulePtr ignored = m->child("2");  // Sequential(Linear(10, 10), ReLU)
+    WrapperOptions w;
+    w.process_group = pg;
+    w.use_orig_params = orig;
+    w.ignored_modules = std::vector<nn::ModulePtr>{ignored};
+    m->replace_child("3", FullyShardedDataParallel::make(m->child("3"), w));
+    auto model = FullyShardedDataParallel::make(m, w);
+    Tensor weight = ignored->child("0")->param("weight");
+    auto spoil = [&] {
+      autograd::NoGradGuard no_grad;
+      weight.zero_();
+    };
+    auto check_restored = [&](const char* what) {
+      TS_TEST(weight.to_vector() == want.at("2.0.weight"), what);
+    };
+
+    Values full;
+    for (const auto& [n, t] : full_state_dict(*model, false)) full[n] = t.to_vector();
+    TS_TEST((full == want));
+    const auto full_state = full_state_dict(*model, false);
+    spoil();
+    load_full_state_dict(*model, full_state);
+    check_restored("FULL");
+
+    const ShardedStateDict pieces = sharded_state_dict(*model);
+    std::size_t found = 0;
+    for (const auto& p : pieces) {
+      if (p.fqn != "2.0.weight") continue;
+      ++found;
+      TS_TEST((p.global_shape == Shape{10, 10}));
+      TS_TEST(p.offset == 0);
+      TS_TEST(p.local.to_vector() == want.at("2.0.weight"));
+      TS_TEST(p.replica == (pg->rank() != 0));
+    }
+    TS_TEST(found == 1u);
+    spoil();
+    load_sharded_state_dict(*model, PieceSet(pieces));
+    check_restored("SHARDED");
+
+    const LocalStateDict local = local_state_dict(*model);
+    std::set<std::string> keys;
+    for (const auto& [k, t] : local.tensors) keys.insert(k);
+    // NO_SHARD units (world size 1) as upstream's: their parameters by FQN.
+    const std::set<std::string> want_keys =
+        world == 1
+            ? std::set<std::string>{"0.weight", "0.bias",   "2.0.weight",
+                                    "2.0.bias", "3.weight", "3.bias"}
+            : std::set<std::string>{"_flat_param", "2.0.weight", "2.0.bias", "3._flat_param"};
+    TS_TEST((keys == want_keys));
+    spoil();
+    load_local_state_dict(*model, local);
+    check_restored("LOCAL");
+  });
+}
+
+// A tied parameter is in the model's FULL and SHARDED state dicts under each of its names, as in
+// upstream's model.state_dict() (and the plain module's state_dict), and either name loads it;
+// the state dicts held it once, under its first FQN. (full_state_dict(), for checkpoints in
+// Hugging Face's layout, keeps it once.)
+BOOST_DATA_TEST_CASE(tied_parameters_under_every_name,
+                     bdata::make({1, 2, 3}) * bdata::make({false, true}), world, orig) {
+  auto make_tied = [] {
+    manual_seed(3);
+    auto a = std::make_shared<nn::Linear>(4, 4);
+    auto b = std::make_shared<nn::Linear>(4, 4);
+    b->set_parameter("weight", a->param("weight"));
+    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{a, b});
+  };
+  Values want;
+  for (const auto& [name, t] : make_tied()->state_dict()) want[name] = t.to_vector();
+  TS_REQUIRE(want.count("1.weight") == 1u);
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    WrapperOptions w;
+    w.process_group = pg;
+    w.use_orig_params = orig;
+    auto model = FullyShardedDataParallel::make(make_tied(), w);
+    auto full_values = [&] {
+      StateDictTypeGuard g(*model, StateDictType::FULL_STATE_DICT);
+      Values v;
+      for (const auto& [name, t] : state_dict(*model).full) v[name] = t.to_vector();
+      return v;
+    };
+    auto spoil = [&] {  // zeros everywhere, through the first names only
+      StateDictTypeGuard g(*model, StateDictType::FULL_STATE_DICT);
+      StateDict zeros;
+      for (const auto& [name, t] : make_tied()->named_parameters())
+        zeros.full.emplace_back(name, zeros_like(t));
+      load_state_dict(*model, zeros);
+    };
+
+    const StateDict full = state_dict(*model);
+    Values got = full_values();  // collectives outside TS_TEST's lock
+    TS_TEST((got == want));
+    spoil();
+    load_state_dict(*model, full);
+    got = full_values();
+    TS_TEST((got == want), "FULL");
+
+    set_state_dict_type(*model, StateDictType::SHARDED_STATE_DICT);
+    const StateDict sharded = state_dict(*model);
+    std::map<std::string, std::pair<std::int64_t, std::vector<double>>> pieces;
+    for (const auto& p : sharded.sharded) pieces[p.fqn] = {p.offset, p.local.to_vector()};
+    TS_REQUIRE(pieces.count("1.weight") == 1u);
+    TS_TEST((pieces.at("1.weight") == pieces.at("0.weight")));
+    spoil();
+    load_state_dict(*model, sharded);
+    got = full_values();
+    TS_TEST((got == want), "SHARDED");
+  });
+}
+
+// A NO_SHARD unit's LOCAL_STATE_DICT is its full state dict, as upstream's (torch 2.15 swaps in
+// FULL_STATE_DICT for NO_SHARD units, with a warning): its parameters by FQN, whole, which load
+// back by FQN. It was the flat parameter ("_flat_param"), which torch's models cannot read.
+BOOST_DATA_TEST_CASE(local_state_dict_of_no_shard_units_is_by_fqn,
+                     bdata::make({1, 2}) * bdata::make({false, true}), world, orig) {
+  const Values want = plain_values(7);
+  std::vector<LocalStateDict> saved(world);
+  run_wrapped(world, 7, with(ShardingStrategy::NO_SHARD, orig, world),
+              [&](FullyShardedDataParallel& m, int rank) { saved[rank] = local_state_dict(m); });
+  Values got_saved;
+  for (const auto& [name, t] : saved[0].tensors) got_saved[name] = t.to_vector();
+  TS_TEST((got_saved == want));
+  Values got = run_wrapped(
+      world, 99, with(ShardingStrategy::NO_SHARD, orig, world),
+      [&](FullyShardedDataParallel& m, int rank) { load_local_state_dict(m, saved[rank]); });
+  TS_TEST((got == want));
+  LocalStateDict missing = saved[0];
+  missing.tensors.erase(missing.tensors.begin());
+  check_message(
+      [&] {
+        run_wrapped(1, 99, with(ShardingStrategy::NO_SHARD, orig, 1),
+                    [&](FullyShardedDataParallel& m, int) { load_local_state_dict(m, missing); });
+      },
+      "load_local_state_dict: missing key '0.weight' (a parameter of NO_SHARD FSDP unit '', "
+      "saved by FQN as upstream's)");
 }

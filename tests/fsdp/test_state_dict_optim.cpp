@@ -3,11 +3,13 @@
 // state, loading them at another world size or strategy and training the rest equals training
 // straight through (bit-identical at the same world size and strategy).
 #define BOOST_TEST_MODULE fsdp_state_dict_optim
+#include <algorithm>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -180,4 +182,81 @@ BOOST_DATA_TEST_CASE(resume_at_another_world_and_strategy,
   TS_TEST(rest.losses[0] == straight.losses[2], boost::test_tools::tolerance(1e-5));
   TS_TEST(rest.losses[1] == straight.losses[3], boost::test_tools::tolerance(1e-5));
   check_close(rest.params, straight.params, 1e-5);
+}
+
+// The optimizer state of parameters no unit manages (an ignored module's, stepped by the same
+// optimizer) is in the optimizer state dict whole, and parameters without state (a frozen unit)
+// have none, as upstream's FSDP.optim_state_dict (torch 2.15): the full state equals the plain
+// optimizer's, and a sharded save loads back. Both used to differ: the first threw "is not a
+// parameter of this FSDP model", the second filled zeros for every state name.
+BOOST_DATA_TEST_CASE(ignored_and_frozen_parameters_as_the_plain_optimizers,
+                     bdata::make({1, 2, 3}) * bdata::make({false, true}) *
+                         bdata::make({"sgd", "adamw"}),
+                     world, orig, opt_name) {
+  auto freeze_first = [](nn::Module& m) {
+    for (auto& [name, p] : m.child("0")->named_parameters()) p.requires_grad_(false);
+  };
+  auto plain = mlp(7);
+  freeze_first(*plain);
+  auto plain_opt = make_mlp_optimizer(opt_name, plain->parameters());
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = batch(step);
+    plain_opt->zero_grad();
+    mse_loss((*plain)(x).tensor(), y).backward();
+    plain_opt->step();
+  }
+  std::map<std::string, std::vector<double>> want;
+  const auto sd = plain_opt->state_dict();
+  std::int64_t index = 0;
+  for (const auto& [name, p] : plain->named_parameters()) {
+    if (auto it = sd.state.find(index++); it != sd.state.end())
+      for (const auto& [key, t] : it->second) want[name + "/" + key] = t.to_vector();
+  }
+  auto has_prefix = [](const std::map<std::string, std::vector<double>>& m, const char* prefix) {
+    return std::any_of(m.begin(), m.end(),
+                       [&](const auto& kv) { return kv.first.starts_with(prefix); });
+  };
+  BOOST_TEST_REQUIRE(has_prefix(want, "2.0.weight/"));  // the ignored Linear's state
+  BOOST_TEST_REQUIRE(!has_prefix(want, "0."));          // the frozen one has none
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = mlp(7);
+    freeze_first(*m);
+    WrapperOptions w;
+    w.process_group = pg;
+    w.use_orig_params = orig;
+    w.ignored_modules = std::vector<nn::ModulePtr>{m->child("2")};
+    m->replace_child("3", FullyShardedDataParallel::make(m->child("3"), w));
+    auto model = FullyShardedDataParallel::make(m, w);  // the root unit: "0", all frozen
+    auto opt = make_mlp_optimizer(opt_name, model->parameters());
+    const std::int64_t rows = kGlobalBatch / world;
+    for (int step = 0; step < 3; ++step) {
+      auto [x, y] = batch(step);
+      opt->zero_grad();
+      Tensor out = (*model)(x.narrow(0, pg->rank() * rows, rows).contiguous()).tensor();
+      mse_loss(out, y.narrow(0, pg->rank() * rows, rows).contiguous()).backward();
+      opt->step();
+    }
+    auto gathered = [&] {
+      std::map<std::string, std::vector<double>> got;
+      for (const auto& [fqn, states] : full_optim_state_dict(*model, *opt, false))
+        for (const auto& [key, t] : states) got[fqn + "/" + key] = t.to_vector();
+      return got;
+    };
+    // The ignored Linear's gradients are this rank's alone (FSDP reduces none of them), so its
+    // state equals the plain optimizer's only at world size 1; its keys match everywhere.
+    auto got = gathered();
+    std::set<std::string> got_keys, want_keys;
+    for (const auto& [k, v] : got) got_keys.insert(k);
+    for (const auto& [k, v] : want) want_keys.insert(k);
+    TS_TEST((got_keys == want_keys));
+    if (world == 1) check_close(got, want, 1e-5);
+    // A sharded save loads into a fresh optimizer of the same model (which has no state yet).
+    const ShardedOptimStateDict saved = sharded_optim_state_dict(*model, *opt);
+    auto fresh = make_mlp_optimizer(opt_name, model->parameters());
+    load_sharded_optim_state_dict(*model, *fresh, PieceSet(saved.pieces), saved);
+    std::map<std::string, std::vector<double>> reloaded;
+    for (const auto& [fqn, states] : full_optim_state_dict(*model, *fresh, false))
+      for (const auto& [key, t] : states) reloaded[fqn + "/" + key] = t.to_vector();
+    check_close(reloaded, got, 0);
+  });
 }
