@@ -516,6 +516,11 @@ BOOST_AUTO_TEST_CASE(sharding_padding_and_memory) {
   p = plan_of("nested_sequential.json", "always", {}, 4, false, true);
   BOOST_TEST(p.units[0].flat_numel == 36);
   BOOST_TEST(p.units[0].shard_numel == 9);
+  // ... to 16 bytes of the compute dtype under mixed precision, as the runtime (upstream's
+  // _get_aligned_numel(_fwd_bwd_param_dtype)): bf16, 25 -> 32, + 5 = 37 -> 40.
+  p = plan_of("nested_sequential.json", "always", {}, 4, true, true);
+  BOOST_TEST(p.units[0].flat_numel == 40);
+  BOOST_TEST(p.units[0].shard_numel == 10);
   // HYBRID_SHARD shards within a node of 8 and all-reduces shards across nodes.
   p = plan_of("gpt2_small.json", "transformer([GPT2Block])", {}, 64, false, false,
               ShardingStrategy::HYBRID_SHARD);

@@ -413,7 +413,8 @@ class Planner {
       // The runtime's own layout function: what the plan predicts is what a rank allocates.
       FlatParamLayout layout;
       try {
-        layout = flat_param_layout(numels, static_cast<std::size_t>(size), o_.use_orig_params,
+        // Aligned for the dtype forward and backward use (the runtime's compute dtype).
+        layout = flat_param_layout(numels, static_cast<std::size_t>(csize), o_.use_orig_params,
                                    static_cast<int>(group), sharded);
       } catch (const fsdp::Error& e) {
         throw InputError(e.what());
