@@ -195,7 +195,7 @@ void load_full_state_dict(FullyShardedDataParallel& root, const NamedTensors& st
     Tensor dst = p;
     dst.copy_(*it->second);
   }
-  for (const auto& [name, b] : root.named_buffers()) {
+  for (const auto& [name, b] : root.named_persistent_buffers()) {
     const std::string fqn = clean_tensor_name(name);
     auto it = by_name.find(fqn);
     if (it == by_name.end() || !b.defined()) continue;

@@ -60,7 +60,7 @@ LocalStateDict local_state_dict(FullyShardedDataParallel& root) {
     out.metadata[key] = describe(*h);
   }
   for (const auto& [fqn, t] : unmanaged_params(root)) out.tensors.emplace_back(fqn, t.clone());
-  for (const auto& [name, b] : root.named_buffers())
+  for (const auto& [name, b] : root.named_persistent_buffers())
     if (b.defined()) out.tensors.emplace_back(clean_tensor_name(name), b.clone());
   return out;
 }
@@ -124,7 +124,7 @@ void load_local_state_dict(FullyShardedDataParallel& root, const LocalStateDict&
     Tensor dst = t;
     dst.copy_(*it->second);
   }
-  for (const auto& [name, b] : root.named_buffers()) {
+  for (const auto& [name, b] : root.named_persistent_buffers()) {
     const std::string fqn = clean_tensor_name(name);
     auto it = by_name.find(fqn);
     if (it == by_name.end() || !b.defined()) continue;

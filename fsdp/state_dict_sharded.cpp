@@ -26,7 +26,7 @@ ShardedStateDict sharded_state_dict(FullyShardedDataParallel& root, bool copy) {
   // Parameters no unit manages are whole on every rank, as buffers.
   for (const auto& [fqn, t] : unmanaged_params(root))
     out.push_back({fqn, t.shape(), 0, t.contiguous().reshape({-1}).clone(), root.rank() != 0});
-  for (const auto& [name, b] : root.named_buffers())
+  for (const auto& [name, b] : root.named_persistent_buffers())
     if (b.defined())
       out.push_back(
           {clean_tensor_name(name), b.shape(), 0,
@@ -133,7 +133,7 @@ void load_sharded_state_dict(FullyShardedDataParallel& root, const PieceSet& sav
     Tensor dst = t;
     dst.copy_(flat.reshape(t.shape()));
   }
-  for (const auto& [name, b] : root.named_buffers()) {
+  for (const auto& [name, b] : root.named_persistent_buffers()) {
     const std::string fqn = clean_tensor_name(name);
     if (!b.defined() || !saved.contains(fqn)) continue;
     FSDP_CHECK(saved.global_shape(fqn) == b.shape(), ValueError,

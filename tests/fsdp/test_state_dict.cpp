@@ -250,6 +250,41 @@ BOOST_DATA_TEST_CASE(state_dict_follows_the_type,
 // An ignored module's parameters belong to the model's state dict of every type, whole on every
 // rank, and load back, as upstream's (FSDP1 in torch 2.15 keeps them in FULL, SHARDED and LOCAL;
 // they were missing here, and loading them was an unexpected key).
+// A non-persistent buffer (transformers' GPT-2 attention mask, Llama's inv_freq) is in no state
+// dict, as in torch's model.state_dict(), and a state dict that names one is refused (unexpected
+// key); persistent buffers are in every type.
+BOOST_DATA_TEST_CASE(non_persistent_buffers_are_in_no_state_dict, bdata::make({1, 2}), world) {
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = mlp(7);
+    m->child("0")->register_buffer("kept", ones({3}));
+    m->child("0")->register_buffer("computed", ones({4}), /*persistent=*/false);
+    WrapperOptions w;
+    w.process_group = pg;
+    auto model = FullyShardedDataParallel::make(m, w);
+    auto keys_of = [](const auto& named) {
+      std::set<std::string> keys;
+      for (const auto& [k, t] : named) keys.insert(k);
+      return keys;
+    };
+    const auto full = full_state_dict(*model, false);
+    std::set<std::string> sharded;
+    for (const auto& p : sharded_state_dict(*model)) sharded.insert(p.fqn);
+    const LocalStateDict local = local_state_dict(*model);
+    for (const auto& keys : {keys_of(full), sharded, keys_of(local.tensors)}) {
+      TS_TEST(keys.count("0.kept") == 1u);
+      TS_TEST(keys.count("0.computed") == 0u);
+    }
+    auto with_computed = full;
+    with_computed.emplace_back("0.computed", ones({4}));
+    check_message([&] { load_full_state_dict(*model, with_computed); },
+                  "unexpected key '0.computed'");
+    LocalStateDict local_with = local;
+    local_with.tensors.emplace_back("0.computed", ones({4}));
+    check_message([&] { load_local_state_dict(*model, local_with); },
+                  "unexpected key '0.computed'");
+  });
+}
+
 BOOST_DATA_TEST_CASE(ignored_modules_parameters_are_in_every_state_dict,
                      bdata::make({1, 2, 3}) * bdata::make({false, true}), world, orig) {
   const Values want = plain_values(7);
