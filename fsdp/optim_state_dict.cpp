@@ -214,11 +214,12 @@ std::map<std::string, std::map<std::string, Tensor>> full_optim_state_dict(
       const std::vector<float> present = has_state(name);
       if (name == "step") {
         // A rank whose pieces are empty may hold no step: the group's largest is the step.
+        const TensorOptions host(DType::Float32, kCPU);  // host by design: torch's step
         std::vector<float> steps(end - begin, 0.0f);
         for (std::size_t k = begin; k < end; ++k) {
           const std::string key = optim_state_key(shards[k].fqn, name);
           if (!local.contains(key)) continue;
-          Tensor step = empty({1}, TensorOptions(DType::Float32, kCPU));
+          Tensor step = empty({1}, host);
           local.read(key, 0, step);
           steps[k - begin] = static_cast<float>(step.item());
         }
@@ -227,9 +228,7 @@ std::map<std::string, std::map<std::string, Tensor>> full_optim_state_dict(
                                                           DType::Float32, comm::ReduceOp::Max);
         if (!keep) continue;
         for (std::size_t k = begin; k < end; ++k)
-          if (present[k - begin] > 0)  // host by design: torch keeps step on the CPU
-            out[shards[k].fqn][name] =
-                full({}, steps[k - begin], TensorOptions(DType::Float32, kCPU));
+          if (present[k - begin] > 0) out[shards[k].fqn][name] = full({}, steps[k - begin], host);
         continue;
       }
       Tensor shard = zeros({layout.shard_numel}, TensorOptions(h.dtype()));
@@ -264,8 +263,9 @@ std::map<std::string, std::map<std::string, Tensor>> full_optim_state_dict(
       const std::string key = optim_state_key(fqn, name);
       if (!local.contains(key)) continue;
       const bool step = name == "step";
-      Tensor value = step ? empty({1}, TensorOptions(DType::Float32, kCPU))
-                          : empty({t.numel()}, TensorOptions(t.dtype(), t.device()));
+      const TensorOptions host(DType::Float32, kCPU);  // host by design: torch's step
+      Tensor value =
+          step ? empty({1}, host) : empty({t.numel()}, TensorOptions(t.dtype(), t.device()));
       local.read(key, 0, value);
       out[fqn][name] = step ? value.reshape({}) : value.reshape(t.shape());
     }
