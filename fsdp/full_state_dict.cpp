@@ -182,27 +182,7 @@ void load_full_state_dict(FullyShardedDataParallel& root, const NamedTensors& st
     }
   }
   autograd::NoGradGuard no_grad;
-  for (const auto& [fqn, p] : unmanaged_params(root)) {
-    auto it = by_name.find(fqn);
-    FSDP_CHECK(it != by_name.end(), KeyError,
-               "load_full_state_dict: missing key '{}' (a parameter no FSDP unit manages: an "
-               "ignored module's)",
-               fqn);
-    FSDP_CHECK(it->second->shape() == p.shape(), ValueError,
-               "load_full_state_dict: '{}' has shape {} in the state dict but {} in the model", fqn,
-               shape_str(it->second->shape()), shape_str(p.shape()));
-    used.insert(fqn);
-    Tensor dst = p;
-    dst.copy_(*it->second);
-  }
-  for (const auto& [name, b] : root.named_persistent_buffers()) {
-    const std::string fqn = clean_tensor_name(name);
-    auto it = by_name.find(fqn);
-    if (it == by_name.end() || !b.defined()) continue;
-    used.insert(fqn);
-    Tensor dst = b;
-    dst.copy_(*it->second);
-  }
+  load_whole_tensors(root, by_name, used, "load_full_state_dict");
   for (const auto& [name, t] : state)
     FSDP_CHECK(used.count(name), KeyError,
                "load_full_state_dict: unexpected key '{}' (no parameter or buffer of the model "

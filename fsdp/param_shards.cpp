@@ -2,6 +2,8 @@
 
 #include <unordered_set>
 
+#include "core/autograd.h"
+#include "core/error.h"
 #include "core/fqn.h"
 #include "fsdp/attribute_forwarding.h"
 #include "fsdp/runtime.h"
@@ -60,6 +62,32 @@ std::vector<std::pair<std::string, std::string>> tied_aliases(FullyShardedDataPa
       out.emplace_back(join_fqn(prefix, s.fqn), join_fqn(prefix, h->params()[s.primary].fqn));
   }
   return out;
+}
+
+void load_whole_tensors(FullyShardedDataParallel& root,
+                        const std::map<std::string, const Tensor*>& by_name,
+                        std::unordered_set<std::string>& used, const char* op) {
+  autograd::NoGradGuard no_grad;
+  for (const auto& [fqn, p] : unmanaged_params(root)) {
+    auto it = by_name.find(fqn);
+    FSDP_CHECK(it != by_name.end(), KeyError,
+               "{}: missing key '{}' (a parameter no FSDP unit manages: an ignored module's)", op,
+               fqn);
+    FSDP_CHECK(it->second->shape() == p.shape(), ValueError,
+               "{}: '{}' has shape {} in the state dict but {} in the model", op, fqn,
+               shape_str(it->second->shape()), shape_str(p.shape()));
+    used.insert(fqn);
+    Tensor dst = p;
+    dst.copy_(*it->second);
+  }
+  for (const auto& [name, b] : root.named_persistent_buffers()) {
+    const std::string fqn = clean_tensor_name(name);
+    auto it = by_name.find(fqn);
+    if (it == by_name.end() || !b.defined()) continue;
+    used.insert(fqn);
+    Tensor dst = b;
+    dst.copy_(*it->second);
+  }
 }
 
 }  // namespace fsdp

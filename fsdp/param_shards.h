@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -32,6 +34,13 @@ std::vector<ParamShard> param_shards(FullyShardedDataParallel& root);
 // parameters), whole, under its cleaned FQN, tied ones once: upstream's state dicts and optimizer
 // state dicts hold them as the plain model's, on every rank.
 std::vector<std::pair<std::string, Tensor>> unmanaged_params(FullyShardedDataParallel& root);
+
+// Loads what every rank holds whole from `by_name` (a state dict by FQN): the unmanaged
+// parameters (each required: KeyError for a missing one, ValueError for another shape, naming
+// `op`) and the persistent buffers (where present); adds their FQNs to `used`.
+void load_whole_tensors(FullyShardedDataParallel& root,
+                        const std::map<std::string, const Tensor*>& by_name,
+                        std::unordered_set<std::string>& used, const char* op);
 
 // Every later FQN of a tied parameter (a parameter or a module met again under another name)
 // with the FQN it is flattened under: {alias, first}. Upstream's model.state_dict() names a tied

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <set>
+#include <unordered_set>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -69,7 +69,7 @@ void load_local_state_dict(FullyShardedDataParallel& root, const LocalStateDict&
   root.runtime().root_state();
   std::map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : state.tensors) by_name[name] = &t;
-  std::set<std::string> used;
+  std::unordered_set<std::string> used;
   autograd::NoGradGuard no_grad;
   for (auto* unit : root.fsdp_units()) {
     auto* h = unit->handle();
@@ -111,27 +111,7 @@ void load_local_state_dict(FullyShardedDataParallel& root, const LocalStateDict&
     copy_unversioned(dst, it->second->reshape({dst.numel()}).to(h->dtype()));
     dst.storage()->bump_version();
   }
-  for (const auto& [fqn, t] : unmanaged_params(root)) {
-    auto it = by_name.find(fqn);
-    FSDP_CHECK(it != by_name.end(), KeyError,
-               "load_local_state_dict: missing key '{}' (a parameter no FSDP unit manages: an "
-               "ignored module's)",
-               fqn);
-    FSDP_CHECK(it->second->shape() == t.shape(), ValueError,
-               "load_local_state_dict: '{}' has shape {} in the state dict but {} in the model",
-               fqn, shape_str(it->second->shape()), shape_str(t.shape()));
-    used.insert(fqn);
-    Tensor dst = t;
-    dst.copy_(*it->second);
-  }
-  for (const auto& [name, b] : root.named_persistent_buffers()) {
-    const std::string fqn = clean_tensor_name(name);
-    auto it = by_name.find(fqn);
-    if (it == by_name.end() || !b.defined()) continue;
-    used.insert(fqn);
-    Tensor dst = b;
-    dst.copy_(*it->second);
-  }
+  load_whole_tensors(root, by_name, used, "load_local_state_dict");
   for (const auto& [name, t] : state.tensors)
     FSDP_CHECK(used.count(name), KeyError,
                "load_local_state_dict: unexpected key '{}' (no flat parameter or buffer of the "
