@@ -111,7 +111,7 @@ void check_close(const std::map<std::string, std::vector<double>>& got,
                  const std::map<std::string, std::vector<double>>& want, double tol) {
   TS_REQUIRE_EQUAL(got.size(), want.size());
   for (const auto& [name, w] : want) {
-    BOOST_TEST_CONTEXT(name) {
+    TS_CONTEXT(name) {
       TS_REQUIRE(got.count(name) == 1u);
       const auto& g = got.at(name);
       TS_REQUIRE_EQUAL(g.size(), w.size());

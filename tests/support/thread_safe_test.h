@@ -6,11 +6,19 @@
 //
 // An assertion on a rank thread must not run a collective inside its expression: the lock would
 // keep the other ranks from joining it. Evaluate first, then assert.
+//
+// BOOST_TEST_CONTEXT and BOOST_TEST_INFO are the same shared state: on rank threads they freed a
+// context string twice (ASan: double-free from a rank thread's refused-load check, about 1 run in
+// 60). Code that may run on a rank thread uses TS_CONTEXT instead: it keeps the context in the
+// thread's own list, and each TS_ assertion hands it to Boost.Test under the lock.
 #pragma once
 
 #include <boost/test/unit_test.hpp>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace fsdp::testing {
 
@@ -22,13 +30,46 @@ inline std::unique_lock<std::recursive_mutex> lock_boost_test() {
   return std::unique_lock<std::recursive_mutex>(mutex);
 }
 
+inline thread_local std::vector<std::string> thread_test_context;
+
+// The innermost TS_CONTEXT scopes of this thread, outermost first ("" when none).
+inline std::string thread_test_context_text() {
+  std::string out;
+  for (const auto& c : thread_test_context) out += (out.empty() ? "" : "; ") + c;
+  return out;
+}
+
+class ThreadTestContext {
+ public:
+  explicit ThreadTestContext(std::string text) { thread_test_context.push_back(std::move(text)); }
+  ~ThreadTestContext() { thread_test_context.pop_back(); }
+  ThreadTestContext(const ThreadTestContext&) = delete;
+  ThreadTestContext& operator=(const ThreadTestContext&) = delete;
+};
+
 }  // namespace fsdp::testing
 
-#define FSDP_TS(...)                                         \
-  do {                                                       \
-    auto fsdp_ts_lock_ = ::fsdp::testing::lock_boost_test(); \
-    __VA_ARGS__;                                             \
+#define FSDP_TS(...)                                                                  \
+  do {                                                                                \
+    auto fsdp_ts_lock_ = ::fsdp::testing::lock_boost_test();                          \
+    const std::string fsdp_ts_context_ = ::fsdp::testing::thread_test_context_text(); \
+    if (fsdp_ts_context_.empty()) {                                                   \
+      __VA_ARGS__;                                                                    \
+    } else {                                                                          \
+      BOOST_TEST_CONTEXT(fsdp_ts_context_) {                                          \
+        __VA_ARGS__;                                                                  \
+      }                                                                               \
+    }                                                                                 \
   } while (0)
+
+// TS_CONTEXT("parameter " << name) { ... }: BOOST_TEST_CONTEXT for code on rank threads.
+#define TS_CONTEXT(...)                                       \
+  if (::fsdp::testing::ThreadTestContext fsdp_ts_scope_{[&] { \
+        std::ostringstream fsdp_ts_text_;                     \
+        fsdp_ts_text_ << __VA_ARGS__;                         \
+        return fsdp_ts_text_.str();                           \
+      }()};                                                   \
+      true)
 
 #define TS_TEST(...) FSDP_TS(BOOST_TEST(__VA_ARGS__))
 #define TS_TEST_REQUIRE(...) FSDP_TS(BOOST_TEST_REQUIRE(__VA_ARGS__))
