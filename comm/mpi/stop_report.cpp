@@ -169,8 +169,19 @@ void report_all(int sig) {
   g_written = true;
 }
 
+// Waits (bounded: 2 s) for the report another thread is writing: the rank must not end before it.
+void await_report() {
+  for (int i = 0; i < 2000 && !g_written.load(); ++i) ::usleep(1000);
+}
+
 void on_stop_signal(int sig) {
-  if (!g_reported.exchange(true)) report_all(sig);
+  // The report may be another thread's already: PMIx's, at the launcher's loss, which the
+  // SIGHUP of the same death can follow by microseconds (raising the signal there ended the rank
+  // before that report was written: a rank silent about 1 trial in 100).
+  if (!g_reported.exchange(true))
+    report_all(sig);
+  else
+    await_report();
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -186,11 +197,10 @@ void on_launcher_cont(int, siginfo_t* info, void*) {
 // handler is writing the report already, Open MPI must not end the rank before it is written:
 // wait for it (bounded; that handler ends the rank when done).
 void on_launcher_lost() {
-  if (!g_reported.exchange(true)) {
+  if (!g_reported.exchange(true))
     report_all(kLauncherLost);
-    return;
-  }
-  for (int i = 0; i < 2000 && !g_written.load(); ++i) ::usleep(1000);
+  else
+    await_report();
 }
 
 // Installs the report for `sig` if the program left it at its default action.
