@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   bool print_ids = false, skip_special_tokens = false;
   models::GenerationOptions o;
   std::uint64_t seed = 0;
-  std::string device_name = "cpu";
+  std::string device_name = "cpu", dtype_name = "auto";
   app.add_option("--model-dir", model_dir, "save_pretrained directory (config.json, weights)")
       ->required();
   auto* ids_opt = app.add_option("--prompt-ids", prompt_ids, "prompt token ids: 1,2,3");
@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name,
                  "where the model runs: cpu (default), cuda[:N] or fake_cuda[:N]; sampling "
                  "reads each step's scores on the host");
+  app.add_option("--dtype", dtype_name,
+                 "the model's dtype: auto (default: the checkpoint's, as transformers' "
+                 "from_pretrained), float32, bfloat16 or float16")
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16", "float16"}));
   app.add_option("--seed", seed, "sampling seed (default 0)")
       ->check(examples::uint64_any())
       ->needs(sample_opt);
@@ -152,7 +156,9 @@ int main(int argc, char** argv) {
     }
     if (device.is_meta())
       throw InputError("--device meta: meta tensors have no values to generate from");
-    auto model = models::from_pretrained(model_dir);
+    auto model = models::from_pretrained(
+        model_dir,
+        dtype_name == "auto" ? std::nullopt : std::optional<DType>(dtype_from_name(dtype_name)));
     model->eval();
     const models::GenerationOptions defaults = models::generation_defaults(*model);
     if (max_opt->count() == 0) o.max_new_tokens = defaults.max_new_tokens;

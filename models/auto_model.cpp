@@ -26,20 +26,24 @@ ModelConfig parse_config(const nlohmann::json& config, const std::string& source
                   source, it->dump()));
 }
 
-ModelConfig load_config(const std::string& dir_or_file) {
+ConfigFile read_config_file(const std::string& dir_or_file) {
   namespace fs = std::filesystem;
-  const std::string path = fs::is_directory(dir_or_file)
-                               ? (fs::path(dir_or_file) / "config.json").string()
-                               : dir_or_file;
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot open the model config", path));
-  nlohmann::json config;
+  ConfigFile file;
+  file.path = fs::is_directory(dir_or_file) ? (fs::path(dir_or_file) / "config.json").string()
+                                            : dir_or_file;
+  std::ifstream in(file.path);
+  if (!in) throw InputError(fmt::format("{}: cannot open the model config", file.path));
   try {
-    config = nlohmann::json::parse(in);
+    file.json = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON (at byte {})", path, e.byte));
+    throw InputError(fmt::format("{}: not valid JSON (at byte {})", file.path, e.byte));
   }
-  return parse_config(config, path);
+  return file;
+}
+
+ModelConfig load_config(const std::string& dir_or_file) {
+  const ConfigFile file = read_config_file(dir_or_file);
+  return parse_config(file.json, file.path);
 }
 
 std::shared_ptr<CausalLM> make_causal_lm(const ModelConfig& config, TensorOptions options) {

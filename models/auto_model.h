@@ -16,6 +16,14 @@ namespace fsdp::models {
 
 using ModelConfig = std::variant<GPT2Config, LlamaConfig>;
 
+// DIR/config.json (or the file itself) as JSON, and its path. InputError naming the file for an
+// unreadable file or invalid JSON.
+struct ConfigFile {
+  std::string path;
+  nlohmann::json json;
+};
+ConfigFile read_config_file(const std::string& dir_or_file);
+
 // Reads DIR/config.json (or the file itself). InputError naming the file for an unreadable or
 // invalid file, a missing or unsupported model_type, or any unsupported field.
 ModelConfig load_config(const std::string& dir_or_file);

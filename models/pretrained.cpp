@@ -104,17 +104,48 @@ ModelConfig untie_where_files_differ(ModelConfig config, const io::SafetensorsDi
   return config;
 }
 
-std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype) {
-  FSDP_CHECK(is_floating(dtype), ValueError,
-             "from_pretrained: dtype {} is not a floating dtype (float32, bfloat16, float16)",
-             dtype_name(dtype));
+DType auto_dtype(const ConfigFile& config, const io::SafetensorsDir& files) {
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    const auto it = config.json.find(key);
+    if (it == config.json.end() || it->is_null()) continue;
+    std::optional<DType> named;
+    if (it->is_string()) {
+      try {
+        named = dtype_from_name(it->get<std::string>());
+      } catch (const ValueError&) {
+      }
+    }
+    if (!named || !is_floating(*named))
+      throw InputError(
+          fmt::format("{}: {} {} is not a floating dtype (float32, bfloat16, float16 or float64)",
+                      config.path, key, it->dump()));
+    return *named;
+  }
+  const std::vector<std::string> file_names = files.files();
+  if (file_names.empty()) return DType::Float32;
+  std::optional<std::string> first;
+  for (const auto& name : files.names()) {
+    const io::SafetensorsTensorInfo& info = files.info(name);
+    if (info.file == file_names.front() && is_floating(info.dtype) && (!first || name < *first))
+      first = name;
+  }
+  return first ? files.info(*first).dtype : DType::Float32;
+}
+
+std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, std::optional<DType> dtype) {
+  FSDP_CHECK(!dtype || is_floating(*dtype), ValueError,
+             "from_pretrained: dtype {} is not a floating dtype (float32, bfloat16, float16, "
+             "float64)",
+             dtype_name(*dtype));
   // Drawing transformers' random initialisation first was most of a cold load's time.
-  const ModelConfig config = load_config(dir);
+  const ConfigFile config_file = read_config_file(dir);
+  const ModelConfig config = parse_config(config_file.json, config_file.path);
   const io::SafetensorsDir files = open_pretrained_weights(dir);
+  const DType want = dtype ? *dtype : auto_dtype(config_file, files);
   auto model = make_causal_lm_for_loading(untie_where_files_differ(config, files));
   load_pretrained_weights(*model, files);
   model->generation_config = read_generation_config(dir);
-  if (dtype != DType::Float32) model->to(dtype);
+  if (want != DType::Float32) model->to(want);
   return model;
 }
 

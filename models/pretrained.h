@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,11 +19,19 @@
 namespace fsdp::models {
 
 // The model of DIR (config.json read and checked; InputError naming the field) with its weights,
-// in `dtype` (float32 as the files hold them, or bfloat16 / float16, cast after loading). A head
-// the config ties but the files hold with other values than the embedding's is untied, as
-// transformers' tie_weights does. DIR/generation_config.json, where present, is read into
-// generation_config (its eos and pad ids checked).
-std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, DType dtype = DType::Float32);
+// in `dtype` (float32, bfloat16, float16 or float64, cast after loading); without one, in
+// auto_dtype's, as transformers 5's from_pretrained (dtype="auto" by default): a bfloat16
+// checkpoint loads as bfloat16, a float32 one as float32. A head the config ties but the files
+// hold with other values than the embedding's is untied, as transformers' tie_weights does.
+// DIR/generation_config.json, where present, is read into generation_config (its eos and pad ids
+// checked).
+std::shared_ptr<CausalLM> from_pretrained(const std::string& dir,
+                                          std::optional<DType> dtype = std::nullopt);
+
+// transformers' dtype="auto": config.json's "dtype" (or the older "torch_dtype"), else the dtype
+// of the first floating tensor (in name order) of the weights' first file, else float32.
+// InputError naming the file and the field for a dtype that is not a floating one.
+DType auto_dtype(const ConfigFile& config, const io::SafetensorsDir& files);
 
 // `config` as from_pretrained builds the model from it for the weights `files`: a head the config
 // ties but the files hold apart (other values than the embedding's) untied, as transformers'

@@ -100,6 +100,15 @@ with tempfile.TemporaryDirectory() as with_config:
           len(run("--model-dir", with_config, "--prompt-ids", "5,6,7", "--max-new-tokens",
                   "5")[1].split(",")), 8)
 
+# --dtype: the model cast after loading (auto, the default, is the checkpoint's: float32 here).
+rc, out, err = run("--model-dir", d, "--prompt-ids", "5,6,7", "--max-new-tokens", "4", "--dtype",
+                   "bfloat16")
+check("--dtype bfloat16", (rc, len(out.split(",")), err), (0, 7, ""))
+check("--dtype float32 as auto",
+      run("--model-dir", d, "--prompt-ids", "5,6,7", "--max-new-tokens", "4", "--dtype",
+          "float32"),
+      run("--model-dir", d, "--prompt-ids", "5,6,7", "--max-new-tokens", "4"))
+
 cases = [
     (["--model-dir", d, "--prompt", "hello"], 1,
      f"generate: error: --prompt: {d} has no tokenizer.json; pass the tokenizer with "
@@ -109,6 +118,9 @@ cases = [
     (["--model-dir", d, "--prompt-ids", "1", "--device", "gpu"], 1,
      "generate: error: --device gpu: unknown device (expected cpu, cuda, cuda:N, fake_cuda or "
      "fake_cuda:N)"),
+    (["--model-dir", d, "--prompt-ids", "1", "--dtype", "int8"], 2,
+     "generate: error: --dtype: int8 not in {auto,float32,bfloat16,float16} (see generate "
+     "--help)"),
     (["--model-dir", d, "--prompt-ids", "1", "--print-ids"], 2,
      "generate: error: --print-ids requires --prompt (see generate --help)"),
     (["--model-dir", d, "--prompt-ids", "1", "--tokenizer", "t.json"], 2,

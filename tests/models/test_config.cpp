@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/input_error.h"
 #include "core/io/safetensors.h"
@@ -325,6 +326,52 @@ BOOST_AUTO_TEST_CASE(a_tied_head_the_file_holds_with_other_values_is_untied_as_t
   io::save_safetensors(path, state);
   BOOST_TEST(from_pretrained(dir.path.string())->config_json()["tie_word_embeddings"] == true);
   load_safetensors_weights(tied, path);
+}
+
+// transformers 5's from_pretrained loads in dtype="auto" by default: config.json's dtype (or the
+// older torch_dtype), else the weights' first floating tensor's dtype; an explicit dtype wins. The
+// bfloat16 model holds the file's values exactly.
+BOOST_AUTO_TEST_CASE(from_pretrained_loads_in_the_checkpoints_dtype_as_transformers_auto) {
+  TempDir dir;
+  const std::string src = testing::hf_fixture_dir("llama_gqa");  // float32, "dtype": "float32"
+  json config = json::parse(std::ifstream(src + "/config.json"));
+  auto dtypes_of = [](CausalLM& m) {
+    std::set<DType> out;
+    for (const auto& [name, p] : m.named_parameters()) out.insert(p.dtype());
+    return out;
+  };
+  auto write_config = [&](const json& c) { std::ofstream(dir.path / "config.json") << c.dump(); };
+  const auto f32 = from_pretrained(src);
+  BOOST_TEST((dtypes_of(*f32) == std::set<DType>{DType::Float32}));
+  // bfloat16 weights saved as transformers saves them: config.json says so.
+  std::vector<std::pair<std::string, Tensor>> bf16_state;
+  for (const auto& [name, t] : f32->state_dict())
+    bf16_state.emplace_back(name, t.to(DType::BFloat16));
+  io::save_safetensors((dir.path / "model.safetensors").string(), bf16_state);
+  config["dtype"] = "bfloat16";
+  write_config(config);
+  const auto bf16 = from_pretrained(dir.path.string());
+  BOOST_TEST((dtypes_of(*bf16) == std::set<DType>{DType::BFloat16}));
+  const auto bf16_params = bf16->named_parameters();
+  for (const auto& [name, t] : bf16_state)
+    for (const auto& [pname, p] : bf16_params)
+      if (pname == name) BOOST_TEST(p.to_vector() == t.to_vector(), name);
+  // An explicit dtype wins; the older key and no key at all (the weights' dtype) as transformers.
+  BOOST_TEST((dtypes_of(*from_pretrained(dir.path.string(), DType::Float32)) ==
+              std::set<DType>{DType::Float32}));
+  config.erase("dtype");
+  config["torch_dtype"] = "float16";
+  write_config(config);
+  BOOST_TEST((dtypes_of(*from_pretrained(dir.path.string())) == std::set<DType>{DType::Float16}));
+  config.erase("torch_dtype");
+  write_config(config);
+  BOOST_TEST((dtypes_of(*from_pretrained(dir.path.string())) == std::set<DType>{DType::BFloat16}));
+  config["dtype"] = "int8";
+  write_config(config);
+  BOOST_TEST(
+      testing::error_message<InputError>([&] { from_pretrained(dir.path.string()); }) ==
+      (dir.path / "config.json").string() +
+          ": dtype \"int8\" is not a floating dtype (float32, bfloat16, float16 or float64)");
 }
 
 // transformers' from_pretrained reads generation_config.json, whose eos and pad ids generate uses
