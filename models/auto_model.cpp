@@ -16,13 +16,14 @@ ModelConfig parse_config(const nlohmann::json& config, const std::string& source
     throw InputError(fmt::format("{}: expected a JSON object, got {}", source, config.type_name()));
   const auto it = config.find("model_type");
   if (it == config.end())
-    throw InputError(
-        fmt::format("{}: model_type is missing (supported: gpt2, llama, mistral)", source));
+    throw InputError(fmt::format(
+        "{}: model_type is missing (supported: gpt2, llama, mistral, qwen2, qwen3)", source));
   if (*it == "gpt2") return GPT2Config::from_json(config, source);
-  if (*it == "llama" || *it == "mistral") return LlamaConfig::from_json(config, source);
+  if (*it == "llama" || *it == "mistral" || *it == "qwen2" || *it == "qwen3")
+    return LlamaConfig::from_json(config, source);
   throw InputError(
-      fmt::format("{}: model_type {} is not supported (supported: gpt2, llama, "
-                  "mistral)",
+      fmt::format("{}: model_type {} is not supported (supported: gpt2, llama, mistral, qwen2, "
+                  "qwen3)",
                   source, it->dump()));
 }
 

@@ -1,5 +1,6 @@
 // transformers' AutoConfig / AutoModelForCausalLM for the families here: the config class picked
-// by config.json's model_type ("gpt2", "llama", "mistral"), and the model built from it.
+// by config.json's model_type ("gpt2", "llama", "mistral", "qwen2", "qwen3"), and the model built
+// from it.
 #pragma once
 
 #include <memory>

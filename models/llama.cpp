@@ -19,15 +19,6 @@
 
 namespace fsdp::models {
 
-namespace {
-
-// transformers' prefix for the model's classes: "Llama" or "Mistral".
-std::string family(const LlamaConfig& c) {
-  return c.model_type == "mistral" ? "Mistral" : "Llama";
-}
-
-}  // namespace
-
 LlamaRMSNorm::LlamaRMSNorm(std::int64_t hidden_size, double eps_, TensorOptions options,
                            const std::string& cls)
     : Module(hf_class(cls)), eps(eps_) {
@@ -49,30 +40,41 @@ std::string LlamaRMSNorm::extra_repr() const {
 }
 
 LlamaAttention::LlamaAttention(const LlamaConfig& c, std::int64_t layer_idx_, TensorOptions options)
-    : Module(hf_class(family(c) + "Attention")),
+    : Module(hf_class(c.family() + "Attention")),
       heads(c.num_attention_heads),
       kv_heads(c.num_key_value_heads),
       head_dim(c.head_dim),
       layer_idx(layer_idx_),
       attention_dropout(c.attention_dropout),
-      sliding_window(c.sliding_window) {
+      sliding_window(c.window_of(layer_idx_)),
+      qk_norm(c.qk_norm) {
   const std::int64_t E = c.hidden_size, D = c.head_dim;
   const bool bias = c.attention_bias;
   register_module("q_proj", std::make_shared<nn::Linear>(E, heads * D, bias, options));
   register_module("k_proj", std::make_shared<nn::Linear>(E, kv_heads * D, bias, options));
   register_module("v_proj", std::make_shared<nn::Linear>(E, kv_heads * D, bias, options));
-  register_module("o_proj", std::make_shared<nn::Linear>(heads * D, E, bias, options));
+  register_module("o_proj", std::make_shared<nn::Linear>(heads * D, E, c.o_proj_bias, options));
+  if (qk_norm) {
+    for (const char* name : {"q_norm", "k_norm"})
+      register_module(
+          name, std::make_shared<LlamaRMSNorm>(D, c.rms_norm_eps, options, c.family() + "RMSNorm"));
+  }
 }
 
 nn::Value LlamaAttention::forward(const nn::Args& args) {
   const Tensor& x = args.tensor(0);
   const Tensor& cos = args.get(1, "cos").tensor();
   const Tensor& sin = args.get(2, "sin").tensor();
-  const Tensor q = apply_rotary(split_heads(call_child("q_proj", x), heads), cos, sin);
-  const auto [k, v] = with_history(args.get(3, "layer_past"),
-                                   apply_rotary(split_heads(call_child("k_proj", x), kv_heads), cos,
-                                                sin),  // K cached after RoPE
-                                   split_heads(call_child("v_proj", x), kv_heads));
+  // Qwen3 normalises each head of q and k (over its head_dim) before RoPE.
+  const auto heads_of = [&](const char* proj, const char* norm, std::int64_t n) {
+    const Tensor h = split_heads(call_child(proj, x), n);
+    return qk_norm ? call_child(norm, h) : h;
+  };
+  const Tensor q = apply_rotary(heads_of("q_proj", "q_norm", heads), cos, sin);
+  const auto [k, v] =
+      with_history(args.get(3, "layer_past"),
+                   apply_rotary(heads_of("k_proj", "k_norm", kv_heads), cos, sin),  // after RoPE
+                   split_heads(call_child("v_proj", x), kv_heads));
   const double p = is_training() ? attention_dropout : 0.0;
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   const Tensor out =
@@ -81,7 +83,7 @@ nn::Value LlamaAttention::forward(const nn::Args& args) {
 }
 
 LlamaMLP::LlamaMLP(const LlamaConfig& c, TensorOptions options)
-    : Module(hf_class(family(c) + "MLP")) {
+    : Module(hf_class(c.family() + "MLP")) {
   const std::int64_t E = c.hidden_size, I = c.intermediate_size;
   register_module("gate_proj", std::make_shared<nn::Linear>(E, I, c.mlp_bias, options));
   register_module("up_proj", std::make_shared<nn::Linear>(E, I, c.mlp_bias, options));
@@ -97,15 +99,15 @@ nn::Value LlamaMLP::forward(const nn::Args& args) {
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, std::int64_t layer_idx,
                                      TensorOptions options)
-    : Module(hf_class(family(c) + "DecoderLayer", {"GradientCheckpointingLayer"})) {
+    : Module(hf_class(c.family() + "DecoderLayer", {"GradientCheckpointingLayer"})) {
   register_module("self_attn", std::make_shared<LlamaAttention>(c, layer_idx, options));
   register_module("mlp", std::make_shared<LlamaMLP>(c, options));
   register_module("input_layernorm",
                   std::make_shared<LlamaRMSNorm>(c.hidden_size, c.rms_norm_eps, options,
-                                                 family(c) + "RMSNorm"));
+                                                 c.family() + "RMSNorm"));
   register_module("post_attention_layernorm",
                   std::make_shared<LlamaRMSNorm>(c.hidden_size, c.rms_norm_eps, options,
-                                                 family(c) + "RMSNorm"));
+                                                 c.family() + "RMSNorm"));
 }
 
 nn::Value LlamaDecoderLayer::forward(const nn::Args& args) {
@@ -120,7 +122,7 @@ nn::Value LlamaDecoderLayer::forward(const nn::Args& args) {
 }
 
 LlamaModel::LlamaModel(const LlamaConfig& c, TensorOptions options)
-    : Module(hf_class(family(c) + "Model", {family(c) + "PreTrainedModel", "PreTrainedModel"})),
+    : Module(hf_class(c.family() + "Model", {c.family() + "PreTrainedModel", "PreTrainedModel"})),
       config(c) {
   register_module("embed_tokens", std::make_shared<nn::Embedding>(c.vocab_size, c.hidden_size,
                                                                   c.pad_token_id, options));
@@ -129,9 +131,9 @@ LlamaModel::LlamaModel(const LlamaConfig& c, TensorOptions options)
     layers->append(std::make_shared<LlamaDecoderLayer>(c, i, options));
   register_module("layers", layers);
   register_module("norm", std::make_shared<LlamaRMSNorm>(c.hidden_size, c.rms_norm_eps, options,
-                                                         family(c) + "RMSNorm"));
+                                                         c.family() + "RMSNorm"));
   register_module("rotary_emb", std::make_shared<LlamaRotaryEmbedding>(
-                                    c, options, family(c) + "RotaryEmbedding"));
+                                    c, options, c.family() + "RotaryEmbedding"));
 }
 
 nn::Value LlamaModel::forward(const nn::Args& args) {
@@ -139,7 +141,7 @@ nn::Value LlamaModel::forward(const nn::Args& args) {
   const nn::Value& past = args.get(1, "past_key_values");
   const bool use_cache = args.get(2, "use_cache", false).to_bool();
   FSDP_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64 && ids.size(1) >= 1, ValueError,
-             "{}Model: expected int64 token ids [batch, seq], got {} {}", family(config),
+             "{}Model: expected int64 token ids [batch, seq], got {} {}", config.family(),
              dtype_name(ids.dtype()), shape_str(ids.shape()));
   const std::int64_t past_len = past.is_none() ? 0 : past[0][0].tensor().size(2);
   Tensor h = call_child("embed_tokens", ids);
@@ -161,8 +163,8 @@ const nn::ModuleClass& LlamaForCausalLM::static_class() {
 namespace {
 
 const nn::ModuleClass& causal_lm_class(const LlamaConfig& c) {
-  if (c.model_type != "mistral") return LlamaForCausalLM::static_class();
-  return hf_class("MistralForCausalLM", {"MistralPreTrainedModel", "PreTrainedModel"});
+  if (c.model_type == "llama") return LlamaForCausalLM::static_class();
+  return hf_class(c.family() + "ForCausalLM", {c.family() + "PreTrainedModel", "PreTrainedModel"});
 }
 
 }  // namespace

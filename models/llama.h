@@ -1,4 +1,5 @@
-// transformers' LlamaForCausalLM (also Mistral, with its sliding window): its module tree,
+// transformers' LlamaForCausalLM (also Mistral, Qwen2 and Qwen3, built the same way: their class
+// names, Qwen2's q/k/v biases, Qwen3's q_norm and k_norm, sliding windows): its module tree,
 // class names and FQNs exactly (state dicts load without renaming), modeling_llama.py's forward
 // (RMSNorm, RoPE, grouped-query attention, SwiGLU) and a KV cache.
 //   LlamaForCausalLM(model: LlamaModel(embed_tokens, layers: ModuleList of LlamaDecoderLayer(
@@ -38,7 +39,8 @@ class LlamaAttention : public nn::Module {
 
   const std::int64_t heads, kv_heads, head_dim, layer_idx;
   const double attention_dropout;
-  const std::optional<std::int64_t> sliding_window;  // Mistral's
+  const std::optional<std::int64_t> sliding_window;  // this layer's (Mistral, Qwen2/3)
+  const bool qk_norm;                                // Qwen3: q_norm and k_norm
 };
 
 // down_proj(act_fn(gate_proj(x)) * up_proj(x)).

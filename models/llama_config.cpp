@@ -34,6 +34,79 @@ const nlohmann::json& mistral_defaults() {
   return d;
 }
 
+// Qwen2Config().to_dict() / Qwen3Config().to_dict() of transformers 5.24, as above. Their
+// sliding_window is kept only with use_sliding_window (null otherwise), and layer_types null stands
+// for the list their __post_init__ derives.
+const nlohmann::json& qwen2_defaults() {
+  static const nlohmann::json d = nlohmann::json::parse(R"({
+    "attention_dropout": 0.0, "bos_token_id": null, "eos_token_id": null, "hidden_act": "silu",
+    "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 22016,
+    "layer_types": null, "max_position_embeddings": 32768, "max_window_layers": 28,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+    "pad_token_id": null, "rms_norm_eps": 1e-06, "sliding_window": 4096,
+    "tie_word_embeddings": false, "use_cache": true, "use_sliding_window": false,
+    "vocab_size": 151936})");
+  return d;
+}
+
+const nlohmann::json& qwen3_defaults() {
+  static const nlohmann::json d = [] {
+    nlohmann::json q = qwen2_defaults();
+    q["attention_bias"] = false;
+    q["head_dim"] = 128;
+    return q;
+  }();
+  return d;
+}
+
+const nlohmann::json& defaults_of(const std::string& model_type) {
+  if (model_type == "mistral") return mistral_defaults();
+  if (model_type == "qwen2") return qwen2_defaults();
+  if (model_type == "qwen3") return qwen3_defaults();
+  return llama_defaults();
+}
+
+// Qwen2/Qwen3's windows: sliding_window only with use_sliding_window, and layer_types (given, or
+// "sliding_attention" from max_window_layers on where there is a window), as their __post_init__.
+void read_qwen_windows(ConfigFields& f, LlamaConfig& c) {
+  if (!f.boolean("use_sliding_window")) f.json()["sliding_window"] = nullptr;
+  c.sliding_window = f.optional_integer("sliding_window");
+  if (c.sliding_window && *c.sliding_window <= 0)
+    f.fail(fmt::format("sliding_window must be positive or null, got {}", *c.sliding_window));
+  const std::int64_t from = f.optional_integer("max_window_layers").value_or(0);
+  auto& types = f.json()["layer_types"];
+  if (types.is_null()) {
+    types = nlohmann::json::array();
+    for (std::int64_t i = 0; i < c.num_hidden_layers; ++i)
+      types.push_back(c.sliding_window && i >= from ? "sliding_attention" : "full_attention");
+  }
+  if (!types.is_array() || std::int64_t(types.size()) != c.num_hidden_layers)
+    f.fail(fmt::format("layer_types must be a list of num_hidden_layers ({}) entries, got {}",
+                       c.num_hidden_layers, types.dump()));
+  for (const auto& t : types) {
+    if (t != "full_attention" && t != "sliding_attention")
+      f.unsupported("layer_types", t, "supported: full_attention, sliding_attention");
+    c.layer_types.push_back(t.get<std::string>());
+  }
+}
+
+}  // namespace
+
+std::optional<std::int64_t> LlamaConfig::window_of(std::int64_t layer) const {
+  if (layer_types.empty()) return sliding_window;
+  if (layer < 0 || layer >= std::int64_t(layer_types.size())) return std::nullopt;
+  return layer_types[std::size_t(layer)] == "sliding_attention" ? sliding_window : std::nullopt;
+}
+
+std::string LlamaConfig::family() const {
+  if (model_type == "mistral") return "Mistral";
+  if (model_type == "qwen2") return "Qwen2";
+  if (model_type == "qwen3") return "Qwen3";
+  return "Llama";
+}
+
+namespace {
+
 // The rope object in v5's format, as transformers' convert_rope_params_to_dict makes it: the
 // legacy rope_scaling ({"type" | "rope_type", ...}) where given and not empty, else
 // rope_parameters; a top-level rope_theta fills in only a theta the object lacks.
@@ -87,10 +160,14 @@ RopeParameters read_rope(ConfigFields& f, std::int64_t max_position_embeddings) 
 }  // namespace
 
 LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string& source) {
-  const bool mistral = file.is_object() && file.value("model_type", "") == "mistral";
-  ConfigFields f(file, mistral ? mistral_defaults() : llama_defaults(), source);
   LlamaConfig c;
-  c.model_type = mistral ? "mistral" : "llama";
+  if (file.is_object() && file.contains("model_type") && file["model_type"].is_string())
+    c.model_type = file["model_type"].get<std::string>();
+  if (c.model_type != "mistral" && c.model_type != "qwen2" && c.model_type != "qwen3")
+    c.model_type = "llama";
+  const bool mistral = c.model_type == "mistral";
+  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3";
+  ConfigFields f(file, defaults_of(c.model_type), source);
   c.vocab_size = f.positive("vocab_size");
   c.hidden_size = f.positive("hidden_size");
   c.intermediate_size = f.positive("intermediate_size");
@@ -104,8 +181,14 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     f.fail(fmt::format("num_attention_heads {} is not divisible by num_key_value_heads {}",
                        c.num_attention_heads, c.num_key_value_heads));
-  if (f.is_null("head_dim")) f.json()["head_dim"] = c.hidden_size / c.num_attention_heads;
-  c.head_dim = f.positive("head_dim");
+  // Qwen2Config has no head_dim: its attention takes one the file gives, else hidden / heads
+  // (and save_pretrained writes none).
+  if (!f.json().contains("head_dim")) {
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  } else {
+    if (f.is_null("head_dim")) f.json()["head_dim"] = c.hidden_size / c.num_attention_heads;
+    c.head_dim = f.positive("head_dim");
+  }
   if (c.head_dim % 2 != 0)
     f.unsupported("head_dim", c.head_dim, "rotary embeddings need an even head_dim");
   c.max_position_embeddings = f.positive("max_position_embeddings");
@@ -120,17 +203,21 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
   c.attention_dropout = f.number("attention_dropout");
   if (c.attention_dropout < 0 || c.attention_dropout > 1)
     f.fail(fmt::format("attention_dropout must be in [0, 1], got {}", c.attention_dropout));
-  if (!mistral) {  // MistralConfig has no biases
-    c.attention_bias = f.boolean("attention_bias");
-    c.mlp_bias = f.boolean("mlp_bias");
+  if (c.model_type == "llama" || c.model_type == "qwen3") {  // the others have no such fields
+    c.attention_bias = c.o_proj_bias = f.boolean("attention_bias");
+    if (c.model_type == "llama") c.mlp_bias = f.boolean("mlp_bias");
   }
+  if (c.model_type == "qwen2") c.attention_bias = true;  // q, k and v; o_proj has none
+  c.qk_norm = c.model_type == "qwen3";
   c.tie_word_embeddings = f.boolean("tie_word_embeddings");
   f.token_ids("eos_token_id");  // checked here, read by generation
   c.pad_token_id = f.optional_integer("pad_token_id");
   if (c.pad_token_id && (*c.pad_token_id < 0 || *c.pad_token_id >= c.vocab_size))
     f.fail(fmt::format("pad_token_id {} is outside the vocabulary [0, {})", *c.pad_token_id,
                        c.vocab_size));
-  if (mistral) {
+  if (qwen) {
+    read_qwen_windows(f, c);
+  } else if (mistral) {
     c.sliding_window = f.optional_integer("sliding_window");
     if (c.sliding_window && *c.sliding_window <= 0)
       f.fail(fmt::format("sliding_window must be positive or null, got {}", *c.sliding_window));
@@ -146,26 +233,25 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
 }
 
 nlohmann::json LlamaConfig::to_json(const std::string& dtype) const {
-  nlohmann::json j = fields.is_object() ? fields : llama_defaults();
+  nlohmann::json j = fields.is_object() ? fields : defaults_of(model_type);
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
   j["intermediate_size"] = intermediate_size;
   j["num_hidden_layers"] = num_hidden_layers;
   j["num_attention_heads"] = num_attention_heads;
   j["num_key_value_heads"] = num_key_value_heads;
-  j["head_dim"] = head_dim;
+  if (model_type != "qwen2" || j.contains("head_dim")) j["head_dim"] = head_dim;
   j["max_position_embeddings"] = max_position_embeddings;
   j["hidden_act"] = hidden_act;
   j["rms_norm_eps"] = rms_norm_eps;
   j["initializer_range"] = initializer_range;
   j["attention_dropout"] = attention_dropout;
-  if (model_type != "mistral") {
-    j["attention_bias"] = attention_bias;
-    j["mlp_bias"] = mlp_bias;
-  } else {
+  if (model_type == "llama" || model_type == "qwen3") j["attention_bias"] = o_proj_bias;
+  if (model_type == "llama") j["mlp_bias"] = mlp_bias;
+  if (model_type != "llama")
     j["sliding_window"] =
         sliding_window ? nlohmann::json(*sliding_window) : nlohmann::json(nullptr);
-  }
+  if (!layer_types.empty()) j["layer_types"] = layer_types;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["pad_token_id"] = pad_token_id ? nlohmann::json(*pad_token_id) : nlohmann::json(nullptr);
   nlohmann::json rope = j.value("rope_parameters", nlohmann::json::object());
@@ -178,8 +264,7 @@ nlohmann::json LlamaConfig::to_json(const std::string& dtype) const {
     rope["original_max_position_embeddings"] = this->rope.original_max_position_embeddings;
   }
   j["rope_parameters"] = rope;
-  return saved_config(j, model_type == "mistral" ? "MistralForCausalLM" : "LlamaForCausalLM",
-                      model_type, dtype);
+  return saved_config(j, family() + "ForCausalLM", model_type, dtype);
 }
 
 }  // namespace fsdp::models

@@ -19,7 +19,9 @@ inline const std::vector<std::string>& hf_fixture_models() {
                                                  "llama_gqa",
                                                  "llama_tied_bias_llama3",
                                                  "llama_linear_head_dim",
-                                                 "mistral_sliding_window"};
+                                                 "mistral_sliding_window",
+                                                 "qwen2_tied_window",
+                                                 "qwen3_qk_norm"};
   return names;
 }
 

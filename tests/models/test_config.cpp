@@ -174,6 +174,69 @@ BOOST_AUTO_TEST_CASE(mistral_reads_its_sliding_window_and_keeps_its_class_names)
   BOOST_TEST(!model->config_json().contains("mlp_bias"));
 }
 
+// Qwen2Config / Qwen3Config of transformers 5.24: their defaults; the window only with
+// use_sliding_window, on the layers from max_window_layers on (or as layer_types says); Qwen2's
+// q/k/v biases without o_proj's; Qwen3's q_norm and k_norm; their class names.
+BOOST_AUTO_TEST_CASE(qwen2_and_qwen3_read_their_windows_biases_and_class_names) {
+  const auto q2 = std::get<LlamaConfig>(parse_config({{"model_type", "qwen2"}}, "cfg.json"));
+  BOOST_TEST(q2.vocab_size == 151936);
+  BOOST_TEST(q2.head_dim == 128);              // 4096 / 32
+  BOOST_TEST(!q2.sliding_window.has_value());  // sliding_window 4096 without use_sliding_window
+  BOOST_TEST(q2.layer_types.size() == 32u);
+  BOOST_TEST(!q2.window_of(31).has_value());
+  BOOST_TEST((q2.attention_bias && !q2.o_proj_bias && !q2.qk_norm));
+  BOOST_TEST(q2.to_json().at("sliding_window").is_null());
+  BOOST_TEST(!q2.to_json().contains("head_dim"));
+  BOOST_TEST(!q2.to_json().contains("attention_bias"));
+  const json small = {{"hidden_size", 16},        {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2}, {"num_hidden_layers", 3},
+                      {"intermediate_size", 32},  {"vocab_size", 50}};
+  json windowed = small;
+  windowed.update({{"model_type", "qwen2"},
+                   {"use_sliding_window", true},
+                   {"sliding_window", 8},
+                   {"max_window_layers", 2}});
+  const auto w = std::get<LlamaConfig>(parse_config(windowed, "cfg.json"));
+  BOOST_TEST(!w.window_of(1).has_value());
+  BOOST_TEST(w.window_of(2).value_or(0) == 8);
+  BOOST_TEST(w.to_json().at("layer_types") ==
+             json::array({"full_attention", "full_attention", "sliding_attention"}));
+  windowed["layer_types"] = {"sliding_attention", "full_attention", "full_attention"};
+  BOOST_TEST(std::get<LlamaConfig>(parse_config(windowed, "cfg.json")).window_of(0).value_or(0) ==
+             8);
+  windowed["layer_types"] = {"sliding_attention", "chunked_attention", "full_attention"};
+  BOOST_TEST(parse_error(windowed) ==
+             "cfg.json: layer_types \"chunked_attention\" is not supported (supported: "
+             "full_attention, sliding_attention)");
+  windowed["layer_types"] = {"full_attention"};
+  BOOST_TEST(parse_error(windowed) ==
+             "cfg.json: layer_types must be a list of num_hidden_layers (3) entries, got "
+             "[\"full_attention\"]");
+  auto model =
+      make_causal_lm(parse_config(w.to_json(), "cfg.json"), TensorOptions(DType::Float32, kMeta));
+  BOOST_TEST(model->type_name() == "Qwen2ForCausalLM");
+  BOOST_TEST(model->get_submodule("model.layers.0")->type_name() == "Qwen2DecoderLayer");
+  BOOST_TEST(model->get_submodule("model.norm")->type_name() == "Qwen2RMSNorm");
+  BOOST_TEST(decoder_block_class(*model) == "Qwen2DecoderLayer");
+  const auto attn = model->get_submodule("model.layers.0.self_attn");
+  BOOST_TEST(attn->type_name() == "Qwen2Attention");
+  BOOST_TEST(attn->get_submodule("q_proj")->param("bias").defined());
+  BOOST_TEST(attn->get_submodule("o_proj")->named_parameters().size() == 1u);  // no bias
+
+  const auto q3 = std::get<LlamaConfig>(parse_config({{"model_type", "qwen3"}}, "cfg.json"));
+  BOOST_TEST(q3.head_dim == 128);
+  BOOST_TEST((!q3.attention_bias && !q3.o_proj_bias && q3.qk_norm));
+  json q3_small = small;
+  q3_small.update({{"model_type", "qwen3"}, {"head_dim", 6}});
+  auto m3 =
+      make_causal_lm(parse_config(q3_small, "cfg.json"), TensorOptions(DType::Float32, kMeta));
+  const auto a3 = m3->get_submodule("model.layers.0.self_attn");
+  BOOST_TEST(a3->type_name() == "Qwen3Attention");
+  BOOST_TEST(a3->get_submodule("q_norm")->type_name() == "Qwen3RMSNorm");
+  BOOST_TEST((a3->get_submodule("k_norm")->param("weight").shape() == Shape{6}));
+  BOOST_TEST(m3->config_json().at("architectures") == json::array({"Qwen3ForCausalLM"}));
+}
+
 BOOST_AUTO_TEST_CASE(eos_token_id_may_be_a_number_a_list_or_null) {
   // Llama 3.1's config lists two end-of-sequence ids; generation stops at either.
   const TensorOptions meta(DType::Float32, kMeta);
@@ -244,9 +307,10 @@ BOOST_AUTO_TEST_CASE(unsupported_values_name_the_file_field_and_value) {
   BOOST_TEST(parse_error(llama({{"pad_token_id", 50}})) ==
              "cfg.json: pad_token_id 50 is outside the vocabulary [0, 50)");
   BOOST_TEST(parse_error({{"vocab_size", 5}}) ==
-             "cfg.json: model_type is missing (supported: gpt2, llama, mistral)");
+             "cfg.json: model_type is missing (supported: gpt2, llama, mistral, qwen2, qwen3)");
   BOOST_TEST(parse_error({{"model_type", "bert"}}) ==
-             "cfg.json: model_type \"bert\" is not supported (supported: gpt2, llama, mistral)");
+             "cfg.json: model_type \"bert\" is not supported (supported: gpt2, llama, mistral, "
+             "qwen2, qwen3)");
 }
 
 BOOST_AUTO_TEST_CASE(load_config_names_the_file) {

@@ -132,7 +132,7 @@ with open(os.path.join(FIXTURES, "finetune", "llama", "config.json")) as f:
     llama = json.load(f)
 d = write_config("bert", {"model_type": "bert", "hidden_size": 8})
 expect_error(d, f"{d}/config.json: model_type \"bert\" is not supported (supported: gpt2, "
-                "llama, mistral)")
+                "llama, mistral, qwen2, qwen3)")
 d = write_config("yarn", {**llama, "rope_parameters": {"rope_type": "yarn", "factor": 4.0}})
 expect_error(os.path.join(d, "config.json"),
              "config.json: rope_parameters.rope_type \"yarn\" is not supported")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerates tests/fixtures/finetune/ for tests/examples/test_finetune.py: two tiny models made
-by transformers (GPT-2 with a tied head, Llama with grouped-query attention and an untied head;
-no dropout, so training is deterministic), llm.c token files (uint16, GPT-2's header) and
+"""Regenerates tests/fixtures/finetune/ for tests/examples/test_finetune.py: tiny models made by
+transformers (GPT-2 with a tied head, Llama with grouped-query attention and an untied head,
+Qwen2 with its q/k/v biases and a tied head, Qwen3 with q_norm and k_norm; no dropout, so training is deterministic), llm.c token files (uint16, GPT-2's header) and
 transformers' per-step losses for finetune's runs (finetune_ref.py beside this file: the same data
 order, torch's optimizers, the global batch). Run with /opt/torch2/bin/python (transformers).
 
@@ -14,7 +14,8 @@ import sys
 
 import numpy as np
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "..", "tests", "fixtures", "finetune")
@@ -37,7 +38,16 @@ def models():
         vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
         tie_word_embeddings=False, bos_token_id=1, eos_token_id=2))
-    return {"gpt2": gpt2, "llama": llama}
+    # Built after the two above, so that theirs stay as they were.
+    qwen2 = Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        tie_word_embeddings=True, bos_token_id=1, eos_token_id=2))
+    qwen3 = Qwen3ForCausalLM(Qwen3Config(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+        tie_word_embeddings=False, bos_token_id=1, eos_token_id=2))
+    return {"gpt2": gpt2, "llama": llama, "qwen2": qwen2, "qwen3": qwen3}
 
 
 def write_tokens(path, tokens):

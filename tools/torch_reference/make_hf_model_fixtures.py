@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerates tests/fixtures/hf_models/ for tests/models/: tiny random GPT-2, Llama and Mistral
-models built with transformers (5.24) from configs, saved with save_pretrained (config.json,
+"""Regenerates tests/fixtures/hf_models/ for tests/models/: tiny random GPT-2, Llama, Mistral, Qwen2
+and Qwen3 models built with transformers (5.24) from configs, saved with save_pretrained (config.json,
 model.safetensors), plus expected.safetensors per model:
   input_ids [2, 9] int64 and logits [2, 9, V] float32 of the model in eval mode;
   prompt_ids [1, 4] int64 and greedy_ids [1, 4 + N] int64: generate(do_sample=False,
@@ -26,7 +26,8 @@ import shutil
 import torch
 from safetensors.torch import save_file
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM)
+                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "..", "tests", "fixtures", "hf_models")
@@ -64,6 +65,20 @@ MODELS = {
         vocab_size=103, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
         sliding_window=4, bos_token_id=1, eos_token_id=2, initializer_range=0.2)),
+    # Qwen2.5's shape: q/k/v biases, o_proj none, a tied head; layer 1 slides (max_window_layers
+    # 1) with a window shorter than the inputs, layer 0 attends in full.
+    "qwen2_tied_window": (Qwen2Config, Qwen2ForCausalLM, dict(
+        vocab_size=109, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        tie_word_embeddings=True, use_sliding_window=True, sliding_window=4,
+        max_window_layers=1, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        bos_token_id=1, eos_token_id=2, initializer_range=0.2)),
+    # Qwen3's: q_norm and k_norm over a head_dim other than hidden_size / heads, all four
+    # attention biases.
+    "qwen3_qk_norm": (Qwen3Config, Qwen3ForCausalLM, dict(
+        vocab_size=111, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+        attention_bias=True, bos_token_id=1, eos_token_id=2, initializer_range=0.2)),
 }
 
 
