@@ -88,11 +88,18 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-special-tokens", skip_special_tokens,
                "leave special tokens out of the text (decode's skip_special_tokens)")
       ->needs(text_opt);
-  // Unset, the last four take the model's generation_config.json values, else transformers'
-  // defaults (models::generation_defaults).
-  auto* max_opt = app.add_option("--max-new-tokens", o.max_new_tokens,
-                                 "tokens to generate (default: generation_config.json's, else 20)")
-                      ->check(examples::int_range(0, 1 << 20));
+  // Unset, these take the model's generation_config.json values, else transformers' defaults
+  // (models::generation_defaults).
+  auto* max_opt =
+      app.add_option("--max-new-tokens", o.max_new_tokens,
+                     "tokens to generate (default: generation_config.json's max_new_tokens, else "
+                     "up to its max_length tokens in all, else 20)")
+          ->check(examples::int_range(0, 1 << 20));
+  auto* penalty_opt =
+      app.add_option("--repetition-penalty", o.repetition_penalty,
+                     "divides the scores of tokens already in the sequence, greedy or sampled; "
+                     "1: off (default: generation_config.json's, else 1)")
+          ->check(examples::finite_number());
   auto* sample_opt = app.add_flag("--do-sample", o.do_sample, "sample instead of greedy decoding");
   auto* temperature_opt =
       app.add_option("--temperature", o.temperature,
@@ -161,7 +168,11 @@ int main(int argc, char** argv) {
         dtype_name == "auto" ? std::nullopt : std::optional<DType>(dtype_from_name(dtype_name)));
     model->eval();
     const models::GenerationOptions defaults = models::generation_defaults(*model);
-    if (max_opt->count() == 0) o.max_new_tokens = defaults.max_new_tokens;
+    if (max_opt->count() == 0) {
+      o.max_new_tokens = defaults.max_new_tokens;
+      o.max_length = defaults.max_length;
+    }
+    if (penalty_opt->count() == 0) o.repetition_penalty = defaults.repetition_penalty;
     if (temperature_opt->count() == 0) o.temperature = defaults.temperature;
     if (top_k_opt->count() == 0) o.top_k = defaults.top_k;
     if (top_p_opt->count() == 0) o.top_p = defaults.top_p;

@@ -59,6 +59,19 @@ void apply_top_p(std::vector<float>& scores, double top_p) {
   }
 }
 
+void apply_repetition_penalty(std::vector<float>& scores, const std::vector<std::int64_t>& seen,
+                              double penalty) {
+  FSDP_CHECK(penalty > 0, ValueError, "generate: repetition_penalty must be > 0, got {}", penalty);
+  const float p = static_cast<float>(penalty);
+  std::vector<bool> done(scores.size(), false);  // a repeated token is penalised once
+  for (std::int64_t id : seen) {
+    const auto i = static_cast<std::size_t>(id);
+    if (id < 0 || i >= scores.size() || done[i]) continue;
+    done[i] = true;
+    scores[i] = scores[i] < 0 ? scores[i] * p : scores[i] / p;
+  }
+}
+
 void warp_scores(std::vector<float>& scores, const GenerationOptions& o) {
   if (o.temperature != 1.0) apply_temperature(scores, o.temperature);
   if (o.top_k > 0) apply_top_k(scores, o.top_k);
@@ -98,7 +111,13 @@ GenerationOptions generation_defaults(const CausalLM& model) {
   set("temperature", o.temperature);
   set("top_k", o.top_k);
   set("top_p", o.top_p);
+  set("repetition_penalty", o.repetition_penalty);
   set("max_new_tokens", o.max_new_tokens);
+  if (!g.contains("max_new_tokens") || g["max_new_tokens"].is_null()) {
+    std::int64_t max_length = 0;
+    set("max_length", max_length);
+    if (max_length > 0) o.max_length = max_length;
+  }
   return o;
 }
 
@@ -124,8 +143,13 @@ Tensor generate(CausalLM& model, const Tensor& prompt, const GenerationOptions& 
   for (std::int64_t b = 0; b < B; ++b)
     rows[std::size_t(b)].assign(flat.begin() + b * P, flat.begin() + (b + 1) * P);
   std::vector<bool> finished(static_cast<std::size_t>(B), false);
+  FSDP_CHECK(!o.max_length || P < *o.max_length, ValueError,
+             "generate: the prompt's {} tokens reach max_length {}; raise it or set "
+             "max_new_tokens",
+             P, o.max_length.value_or(0));
+  const std::int64_t wanted = o.max_length ? *o.max_length - P : o.max_new_tokens;
   // The last token is never fed back: a table of `limit` positions allows limit + 1 tokens.
-  const std::int64_t steps = limit ? std::min(o.max_new_tokens, *limit + 1 - P) : o.max_new_tokens;
+  const std::int64_t steps = limit ? std::min(wanted, *limit + 1 - P) : wanted;
   KVCache cache;
   Tensor input = prompt;
   for (std::int64_t step = 0; step < steps; ++step) {
@@ -137,6 +161,8 @@ Tensor generate(CausalLM& model, const Tensor& prompt, const GenerationOptions& 
     for (std::int64_t b = 0; b < B; ++b) {
       std::vector<float> scores(values.begin() + b * V, values.begin() + (b + 1) * V);
       std::int64_t token;
+      if (o.repetition_penalty != 1.0)
+        apply_repetition_penalty(scores, rows[std::size_t(b)], o.repetition_penalty);
       if (o.do_sample) {
         warp_scores(scores, o);
         token = sample_index(softmax_probs(scores), gen);

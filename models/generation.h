@@ -15,7 +15,13 @@ namespace fsdp::models {
 
 struct GenerationOptions {
   std::int64_t max_new_tokens = 20;
+  // transformers' max_length: where set, the whole sequence's length (prompt included) caps the
+  // generation instead of max_new_tokens (a caller that sets max_new_tokens leaves it unset).
+  std::optional<std::int64_t> max_length;
   bool do_sample = false;  // false: greedy (argmax, first index on ties), no warpers
+  // transformers' RepetitionPenaltyLogitsProcessor, before the warpers and in greedy search too:
+  // the score of each token already in the row divided by it (multiplied where negative); 1: off.
+  double repetition_penalty = 1.0;
   double temperature = 1.0;
   std::int64_t top_k = 50;  // 0: off
   double top_p = 1.0;       // 1: off
@@ -26,9 +32,9 @@ struct GenerationOptions {
 };
 
 // transformers' GenerationConfig defaults with the model's generation_config.json (as
-// from_pretrained read and checked it) over them: temperature, top_k, top_p and max_new_tokens
-// where the file sets them. do_sample stays false: greedy unless the caller asks, as
-// transformers' generate(do_sample=False).
+// from_pretrained read and checked it) over them: temperature, top_k, top_p, repetition_penalty,
+// max_new_tokens and (without max_new_tokens) max_length where the file sets them. do_sample stays
+// false: greedy unless the caller asks, as transformers' generate(do_sample=False).
 GenerationOptions generation_defaults(const CausalLM& model);
 
 // prompt [B, P] int64 -> [B, P + n] int64, n <= max_new_tokens; the total length is capped at
@@ -47,6 +53,10 @@ Tensor generate(CausalLM& model, const Tensor& prompt, const GenerationOptions& 
 void apply_temperature(std::vector<float>& scores, double temperature);
 void apply_top_k(std::vector<float>& scores, std::int64_t top_k);
 void apply_top_p(std::vector<float>& scores, double top_p);
+// RepetitionPenaltyLogitsProcessor on one row: each token of `seen` (the row so far) scored
+// s / penalty, or s * penalty where s < 0 (in float32).
+void apply_repetition_penalty(std::vector<float>& scores, const std::vector<std::int64_t>& seen,
+                              double penalty);
 // temperature, top-k, top-p in transformers' order, each only when active (!= 1, > 0, < 1).
 void warp_scores(std::vector<float>& scores, const GenerationOptions& options);
 // softmax of a row in float32.

@@ -93,6 +93,11 @@ nlohmann::json read_generation_config(const std::string& dir) {
   if (has("max_new_tokens") && fields.optional_integer("max_new_tokens").value() < 0)
     fields.fail(
         fmt::format("max_new_tokens must be >= 0, got {}", config["max_new_tokens"].dump()));
+  if (has("max_length") && fields.optional_integer("max_length").value() < 1)
+    fields.fail(fmt::format("max_length must be >= 1, got {}", config["max_length"].dump()));
+  if (has("repetition_penalty") && !(fields.number("repetition_penalty") > 0))
+    fields.fail(
+        fmt::format("repetition_penalty must be > 0, got {}", config["repetition_penalty"].dump()));
   return config;
 }
 

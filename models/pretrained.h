@@ -38,9 +38,9 @@ DType auto_dtype(const ConfigFile& config, const io::SafetensorsDir& files);
 // tie_weights does. For jobs that build the model themselves (finetune under FSDP).
 ModelConfig untie_where_files_differ(ModelConfig config, const io::SafetensorsDir& files);
 
-// DIR/generation_config.json, its eos and pad ids and sampling defaults (temperature, top_k,
-// top_p, max_new_tokens) checked (InputError naming the file, the field and the value); an empty
-// object where DIR has none.
+// DIR/generation_config.json, its eos and pad ids and generation defaults (temperature, top_k,
+// top_p, repetition_penalty, max_new_tokens, max_length) checked (InputError naming the file, the
+// field and the value); an empty object where DIR has none.
 nlohmann::json read_generation_config(const std::string& dir);
 
 // The model of `config` on the CPU for weights that come from files: built on meta and given

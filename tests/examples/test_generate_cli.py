@@ -96,6 +96,21 @@ with tempfile.TemporaryDirectory() as with_config:
         json.dump({"max_new_tokens": 3, "temperature": 0.5}, f)
     check("generation_config.json's max_new_tokens",
           len(run("--model-dir", with_config, "--prompt-ids", "5,6,7")[1].split(",")), 6)
+    # max_length (the whole sequence) and repetition_penalty: transformers' generate on the same
+    # file (tests/fixtures/generation_config_cases.json, the llama_gqa cases).
+    cases = [c for c in json.load(open(os.path.join(FIXTURES, "generation_config_cases.json")))
+             if c["model"] == "llama_gqa" and not c["generation_config"].get("do_sample")]
+    for c in cases:
+        with open(os.path.join(with_config, "generation_config.json"), "w") as f:
+            json.dump(dict(c["generation_config"], pad_token_id=c["pad_token_id"]), f)
+        row = c["prompt"][0]
+        args = ["--model-dir", with_config, "--prompt-ids", ",".join(map(str, row))]
+        if "max_new_tokens" in c["generate"]:
+            args += ["--max-new-tokens", str(c["generate"]["max_new_tokens"])]
+        check(f"generation_config.json {c['generation_config']} {c['generate']}", run(*args),
+              (0, ",".join(map(str, c["output"][0])), ""))
+    with open(os.path.join(with_config, "generation_config.json"), "w") as f:
+        json.dump({"max_new_tokens": 3, "temperature": 0.5}, f)
     check("--max-new-tokens over generation_config.json's",
           len(run("--model-dir", with_config, "--prompt-ids", "5,6,7", "--max-new-tokens",
                   "5")[1].split(",")), 8)
@@ -118,6 +133,9 @@ cases = [
     (["--model-dir", d, "--prompt-ids", "1", "--device", "gpu"], 1,
      "generate: error: --device gpu: unknown device (expected cpu, cuda, cuda:N, fake_cuda or "
      "fake_cuda:N)"),
+    (["--model-dir", d, "--prompt-ids", "1", "--repetition-penalty", "0"], 2,
+     "generate: error: --repetition-penalty: expected a finite number above 0, got '0' (see "
+     "generate --help)"),
     (["--model-dir", d, "--prompt-ids", "1", "--dtype", "int8"], 2,
      "generate: error: --dtype: int8 not in {auto,float32,bfloat16,float16} (see generate "
      "--help)"),

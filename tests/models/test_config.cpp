@@ -505,7 +505,9 @@ BOOST_AUTO_TEST_CASE(generation_config_json_gives_the_sampling_defaults) {
            {R"({"temperature": 0})", "temperature must be > 0, got 0"},
            {R"({"top_k": -1})", "top_k must be >= 0, got -1"},
            {R"({"top_p": 1.5})", "top_p must be in [0, 1], got 1.5"},
-           {R"({"max_new_tokens": -2})", "max_new_tokens must be >= 0, got -2"}}) {
+           {R"({"max_new_tokens": -2})", "max_new_tokens must be >= 0, got -2"},
+           {R"({"max_length": 0})", "max_length must be >= 1, got 0"},
+           {R"({"repetition_penalty": -1.5})", "repetition_penalty must be > 0, got -1.5"}}) {
     std::ofstream(gen) << text;
     BOOST_TEST(load() == gen.string() + ": " + want);
   }

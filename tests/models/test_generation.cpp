@@ -5,7 +5,9 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "core/ops.h"
 #include "models/auto_model.h"
@@ -193,4 +195,45 @@ BOOST_AUTO_TEST_CASE(sampling_follows_the_probabilities_and_a_seed_repeats_it) {
   BOOST_TEST(first == generate(*model, prompt, o, &b).to_int_vector(),
              boost::test_tools::per_element());
   BOOST_TEST(first != generate(*model, prompt, o, &c).to_int_vector());
+}
+
+// A generation config's repetition_penalty (in greedy search too, before the warpers) and
+// max_length (the whole sequence's length; max_new_tokens over it), as transformers' generate
+// gives them on fixture models (tests/fixtures/generation_config_cases.json, from
+// tools/torch_reference/make_generation_config_cases.py): generation_defaults reads them.
+BOOST_AUTO_TEST_CASE(repetition_penalty_and_max_length_as_transformers_generate) {
+  std::ifstream in(testing::fixture_path("generation_config_cases.json"));
+  const auto cases = nlohmann::json::parse(in);
+  BOOST_TEST_REQUIRE(cases.size() >= 18u);
+  for (const auto& c : cases) {
+    BOOST_TEST_CONTEXT(c["model"].get<std::string>()
+                       << " " << c["generation_config"].dump() << " " << c["generate"].dump()) {
+      auto model = testing::load_hf_fixture(c["model"]);
+      model->generation_config = c["generation_config"];
+      GenerationOptions o = generation_defaults(*model);
+      o.do_sample = false;
+      o.pad_token_id = c["pad_token_id"].get<std::int64_t>();
+      if (c["generate"].contains("max_new_tokens")) {
+        o.max_new_tokens = c["generate"]["max_new_tokens"];
+        o.max_length.reset();
+      }
+      std::vector<std::int64_t> prompt, want;
+      for (const auto& row : c["prompt"]) prompt.insert(prompt.end(), row.begin(), row.end());
+      for (const auto& row : c["output"]) want.insert(want.end(), row.begin(), row.end());
+      const std::int64_t B = std::int64_t(c["prompt"].size());
+      const Tensor got =
+          generate(*model, from_vector(prompt, {B, std::int64_t(prompt.size()) / B}), o);
+      BOOST_TEST(got.to_int_vector() == want, boost::test_tools::per_element());
+    }
+  }
+  auto model = testing::load_hf_fixture("llama_gqa");
+  GenerationOptions o;
+  o.max_length = 4;
+  const Tensor four = from_vector(std::vector<std::int64_t>{5, 6, 7, 8}, {1, 4});
+  BOOST_TEST(testing::error_message<ValueError>([&] { generate(*model, four, o); }) ==
+             "generate: the prompt's 4 tokens reach max_length 4; raise it or set max_new_tokens");
+  o.max_length.reset();
+  o.repetition_penalty = 0;
+  BOOST_TEST(testing::error_message<ValueError>([&] { generate(*model, four, o); }) ==
+             "generate: repetition_penalty must be > 0, got 0");
 }
