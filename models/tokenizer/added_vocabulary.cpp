@@ -12,7 +12,8 @@ namespace fsdp::models {
 
 using nlohmann::json;
 
-AddedVocabulary AddedVocabulary::from_json(const json& value, const JsonPlace& place) {
+AddedVocabulary AddedVocabulary::from_json(const json& value, const JsonPlace& place,
+                                           const Normalizer& normalizer) {
   AddedVocabulary v;
   if (!value.is_array()) place.malformed("expected an array");
   for (std::size_t i = 0; i < value.size(); ++i) {
@@ -20,7 +21,7 @@ AddedVocabulary AddedVocabulary::from_json(const json& value, const JsonPlace& p
     const json& t = value[i];
     at.check_keys(t, {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"});
     AddedToken token{(at / "id").as_id(at.at(t, "id")),
-                     (at / "content").as_string(at.at(t, "content")), false, false};
+                     (at / "content").as_string(at.at(t, "content")), false, false, ""};
     if (token.content.empty()) (at / "content").unsupported(t["content"], "a non-empty string");
     for (const char* key : {"single_word", "lstrip", "rstrip"})
       if (t.contains(key) && (at / key).as_bool(t[key]))
@@ -29,13 +30,17 @@ AddedVocabulary AddedVocabulary::from_json(const json& value, const JsonPlace& p
     // tokenizers' default: a special token is matched as written, another one normalized.
     token.normalized =
         t.contains("normalized") ? (at / "normalized").as_bool(t["normalized"]) : !token.special;
+    token.pattern = token.normalized ? normalizer.normalize(token.content) : token.content;
+    if (token.pattern.empty())
+      (at / "content")
+          .malformed(fmt::format("{} is empty once normalized", short_json(t["content"])));
     if (v.find(token.content))
       (at / "content").malformed(fmt::format("{} is added twice", short_json(token.content)));
     v.tokens_.push_back(std::move(token));
   }
   for (std::size_t k = 0; k < v.tokens_.size(); ++k) {
     const AddedToken& t = v.tokens_[k];
-    v.by_first_byte_[t.normalized ? 1 : 0][static_cast<unsigned char>(t.content[0])].push_back(k);
+    v.by_first_byte_[t.normalized ? 1 : 0][static_cast<unsigned char>(t.pattern[0])].push_back(k);
   }
   return v;
 }
@@ -75,14 +80,14 @@ const AddedToken* AddedVocabulary::longest_at(std::string_view text, std::size_t
   const AddedToken* best = nullptr;
   for (std::size_t k : by_first_byte_[pass][static_cast<unsigned char>(text[i])]) {
     const AddedToken& t = tokens_[k];
-    if ((!best || t.content.size() > best->content.size()) && text.substr(i).starts_with(t.content))
+    if ((!best || t.pattern.size() > best->pattern.size()) && text.substr(i).starts_with(t.pattern))
       best = &t;
   }
   return best;
 }
 
 void AddedVocabulary::split_pass(std::string_view text, int pass, bool split_special_tokens,
-                                 const std::function<void(std::string_view)>& on_text,
+                                 const std::function<void(std::string_view, std::size_t)>& on_text,
                                  const std::function<void(std::uint32_t)>& on_token) const {
   std::size_t start = 0;  // of the text not yet given out
   for (std::size_t i = 0; i < text.size();) {
@@ -93,21 +98,32 @@ void AddedVocabulary::split_pass(std::string_view text, int pass, bool split_spe
     }
     // tokenizers (encode_special_tokens) still consumes the match, then leaves it as text.
     if (!(split_special_tokens && t->special)) {
-      if (i > start) on_text(text.substr(start, i - start));
+      if (i > start) on_text(text.substr(start, i - start), start);
       on_token(t->id);
-      start = i + t->content.size();
+      start = i + t->pattern.size();
     }
-    i += t->content.size();
+    i += t->pattern.size();
   }
-  if (start < text.size()) on_text(text.substr(start));
+  if (start < text.size()) on_text(text.substr(start), start);
 }
 
 void AddedVocabulary::split(std::string_view text, bool split_special_tokens,
-                            const std::function<void(std::string_view)>& on_text,
+                            const Normalizer& normalizer,
+                            const std::function<void(std::string_view, bool)>& on_text,
                             const std::function<void(std::uint32_t)>& on_token) const {
   split_pass(
       text, 0, split_special_tokens,
-      [&](std::string_view rest) { split_pass(rest, 1, split_special_tokens, on_text, on_token); },
+      [&](std::string_view rest, std::size_t offset) {
+        auto second_pass = [&](std::string_view normalized) {
+          split_pass(
+              normalized, 1, split_special_tokens,
+              [&](std::string_view piece, std::size_t at) { on_text(piece, offset + at == 0); },
+              on_token);
+        };
+        if (normalizer.is_identity()) return second_pass(rest);
+        const std::string normalized = normalizer.normalize(rest);
+        second_pass(normalized);
+      },
       on_token);
 }
 
