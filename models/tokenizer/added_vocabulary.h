@@ -23,6 +23,7 @@ struct AddedToken {
   std::uint32_t id;
   std::string content;
   bool special, normalized;
+  bool lstrip, rstrip;  // the whitespace before / after a match is part of the token
   // What is searched for and what decode gives the decoder: the content, normalized when
   // `normalized` (tokenizers' normalized_cache).
   std::string pattern;
@@ -30,7 +31,7 @@ struct AddedToken {
 
 class AddedVocabulary {
  public:
-  // From the "added_tokens" field at `place`; single_word, lstrip or rstrip set is an InputError.
+  // From the "added_tokens" field at `place`; single_word set is an InputError.
   static AddedVocabulary from_json(const nlohmann::json& value, const JsonPlace& place,
                                    const Normalizer& normalizer);
 

@@ -259,8 +259,8 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
       "t.json: pre_tokenizer is {\"behavior\":\"Isolated\",\"invert\":false,\"pattern\":"
       "{\"Regex\":...: not supported (without a ByteLevel step, the model needs byte_fallback "
       "with the 256 <0xXX> tokens, or an unk_token)");
-  BOOST_TEST(load_with([](json& j) { j["added_tokens"][0]["lstrip"] = true; }) ==
-             "t.json: added_tokens[0].lstrip is true: not supported (false only)");
+  BOOST_TEST(load_with([](json& j) { j["added_tokens"][0]["single_word"] = true; }) ==
+             "t.json: added_tokens[0].single_word is true: not supported (false only)");
   BOOST_TEST(load_with([](json& j) {
                j["decoder"] = {{"type", "WordPiece"}};
              }) ==

@@ -3,7 +3,8 @@
 // tools/torch_reference/make_tokenizer_fixtures.py: llama2_style (normalizer Prepend("▁") +
 // Replace(" " -> "▁"), no pre-tokenizer) and metaspace_style (Metaspace, prepend_scheme first),
 // both with byte_fallback, <unk> and the Replace/ByteFallback/Fuse/Strip decoder; the same files
-// with fields changed (expected.json's variants); HF's behaviours written out; every refused
+// with fields changed (expected.json's variants, lstrip/rstrip among them); HF's behaviours
+// written out; every refused
 // field by its message.
 #define BOOST_TEST_MODULE models_tokenizer_sentencepiece
 #include <boost/test/unit_test.hpp>
@@ -87,7 +88,7 @@ BOOST_AUTO_TEST_CASE(changed_fields_equal_hf) {
       }
     }
   }
-  BOOST_TEST(variants == 7);
+  BOOST_TEST(variants == 9);
 }
 
 // Llama 2's normalizer puts "▁" before every stretch of text between added tokens and before a
@@ -137,6 +138,17 @@ BOOST_AUTO_TEST_CASE(byte_fallback_and_unk) {
   const Ids unk_x = unfused.encode("😀日x");
   BOOST_TEST(unfused.decode(unk_x) == "<s> <unk><unk>x");
   BOOST_TEST(unfused.decode(unk_x, /*skip_special_tokens=*/true) == "x");
+}
+
+// lstrip/rstrip: the whitespace around a match (Unicode White_Space, not "▁") is the token's.
+BOOST_AUTO_TEST_CASE(lstrip_and_rstrip_take_the_whitespace_around) {
+  json j = style_json("metaspace_style");
+  BOOST_TEST_REQUIRE(j["added_tokens"][4]["content"] == "<pad>");
+  j["added_tokens"][4]["lstrip"] = true;
+  j["added_tokens"][4]["rstrip"] = true;
+  const Tokenizer tok = Tokenizer::from_json(j, "t.json");
+  BOOST_TEST(tokens_of(tok, "a \t<pad>\n\u3000b") == "▁a|<pad>|b");
+  BOOST_TEST(tokens_of(tok, "a <pad> <pad> b") == "▁a|<pad>|<pad>|b");
 }
 
 // ByteFallback: a run of byte tokens that is valid UTF-8 becomes its text, any other run one
@@ -225,6 +237,6 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
                        }) ==
              "t.json: decoder.decoders[0].pattern is {\"Regex\":\"▁\"}: not supported (a "
              "{\"String\": ...} pattern)");
-  BOOST_TEST(load_with(l, [](json& j) { j["added_tokens"][1]["rstrip"] = true; }) ==
-             "t.json: added_tokens[1].rstrip is true: not supported (false only)");
+  BOOST_TEST(load_with(l, [](json& j) { j["added_tokens"][1]["single_word"] = true; }) ==
+             "t.json: added_tokens[1].single_word is true: not supported (false only)");
 }

@@ -151,6 +151,7 @@ SPM_CASES = [
     "trailing  ",
     "\n\nnewlines\n",
     "\u00e9t\u00e9 \u00fcber na\u00efve",
+    "x \t<pad>\n y\t<custom>\u3000 z <pad>  <pad>",
 ]
 SPM_POOL = POOL + ["<s>", "</s>", "<unk>", "▁", "<custom>", "<pad>", "<0x41>", "\x00", "\x1b"]
 SPM_TEXTS = TEXTS + SPM_CASES + random_cases(40, seed=27, pool=SPM_POOL)
@@ -165,11 +166,16 @@ SPM_VARIANTS = {
         # (renamed, not removed: tokenizers would renumber the added tokens after a hole)
         {"name": "byte_missing", "remove": ["/model/vocab/<0xF0>"],
          "set": {"/model/vocab/<F0>": 3 + 0xF0}},
+        # lstrip and rstrip on "<custom>" (normalized: "▁" is no whitespace) and "<pad>"
+        {"name": "strips", "set": {"/added_tokens/3/lstrip": True, "/added_tokens/3/rstrip": True,
+                                   "/added_tokens/4/lstrip": True, "/added_tokens/4/rstrip": True}},
     ],
     "metaspace": [
         {"name": "prepend_always", "set": {"/pre_tokenizer/prepend_scheme": "always"}},
         {"name": "prepend_never", "set": {"/pre_tokenizer/prepend_scheme": "never"}},
         {"name": "split", "set": {"/pre_tokenizer/split": True}},
+        {"name": "strips", "set": {"/added_tokens/3/lstrip": True, "/added_tokens/3/rstrip": True,
+                                   "/added_tokens/4/lstrip": True, "/added_tokens/4/rstrip": True}},
         {"name": "metaspace_decoder", "set": {"/decoder": {
             "type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}}},
     ],
@@ -277,14 +283,14 @@ def train_spm(kind):
 
 
 def edited(j, variant):
-    """j with a variant's fields set and removed (JSON pointers of plain keys)."""
+    """j with a variant's fields set and removed (JSON pointers of plain keys and indices)."""
     j = json.loads(json.dumps(j))
     def parent(pointer):
         keys = pointer.split("/")[1:]
         node = j
         for k in keys[:-1]:
-            node = node[k]
-        return node, keys[-1]
+            node = node[int(k) if isinstance(node, list) else k]
+        return node, int(keys[-1]) if isinstance(node, list) else keys[-1]
     for pointer, value in variant.get("set", {}).items():
         node, key = parent(pointer)
         node[key] = value
