@@ -88,6 +88,13 @@ std::string strip(const std::string& token, const std::string& content, std::siz
   return token.substr(at[first], at[last] - at[first]);
 }
 
+// A number of characters (Strip's start and stop).
+std::size_t count(const json& value, const JsonPlace& place) {
+  if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<std::int64_t>() >= 0))
+    place.malformed(fmt::format("expected a count of characters, got {}", short_json(value)));
+  return value.get<std::size_t>();
+}
+
 }  // namespace
 
 Decoder Decoder::from_json(const json& value, const JsonPlace& place) {
@@ -122,8 +129,8 @@ void Decoder::add(const json& value, const JsonPlace& place) {
     if (s.content.empty() || utf8_sequence_length(s.content, 0) != s.content.size())
       (place / "content")
           .malformed(fmt::format("expected one character, got {}", short_json(value["content"])));
-    s.start = (place / "start").as_id(place.at(value, "start"));
-    s.stop = (place / "stop").as_id(place.at(value, "stop"));
+    s.start = count(place.at(value, "start"), place / "start");
+    s.stop = count(place.at(value, "stop"), place / "stop");
     steps_.emplace_back(std::move(s));
   } else if (type == "Metaspace") {
     steps_.emplace_back(Metaspace::from_json(value, place));

@@ -228,6 +228,8 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
              "not know)");
   BOOST_TEST(load_with(l, [](json& j) { j["decoder"]["decoders"][3]["content"] = "ab"; }) ==
              "t.json: decoder.decoders[3].content: expected one character, got \"ab\"");
+  BOOST_TEST(load_with(l, [](json& j) { j["decoder"]["decoders"][3]["start"] = -1; }) ==
+             "t.json: decoder.decoders[3].start: expected a count of characters, got -1");
   BOOST_TEST(load_with(l, [](json& j) { j["decoder"]["decoders"][1]["x"] = 1; }) ==
              "t.json: decoder.decoders[1].x is 1: not supported (a field this tokenizer does not "
              "know)");
