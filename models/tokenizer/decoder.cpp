@@ -107,10 +107,8 @@ void Decoder::add(const json& value, const JsonPlace& place) {
   if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
   const std::string& type = (place / "type").as_string(value["type"]);
   if (type == "Sequence") {
-    place.check_keys(value, {"type", "decoders"});
-    const json& list = place.at(value, "decoders");
-    if (!list.is_array()) (place / "decoders").malformed("expected an array");
-    for (std::size_t i = 0; i < list.size(); ++i) add(list[i], (place / "decoders")[i]);
+    place.each_in_sequence(value, "decoders",
+                           [&](const json& v, const JsonPlace& at) { add(v, at); });
   } else if (type == "ByteLevel") {
     // The ByteLevel decoder ignores its options (they act on encoding offsets).
     place.check_keys(value, {"type", "add_prefix_space", "trim_offsets", "use_regex"});

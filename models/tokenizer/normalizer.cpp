@@ -22,10 +22,8 @@ void Normalizer::add(const json& value, const JsonPlace& place) {
   if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
   const std::string& type = (place / "type").as_string(value["type"]);
   if (type == "Sequence") {
-    place.check_keys(value, {"type", "normalizers"});
-    const json& list = place.at(value, "normalizers");
-    if (!list.is_array()) (place / "normalizers").malformed("expected an array");
-    for (std::size_t i = 0; i < list.size(); ++i) add(list[i], (place / "normalizers")[i]);
+    place.each_in_sequence(value, "normalizers",
+                           [&](const json& v, const JsonPlace& at) { add(v, at); });
   } else if (type == "Prepend") {
     place.check_keys(value, {"type", "prepend"});
     steps_.emplace_back(Prepend{(place / "prepend").as_string(place.at(value, "prepend"))});

@@ -33,10 +33,8 @@ void PreTokenizer::add_steps(const json& value, const JsonPlace& place) {
   if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
   const std::string& type = place.as_string(value["type"]);
   if (type == "Sequence") {
-    place.check_keys(value, {"type", "pretokenizers"});
-    const json& list = place.at(value, "pretokenizers");
-    if (!list.is_array()) (place / "pretokenizers").malformed("expected an array");
-    for (std::size_t i = 0; i < list.size(); ++i) add_steps(list[i], (place / "pretokenizers")[i]);
+    place.each_in_sequence(value, "pretokenizers",
+                           [&](const json& v, const JsonPlace& at) { add_steps(v, at); });
   } else if (type == "ByteLevel") {
     place.check_keys(value, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
     // trim_offsets changes only the offsets of the encoding, never its ids.

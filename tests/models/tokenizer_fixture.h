@@ -7,10 +7,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/input_error.h"
 #include "models/tokenizer/tokenizer.h"
+#include "tests/support/error_message.h"
 
 namespace fsdp::test {
 
@@ -33,12 +35,7 @@ inline Ids ids_of(const nlohmann::json& j) {
 // The message of the InputError fn throws, or "no error".
 template <typename F>
 std::string error_message(F&& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
+  return testing::error_message<InputError>(std::forward<F>(fn));
 }
 
 // Every case of a style's expected.json, encoded three ways and decoded two ways, its

@@ -351,19 +351,22 @@ def expectations(j, texts=TEXTS, variants=(), lossy_texts=()):
     return e
 
 
+def write_style(out, kind, j, e):
+    d = os.path.join(out, f"{kind}_style")
+    os.makedirs(d, exist_ok=True)
+    for name, value in [("tokenizer.json", j), ("expected.json", e)]:
+        with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+            f.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         here, "..", "..", "tests", "fixtures", "tokenizers")
     for kind in ["gpt2", "llama3"]:
-        d = os.path.join(out, f"{kind}_style")
-        os.makedirs(d, exist_ok=True)
         j = train(kind)
-        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
-            f.write(json.dumps(j, ensure_ascii=False, separators=(",", ":")) + "\n")
         e = expectations(j)
-        with open(os.path.join(d, "expected.json"), "w", encoding="utf-8") as f:
-            f.write(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n")
+        write_style(out, kind, j, e)
         if e["ids_without_ignore_merges"]:
             differ = [t for t, c in zip(TEXTS, e["cases"])
                       if c["ids_no_special"] != e["ids_without_ignore_merges"][t]]
@@ -372,17 +375,12 @@ def main():
     with open(os.path.join(out, "corpus.txt"), "w", encoding="utf-8", newline="") as f:
         f.write(corpus)
     for kind in ["llama2", "metaspace"]:
-        d = os.path.join(out, f"{kind}_style")
-        os.makedirs(d, exist_ok=True)
         j = train_spm(kind)
-        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
-            f.write(json.dumps(j, ensure_ascii=False, separators=(",", ":")) + "\n")
         e = expectations(j, SPM_TEXTS, SPM_VARIANTS[kind], ["a😀b", "x\x00\x1by"])
         tok = Tokenizer.from_str(json.dumps(j))
         e["corpus_ids"] = tok.encode(corpus).ids  # tokenize's end-to-end test
         e["corpus_decode_skip_special"] = tok.decode(e["corpus_ids"], skip_special_tokens=True)
-        with open(os.path.join(d, "expected.json"), "w", encoding="utf-8") as f:
-            f.write(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n")
+        write_style(out, kind, j, e)
         unk = sum(c["ids_no_special"].count(0) for c in e["cases"])
         fallback = sum(sum(3 <= i < 259 for i in c["ids_no_special"]) for c in e["cases"])
         print(f"{kind}: {unk} <unk> and {fallback} byte tokens in the cases")
