@@ -1,6 +1,6 @@
-// tokenize: text -> an llm.c token file through a Hugging Face tokenizer.json (byte-level BPE,
-// models/tokenizer), or a token file back to text with --decode. One line on stderr for any
-// error: a bad command line exits 2, a file that cannot be read or used exits 1.
+// tokenize: text -> an llm.c token file through a Hugging Face tokenizer.json (byte-level or
+// SentencePiece-style BPE, models/tokenizer), or a token file back to text with --decode. One line
+// on stderr for any error: a bad command line exits 2, a file that cannot be read or used exits 1.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -28,12 +28,14 @@ struct Options {
   bool eot_delimiter = false, decode = false, skip_special_tokens = false;
 };
 
-// llm.c's delimiter: <|begin_of_text|> for a Llama-3-style vocabulary, <|endoftext|> for GPT-2's.
+// llm.c's delimiter: <|begin_of_text|> for a Llama-3-style vocabulary, <|endoftext|> for GPT-2's;
+// for a SentencePiece-style one (Llama 2), its BOS <s>, as llm.c takes Llama 3's BOS.
 std::uint32_t eot_delimiter(const models::Tokenizer& tokenizer) {
-  for (const char* name : {"<|begin_of_text|>", "<|endoftext|>"})
+  for (const char* name : {"<|begin_of_text|>", "<|endoftext|>", "<s>"})
     if (auto id = tokenizer.token_to_id(name)) return *id;
-  throw InputError(fmt::format(
-      "--eot-delimiter: {} has neither <|begin_of_text|> nor <|endoftext|>", tokenizer.source()));
+  throw InputError(
+      fmt::format("--eot-delimiter: {} has none of <|begin_of_text|>, <|endoftext|> and <s>",
+                  tokenizer.source()));
 }
 
 void encode(const Options& o, const models::Tokenizer& tokenizer) {
@@ -82,13 +84,14 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app(
       "tokenize: text files -> one llm.c token file, through a Hugging Face tokenizer.json\n"
-      "(byte-level BPE: GPT-2's or Llama 3's kind); --decode turns a token file back into text.\n"
+      "(byte-level BPE as GPT-2's or Llama 3's, or SentencePiece-style BPE as Llama 2's,\n"
+      "TinyLlama's or Mistral's); --decode turns a token file back into text.\n"
       "Every --input file is one document. Without --eot-delimiter each is encoded as HF's\n"
       "encode(text) does (the post-processor's special tokens, such as Llama 3's\n"
       "<|begin_of_text|>, added; special tokens written in the text recognised). With\n"
       "--eot-delimiter, as llm.c's data scripts do: each document is prefixed with the\n"
-      "delimiter (<|begin_of_text|> where the vocabulary has it, else <|endoftext|>) and encoded\n"
-      "with no added special tokens, special tokens in the text read as plain text.\n",
+      "delimiter (<|begin_of_text|> where the vocabulary has it, else <|endoftext|>, else <s>)\n"
+      "and encoded with no added special tokens, special tokens in the text read as plain text.\n",
       kProgram);
   app.add_option("--tokenizer", o.tokenizer, "the tokenizer.json")->required();
   app.add_option("--input", o.inputs,

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
@@ -42,18 +43,14 @@ BpeModel BpeModel::from_json(const json& value, const JsonPlace& place) {
   auto null_or_empty = [](const json& v) { return v.is_null() || v == json(""); };
   must_be(
       "dropout", [](const json& v) { return v.is_null(); }, "null only");
-  must_be(
-      "unk_token", [](const json& v) { return v.is_null(); }, "null only");
   must_be("continuing_subword_prefix", null_or_empty, "null or \"\" only");
   must_be("end_of_word_suffix", null_or_empty, "null or \"\" only");
-  must_be(
-      "byte_fallback", [](const json& v) { return v == json(false); }, "false only");
-  // fuse_unk acts only on unknown tokens, which need an unk_token (refused above).
-  if (value.contains("fuse_unk")) (place / "fuse_unk").as_bool(value["fuse_unk"]);
-
   BpeModel m;
   if (value.contains("ignore_merges"))
     m.ignore_merges_ = (place / "ignore_merges").as_bool(value["ignore_merges"]);
+  if (value.contains("byte_fallback"))
+    m.byte_fallback_ = (place / "byte_fallback").as_bool(value["byte_fallback"]);
+  if (value.contains("fuse_unk")) m.fuse_unk_ = (place / "fuse_unk").as_bool(value["fuse_unk"]);
   const JsonPlace vocab_place = place / "vocab";
   const json& vocab = place.at(value, "vocab");
   if (!vocab.is_object()) vocab_place.malformed("expected an object of token -> id");
@@ -70,6 +67,22 @@ BpeModel BpeModel::from_json(const json& value, const JsonPlace& place) {
     if (!fresh)
       vocab_place.malformed(fmt::format("id {} is given to both {} and {}", id,
                                         short_json(*it->second), short_json(token)));
+  }
+
+  if (value.contains("unk_token") && !value["unk_token"].is_null()) {
+    const JsonPlace unk_place = place / "unk_token";
+    const std::string& unk = unk_place.as_string(value["unk_token"]);
+    auto it = m.vocab_.find(unk);
+    // tokenizers fails only when a text needs it; refused here before any text is encoded.
+    if (it == m.vocab_.end())
+      unk_place.malformed(fmt::format("{} is not in the vocabulary", short_json(unk)));
+    m.unk_id_ = it->second;
+  }
+  if (m.byte_fallback_) {
+    for (unsigned b = 0; b < 256; ++b) {
+      auto it = m.vocab_.find(fmt::format("<0x{:02X}>", b));
+      if (it != m.vocab_.end()) m.byte_ids_[b] = it->second;
+    }
   }
 
   const JsonPlace merges_place = place / "merges";
@@ -109,6 +122,14 @@ BpeModel BpeModel::from_json(const json& value, const JsonPlace& place) {
   return m;
 }
 
+bool BpeModel::covers_every_character() const {
+  if (unk_id_) return true;
+  if (!byte_fallback_) return false;
+  for (const auto& id : byte_ids_)
+    if (!id) return false;
+  return true;
+}
+
 void BpeModel::encode(std::string_view word, std::vector<std::uint32_t>& out) const {
   if (ignore_merges_) {
     if (auto it = vocab_.find(word); it != vocab_.end()) {
@@ -140,19 +161,40 @@ void BpeModel::merge(std::string_view word, std::vector<std::uint32_t>& out) con
     bool removed;
   };
   std::vector<Symbol> symbols;
+  auto add = [&](std::uint32_t id) {
+    const int k = int(symbols.size());
+    symbols.push_back({id, k - 1, k + 1, false});
+  };
+  // tokenizers' merge_word: an unknown character waits as a pending <unk> (one for a run of
+  // them with fuse_unk) that is added when the next vocabulary character comes, or at the end;
+  // characters given as bytes meanwhile do not add it, so their bytes come first.
+  bool unk_pending = false;
   for (std::size_t i = 0; i < word.size();) {
     std::size_t n = utf8_sequence_length(word, i);
     if (n == 0) n = 1;  // pre-tokens are valid UTF-8; this only guards the loop
-    auto it = vocab_.find(word.substr(i, n));
-    if (it == vocab_.end())
+    const std::string_view c = word.substr(i, n);
+    i += n;
+    if (auto it = vocab_.find(c); it != vocab_.end()) {
+      if (unk_pending) add(*unk_id_);
+      unk_pending = false;
+      add(it->second);
+      continue;
+    }
+    if (byte_fallback_ && std::all_of(c.begin(), c.end(), [&](char b) {
+          return byte_ids_[static_cast<unsigned char>(b)].has_value();
+        })) {
+      for (char b : c) add(*byte_ids_[static_cast<unsigned char>(b)]);
+      continue;
+    }
+    if (!unk_id_)
       throw InputError(fmt::format(
           "the character {} of the pre-token {} is not in the tokenizer's vocabulary (and it "
           "has no unk_token)",
-          short_json(std::string(word.substr(i, n))), short_json(std::string(word))));
-    const int k = int(symbols.size());
-    symbols.push_back({it->second, k - 1, k + 1, false});
-    i += n;
+          short_json(std::string(c)), short_json(std::string(word))));
+    if (unk_pending && !fuse_unk_) add(*unk_id_);
+    unk_pending = true;
   }
+  if (unk_pending) add(*unk_id_);
   if (!symbols.empty()) symbols.back().next = -1;
 
   // A min-heap on (rank, position): the lowest rank first, the leftmost on ties.

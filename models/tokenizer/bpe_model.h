@@ -1,12 +1,17 @@
 // The BPE model of a tokenizer.json (tokenizers' models/bpe): a vocabulary, merges ranked by their
-// place in the list, and ignore_merges. A pre-token becomes one symbol per character; the
-// adjacent pair of lowest rank (leftmost on ties) merges until no pair is a merge. Results are
-// cached per pre-token, so a large text costs one merge loop per distinct word.
+// place in the list, ignore_merges, and SentencePiece's byte_fallback and unk_token. A pre-token
+// becomes one symbol per character (a character missing from the vocabulary: its bytes'
+// "<0xXX>" tokens with byte_fallback, else unk_token, runs of them fused into one with
+// fuse_unk); the adjacent pair of lowest rank (leftmost on ties) merges until no pair is a
+// merge. Results are cached per pre-token, so a large text costs one merge loop per distinct
+// word.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -26,18 +31,20 @@ using TokenIds = std::unordered_map<std::string, std::uint32_t, StringHash, std:
 class BpeModel {
  public:
   // From the "model" field at `place`; another model type or an option that changes the
-  // result which is not supported here (unk_token, byte_fallback, dropout, a subword prefix or
-  // suffix) is an InputError naming the field and its value.
+  // result which is not supported here (dropout, a subword prefix or suffix) is an InputError
+  // naming the field and its value, as is an unk_token missing from the vocabulary.
   static BpeModel from_json(const nlohmann::json& value, const JsonPlace& place);
   BpeModel(BpeModel&&) noexcept;
   BpeModel& operator=(BpeModel&&) noexcept;
   ~BpeModel();
 
-  // Appends the ids of one pre-token (byte-level characters) to out. A character missing from
-  // the vocabulary is an InputError (tokenizers would drop it silently, having no unk_token).
+  // Appends the ids of one pre-token to out. A character that none of the vocabulary, the byte
+  // fallback and unk_token covers is an InputError (tokenizers would drop it silently).
   void encode(std::string_view word, std::vector<std::uint32_t>& out) const;
 
   const TokenIds& vocab() const { return vocab_; }
+  // Whether every character has ids: byte_fallback with all 256 byte tokens, or an unk_token.
+  bool covers_every_character() const;
 
  private:
   BpeModel();
@@ -50,6 +57,9 @@ class BpeModel {
   TokenIds vocab_;
   std::unordered_map<std::uint64_t, Merge> merges_;  // (left id << 32 | right id) -> merge
   bool ignore_merges_ = false;
+  bool byte_fallback_ = false, fuse_unk_ = false;
+  std::optional<std::uint32_t> unk_id_;
+  std::array<std::optional<std::uint32_t>, 256> byte_ids_;  // "<0xXX>"'s ids, with byte_fallback
   std::unique_ptr<Cache> cache_;
 };
 

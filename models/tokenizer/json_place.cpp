@@ -46,6 +46,15 @@ void JsonPlace::check_keys(const json& object,
       (*this / it.key()).unsupported(it.value(), "a field this tokenizer does not know");
 }
 
+void JsonPlace::each_in_sequence(
+    const json& object, std::string_view key,
+    const std::function<void(const json&, const JsonPlace&)>& add) const {
+  check_keys(object, {"type", key});
+  const json& list = at(object, key);
+  if (!list.is_array()) (*this / key).malformed("expected an array");
+  for (std::size_t i = 0; i < list.size(); ++i) add(list[i], (*this / key)[i]);
+}
+
 bool JsonPlace::as_bool(const json& value) const {
   if (!value.is_boolean())
     malformed(fmt::format("expected true or false, got {}", short_json(value)));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -29,6 +30,11 @@ class JsonPlace {
   // Refuses any field of the object here that is not in `known`.
   void check_keys(const nlohmann::json& object,
                   std::initializer_list<std::string_view> known) const;
+  // Calls add(element, its place) on each element of a Sequence object here ({"type":
+  // "Sequence", key: [...]}, as the normalizer, pre-tokenizer, post-processor and decoder have).
+  void each_in_sequence(
+      const nlohmann::json& object, std::string_view key,
+      const std::function<void(const nlohmann::json&, const JsonPlace&)>& add) const;
   // The value here as a bool / string / token id (0 to 2^31-1), or an error naming its type.
   bool as_bool(const nlohmann::json& value) const;
   const std::string& as_string(const nlohmann::json& value) const;

@@ -24,10 +24,8 @@ void PostProcessor::add(const json& value, const JsonPlace& place) {
   if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
   const std::string& type = (place / "type").as_string(value["type"]);
   if (type == "Sequence") {
-    place.check_keys(value, {"type", "processors"});
-    const json& list = place.at(value, "processors");
-    if (!list.is_array()) (place / "processors").malformed("expected an array");
-    for (std::size_t i = 0; i < list.size(); ++i) add(list[i], (place / "processors")[i]);
+    place.each_in_sequence(value, "processors",
+                           [&](const json& v, const JsonPlace& at) { add(v, at); });
   } else if (type == "ByteLevel") {
     // add_prefix_space, trim_offsets and use_regex act on offsets here, never on ids.
     place.check_keys(value, {"type", "add_prefix_space", "trim_offsets", "use_regex"});

@@ -14,26 +14,27 @@ const char* const kGpt2Regex =
 
 namespace {
 constexpr const char* kSupported =
-    "ByteLevel, Split with a Regex and behavior Isolated, or a Sequence of them";
+    "null, ByteLevel, Metaspace, Split with a Regex and behavior Isolated, or a Sequence of them";
 }
 
 PreTokenizer PreTokenizer::from_json(const json& value, const JsonPlace& place) {
   PreTokenizer p;
-  p.add_steps(value, place);
-  bool byte_level = false;
-  for (const Step& s : p.steps_) byte_level = byte_level || s.byte_level;
-  if (!byte_level) place.unsupported(value, "byte-level BPE needs a ByteLevel pre-tokenizer step");
+  if (!value.is_null()) p.add_steps(value, place);
   return p;
+}
+
+bool PreTokenizer::has_byte_level() const {
+  for (const Step& s : steps_)
+    if (s.byte_level) return true;
+  return false;
 }
 
 void PreTokenizer::add_steps(const json& value, const JsonPlace& place) {
   if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
   const std::string& type = place.as_string(value["type"]);
   if (type == "Sequence") {
-    place.check_keys(value, {"type", "pretokenizers"});
-    const json& list = place.at(value, "pretokenizers");
-    if (!list.is_array()) (place / "pretokenizers").malformed("expected an array");
-    for (std::size_t i = 0; i < list.size(); ++i) add_steps(list[i], (place / "pretokenizers")[i]);
+    place.each_in_sequence(value, "pretokenizers",
+                           [&](const json& v, const JsonPlace& at) { add_steps(v, at); });
   } else if (type == "ByteLevel") {
     place.check_keys(value, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
     // trim_offsets changes only the offsets of the encoding, never its ids.
@@ -61,28 +62,42 @@ void PreTokenizer::add_steps(const json& value, const JsonPlace& place) {
     Step step;
     step.regex.emplace(regex_place.as_string(pattern["Regex"]), regex_place);
     steps_.push_back(std::move(step));
+  } else if (type == "Metaspace") {
+    Step step;
+    step.metaspace = Metaspace::from_json(value, place);
+    steps_.push_back(std::move(step));
   } else {
     (place / "type").unsupported(value["type"], kSupported);
   }
 }
 
-void PreTokenizer::run(std::string_view text, RegexScratch& scratch,
+void PreTokenizer::run(std::string_view text, bool at_text_start, RegexScratch& scratch,
                        const std::function<void(std::string_view)>& emit) const {
-  run_from(0, text, scratch, emit);
+  run_from(0, text, at_text_start, scratch, emit);
 }
 
-void PreTokenizer::run_from(std::size_t step, std::string_view piece, RegexScratch& scratch,
+void PreTokenizer::run_from(std::size_t step, std::string_view piece, bool at_text_start,
+                            RegexScratch& scratch,
                             const std::function<void(std::string_view)>& emit) const {
   if (step == steps_.size()) {
     emit(piece);
     return;
   }
   const Step& s = steps_[step];
+  if (s.metaspace) {
+    s.metaspace->pre_tokenize(piece, at_text_start, [&](std::string_view part, bool at_start) {
+      run_from(step + 1, part, at_start, scratch, emit);
+    });
+    return;
+  }
+  bool first = true;  // only the first piece of a split starts where `piece` starts
   auto after_split = [&](std::string_view part) {
-    if (!s.byte_level) return run_from(step + 1, part, scratch, emit);
+    const bool at_start = at_text_start && first;
+    first = false;
+    if (!s.byte_level) return run_from(step + 1, part, at_start, scratch, emit);
     std::string mapped;
     append_byte_level(part, mapped);
-    run_from(step + 1, mapped, scratch, emit);
+    run_from(step + 1, mapped, at_start, scratch, emit);
   };
   if (s.regex)
     s.regex->split(piece, scratch, after_split);
@@ -93,7 +108,9 @@ void PreTokenizer::run_from(std::size_t step, std::string_view piece, RegexScrat
 std::vector<std::string> PreTokenizer::pre_tokenize(std::string_view text) const {
   std::vector<std::string> out;
   RegexScratch scratch;
-  run(text, scratch, [&](std::string_view p) { out.emplace_back(p); });
+  // tokenizers' pre-tokenizers leave out empty pieces (an empty text has none).
+  if (!text.empty())
+    run(text, /*at_text_start=*/true, scratch, [&](std::string_view p) { out.emplace_back(p); });
   return out;
 }
 

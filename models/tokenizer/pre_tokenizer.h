@@ -1,7 +1,9 @@
-// The pre_tokenizer of a byte-level BPE tokenizer.json: a sequence of steps, each a regex split
-// (Split{Regex, Isolated}) or ByteLevel (GPT-2's regex split when use_regex, then every byte to
-// its character, byte_level.h). GPT-2: [ByteLevel{use_regex}]. Llama 3: [Split{Llama 3's regex},
-// ByteLevel{use_regex: false}]. The pieces it yields are what the BPE model merges.
+// The pre_tokenizer of a tokenizer.json: a sequence of steps, each a regex split
+// (Split{Regex, Isolated}), ByteLevel (GPT-2's regex split when use_regex, then every byte to
+// its character, byte_level.h) or Metaspace (metaspace.h); none for null. GPT-2:
+// [ByteLevel{use_regex}]. Llama 3: [Split{Llama 3's regex}, ByteLevel{use_regex: false}].
+// Llama 2: null (its normalizer does the work). Newer SentencePiece-style files: [Metaspace].
+// The pieces it yields are what the BPE model merges.
 #pragma once
 
 #include <functional>
@@ -11,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/tokenizer/metaspace.h"
 #include "models/tokenizer/split_regex.h"
 
 namespace fsdp::models {
@@ -24,18 +27,22 @@ class PreTokenizer {
   // InputError naming the field and its value.
   static PreTokenizer from_json(const nlohmann::json& value, const JsonPlace& place);
 
-  // Calls emit on each pre-token of `text` (valid UTF-8), in order.
-  void run(std::string_view text, RegexScratch& scratch,
+  // Calls emit on each pre-token of `text` (valid UTF-8), in order; at_text_start: `text` begins
+  // the whole text (Metaspace's prepend_scheme "first" prepends only there).
+  void run(std::string_view text, bool at_text_start, RegexScratch& scratch,
            const std::function<void(std::string_view)>& emit) const;
-  std::vector<std::string> pre_tokenize(std::string_view text) const;  // for tests and tools
+  // The pre-tokens of a whole text (tokenizers' pre_tokenize_str), for tests and tools.
+  std::vector<std::string> pre_tokenize(std::string_view text) const;
+  bool has_byte_level() const;
 
  private:
   struct Step {
-    std::optional<SplitRegex> regex;  // split first, if any
-    bool byte_level = false;          // then map bytes to characters
+    std::optional<SplitRegex> regex;     // split first, if any
+    bool byte_level = false;             // then map bytes to characters
+    std::optional<Metaspace> metaspace;  // or this alone
   };
   void add_steps(const nlohmann::json& value, const JsonPlace& place);
-  void run_from(std::size_t step, std::string_view piece, RegexScratch& scratch,
+  void run_from(std::size_t step, std::string_view piece, bool at_text_start, RegexScratch& scratch,
                 const std::function<void(std::string_view)>& emit) const;
   std::vector<Step> steps_;
 };

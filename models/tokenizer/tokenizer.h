@@ -1,8 +1,10 @@
-// A byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json (GPT-2's and Llama 3's
-// kind), whose encode and decode equal HF tokenizers' (tests/models/test_tokenizer.cpp). The
-// pipeline: added tokens split out first, the pre-tokenizer (regexes through PCRE2, byte-level
-// mapping), BPE merges, the post-processor's template; decode through the ByteLevel decoder.
-// Anything in the file that this does not implement is refused when loading, naming the field.
+// A BPE tokenizer loaded from a Hugging Face tokenizer.json, byte-level (GPT-2's and Llama 3's
+// kind) or SentencePiece-style (Llama 2's, TinyLlama's, Mistral's), whose encode and decode equal
+// HF tokenizers' (tests/models/test_tokenizer*.cpp). The pipeline: added tokens split out first,
+// the normalizer on the text between them, the pre-tokenizer (regexes through PCRE2, byte-level
+// mapping, Metaspace), BPE merges (byte fallback, <unk>), the post-processor's template; decode
+// through the decoder's steps. Anything in the file that this does not implement is refused when
+// loading, naming the field.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +42,8 @@ class Tokenizer {
   // InputError.
   std::string decode(std::span<const std::uint32_t> ids, bool skip_special_tokens = false) const;
 
-  // The pre-tokens of `text` (no added-token split), as the BPE model sees them.
+  // The pre-tokens of `text` as the pre-tokenizer alone gives them (tokenizers'
+  // pre_tokenize_str: no added-token split, no normalizer; the whole text with none).
   std::vector<std::string> pre_tokenize(std::string_view text) const;
 
   std::optional<std::uint32_t> token_to_id(std::string_view token) const;

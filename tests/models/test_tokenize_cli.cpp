@@ -69,6 +69,8 @@ Ids concat(std::initializer_list<Ids> parts) {
 
 const std::string kGpt2 = fixture("gpt2_style/tokenizer.json");
 const std::string kLlama3 = fixture("llama3_style/tokenizer.json");
+const std::string kLlama2 = fixture("llama2_style/tokenizer.json");
+const std::string kMetaspace = fixture("metaspace_style/tokenizer.json");
 
 }  // namespace
 
@@ -99,17 +101,44 @@ BOOST_AUTO_TEST_CASE(encode_writes_the_tokenizers_ids_and_decode_gives_the_text_
   }
 }
 
+// SentencePiece-style files (Llama 2's form, the newer Metaspace form): the token file holds HF
+// tokenizers' ids of the corpus (expected.json's corpus_ids), and --decode --skip-special-tokens
+// gives HF's decode of them.
+BOOST_AUTO_TEST_CASE(sentencepiece_style_token_file_holds_hfs_ids) {
+  TempDir dir;
+  for (const std::string style : {"llama2_style", "metaspace_style"}) {
+    const std::string json = fixture(style + "/tokenizer.json");
+    std::ifstream in(fixture(style + "/expected.json"));
+    const nlohmann::json expected = nlohmann::json::parse(in);
+    const Ids hf = expected["corpus_ids"].get<Ids>();
+    const Result r = tokenize(
+        {"--tokenizer", json, "--input", fixture("corpus.txt"), "--output", dir / "c.bin"});
+    BOOST_TEST(r.status == 0, r.output);
+    BOOST_TEST(r.output == "tokenize: 1 document(s), " + std::to_string(hf.size()) +
+                               " tokens, format gpt2 -> " + dir / "c.bin" + "\n");
+    BOOST_TEST(read_token_file(dir / "c.bin").tokens == hf, boost::test_tools::per_element());
+    const Result s = tokenize({"--decode", "--skip-special-tokens", "--tokenizer", json, "--input",
+                               dir / "c.bin", "--output", dir / "s.txt"});
+    BOOST_TEST(s.status == 0, s.output);
+    BOOST_TEST(read_text(dir / "s.txt") ==
+               expected["corpus_decode_skip_special"].get<std::string>());
+  }
+}
+
 // llm.c's convention: each file a document, the delimiter first, special tokens in the text as
-// text, nothing else added. GPT-2 style: <|endoftext|>; Llama 3 style: <|begin_of_text|>.
+// text, nothing else added. GPT-2 style: <|endoftext|>; Llama 3 style: <|begin_of_text|>;
+// Llama 2 style: <s>.
 BOOST_AUTO_TEST_CASE(eot_delimiter_prefixes_every_document) {
   TempDir dir;
   const std::string doc1 = "First document.\n", doc2 = "Second <|endoftext|> <|eot_id|> one\n";
   write_text(dir / "1.txt", doc1);
   write_text(dir / "2.txt", doc2);
   const EncodeOptions llmc{.add_special_tokens = false, .split_special_tokens = true};
-  for (const auto& [json, delimiter, format] :
-       {std::tuple{kGpt2, "<|endoftext|>", "gpt2"},
-        std::tuple{kLlama3, "<|begin_of_text|>", "llama3"}}) {
+  // Llama 2's form decodes each document with the "▁" its normalizer put before it, as a space.
+  for (const auto& [json, delimiter, format, space] :
+       {std::tuple{kGpt2, "<|endoftext|>", "gpt2", ""},
+        std::tuple{kLlama3, "<|begin_of_text|>", "llama3", ""},
+        std::tuple{kLlama2, "<s>", "gpt2", " "}}) {
     const Tokenizer tok = Tokenizer::from_file(json);
     const std::uint32_t eot = *tok.token_to_id(delimiter);
     const Ids expected = concat({{eot}, tok.encode(doc1, llmc), {eot}, tok.encode(doc2, llmc)});
@@ -124,7 +153,8 @@ BOOST_AUTO_TEST_CASE(eot_delimiter_prefixes_every_document) {
     BOOST_TEST(file.tokens == expected, boost::test_tools::per_element());
     const Result d = tokenize(
         {"--decode", "--tokenizer", json, "--input", dir / "d.bin", "--output", dir / "d.txt"});
-    BOOST_TEST(read_text(dir / "d.txt") == std::string(delimiter) + doc1 + delimiter + doc2);
+    BOOST_TEST(read_text(dir / "d.txt") ==
+               std::string(delimiter) + space + doc1 + delimiter + space + doc2);
   }
 }
 

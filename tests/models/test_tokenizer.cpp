@@ -14,6 +14,7 @@
 #include "core/input_error.h"
 #include "models/tokenizer/tokenizer.h"
 #include "models/tokenizer/unicode_classes.h"
+#include "tests/models/tokenizer_fixture.h"
 
 using fsdp::InputError;
 using fsdp::models::EncodeOptions;
@@ -23,56 +24,13 @@ using Ids = std::vector<std::uint32_t>;
 
 namespace {
 
+using fsdp::test::check_against_hf;
+using fsdp::test::error_message;
+using fsdp::test::ids_of;
+using fsdp::test::read_json;
+
 std::string fixture(const std::string& name) {
-  return std::string(FSDP_TOKENIZER_FIXTURES) + "/" + name;
-}
-
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  BOOST_TEST_REQUIRE(in.good(), path);
-  return json::parse(in);
-}
-
-Ids ids_of(const json& j) {
-  return j.get<Ids>();
-}
-
-template <typename F>
-std::string error_message(F&& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-// Every case of a style's expected.json, encoded and decoded three ways each.
-void check_against_hf(const std::string& style) {
-  const Tokenizer tok = Tokenizer::from_file(fixture(style + "/tokenizer.json"));
-  const json expected = read_json(fixture(style + "/expected.json"));
-  BOOST_TEST(tok.vocab_size() == expected["vocab_size"].get<std::uint32_t>());
-  for (const json& c : expected["cases"]) {
-    const std::string text = c["text"];
-    BOOST_TEST_CONTEXT(style << " text '" << text << "'") {
-      BOOST_TEST(tok.encode(text) == ids_of(c["ids"]), boost::test_tools::per_element());
-      BOOST_TEST(tok.encode(text, {.add_special_tokens = false}) == ids_of(c["ids_no_special"]),
-                 boost::test_tools::per_element());
-      BOOST_TEST(tok.encode(text, {.add_special_tokens = false, .split_special_tokens = true}) ==
-                     ids_of(c["ids_split_special"]),
-                 boost::test_tools::per_element());
-      BOOST_TEST(tok.decode(ids_of(c["ids"])) == c["decode"].get<std::string>());
-      BOOST_TEST(tok.decode(ids_of(c["ids"]), true) == c["decode_skip_special"].get<std::string>());
-      BOOST_TEST(
-          tok.pre_tokenize(text) == expected["pre_tokens"][text].get<std::vector<std::string>>(),
-          boost::test_tools::per_element());
-    }
-  }
-  for (const json& c : expected["lossy"]) {
-    BOOST_TEST_CONTEXT(style << " lossy decode of " << c["ids"].dump()) {
-      BOOST_TEST(tok.decode(ids_of(c["ids"])) == c["decode"].get<std::string>());
-    }
-  }
+  return fsdp::test::tokenizer_fixture(name);
 }
 
 Tokenizer gpt2() {
@@ -254,16 +212,16 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
   };
   BOOST_TEST(load_with([](json& j) {
                j["normalizer"] = {{"type", "NFC"}};
-             }) == "t.json: normalizer is {\"type\":\"NFC\"}: not supported (null only)");
+             }) ==
+             "t.json: normalizer is {\"type\":\"NFC\"}: not supported (null, Prepend, Replace, "
+             "or a Sequence of them)");
   BOOST_TEST(load_with([](json& j) {
                j["truncation"] = {{"max_length", 8}};
              }) == "t.json: truncation is {\"max_length\":8}: not supported (null only)");
   BOOST_TEST(load_with([](json& j) { j["model"]["type"] = "WordPiece"; }) ==
              "t.json: model.type is \"WordPiece\": not supported (BPE only)");
-  BOOST_TEST(load_with([](json& j) { j["model"]["byte_fallback"] = true; }) ==
-             "t.json: model.byte_fallback is true: not supported (false only)");
   BOOST_TEST(load_with([](json& j) { j["model"]["unk_token"] = "<unk>"; }) ==
-             "t.json: model.unk_token is \"<unk>\": not supported (null only)");
+             "t.json: model.unk_token: \"<unk>\" is not in the vocabulary");
   BOOST_TEST(load_with([](json& j) { j["model"]["dropout"] = 0.1; }) ==
              "t.json: model.dropout is 0.1: not supported (null only)");
   BOOST_TEST(load_with([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; }) ==
@@ -272,10 +230,10 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
   BOOST_TEST(load_with([](json& j) { j["model"]["shiny"] = 1; }) ==
              "t.json: model.shiny is 1: not supported (a field this tokenizer does not know)");
   BOOST_TEST(load_with([](json& j) {
-               j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}};
+               j["pre_tokenizer"] = {{"type", "Whitespace"}};
              }) ==
-             "t.json: pre_tokenizer.type is \"Metaspace\": not supported (ByteLevel, Split "
-             "with a Regex and behavior Isolated, or a Sequence of them)");
+             "t.json: pre_tokenizer.type is \"Whitespace\": not supported (null, ByteLevel, "
+             "Metaspace, Split with a Regex and behavior Isolated, or a Sequence of them)");
   BOOST_TEST(
       load_with([](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; }) ==
       "t.json: pre_tokenizer.pretokenizers[0].behavior is \"Removed\": not "
@@ -299,15 +257,18 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
   BOOST_TEST(
       load_with([](json& j) { j["pre_tokenizer"] = j["pre_tokenizer"]["pretokenizers"][0]; }) ==
       "t.json: pre_tokenizer is {\"behavior\":\"Isolated\",\"invert\":false,\"pattern\":"
-      "{\"Regex\":...: not supported (byte-level BPE needs a ByteLevel "
-      "pre-tokenizer step)");
-  BOOST_TEST(load_with([](json& j) { j["added_tokens"][0]["lstrip"] = true; }) ==
-             "t.json: added_tokens[0].lstrip is true: not supported (false only)");
+      "{\"Regex\":...: not supported (without a ByteLevel step, the model needs byte_fallback "
+      "with the 256 <0xXX> tokens, or an unk_token)");
+  BOOST_TEST(load_with([](json& j) { j["added_tokens"][0]["single_word"] = true; }) ==
+             "t.json: added_tokens[0].single_word is true: not supported (false only)");
   BOOST_TEST(load_with([](json& j) {
-               j["decoder"] = {{"type", "Metaspace"}};
-             }) == "t.json: decoder is {\"type\":\"Metaspace\"}: not supported (ByteLevel only)");
+               j["decoder"] = {{"type", "WordPiece"}};
+             }) ==
+             "t.json: decoder is {\"type\":\"WordPiece\"}: not supported (ByteLevel, "
+             "Replace, ByteFallback, Fuse, Strip, Metaspace, or a Sequence of them)");
   BOOST_TEST(load_with([](json& j) { j["decoder"] = nullptr; }) ==
-             "t.json: decoder is null: not supported (ByteLevel only)");
+             "t.json: decoder is null: not supported (ByteLevel, Replace, ByteFallback, Fuse, "
+             "Strip, Metaspace, or a Sequence of them)");
   BOOST_TEST(load_with([](json& j) {
                j["post_processor"] = {{"type", "BertProcessing"}};
              }) ==

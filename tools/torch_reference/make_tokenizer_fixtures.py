@@ -10,6 +10,21 @@ and decodes that tests/models/test_tokenizer.cpp compares against).
                 non-special added tokens, added tokens outside the byte table ("→→", "<| sp |>"),
                 and a vocabulary word no merge reaches ("zqxj"), so that ignore_merges changes
                 the result
+  llama2_style/ SentencePiece-style BPE as transformers' LlamaConverter writes Llama 2's,
+                TinyLlama's and Mistral 7B v0.1's: normalizer Sequence[Prepend("▁"), Replace(" ",
+                "▁")], no pre-tokenizer, BPE with byte_fallback, unk_token "<unk>" and fuse_unk,
+                the 256 "<0xXX>" tokens after <unk> <s> </s>, merges as "a b" strings; decoder
+                Sequence[Replace("▁", " "), ByteFallback, Fuse, Strip(" ", 1, 0)]; "<s> $A"
+  metaspace_style/ the same vocabulary in the newer form (LlamaTokenizer with legacy=False):
+                normalizer null, pre_tokenizer Metaspace(prepend_scheme "first", split false),
+                merges as pairs
+                Both add a normalized non-special token ("<custom>", matched and decoded in its
+                normalized form) and a special one ("<pad>"); their alphabet is the 70 most
+                frequent characters, so that accents, CJK, emoji and control characters fall
+                back to bytes. Their expected.json also holds "variants": the same file with
+                fields changed (byte_fallback off, so that <unk> is fused or not; a byte token
+                missing; other prepend schemes; Metaspace's split; Metaspace's decoder) and HF's
+                results with each
   corpus.txt    a test text for tokenize's end-to-end test
 
 Each expected.json holds HF's results on the fixed CASES and on 40 random texts (seed 26) drawn
@@ -23,7 +38,8 @@ import random
 import sys
 
 import tokenizers
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers,
+                        pre_tokenizers, processors, trainers)
 
 GPT2_REGEX = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+")
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
@@ -108,12 +124,62 @@ POOL = (list("abcXYZ") + list("0123456789") + list(" \t\n\r") +
          "<|", "|>", "<|eot", "→", "<| sp |>"])
 
 
-def random_cases(n, seed=26):
+def random_cases(n, seed=26, pool=POOL):
     rng = random.Random(seed)
-    return ["".join(rng.choice(POOL) for _ in range(rng.randint(1, 40))) for _ in range(n)]
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(1, 40))) for _ in range(n)]
 
 
 TEXTS = CASES + random_cases(40)
+
+# SentencePiece-style edge texts: the meta space written in the text, special tokens next to
+# spaces and at the start (Prepend and Metaspace's "first" differ there), control characters,
+# a byte token's name as text, the added tokens.
+SPM_CASES = [
+    "▁leading meta space",
+    "▁▁x ▁ y▁",
+    "<s>Hello</s> world",
+    "Hello<s>world",
+    " <s> a </s> ",
+    "<unk><unk>",
+    "control \x00\x01\x1b\x7f\x08 chars",
+    "<0x41> is not A",
+    "tab\tand\u3000ideographic space",
+    "emoji 😀 and 日本 and 🦀🦀",
+    "<custom> and x<custom>y and <custom>",
+    "a<pad>b <pad> <pad><pad>",
+    "  two leading",
+    "trailing  ",
+    "\n\nnewlines\n",
+    "\u00e9t\u00e9 \u00fcber na\u00efve",
+    "x \t<pad>\n y\t<custom>\u3000 z <pad>  <pad>",
+]
+SPM_POOL = POOL + ["<s>", "</s>", "<unk>", "▁", "<custom>", "<pad>", "<0x41>", "\x00", "\x1b"]
+SPM_TEXTS = TEXTS + SPM_CASES + random_cases(40, seed=27, pool=SPM_POOL)
+
+# Fields changed in the SentencePiece-style files, and HF's results with each (JSON pointers).
+SPM_VARIANTS = {
+    "llama2": [
+        {"name": "unk_fused", "set": {"/model/byte_fallback": False}},
+        {"name": "unk_not_fused", "set": {"/model/byte_fallback": False, "/model/fuse_unk": False}},
+        # 4-byte characters fall to <unk>; tokenizers leaves a pending <unk> behind the bytes of
+        # the characters that follow it until a vocabulary character comes.
+        # (renamed, not removed: tokenizers would renumber the added tokens after a hole)
+        {"name": "byte_missing", "remove": ["/model/vocab/<0xF0>"],
+         "set": {"/model/vocab/<F0>": 3 + 0xF0}},
+        # lstrip and rstrip on "<custom>" (normalized: "▁" is no whitespace) and "<pad>"
+        {"name": "strips", "set": {"/added_tokens/3/lstrip": True, "/added_tokens/3/rstrip": True,
+                                   "/added_tokens/4/lstrip": True, "/added_tokens/4/rstrip": True}},
+    ],
+    "metaspace": [
+        {"name": "prepend_always", "set": {"/pre_tokenizer/prepend_scheme": "always"}},
+        {"name": "prepend_never", "set": {"/pre_tokenizer/prepend_scheme": "never"}},
+        {"name": "split", "set": {"/pre_tokenizer/split": True}},
+        {"name": "strips", "set": {"/added_tokens/3/lstrip": True, "/added_tokens/3/rstrip": True,
+                                   "/added_tokens/4/lstrip": True, "/added_tokens/4/rstrip": True}},
+        {"name": "metaspace_decoder", "set": {"/decoder": {
+            "type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}}},
+    ],
+}
 
 
 def extra_training_text():
@@ -168,10 +234,86 @@ def train(kind):
     return j
 
 
-def expectations(j):
+def train_spm(kind):
+    """A SentencePiece-style BPE: trained on words as SentencePiece sees them ("▁" for spaces and
+    before the text), then laid out as Llama's vocabulary: <unk> <s> </s>, the 256 byte tokens,
+    the rest."""
+    t = Tokenizer(models.BPE(unk_token="<unk>"))
+    t.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never", split=True)
+    lines = TRAIN * 3 + extra_training_text()
+    # The 70 most frequent characters (ties by code point: the trainer's own limit_alphabet
+    # breaks ties by hash order, differently from run to run).
+    counts = {}
+    for c in "".join("▁" + line.replace(" ", "▁") for line in lines):
+        counts[c] = counts.get(c, 0) + 1
+    alphabet = sorted(counts, key=lambda c: (-counts[c], c))[:70]
+    trainer = trainers.BpeTrainer(vocab_size=700, limit_alphabet=70, initial_alphabet=alphabet,
+                                  show_progress=False)
+    t.train_from_iterator(lines, trainer)
+    trained = json.loads(t.to_str())["model"]
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    for token, _ in sorted(trained["vocab"].items(), key=lambda kv: kv[1]):
+        if token not in vocab:
+            vocab[token] = len(vocab)
+    merges = [tuple(m) for m in trained["merges"]]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True,
+                               byte_fallback=True))
+    if kind == "llama2":
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
+                                               normalizers.Replace(" ", "▁")])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first",
+                                                     split=False)
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s>:0 $A:0", pair="<s>:0 $A:0 <s>:1 $B:1", special_tokens=[("<s>", 1)])
+    tok.add_special_tokens([AddedToken(s, normalized=False, special=True)
+                            for s in ["<unk>", "<s>", "</s>"]])
+    tok.add_tokens([AddedToken("<custom>", normalized=True, special=False)])
+    tok.add_special_tokens([AddedToken("<pad>", normalized=False, special=True)])
+    j = json.loads(tok.to_str())
+    if kind == "llama2":
+        del j["model"]["ignore_merges"]  # Llama 2's file predates the field
+        j["model"]["merges"] = [" ".join(m) for m in j["model"]["merges"]]
+    return j
+
+
+def edited(j, variant):
+    """j with a variant's fields set and removed (JSON pointers of plain keys and indices)."""
+    j = json.loads(json.dumps(j))
+    def parent(pointer):
+        keys = pointer.split("/")[1:]
+        node = j
+        for k in keys[:-1]:
+            node = node[int(k) if isinstance(node, list) else k]
+        return node, int(keys[-1]) if isinstance(node, list) else keys[-1]
+    for pointer, value in variant.get("set", {}).items():
+        node, key = parent(pointer)
+        node[key] = value
+    for pointer in variant.get("remove", []):
+        node, key = parent(pointer)
+        del node[key]
+    return j
+
+
+def variant_results(j, variant, texts):
+    tok = Tokenizer.from_str(json.dumps(edited(j, variant)))
+    results = {}
+    for text in texts:
+        ids = tok.encode(text, add_special_tokens=True).ids
+        results[text] = {"ids": ids, "decode": tok.decode(ids, skip_special_tokens=False),
+                         "decode_skip_special": tok.decode(ids, skip_special_tokens=True)}
+    return dict(variant, results=results)
+
+
+def expectations(j, texts=TEXTS, variants=(), lossy_texts=()):
     tok = Tokenizer.from_str(json.dumps(j))
     cases = []
-    for text in TEXTS:
+    for text in texts:
         with_special = tok.encode(text, add_special_tokens=True).ids
         tok.encode_special_tokens = True
         split_special = tok.encode(text, add_special_tokens=False).ids
@@ -186,24 +328,35 @@ def expectations(j):
         })
     # Lossy decoding: each token of multi-byte characters alone, and cut sequences.
     lossy = []
-    for text in ["龍虎", "🦀𝄞", "Ѯѱ", "👍🏽", "日本語"]:
+    for text in ["龍虎", "🦀𝄞", "Ѯѱ", "👍🏽", "日本語", *lossy_texts]:
         ids = tok.encode(text, add_special_tokens=False).ids
         for cut in [ids[:1], ids[1:], ids[:-1], ids[-1:], ids[::-1]]:
             lossy.append({"ids": cut, "decode": tok.decode(cut, skip_special_tokens=False)})
     pre = tok.pre_tokenizer
-    pre_tokens = {t: [p for p, _ in pre.pre_tokenize_str(t)] for t in TEXTS}
+    pre_tokens = {t: [p for p, _ in pre.pre_tokenize_str(t)] for t in texts} if pre else None
     # The same file with ignore_merges flipped (Llama 3 style only).
     flipped = None
     if j["model"].get("ignore_merges"):
         jf = json.loads(json.dumps(j))
         jf["model"]["ignore_merges"] = False
         tf = Tokenizer.from_str(json.dumps(jf))
-        flipped = {t: tf.encode(t, add_special_tokens=False).ids for t in TEXTS}
-    return {"generator": "tools/torch_reference/make_tokenizer_fixtures.py",
-            "tokenizers_version": tokenizers.__version__,
-            "vocab_size": tok.get_vocab_size(with_added_tokens=True),
-            "cases": cases, "lossy": lossy, "pre_tokens": pre_tokens,
-            "ids_without_ignore_merges": flipped}
+        flipped = {t: tf.encode(t, add_special_tokens=False).ids for t in texts}
+    e = {"generator": "tools/torch_reference/make_tokenizer_fixtures.py",
+         "tokenizers_version": tokenizers.__version__,
+         "vocab_size": tok.get_vocab_size(with_added_tokens=True),
+         "cases": cases, "lossy": lossy, "pre_tokens": pre_tokens,
+         "ids_without_ignore_merges": flipped}
+    if variants:
+        e["variants"] = [variant_results(j, v, CASES + SPM_CASES) for v in variants]
+    return e
+
+
+def write_style(out, kind, j, e):
+    d = os.path.join(out, f"{kind}_style")
+    os.makedirs(d, exist_ok=True)
+    for name, value in [("tokenizer.json", j), ("expected.json", e)]:
+        with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+            f.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
 def main():
@@ -211,20 +364,26 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         here, "..", "..", "tests", "fixtures", "tokenizers")
     for kind in ["gpt2", "llama3"]:
-        d = os.path.join(out, f"{kind}_style")
-        os.makedirs(d, exist_ok=True)
         j = train(kind)
-        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
-            f.write(json.dumps(j, ensure_ascii=False, separators=(",", ":")) + "\n")
         e = expectations(j)
-        with open(os.path.join(d, "expected.json"), "w", encoding="utf-8") as f:
-            f.write(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n")
+        write_style(out, kind, j, e)
         if e["ids_without_ignore_merges"]:
             differ = [t for t, c in zip(TEXTS, e["cases"])
                       if c["ids_no_special"] != e["ids_without_ignore_merges"][t]]
             print(f"{kind}: ignore_merges changes {len(differ)} case(s): {differ[:3]}")
+    corpus = "\n".join(CASES[1:15]) + "\n"
     with open(os.path.join(out, "corpus.txt"), "w", encoding="utf-8", newline="") as f:
-        f.write("\n".join(CASES[1:15]) + "\n")
+        f.write(corpus)
+    for kind in ["llama2", "metaspace"]:
+        j = train_spm(kind)
+        e = expectations(j, SPM_TEXTS, SPM_VARIANTS[kind], ["a😀b", "x\x00\x1by"])
+        tok = Tokenizer.from_str(json.dumps(j))
+        e["corpus_ids"] = tok.encode(corpus).ids  # tokenize's end-to-end test
+        e["corpus_decode_skip_special"] = tok.decode(e["corpus_ids"], skip_special_tokens=True)
+        write_style(out, kind, j, e)
+        unk = sum(c["ids_no_special"].count(0) for c in e["cases"])
+        fallback = sum(sum(3 <= i < 259 for i in c["ids_no_special"]) for c in e["cases"])
+        print(f"{kind}: {unk} <unk> and {fallback} byte tokens in the cases")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,49 @@
+#include "models/tokenizer/normalizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include "models/tokenizer/json_place.h"
+
+namespace fsdp::models {
+
+using nlohmann::json;
+
+namespace {
+constexpr const char* kSupported = "null, Prepend, Replace, or a Sequence of them";
+}
+
+Normalizer Normalizer::from_json(const json& value, const JsonPlace& place) {
+  Normalizer n;
+  if (!value.is_null()) n.add(value, place);
+  return n;
+}
+
+void Normalizer::add(const json& value, const JsonPlace& place) {
+  if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
+  const std::string& type = (place / "type").as_string(value["type"]);
+  if (type == "Sequence") {
+    place.each_in_sequence(value, "normalizers",
+                           [&](const json& v, const JsonPlace& at) { add(v, at); });
+  } else if (type == "Prepend") {
+    place.check_keys(value, {"type", "prepend"});
+    steps_.emplace_back(Prepend{(place / "prepend").as_string(place.at(value, "prepend"))});
+  } else if (type == "Replace") {
+    steps_.emplace_back(StringReplace::from_json(value, place));
+  } else {
+    place.unsupported(value, kSupported);
+  }
+}
+
+std::string Normalizer::normalize(std::string_view text) const {
+  std::string s(text);
+  for (const auto& step : steps_) {
+    if (const auto* p = std::get_if<Prepend>(&step)) {
+      if (!s.empty()) s.insert(0, p->prefix);  // tokenizers leaves an empty text empty
+    } else {
+      s = std::get<StringReplace>(step).apply(s);
+    }
+  }
+  return s;
+}
+
+}  // namespace fsdp::models
