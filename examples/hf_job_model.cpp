@@ -31,10 +31,13 @@ std::string read_text(const std::string& path) {
 
 // The tokenizer's files of a model directory, which a hub directory carries beside the weights
 // and transformers' Trainer saves with the model: copied to the saved directory, so that
-// generate and AutoTokenizer find them there.
+// generate and AutoTokenizer find them there (the fast tokenizer's file, its config and chat
+// template, and the slow tokenizers' files: SentencePiece's model, BPE's vocab and merges).
 void copy_tokenizer_files(const std::string& from, const std::string& to) {
   namespace fs = std::filesystem;
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                           "added_tokens.json", "chat_template.jinja", "chat_template.json",
+                           "tokenizer.model", "vocab.json", "merges.txt"}) {
     const fs::path source = fs::path(from) / name;
     std::error_code ec;
     if (!fs::exists(source, ec)) continue;

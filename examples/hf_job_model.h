@@ -4,7 +4,8 @@
 // initialisation and every rank reads from the files the bytes of its own shards only. --save
 // writes a save_pretrained directory (config.json, generation_config.json, safetensors sharded
 // above --max-shard-size, the tied head omitted) that transformers loads, with the model
-// directory's tokenizer files (tokenizer.json, tokenizer_config.json, special_tokens_map.json).
+// directory's tokenizer files (tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+// added_tokens.json, chat_template.jinja/json, tokenizer.model, vocab.json, merges.txt).
 #pragma once
 
 #include <memory>

@@ -137,6 +137,25 @@ try:
     kept = json.load(open(os.path.join(saved, "generation_config.json"))) if code == 0 else None
     if kept != generation:
         failures.append(f"--save: generation_config.json {kept} ({err}), the source's {generation}")
+    # --save copies the tokenizer's files the source has (fast and slow ones, the chat template),
+    # byte for byte, and nothing else of the source's.
+    tokenizer_files = {"tokenizer.json": "{}", "tokenizer_config.json": '{"legacy": false}',
+                       "special_tokens_map.json": "{}", "added_tokens.json": "{}",
+                       "chat_template.jinja": "{{ messages }}", "tokenizer.model": "\x00spm",
+                       "vocab.json": "{}", "merges.txt": "#version: 0.2\n"}
+    for name, text in tokenizer_files.items():
+        with open(os.path.join(source, name), "w") as f:
+            f.write(text)
+    with open(os.path.join(source, "README.md"), "w") as f:
+        f.write("a model card")
+    saved = os.path.join(tmp, "saved_tokenizer_files")
+    code, out, err = run(["--model-dir", source, "--data", os.path.join(FIXTURES, "train.bin"),
+                          "--seq", str(EXPECTED["seq"]), "--batch", "2", "--steps", "1",
+                          "--save", saved])
+    copied = {n: open(os.path.join(saved, n)).read() for n in tokenizer_files
+              if os.path.exists(os.path.join(saved, n))} if code == 0 else err
+    if copied != tokenizer_files or os.path.exists(os.path.join(saved, "README.md")):
+        failures.append(f"--save: tokenizer files {copied}, the source's {tokenizer_files}")
     # A head the config ties but the weights hold apart is untied, as transformers' tie_weights
     # does (not silently the embedding's): a zero head gives every token the same logit, so the
     # held-out loss is ln(vocab), unsharded and sharded.
