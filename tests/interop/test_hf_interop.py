@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """finetune's --save directories in transformers (issue 26, "Done when"): a GPT-2 (tied head) and
-a Llama (GQA) of tests/fixtures/text_models/, fine-tuned on 2 thread ranks and saved in one
+a Llama (GQA) of tests/fixtures/text_models/ (and, weights and logits only, a Qwen2 and a Qwen3 of
+tests/fixtures/finetune/), fine-tuned on 2 thread ranks and saved in one
 file and sharded (--max-shard-size 20KB), load with AutoModelForCausalLM.from_pretrained (no
 missing or unexpected weights, the head tied where the config ties it), whose logits equal ours
 on the same directory (interop_hf_logits, models/from_pretrained) within 1e-4 x max |logit|,
@@ -42,9 +43,8 @@ def check(ok, what):
         failures.append(what)
 
 
-def compare(model, saved, ids, prompt, tmp):
-    """transformers on `saved` against ours: weights loaded, logits, greedy text."""
-    name = f"{model} {os.path.basename(saved)}"
+def compare_weights_and_logits(name, saved, ids, tmp):
+    """transformers on `saved` against ours: weights loaded, tied head, logits. The model."""
     hf, info = AutoModelForCausalLM.from_pretrained(saved, output_loading_info=True)
     hf.eval()
     check(not any(info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")),
@@ -63,6 +63,13 @@ def compare(model, saved, ids, prompt, tmp):
     check(ours.shape == theirs.shape and diff <= bound,
           f"{name}: logits {tuple(ours.shape)}, max |ours - transformers'| {diff:.3g} "
           f"<= {bound:.3g}")
+    return hf
+
+
+def compare(model, saved, ids, prompt, tmp):
+    """transformers on `saved` against ours: weights loaded, logits, greedy text."""
+    name = f"{model} {os.path.basename(saved)}"
+    hf = compare_weights_and_logits(name, saved, ids, tmp)
     tokenizer = AutoTokenizer.from_pretrained(saved)
     encoded = tokenizer(prompt, return_tensors="pt")
     with torch.no_grad():
@@ -94,6 +101,16 @@ def main():
                       f"{model} {layout}: {sorted(os.listdir(saved))}")
                 ids = expected["greedy_ids"]  # some tokens: the prompt and a continuation
                 compare(model, saved, ids, expected["prompt"], tmp)
+        # Qwen2 (q/k/v biases, tied head) and Qwen3 (q_norm, k_norm) of tests/fixtures/finetune,
+        # fine-tuned on 2 ranks and saved sharded: transformers loads them to our logits.
+        for model in ("qwen2", "qwen3"):
+            fixture = os.path.join(FIXTURES, "finetune", model)
+            saved = os.path.join(tmp, model, "sharded")
+            run([FINETUNE, "--model-dir", fixture, "--data",
+                 os.path.join(FIXTURES, "finetune", "train.bin"), "--seq", "16", "--batch", "2",
+                 "--steps", "3", "--lr", "0.01", "--ranks", "2", "--save", saved,
+                 "--max-shard-size", "20KB"])
+            compare_weights_and_logits(f"{model} sharded", saved, list(range(3, 40, 3)), tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(failures)} failure(s)")
