@@ -9,21 +9,27 @@
 #include <vector>
 
 #include "core/random.h"
+#include "core/scalar.h"
 #include "core/tensor.h"
 
 namespace fsdp {
 
 // --- elementwise, broadcasting
-Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a + alpha * b
-Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
+// Scalars (core/scalar.h) keep their kind, as libtorch's: int32 * 2 is int32, int32 * 2.0 is
+// float32 (torch's wrapped-number promotion, scalar_result_type). alpha: a floating alpha with
+// integral tensors is refused, as torch.
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);  // a + alpha * b
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
-Tensor add(const Tensor& a, double b);
-Tensor mul(const Tensor& a, double b);
-Tensor div(const Tensor& a, double b);
-Tensor pow(const Tensor& a, double exponent);
+Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, Scalar b);  // refuses a bool tensor, as sub(Tensor, Tensor)
+Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, Scalar b);  // true division: integral tensors give float32
+// Integral tensors to a negative integral power are refused, as torch.
+Tensor pow(const Tensor& a, Scalar exponent);
 Tensor neg(const Tensor& a);
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
@@ -36,7 +42,8 @@ Tensor relu(const Tensor& a);
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");  // "none" | "tanh"
 Tensor silu(const Tensor& a);  // x * sigmoid(x) (SiLU, swish)
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
-Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);  // mask: bool/uint8
+// mask: bool/uint8; the result keeps a's dtype (value converted to it, as torch).
+Tensor masked_fill(const Tensor& a, const Tensor& mask, Scalar value);
 // Comparisons (not differentiable) return bool tensors.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
@@ -44,7 +51,13 @@ Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, double b);
+// With a scalar: compared in scalar_result_type(a's dtype, b) (int32 == 2.5 is false).
+Tensor eq(const Tensor& a, Scalar b);
+Tensor ne(const Tensor& a, Scalar b);
+Tensor lt(const Tensor& a, Scalar b);
+Tensor le(const Tensor& a, Scalar b);
+Tensor gt(const Tensor& a, Scalar b);
+Tensor ge(const Tensor& a, Scalar b);
 Tensor logical_not(const Tensor& a);
 
 // --- reductions (dims may be negative; empty dims = all)
@@ -120,7 +133,16 @@ std::pair<Tensor, Tensor> rotary_cos_sin(const Tensor& inv_freq, std::int64_t p0
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = {}, bool is_causal = false,
                                     std::optional<double> scale = {}, bool enable_gqa = false);
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx = -1);
+// torch.nn.functional.embedding: rows of weight (num_embeddings, embedding_dim) by indices in
+// [0, num_embeddings) (others refused, naming the index and its position); padding_idx (nullopt:
+// none; negative counts from the end, as libtorch's EmbeddingFuncOptions): that row gets no
+// gradient.
+Tensor embedding(const Tensor& weight, const Tensor& indices,
+                 std::optional<std::int64_t> padding_idx = std::nullopt);
+// padding_idx as a row in [0, num_embeddings) (-1: the last), or AssertionError with torch's
+// message when outside [-num_embeddings, num_embeddings); nullopt stays nullopt.
+std::optional<std::int64_t> embedding_padding_row(std::optional<std::int64_t> padding_idx,
+                                                  std::int64_t num_embeddings);
 Tensor dropout(const Tensor& a, double p, bool training, Generator* generator = nullptr);
 // reduction: "mean" | "sum" | "none". input (N, C) or (N, C, d1...) or (C); target class indices.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, std::int64_t ignore_index = -100,
@@ -138,8 +160,9 @@ Tensor& uniform_(Tensor& t, double low, double high, Generator* generator = null
 Tensor& normal_(Tensor& t, double mean, double std, Generator* generator = nullptr);
 
 // --- in-place updates (optimizers, FSDP); not recorded by autograd; require no-grad or leaves
-Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1.0);
-Tensor& mul_(Tensor& a, double b);
+// A result type `a` cannot hold (int32 tensor, float operand) is refused, as torch.
+Tensor& add_(Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor& mul_(Tensor& a, Scalar b);
 
 // --- operators
 inline Tensor operator+(const Tensor& a, const Tensor& b) {
@@ -154,19 +177,22 @@ inline Tensor operator*(const Tensor& a, const Tensor& b) {
 inline Tensor operator/(const Tensor& a, const Tensor& b) {
   return div(a, b);
 }
-inline Tensor operator+(const Tensor& a, double b) {
+inline Tensor operator+(const Tensor& a, Scalar b) {
   return add(a, b);
 }
-inline Tensor operator-(const Tensor& a, double b) {
-  return add(a, -b);
+inline Tensor operator-(const Tensor& a, Scalar b) {
+  return sub(a, b);
 }
-inline Tensor operator*(const Tensor& a, double b) {
+inline Tensor operator*(const Tensor& a, Scalar b) {
   return mul(a, b);
 }
-inline Tensor operator/(const Tensor& a, double b) {
+inline Tensor operator/(const Tensor& a, Scalar b) {
   return div(a, b);
 }
-inline Tensor operator*(double a, const Tensor& b) {
+inline Tensor operator+(Scalar a, const Tensor& b) {
+  return add(b, a);
+}
+inline Tensor operator*(Scalar a, const Tensor& b) {
   return mul(b, a);
 }
 inline Tensor operator-(const Tensor& a) {

@@ -150,7 +150,7 @@ void sum_in_order(const double* values, std::int64_t n, const std::int64_t* targ
 
 // --- rows along one dim by index (index.cu): src (outer, b.size, inner) and out (outer, n,
 // inner), contiguous; index I (int64 or int32) checked against `b` on the device (a bad one
-// recorded in `fault`, its rows skipped), negative ones wrapped when b.wraps.
+// recorded in `fault`, its rows skipped; a negative one is bad, as torch's).
 // out[o, i, :] = src[o, row(index[i]), :]; U is the unsigned integer of the element's size.
 template <typename U, typename I>
 void index_select_rows(const U* src, const I* index, U* out, std::int64_t outer, std::int64_t n,

@@ -21,6 +21,7 @@
 #include "core/dispatch/dispatch_mode.h"
 #include "core/error.h"
 #include "core/random.h"
+#include "core/scalar.h"
 
 namespace fsdp::dispatch::detail {
 
@@ -33,6 +34,15 @@ inline nn::Value to_value(double d) {
 }
 inline nn::Value to_value(const std::optional<double>& d) {
   return d ? nn::Value(*d) : nn::Value();
+}
+// A scalar as the value of its kind (2, 2.0, True), as torch's traced graphs show it.
+inline nn::Value to_value(const Scalar& s) {
+  if (s.is_bool()) return nn::Value(s.to_bool());
+  if (s.is_integral()) return nn::Value(s.to_int());
+  return nn::Value(s.to_double());
+}
+inline nn::Value to_value(const std::optional<std::int64_t>& i) {
+  return i ? nn::Value(*i) : nn::Value();
 }
 inline nn::Value to_value(std::int64_t i) {
   return nn::Value(i);

@@ -2,9 +2,8 @@
 // shape; the output has shape indices.shape + [embedding_dim]. Backward scatter-adds the output
 // gradient into the rows that were read, except the padding row, which gets no gradient.
 //
-// padding_idx: a negative value means "no padding row" (this is the default of ops.h). torch's
-// F.embedding also accepts negative padding_idx counting from the end; nn::Embedding normalises
-// it to a non-negative row before calling, as torch's module does.
+// padding_idx: nullopt means "no padding row"; a negative one counts from the end (torch's
+// F.embedding and nn.Embedding), through embedding_padding_row, which nn::Embedding calls too.
 #include "core/dispatch/intercept.h"
 #include "core/functional/functional_common.h"
 #include "core/kernels/kernel_table.h"
@@ -12,8 +11,19 @@
 
 namespace fsdp {
 
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx) {
-  FSDP_DISPATCH("embedding", embedding, weight, indices, padding_idx);
+std::optional<std::int64_t> embedding_padding_row(std::optional<std::int64_t> padding_idx,
+                                                  std::int64_t num_embeddings) {
+  if (!padding_idx) return padding_idx;
+  FSDP_CHECK(
+      *padding_idx >= -num_embeddings && *padding_idx < num_embeddings, AssertionError,
+      "Padding_idx must be within num_embeddings (got {} for {} embeddings; valid: [{}, {}))",
+      *padding_idx, num_embeddings, -num_embeddings, num_embeddings);
+  return *padding_idx < 0 ? *padding_idx + num_embeddings : *padding_idx;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices,
+                 std::optional<std::int64_t> padding_idx_arg) {
+  FSDP_DISPATCH("embedding", embedding, weight, indices, padding_idx_arg);
   const char* op = "embedding";
   FSDP_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, TypeError,
              "embedding: expected indices of dtype int64 or int32, got {} (shape {})",
@@ -22,8 +32,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t paddi
              "embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {}",
              shape_str(weight.shape()));
   const std::int64_t rows = weight.size(0), dim = weight.size(1);
-  FSDP_CHECK(padding_idx < rows, ValueError,
-             "embedding: padding_idx ({}) must be within num_embeddings ({})", padding_idx, rows);
+  const std::optional<std::int64_t> padding_idx = embedding_padding_row(padding_idx_arg, rows);
   Shape out_shape = indices.shape();
   out_shape.push_back(dim);
   const Device dev = common_device(op, {&weight, &indices});
@@ -50,7 +59,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t paddi
                      kernels(dev).index_add(gw, g, kernel_index(saved[0], dev), bounds, 1,
                                             w_shape[1]);
                      // The padding row gets no gradient.
-                     if (padding_idx >= 0) narrow(gw, 0, padding_idx, 1).fill_(0.0);
+                     if (padding_idx) narrow(gw, 0, *padding_idx, 1).fill_(0.0);
                      result[0] = functional::to_result_dtype(gw, w_dtype);
                      return result;
                    });

@@ -7,18 +7,22 @@
 namespace fsdp {
 
 IndexBounds index_select_bounds(std::int64_t size, std::int64_t dim) {
-  return {.op = IndexOp::IndexSelect, .size = size, .detail = dim, .wraps = true};
+  return {.op = IndexOp::IndexSelect, .size = size, .detail = dim};
 }
 
 IndexBounds embedding_bounds(std::int64_t rows, std::int64_t row_length) {
   return {.op = IndexOp::Embedding, .size = rows, .detail = row_length};
 }
 
-std::string index_error_message(const IndexBounds& b, std::int64_t v) {
+namespace {
+
+std::string value_message(const IndexBounds& b, std::int64_t v) {
   switch (b.op) {
     case IndexOp::IndexSelect:
-      return fmt::format("index_select(): index {} is out of bounds for dimension {} with size {}",
-                         v, b.detail, b.size);
+      return fmt::format(
+          "index_select(): index {} is out of bounds for dimension {} with size {} (valid indices "
+          "are [0, {}))",
+          v, b.detail, b.size, b.size);
     case IndexOp::Embedding:
       return fmt::format(
           "embedding: index {} is out of range for a table of {} rows (weight shape [{}, {}])", v,
@@ -32,8 +36,18 @@ std::string index_error_message(const IndexBounds& b, std::int64_t v) {
   return fmt::format("index {} is out of bounds (size {})", v, b.size);
 }
 
-void check_index(const IndexBounds& b, std::int64_t v) {
-  if (!b.valid(v)) throw IndexError(index_error_message(b, v));
+}  // namespace
+
+std::string index_error_message(const IndexBounds& b, std::int64_t v, std::int64_t position) {
+  std::string m = value_message(b, v);
+  const bool target = b.op == IndexOp::CrossEntropy || b.op == IndexOp::NllLoss;
+  if (position >= 0)
+    m += fmt::format(", at position {} of the {}", position, target ? "targets" : "indices");
+  return m;
+}
+
+void check_index(const IndexBounds& b, std::int64_t v, std::int64_t position) {
+  if (!b.valid(v)) throw IndexError(index_error_message(b, v, position));
 }
 
 }  // namespace fsdp

@@ -25,14 +25,13 @@ struct IndexBounds {
   std::int64_t size = 0;    // valid: [0, size)
   std::int64_t detail = 0;  // for the message: index_select's dim, embedding's row length
   std::int64_t ignore = 0;  // losses: ignore_index, which passes (its position has no loss)
-  bool wraps = false;       // index_select: [-size, 0) counts from the end, as in Python
   bool ignores = false;     // losses: `ignore` passes
 
   FSDP_HOST_DEVICE bool valid(std::int64_t v) const {
-    return (ignores && v == ignore) || (v >= (wraps ? -size : 0) && v < size);
+    return (ignores && v == ignore) || (v >= 0 && v < size);
   }
-  // The row a valid index reads.
-  FSDP_HOST_DEVICE std::int64_t row(std::int64_t v) const { return v < 0 ? v + size : v; }
+  // The row a valid index reads (none counts from the end: torch refuses a negative index).
+  FSDP_HOST_DEVICE std::int64_t row(std::int64_t v) const { return v; }
 };
 
 // The bounds of each op (the message's context included).
@@ -44,9 +43,10 @@ inline IndexBounds class_target_bounds(IndexOp op, std::int64_t classes,
   return {.op = op, .size = classes, .ignore = ignore_index, .ignores = true};
 }
 
-// The op's message for a bad value `v` (the CPU's, on every device).
-std::string index_error_message(const IndexBounds& b, std::int64_t v);
-// IndexError(index_error_message) when `v` is not valid.
-void check_index(const IndexBounds& b, std::int64_t v);
+// The op's message for a bad value `v` (the CPU's, on every device), with its position in the
+// indices where the kernel knows it (the CPU's; a device records the value only).
+std::string index_error_message(const IndexBounds& b, std::int64_t v, std::int64_t position = -1);
+// IndexError(index_error_message) when `v`, at `position` of the indices, is not valid.
+void check_index(const IndexBounds& b, std::int64_t v, std::int64_t position);
 
 }  // namespace fsdp

@@ -13,20 +13,6 @@
 namespace fsdp::nn {
 
 namespace {
-std::optional<std::int64_t> normalise_padding_idx(std::optional<std::int64_t> idx,
-                                                  std::int64_t num) {
-  if (!idx) return idx;
-  if (*idx > 0)
-    FSDP_CHECK(*idx < num, AssertionError,
-               "Padding_idx must be within num_embeddings (got {} for {} embeddings)", *idx, num);
-  if (*idx < 0) {
-    FSDP_CHECK(*idx >= -num, AssertionError,
-               "Padding_idx must be within num_embeddings (got {} for {} embeddings)", *idx, num);
-    return *idx + num;
-  }
-  return idx;
-}
-
 // Scales the rows of `weight` selected by `indices` whose norm exceeds max_norm down to it
 // (torch.embedding_renorm_), in place and outside autograd.
 void renorm_rows(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
@@ -52,7 +38,7 @@ Embedding::Embedding(std::int64_t num, std::int64_t dim, const EmbeddingOptions&
     : Module(static_class()),
       num_embeddings(num),
       embedding_dim(dim),
-      padding_idx(normalise_padding_idx(o.padding_idx, num)),
+      padding_idx(embedding_padding_row(o.padding_idx, num)),
       options_(o) {
   options_.tensor = o.tensor.with_requires_grad(false);
   options_.padding_idx = padding_idx;
@@ -75,7 +61,7 @@ Tensor Embedding::forward(const Tensor& indices) {
              "Embedding: scale_grad_by_freq=True is not supported");
   const Tensor& w = param("weight");
   if (options_.max_norm) renorm_rows(w, indices, *options_.max_norm, options_.norm_type);
-  return embedding(w, indices, padding_idx.value_or(-1));
+  return embedding(w, indices, padding_idx);
 }
 
 std::string Embedding::extra_repr() const {

@@ -20,6 +20,36 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, CompareKind kin
   return out;
 }
 
+// `v` rounded to `dtype` (a float32 comparison sees 0.1 as 0.1f, as torch's, which converts the
+// scalar to the comparison's dtype).
+double rounded_to(double v, DType dtype) {
+  switch (dtype) {
+    case DType::Float32:
+      return static_cast<float>(v);
+    case DType::Float16:
+      return load(store<Half>(v));
+    case DType::BFloat16:
+      return load(store<BFloat16>(v));
+    default:
+      return v;
+  }
+}
+
+// a `kind` b in scalar_result_type(a's dtype, b): int32 < 2.5 compares in float32.
+Tensor compare_scalar(const char* op, const Tensor& a, const Scalar& b, CompareKind kind) {
+  const Device dev = common_device(op, {&a});
+  Tensor out = new_tensor(a.shape(), DType::Bool, dev);
+  if (dev.is_meta() || out.numel() == 0) return out;
+  const DType dt = scalar_result_type(a.dtype(), b);
+  Tensor ac = as_dtype(a, dt);
+  if (kind == CompareKind::Eq) {
+    kernels(dev).eq_scalar(out, ac, rounded_to(b.to_double(), dt));
+    return out;
+  }
+  kernels(dev).compare(kind, out, ac, full({}, b.to_double(), TensorOptions(dt, dev)));
+  return out;
+}
+
 void check_mask(const char* op, const Tensor& mask) {
   FSDP_CHECK(mask.dtype() == DType::Bool || mask.dtype() == DType::UInt8, TypeError,
              "{}: expected a mask of dtype bool or uint8, got {} (shape {})", op,
@@ -53,13 +83,29 @@ Tensor ge(const Tensor& a, const Tensor& b) {
   return compare("ge", a, b, CompareKind::Ge);
 }
 
-Tensor eq(const Tensor& a, double b) {
+Tensor eq(const Tensor& a, Scalar b) {
   FSDP_DISPATCH("eq.Scalar", eq, a, b);
-  const Device dev = common_device("eq", {&a});
-  Tensor out = new_tensor(a.shape(), DType::Bool, dev);
-  if (dev.is_meta() || out.numel() == 0) return out;
-  kernels(dev).eq_scalar(out, a, b);
-  return out;
+  return compare_scalar("eq", a, b, CompareKind::Eq);
+}
+Tensor ne(const Tensor& a, Scalar b) {
+  FSDP_DISPATCH("ne.Scalar", ne, a, b);
+  return compare_scalar("ne", a, b, CompareKind::Ne);
+}
+Tensor lt(const Tensor& a, Scalar b) {
+  FSDP_DISPATCH("lt.Scalar", lt, a, b);
+  return compare_scalar("lt", a, b, CompareKind::Lt);
+}
+Tensor le(const Tensor& a, Scalar b) {
+  FSDP_DISPATCH("le.Scalar", le, a, b);
+  return compare_scalar("le", a, b, CompareKind::Le);
+}
+Tensor gt(const Tensor& a, Scalar b) {
+  FSDP_DISPATCH("gt.Scalar", gt, a, b);
+  return compare_scalar("gt", a, b, CompareKind::Gt);
+}
+Tensor ge(const Tensor& a, Scalar b) {
+  FSDP_DISPATCH("ge.Scalar", ge, a, b);
+  return compare_scalar("ge", a, b, CompareKind::Ge);
 }
 
 Tensor logical_not(const Tensor& a) {
@@ -93,8 +139,9 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
-  FSDP_DISPATCH("masked_fill", masked_fill, a, mask, value);
+Tensor masked_fill(const Tensor& a, const Tensor& mask, Scalar value_s) {
+  FSDP_DISPATCH("masked_fill", masked_fill, a, mask, value_s);
+  const double value = value_s.to_double();
   check_mask("masked_fill", mask);
   check_scalar_fits(value, a.dtype(), "masked_fill", a.shape());
   const Device dev = common_device("masked_fill", {&a, &mask});

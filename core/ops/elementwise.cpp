@@ -38,18 +38,6 @@ DType float_result(DType t) {
   return is_floating(t) ? t : DType::Float32;
 }
 
-bool is_integral_value(double v) {
-  return std::isfinite(v) && std::floor(v) == v;
-}
-
-// Tensor-scalar arithmetic keeps the tensor's dtype unless the scalar is fractional and the
-// tensor is integral (then the default float dtype, as PyTorch's wrapped-number promotion).
-DType scalar_result(DType t, double s) {
-  if (is_floating(t)) return t;
-  if (!is_integral_value(s)) return DType::Float32;
-  return t == DType::Bool ? DType::Int64 : t;
-}
-
 // sign(x) as a tensor of x's dtype (0 at 0), for abs's backward.
 Tensor sign(const Tensor& a) {
   return unary_forward("sign", a, a.dtype(), UnaryKind::Sign);
@@ -57,9 +45,11 @@ Tensor sign(const Tensor& a) {
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b, double alpha) {
-  FSDP_DISPATCH("add", add, a, b, alpha);
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha_s) {
+  FSDP_DISPATCH("add", add, a, b, alpha_s);
   DType dt = result_type(a, b);
+  check_alpha("add", dt, alpha_s, a, b);
+  const double alpha = alpha_s.to_double();
   Tensor out = binary_forward("add", a, b, dt, BinaryKind::Add, alpha);
   bool ra = a.requires_grad(), rb = b.requires_grad();
   autograd::record("AddBackward0", {a, b}, {out}, {},
@@ -73,14 +63,16 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
-  FSDP_DISPATCH("sub", sub, a, b, alpha);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha_s) {
+  FSDP_DISPATCH("sub", sub, a, b, alpha_s);
   FSDP_CHECK(a.dtype() != DType::Bool && b.dtype() != DType::Bool, TypeError,
              "sub: subtraction with a bool tensor is not supported (shapes {} and {}, dtypes {} "
              "and {}); to invert a mask use logical_not; use logical_xor instead of a difference",
              shape_str(a.shape()), shape_str(b.shape()), dtype_name(a.dtype()),
              dtype_name(b.dtype()));
   DType dt = result_type(a, b);
+  check_alpha("sub", dt, alpha_s, a, b);
+  const double alpha = alpha_s.to_double();
   Tensor out = binary_forward("sub", a, b, dt, BinaryKind::Sub, alpha);
   bool ra = a.requires_grad(), rb = b.requires_grad();
   autograd::record("SubBackward0", {a, b}, {out}, {},
@@ -157,20 +149,28 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 }
 
 // --- tensor-scalar
-Tensor add(const Tensor& a, double b) {
+Tensor add(const Tensor& a, Scalar b) {
   FSDP_DISPATCH("add.Scalar", add, a, b);
-  DType dt = scalar_result(a.dtype(), b);
-  Tensor out = unary_forward("add", a, dt, UnaryKind::AddScalar, b);
+  DType dt = scalar_result_type(a.dtype(), b);
+  Tensor out = unary_forward("add", a, dt, UnaryKind::AddScalar, b.to_double());
   autograd::record(
       "AddBackward1", {a}, {out}, {},
       [](const variable_list&, const variable_list& g) -> variable_list { return {g[0]}; });
   return out;
 }
 
-Tensor mul(const Tensor& a, double b) {
+Tensor sub(const Tensor& a, Scalar b) {
+  FSDP_CHECK(a.dtype() != DType::Bool && !b.is_bool(), TypeError,
+             "sub: subtraction with a bool tensor or scalar is not supported (tensor of shape {} "
+             "and dtype {}, scalar {}); to invert a mask use logical_not",
+             shape_str(a.shape()), dtype_name(a.dtype()), b.str());
+  return add(a, -b);
+}
+
+Tensor mul(const Tensor& a, Scalar b) {
   FSDP_DISPATCH("mul.Scalar", mul, a, b);
-  DType dt = scalar_result(a.dtype(), b);
-  Tensor out = unary_forward("mul", a, dt, UnaryKind::MulScalar, b);
+  DType dt = scalar_result_type(a.dtype(), b);
+  Tensor out = unary_forward("mul", a, dt, UnaryKind::MulScalar, b.to_double());
   autograd::record("MulBackward1", {a}, {out}, {},
                    [b](const variable_list&, const variable_list& g) -> variable_list {
                      return {mul(g[0], b)};
@@ -178,10 +178,10 @@ Tensor mul(const Tensor& a, double b) {
   return out;
 }
 
-Tensor div(const Tensor& a, double b) {
+Tensor div(const Tensor& a, Scalar b) {
   FSDP_DISPATCH("div.Scalar", div, a, b);
-  DType dt = float_result(a.dtype());
-  Tensor out = unary_forward("div", a, dt, UnaryKind::DivScalar, b);
+  DType dt = float_result(scalar_result_type(a.dtype(), b));
+  Tensor out = unary_forward("div", a, dt, UnaryKind::DivScalar, b.to_double());
   autograd::record("DivBackward1", {a}, {out}, {},
                    [b](const variable_list&, const variable_list& g) -> variable_list {
                      return {div(g[0], b)};
@@ -189,9 +189,14 @@ Tensor div(const Tensor& a, double b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, double e) {
-  FSDP_DISPATCH("pow", pow, a, e);
-  DType dt = scalar_result(a.dtype(), e);
+Tensor pow(const Tensor& a, Scalar exponent) {
+  FSDP_DISPATCH("pow", pow, a, exponent);
+  DType dt = scalar_result_type(a.dtype(), exponent);
+  FSDP_CHECK(is_floating(dt) || exponent.to_int() >= 0, RuntimeError,
+             "pow: integers to negative integer powers are not allowed (tensor of shape {} and "
+             "dtype {}, exponent {})",
+             shape_str(a.shape()), dtype_name(a.dtype()), exponent.str());
+  const double e = exponent.to_double();
   const UnaryKind kind = e == 2.0    ? UnaryKind::Square
                          : e == 1.0  ? UnaryKind::Identity
                          : e == 0.5  ? UnaryKind::Sqrt

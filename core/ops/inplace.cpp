@@ -22,9 +22,20 @@ void check_inplace(const Tensor& a, const char* op) {
       op, shape_str(a.shape())));
 }
 
+// torch's can_cast for an in-place result: a result of a higher category (bool < integral <
+// floating) than `a` cannot be written into it.
+void check_result_castable(const char* op, DType result, const Tensor& a,
+                           const std::string& scalar = {}) {
+  FSDP_CHECK(dtype_category(result) <= dtype_category(a.dtype()), RuntimeError,
+             "{}: result type {} can't be cast to the desired output type {} (tensor of shape "
+             "{}{})",
+             op, dtype_name(result), dtype_name(a.dtype()), shape_str(a.shape()),
+             scalar.empty() ? "" : ", scalar " + scalar);
+}
+
 }  // namespace
 
-Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
+Tensor& add_(Tensor& a, const Tensor& b, Scalar alpha) {
   FSDP_DISPATCH_INPLACE("add_", add_, a, b, alpha);
   check_inplace(a, "add_");
   check_no_internal_overlap(a, "add_");
@@ -38,29 +49,27 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   FSDP_CHECK(shape == a.shape(), RuntimeError,
              "add_: output with shape {} doesn't match the broadcast shape {} (other has shape {})",
              shape_str(a.shape()), shape_str(shape), shape_str(b.shape()));
-  FSDP_CHECK(is_floating(a.dtype()) || !is_floating(b.dtype()), RuntimeError,
-             "add_: result type {} can't be cast to the desired output type {}",
-             dtype_name(b.dtype()), dtype_name(a.dtype()));
+  const DType result = result_type(a, b);
+  check_result_castable("add_", result, a);
+  check_alpha("add_", result, alpha, a, b);
   if (dev.is_meta() || a.numel() == 0) return a;
   // Reading from the buffer being written (other than the exact same elements): copy first.
   Tensor bb = b.storage() == a.storage() && !b.is_same(a) ? clone(b.detach()) : b;
   bb = as_dtype(bb, a.dtype());
   a.storage()->bump_version();
-  kernels(dev).binary(BinaryKind::Add, a, a, bb, alpha);
+  kernels(dev).binary(BinaryKind::Add, a, a, bb, alpha.to_double());
   return a;
 }
 
-Tensor& mul_(Tensor& a, double b) {
+Tensor& mul_(Tensor& a, Scalar b) {
   FSDP_DISPATCH_INPLACE("mul_", mul_, a, b);
   check_inplace(a, "mul_");
   check_no_internal_overlap(a, "mul_");
-  FSDP_CHECK(is_floating(a.dtype()) || std::floor(b) == b, RuntimeError,
-             "mul_: result type Float can't be cast to the desired output type {} (scalar {})",
-             dtype_name(a.dtype()), b);
+  check_result_castable("mul_", scalar_result_type(a.dtype(), b), a, b.str());
   const Device dev = common_device("mul_", {&a});
   if (dev.is_meta() || a.numel() == 0) return a;
   a.storage()->bump_version();
-  kernels(dev).unary(UnaryKind::MulScalar, a, a, b);
+  kernels(dev).unary(UnaryKind::MulScalar, a, a, b.to_double());
   return a;
 }
 

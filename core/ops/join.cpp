@@ -189,7 +189,7 @@ Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
     if (i < d) outer *= ashape[i];
     if (i > d) inner *= ashape[i];
   }
-  // The kernel checks the indices and wraps negative ones (no host read of a device's index).
+  // The kernel checks the indices (no host read of a device's index): torch refuses a negative one.
   const IndexBounds bounds = index_select_bounds(ashape[d], static_cast<std::int64_t>(d));
   Tensor idx;
   if (!meta) {

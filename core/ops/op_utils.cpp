@@ -45,6 +45,19 @@ void check_scalar_fits(double value, DType dtype, const char* op, const Shape& s
              dtype_name(dtype), shape_str(shape));
 }
 
+void check_alpha(const char* op, DType result, const Scalar& alpha, const Tensor& a,
+                 const Tensor& b) {
+  const bool bool_ok = !alpha.is_bool() || result == DType::Bool;
+  const bool float_ok = is_floating(result) || !alpha.is_floating_point();
+  FSDP_CHECK(bool_ok && float_ok, RuntimeError,
+             "{}: {} (dtypes {} and {}, shapes {} and {}, alpha {})", op,
+             !bool_ok
+                 ? "a bool alpha is only supported for bool results"
+                 : "for integral input tensors, argument alpha must not be a floating point number",
+             dtype_name(a.dtype()), dtype_name(b.dtype()), shape_str(a.shape()),
+             shape_str(b.shape()), alpha.str());
+}
+
 int dtype_category(DType t) {
   if (t == DType::Bool) return 0;
   return is_floating(t) ? 2 : 1;

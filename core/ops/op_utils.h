@@ -61,6 +61,11 @@ using fsdp::for_each_run;
 // for an integer dtype, a finite value beyond a float dtype's range. Bool holds anything.
 void check_scalar_fits(double value, DType dtype, const char* op, const Shape& shape);
 
+// Refuses an `alpha` that the result dtype `result` cannot take, as torch: a floating alpha with
+// integral (or bool) tensors, a bool alpha with non-bool ones; names op, dtypes, shapes and alpha.
+void check_alpha(const char* op, DType result, const Scalar& alpha, const Tensor& a,
+                 const Tensor& b);
+
 // Sums a gradient down to an input's shape and converts it to the input's dtype.
 Tensor reduce_grad(const Tensor& grad, const Shape& shape, DType dtype);
 

@@ -93,6 +93,7 @@ BOOST_AUTO_TEST_CASE(a_traced_function_prints_its_ops_and_reruns_on_new_inputs) 
     return nn::Value(add(mul(h, 2.0), a.tensor(0)));
   };
   GraphModulePtr gm = trace(fn, {x, w});
+  // alpha is the Scalar 1 (an int, as aten's add), mul's scalar the float 2.0.
   BOOST_TEST(
       gm->code() ==
       "graph():\n"
@@ -102,7 +103,7 @@ BOOST_AUTO_TEST_CASE(a_traced_function_prints_its_ops_and_reruns_on_new_inputs) 
       "    %relu : [num_users=1] = call_function[target=relu](args = (%mm,), kwargs = {})\n"
       "    %mul : [num_users=1] = call_function[target=mul.Scalar](args = (%relu, 2.0), "
       "kwargs = {})\n"
-      "    %add : [num_users=1] = call_function[target=add](args = (%mul, %arg0, 1.0), "
+      "    %add : [num_users=1] = call_function[target=add](args = (%mul, %arg0, 1), "
       "kwargs = {})\n"
       "    return add\n");
   Tensor x2 = from_vector({3, 1, -1, 2}, {2, 2});
@@ -199,7 +200,7 @@ BOOST_AUTO_TEST_CASE(a_higher_order_operator_is_one_node_with_a_nested_graph) {
              "    %arg0 : [num_users=1] = placeholder[target=arg0]\n"
              "    %_tensor_constant_0 : [num_users=1] = get_attr[target=_tensor_constant_0]\n"
              "    %add : [num_users=1] = call_function[target=add](args = (%arg0, "
-             "%_tensor_constant_0, 1.0), kwargs = {})\n"
+             "%_tensor_constant_0, 1), kwargs = {})\n"
              "    %lifted_0 : [num_users=1] = placeholder[target=lifted_0]\n"
              "    %mul : [num_users=1] = call_function[target=mul](args = (%add, %lifted_0), "
              "kwargs = {})\n"

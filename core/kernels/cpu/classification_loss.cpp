@@ -51,7 +51,7 @@ void class_stats(const T* x, const NcsLayout& l, double* lse, double* sum_x) {
 // The targets, every one checked against `bounds` before any loss is written.
 const std::int64_t* checked_targets(const Tensor& targets, const IndexBounds& bounds) {
   const std::int64_t* t = targets.data<std::int64_t>();
-  for (std::int64_t p = 0; p < targets.numel(); ++p) check_index(bounds, t[p]);
+  for (std::int64_t p = 0; p < targets.numel(); ++p) check_index(bounds, t[p], p);
   return t;
 }
 

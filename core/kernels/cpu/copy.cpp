@@ -142,7 +142,7 @@ std::vector<std::int64_t> checked_rows(const Tensor& index, const IndexBounds& b
   auto read = [&]<typename I>() {
     const I* p = index.data<I>();
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      check_index(bounds, p[i]);
+      check_index(bounds, p[i], static_cast<std::int64_t>(i));
       rows[i] = bounds.row(p[i]);
     }
   };

@@ -128,13 +128,15 @@ BOOST_AUTO_TEST_CASE(type_promotion) {
   BOOST_TEST(dtype_name((i + scalar_tensor(1.0, DType::Float64)).dtype()) == "float64");
   BOOST_TEST(dtype_name((i / i).dtype()) == "float32");
   BOOST_TEST((i / i).to_vector() == (V{1, 1, 1}));
-  BOOST_TEST(dtype_name((i * 2.0).dtype()) == "int64");
+  // A scalar keeps its kind, as torch's: a floating one makes an integral tensor float32.
+  BOOST_TEST(dtype_name((i * 2).dtype()) == "int64");
+  BOOST_TEST(dtype_name((i * 2.0).dtype()) == "float32");
   BOOST_TEST(dtype_name((i * 2.5).dtype()) == "float32");
   BOOST_TEST(dtype_name(exp(i).dtype()) == "float32");
   BOOST_TEST(dtype_name(sum(i).dtype()) == "int64");
   BOOST_TEST(dtype_name(sum(b).dtype()) == "int64");
   BOOST_TEST(dtype_name(lt(f, d).dtype()) == "bool");
-  BOOST_TEST(add(i, i, 3.0).to_vector() == (V{4, 4, 4}));
+  BOOST_TEST(add(i, i, 3).to_vector() == (V{4, 4, 4}));
   BOOST_CHECK_THROW(mean(i), RuntimeError);
   BOOST_CHECK_THROW(-b, TypeError);
 }

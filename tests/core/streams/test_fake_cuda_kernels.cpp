@@ -119,7 +119,7 @@ BOOST_AUTO_TEST_CASE(a_training_run_under_the_sanitizer_has_no_report) {
 // Indices and class targets are checked by the kernels (no host read in the op): on fake_cuda
 // the CPU's kernel runs on the stream's worker, so a bad one is reported at the next
 // synchronising call with the CPU's message, as torch's CUDA device-side asserts are; the ops'
-// values with good ones (index_select's negative index included) are the CPU's bit for bit.
+// values with good ones are the CPU's bit for bit; a negative index is bad, as torch's.
 BOOST_AUTO_TEST_CASE(a_bad_index_or_target_is_reported_at_the_next_synchronisation) {
   const auto reported = [](const std::string& cpu_message) {
     return [cpu_message](const RuntimeError& e) {
@@ -143,11 +143,18 @@ BOOST_AUTO_TEST_CASE(a_bad_index_or_target_is_reported_at_the_next_synchronisati
                                  "index in [0, 4) or ignore_index -100)"));
   Tensor picked =
       index_select(weight.to(kFake0), 0, from_vector(std::vector<std::int64_t>{7}, {1}).to(kFake0));
-  BOOST_CHECK_EXCEPTION(picked.to(kCPU), RuntimeError,
-                        reported("index_select(): index 7 is out of bounds for dimension 0 with "
-                                 "size 5"));
+  BOOST_CHECK_EXCEPTION(
+      picked.to(kCPU), RuntimeError,
+      reported("index_select(): index 7 is out of bounds for dimension 0 with "
+               "size 5 (valid indices are [0, 5)), at position 0 of the indices"));
+  Tensor negative = index_select(weight.to(kFake0), 0,
+                                 from_vector(std::vector<std::int64_t>{0, -1}, {2}).to(kFake0));
+  BOOST_CHECK_EXCEPTION(
+      negative.to(kCPU), RuntimeError,
+      reported("index_select(): index -1 is out of bounds for dimension 0 with "
+               "size 5 (valid indices are [0, 5)), at position 1 of the indices"));
 
-  const Tensor index = from_vector(std::vector<std::int64_t>{4, -1, 0}, {3});
+  const Tensor index = from_vector(std::vector<std::int64_t>{4, 2, 0}, {3});
   const Tensor target = from_vector(std::vector<std::int64_t>{1, 3, -100}, {3});
   Tensor x = logits.clone().requires_grad_(true), xf = logits.to(kFake0).requires_grad_(true);
   Tensor want = cross_entropy(x, target), got = cross_entropy(xf, target.to(kFake0));
