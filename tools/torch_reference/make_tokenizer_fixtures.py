@@ -25,17 +25,25 @@ and decodes that tests/models/test_tokenizer.cpp compares against).
                 fields changed (byte_fallback off, so that <unk> is fused or not; a byte token
                 missing; other prepend schemes; Metaspace's split; Metaspace's decoder) and HF's
                 results with each
+                llama2_style/ also holds a tokenizer_config.json (TinyLlama's fields: LlamaTokenizer,
+                legacy false, add_bos_token, added_tokens_decoder) and expected_pretrained.json:
+                transformers 5's AutoTokenizer on the directory with that config and with other
+                ones (legacy true; add_prefix_space false with fewer added tokens in the config;
+                no added_tokens_decoder), its ids and decodes
   corpus.txt    a test text for tokenize's end-to-end test
 
 Each expected.json holds HF's results on the fixed CASES and on 40 random texts (seed 26) drawn
 from POOL, every text encoded three ways and decoded two ways, plus its pre-tokens.
 
-Run with /opt/torch2/bin/python (tokenizers 0.23): python make_tokenizer_fixtures.py [OUT_DIR]
+Run with /opt/torch2/bin/python (tokenizers 0.23, transformers 5.24):
+python make_tokenizer_fixtures.py [OUT_DIR]
 """
 import json
 import os
 import random
+import shutil
 import sys
+import tempfile
 
 import tokenizers
 from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers,
@@ -351,6 +359,63 @@ def expectations(j, texts=TEXTS, variants=(), lossy_texts=()):
     return e
 
 
+def added_tokens_decoder(j, keep=None):
+    """tokenizer.json's added tokens as tokenizer_config.json's added_tokens_decoder."""
+    return {str(t["id"]): {k: t[k] for k in ["content", "lstrip", "normalized", "rstrip",
+                                              "single_word", "special"]}
+            for t in j["added_tokens"] if keep is None or t["content"] in keep}
+
+
+def pretrained_configs(j):
+    """tokenizer_config.json's written beside llama2_style's file: the first as TinyLlama's (the
+    directory's own), the others as tests write them into a directory with the same file."""
+    tinyllama = {"add_bos_token": True, "add_eos_token": False,
+                 "added_tokens_decoder": added_tokens_decoder(j), "bos_token": "<s>",
+                 "clean_up_tokenization_spaces": False, "eos_token": "</s>", "legacy": False,
+                 "model_max_length": 2048, "pad_token": None, "padding_side": "right",
+                 "sp_model_kwargs": {}, "tokenizer_class": "LlamaTokenizer",
+                 "unk_token": "<unk>", "use_default_system_prompt": False}
+    return [
+        {"name": "tinyllama", "config": tinyllama},
+        {"name": "legacy", "config": {"tokenizer_class": "LlamaTokenizerFast", "legacy": True}},
+        {"name": "no_prefix_space", "config": {
+            "tokenizer_class": "LlamaTokenizer", "add_prefix_space": False,
+            "added_tokens_decoder": added_tokens_decoder(j, ["<unk>", "<s>", "</s>"])}},
+        {"name": "defaults", "config": {"tokenizer_class": "LlamaTokenizer"}},
+    ]
+
+
+def pretrained_expectations(j, texts):
+    """transformers 5's AutoTokenizer on a directory of j and each config: tokenizer(text)'s ids
+    and their decodes."""
+    from transformers import AutoTokenizer, __version__ as transformers_version
+    results = []
+    for c in pretrained_configs(j):
+        d = tempfile.mkdtemp()
+        try:
+            for name, value in [("tokenizer.json", j), ("tokenizer_config.json", c["config"])]:
+                with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                    json.dump(value, f, ensure_ascii=False)
+            tok = AutoTokenizer.from_pretrained(d)
+            cases = []
+            for text in texts:
+                ids = tok(text)["input_ids"]
+                cases.append({"text": text, "ids": ids,
+                              "decode": tok.decode(ids, skip_special_tokens=False),
+                              "decode_skip_special": tok.decode(ids, skip_special_tokens=True)})
+            results.append(dict(c, tokenizer_class=type(tok).__name__, vocab_size=len(tok),
+                                cases=cases))
+        finally:
+            shutil.rmtree(d)
+    return {"generator": "tools/torch_reference/make_tokenizer_fixtures.py",
+            "transformers_version": transformers_version, "configs": results}
+
+
+def write_json(path, value):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
 def write_style(out, kind, j, e):
     d = os.path.join(out, f"{kind}_style")
     os.makedirs(d, exist_ok=True)
@@ -381,6 +446,16 @@ def main():
         e["corpus_ids"] = tok.encode(corpus).ids  # tokenize's end-to-end test
         e["corpus_decode_skip_special"] = tok.decode(e["corpus_ids"], skip_special_tokens=True)
         write_style(out, kind, j, e)
+        if kind == "llama2":
+            p = pretrained_expectations(j, SPM_TEXTS)
+            d = os.path.join(out, "llama2_style")
+            with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+                f.write(json.dumps(p["configs"][0]["config"], indent=2) + "\n")
+            write_json(os.path.join(d, "expected_pretrained.json"), p)
+            for c in p["configs"]:
+                differ = sum(a["ids"] != b["ids"] for a, b in zip(c["cases"], e["cases"]))
+                print(f"llama2 as {c['tokenizer_class']} ({c['name']}): {differ} of "
+                      f"{len(c['cases'])} texts' ids differ from the file's")
         unk = sum(c["ids_no_special"].count(0) for c in e["cases"])
         fallback = sum(sum(3 <= i < 259 for i in c["ids_no_special"]) for c in e["cases"])
         print(f"{kind}: {unk} <unk> and {fallback} byte tokens in the cases")
