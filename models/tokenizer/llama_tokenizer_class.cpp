@@ -67,7 +67,6 @@ json as_llama_tokenizer_class(json tok, const json& config, const JsonPlace& pla
   const bool legacy = optional_bool(config, "legacy", false, place);
   const bool add_prefix_space = optional_bool(config, "add_prefix_space", true, place);
 
-  const JsonPlace file(place.file());  // errors in the tokenizer.json itself come later
   json& model = tok["model"];
   if (!model.is_object() || model.value("type", json()) != "BPE")
     (place / "tokenizer_class")

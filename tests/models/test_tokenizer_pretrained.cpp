@@ -119,6 +119,20 @@ BOOST_AUTO_TEST_CASE(file_as_it_is_otherwise) {
   }
 }
 
+// A named special token in the vocabulary but not added: transformers adds it as special
+// (values from transformers 5.24 on pad_token "▁the").
+BOOST_AUTO_TEST_CASE(named_special_token_from_the_vocabulary) {
+  const TempDir dir;
+  write_directory(dir, {{"tokenizer_class", "LlamaTokenizer"}, {"pad_token", "▁the"}});
+  const Tokenizer tok = Tokenizer::from_pretrained(dir.dir.string());
+  const std::vector<std::uint32_t> ids = tok.encode("x the▁the y");
+  BOOST_TEST(ids == (std::vector<std::uint32_t>{1, 328, 323, 350, 350, 398}),
+             boost::test_tools::per_element());
+  BOOST_TEST(tok.is_special(350));
+  BOOST_TEST(tok.decode(ids) == "<s> x the the y");
+  BOOST_TEST(tok.decode(ids, true) == "x y");
+}
+
 BOOST_AUTO_TEST_CASE(config_errors) {
   const TempDir dir;
   const std::string config = dir.path("tokenizer_config.json");
