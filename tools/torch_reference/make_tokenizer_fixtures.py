@@ -30,6 +30,12 @@ and decodes that tests/models/test_tokenizer.cpp compares against).
                 transformers 5's AutoTokenizer on the directory with that config and with other
                 ones (legacy true; add_prefix_space false with fewer added tokens in the config;
                 no added_tokens_decoder), its ids and decodes
+  qwen2_style/  Qwen2's, Qwen2.5's and Qwen3's form: normalizer NFC, Split(Qwen2's regex,
+                Isolated) + ByteLevel(use_regex=false), BPE without byte fallback (empty subword
+                affixes), ByteLevel post-processor and decoder, <|endoftext|> <|im_start|>
+                <|im_end|> special; texts that NFC changes (combining accents, Hangul jamo,
+                U+212B, marks out of canonical order) besides the common ones; a variant with
+                NFD in its place
   corpus.txt    a test text for tokenize's end-to-end test
 
 Each expected.json holds HF's results on the fixed CASES and on 40 random texts (seed 26) drawn
@@ -52,6 +58,10 @@ from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normaliz
 GPT2_REGEX = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+")
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Qwen2's tokenizer.json (Qwen2.5 and Qwen3 have the same): Llama 3's with single digits.
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+               r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
                    "<|end_header_id|>", "<|eot_id|>", "<|eot_id|>!"]
 
@@ -164,6 +174,29 @@ SPM_CASES = [
 SPM_POOL = POOL + ["<s>", "</s>", "<unk>", "▁", "<custom>", "<pad>", "<0x41>", "\x00", "\x1b"]
 SPM_TEXTS = TEXTS + SPM_CASES + random_cases(40, seed=27, pool=SPM_POOL)
 
+# Texts that the Unicode normalization forms change: combining accents (composed by NFC), Hangul
+# jamo (composed into syllables), singletons (U+212B ANGSTROM SIGN -> U+00C5, U+2126 OHM -> Omega),
+# marks out of canonical order, composition exclusions (U+0958), compatibility characters that
+# only NFKC/NFKD change (ligatures, fractions, circled and full-width digits), added tokens
+# between, and the composed forms written directly.
+NFC_CASES = [
+    "e\u0301",
+    "Cafe\u0301 nai\u0308ve re\u0301sume\u0301 A\u030angstro\u0308m",
+    "\u1100\u1161\u11a8 \u1112\u1161\u11ab\u1100\u1173\u11af \u1100\u1161",
+    "\u212b \u2126 \u212a A\u030a \u00c5",
+    "a\u0323\u0301 a\u0301\u0323 q\u0307\u0323 \u1e9b\u0323",
+    "\u0958 \u0915\u093c \u0344 \u0340\u0341",
+    "\ufb01 \u00bd \u2460 \uff11\uff12 \u00b2 \u2075 \u3300 \u01c4",
+    "<|im_start|>user\ne\u0301<|im_end|>\n<|im_start|>assistant\n\u1100\u1161<|im_end|>",
+    "e<|endoftext|>\u0301 and \u0301 alone and e\u0301\u0301\u0301",
+    "caf\u00e9 na\u00efve \uac01 \ud55c\uae00",
+]
+QWEN2_TEXTS = TEXTS + NFC_CASES + random_cases(
+    40, seed=28, pool=POOL + ["\u0301", "\u0323", "\u030a", "\u1100", "\u1161", "\u11a8",
+                              "\u212b", "\ufb01", "<|im_start|>", "<|im_end|>"])
+# NFD in NFC's place (NFKC and NFKD are not offered: models/tokenizer/unicode_normalization.h).
+QWEN2_VARIANTS = [{"name": "NFD", "set": {"/normalizer": {"type": "NFD"}}}]
+
 # Fields changed in the SentencePiece-style files, and HF's results with each (JSON pointers).
 SPM_VARIANTS = {
     "llama2": [
@@ -242,6 +275,31 @@ def train(kind):
     return j
 
 
+def train_qwen2():
+    """Qwen2's form, trained on the NFC-normalized corpus."""
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=256 + len(QWEN2_SPECIALS) + 700,
+                                  special_tokens=QWEN2_SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(TRAIN * 3 + NFC_CASES + extra_training_text(), trainer)
+    j = json.loads(tok.to_str())
+    # As Qwen2's file has them.
+    j["model"]["continuing_subword_prefix"] = ""
+    j["model"]["end_of_word_suffix"] = ""
+    qwen_byte_level = {"add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    j["pre_tokenizer"]["pretokenizers"][1].update(qwen_byte_level)
+    j["post_processor"].update(qwen_byte_level)
+    j["decoder"].update(qwen_byte_level)
+    return json.loads(Tokenizer.from_str(json.dumps(j)).to_str())
+
+
 def train_spm(kind):
     """A SentencePiece-style BPE: trained on words as SentencePiece sees them ("▁" for spaces and
     before the text), then laid out as Llama's vocabulary: <unk> <s> </s>, the 256 byte tokens,
@@ -318,7 +376,7 @@ def variant_results(j, variant, texts):
     return dict(variant, results=results)
 
 
-def expectations(j, texts=TEXTS, variants=(), lossy_texts=()):
+def expectations(j, texts=TEXTS, variants=(), lossy_texts=(), variant_texts=CASES + SPM_CASES):
     tok = Tokenizer.from_str(json.dumps(j))
     cases = []
     for text in texts:
@@ -355,7 +413,7 @@ def expectations(j, texts=TEXTS, variants=(), lossy_texts=()):
          "cases": cases, "lossy": lossy, "pre_tokens": pre_tokens,
          "ids_without_ignore_merges": flipped}
     if variants:
-        e["variants"] = [variant_results(j, v, CASES + SPM_CASES) for v in variants]
+        e["variants"] = [variant_results(j, v, variant_texts) for v in variants]
     return e
 
 
@@ -436,6 +494,12 @@ def main():
             differ = [t for t, c in zip(TEXTS, e["cases"])
                       if c["ids_no_special"] != e["ids_without_ignore_merges"][t]]
             print(f"{kind}: ignore_merges changes {len(differ)} case(s): {differ[:3]}")
+    j = train_qwen2()
+    e = expectations(j, QWEN2_TEXTS, QWEN2_VARIANTS, variant_texts=NFC_CASES + CASES)
+    write_style(out, "qwen2", j, e)
+    nfc = tokenizers.normalizers.NFC()
+    changed = [t for t in QWEN2_TEXTS if nfc.normalize_str(t) != t]
+    print(f"qwen2: NFC changes {len(changed)} of {len(QWEN2_TEXTS)} texts")
     corpus = "\n".join(CASES[1:15]) + "\n"
     with open(os.path.join(out, "corpus.txt"), "w", encoding="utf-8", newline="") as f:
         f.write(corpus)
