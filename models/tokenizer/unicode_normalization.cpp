@@ -22,8 +22,9 @@ std::string normalize_unicode(std::string_view text, UnicodeForm form) {
   const std::string_view differs = form == UnicodeForm::nfc ? kParts : kComposed;
   if (text.find(differs) != std::string_view::npos)
     throw InputError(fmt::format(
-        "the text has {} (Dives Akuru), which Hugging Face tokenizers' {} (Unicode 12 tables) "
-        "leaves as it is and Unicode 13 and later change: refused rather than encoded otherwise",
+        "the text has {} (Dives Akuru), which Hugging Face tokenizers' {} (tables before "
+        "Unicode 12.1) leaves as it is and Unicode 13 and later change: refused rather than "
+        "encoded otherwise",
         form == UnicodeForm::nfc ? "U+11935 U+11930" : "U+11938",
         form == UnicodeForm::nfc ? "NFC" : "NFD"));
   // utf8proc_NFC's and utf8proc_NFD's options, with the length instead of NULTERM: a NUL in the

@@ -43,6 +43,9 @@ from POOL, every text encoded three ways and decoded two ways, plus its pre-toke
 
 Run with /opt/torch2/bin/python (tokenizers 0.23, transformers 5.24):
 python make_tokenizer_fixtures.py [OUT_DIR]
+python make_tokenizer_fixtures.py --compare-normalizers   (needs libutf8proc2) prints where
+    tokenizers' NFC/NFD/NFKC/NFKD and utf8proc's differ on single code points and on Dives
+    Akuru's pair: models/tokenizer/unicode_normalization.h
 """
 import json
 import os
@@ -482,7 +485,27 @@ def write_style(out, kind, j, e):
             f.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
+def compare_normalizers():
+    import ctypes
+    lib = ctypes.CDLL("libutf8proc.so.2")
+    lib.utf8proc_unicode_version.restype = ctypes.c_char_p
+    print(f"utf8proc Unicode {lib.utf8proc_unicode_version().decode()}, "
+          f"tokenizers {tokenizers.__version__}")
+    texts = [chr(cp) for cp in range(0x80, 0x110000) if not 0xD800 <= cp < 0xE000]
+    texts.append("\U00011935\U00011930")
+    for form in ["NFC", "NFD", "NFKC", "NFKD"]:
+        fn = getattr(lib, "utf8proc_" + form)
+        fn.restype = ctypes.c_void_p  # freed by nobody: a one-off comparison
+        hf = getattr(normalizers, form)()
+        differ = [t for t in texts
+                  if hf.normalize_str(t) != ctypes.string_at(fn(t.encode())).decode()]
+        print(f"{form}: {len(differ)} differ: "
+              f"{' '.join(' '.join(f'U+{ord(c):04X}' for c in t) for t in differ[:8])}")
+
+
 def main():
+    if sys.argv[1:] == ["--compare-normalizers"]:
+        return compare_normalizers()
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         here, "..", "..", "tests", "fixtures", "tokenizers")
