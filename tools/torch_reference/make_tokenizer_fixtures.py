@@ -472,6 +472,27 @@ def pretrained_expectations(j, texts):
             "transformers_version": transformers_version, "configs": results}
 
 
+def check_other_classes(out):
+    """Prints where AutoTokenizer, for a tokenizer_config.json naming another class, differs from
+    the file (models/tokenizer follows the file there): 0 expected for each."""
+    from transformers import AutoTokenizer
+    for style, cls in [("gpt2", "GPT2Tokenizer"), ("llama3", "PreTrainedTokenizerFast"),
+                       ("qwen2", "Qwen2Tokenizer"), ("metaspace", "LlamaTokenizer")]:
+        d = tempfile.mkdtemp()
+        try:
+            shutil.copy(os.path.join(out, f"{style}_style", "tokenizer.json"), d)
+            with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+                json.dump({"tokenizer_class": cls}, f)
+            tok = AutoTokenizer.from_pretrained(d)
+            with open(os.path.join(out, f"{style}_style", "expected.json"), encoding="utf-8") as f:
+                cases = json.load(f)["cases"]
+            differ = sum(tok(c["text"])["input_ids"] != c["ids"] or
+                         tok.decode(c["ids"]) != c["decode"] for c in cases)
+            print(f"{style}_style as {cls}: {differ} of {len(cases)} texts differ from the file")
+        finally:
+            shutil.rmtree(d)
+
+
 def write_json(path, value):
     with open(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
@@ -546,6 +567,7 @@ def main():
         unk = sum(c["ids_no_special"].count(0) for c in e["cases"])
         fallback = sum(sum(3 <= i < 259 for i in c["ids_no_special"]) for c in e["cases"])
         print(f"{kind}: {unk} <unk> and {fallback} byte tokens in the cases")
+    check_other_classes(out)
 
 
 if __name__ == "__main__":
