@@ -2,7 +2,7 @@
 // AutoTokenizer loads a directory whose tokenizer_config.json names that class (TinyLlama, Llama
 // 2, Mistral 7B, CodeLlama): it keeps the file's vocabulary, merges and post-processor but
 // rebuilds the rest (transformers/models/llama/tokenization_llama.py). Checked against
-// transformers 5.24 on tests/fixtures/tokenizers/llama2_style/pretrained_*.
+// transformers 5.24 on tests/fixtures/tokenizers/llama2_style/expected_pretrained.json.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -133,6 +133,19 @@ BOOST_AUTO_TEST_CASE(named_special_token_from_the_vocabulary) {
   BOOST_TEST(tok.decode(ids, true) == "x y");
 }
 
+// Llama 2's config writes its special tokens as AddedToken objects: read by their content (the
+// same ids as transformers 5.24 gives with this config, checked once: the defaults' ids).
+BOOST_AUTO_TEST_CASE(special_tokens_as_objects) {
+  const TempDir dir;
+  const json token = {{"__type", "AddedToken"}, {"content", "<s>"}, {"lstrip", false},
+                      {"normalized", false},    {"rstrip", false},  {"single_word", false}};
+  write_directory(dir, {{"tokenizer_class", "LlamaTokenizer"}, {"bos_token", token}});
+  const Tokenizer tok = Tokenizer::from_pretrained(dir.dir.string());
+  for (const json& c : expected_config("defaults")["cases"])
+    BOOST_TEST(tok.encode(c["text"].get<std::string>()) == ids_of(c["ids"]),
+               boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(config_errors) {
   const TempDir dir;
   const std::string config = dir.path("tokenizer_config.json");
