@@ -53,17 +53,16 @@ std::string join_ids(const std::vector<std::int64_t>& ids) {
   return line;
 }
 
-// --tokenizer, else the model directory's tokenizer.json (InputError when it has none).
-models::Tokenizer load_tokenizer(const std::string& model_dir, std::string path) {
-  if (path.empty()) {
-    path = (std::filesystem::path(model_dir) / "tokenizer.json").string();
-    if (!std::filesystem::exists(path))
-      throw InputError(fmt::format(
-          "--prompt: {} has no tokenizer.json; pass the tokenizer with --tokenizer PATH, or "
-          "token ids with --prompt-ids",
-          model_dir));
-  }
-  return models::Tokenizer::from_file(path);
+// --tokenizer (a directory or a tokenizer.json), else the model directory, as transformers'
+// AutoTokenizer loads it (InputError when it has no tokenizer.json).
+models::Tokenizer load_tokenizer(const std::string& model_dir, const std::string& path) {
+  if (!path.empty()) return models::Tokenizer::from_pretrained(path);
+  if (!std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json"))
+    throw InputError(fmt::format(
+        "--prompt: {} has no tokenizer.json; pass the tokenizer with --tokenizer PATH, or "
+        "token ids with --prompt-ids",
+        model_dir));
+  return models::Tokenizer::from_pretrained(model_dir);
 }
 
 }  // namespace
@@ -81,7 +80,8 @@ int main(int argc, char** argv) {
   auto* text_opt = app.add_option("--prompt", prompt_text,
                                   "prompt text, encoded as tokenizer(TEXT) with special tokens");
   ids_opt->excludes(text_opt);
-  app.add_option("--tokenizer", tokenizer_path, "the tokenizer.json (default: DIR/tokenizer.json)")
+  app.add_option("--tokenizer", tokenizer_path,
+                 "a tokenizer directory or tokenizer.json (default: DIR, as AutoTokenizer)")
       ->needs(text_opt);
   app.add_flag("--print-ids", print_ids, "print the token ids on a line before the text")
       ->needs(text_opt);

@@ -93,7 +93,9 @@ int main(int argc, char** argv) {
       "delimiter (<|begin_of_text|> where the vocabulary has it, else <|endoftext|>, else <s>)\n"
       "and encoded with no added special tokens, special tokens in the text read as plain text.\n",
       kProgram);
-  app.add_option("--tokenizer", o.tokenizer, "the tokenizer.json")->required();
+  app.add_option("--tokenizer", o.tokenizer,
+                 "a tokenizer.json, or a directory as AutoTokenizer loads it")
+      ->required();
   app.add_option("--input", o.inputs,
                  "a text file, one document (repeatable); with --decode, the token file")
       ->required();
@@ -120,7 +122,7 @@ int main(int argc, char** argv) {
   }
   try {
     examples::check_writable_file("--output", o.output);  // before the work, not after
-    const models::Tokenizer tokenizer = models::Tokenizer::from_file(o.tokenizer);
+    const models::Tokenizer tokenizer = models::Tokenizer::from_pretrained(o.tokenizer);
     if (o.decode)
       decode(o, tokenizer);
     else

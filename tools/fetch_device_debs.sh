@@ -14,7 +14,7 @@ packages=(libfmt-dev libfmt9
           libboost1.74-dev libboost-test1.74-dev libboost-test1.74.0
           libopenblas-pthread-dev libopenblas0-pthread libgfortran5
           nlohmann-json3-dev libcli11-dev libsimdjson-dev libsimdjson14 libxxhash-dev libxxhash0
-          libpcre2-dev libpcre2-8-0
+          libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2
           libboost-context1.74-dev libboost-context1.74.0
           pkgconf pkgconf-bin libpkgconf3)
 mkdir -p "$dir"

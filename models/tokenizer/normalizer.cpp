@@ -9,7 +9,7 @@ namespace fsdp::models {
 using nlohmann::json;
 
 namespace {
-constexpr const char* kSupported = "null, Prepend, Replace, or a Sequence of them";
+constexpr const char* kSupported = "null, Prepend, Replace, NFC, NFD, or a Sequence of them";
 }
 
 Normalizer Normalizer::from_json(const json& value, const JsonPlace& place) {
@@ -29,6 +29,9 @@ void Normalizer::add(const json& value, const JsonPlace& place) {
     steps_.emplace_back(Prepend{(place / "prepend").as_string(place.at(value, "prepend"))});
   } else if (type == "Replace") {
     steps_.emplace_back(StringReplace::from_json(value, place));
+  } else if (type == "NFC" || type == "NFD") {
+    place.check_keys(value, {"type"});
+    steps_.emplace_back(type == "NFC" ? UnicodeForm::nfc : UnicodeForm::nfd);
   } else {
     place.unsupported(value, kSupported);
   }
@@ -39,8 +42,10 @@ std::string Normalizer::normalize(std::string_view text) const {
   for (const auto& step : steps_) {
     if (const auto* p = std::get_if<Prepend>(&step)) {
       if (!s.empty()) s.insert(0, p->prefix);  // tokenizers leaves an empty text empty
+    } else if (const auto* r = std::get_if<StringReplace>(&step)) {
+      s = r->apply(s);
     } else {
-      s = std::get<StringReplace>(step).apply(s);
+      s = normalize_unicode(s, std::get<UnicodeForm>(step));
     }
   }
   return s;

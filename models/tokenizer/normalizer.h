@@ -1,7 +1,8 @@
 // The normalizer of a tokenizer.json, as SentencePiece-style files converted by transformers'
 // LlamaConverter (Llama 2, TinyLlama, Mistral 7B v0.1) have it: Sequence[Prepend("▁"),
-// Replace(" " -> "▁")]. It acts on each stretch of text between added tokens (a "▁" before
-// every stretch that is not empty), and on the content of added tokens with normalized=true.
+// Replace(" " -> "▁")], or Qwen2's NFC (and NFD). It acts on each stretch of text
+// between added tokens (a "▁" before every stretch that is not empty), and on the content of added
+// tokens with normalized=true.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "models/tokenizer/string_replace.h"
+#include "models/tokenizer/unicode_normalization.h"
 
 namespace fsdp::models {
 
@@ -18,8 +20,9 @@ class JsonPlace;
 
 class Normalizer {
  public:
-  // From the "normalizer" field at `place`: null, Prepend, Replace with a String pattern, or a
-  // Sequence of them; any other is an InputError naming the field and its value.
+  // From the "normalizer" field at `place`: null, Prepend, Replace with a String pattern, NFC,
+  // NFD, or a Sequence of them; any other is an InputError naming the field and its
+  // value.
   static Normalizer from_json(const nlohmann::json& value, const JsonPlace& place);
 
   bool is_identity() const { return steps_.empty(); }
@@ -30,7 +33,7 @@ class Normalizer {
     std::string prefix;
   };
   void add(const nlohmann::json& value, const JsonPlace& place);
-  std::vector<std::variant<Prepend, StringReplace>> steps_;
+  std::vector<std::variant<Prepend, StringReplace, UnicodeForm>> steps_;
 };
 
 }  // namespace fsdp::models

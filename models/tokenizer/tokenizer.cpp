@@ -3,12 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -16,6 +11,7 @@
 #include "models/tokenizer/added_vocabulary.h"
 #include "models/tokenizer/bpe_model.h"
 #include "models/tokenizer/decoder.h"
+#include "models/tokenizer/json_file.h"
 #include "models/tokenizer/json_place.h"
 #include "models/tokenizer/normalizer.h"
 #include "models/tokenizer/post_processor.h"
@@ -57,21 +53,7 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
-    throw InputError(fmt::format("{}: not a regular file", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON (at byte {})", path, e.byte));
-  }
-  return from_json(j, path);
+  return from_json(read_json_file(path), path);
 }
 
 Tokenizer Tokenizer::from_json(const json& j, const std::string& source) {

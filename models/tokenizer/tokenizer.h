@@ -30,6 +30,10 @@ class Tokenizer {
  public:
   // Reads and checks a tokenizer.json; every error is an InputError naming the file.
   static Tokenizer from_file(const std::string& path);
+  // A save_pretrained directory's tokenizer as transformers 5's AutoTokenizer loads it: its
+  // tokenizer.json, rebuilt as LlamaTokenizer does where tokenizer_config.json names that class
+  // (llama_tokenizer_class.h), else as the file is. A path that is no directory: from_file.
+  static Tokenizer from_pretrained(const std::string& path);
   // The same from parsed JSON; `source` names it in errors.
   static Tokenizer from_json(const nlohmann::json& json, const std::string& source);
   Tokenizer(Tokenizer&&) noexcept;

@@ -4,7 +4,9 @@ transformers' generate; a seed repeats a sampled continuation; each bad input is
 'generate: error: ...' on stderr with exit status 2 (command line) or 1 (files, values).
 --prompt TEXT on tests/fixtures/text_models/ (vocabularies of the fixture tokenizers): the prompt
 encoded as transformers' tokenizer(TEXT), the greedy text equal to transformers' generate +
-tokenizer.decode, with DIR/tokenizer.json or --tokenizer. generation_config.json's
+tokenizer.decode, with DIR/tokenizer.json or --tokenizer; a --tokenizer directory whose
+tokenizer_config.json names LlamaTokenizer encodes as transformers 5's AutoTokenizer does
+(tokenizers/llama2_style/expected_pretrained.json). generation_config.json's
 max_new_tokens where --max-new-tokens is not given.
 Usage: test_generate_cli.py GENERATE FIXTURES_DIR
 """
@@ -79,6 +81,24 @@ check("gpt2 with a smaller tokenizer",
           "--tokenizer", os.path.join(FIXTURES, "tokenizers", e["tokenizer"], "tokenizer.json"),
           "--print-ids"),
       (0, ",".join(map(str, e["greedy_ids"])) + "\n" + e["greedy_text"], ""))
+
+# --tokenizer DIR (llama2_style: its tokenizer_config.json names LlamaTokenizer) and its bare
+# tokenizer.json: the prompt's ids as AutoTokenizer's tokenizer(TEXT) and as the file's.
+d = os.path.join(FIXTURES, "text_models", "llama")  # 966 ids: the 961 of llama2_style fit
+tok_dir = os.path.join(FIXTURES, "tokenizers", "llama2_style")
+pretrained = json.load(open(os.path.join(tok_dir, "expected_pretrained.json"), encoding="utf-8"))
+as_file = json.load(open(os.path.join(tok_dir, "expected.json"), encoding="utf-8"))
+for text in (" <s> a </s> ", "<custom> and x<custom>y and <custom>", "▁leading meta space"):
+    for what, path, cases in [("directory", tok_dir, pretrained["configs"][0]["cases"]),
+                              ("file", os.path.join(tok_dir, "tokenizer.json"), as_file["cases"])]:
+        want = next(c["ids"] for c in cases if c["text"] == text)
+        rc, out, err = run("--model-dir", d, "--prompt", text, "--max-new-tokens", "1",
+                           "--tokenizer", path, "--print-ids")
+        got = list(map(int, out.splitlines()[0].split(",")))[:-1] if rc == 0 else (rc, err)
+        check(f"--tokenizer {what}: the ids of {text!r}", got, want)
+    check(f"the directory and the file differ on {text!r}",
+          next(c["ids"] for c in pretrained["configs"][0]["cases"] if c["text"] == text) !=
+          next(c["ids"] for c in as_file["cases"] if c["text"] == text), True)
 
 d = os.path.join(FIXTURES, "hf_models", "llama_gqa")
 gpt2_text = os.path.join(FIXTURES, "text_models", "gpt2")

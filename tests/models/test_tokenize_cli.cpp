@@ -18,6 +18,7 @@
 
 using namespace fsdp::models;
 using Ids = std::vector<std::uint32_t>;
+using nlohmann::literals::operator""_json_pointer;
 namespace fs = std::filesystem;
 
 namespace {
@@ -122,6 +123,32 @@ BOOST_AUTO_TEST_CASE(sentencepiece_style_token_file_holds_hfs_ids) {
     BOOST_TEST(s.status == 0, s.output);
     BOOST_TEST(read_text(dir / "s.txt") ==
                expected["corpus_decode_skip_special"].get<std::string>());
+  }
+}
+
+// --tokenizer DIR whose tokenizer_config.json names LlamaTokenizer: the token file holds
+// transformers 5's AutoTokenizer ids of the text (expected_pretrained.json), not the file's.
+BOOST_AUTO_TEST_CASE(directory_tokenizer_encodes_as_autotokenizer) {
+  TempDir dir;
+  const std::string text = " <s> a </s> ";
+  auto ids_in = [&](const std::string& expected, const nlohmann::json::json_pointer& cases) {
+    std::ifstream in(fixture("llama2_style/" + expected));
+    const nlohmann::json all = nlohmann::json::parse(in);
+    for (const nlohmann::json& c : all[cases])
+      if (c["text"] == text) return c["ids"].get<Ids>();
+    BOOST_FAIL("no case " << text);
+    return Ids{};
+  };
+  const Ids hf = ids_in("expected_pretrained.json", "/configs/0/cases"_json_pointer);
+  BOOST_TEST(ids_in("expected.json", "/cases"_json_pointer) != hf);
+  std::ofstream(dir / "t.txt", std::ios::binary) << text;
+  for (const std::string tokenizer : {"llama2_style", "llama2_style/tokenizer.json"}) {
+    const Result r = tokenize(
+        {"--tokenizer", fixture(tokenizer), "--input", dir / "t.txt", "--output", dir / "t.bin"});
+    BOOST_TEST(r.status == 0, r.output);
+    const Ids want =
+        tokenizer == "llama2_style" ? hf : ids_in("expected.json", "/cases"_json_pointer);
+    BOOST_TEST(read_token_file(dir / "t.bin").tokens == want, boost::test_tools::per_element());
   }
 }
 

@@ -201,7 +201,7 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
                          j["normalizer"]["normalizers"][0] = {{"type", "NFKC"}};
                        }) ==
              "t.json: normalizer.normalizers[0] is {\"type\":\"NFKC\"}: not supported "
-             "(null, Prepend, Replace, or a Sequence of them)");
+             "(null, Prepend, Replace, NFC, NFD, or a Sequence of them)");
   BOOST_TEST(
       load_with(l, [](json& j) { j["normalizer"]["normalizers"][1]["pattern"]["String"] = ""; }) ==
       "t.json: normalizer.normalizers[1].pattern.String is \"\": not supported (a "

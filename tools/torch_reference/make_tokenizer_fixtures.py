@@ -25,17 +25,34 @@ and decodes that tests/models/test_tokenizer.cpp compares against).
                 fields changed (byte_fallback off, so that <unk> is fused or not; a byte token
                 missing; other prepend schemes; Metaspace's split; Metaspace's decoder) and HF's
                 results with each
+                llama2_style/ also holds a tokenizer_config.json (TinyLlama's fields: LlamaTokenizer,
+                legacy false, add_bos_token, added_tokens_decoder) and expected_pretrained.json:
+                transformers 5's AutoTokenizer on the directory with that config and with other
+                ones (legacy true; add_prefix_space false with fewer added tokens in the config;
+                no added_tokens_decoder), its ids and decodes
+  qwen2_style/  Qwen2's, Qwen2.5's and Qwen3's form: normalizer NFC, Split(Qwen2's regex,
+                Isolated) + ByteLevel(use_regex=false), BPE without byte fallback (empty subword
+                affixes), ByteLevel post-processor and decoder, <|endoftext|> <|im_start|>
+                <|im_end|> special; texts that NFC changes (combining accents, Hangul jamo,
+                U+212B, marks out of canonical order) besides the common ones; a variant with
+                NFD in its place
   corpus.txt    a test text for tokenize's end-to-end test
 
 Each expected.json holds HF's results on the fixed CASES and on 40 random texts (seed 26) drawn
 from POOL, every text encoded three ways and decoded two ways, plus its pre-tokens.
 
-Run with /opt/torch2/bin/python (tokenizers 0.23): python make_tokenizer_fixtures.py [OUT_DIR]
+Run with /opt/torch2/bin/python (tokenizers 0.23, transformers 5.24):
+python make_tokenizer_fixtures.py [OUT_DIR]
+python make_tokenizer_fixtures.py --compare-normalizers   (needs libutf8proc2) prints where
+    tokenizers' NFC/NFD/NFKC/NFKD and utf8proc's differ on single code points and on Dives
+    Akuru's pair: models/tokenizer/unicode_normalization.h
 """
 import json
 import os
 import random
+import shutil
 import sys
+import tempfile
 
 import tokenizers
 from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers,
@@ -44,6 +61,10 @@ from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normaliz
 GPT2_REGEX = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+")
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Qwen2's tokenizer.json (Qwen2.5 and Qwen3 have the same): Llama 3's with single digits.
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+               r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
                    "<|end_header_id|>", "<|eot_id|>", "<|eot_id|>!"]
 
@@ -156,6 +177,29 @@ SPM_CASES = [
 SPM_POOL = POOL + ["<s>", "</s>", "<unk>", "▁", "<custom>", "<pad>", "<0x41>", "\x00", "\x1b"]
 SPM_TEXTS = TEXTS + SPM_CASES + random_cases(40, seed=27, pool=SPM_POOL)
 
+# Texts that the Unicode normalization forms change: combining accents (composed by NFC), Hangul
+# jamo (composed into syllables), singletons (U+212B ANGSTROM SIGN -> U+00C5, U+2126 OHM -> Omega),
+# marks out of canonical order, composition exclusions (U+0958), compatibility characters that
+# only NFKC/NFKD change (ligatures, fractions, circled and full-width digits), added tokens
+# between, and the composed forms written directly.
+NFC_CASES = [
+    "e\u0301",
+    "Cafe\u0301 nai\u0308ve re\u0301sume\u0301 A\u030angstro\u0308m",
+    "\u1100\u1161\u11a8 \u1112\u1161\u11ab\u1100\u1173\u11af \u1100\u1161",
+    "\u212b \u2126 \u212a A\u030a \u00c5",
+    "a\u0323\u0301 a\u0301\u0323 q\u0307\u0323 \u1e9b\u0323",
+    "\u0958 \u0915\u093c \u0344 \u0340\u0341",
+    "\ufb01 \u00bd \u2460 \uff11\uff12 \u00b2 \u2075 \u3300 \u01c4",
+    "<|im_start|>user\ne\u0301<|im_end|>\n<|im_start|>assistant\n\u1100\u1161<|im_end|>",
+    "e<|endoftext|>\u0301 and \u0301 alone and e\u0301\u0301\u0301",
+    "caf\u00e9 na\u00efve \uac01 \ud55c\uae00",
+]
+QWEN2_TEXTS = TEXTS + NFC_CASES + random_cases(
+    40, seed=28, pool=POOL + ["\u0301", "\u0323", "\u030a", "\u1100", "\u1161", "\u11a8",
+                              "\u212b", "\ufb01", "<|im_start|>", "<|im_end|>"])
+# NFD in NFC's place (NFKC and NFKD are not offered: models/tokenizer/unicode_normalization.h).
+QWEN2_VARIANTS = [{"name": "NFD", "set": {"/normalizer": {"type": "NFD"}}}]
+
 # Fields changed in the SentencePiece-style files, and HF's results with each (JSON pointers).
 SPM_VARIANTS = {
     "llama2": [
@@ -234,6 +278,31 @@ def train(kind):
     return j
 
 
+def train_qwen2():
+    """Qwen2's form, trained on the NFC-normalized corpus."""
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=256 + len(QWEN2_SPECIALS) + 700,
+                                  special_tokens=QWEN2_SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(TRAIN * 3 + NFC_CASES + extra_training_text(), trainer)
+    j = json.loads(tok.to_str())
+    # As Qwen2's file has them.
+    j["model"]["continuing_subword_prefix"] = ""
+    j["model"]["end_of_word_suffix"] = ""
+    qwen_byte_level = {"add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    j["pre_tokenizer"]["pretokenizers"][1].update(qwen_byte_level)
+    j["post_processor"].update(qwen_byte_level)
+    j["decoder"].update(qwen_byte_level)
+    return json.loads(Tokenizer.from_str(json.dumps(j)).to_str())
+
+
 def train_spm(kind):
     """A SentencePiece-style BPE: trained on words as SentencePiece sees them ("▁" for spaces and
     before the text), then laid out as Llama's vocabulary: <unk> <s> </s>, the 256 byte tokens,
@@ -310,7 +379,7 @@ def variant_results(j, variant, texts):
     return dict(variant, results=results)
 
 
-def expectations(j, texts=TEXTS, variants=(), lossy_texts=()):
+def expectations(j, texts=TEXTS, variants=(), lossy_texts=(), variant_texts=CASES + SPM_CASES):
     tok = Tokenizer.from_str(json.dumps(j))
     cases = []
     for text in texts:
@@ -347,8 +416,86 @@ def expectations(j, texts=TEXTS, variants=(), lossy_texts=()):
          "cases": cases, "lossy": lossy, "pre_tokens": pre_tokens,
          "ids_without_ignore_merges": flipped}
     if variants:
-        e["variants"] = [variant_results(j, v, CASES + SPM_CASES) for v in variants]
+        e["variants"] = [variant_results(j, v, variant_texts) for v in variants]
     return e
+
+
+def added_tokens_decoder(j, keep=None):
+    """tokenizer.json's added tokens as tokenizer_config.json's added_tokens_decoder."""
+    return {str(t["id"]): {k: t[k] for k in ["content", "lstrip", "normalized", "rstrip",
+                                              "single_word", "special"]}
+            for t in j["added_tokens"] if keep is None or t["content"] in keep}
+
+
+def pretrained_configs(j):
+    """tokenizer_config.json's written beside llama2_style's file: the first as TinyLlama's (the
+    directory's own), the others as tests write them into a directory with the same file."""
+    tinyllama = {"add_bos_token": True, "add_eos_token": False,
+                 "added_tokens_decoder": added_tokens_decoder(j), "bos_token": "<s>",
+                 "clean_up_tokenization_spaces": False, "eos_token": "</s>", "legacy": False,
+                 "model_max_length": 2048, "pad_token": None, "padding_side": "right",
+                 "sp_model_kwargs": {}, "tokenizer_class": "LlamaTokenizer",
+                 "unk_token": "<unk>", "use_default_system_prompt": False}
+    return [
+        {"name": "tinyllama", "config": tinyllama},
+        {"name": "legacy", "config": {"tokenizer_class": "LlamaTokenizerFast", "legacy": True}},
+        {"name": "no_prefix_space", "config": {
+            "tokenizer_class": "LlamaTokenizer", "add_prefix_space": False,
+            "added_tokens_decoder": added_tokens_decoder(j, ["<unk>", "<s>", "</s>"])}},
+        {"name": "defaults", "config": {"tokenizer_class": "LlamaTokenizer"}},
+    ]
+
+
+def pretrained_expectations(j, texts):
+    """transformers 5's AutoTokenizer on a directory of j and each config: tokenizer(text)'s ids
+    and their decodes."""
+    from transformers import AutoTokenizer, __version__ as transformers_version
+    results = []
+    for c in pretrained_configs(j):
+        d = tempfile.mkdtemp()
+        try:
+            for name, value in [("tokenizer.json", j), ("tokenizer_config.json", c["config"])]:
+                with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                    json.dump(value, f, ensure_ascii=False)
+            tok = AutoTokenizer.from_pretrained(d)
+            cases = []
+            for text in texts:
+                ids = tok(text)["input_ids"]
+                cases.append({"text": text, "ids": ids,
+                              "decode": tok.decode(ids, skip_special_tokens=False),
+                              "decode_skip_special": tok.decode(ids, skip_special_tokens=True)})
+            results.append(dict(c, tokenizer_class=type(tok).__name__, vocab_size=len(tok),
+                                cases=cases))
+        finally:
+            shutil.rmtree(d)
+    return {"generator": "tools/torch_reference/make_tokenizer_fixtures.py",
+            "transformers_version": transformers_version, "configs": results}
+
+
+def check_other_classes(out):
+    """Prints where AutoTokenizer, for a tokenizer_config.json naming another class, differs from
+    the file (models/tokenizer follows the file there): 0 expected for each."""
+    from transformers import AutoTokenizer
+    for style, cls in [("gpt2", "GPT2Tokenizer"), ("llama3", "PreTrainedTokenizerFast"),
+                       ("qwen2", "Qwen2Tokenizer"), ("metaspace", "LlamaTokenizer")]:
+        d = tempfile.mkdtemp()
+        try:
+            shutil.copy(os.path.join(out, f"{style}_style", "tokenizer.json"), d)
+            with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+                json.dump({"tokenizer_class": cls}, f)
+            tok = AutoTokenizer.from_pretrained(d)
+            with open(os.path.join(out, f"{style}_style", "expected.json"), encoding="utf-8") as f:
+                cases = json.load(f)["cases"]
+            differ = sum(tok(c["text"])["input_ids"] != c["ids"] or
+                         tok.decode(c["ids"]) != c["decode"] for c in cases)
+            print(f"{style}_style as {cls}: {differ} of {len(cases)} texts differ from the file")
+        finally:
+            shutil.rmtree(d)
+
+
+def write_json(path, value):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
 def write_style(out, kind, j, e):
@@ -359,7 +506,27 @@ def write_style(out, kind, j, e):
             f.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
+def compare_normalizers():
+    import ctypes
+    lib = ctypes.CDLL("libutf8proc.so.2")
+    lib.utf8proc_unicode_version.restype = ctypes.c_char_p
+    print(f"utf8proc Unicode {lib.utf8proc_unicode_version().decode()}, "
+          f"tokenizers {tokenizers.__version__}")
+    texts = [chr(cp) for cp in range(0x80, 0x110000) if not 0xD800 <= cp < 0xE000]
+    texts.append("\U00011935\U00011930")
+    for form in ["NFC", "NFD", "NFKC", "NFKD"]:
+        fn = getattr(lib, "utf8proc_" + form)
+        fn.restype = ctypes.c_void_p  # freed by nobody: a one-off comparison
+        hf = getattr(normalizers, form)()
+        differ = [t for t in texts
+                  if hf.normalize_str(t) != ctypes.string_at(fn(t.encode())).decode()]
+        print(f"{form}: {len(differ)} differ: "
+              f"{' '.join(' '.join(f'U+{ord(c):04X}' for c in t) for t in differ[:8])}")
+
+
 def main():
+    if sys.argv[1:] == ["--compare-normalizers"]:
+        return compare_normalizers()
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         here, "..", "..", "tests", "fixtures", "tokenizers")
@@ -371,6 +538,12 @@ def main():
             differ = [t for t, c in zip(TEXTS, e["cases"])
                       if c["ids_no_special"] != e["ids_without_ignore_merges"][t]]
             print(f"{kind}: ignore_merges changes {len(differ)} case(s): {differ[:3]}")
+    j = train_qwen2()
+    e = expectations(j, QWEN2_TEXTS, QWEN2_VARIANTS, variant_texts=NFC_CASES + CASES)
+    write_style(out, "qwen2", j, e)
+    nfc = tokenizers.normalizers.NFC()
+    changed = [t for t in QWEN2_TEXTS if nfc.normalize_str(t) != t]
+    print(f"qwen2: NFC changes {len(changed)} of {len(QWEN2_TEXTS)} texts")
     corpus = "\n".join(CASES[1:15]) + "\n"
     with open(os.path.join(out, "corpus.txt"), "w", encoding="utf-8", newline="") as f:
         f.write(corpus)
@@ -381,9 +554,20 @@ def main():
         e["corpus_ids"] = tok.encode(corpus).ids  # tokenize's end-to-end test
         e["corpus_decode_skip_special"] = tok.decode(e["corpus_ids"], skip_special_tokens=True)
         write_style(out, kind, j, e)
+        if kind == "llama2":
+            p = pretrained_expectations(j, SPM_TEXTS)
+            d = os.path.join(out, "llama2_style")
+            with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+                f.write(json.dumps(p["configs"][0]["config"], indent=2) + "\n")
+            write_json(os.path.join(d, "expected_pretrained.json"), p)
+            for c in p["configs"]:
+                differ = sum(a["ids"] != b["ids"] for a, b in zip(c["cases"], e["cases"]))
+                print(f"llama2 as {c['tokenizer_class']} ({c['name']}): {differ} of "
+                      f"{len(c['cases'])} texts' ids differ from the file's")
         unk = sum(c["ids_no_special"].count(0) for c in e["cases"])
         fallback = sum(sum(3 <= i < 259 for i in c["ids_no_special"]) for c in e["cases"])
         print(f"{kind}: {unk} <unk> and {fallback} byte tokens in the cases")
+    check_other_classes(out)
 
 
 if __name__ == "__main__":
