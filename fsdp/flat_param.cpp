@@ -490,8 +490,11 @@ void FlatParamHandle::use_sharded_grad_views() {
     if (!g.defined()) {
       p.orig.set_grad(Tensor());
     } else if (layout_.sharded) {
+      // A parameter with nothing in this rank's shard has no gradient here (upstream: None), so
+      // optimizers skip it on this rank.
       const ShardParamInfo info = layout_.shard_info(i, config_.rank);
-      p.orig.set_grad(flat_view(g, info.in_shard ? info.offset_in_shard : 0, info.numel_in_shard));
+      p.orig.set_grad(info.in_shard ? flat_view(g, info.offset_in_shard, info.numel_in_shard)
+                                    : Tensor());
     } else {
       p.orig.set_grad(make_view(g, p.shape, contiguous_strides(p.shape), layout_.offsets[i]));
     }

@@ -436,6 +436,33 @@ BOOST_DATA_TEST_CASE(clip_grad_norm_leaves_out_frozen_parameters,
   });
 }
 
+// use_orig_params: an original parameter with no element in this rank's shard has no gradient
+// (None, upstream's _use_sharded_grad_views), not an empty one, so optimizers skip it there as
+// torch's do (AdamW keeps no state for it on that rank); the others get views of the shard.
+BOOST_AUTO_TEST_CASE(orig_params_outside_the_shard_have_no_grad) {
+  on_ranks(2, [](std::shared_ptr<comm::ProcessGroup> pg) {
+    manual_seed(3);
+    auto lin = std::make_shared<nn::Linear>(4, 2);  // weight 8 + bias 2: 5 a rank
+    WrapperOptions o;
+    o.process_group = pg;
+    o.use_orig_params = true;
+    auto fsdp = FullyShardedDataParallel::make(lin, o);
+    (*fsdp)(from_vector(std::vector<double>(8, 0.5), {2, 4})).tensor().sum().backward();
+    std::map<std::string, Tensor> p;
+    for (const auto& [name, t] : fsdp->named_parameters()) p[clean_tensor_name(name)] = t;
+    TS_REQUIRE(p.count("weight") == 1u);
+    TS_REQUIRE(p.count("bias") == 1u);
+    TS_TEST(p["weight"].grad().defined());
+    TS_TEST(p["weight"].grad().numel() == (pg->rank() == 0 ? 5 : 3));
+    TS_TEST(p["bias"].grad().defined() == (pg->rank() == 1));
+    optim::AdamW opt(fsdp->parameters(), optim::AdamWOptions{});
+    opt.step();
+    const auto& params = opt.params(0);
+    for (std::size_t i = 0; i < params.size(); ++i)  // stepped only where there is a gradient
+      TS_TEST(opt.state(0, i).step == (params[i].grad().defined() ? 1 : 0));
+  });
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(errors)
