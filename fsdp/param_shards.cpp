@@ -1,5 +1,6 @@
 #include "fsdp/param_shards.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/autograd.h"
@@ -35,7 +36,8 @@ std::vector<ParamShard> param_shards(FullyShardedDataParallel& root) {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> unmanaged_params(FullyShardedDataParallel& root) {
+std::vector<std::pair<std::string, Tensor>> unmanaged_params(FullyShardedDataParallel& root,
+                                                             bool each_fqn) {
   // Managed: the flat parameters and the originals they flattened (use_orig_params keeps the
   // originals in the module slots; otherwise the slots hold plain tensors, not parameters).
   std::unordered_set<const TensorImpl*> managed;
@@ -46,14 +48,34 @@ std::vector<std::pair<std::string, Tensor>> unmanaged_params(FullyShardedDataPar
     for (const auto& p : h->params()) managed.insert(p.orig.impl());
   }
   std::vector<std::pair<std::string, Tensor>> out;
-  for (const auto& [name, p] : root.named_parameters())
+  for (const auto& [name, p] : root.named_parameters("", true, /*remove_duplicate=*/!each_fqn))
     if (p.defined() && !managed.count(p.impl())) out.emplace_back(clean_tensor_name(name), p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> persistent_buffers(FullyShardedDataParallel& root) {
+  std::unordered_set<std::string> in_state_dict;  // what nn.Module.state_dict keeps
+  for (const auto& [name, t] : root.state_dict()) in_state_dict.insert(name);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, b] : root.named_buffers("", true, /*remove_duplicate=*/false))
+    if (b.defined() && in_state_dict.count(name)) out.emplace_back(clean_tensor_name(name), b);
   return out;
 }
 
 std::vector<std::pair<std::string, std::string>> tied_aliases(FullyShardedDataParallel& root) {
   root.runtime().root_state();
   std::vector<std::pair<std::string, std::string>> out;
+  // What every rank holds whole (an ignored module's parameters, persistent buffers) under the
+  // later names of a module met twice.
+  std::unordered_map<const TensorImpl*, std::string> first_name;
+  auto add = [&](const std::vector<std::pair<std::string, Tensor>>& each_fqn) {
+    for (const auto& [fqn, t] : each_fqn) {
+      auto [it, first] = first_name.emplace(t.impl(), fqn);
+      if (!first) out.emplace_back(fqn, it->second);
+    }
+  };
+  add(unmanaged_params(root, /*each_fqn=*/true));
+  add(persistent_buffers(root));
   for (auto* unit : root.fsdp_units()) {
     auto* h = unit->handle();
     if (h == nullptr) continue;
@@ -68,8 +90,11 @@ void load_whole_tensors(FullyShardedDataParallel& root,
                         const std::map<std::string, const Tensor*>& by_name,
                         std::unordered_set<std::string>& used, const char* op) {
   autograd::NoGradGuard no_grad;
-  for (const auto& [fqn, p] : unmanaged_params(root)) {
+  std::unordered_set<const TensorImpl*> loaded;  // a tied parameter's later FQNs: optional
+  for (const auto& [fqn, p] : unmanaged_params(root, /*each_fqn=*/true)) {
     auto it = by_name.find(fqn);
+    if (it == by_name.end() && loaded.count(p.impl())) continue;
+    loaded.insert(p.impl());
     FSDP_CHECK(it != by_name.end(), KeyError,
                "{}: missing key '{}' (a parameter no FSDP unit manages: an ignored module's)", op,
                fqn);
@@ -80,10 +105,9 @@ void load_whole_tensors(FullyShardedDataParallel& root,
     Tensor dst = p;
     dst.copy_(*it->second);
   }
-  for (const auto& [name, b] : root.named_persistent_buffers()) {
-    const std::string fqn = clean_tensor_name(name);
+  for (const auto& [fqn, b] : persistent_buffers(root)) {
     auto it = by_name.find(fqn);
-    if (it == by_name.end() || !b.defined()) continue;
+    if (it == by_name.end()) continue;
     used.insert(fqn);
     Tensor dst = b;
     dst.copy_(*it->second);

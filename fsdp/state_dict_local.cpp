@@ -59,9 +59,9 @@ LocalStateDict local_state_dict(FullyShardedDataParallel& root) {
     out.tensors.emplace_back(key, h->local_shard().clone());
     out.metadata[key] = describe(*h);
   }
-  for (const auto& [fqn, t] : unmanaged_params(root)) out.tensors.emplace_back(fqn, t.clone());
-  for (const auto& [name, b] : root.named_persistent_buffers())
-    if (b.defined()) out.tensors.emplace_back(clean_tensor_name(name), b.clone());
+  for (const auto& [fqn, t] : unmanaged_params(root, /*each_fqn=*/true))
+    out.tensors.emplace_back(fqn, t.clone());
+  for (const auto& [fqn, b] : persistent_buffers(root)) out.tensors.emplace_back(fqn, b.clone());
   return out;
 }
 

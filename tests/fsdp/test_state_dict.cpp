@@ -401,6 +401,77 @@ BOOST_DATA_TEST_CASE(tied_parameters_under_every_name,
   });
 }
 
+// A module met twice (Sequential(a, bn, a, bn)): an ignored one's parameters and a shared
+// module's persistent buffers are in every state dict under each of its names, as upstream's
+// model.state_dict() (nn.Module.state_dict recurses without a memo); they were there once, under
+// the first name. Each state dict loads back, and one holding only the first names loads too.
+BOOST_DATA_TEST_CASE(a_module_met_twice_is_under_every_name,
+                     bdata::make({1, 2}) * bdata::make({false, true}), world, orig) {
+  auto make = [] {
+    manual_seed(5);
+    auto a = std::make_shared<nn::Linear>(4, 4);
+    auto bn = std::make_shared<nn::BatchNorm1d>(4);
+    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{a, bn, a, bn});
+  };
+  Values want;
+  for (const auto& [name, t] : make()->state_dict()) want[name] = t.to_vector();
+  TS_REQUIRE(want.count("2.weight") == 1u);
+  TS_REQUIRE(want.count("3.running_var") == 1u);
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = make();
+    WrapperOptions w;
+    w.process_group = pg;
+    w.use_orig_params = orig;
+    w.ignored_modules = std::vector<nn::ModulePtr>{m->child("0")};
+    auto model = FullyShardedDataParallel::make(m, w);
+    Tensor weight = m->child("0")->param("weight"), var = m->child("1")->buffer("running_var");
+    auto spoil = [&] {
+      autograd::NoGradGuard no_grad;
+      weight.zero_();
+      var.zero_();
+    };
+    auto restored = [&] {
+      return weight.to_vector() == want.at("0.weight") &&
+             var.to_vector() == want.at("1.running_var");
+    };
+
+    const StateDict full = state_dict(*model);
+    Values got;
+    for (const auto& [name, t] : full.full) got[name] = t.to_vector();
+    TS_TEST((got == want));
+    spoil();
+    load_state_dict(*model, full);
+    TS_TEST(restored(), "FULL");
+    StateDict first_names = full;  // the old state dicts: each tensor once
+    std::erase_if(first_names.full,
+                  [](const auto& e) { return e.first[0] == '2' || e.first[0] == '3'; });
+    spoil();
+    load_state_dict(*model, first_names);
+    TS_TEST(restored(), "FULL, first names only");
+
+    set_state_dict_type(*model, StateDictType::SHARDED_STATE_DICT);
+    const StateDict sharded = state_dict(*model);
+    std::set<std::string> fqns;
+    for (const auto& p : sharded.sharded) fqns.insert(p.fqn);
+    std::set<std::string> want_fqns;
+    for (const auto& [name, v] : want) want_fqns.insert(name);
+    TS_TEST((fqns == want_fqns));
+    spoil();
+    load_state_dict(*model, sharded);
+    TS_TEST(restored(), "SHARDED");
+
+    set_state_dict_type(*model, StateDictType::LOCAL_STATE_DICT);
+    const StateDict local = state_dict(*model);
+    std::set<std::string> keys;
+    for (const auto& [k, t] : local.local.tensors) keys.insert(k);
+    for (const char* k : {"2.weight", "2.bias", "3.running_mean", "3.running_var"})
+      TS_TEST(keys.count(k) == 1u, k);
+    spoil();
+    load_state_dict(*model, local);
+    TS_TEST(restored(), "LOCAL");
+  });
+}
+
 // A NO_SHARD unit's LOCAL_STATE_DICT is its full state dict, as upstream's (torch 2.15 swaps in
 // FULL_STATE_DICT for NO_SHARD units, with a warning): its parameters by FQN, whole, which load
 // back by FQN. It was the flat parameter ("_flat_param"), which torch's models cannot read.
