@@ -13,10 +13,15 @@ SummonFullParams::SummonFullParams(FullyShardedDataParallel& root, bool writebac
              "writeback=True and rank0_only=True is not supported, as model parameter shapes "
              "will be different across ranks, and writing to them can lead to inconsistencies "
              "across ranks when the context is exited.");
-  FSDP_CHECK(!autograd::in_backward(), AssertionError,
-             "Cannot manually unshard parameters during forward/backward");
   units_ = root.fsdp_units();
-  root.runtime().root_state();  // lazy init: the units know their tree
+  const RootState& state = root.runtime().root_state();  // lazy init: the units know their tree
+  FSDP_CHECK(!autograd::in_backward() && state.forward_depth == 0, AssertionError,
+             "Cannot manually unshard parameters during forward/backward");
+  for (auto* u : units_)
+    FSDP_CHECK(!u->runtime().summoned(), AssertionError,
+               "Cannot manually unshard parameters when already unsharding parameters (unit "
+               "'{}' is inside summon_full_params already)",
+               u->runtime().fqn());
   for (auto* u : units_) {
     auto* h = u->handle();
     if (h == nullptr) continue;
@@ -43,9 +48,11 @@ SummonFullParams::SummonFullParams(FullyShardedDataParallel& root, bool writebac
       u->runtime().reshard_now();
     }
   }
+  for (auto* u : units_) u->runtime().set_summoned(true, rank0_only);
 }
 
 SummonFullParams::~SummonFullParams() {
+  for (auto* u : units_) u->runtime().set_summoned(false, false);
   if (!kept_) return;
   for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
     auto* h = (*it)->handle();

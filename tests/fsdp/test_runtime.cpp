@@ -674,6 +674,81 @@ BOOST_DATA_TEST_CASE(summon_full_params_reads_writes_back_and_gives_grads,
   });
 }
 
+// summon_full_params' misuse is refused on every rank with one line, as upstream's: a summon
+// inside a forward, a second summon of a unit one already holds, a forward or a backward inside
+// one (each of these ended the process: the summon's exit wrote back parameters that the
+// forward had freed). A full state dict inside one reads what it holds, as upstream's, and
+// training goes on afterwards.
+BOOST_AUTO_TEST_CASE(summon_full_params_misuse_is_refused) {
+  on_ranks(2, [](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = mlp(7);
+    auto fsdp = wrap_mlp(model, pg, RunOptions{});
+    const Tensor x = from_vector(std::vector<double>(12, 0.25), {2, 6});
+    auto error = [](const std::function<void()>& fn) {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    std::unique_ptr<SummonFullParams> inner;
+    HookHandle hook = model->child("1")->register_forward_pre_hook(
+        [&](nn::Module&, const nn::Args&) -> std::optional<nn::Args> {
+          inner = std::make_unique<SummonFullParams>(*fsdp);
+          return std::nullopt;
+        });
+    const std::string in_forward = error([&] { (*fsdp)(x); });
+    hook.remove();
+    TS_TEST(in_forward == "Cannot manually unshard parameters during forward/backward");
+    std::string nested, forward, backward, unit_then_root;
+    Tensor y = (*fsdp)(x).tensor().sum();
+    {
+      SummonFullParams outer(*fsdp);
+      nested = error([&] { SummonFullParams again(*fsdp); });
+      forward = error([&] { (*fsdp)(x); });
+      backward = error([&] { y.backward(); });
+    }
+    {
+      SummonFullParams unit(*fsdp->fsdp_units()[1]);  // the unit wrapping "2"
+      unit_then_root = error([&] { SummonFullParams root(*fsdp); });
+    }
+    TS_TEST(nested ==
+            "Cannot manually unshard parameters when already unsharding parameters (unit '' is "
+            "inside summon_full_params already)");
+    TS_TEST(forward ==
+            "FSDP unit '': forward inside summon_full_params (which holds unit '' unsharded): "
+            "exit the context first");
+    TS_TEST(backward ==
+            "FSDP unit '3': backward inside summon_full_params (which holds unit '' unsharded): "
+            "exit the context first");
+    TS_TEST(unit_then_root ==
+            "Cannot manually unshard parameters when already unsharding parameters (unit '2' "
+            "is inside summon_full_params already)");
+    // A full state dict inside a summon: the values it holds, writes included.
+    const auto before = full_state_dict(*fsdp, false);
+    std::vector<std::pair<std::string, Tensor>> inside;
+    {
+      SummonFullParams full(*fsdp);
+      Tensor w = model->child("0")->param("weight");
+      w.fill_(0.5);
+      inside = full_state_dict(*fsdp, false);
+    }
+    TS_REQUIRE_EQUAL(inside.size(), before.size());
+    for (std::size_t i = 0; i < inside.size(); ++i) {
+      TS_CONTEXT(inside[i].first) {
+        TS_TEST(inside[i].first == before[i].first);
+        const std::vector<double> want = inside[i].first == "0.weight"
+                                             ? std::vector<double>(60, 0.5)
+                                             : before[i].second.to_vector();
+        TS_TEST(inside[i].second.to_vector() == want, boost::test_tools::per_element());
+      }
+    }
+    (*fsdp)(x).tensor().sum().backward();  // training goes on
+    optim::SGD(fsdp->parameters(), optim::SGDOptions{}).step();
+  });
+}
+
 // Each Linear is a unit and they are built in order, so materialising them unit by unit with
 // reset_parameters draws what the eager constructors draw.
 BOOST_DATA_TEST_CASE(meta_init_equals_eager_init, bdata::make({false, true}), orig) {
