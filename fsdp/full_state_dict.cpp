@@ -50,7 +50,7 @@ std::vector<FullParam> full_params(FullyShardedDataParallel& root,
     const std::string prefix = unit_prefix(root, *units[u]);
     for (std::size_t i = 0; i < h->params().size(); ++i) {
       const auto& p = h->params()[i];
-      ordered.push_back({module_order.at(p.module), {units[u], i, join_fqn(prefix, p.fqn)}});
+      ordered.push_back({module_order.at(p.module), {units[u], i, state_dict_key(prefix, p.fqn)}});
       unit_param.emplace_back(u, i);
     }
   }
@@ -170,11 +170,11 @@ void load_full_state_dict(FullyShardedDataParallel& root, const NamedTensors& st
     if (h == nullptr) continue;
     const std::string prefix = unit_prefix(root, *unit);
     for (std::size_t i = 0; i < h->params().size(); ++i) {
-      const std::string fqn = join_fqn(prefix, h->params()[i].fqn);
+      const std::string fqn = state_dict_key(prefix, h->params()[i].fqn);
       auto it = by_name.find(fqn);
       for (const auto& s : h->shared_params()) {
         if (s.primary != i) continue;
-        const std::string alias = join_fqn(prefix, s.fqn);
+        const std::string alias = state_dict_key(prefix, s.fqn);
         if (by_name.count(alias)) {
           used.insert(alias);
           if (it == by_name.end()) it = by_name.find(alias);

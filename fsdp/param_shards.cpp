@@ -26,7 +26,7 @@ std::vector<ParamShard> param_shards(FullyShardedDataParallel& root) {
       p.unit = unit;
       p.handle = h;
       p.index = i;
-      p.fqn = join_fqn(unit->runtime().fqn(), h->params()[i].fqn);
+      p.fqn = state_dict_key(unit->runtime().fqn(), h->params()[i].fqn);
       p.shape = h->params()[i].shape;
       p.info = h->shard_info(i);
       p.replica = replica;
@@ -81,7 +81,8 @@ std::vector<std::pair<std::string, std::string>> tied_aliases(FullyShardedDataPa
     if (h == nullptr) continue;
     const std::string& prefix = unit->runtime().fqn();
     for (const auto& s : h->shared_params())
-      out.emplace_back(join_fqn(prefix, s.fqn), join_fqn(prefix, h->params()[s.primary].fqn));
+      out.emplace_back(state_dict_key(prefix, s.fqn),
+                       state_dict_key(prefix, h->params()[s.primary].fqn));
   }
   return out;
 }
