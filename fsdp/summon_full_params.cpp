@@ -9,11 +9,16 @@ namespace fsdp {
 SummonFullParams::SummonFullParams(FullyShardedDataParallel& root, bool writeback, bool rank0_only,
                                    bool with_grads)
     : writeback_(writeback), kept_(!rank0_only || root.rank() == 0) {
-  FSDP_CHECK(!(writeback && rank0_only), ValueError,
-             "writeback=True and rank0_only=True is not supported, as model parameter shapes "
-             "will be different across ranks, and writing to them can lead to inconsistencies "
-             "across ranks when the context is exited.");
   units_ = root.fsdp_units();
+  // Upstream's _validate_unshard_params_args, in its order, before any unit is unsharded.
+  for (auto* u : units_)
+    FSDP_CHECK(!with_grads || !u->handle() || u->handle()->config().use_orig_params,
+               NotImplementedError,
+               "with_grads=True, use_orig_params=False, offload_to_cpu=False is not supported "
+               "yet (unit '{}')",
+               u->runtime().fqn());
+  FSDP_CHECK(!(writeback && rank0_only), NotImplementedError,
+             "writeback=True and rank0_only=True is not supported yet");
   const RootState& state = root.runtime().root_state();  // lazy init: the units know their tree
   FSDP_CHECK(!autograd::in_backward() && state.forward_depth == 0, AssertionError,
              "Cannot manually unshard parameters during forward/backward");
@@ -25,10 +30,6 @@ SummonFullParams::SummonFullParams(FullyShardedDataParallel& root, bool writebac
   for (auto* u : units_) {
     auto* h = u->handle();
     if (h == nullptr) continue;
-    FSDP_CHECK(!with_grads || h->config().use_orig_params, ValueError,
-               "summon_full_params with with_grads=True requires use_orig_params=True (unit "
-               "'{}')",
-               u->runtime().fqn());
     u->runtime().unshard_now();
     Tensor full_grad;
     const Tensor g = h->flat_param().grad();
