@@ -46,6 +46,7 @@ std::vector<std::pair<std::string, Tensor>> unmanaged_params(FullyShardedDataPar
     if (h == nullptr) continue;
     managed.insert(h->flat_param().impl());
     for (const auto& p : h->params()) managed.insert(p.orig.impl());
+    for (const auto& v : h->exposed_views()) managed.insert(v.impl());  // inside a summon
   }
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& [name, p] : root.named_parameters("", true, /*remove_duplicate=*/!each_fqn))

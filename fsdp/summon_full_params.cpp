@@ -45,6 +45,9 @@ SummonFullParams::SummonFullParams(FullyShardedDataParallel& root, bool writebac
     }
     if (kept_) {
       h->use_unsharded_param_views(full_grad);
+      // Upstream's unflatten_as_params: the unit lists the original parameters, not its flat one.
+      if (!h->exposed_views().empty())
+        u->child(FullyShardedDataParallel::kWrappedModuleName)->remove_parameter("_flat_param");
     } else {
       u->runtime().reshard_now();
     }
@@ -58,6 +61,12 @@ SummonFullParams::~SummonFullParams() {
   for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
     auto* h = (*it)->handle();
     if (h == nullptr) continue;
+    if (!h->exposed_views().empty()) {
+      h->hide_unsharded_param_views();
+      (*it)
+          ->child(FullyShardedDataParallel::kWrappedModuleName)
+          ->register_parameter("_flat_param", h->flat_param(), h->requires_grad());
+    }
     if (writeback_) h->write_back_unsharded();
     (*it)->runtime().reshard_now();
     h->use_sharded_grad_views();

@@ -20,6 +20,7 @@
 #include "core/optim/optim.h"
 #include "core/random.h"
 #include "core/warnings.h"
+#include "fsdp/attribute_forwarding.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/flat_param_layout.h"
 #include "fsdp/full_state_dict.h"
@@ -689,6 +690,52 @@ BOOST_DATA_TEST_CASE(summon_full_params_reads_writes_back_and_gives_grads,
               "(unit '')");
     // Training goes on after a summon: the shards are used again.
     (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
+  });
+}
+
+// Inside summon_full_params the model's named_parameters() are the original parameters under
+// their names, whole, with use_orig_params or without (upstream's unflatten_as_params: code that
+// reads or edits the full model by name works either way); outside, the flat parameters again.
+// Without use_orig_params they were the flat parameters ("_flat_param") inside too.
+BOOST_DATA_TEST_CASE(summon_full_params_names_the_original_parameters, bdata::make({false, true}),
+                     orig) {
+  std::vector<std::string> want;
+  std::map<std::string, std::vector<double>> values;
+  for (const auto& [name, p] : mlp(7)->named_parameters()) {
+    want.push_back(name);
+    values[name] = p.to_vector();
+  }
+  RunOptions o;
+  o.use_orig_params = orig;
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto fsdp = wrap_mlp(mlp(7), pg, o);
+    auto names = [&] {
+      std::vector<std::string> out;
+      for (const auto& [name, p] : fsdp->named_parameters()) out.push_back(clean_tensor_name(name));
+      return out;
+    };
+    const std::vector<std::string> outside = names();
+    {
+      SummonFullParams full(*fsdp, /*writeback=*/true);
+      TS_TEST(names() == want, boost::test_tools::per_element());
+      for (const auto& [name, p] : fsdp->named_parameters())
+        TS_TEST(p.to_vector() == values.at(clean_tensor_name(name)),
+                boost::test_tools::per_element());
+      autograd::NoGradGuard no_grad;
+      for (const auto& [name, p] : fsdp->named_parameters()) {
+        Tensor t = p;
+        t.fill_(0.25);  // by name, written back
+      }
+    }
+    TS_TEST(names() == outside, boost::test_tools::per_element());
+    if (!orig)
+      TS_TEST(
+          outside == (std::vector<std::string>{"_flat_param", "2._flat_param", "3._flat_param"}),
+          boost::test_tools::per_element());
+    for (const auto& [name, t] : full_state_dict(*fsdp, false))
+      TS_TEST(t.to_vector() == std::vector<double>(std::size_t(t.numel()), 0.25),
+              boost::test_tools::per_element());
+    (*fsdp)(from_vector(std::vector<double>(12, 0.5), {2, 6})).tensor().sum().backward();
   });
 }
 
