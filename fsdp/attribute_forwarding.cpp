@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/fqn.h"
 #include "core/traversal/wrapper_marker.h"
 #include "fsdp/fully_sharded_data_parallel.h"
 
@@ -37,6 +38,10 @@ std::string clean_tensor_name(const std::string& name) {
     for (std::size_t pos; (pos = out.find(seg)) != std::string::npos;) out.erase(pos, seg.size());
   }
   return out;
+}
+
+std::string state_dict_key(const std::string& prefix, const std::string& name) {
+  return clean_tensor_name(join_fqn(prefix, name));
 }
 
 std::vector<std::pair<std::string, Tensor>> clean_named_parameters(nn::Module& module) {

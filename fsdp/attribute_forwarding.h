@@ -22,6 +22,10 @@ nn::ModulePtr getitem(const nn::ModulePtr& module, std::int64_t index);
 
 // Removes every "_fsdp_wrapped_module." and "_checkpoint_wrapped_module." segment.
 std::string clean_tensor_name(const std::string& name);
+// A state dict key: `name` under the module at `prefix`, joined, then cleaned, as upstream's
+// hooks clean each key (a unit inside a CheckpointWrapper has a prefix ending in the segment,
+// which only the joined key shows with its dot).
+std::string state_dict_key(const std::string& prefix, const std::string& name);
 // named_parameters() with cleaned FQNs.
 std::vector<std::pair<std::string, Tensor>> clean_named_parameters(nn::Module& module);
 

@@ -333,11 +333,18 @@ void FlatParamHandle::use_unsharded_param_views(const Tensor& full_grad) {
                      base.storage_offset() + layout_.offsets[i]);
   };
   std::vector<Tensor> values;
+  // Without use_orig_params the module slots are plain attributes: the views replace them as
+  // parameters, as upstream's unflattened Parameters.
+  auto expose = [&](nn::Module& m, const std::string& name, const Tensor& t) {
+    if (m.has_parameter(name)) return;  // a module met twice: exposed at its first name
+    if (m.has_tensor_attribute(name)) m.remove_tensor_attribute(name);
+    m.register_parameter(name, t, requires_grad());
+  };
   for (std::size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i];
     if (!config_.use_orig_params) {
       values.push_back(view(full, i));
-      p.module->set_tensor_attribute(p.name, values.back());
+      expose(*p.module, p.name, values.back());
       continue;
     }
     p.orig.set_data(view(full, i));
@@ -345,8 +352,25 @@ void FlatParamHandle::use_unsharded_param_views(const Tensor& full_grad) {
     p.module->set_parameter(p.name, p.orig);
     values.push_back(p.orig);
   }
-  for (const auto& sp : shared_)
-    set_module_tensor(*sp.module, sp.name, values[sp.primary], config_.use_orig_params);
+  for (const auto& sp : shared_) {
+    if (config_.use_orig_params)
+      set_module_tensor(*sp.module, sp.name, values[sp.primary], true);
+    else
+      expose(*sp.module, sp.name, values[sp.primary]);
+  }
+  if (!config_.use_orig_params) exposed_ = values;
+}
+
+void FlatParamHandle::hide_unsharded_param_views() {
+  if (exposed_.empty()) return;
+  auto hide = [](nn::Module& m, const std::string& name, const Tensor& t) {
+    if (m.has_parameter(name)) m.remove_parameter(name);
+    m.set_tensor_attribute(name, t);
+  };
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    hide(*params_[i].module, params_[i].name, exposed_[i]);
+  for (const auto& sp : shared_) hide(*sp.module, sp.name, exposed_[sp.primary]);
+  exposed_.clear();
 }
 
 void FlatParamHandle::wait_for_shard_reads() const {
@@ -490,8 +514,11 @@ void FlatParamHandle::use_sharded_grad_views() {
     if (!g.defined()) {
       p.orig.set_grad(Tensor());
     } else if (layout_.sharded) {
+      // A parameter with nothing in this rank's shard has no gradient here (upstream: None), so
+      // optimizers skip it on this rank.
       const ShardParamInfo info = layout_.shard_info(i, config_.rank);
-      p.orig.set_grad(flat_view(g, info.in_shard ? info.offset_in_shard : 0, info.numel_in_shard));
+      p.orig.set_grad(info.in_shard ? flat_view(g, info.offset_in_shard, info.numel_in_shard)
+                                    : Tensor());
     } else {
       p.orig.set_grad(make_view(g, p.shape, contiguous_strides(p.shape), layout_.offsets[i]));
     }

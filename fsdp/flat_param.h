@@ -132,7 +132,13 @@ class FlatParamHandle {
   // summon_full_params: the module slots hold the unsharded values (use_orig_params: the
   // original Parameters themselves, viewing the unsharded buffer, with `full_grad` [padded]
   // giving their .grad when defined). No autograd.
+  // Without use_orig_params the views become the modules' parameters (upstream's
+  // unflatten_as_params: named_parameters() gives the original names) until
+  // hide_unsharded_param_views() makes them plain attributes again.
   void use_unsharded_param_views(const Tensor& full_grad);
+  void hide_unsharded_param_views();
+  // The views use_unsharded_param_views registered as parameters (none with use_orig_params).
+  const std::vector<Tensor>& exposed_views() const { return exposed_; }
   // Copies this rank's part of the unsharded buffer back into its shard (writeback).
   void write_back_unsharded();
   // Offloaded to pinned memory, the copies to the device read the shard when they run: the host
@@ -211,7 +217,8 @@ class FlatParamHandle {
   Tensor mp_shard_;
   Tensor saved_grad_shard_;
   bool unreduced_grad_kept_ = false;
-  std::vector<Tensor> views_;  // the last unsharded views (index = params_)
+  std::vector<Tensor> views_;    // the last unsharded views (index = params_)
+  std::vector<Tensor> exposed_;  // summon_full_params' views as parameters (index = params_)
 };
 
 }  // namespace fsdp

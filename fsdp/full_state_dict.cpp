@@ -50,7 +50,7 @@ std::vector<FullParam> full_params(FullyShardedDataParallel& root,
     const std::string prefix = unit_prefix(root, *units[u]);
     for (std::size_t i = 0; i < h->params().size(); ++i) {
       const auto& p = h->params()[i];
-      ordered.push_back({module_order.at(p.module), {units[u], i, join_fqn(prefix, p.fqn)}});
+      ordered.push_back({module_order.at(p.module), {units[u], i, state_dict_key(prefix, p.fqn)}});
       unit_param.emplace_back(u, i);
     }
   }
@@ -80,6 +80,12 @@ void for_each_full_param(FullyShardedDataParallel& root,
                          const std::vector<std::vector<std::size_t>>& position, bool keep,
                          Use&& use, const std::function<void()>& drain) {
   const auto units = root.fsdp_units();
+  // Every rank knows it (the summon's arguments are the same on every rank), so all refuse.
+  for (auto* unit : units)
+    FSDP_CHECK(!unit->runtime().summoned_rank0_only(), RuntimeError,
+               "a full state dict inside summon_full_params(rank0_only=true) (unit '{}'): ranks "
+               "other than 0 hold no full parameters there; take it outside the context",
+               unit->runtime().fqn());
   FullyShardedDataParallel* previous = nullptr;
   auto reshard_previous = [&] {
     if (previous == nullptr) return;
@@ -91,8 +97,11 @@ void for_each_full_param(FullyShardedDataParallel& root,
     auto* h = units[u]->handle();
     if (h == nullptr) continue;
     unit_prefix(root, *units[u]);
+    // Inside summon_full_params a unit it holds unsharded is read as it is (upstream's) and
+    // stays unsharded.
+    const bool held = units[u]->runtime().summoned();
     if (!drain) reshard_previous();
-    units[u]->runtime().unshard_now();
+    if (!held) units[u]->runtime().unshard_now();
     reshard_previous();
     if (keep) {
       Tensor full = h->flat_param();
@@ -102,7 +111,7 @@ void for_each_full_param(FullyShardedDataParallel& root,
                                       full.storage_offset() + h->layout().offsets[i]));
       }
     }
-    previous = units[u];
+    if (!held) previous = units[u];
   }
   reshard_previous();
 }
@@ -161,11 +170,11 @@ void load_full_state_dict(FullyShardedDataParallel& root, const NamedTensors& st
     if (h == nullptr) continue;
     const std::string prefix = unit_prefix(root, *unit);
     for (std::size_t i = 0; i < h->params().size(); ++i) {
-      const std::string fqn = join_fqn(prefix, h->params()[i].fqn);
+      const std::string fqn = state_dict_key(prefix, h->params()[i].fqn);
       auto it = by_name.find(fqn);
       for (const auto& s : h->shared_params()) {
         if (s.primary != i) continue;
-        const std::string alias = join_fqn(prefix, s.fqn);
+        const std::string alias = state_dict_key(prefix, s.fqn);
         if (by_name.count(alias)) {
           used.insert(alias);
           if (it == by_name.end()) it = by_name.find(alias);

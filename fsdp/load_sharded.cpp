@@ -121,9 +121,9 @@ class ShardLoader {
   void load_param(FlatParamHandle& h, const std::string& prefix, std::size_t i,
                   std::vector<ShardRead>& reads) {
     const FlatParamInfo& p = h.params()[i];
-    std::vector<std::string> fqns{join_fqn(prefix, p.fqn)};
+    std::vector<std::string> fqns{state_dict_key(prefix, p.fqn)};
     for (const auto& s : h.shared_params())
-      if (s.primary == i) fqns.push_back(join_fqn(prefix, s.fqn));
+      if (s.primary == i) fqns.push_back(state_dict_key(prefix, s.fqn));
     const std::string name = find(fqns, p.shape, "parameter");
     const ShardParamInfo info = h.shard_info(i);
     if (info.numel_in_shard == 0) return;

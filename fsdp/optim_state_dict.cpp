@@ -1,5 +1,7 @@
 #include "fsdp/optim_state_dict.h"
 
+#include <algorithm>
+#include <set>
 #include <unordered_map>
 
 #include "core/autograd.h"
@@ -70,6 +72,29 @@ Tensor state_piece(const Tensor& t, const OptimParam& op, const ParamShard& p) {
   return t.reshape({-1});
 }
 
+// Every rank's state names over `group`. A rank holding no element of a parameter has no
+// gradient for it and its optimizer no state (upstream's), so one rank may know no name at all;
+// every rank must still take part in each name's collectives.
+std::set<std::string> union_over(const std::set<std::string>& mine, comm::ProcessGroup& group) {
+  std::string joined;
+  for (const auto& name : mine) joined += name + '\n';
+  const std::int64_t length = static_cast<std::int64_t>(joined.size());
+  std::vector<std::int64_t> lengths(std::size_t(group.size()));
+  group.all_gather(&length, lengths.data(), 1, DType::Int64);
+  const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  std::set<std::string> out;
+  if (longest == 0) return out;
+  joined.resize(std::size_t(longest), '\n');
+  std::string all(std::size_t(longest * group.size()), '\n');
+  group.all_gather(joined.data(), all.data(), std::size_t(longest), DType::UInt8);
+  std::size_t start = 0;
+  for (std::size_t end = all.find('\n'); end != std::string::npos; end = all.find('\n', start)) {
+    if (end > start) out.insert(all.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 const OptimParam& lookup(const std::unordered_map<const TensorImpl*, OptimParam>& map,
                          const Tensor& param, std::size_t group, std::size_t index) {
   auto it = map.find(param.impl());
@@ -122,6 +147,8 @@ ShardedOptimStateDict sharded_optim_state_dict(FullyShardedDataParallel& root,
     }
     out.group_fqns.push_back(std::move(fqns));
   }
+  if (root.process_group() && root.process_group()->size() > 1)
+    out.state_names = union_over(out.state_names, *root.process_group());
   return out;
 }
 

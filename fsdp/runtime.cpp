@@ -367,6 +367,12 @@ void UnitRuntime::reshard(bool record) {
 void UnitRuntime::pre_forward() {
   if (!state_) lazy_init();
   auto& st = *state_;
+  // Upstream's training states: no forward of units that summon_full_params holds.
+  for (auto* u : is_root() ? st.units : std::vector<UnitRuntime*>{this})
+    FSDP_CHECK(!u->summoned_, RuntimeError,
+               "FSDP unit '{}': forward inside summon_full_params (which holds unit '{}' "
+               "unsharded): exit the context first",
+               fqn_, u->fqn_);
   if (is_root()) {
     // A backward that failed left its flags set; a forward without backward left parameters
     // unsharded: start the iteration clean.
@@ -377,11 +383,13 @@ void UnitRuntime::pre_forward() {
         u->in_backward_ = false;
       }
       st.final_callback_queued = false;
+      st.forward_depth = 0;  // a forward that failed did not finish
       st.reshard_all();
       cast_buffers_for_mode();
       st.streams.wait_for_compute();
     }
   }
+  ++st.forward_depth;
   if (handle_ == nullptr) return;
   mark_unit_event("forward");
   if (!st.order_recorded && st.order_index(this) < 0) st.forward_order.push_back(this);
@@ -392,6 +400,7 @@ void UnitRuntime::pre_forward() {
 
 void UnitRuntime::post_forward(nn::Value& output) {
   auto& st = *state_;
+  if (st.forward_depth > 0) --st.forward_depth;
   const bool will_backward = autograd::is_grad_enabled();
   if (handle_ != nullptr && frees_after_forward(config_.strategy, is_root())) reshard();
   if (will_backward) {
@@ -411,6 +420,11 @@ void UnitRuntime::post_forward(nn::Value& output) {
 
 void UnitRuntime::pre_backward() {
   if (pre_backward_done_) return;
+  for (auto* u : state_->units)
+    FSDP_CHECK(!u->summoned_, ValueError,
+               "FSDP unit '{}': backward inside summon_full_params (which holds unit '{}' "
+               "unsharded): exit the context first",
+               fqn_, u->fqn_);
   pre_backward_done_ = true;
   in_backward_ = true;
   auto& st = *state_;

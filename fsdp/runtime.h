@@ -60,6 +60,14 @@ class UnitRuntime {
   // Unshards now and stays unsharded until reshard_now() (summon_full_params, full state dicts).
   void unshard_now();
   void reshard_now();
+  // summon_full_params holds this unit (upstream's SUMMON_FULL_PARAMS state): a forward, a
+  // backward or a second summon of it is refused; full state dicts read it as it is.
+  bool summoned() const { return summoned_; }
+  bool summoned_rank0_only() const { return summoned_ && summoned_rank0_only_; }
+  void set_summoned(bool summoned, bool rank0_only) {
+    summoned_ = summoned;
+    summoned_rank0_only_ = rank0_only;
+  }
 
  private:
   friend struct RootState;
@@ -106,6 +114,8 @@ class UnitRuntime {
   bool pre_backward_done_ = false;
   bool post_backward_done_ = false;
   bool in_backward_ = false;
+  bool summoned_ = false;
+  bool summoned_rank0_only_ = false;
   bool post_backward_hook_registered_ = false;
   std::vector<HookHandle> container_hooks_;  // removed with the unit
 };
@@ -126,6 +136,7 @@ struct RootState {
   bool order_recorded = false;              // after the first iteration the order is fixed
   bool sync_gradients = true;               // false inside no_sync()
   bool final_callback_queued = false;
+  int forward_depth = 0;  // unit forwards running (summon_full_params is refused in them)
   bool record_events = true;
   std::vector<RuntimeEvent> events;
   CommScheduler comm;

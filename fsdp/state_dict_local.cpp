@@ -17,7 +17,7 @@ namespace fsdp {
 namespace {
 
 std::string flat_key(FullyShardedDataParallel& unit) {
-  return join_fqn(unit.runtime().fqn(), "_flat_param");
+  return state_dict_key(unit.runtime().fqn(), "_flat_param");
 }
 
 // What a flat shard depends on: the rank, the shard group, the layout and the parameters.
@@ -36,8 +36,9 @@ std::vector<std::pair<std::string, std::size_t>> unsharded_keys(FullyShardedData
   const std::string& prefix = unit.runtime().fqn();
   std::vector<std::pair<std::string, std::size_t>> keys;
   for (std::size_t i = 0; i < h.params().size(); ++i)
-    keys.emplace_back(join_fqn(prefix, h.params()[i].fqn), i);
-  for (const auto& s : h.shared_params()) keys.emplace_back(join_fqn(prefix, s.fqn), s.primary);
+    keys.emplace_back(state_dict_key(prefix, h.params()[i].fqn), i);
+  for (const auto& s : h.shared_params())
+    keys.emplace_back(state_dict_key(prefix, s.fqn), s.primary);
   return keys;
 }
 
@@ -59,9 +60,9 @@ LocalStateDict local_state_dict(FullyShardedDataParallel& root) {
     out.tensors.emplace_back(key, h->local_shard().clone());
     out.metadata[key] = describe(*h);
   }
-  for (const auto& [fqn, t] : unmanaged_params(root)) out.tensors.emplace_back(fqn, t.clone());
-  for (const auto& [name, b] : root.named_persistent_buffers())
-    if (b.defined()) out.tensors.emplace_back(clean_tensor_name(name), b.clone());
+  for (const auto& [fqn, t] : unmanaged_params(root, /*each_fqn=*/true))
+    out.tensors.emplace_back(fqn, t.clone());
+  for (const auto& [fqn, b] : persistent_buffers(root)) out.tensors.emplace_back(fqn, b.clone());
   return out;
 }
 
@@ -90,7 +91,8 @@ void load_local_state_dict(FullyShardedDataParallel& root, const LocalStateDict&
         FSDP_CHECK(loaded[i], KeyError,
                    "load_local_state_dict: missing key '{}' (a parameter of NO_SHARD FSDP unit "
                    "'{}', saved by FQN as upstream's)",
-                   join_fqn(unit->runtime().fqn(), h->params()[i].fqn), unit->runtime().fqn());
+                   state_dict_key(unit->runtime().fqn(), h->params()[i].fqn),
+                   unit->runtime().fqn());
       continue;
     }
     const std::string key = flat_key(*unit), ours = describe(*h);

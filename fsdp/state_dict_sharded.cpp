@@ -119,7 +119,10 @@ void load_sharded_state_dict(FullyShardedDataParallel& root, const PieceSet& sav
   for (const auto& [alias, first] : tied_aliases(root))
     if (saved.contains(alias)) used.insert(alias);
   autograd::NoGradGuard no_grad;
-  for (const auto& [fqn, t] : unmanaged_params(root)) {
+  std::unordered_set<const TensorImpl*> loaded;  // a tied parameter's later FQNs: optional
+  for (const auto& [fqn, t] : unmanaged_params(root, /*each_fqn=*/true)) {
+    if (!saved.contains(fqn) && loaded.count(t.impl())) continue;
+    loaded.insert(t.impl());
     FSDP_CHECK(saved.contains(fqn), KeyError,
                "load_sharded_state_dict: missing key '{}' (a parameter no FSDP unit manages: an "
                "ignored module's)",
@@ -133,9 +136,8 @@ void load_sharded_state_dict(FullyShardedDataParallel& root, const PieceSet& sav
     Tensor dst = t;
     dst.copy_(flat.reshape(t.shape()));
   }
-  for (const auto& [name, b] : root.named_persistent_buffers()) {
-    const std::string fqn = clean_tensor_name(name);
-    if (!b.defined() || !saved.contains(fqn)) continue;
+  for (const auto& [fqn, b] : persistent_buffers(root)) {
+    if (!saved.contains(fqn)) continue;
     FSDP_CHECK(saved.global_shape(fqn) == b.shape(), ValueError,
                "load_sharded_state_dict: buffer '{}' has shape {} in the state dict but {} in "
                "the model",

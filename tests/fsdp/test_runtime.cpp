@@ -7,6 +7,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -19,6 +20,7 @@
 #include "core/optim/optim.h"
 #include "core/random.h"
 #include "core/warnings.h"
+#include "fsdp/attribute_forwarding.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/flat_param_layout.h"
 #include "fsdp/full_state_dict.h"
@@ -34,6 +36,17 @@ using namespace fsdp::testing;
 namespace bdata = boost::unit_test::data;
 
 namespace {
+
+// The message of the E that fn throws ("no E thrown" when it throws none).
+template <typename E>
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "no E thrown";
+}
 
 void check_close(const RunResult& got, const RunResult& want, double rtol = 1e-5) {
   TS_REQUIRE_EQUAL(got.losses.size(), want.losses.size());
@@ -436,6 +449,33 @@ BOOST_DATA_TEST_CASE(clip_grad_norm_leaves_out_frozen_parameters,
   });
 }
 
+// use_orig_params: an original parameter with no element in this rank's shard has no gradient
+// (None, upstream's _use_sharded_grad_views), not an empty one, so optimizers skip it there as
+// torch's do (AdamW keeps no state for it on that rank); the others get views of the shard.
+BOOST_AUTO_TEST_CASE(orig_params_outside_the_shard_have_no_grad) {
+  on_ranks(2, [](std::shared_ptr<comm::ProcessGroup> pg) {
+    manual_seed(3);
+    auto lin = std::make_shared<nn::Linear>(4, 2);  // weight 8 + bias 2: 5 a rank
+    WrapperOptions o;
+    o.process_group = pg;
+    o.use_orig_params = true;
+    auto fsdp = FullyShardedDataParallel::make(lin, o);
+    (*fsdp)(from_vector(std::vector<double>(8, 0.5), {2, 4})).tensor().sum().backward();
+    std::map<std::string, Tensor> p;
+    for (const auto& [name, t] : fsdp->named_parameters()) p[clean_tensor_name(name)] = t;
+    TS_REQUIRE(p.count("weight") == 1u);
+    TS_REQUIRE(p.count("bias") == 1u);
+    TS_TEST(p["weight"].grad().defined());
+    TS_TEST(p["weight"].grad().numel() == (pg->rank() == 0 ? 5 : 3));
+    TS_TEST(p["bias"].grad().defined() == (pg->rank() == 1));
+    optim::AdamW opt(fsdp->parameters(), optim::AdamWOptions{});
+    opt.step();
+    const auto& params = opt.params(0);
+    for (std::size_t i = 0; i < params.size(); ++i)  // stepped only where there is a gradient
+      TS_TEST(opt.state(0, i).step == (params[i].grad().defined() ? 1 : 0));
+  });
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(errors)
@@ -641,9 +681,136 @@ BOOST_DATA_TEST_CASE(summon_full_params_reads_writes_back_and_gives_grads,
     }
     const auto written = full_state_dict(*fsdp, false).front().second.to_vector();  // collective
     TS_TEST(written == std::vector<double>(60, 0.5), boost::test_tools::per_element());
-    TS_CHECK_THROW(SummonFullParams(*fsdp, true, /*rank0_only=*/true), ValueError);
+    // Upstream's types and words (torch 2.15's _validate_unshard_params_args).
+    TS_TEST(error_of<NotImplementedError>([&] { SummonFullParams(*fsdp, true, true); }) ==
+            "writeback=True and rank0_only=True is not supported yet");
+    if (!orig)
+      TS_TEST(error_of<NotImplementedError>([&] { SummonFullParams(*fsdp, false, false, true); }) ==
+              "with_grads=True, use_orig_params=False, offload_to_cpu=False is not supported yet "
+              "(unit '')");
     // Training goes on after a summon: the shards are used again.
     (*fsdp)(x.narrow(0, 2 * pg->rank(), 2).contiguous()).tensor().sum().backward();
+  });
+}
+
+// Inside summon_full_params the model's named_parameters() are the original parameters under
+// their names, whole, with use_orig_params or without (upstream's unflatten_as_params: code that
+// reads or edits the full model by name works either way); outside, the flat parameters again.
+// Without use_orig_params they were the flat parameters ("_flat_param") inside too.
+BOOST_DATA_TEST_CASE(summon_full_params_names_the_original_parameters, bdata::make({false, true}),
+                     orig) {
+  std::vector<std::string> want;
+  std::map<std::string, std::vector<double>> values;
+  for (const auto& [name, p] : mlp(7)->named_parameters()) {
+    want.push_back(name);
+    values[name] = p.to_vector();
+  }
+  RunOptions o;
+  o.use_orig_params = orig;
+  on_ranks(2, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto fsdp = wrap_mlp(mlp(7), pg, o);
+    auto names = [&] {
+      std::vector<std::string> out;
+      for (const auto& [name, p] : fsdp->named_parameters()) out.push_back(clean_tensor_name(name));
+      return out;
+    };
+    const std::vector<std::string> outside = names();
+    {
+      SummonFullParams full(*fsdp, /*writeback=*/true);
+      TS_TEST(names() == want, boost::test_tools::per_element());
+      for (const auto& [name, p] : fsdp->named_parameters())
+        TS_TEST(p.to_vector() == values.at(clean_tensor_name(name)),
+                boost::test_tools::per_element());
+      autograd::NoGradGuard no_grad;
+      for (const auto& [name, p] : fsdp->named_parameters()) {
+        Tensor t = p;
+        t.fill_(0.25);  // by name, written back
+      }
+    }
+    TS_TEST(names() == outside, boost::test_tools::per_element());
+    if (!orig)
+      TS_TEST(
+          outside == (std::vector<std::string>{"_flat_param", "2._flat_param", "3._flat_param"}),
+          boost::test_tools::per_element());
+    for (const auto& [name, t] : full_state_dict(*fsdp, false))
+      TS_TEST(t.to_vector() == std::vector<double>(std::size_t(t.numel()), 0.25),
+              boost::test_tools::per_element());
+    (*fsdp)(from_vector(std::vector<double>(12, 0.5), {2, 6})).tensor().sum().backward();
+  });
+}
+
+// summon_full_params' misuse is refused on every rank with one line, as upstream's: a summon
+// inside a forward, a second summon of a unit one already holds, a forward or a backward inside
+// one (each of these ended the process: the summon's exit wrote back parameters that the
+// forward had freed). A full state dict inside one reads what it holds, as upstream's, and
+// training goes on afterwards.
+BOOST_AUTO_TEST_CASE(summon_full_params_misuse_is_refused) {
+  on_ranks(2, [](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto model = mlp(7);
+    auto fsdp = wrap_mlp(model, pg, RunOptions{});
+    const Tensor x = from_vector(std::vector<double>(12, 0.25), {2, 6});
+    auto error = [](const std::function<void()>& fn) {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    std::unique_ptr<SummonFullParams> inner;
+    HookHandle hook = model->child("1")->register_forward_pre_hook(
+        [&](nn::Module&, const nn::Args&) -> std::optional<nn::Args> {
+          inner = std::make_unique<SummonFullParams>(*fsdp);
+          return std::nullopt;
+        });
+    const std::string in_forward = error([&] { (*fsdp)(x); });
+    hook.remove();
+    TS_TEST(in_forward == "Cannot manually unshard parameters during forward/backward");
+    std::string nested, forward, backward, unit_then_root;
+    Tensor y = (*fsdp)(x).tensor().sum();
+    {
+      SummonFullParams outer(*fsdp);
+      nested = error([&] { SummonFullParams again(*fsdp); });
+      forward = error([&] { (*fsdp)(x); });
+      backward = error([&] { y.backward(); });
+    }
+    {
+      SummonFullParams unit(*fsdp->fsdp_units()[1]);  // the unit wrapping "2"
+      unit_then_root = error([&] { SummonFullParams root(*fsdp); });
+    }
+    TS_TEST(nested ==
+            "Cannot manually unshard parameters when already unsharding parameters (unit '' is "
+            "inside summon_full_params already)");
+    TS_TEST(forward ==
+            "FSDP unit '': forward inside summon_full_params (which holds unit '' unsharded): "
+            "exit the context first");
+    TS_TEST(backward ==
+            "FSDP unit '3': backward inside summon_full_params (which holds unit '' unsharded): "
+            "exit the context first");
+    TS_TEST(unit_then_root ==
+            "Cannot manually unshard parameters when already unsharding parameters (unit '2' "
+            "is inside summon_full_params already)");
+    // A full state dict inside a summon: the values it holds, writes included.
+    const auto before = full_state_dict(*fsdp, false);
+    std::vector<std::pair<std::string, Tensor>> inside;
+    {
+      SummonFullParams full(*fsdp);
+      Tensor w = model->child("0")->param("weight");
+      w.fill_(0.5);
+      inside = full_state_dict(*fsdp, false);
+    }
+    TS_REQUIRE_EQUAL(inside.size(), before.size());
+    for (std::size_t i = 0; i < inside.size(); ++i) {
+      TS_CONTEXT(inside[i].first) {
+        TS_TEST(inside[i].first == before[i].first);
+        const std::vector<double> want = inside[i].first == "0.weight"
+                                             ? std::vector<double>(60, 0.5)
+                                             : before[i].second.to_vector();
+        TS_TEST(inside[i].second.to_vector() == want, boost::test_tools::per_element());
+      }
+    }
+    (*fsdp)(x).tensor().sum().backward();  // training goes on
+    optim::SGD(fsdp->parameters(), optim::SGDOptions{}).step();
   });
 }
 

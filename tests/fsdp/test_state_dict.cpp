@@ -11,12 +11,16 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/nn/nn.h"
+#include "core/optim/optim.h"
 #include "core/random.h"
 #include "fsdp/full_state_dict.h"
+#include "fsdp/optim_state_dict.h"
 #include "fsdp/state_dict.h"
 #include "fsdp/state_dict_local.h"
 #include "fsdp/state_dict_sharded.h"
 #include "fsdp/state_dict_type.h"
+#include "ops/checkpoint_wrapper.h"
+#include "policies/module_wrap_policy.h"
 #include "tests/support/runtime_harness.h"
 #include "tests/support/thread_safe_test.h"
 
@@ -398,6 +402,149 @@ BOOST_DATA_TEST_CASE(tied_parameters_under_every_name,
     load_state_dict(*model, sharded);
     got = full_values();
     TS_TEST((got == want), "SHARDED");
+  });
+}
+
+// A module met twice (Sequential(a, bn, a, bn)): an ignored one's parameters and a shared
+// module's persistent buffers are in every state dict under each of its names, as upstream's
+// model.state_dict() (nn.Module.state_dict recurses without a memo); they were there once, under
+// the first name. Each state dict loads back, and one holding only the first names loads too.
+BOOST_DATA_TEST_CASE(a_module_met_twice_is_under_every_name,
+                     bdata::make({1, 2}) * bdata::make({false, true}), world, orig) {
+  auto make = [] {
+    manual_seed(5);
+    auto a = std::make_shared<nn::Linear>(4, 4);
+    auto bn = std::make_shared<nn::BatchNorm1d>(4);
+    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{a, bn, a, bn});
+  };
+  Values want;
+  for (const auto& [name, t] : make()->state_dict()) want[name] = t.to_vector();
+  TS_REQUIRE(want.count("2.weight") == 1u);
+  TS_REQUIRE(want.count("3.running_var") == 1u);
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = make();
+    WrapperOptions w;
+    w.process_group = pg;
+    w.use_orig_params = orig;
+    w.ignored_modules = std::vector<nn::ModulePtr>{m->child("0")};
+    auto model = FullyShardedDataParallel::make(m, w);
+    Tensor weight = m->child("0")->param("weight"), var = m->child("1")->buffer("running_var");
+    auto spoil = [&] {
+      autograd::NoGradGuard no_grad;
+      weight.zero_();
+      var.zero_();
+    };
+    auto restored = [&] {
+      return weight.to_vector() == want.at("0.weight") &&
+             var.to_vector() == want.at("1.running_var");
+    };
+
+    const StateDict full = state_dict(*model);
+    Values got;
+    for (const auto& [name, t] : full.full) got[name] = t.to_vector();
+    TS_TEST((got == want));
+    spoil();
+    load_state_dict(*model, full);
+    TS_TEST(restored(), "FULL");
+    StateDict first_names = full;  // the old state dicts: each tensor once
+    std::erase_if(first_names.full,
+                  [](const auto& e) { return e.first[0] == '2' || e.first[0] == '3'; });
+    spoil();
+    load_state_dict(*model, first_names);
+    TS_TEST(restored(), "FULL, first names only");
+
+    set_state_dict_type(*model, StateDictType::SHARDED_STATE_DICT);
+    const StateDict sharded = state_dict(*model);
+    std::set<std::string> fqns;
+    for (const auto& p : sharded.sharded) fqns.insert(p.fqn);
+    std::set<std::string> want_fqns;
+    for (const auto& [name, v] : want) want_fqns.insert(name);
+    TS_TEST((fqns == want_fqns));
+    spoil();
+    load_state_dict(*model, sharded);
+    TS_TEST(restored(), "SHARDED");
+
+    set_state_dict_type(*model, StateDictType::LOCAL_STATE_DICT);
+    const StateDict local = state_dict(*model);
+    std::set<std::string> keys;
+    for (const auto& [k, t] : local.local.tensors) keys.insert(k);
+    for (const char* k : {"2.weight", "2.bias", "3.running_mean", "3.running_var"})
+      TS_TEST(keys.count(k) == 1u, k);
+    spoil();
+    load_state_dict(*model, local);
+    TS_TEST(restored(), "LOCAL");
+  });
+}
+
+// Activation checkpointing applied before FSDP (FSDP(CheckpointWrapper(Linear)) and FSDP inside
+// a CheckpointWrapper): every state dict and the optimizer state dict name the parameters
+// without "_checkpoint_wrapped_module." (upstream cleans each key after joining it), as the plain
+// model does, and each loads back. They kept the segment, so a checkpoint of such a model did
+// not load into the model without activation checkpointing, nor into torch's.
+BOOST_DATA_TEST_CASE(checkpoint_wrappers_are_not_in_state_dict_keys,
+                     bdata::make({1, 2}) * bdata::make({false, true}), world, orig) {
+  auto make = [] {
+    manual_seed(4);
+    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+        std::make_shared<nn::Linear>(4, 4), std::make_shared<nn::Linear>(4, 2),
+        std::make_shared<nn::LayerNorm>(2)});
+  };
+  Values want;
+  for (const auto& [name, t] : make()->state_dict()) want[name] = t.to_vector();
+  on_ranks(world, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    auto m = make();
+    nn::Module* ln = m->child("2").get();
+    ops::apply_activation_checkpointing(
+        m, {}, [ln](nn::Module& mod) { return mod.type_name() == "Linear" || &mod == ln; });
+    WrapperOptions w;
+    w.process_group = pg;
+    w.use_orig_params = orig;
+    w.auto_wrap_policy = policies::ModuleWrapPolicy::make(nn::ClassSet{"Linear"});
+    auto model = FullyShardedDataParallel::make(m, w);  // LayerNorm in the root unit
+    const Tensor x = from_vector(std::vector<double>(8, 0.5), {2, 4});
+    optim::SGD opt(model->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    (*model)(x).tensor().sum().backward();
+    opt.step();
+    std::vector<double> trained;  // LayerNorm's weight after the step
+    std::set<std::string> want_keys;
+    for (const auto& [name, v] : want) want_keys.insert(name);
+
+    const StateDict full = state_dict(*model);
+    std::set<std::string> keys;
+    for (const auto& [name, t] : full.full) {
+      keys.insert(name);
+      if (name == "2.weight") trained = t.to_vector();
+    }
+    TS_TEST((keys == want_keys), "FULL");
+    TS_TEST(trained.size() == 2u);
+    load_state_dict(*model, full);
+
+    std::set<std::string> optim_keys;
+    for (const auto& [fqn, states] : full_optim_state_dict(*model, opt, false))
+      optim_keys.insert(fqn);
+    TS_TEST((optim_keys == want_keys), "optimizer");
+
+    set_state_dict_type(*model, StateDictType::SHARDED_STATE_DICT);
+    const StateDict sharded = state_dict(*model);
+    keys.clear();
+    for (const auto& p : sharded.sharded) keys.insert(p.fqn);
+    TS_TEST((keys == want_keys), "SHARDED");
+    load_state_dict(*model, sharded);
+
+    set_state_dict_type(*model, StateDictType::LOCAL_STATE_DICT);
+    const StateDict local = state_dict(*model);
+    keys.clear();
+    for (const auto& [k, t] : local.local.tensors) keys.insert(k);
+    const std::set<std::string> want_local =
+        world == 1 ? want_keys
+                   : std::set<std::string>{"_flat_param", "0._flat_param", "1._flat_param"};
+    TS_TEST((keys == want_local), "LOCAL");
+    load_state_dict(*model, local);
+    set_state_dict_type(*model, StateDictType::FULL_STATE_DICT);
+    std::vector<double> loaded;
+    for (const auto& [name, t] : state_dict(*model).full)
+      if (name == "2.weight") loaded = t.to_vector();
+    TS_TEST(loaded == trained, boost::test_tools::per_element());
   });
 }
 

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/autograd.h"
+#include "core/nn/nn.h"
 #include "core/ops.h"
 #include "core/optim/optim.h"
 #include "core/random.h"
@@ -258,5 +259,49 @@ BOOST_DATA_TEST_CASE(ignored_and_frozen_parameters_as_the_plain_optimizers,
     for (const auto& [fqn, states] : full_optim_state_dict(*model, *fresh, false))
       for (const auto& [key, t] : states) reloaded[fqn + "/" + key] = t.to_vector();
     check_close(reloaded, got, 0);
+  });
+}
+
+// use_orig_params on 3 ranks, one Linear(2, 1, bias=false): rank 2's shard is padding only, so
+// its original parameter has no gradient there and its AdamW no state at all (upstream's). The
+// optimizer state dicts still gather the state of ranks 0 and 1 on every rank (they stopped at
+// rank 2, which knew no state name and joined no collective), and a sharded save loads back.
+BOOST_AUTO_TEST_CASE(a_rank_without_optimizer_state) {
+  auto make = [] {
+    manual_seed(9);
+    return std::make_shared<nn::Linear>(2, 1, false);
+  };
+  const Tensor x = from_vector(std::vector<double>{0.5, -1.0, 2.0, 0.25}, {2, 2});
+  auto plain = make();
+  (*plain)(x).tensor().sum().backward();
+  const std::vector<double> grad = plain->param("weight").grad().to_vector();
+  on_ranks(3, [&](std::shared_ptr<comm::ProcessGroup> pg) {
+    WrapperOptions w;
+    w.process_group = pg;
+    w.use_orig_params = true;
+    auto model = FullyShardedDataParallel::make(make(), w);
+    optim::AdamW opt(model->parameters(), optim::AdamWOptions{});
+    (*model)(x).tensor().sum().backward();
+    opt.step();
+    TS_TEST(opt.state(0, 0).step == (pg->rank() == 2 ? 0 : 1));
+    auto gathered = [&](const optim::Optimizer& o) {
+      std::map<std::string, std::vector<double>> got;
+      for (const auto& [fqn, states] : full_optim_state_dict(*model, o, false))
+        for (const auto& [key, t] : states) got[fqn + "/" + key] = t.to_vector();
+      return got;
+    };
+    const auto got = gathered(opt);
+    TS_REQUIRE(got.count("weight/exp_avg") == 1u);
+    TS_TEST(got.at("weight/step") == std::vector<double>{1.0}, boost::test_tools::per_element());
+    const auto& exp_avg = got.at("weight/exp_avg");
+    TS_REQUIRE_EQUAL(exp_avg.size(), grad.size());
+    for (std::size_t i = 0; i < grad.size(); ++i)  // (1 - beta1) * grad after one step
+      TS_TEST(exp_avg[i] == 0.1 * grad[i], boost::test_tools::tolerance(1e-6));
+    const ShardedOptimStateDict saved = sharded_optim_state_dict(*model, opt);
+    TS_TEST(saved.state_names == (std::set<std::string>{"exp_avg", "exp_avg_sq", "step"}));
+    optim::AdamW fresh(model->parameters(), optim::AdamWOptions{});
+    load_sharded_optim_state_dict(*model, fresh, PieceSet(saved.pieces), saved);
+    const auto reloaded = gathered(fresh);
+    TS_TEST((reloaded == got));
   });
 }
