@@ -174,6 +174,31 @@ BOOST_AUTO_TEST_CASE(add_and_mul_broadcast_as_the_cpu) {
   }
 }
 
+// Scalar comparisons on the device as on the CPU (core/scalar.h; eq has its own kernel, the
+// others go through the tensor-tensor compare with a 0-d operand).
+BOOST_AUTO_TEST_CASE(scalar_ops_and_comparisons_match_the_cpu) {
+  const Tensor ints =
+      from_vector(std::vector<std::int64_t>{-3, -1, 0, 2, 5, 7}, {2, 3}).to(DType::Int32);
+  const Tensor floats = host_randn({3, 17});
+  const auto same = [](const Tensor& device, const Tensor& host, const char* what) {
+    BOOST_TEST(device.dtype() == host.dtype(), what);
+    BOOST_TEST(device.to(kCPU).to_vector() == host.to_vector(), what);
+  };
+  // Integer to floating casts have no CUDA kernel yet: refused by name, not computed in int32.
+  BOOST_CHECK_EXCEPTION(mul(ints.to(kCuda), 2.5), NotImplementedError, [](const auto& e) {
+    return std::string(e.what()).find("int32") != std::string::npos;
+  });
+  for (const Tensor& t : {ints.to(DType::Float32), floats}) {
+    const Tensor d = t.to(kCuda);
+    same(eq(d, 2.0), eq(t, 2.0), "eq");
+    same(ne(d, 2.0), ne(t, 2.0), "ne");
+    same(lt(d, 0.25), lt(t, 0.25), "lt");
+    same(le(d, 0.0), le(t, 0.0), "le");
+    same(gt(d, -0.5), gt(t, -0.5), "gt");
+    same(ge(d, 2), ge(t, 2), "ge");
+  }
+}
+
 // Every BinaryKind and UnaryKind through the strided kernels: a transposed operand, a broadcast
 // one, a strided output, float64 too.
 BOOST_AUTO_TEST_CASE(every_binary_and_unary_kind_matches_the_cpu_table_on_any_layout) {
