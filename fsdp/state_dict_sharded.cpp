@@ -100,6 +100,18 @@ void PieceSet::read(const std::string& fqn, std::int64_t begin, Tensor dst) cons
   }
 }
 
+namespace {
+
+// The whole of `fqn` from the saved pieces into `dst` (a parameter or buffer of its shape).
+void read_whole(const PieceSet& saved, const std::string& fqn, const Tensor& dst) {
+  Tensor flat = empty({dst.numel()}, TensorOptions(dst.dtype()));
+  saved.read(fqn, 0, flat);
+  Tensor out = dst;
+  out.copy_(flat.reshape(dst.shape()));
+}
+
+}  // namespace
+
 void load_sharded_state_dict(FullyShardedDataParallel& root, const PieceSet& saved) {
   std::set<std::string> used;
   for (const auto& p : param_shards(root)) {
@@ -131,10 +143,7 @@ void load_sharded_state_dict(FullyShardedDataParallel& root, const PieceSet& sav
                "load_sharded_state_dict: '{}' has shape {} in the state dict but {} in the model",
                fqn, shape_str(saved.global_shape(fqn)), shape_str(t.shape()));
     used.insert(fqn);
-    Tensor flat = empty({t.numel()}, TensorOptions(t.dtype()));
-    saved.read(fqn, 0, flat);
-    Tensor dst = t;
-    dst.copy_(flat.reshape(t.shape()));
+    read_whole(saved, fqn, t);
   }
   for (const auto& [fqn, b] : persistent_buffers(root)) {
     if (!saved.contains(fqn)) continue;
@@ -143,10 +152,7 @@ void load_sharded_state_dict(FullyShardedDataParallel& root, const PieceSet& sav
                "the model",
                fqn, shape_str(saved.global_shape(fqn)), shape_str(b.shape()));
     used.insert(fqn);
-    Tensor flat = empty({b.numel()}, TensorOptions(b.dtype()));
-    saved.read(fqn, 0, flat);
-    Tensor dst = b;
-    dst.copy_(flat.reshape(b.shape()));
+    read_whole(saved, fqn, b);
   }
   for (const auto& key : saved.keys())
     FSDP_CHECK(used.count(key), KeyError,
