@@ -44,6 +44,14 @@
 
 constexpr int warpSize = 32;
 
+// cuda_runtime.h's C++ form, which it declares for nvcc only: `cudaFuncSetAttribute(kernel<T>,
+// ...)` takes the kernel itself, so the .cu's call compiles unchanged under the host compiler,
+// the kernel's address (as emu_launch.h's launch passes it) naming it to the runtime.
+template <class T>
+cudaError_t cudaFuncSetAttribute(T* function, cudaFuncAttribute attr, int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(function), attr, value);
+}
+
 // --- barriers and shuffles (any 4- or 8-byte type; `width` splits the warp into segments)
 inline void __syncthreads() {
   fsdp::emu::sync_block();

@@ -13,11 +13,13 @@
 #include <algorithm>
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,6 +118,7 @@ struct Warp {
 
 struct Cta {
   const char* kernel = nullptr;
+  std::byte* dynamic_shared = nullptr;  // the launch's buffer, poisoned per CTA
   void (*thread)(void*) = nullptr;
   void* closure = nullptr;
   uint3 dims{};
@@ -315,11 +318,29 @@ void wait_at_warp(Cta& c, Warp& w) {
   }
 }
 
+// A heap block of exactly the launch's bytes (AddressSanitizer's redzone right after its end),
+// reused by the launch's CTAs one after another.
+struct AlignedFree {
+  void operator()(std::byte* p) const {
+    ::operator delete (p, std::align_val_t{kDynamicSharedAlignment});
+  }
+};
+using DynamicShared = std::unique_ptr<std::byte, AlignedFree>;
+
+DynamicShared allocate_dynamic_shared(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  return DynamicShared(
+      static_cast<std::byte*>(::operator new (bytes, std::align_val_t{kDynamicSharedAlignment})));
+}
+
 }  // namespace
 
-void run_grid(const char* kernel, dim3 grid, dim3 block, void (*thread)(void*), void* closure) {
+void run_grid(const char* kernel, dim3 grid, dim3 block, std::size_t dynamic_shared_bytes,
+              void (*thread)(void*), void* closure) {
+  const DynamicShared dynamic = allocate_dynamic_shared(dynamic_shared_bytes);
   Cta c;
   c.kernel = kernel;
+  c.dynamic_shared = dynamic.get();
   c.thread = thread;
   c.closure = closure;
   Cta* const outer = current_cta;  // none: kernels launch nothing; kept for safety
@@ -332,10 +353,24 @@ void run_grid(const char* kernel, dim3 grid, dim3 block, void (*thread)(void*), 
         blockIdx = {x, y, z};
         ++cta_serial;
         reset(c, {block.x, block.y, block.z});
+        if (c.dynamic_shared != nullptr) std::memset(c.dynamic_shared, 0xff, dynamic_shared_bytes);
         run_cta(c);
       }
   current_cta = outer;
   if (!c.fault.empty()) fsdp_emu_report_fault(cudaErrorLaunchFailure, c.fault.c_str());
+}
+
+void* dynamic_shared(std::size_t alignment) {
+  Cta& c = *current_cta;
+  if (c.dynamic_shared == nullptr)
+    fail(c, fmt::format("{}: extern __shared__ memory in a kernel launched with 0 bytes of dynamic "
+                        "shared memory (the launch's third <<<>>> argument)",
+                        where(c)));
+  if (alignment > kDynamicSharedAlignment)
+    fail(c, fmt::format("{}: extern __shared__ memory aligned to {} bytes; the emulation gives "
+                        "{} and the device does not promise more",
+                        where(c), alignment, kDynamicSharedAlignment));
+  return c.dynamic_shared;
 }
 
 std::uint64_t running_cta_serial() {

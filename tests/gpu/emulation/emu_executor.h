@@ -27,10 +27,12 @@ FSDP_EMU_BUILTIN uint3 gridDim;
 namespace fsdp::emu {
 
 // Runs thread(closure) once for every thread of the grid, threadIdx and blockIdx set, CTAs in
-// order (x fastest) on the calling OS thread. A fault (a barrier no thread can pass, a warp
+// order (x fastest) on the calling OS thread, each CTA with `dynamic_shared_bytes` of dynamic
+// shared memory (dynamic_shared). A fault (a barrier no thread can pass, a warp
 // operation the lanes do not agree on) is reported with fsdp_emu_report_fault, naming `kernel`
 // and the block, and the rest of the launch is skipped.
-void run_grid(const char* kernel, dim3 grid, dim3 block, void (*thread)(void*), void* closure);
+void run_grid(const char* kernel, dim3 grid, dim3 block, std::size_t dynamic_shared_bytes,
+              void (*thread)(void*), void* closure);
 
 // __syncthreads: waits until every thread of the block arrives.
 void sync_block();
@@ -53,6 +55,15 @@ const std::uint32_t* warp_stage(unsigned mask, const std::uint32_t* value, int w
 // shared memory starts undefined in each CTA on the device, and what an earlier CTA left in
 // the emulation's static must not read as valid.
 void poison_shared(void* p, std::size_t bytes);
+
+// The running CTA's dynamic shared memory (`extern __shared__ T name[];`, which
+// rewrite_kernels.py turns into a call with the declaration's alignment): a heap block of exactly
+// the launch's dynamic shared bytes, so AddressSanitizer sees a read past its end, aligned to
+// kDynamicSharedAlignment, the same for every thread of the CTA and filled with 0xff bytes at
+// the CTA's start (as __shared__ variables are). A launch with no dynamic shared bytes, or an
+// alignment above kDynamicSharedAlignment, is a fault naming the kernel.
+constexpr std::size_t kDynamicSharedAlignment = 128;
+void* dynamic_shared(std::size_t alignment);
 
 // The running CTA's serial number on this OS thread (it changes with every CTA started): for
 // per-CTA state kept outside the executor (emu_mma.h's cp.async groups).

@@ -14,13 +14,16 @@ extern "C" {
 
 // Checks a launch's configuration as CUDA does (block at most 1024 threads and 1024/1024/64 a
 // dimension, grid x below 2^31 and y, z at most 65535, no zero dimension, dynamic shared memory
-// at most 48 KiB, or the kernel's opted-in size up to the device's 227 KiB); on success queues
-// `run(closure)` on `stream` in stream order and returns cudaSuccess; otherwise the error, kept
-// as the calling thread's last error (cudaGetLastError), `run` never called. `destroy(closure)`
-// is called once in either case, after `run` when it ran. `kernel` names the kernel in messages.
+// at most 48 KiB, or what the kernel opted in to with cudaFuncSetAttribute, up to the device's
+// 227 KiB); on success queues `run(closure)` on `stream` in stream order and returns
+// cudaSuccess; otherwise the error, kept as the calling thread's last error (cudaGetLastError),
+// `run` never called. `destroy(closure)` is called once in either case, after `run` when it ran.
+// `kernel` names the kernel in messages; `function` is its address, as cudaFuncSetAttribute
+// receives it (the host function the kernel compiles to here).
 cudaError_t fsdp_emu_launch(cudaStream_t stream, dim3 grid, dim3 block,
                             std::size_t dynamic_shared_bytes, const char* kernel,
-                            void (*run)(void*), void* closure, void (*destroy)(void*));
+                            const void* function, void (*run)(void*), void* closure,
+                            void (*destroy)(void*));
 
 // Whether a kernel may dereference `p`: inside a live cudaMalloc/cudaMallocAsync allocation or
 // pinned host memory (cudaMallocHost). Null is not accessible.

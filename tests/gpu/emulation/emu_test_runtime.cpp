@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/cuda/cuda_check.h"
+#include "tests/gpu/emulation/emu_func_attributes.h"
 #include "tests/gpu/emulation/emu_runtime.h"
 
 namespace fsdp::emu::test {
@@ -53,8 +54,15 @@ using namespace fsdp::emu::test;
 
 extern "C" {
 
-cudaError_t fsdp_emu_launch(cudaStream_t, dim3, dim3, std::size_t, const char*, void (*run)(void*),
+cudaError_t fsdp_emu_launch(cudaStream_t, dim3, dim3, std::size_t dynamic_shared_bytes,
+                            const char* kernel, const void* function, void (*run)(void*),
                             void* closure, void (*destroy)(void*)) {
+  if (const std::string why = fsdp::emu::dynamic_shared_refusal(0, function, dynamic_shared_bytes);
+      !why.empty()) {
+    destroy(closure);
+    return fsdp_emu_launch_error(cudaErrorInvalidValue,
+                                 (std::string("kernel launch ") + kernel + ": " + why).c_str());
+  }
   {
     std::lock_guard lock(mutex);
     ++launch_count;
@@ -85,6 +93,13 @@ void fsdp_emu_report_fault(cudaError_t, const char* message) {
   std::fprintf(stderr, "%s\n", message);
   std::lock_guard lock(mutex);
   fault = message;
+}
+
+cudaError_t CUDARTAPI cudaFuncSetAttribute(const void* function, cudaFuncAttribute attr,
+                                           int value) {
+  std::string why;
+  const cudaError_t e = fsdp::emu::set_func_attribute(0, function, attr, value, why);
+  return e == cudaSuccess ? e : fsdp_emu_launch_error(e, why.c_str());
 }
 
 cudaError_t CUDARTAPI cudaGetLastError(void) {

@@ -3,13 +3,21 @@
 launch `kernel<<<grid, block[, shared[, stream]]>>>(args...)` (the kernel may carry template
 arguments, `<<<` may start a line of its own and the configuration may span lines) becomes
 
-    ::fsdp::emu::launch([](auto... emu_args) { kernel(emu_args...); }, "kernel", grid, block,
-                        shared, stream)(args...)
+    ::fsdp::emu::launch([](auto... emu_args) { kernel(emu_args...); }, "kernel",
+                        FSDP_EMU_KERNEL_ADDRESS(kernel), grid, block, shared, stream)(args...)
 
-and every `__shared__ T name[...];` declaration is followed, on its line, by
+(the kernel's address names it to the runtime: cudaFuncSetAttribute's opt-ins are per kernel),
+every `__shared__ T name[...];` declaration is followed, on its line, by
 `::fsdp::emu::poison_shared(&name, sizeof(name));` (shared memory starts undefined in each CTA),
-with emu_cuda.h included first and a #line directive, so that diagnostics name the .cu file and
-its lines (the rewrite keeps every line where it was).
+and every `extern __shared__ [__align__(N)] T name[];` inside a function (dynamic shared memory)
+becomes
+
+    T* const name = static_cast<T*>(::fsdp::emu::dynamic_shared(alignment));
+
+the running CTA's buffer of the launch's dynamic shared bytes (alignment: N or alignof(T),
+whichever is larger); one at file scope, or one in another form, is refused naming its line.
+emu_cuda.h is included first and a #line directive follows, so that diagnostics name the .cu
+file and its lines (the rewrite keeps every line where it was).
 Usage: rewrite_kernels.py INPUT.cu OUTPUT.cpp"""
 import re
 import sys
@@ -43,22 +51,18 @@ def line_of(src, pos):
     return src.count("\n", 0, pos) + 1
 
 
-def in_comment(src, pos):
-    line_start = src.rfind("\n", 0, pos) + 1
-    return "//" in src[line_start:pos]
-
-
 def rewrite(src):
+    code = code_only(src)
     out, done = [], 0
-    for m in re.finditer(r"<<<", src):
-        if m.start() < done or in_comment(src, m.start()):
+    for m in re.finditer(r"<<<", code):
+        if m.start() < done:
             continue
         try:
             expr_end = m.start()
             while src[expr_end - 1].isspace():
                 expr_end -= 1
             start, name = kernel_start(src, expr_end)
-            close = src.find(">>>", m.end())
+            close = code.find(">>>", m.end())
             if close < 0:
                 raise RewriteError("no >>> after <<<")
             paren = close + 3
@@ -72,13 +76,39 @@ def rewrite(src):
         lines_in_expr = expr.count("\n")
         expr = " ".join(expr.split())
         replacement = (f"::fsdp::emu::launch([](auto... emu_args) {{ {expr}(emu_args...); }}, "
-                       f"\"{name}\","
+                       f"\"{name}\", FSDP_EMU_KERNEL_ADDRESS({expr}),"
                        f"{src[expr_end:m.start()]} {src[m.end():close]}){src[close + 3:paren]}("
                        + "\n" * lines_in_expr)
         out.append(src[done:start])
         out.append(replacement)
         done = paren + 1
     out.append(src[done:])
+    return "".join(out)
+
+
+def code_only(src):
+    """`src` with its comments and the insides of its string and character literals blanked
+    (newlines kept, so positions and lines stay): what brace counting and searches should see."""
+    out, i, n = list(src), 0, len(src)
+    while i < n:
+        if src.startswith("//", i):
+            end = src.find("\n", i)
+            end = n if end < 0 else end
+        elif src.startswith("/*", i):
+            end = src.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+        elif src[i] in "\"'":
+            end = i + 1
+            while end < n and src[end] not in (src[i], "\n"):
+                end += 2 if src[end] == "\\" else 1
+            i, end = i + 1, min(end, n)  # keep the quotes: `extern "C"` still reads as such
+        else:
+            i += 1
+            continue
+        for k in range(i, end):
+            if out[k] != "\n":
+                out[k] = " "
+        i = end + 1
     return "".join(out)
 
 
@@ -96,24 +126,78 @@ def top_level_split(text):
 
 def poison_shared(src):
     """Appends poison_shared calls after each __shared__ declaration (its names)."""
+    code = code_only(src)
     out, done = [], 0
-    for m in re.finditer(r"\b__shared__\b", src):
-        if m.start() < done or in_comment(src, m.start()):
+    for m in re.finditer(r"\b__shared__\b", code):
+        if m.start() < done:
             continue
-        end = src.find(";", m.end())
+        end = code.find(";", m.end())
         if end < 0:
             raise RewriteError(f"line {line_of(src, m.start())}: no ; after __shared__")
         names = []
-        for k, part in enumerate(top_level_split(src[m.end():end])):
+        for k, part in enumerate(top_level_split(code[m.end():end])):
             head = part.split("[", 1)[0]
             found = re.findall(r"[A-Za-z_][A-Za-z_0-9]*", head)
-            if not found or "extern" in src[max(0, m.start() - 8):m.start()]:
+            if not found or "extern" in code[max(0, m.start() - 8):m.start()]:
                 raise RewriteError(f"line {line_of(src, m.start())}: a __shared__ declaration "
                                    "the rewrite does not read (extern or no name)")
             names.append(found[-1] if k == 0 else found[0])
         out.append(src[done:end + 1])
         out.append("".join(f" ::fsdp::emu::poison_shared(&{n}, sizeof({n}));" for n in names))
         done = end + 1
+    out.append(src[done:])
+    return "".join(out)
+
+
+# What opens a brace that does not make a function body: a namespace, a linkage block, a class.
+SCOPE_HEAD = re.compile(r'^\s*(template\s*<.*>\s*)?(namespace\b|extern\s*"\s*"|class\b|struct\b|'
+                        r'union\b|enum\b)', re.S)
+
+
+def in_function(code, pos):
+    """Whether `pos` of `code` (code_only's) lies in a function body: some brace enclosing it
+    is not a namespace's, a linkage block's or a class's."""
+    stack = []
+    for m in re.finditer(r"[{}]", code[:pos]):
+        if m.group() == "}":
+            if stack:
+                stack.pop()
+            continue
+        head_start = max(code.rfind(c, 0, m.start()) for c in ";{}") + 1
+        head = "\n".join(line for line in code[head_start:m.start()].split("\n")
+                         if not line.lstrip().startswith("#"))
+        stack.append(not SCOPE_HEAD.match(head))
+    return any(stack)
+
+
+EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\b")
+DYNAMIC_DECL = re.compile(r"extern\s+__shared__\s+(?:__align__\s*\(\s*(?P<align>[^()]+?)\s*\)\s+)?"
+                          r"(?P<type>[A-Za-z_][\w:]*(?:\s+[A-Za-z_][\w:]*)*?)\s+"
+                          r"(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")
+
+
+def dynamic_shared(src):
+    """Rewrites each `extern __shared__ [__align__(N)] T name[];` in a function into a pointer to
+    the running CTA's dynamic shared memory, its lines kept."""
+    code = code_only(src)
+    out, done = [], 0
+    for m in EXTERN_SHARED.finditer(code):
+        line = line_of(src, m.start())
+        if not in_function(code, m.start()):
+            raise RewriteError(f"line {line}: extern __shared__ at file scope: the emulation "
+                               "gives dynamic shared memory to declarations inside kernels only")
+        decl = DYNAMIC_DECL.match(code, m.start())
+        if not decl:
+            raise RewriteError(f"line {line}: an extern __shared__ declaration the rewrite does "
+                               "not read (the form is `extern __shared__ [__align__(N)] T name[];`)")
+        t, name, align = decl.group("type"), decl.group("name"), decl.group("align")
+        alignment = f"alignof({t})"
+        if align:
+            alignment = f"alignof({t}) > ({align}) ? alignof({t}) : ({align})"
+        out.append(src[done:m.start()])
+        out.append(f"{t}* const {name} = static_cast<{t}*>(::fsdp::emu::dynamic_shared("
+                   f"{alignment}));" + "\n" * src.count("\n", m.start(), decl.end()))
+        done = decl.end()
     out.append(src[done:])
     return "".join(out)
 
@@ -125,7 +209,7 @@ def main(argv):
     with open(source, encoding="utf-8") as f:
         src = f.read()
     try:
-        body = poison_shared(rewrite(src))
+        body = poison_shared(rewrite(dynamic_shared(src)))
     except RewriteError as e:
         sys.exit(f"rewrite_kernels.py: {source}: {e}")
     with open(target, "w", encoding="utf-8") as f:

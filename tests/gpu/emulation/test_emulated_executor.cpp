@@ -107,7 +107,8 @@ BOOST_AUTO_TEST_SUITE(emulated_executor)
 
 BOOST_AUTO_TEST_CASE(a_barrier_some_threads_skip_is_a_fault_that_ends_the_launch) {
   std::vector<float> out(64, NAN);
-  launch([](auto... a) { barrier_in_branch(a...); }, "barrier_in_branch", 2, 32)(out.data());
+  launch([](auto... a) { barrier_in_branch(a...); }, "barrier_in_branch",
+         FSDP_EMU_KERNEL_ADDRESS(barrier_in_branch), 2, 32)(out.data());
   BOOST_TEST(take_fault() ==
              "barrier_in_branch: block (0,0,0): 16 of 32 threads wait at __syncthreads, the rest "
              "exited without reaching it");
@@ -118,14 +119,16 @@ BOOST_AUTO_TEST_CASE(a_barrier_some_threads_skip_is_a_fault_that_ends_the_launch
   // The executor is clean afterwards: the next launch on this thread runs whole.
   std::vector<float> xs(2, NAN);
   std::vector<double> ds(2, NAN);
-  launch([](auto... a) { warp_sums(a...); }, "warp_sums", 1, 64)(xs.data(), ds.data(), 32);
+  launch([](auto... a) { warp_sums(a...); }, "warp_sums", FSDP_EMU_KERNEL_ADDRESS(warp_sums), 1,
+         64)(xs.data(), ds.data(), 32);
   BOOST_TEST(xs[1] == 1520.0f);  // 32 + ... + 63
   BOOST_TEST(take_fault() == "");
 }
 
 BOOST_AUTO_TEST_CASE(lanes_that_exit_before_a_shuffle_are_a_fault) {
   std::vector<float> out(32, NAN);
-  launch([](auto... a) { shuffle_after_exit(a...); }, "shuffle_after_exit", 1, 32)(out.data());
+  launch([](auto... a) { shuffle_after_exit(a...); }, "shuffle_after_exit",
+         FSDP_EMU_KERNEL_ADDRESS(shuffle_after_exit), 1, 32)(out.data());
   BOOST_TEST(take_fault() ==
              "shuffle_after_exit: block (0,0,0), warp 0: 8 of 32 lanes wait at __shfl_xor_sync, "
              "the rest exited without reaching it");
@@ -133,7 +136,8 @@ BOOST_AUTO_TEST_CASE(lanes_that_exit_before_a_shuffle_are_a_fault) {
 
 BOOST_AUTO_TEST_CASE(a_fault_names_every_place_threads_wait) {
   std::vector<float> out(64, NAN);
-  launch([](auto... a) { stuck_everywhere(a...); }, "stuck_everywhere", 1, 64)(out.data());
+  launch([](auto... a) { stuck_everywhere(a...); }, "stuck_everywhere",
+         FSDP_EMU_KERNEL_ADDRESS(stuck_everywhere), 1, 64)(out.data());
   BOOST_TEST(take_fault() ==
              "stuck_everywhere: block (0,0,0): 32 of 64 threads wait at __syncthreads, the rest: "
              "16 exited, 16 wait at __shfl_xor_sync (warp 1)");
@@ -141,7 +145,8 @@ BOOST_AUTO_TEST_CASE(a_fault_names_every_place_threads_wait) {
 
 BOOST_AUTO_TEST_CASE(lanes_at_different_warp_operations_are_a_fault) {
   std::vector<float> out(32, NAN);
-  launch([](auto... a) { mixed_warp_ops(a...); }, "mixed_warp_ops", 1, 32)(out.data());
+  launch([](auto... a) { mixed_warp_ops(a...); }, "mixed_warp_ops",
+         FSDP_EMU_KERNEL_ADDRESS(mixed_warp_ops), 1, 32)(out.data());
   // Threads start from the highest index: lanes 31..16 wait at the shuffle when lane 15 comes.
   BOOST_TEST(take_fault() ==
              "mixed_warp_ops: block (0,0,0), warp 0: lane 15 reaches __syncwarp while 16 lanes "
@@ -152,8 +157,8 @@ BOOST_AUTO_TEST_CASE(shuffles_sum_each_warp_in_2d_blocks_and_partial_warps) {
   // Block (16, 4, 2): 128 threads, 4 warps, each spanning two y rows. Three blocks.
   std::vector<float> xs(12, NAN);
   std::vector<double> ds(12, NAN);
-  launch([](auto... a) { warp_sums(a...); }, "warp_sums", 3, dim3(16, 4, 2))(xs.data(), ds.data(),
-                                                                             32);
+  launch([](auto... a) { warp_sums(a...); }, "warp_sums", FSDP_EMU_KERNEL_ADDRESS(warp_sums), 3,
+         dim3(16, 4, 2))(xs.data(), ds.data(), 32);
   for (int b = 0; b < 3; ++b)
     for (int w = 0; w < 4; ++w) {
       double want = 0;
@@ -165,7 +170,8 @@ BOOST_AUTO_TEST_CASE(shuffles_sum_each_warp_in_2d_blocks_and_partial_warps) {
   // first 8 lanes' sum.
   std::vector<float> px(2, NAN);
   std::vector<double> pd(2, NAN);
-  launch([](auto... a) { warp_sums(a...); }, "warp_sums", 1, 40)(px.data(), pd.data(), 8);
+  launch([](auto... a) { warp_sums(a...); }, "warp_sums", FSDP_EMU_KERNEL_ADDRESS(warp_sums), 1,
+         40)(px.data(), pd.data(), 8);
   BOOST_TEST(px[0] == 28.0f);   // 0 + ... + 7
   BOOST_TEST(px[1] == 284.0f);  // 32 + ... + 39
   BOOST_TEST(pd[1] == 284.0);
@@ -176,7 +182,8 @@ BOOST_AUTO_TEST_CASE(a_shuffle_from_a_lane_the_partial_warp_lacks_is_a_fault) {
   std::vector<float> px(2, NAN);
   std::vector<double> pd(2, NAN);
   // Width 32 over 40 threads: warp 1's lane 0 reads lane 16, which the block does not have.
-  launch([](auto... a) { warp_sums(a...); }, "warp_sums", 1, 40)(px.data(), pd.data(), 32);
+  launch([](auto... a) { warp_sums(a...); }, "warp_sums", FSDP_EMU_KERNEL_ADDRESS(warp_sums), 1,
+         40)(px.data(), pd.data(), 32);
   BOOST_TEST(take_fault() ==
              "warp_sums: block (0,0,0), warp 1: lane 7 reads lane 23 with __shfl_xor_sync, which "
              "the warp does not have (8 lanes): undefined on the device");
@@ -186,8 +193,8 @@ BOOST_AUTO_TEST_CASE(atomics_and_a_shared_memory_tree_sum_the_block) {
   float fsum = 0, tree = NAN;
   int isum = 0;
   unsigned long long usum = 0;
-  launch([](auto... a) { atomics_and_tree(a...); }, "atomics_and_tree", 1, 256)(&fsum, &isum, &usum,
-                                                                                &tree);
+  launch([](auto... a) { atomics_and_tree(a...); }, "atomics_and_tree",
+         FSDP_EMU_KERNEL_ADDRESS(atomics_and_tree), 1, 256)(&fsum, &isum, &usum, &tree);
   BOOST_TEST(fsum == 32640.0f);
   BOOST_TEST(isum == 32640);
   BOOST_TEST(usum == 256u);
@@ -197,8 +204,8 @@ BOOST_AUTO_TEST_CASE(atomics_and_a_shared_memory_tree_sum_the_block) {
 
 BOOST_AUTO_TEST_CASE(shared_memory_starts_undefined_in_each_cta) {
   std::vector<float> own(128, 0.0f), other(128, 0.0f);
-  launch([](auto... a) { reads_shared_slots(a...); }, "reads_shared_slots", 2, 64)(own.data(),
-                                                                                   other.data());
+  launch([](auto... a) { reads_shared_slots(a...); }, "reads_shared_slots",
+         FSDP_EMU_KERNEL_ADDRESS(reads_shared_slots), 2, 64)(own.data(), other.data());
   for (int i = 0; i < 128; ++i) {
     BOOST_TEST(own[i] == 1.0f + i / 64, "thread " << i);  // written once per CTA, kept
     // Block 1's other slot is what block 0 left in the static: poisoned, as on the device.
@@ -223,13 +230,13 @@ BOOST_AUTO_TEST_CASE(launches_on_several_os_threads_at_once_keep_their_own_block
       std::vector<double> ds(12);
       std::vector<float> trees(kRepeats);
       for (int r = 0; r < kRepeats; ++r) {
-        launch([](auto... a) { warp_sums(a...); }, "warp_sums", 3, dim3(16, 4, 2))(xs.data(),
-                                                                                   ds.data(), 32);
+        launch([](auto... a) { warp_sums(a...); }, "warp_sums", FSDP_EMU_KERNEL_ADDRESS(warp_sums),
+               3, dim3(16, 4, 2))(xs.data(), ds.data(), 32);
         for (int b = 0; b < 3; ++b)
           for (int w = 0; w < 4; ++w)
             if (xs[b * 4 + w] != 32 * (32 * w + 15.5f) + 32000 * b) ++wrong[k];
-        launch([](auto... a) { atomics_and_tree(a...); }, "atomics_and_tree", 1, 256)(
-            &fsum, &isum, &usum, &trees[r]);
+        launch([](auto... a) { atomics_and_tree(a...); }, "atomics_and_tree",
+               FSDP_EMU_KERNEL_ADDRESS(atomics_and_tree), 1, 256)(&fsum, &isum, &usum, &trees[r]);
         if (trees[r] != 32640.0f) ++wrong[k];
       }
     });

@@ -119,7 +119,8 @@ BOOST_AUTO_TEST_CASE(ldmatrix_gives_each_lane_the_ptx_layouts_words) {
     for (int r = 0; r < 8; ++r)
       for (int c = 0; c < 8; ++c) src[(m * 8 + r) * 8 + c] = ld_value(m, r, c);
   std::vector<unsigned> out(32 * 10, 0);
-  launch([](auto... a) { ldmatrix_words(a...); }, "ldmatrix_words", 1, 32)(src.data(), out.data());
+  launch([](auto... a) { ldmatrix_words(a...); }, "ldmatrix_words",
+         FSDP_EMU_KERNEL_ADDRESS(ldmatrix_words), 1, 32)(src.data(), out.data());
   BOOST_TEST(take_fault() == "");
   auto word = [](unsigned short lo, unsigned short hi) { return lo | unsigned(hi) << 16; };
   for (int l = 0; l < 32; ++l)
@@ -140,8 +141,8 @@ BOOST_AUTO_TEST_CASE(ldmatrix_gives_each_lane_the_ptx_layouts_words) {
 BOOST_AUTO_TEST_CASE(cp_async_lands_when_a_wait_completes_its_group_zeros_where_invalid) {
   std::vector<unsigned> src(256), seen(32 * 3, 0);
   for (unsigned i = 0; i < 256; ++i) src[i] = 1000 + i;
-  launch([](auto... a) { cp_async_groups(a...); }, "cp_async_groups", 1, 32)(src.data(),
-                                                                             seen.data());
+  launch([](auto... a) { cp_async_groups(a...); }, "cp_async_groups",
+         FSDP_EMU_KERNEL_ADDRESS(cp_async_groups), 1, 32)(src.data(), seen.data());
   BOOST_TEST(take_fault() == "");
   for (unsigned l = 0; l < 32; ++l) {
     BOOST_TEST(seen[l * 3 + 0] == 1000 + l * 4 + 1, "first group after wait 1, thread " << l);
@@ -163,8 +164,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(mma_m16n8k16_matches_a_double_loop, T, Types16) {
   for (std::size_t i = 0; i < a.size(); ++i) ab[i] = bits_of<T>(a[i]);
   for (std::size_t i = 0; i < b.size(); ++i) bb[i] = bits_of<T>(b[i]);
   std::vector<float> direct(16 * 8, NAN), loaded(16 * 8, NAN);
-  launch([](auto... x) { mma_product<T>(x...); }, "mma_product", 1, 32)(
-      ab.data(), bb.data(), c.data(), direct.data(), loaded.data());
+  launch([](auto... x) { mma_product<T>(x...); }, "mma_product",
+         FSDP_EMU_KERNEL_ADDRESS(mma_product<T>), 1,
+         32)(ab.data(), bb.data(), c.data(), direct.data(), loaded.data());
   BOOST_TEST(take_fault() == "");
   for (int i = 0; i < 16; ++i)
     for (int n = 0; n < 8; ++n) {

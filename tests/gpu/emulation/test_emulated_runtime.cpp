@@ -190,19 +190,73 @@ BOOST_AUTO_TEST_CASE(device_capacity_is_enforced_without_a_sticky_error) {
 
 BOOST_AUTO_TEST_CASE(launch_configurations_are_checked_as_cuda_checks_them) {
   int destroyed = 0;
-  BOOST_TEST(fsdp_emu_launch(nullptr, dim3(1), dim3(1025), 0, "k", run_noop, &destroyed,
+  BOOST_TEST(fsdp_emu_launch(nullptr, dim3(1), dim3(1025), 0, "k", nullptr, run_noop, &destroyed,
                              destroy_count) == cudaErrorInvalidConfiguration);
-  BOOST_TEST(fsdp_emu_launch(nullptr, dim3(1, 65536), dim3(32), 0, "k", run_noop, &destroyed,
+  BOOST_TEST(fsdp_emu_launch(nullptr, dim3(1, 65536), dim3(32), 0, "k", nullptr, run_noop,
+                             &destroyed, destroy_count) == cudaErrorInvalidConfiguration);
+  BOOST_TEST(fsdp_emu_launch(nullptr, dim3(0), dim3(32), 0, "k", nullptr, run_noop, &destroyed,
                              destroy_count) == cudaErrorInvalidConfiguration);
-  BOOST_TEST(fsdp_emu_launch(nullptr, dim3(0), dim3(32), 0, "k", run_noop, &destroyed,
-                             destroy_count) == cudaErrorInvalidConfiguration);
-  BOOST_TEST(fsdp_emu_launch(nullptr, dim3(1), dim3(32), 64 * 1024, "k", run_noop, &destroyed,
-                             destroy_count) == cudaErrorInvalidValue);
+  BOOST_TEST(fsdp_emu_launch(nullptr, dim3(1), dim3(32), 64 * 1024, "k", nullptr, run_noop,
+                             &destroyed, destroy_count) == cudaErrorInvalidValue);
   BOOST_TEST(cudaGetLastError() == cudaErrorInvalidValue);
-  BOOST_TEST(fsdp_emu_launch(nullptr, dim3(4, 2), dim3(32, 32), 1024, "k", run_noop, &destroyed,
-                             destroy_count) == cudaSuccess);
+  BOOST_TEST(fsdp_emu_launch(nullptr, dim3(4, 2), dim3(32, 32), 1024, "k", nullptr, run_noop,
+                             &destroyed, destroy_count) == cudaSuccess);
   BOOST_TEST(cudaDeviceSynchronize() == cudaSuccess);
   BOOST_TEST(destroyed == 5);  // every closure released, launched or not
+}
+
+namespace {
+// Kernels the runtime tells apart by their addresses, as cudaFuncSetAttribute receives them.
+void opted_in_kernel() {}
+void other_kernel() {}
+struct Counts {
+  int ran = 0, destroyed = 0;
+  static void run(void* self) { ++static_cast<Counts*>(self)->ran; }
+  static void destroy(void* self) { ++static_cast<Counts*>(self)->destroyed; }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(dynamic_shared_memory_above_48_kib_needs_the_kernels_opt_in) {
+  const void* kernel = reinterpret_cast<const void*>(&opted_in_kernel);
+  const void* other = reinterpret_cast<const void*>(&other_kernel);
+  const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
+  Counts counts;
+  auto launch = [&](const void* function, std::size_t bytes) {
+    return fsdp_emu_launch(nullptr, dim3(1), dim3(32), bytes, "k", function, Counts::run, &counts,
+                           Counts::destroy);
+  };
+  BOOST_TEST(launch(kernel, 48 * 1024) == cudaSuccess);  // up to 48 KiB needs none
+  BOOST_TEST(launch(kernel, 100 * 1024) == cudaErrorInvalidValue);
+  BOOST_TEST(cudaGetLastError() == cudaErrorInvalidValue);
+  cudaDeviceProp p{};
+  BOOST_REQUIRE(cudaGetDeviceProperties(&p, 0) == cudaSuccess);
+  BOOST_TEST(p.sharedMemPerBlockOptin == 227u * 1024);
+  BOOST_TEST(cudaFuncSetAttribute(kernel, attr, static_cast<int>(p.sharedMemPerBlockOptin) + 1) ==
+             cudaErrorInvalidValue);
+  BOOST_TEST(cudaGetLastError() == cudaErrorInvalidValue);
+  BOOST_TEST(cudaFuncSetAttribute(kernel, attr, -1) == cudaErrorInvalidValue);
+  BOOST_TEST(cudaFuncSetAttribute(nullptr, attr, 1024) == cudaErrorInvalidDeviceFunction);
+  BOOST_TEST(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 50) ==
+             cudaSuccess);
+  BOOST_TEST(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 101) ==
+             cudaErrorInvalidValue);
+  BOOST_TEST(cudaFuncSetAttribute(kernel, cudaFuncAttributeRequiredClusterWidth, 2) ==
+             cudaErrorNotSupported);
+  (void)cudaGetLastError();
+  BOOST_TEST(cudaFuncSetAttribute(kernel, attr, static_cast<int>(p.sharedMemPerBlockOptin)) ==
+             cudaSuccess);
+  BOOST_TEST(launch(kernel, p.sharedMemPerBlockOptin) == cudaSuccess);
+  BOOST_TEST(launch(kernel, p.sharedMemPerBlockOptin + 1) == cudaErrorInvalidValue);
+  BOOST_TEST(launch(other, 100 * 1024) == cudaErrorInvalidValue);  // its own opt-in, none
+  (void)cudaGetLastError();
+  // A smaller opt-in is the kernel's limit, below 48 KiB too.
+  BOOST_TEST(cudaFuncSetAttribute(other, attr, 1024) == cudaSuccess);
+  BOOST_TEST(launch(other, 1024) == cudaSuccess);
+  BOOST_TEST(launch(other, 1025) == cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  BOOST_TEST(cudaDeviceSynchronize() == cudaSuccess);
+  BOOST_TEST(counts.ran == 3);
+  BOOST_TEST(counts.destroyed == 7);  // every closure released, launched or not
 }
 
 // Last: a fault is sticky for the rest of the process.

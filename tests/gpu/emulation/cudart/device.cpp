@@ -9,6 +9,7 @@
 #include <set>
 
 #include "tests/gpu/emulation/cudart/emu_state.h"
+#include "tests/gpu/emulation/emu_func_attributes.h"
 #include "tests/gpu/emulation/emu_runtime.h"
 
 namespace fsdp::emu {
@@ -110,8 +111,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
   *p = cudaDeviceProp{};
   std::snprintf(p->name, sizeof p->name, "Emulated CUDA device (tests/gpu/emulation)");
   p->totalGlobalMem = memory_limit();
-  p->sharedMemPerBlock = 48 * 1024;
-  p->sharedMemPerBlockOptin = 227 * 1024;
+  p->sharedMemPerBlock = kSharedMemPerBlock;
+  p->sharedMemPerBlockOptin = kSharedMemPerBlockOptin;
   p->sharedMemPerMultiprocessor = 228 * 1024;
   p->regsPerBlock = 65536;
   p->regsPerMultiprocessor = 65536;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/gpu/emulation/cudart/emu_state.h"
+#include "tests/gpu/emulation/emu_func_attributes.h"
 #include "tests/gpu/emulation/emu_runtime.h"
 
 namespace fsdp::emu {
@@ -359,9 +360,16 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   return cudaSuccess;
 }
 
+cudaError_t cudaFuncSetAttribute(const void* function, cudaFuncAttribute attr, int value) {
+  std::string why;
+  const cudaError_t e = set_func_attribute(current_device(), function, attr, value, why);
+  return e == cudaSuccess ? e : refuse(e, why);
+}
+
 cudaError_t fsdp_emu_launch(cudaStream_t stream, dim3 grid, dim3 block,
                             std::size_t dynamic_shared_bytes, const char* kernel,
-                            void (*run)(void*), void* closure, void (*destroy)(void*)) {
+                            const void* function, void (*run)(void*), void* closure,
+                            void (*destroy)(void*)) {
   auto refused = [&](cudaError_t e, const std::string& why) {
     destroy(closure);
     return refuse(e, std::string("kernel launch ") + kernel + ": " + why);
@@ -382,10 +390,10 @@ cudaError_t fsdp_emu_launch(cudaStream_t stream, dim3 grid, dim3 block,
   if (grid.x > 2147483647u || grid.y > 65535u || grid.z > 65535u)
     return refused(cudaErrorInvalidConfiguration,
                    std::string("a grid beyond (2^31-1, 65535, 65535): ") + dims);
-  if (dynamic_shared_bytes > 48 * 1024)
-    return refused(cudaErrorInvalidValue,
-                   std::to_string(dynamic_shared_bytes) +
-                       " bytes of dynamic shared memory, above 48 KiB without an opt-in");
+  if (const std::string why =
+          dynamic_shared_refusal(current_device(), function, dynamic_shared_bytes);
+      !why.empty())
+    return refused(cudaErrorInvalidValue, why);
   CUstream_st* s = resolve(stream);
   if (s == nullptr) return refused(cudaErrorInvalidResourceHandle, "a destroyed stream");
   if (s->device != current_device())
