@@ -215,6 +215,16 @@ int run(const bench::Cli& cli, OpTimer& timer, std::int64_t tokens) {
         flash_attention_backward(q.ptr, k.ptr, v.ptr, o.ptr, dout.ptr, lse.ptr, dq.ptr, dk.ptr,
                                  dv.ptr, gqa, s);
       });
+      // Head dim 128 (the 7B-class Llamas' and Qwen3's): the same buffers as half as many heads
+      // of twice the width, the same FLOPs; the wide tiles in dynamic shared memory.
+      const FlashGeometry wide = dense_flash_geometry(BH / 2, T, 1.0f / std::sqrt(128.0f), 128);
+      timer.report_op("attention_fwd hd128", fwd_flop, [&] {
+        flash_attention_forward(q.ptr, k.ptr, v.ptr, o.ptr, lse.ptr, wide, s);
+      });
+      timer.report_op("attention_bwd hd128", 2.5 * fwd_flop, [&] {
+        flash_attention_backward(q.ptr, k.ptr, v.ptr, o.ptr, dout.ptr, lse.ptr, dq.ptr, dk.ptr,
+                                 dv.ptr, wide, s);
+      });
     }
     timer.report_op("causal_softmax_bwd", 0, [&] {
       causal_softmax_backward(probs.ptr, dprobs.ptr, dscores.ptr, BH, T, scale, s);

@@ -90,6 +90,15 @@ def torch_ops(tokens):
     out2 = F.scaled_dot_product_attention(qg2, kg2, vg2, is_causal=True, enable_gqa=True)
     ops.append(("attention_gqa_bwd H12/KV4",
                 lambda: torch.autograd.grad(out2, (qg2, kg2, vg2), dout, retain_graph=True)))
+    # Head dim 128: half as many heads of twice the width, as bench_gpu_kernels'.
+    q3, k3, v3 = (randn(BH // H, H // 2, T, 2 * hd) for _ in range(3))
+    ops.append(("attention_fwd hd128",
+                lambda: F.scaled_dot_product_attention(q3, k3, v3, is_causal=True)))
+    qg3, kg3, vg3 = (x.detach().requires_grad_() for x in (q3, k3, v3))
+    out3 = F.scaled_dot_product_attention(qg3, kg3, vg3, is_causal=True)
+    dout3 = torch.randn_like(out3)
+    ops.append(("attention_bwd hd128",
+                lambda: torch.autograd.grad(out3, (qg3, kg3, vg3), dout3, retain_graph=True)))
     y = torch.softmax((scores * scale).masked_fill(~causal, float("-inf")), -1)
     dy = randn(BH, T, T)
     ops.append(("causal_softmax_bwd",

@@ -1,17 +1,18 @@
 // The tiled (FlashAttention-2 style) causal attention for 16-bit storage (T bf16 or fp16) and
-// head dim 64: tensor cores through mma.sync with register accumulators, the online softmax in
-// float, the scores never in device memory. Every operand is read or written through its strides
-// (a (batch, head)'s rows anywhere, each row's 64 elements contiguous), so q, k and v can be
-// views of one packed projection and o a view of the merged (L, N, E) output; query heads may
-// share kv heads (grouped-query attention, the Hugging Face Llamas'). The CUDA kernel table calls
-// these when flash_attention_applies(); every other causal case takes the one-warp-per-row
-// kernels (attention.cu, sdpa_attention.cu).
+// head dim 64 or 128 (GPT-2's, and the Llamas' and Qwens' of 7B-class models): tensor cores through
+// mma.sync with register accumulators, the online softmax in float, the scores never in device
+// memory. Every operand is read or written through its strides (a (batch, head)'s rows anywhere,
+// each row's 64 elements contiguous), so q, k and v can be views of one packed projection and o a
+// view of the merged (L, N, E) output; query heads may share kv heads (grouped-query attention, the
+// Hugging Face Llamas'). The CUDA kernel table calls these when flash_attention_applies(); every
+// other causal case takes the one-warp-per-row kernels (attention.cu, sdpa_attention.cu).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 
@@ -19,24 +20,28 @@
 
 namespace fsdp::cuda {
 
+// The head dims the tiles are built for (flash_attention_applies).
 constexpr int kFlashHeadDim = 64;
+constexpr int kFlashHeadDimWide = 128;
 
-// B batch entries of H heads of t rows; element (b, h, i, c) of an operand at b * batch +
-// h * head + i * row + c; lse (B, H, t) float, contiguous. dout, dq, dk, dv: the backward's.
-// Grouped-query heads: query head h reads kv head h / group of k and v (H / group kv heads),
-// whose dk and dv sum over the group's query heads.
+// B batch entries of H heads of t rows of hd elements; element (b, h, i, c) of an operand at b *
+// batch + h * head + i * row + c; lse (B, H, t) float, contiguous. dout, dq, dk, dv: the
+// backward's. Grouped-query heads: query head h reads kv head h / group of k and v (H / group kv
+// heads), whose dk and dv sum over the group's query heads.
 struct FlashGeometry {
-  std::int64_t B = 0, H = 1, group = 1, t = 0;
+  std::int64_t B = 0, H = 1, group = 1, t = 0, hd = kFlashHeadDim;
   float scale = 1.0f;
   AttentionOperandStrides q, k, v, o, dout, dq, dk, dv;
 };
 
-// Every operand (batch, t, 64) contiguous, one head each.
-inline FlashGeometry dense_flash_geometry(std::int64_t batch, std::int64_t t, float scale) {
-  const AttentionOperandStrides s{.batch = t * kFlashHeadDim, .head = 0, .row = kFlashHeadDim};
+// Every operand (batch, t, hd) contiguous, one head each.
+inline FlashGeometry dense_flash_geometry(std::int64_t batch, std::int64_t t, float scale,
+                                          std::int64_t hd = kFlashHeadDim) {
+  const AttentionOperandStrides s{.batch = t * hd, .head = 0, .row = hd};
   return {.B = batch,
           .H = 1,
           .t = t,
+          .hd = hd,
           .scale = scale,
           .q = s,
           .k = s,
@@ -48,11 +53,17 @@ inline FlashGeometry dense_flash_geometry(std::int64_t batch, std::int64_t t, fl
           .dv = s};
 }
 
-// Head dim 64, the pointers given and every row of g's operands 16-byte aligned (read as tiles,
-// written in vectors), group dividing H, and the grid (B * H, ceil(t / 64)) within CUDA's limits.
-// An operand the call does not use (the backward's, in a forward) keeps its zero strides.
-bool flash_attention_applies(const FlashGeometry& g, std::int64_t hd,
-                             std::initializer_list<const void*> pointers);
+// g.hd 64 or 128, the pointers given and every row of g's operands 16-byte aligned (read as
+// tiles, written in vectors), group dividing H, and the grid (B * H, ceil(t / 64)) within CUDA's
+// limits. An operand the call does not use (the backward's, in a forward) keeps its zero strides.
+bool flash_attention_applies(const FlashGeometry& g, std::initializer_list<const void*> pointers);
+
+// The dynamic shared memory of each kernel at head dim hd (bytes): above 48 KiB at head dim 128,
+// which the launchers opt into (cudaFuncSetAttribute) once per kernel and device.
+struct FlashSharedBytes {
+  std::size_t forward, backward_dq, backward_dkdv;
+};
+FlashSharedBytes flash_shared_bytes(std::int64_t hd);
 
 template <typename T>
 void flash_attention_forward(const T* q, const T* k, const T* v, T* o, float* lse,

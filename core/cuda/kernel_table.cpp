@@ -1271,7 +1271,7 @@ void batched_gemm(int index, cudaStream_t stream, std::int64_t batch, std::int64
 
 // Causal self-attention without a mask (GPT's, scaled_dot_product_attention's is_causal), the
 // scores never held: float32, bf16 or fp16, one kv head per query head, any strides. bf16 and
-// fp16 at head dim 64 with 16-byte aligned rows take the flash tiles (flash_attention.h), which
+// fp16 at head dim 64 or 128 with 16-byte aligned rows take the flash tiles (flash_attention.h), which
 // read and write every operand in place (q, k, v views of a packed projection; o, dq, dk, dv
 // views of merged buffers); the rest take attention.cu's one-warp-per-row kernels when q, k and
 // v are dense, else the general kernels' strided reads (outputs through dense stand-ins).
@@ -1293,8 +1293,8 @@ AttentionOperandStrides operand_strides(const AttentionStrides& s) {
 }
 
 // The flash tiles' geometry over the tensors' own strides, if the tiles apply to them (16 bits,
-// head dim 64, rows contiguous and 16-byte aligned): q, k, v, out, then for the backward dout,
-// dq, dk, dv (FlashGeometry's operands in order).
+// head dim 64 or 128, rows contiguous and 16-byte aligned): q, k, v, out, then for the backward
+// dout, dq, dk, dv (FlashGeometry's operands in order).
 std::optional<FlashGeometry> flash_geometry(const AttentionDims& d,
                                             std::initializer_list<const Tensor*> tensors) {
   static constexpr AttentionOperandStrides FlashGeometry::*kOperands[] = {
@@ -1302,8 +1302,12 @@ std::optional<FlashGeometry> flash_geometry(const AttentionDims& d,
       &FlashGeometry::dout, &FlashGeometry::dq, &FlashGeometry::dk, &FlashGeometry::dv};
   const DType dt = tensors.begin()[0]->dtype();
   if (dt != DType::BFloat16 && dt != DType::Float16) return std::nullopt;
-  FlashGeometry g{
-      .B = d.B, .H = d.H, .group = d.H / d.KV, .t = d.L, .scale = static_cast<float>(d.scale)};
+  FlashGeometry g{.B = d.B,
+                  .H = d.H,
+                  .group = d.H / d.KV,
+                  .t = d.L,
+                  .hd = d.D,
+                  .scale = static_cast<float>(d.scale)};
   std::array<const void*, 8> p{};
   std::size_t i = 0;
   for (const Tensor* t : tensors) {
@@ -1311,7 +1315,7 @@ std::optional<FlashGeometry> flash_geometry(const AttentionDims& d,
     g.*kOperands[i] = operand_strides(attention_strides(*t));
     p[i++] = t->data_ptr();
   }
-  if (!flash_attention_applies(g, d.D, {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]}))
+  if (!flash_attention_applies(g, {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]}))
     return std::nullopt;
   return g;
 }

@@ -491,12 +491,12 @@ void check_attention(std::int64_t batch, std::int64_t t, std::int64_t hd,
   DeviceBuffer<float> lse(batch * t);
   // The tiles write dk and dv in T; the row kernels gather them in float.
   constexpr bool kTiles = !std::is_same_v<T, float>;
-  const bool tiled = kTiles && hd == kFlashHeadDim;
+  const bool tiled = kTiles && (hd == kFlashHeadDim || hd == kFlashHeadDimWide);
   DeviceBuffer<T> dk16(tiled ? n : 1), dv16(tiled ? n : 1);
   DeviceBuffer<float> dk32(tiled ? 1 : n), dv32(tiled ? 1 : n);
   if constexpr (kTiles) {
     if (tiled) {
-      const FlashGeometry g = dense_flash_geometry(batch, t, scale);
+      const FlashGeometry g = dense_flash_geometry(batch, t, scale, hd);
       flash_attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), lse.get(), g,
                               nullptr);
       flash_attention_backward(dq_in.get(), dk_in.get(), dv_in.get(), o.get(), ddout.get(),
@@ -570,12 +570,13 @@ std::vector<std::int64_t> all_entries(std::int64_t batch) {
 
 }  // namespace
 
-// bf16 and fp16 with head dim 64 take the tiled kernels (t of 1, under a tile, one tile exactly, a
-// partial last tile); the rest, and float, the one-warp-per-row kernels.
+// bf16 and fp16 with head dim 64 or 128 take the tiled kernels (t of 1, under a tile, one tile
+// exactly, a partial last tile); the rest, and float, the one-warp-per-row kernels.
 BOOST_AUTO_TEST_CASE_TEMPLATE(online_softmax_attention_forward_and_backward, T, StorageTypes) {
   const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes = {
-      {1, 1, 1},     {3, 7, 64}, {2, 65, 17}, {4, 200, 128},
-      {24, 257, 64}, {2, 1, 64}, {5, 64, 64}, {3, 130, 64}};  // (batch, t, hd)
+      {1, 1, 1},  {3, 7, 64},  {2, 65, 17},  {4, 200, 128}, {24, 257, 64},
+      {2, 1, 64}, {5, 64, 64}, {3, 130, 64}, {2, 1, 128},   {3, 130, 128}};
+  // (batch, t, hd)
   for (auto [batch, t, hd] : shapes) {
     if (on_emulated_device() && batch * t * t * hd > 4'000'000) continue;  // GPU-sized
     check_attention<T>(batch, t, hd, all_entries(batch));
@@ -590,6 +591,15 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(attention_at_gpt2_shapes, T, StorageTypes) {
     return;
   }
   check_attention<T>(16 * 12, 1024, 64, {0, 97, 191});
+}
+
+// A 7B-class Llama's attention (head dim 128, 32 heads), batch 2, t 2048: the wide tiles.
+BOOST_AUTO_TEST_CASE_TEMPLATE(attention_at_llama_shapes, T, StorageTypes) {
+  if (on_emulated_device()) {
+    BOOST_TEST_MESSAGE("a Llama's attention is for a real device (emulated here)");
+    return;
+  }
+  check_attention<T>(2 * 32, 2048, 128, {0, 33, 63});
 }
 
 BOOST_AUTO_TEST_CASE(attention_refuses_a_head_dim_over_128) {

@@ -2,7 +2,8 @@
 """train_gpt on the emulated CUDA device against the same job on the CPU: the per-step losses of
 an unsharded float32 run, FULL_SHARD on 2 thread ranks sharing cuda:0 (the threads backend's CUDA
 path, FSDP's streams), the same with bf16 and with fp16 mixed precision, and bf16 and fp16 at
-head dim 64 over two query tiles (the flash attention kernels), CPU offload (FULL_SHARD float32,
+head dim 64 over two query tiles (the flash attention kernels), bf16 at head dim 128 (the wide
+tiles), CPU offload (FULL_SHARD float32,
 NO_SHARD bf16); with MPIRUN given, FULL_SHARD over NCCL on 2 processes each on its own emulated
 GPU (float32, bf16, fp16, and bf16 with CPU offload) against the CPU's 2 thread ranks. Float32
 losses agree within 1e-5 relative (the device sums in other orders), bf16 and fp16 ones within
@@ -18,6 +19,7 @@ from emulated_runs import agree, emulated_env, mpi_launch, run_or_exit, with_val
 SMALL = ["--steps", "3", "--layers", "2", "--d-model", "64", "--heads", "2", "--seq", "32",
          "--batch", "2"]
 HEAD_DIM_64 = {"--d-model": "128", "--seq": "80"}  # 2 heads of 64, 2 query tiles
+HEAD_DIM_128 = {"--d-model": "256", "--seq": "80"}  # 2 heads of 128, 2 query tiles
 JOBS = [
     ("float32 unsharded", ["--sharding", "none", "--ranks", "1"], 1e-5),
     ("float32 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2"], 1e-5),
@@ -25,6 +27,8 @@ JOBS = [
                             "--mixed-precision", "bf16"], 1e-3),
     ("bf16 head dim 64 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
                                         "--mixed-precision", "bf16"], 1e-3, HEAD_DIM_64),
+    ("bf16 head dim 128 FULL_SHARD x2", ["--sharding", "FULL_SHARD", "--ranks", "2",
+                                         "--mixed-precision", "bf16"], 1e-3, HEAD_DIM_128),
     ("float32 FULL_SHARD x2, CPU offload", ["--sharding", "FULL_SHARD", "--ranks", "2",
                                            "--cpu-offload"], 1e-5),
     ("bf16 NO_SHARD x2, CPU offload", ["--sharding", "NO_SHARD", "--ranks", "2",
