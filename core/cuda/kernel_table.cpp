@@ -1271,8 +1271,8 @@ void batched_gemm(int index, cudaStream_t stream, std::int64_t batch, std::int64
 
 // Causal self-attention without a mask (GPT's, scaled_dot_product_attention's is_causal), the
 // scores never held: float32, bf16 or fp16, one kv head per query head, any strides. bf16 and
-// fp16 at head dim 64 or 128 with 16-byte aligned rows take the flash tiles (flash_attention.h), which
-// read and write every operand in place (q, k, v views of a packed projection; o, dq, dk, dv
+// fp16 at head dim 64 or 128 with 16-byte aligned rows take the flash tiles (flash_attention.h),
+// which read and write every operand in place (q, k, v views of a packed projection; o, dq, dk, dv
 // views of merged buffers); the rest take attention.cu's one-warp-per-row kernels when q, k and
 // v are dense, else the general kernels' strided reads (outputs through dense stand-ins).
 // Grouped-query heads (H a multiple of KV) only for the flash tiles; the one-warp kernels take
