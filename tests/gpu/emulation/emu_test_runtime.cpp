@@ -102,6 +102,12 @@ cudaError_t CUDARTAPI cudaFuncSetAttribute(const void* function, cudaFuncAttribu
   return e == cudaSuccess ? e : fsdp_emu_launch_error(e, why.c_str());
 }
 
+// One device, 0 (the launchers that opt into more shared memory ask which device is current).
+cudaError_t CUDARTAPI cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+
 cudaError_t CUDARTAPI cudaGetLastError(void) {
   return std::exchange(last_error, cudaSuccess);
 }
