@@ -142,6 +142,24 @@ bool float_types(DType t, F&& f) {
   return true;
 }
 
+// Calls f.template operator()<T>() with T the storage type of any dtype (bool, the integers,
+// float, double, bf16, fp16).
+template <typename F>
+void storage_types(DType t, F&& f) {
+  switch (t) {
+    case DType::Int64:
+      return f.template operator()<std::int64_t>();
+    case DType::Int32:
+      return f.template operator()<std::int32_t>();
+    case DType::UInt8:
+      return f.template operator()<std::uint8_t>();
+    case DType::Bool:
+      return f.template operator()<bool>();
+    default:
+      float_types(t, f);
+  }
+}
+
 // --- copies and fills
 
 // Bytes between two contiguous tensors of one dtype and size, whichever devices (copy_bytes
@@ -202,9 +220,7 @@ void copy_on_device(const char* family, const Tensor& dst, const Tensor& src) {
   if (dense && dd == sd) return copy_contiguous(dst, src);
   const Device device = stream_device(dst.device());
   StridedLayout l;
-  auto floating = [](DType t) { return is_float_or_16bit(t) || t == DType::Float64; };
-  const bool converts = dd == sd || (floating(dd) && floating(sd));
-  if (!converts || !strided_layout(dst, {&src}, l))
+  if (!strided_layout(dst, {&src}, l))
     missing(family, device, fmt::format("{} to {}", layout_of(src), layout_of(dst)));
   Launch launch(device);
   if (dd == sd) return strided_copy_bytes(dtype_size(dd), dst, src, l, launch.stream);
@@ -221,8 +237,8 @@ void copy_on_device(const char* family, const Tensor& dst, const Tensor& src) {
     });
     return;
   }
-  float_types(dd, [&]<typename D>() {
-    float_types(sd, [&]<typename S>() {
+  storage_types(dd, [&]<typename D>() {
+    storage_types(sd, [&]<typename S>() {
       if constexpr (!std::is_same_v<D, S>)  // same dtypes moved as bytes above
         strided_copy(ptr<const S>(src), ptr<D>(dst), l, launch.stream);
     });
@@ -323,27 +339,13 @@ void unary(UnaryKind kind, const Tensor& out, const Tensor& a, double scalar) {
 
 // --- comparisons and selections
 
-// Calls f.template operator()<T>() with T the comparable storage type of the dtype.
+// Calls f.template operator()<T>() with T the comparable storage type of the dtype (any but
+// uint8); false for uint8.
 template <typename F>
 bool comparable_types(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32:
-      return f.template operator()<float>(), true;
-    case DType::BFloat16:
-      return f.template operator()<bf16>(), true;
-    case DType::Float16:
-      return f.template operator()<fp16>(), true;
-    case DType::Float64:
-      return f.template operator()<double>(), true;
-    case DType::Int64:
-      return f.template operator()<std::int64_t>(), true;
-    case DType::Int32:
-      return f.template operator()<std::int32_t>(), true;
-    case DType::Bool:
-      return f.template operator()<bool>(), true;
-    default:
-      return false;
-  }
+  if (t == DType::UInt8) return false;
+  storage_types(t, f);
+  return true;
 }
 
 // Calls f.template operator()<U>() with U the unsigned integer of the dtype's element size.

@@ -85,8 +85,8 @@ template <typename T>
 void strided_masked_scale(const T* x, const std::uint8_t* mask, T* y, double scale,
                           const StridedLayout& l, cudaStream_t stream);
 // dst (stride[0]) = src (stride[1]) converted: D and S the same storage type (any element size:
-// pass unsigned integers of it), or any pair of float, bf16, fp16 and double (through float, as
-// the CPU).
+// pass unsigned integers of it), or any pair of float, bf16, fp16, double, int64, int32, uint8
+// and bool, with the CPU table's bits (strided.cu's `convert`: 16-bit types through float).
 template <typename D, typename S>
 void strided_copy(const S* src, D* dst, const StridedLayout& l, cudaStream_t stream);
 

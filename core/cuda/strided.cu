@@ -117,16 +117,36 @@ __global__ void strided_binary_kernel(BinaryKind op, const T* a, const T* b, T* 
   }
 }
 
-// 16-bit types pass through float both ways: from double rounded twice, as the CPU's; bf16 <->
-// fp16 widened exactly to float, then rounded once.
+// A floating value truncated toward zero into the integer I as the CPU's static_cast compiles on
+// x86 (cvttss2si, cvttsd2si), not as the GPU's saturating cvt.rzi: NaN and values outside I's
+// range give I's lowest value; uint8 is the low byte of the int32 conversion (300.0 -> 44).
+template <typename I, typename F>
+__device__ __forceinline__ I truncated(F x) {
+  if constexpr (std::is_same_v<I, std::uint8_t>) {
+    return static_cast<std::uint8_t>(truncated<std::int32_t>(x));
+  } else {
+    constexpr std::uint64_t lowest_bits = std::uint64_t(1) << (8 * sizeof(I) - 1);
+    constexpr F lowest = -static_cast<F>(lowest_bits);  // a power of two: exact in F
+    return x >= lowest && x < -lowest ? static_cast<I>(x) : static_cast<I>(lowest_bits);
+  }
+}
+
+// One element of a converting copy, as the CPU table's copy (torch's casts): 16-bit types pass
+// through float both ways (a double or an int64 rounded twice; bf16 <-> fp16 widened exactly,
+// then rounded once); nonzero (NaN too) is true; floating to integer truncates (`truncated`);
+// between integers, C++'s conversion (modulo the width).
 template <typename D, typename S>
 __device__ __forceinline__ D convert(S x) {
   if constexpr (std::is_same_v<D, S>)
     return x;
   else if constexpr (is_16bit_v<S>)
     return convert<D>(to_float(x));
+  else if constexpr (std::is_same_v<D, bool>)
+    return x != S(0);
   else if constexpr (is_16bit_v<D>)
     return from_float<D>(static_cast<float>(x));
+  else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>)
+    return truncated<D>(x);
   else
     return static_cast<D>(x);
 }
@@ -400,23 +420,31 @@ FSDP_SELECT(std::uint64_t)
 #undef FSDP_SELECT
 
 #define FSDP_COPY(D, S) \
-  template void strided_copy<D, S>(const S*, D*, const StridedLayout&, cudaStream_t);
-FSDP_COPY(std::uint8_t, std::uint8_t)
-FSDP_COPY(std::uint16_t, std::uint16_t)
-FSDP_COPY(std::uint32_t, std::uint32_t)
-FSDP_COPY(std::uint64_t, std::uint64_t)
-FSDP_COPY(float, bf16)
-FSDP_COPY(bf16, float)
-FSDP_COPY(float, fp16)
-FSDP_COPY(fp16, float)
-FSDP_COPY(float, double)
-FSDP_COPY(double, float)
-FSDP_COPY(bf16, double)
-FSDP_COPY(double, bf16)
-FSDP_COPY(fp16, double)
-FSDP_COPY(double, fp16)
-FSDP_COPY(bf16, fp16)
-FSDP_COPY(fp16, bf16)
+  template void strided_copy<D, S>(const S*, D*, const StridedLayout&, cudaStream_t)
+// Every ordered pair of the dtypes' storage types (the pairs of one type are unused but for
+// uint8's, whose bytes are uint8: kernel_table.cpp moves a copy of one dtype as bytes).
+#define FSDP_COPY_TO(D)       \
+  FSDP_COPY(D, float);        \
+  FSDP_COPY(D, double);       \
+  FSDP_COPY(D, bf16);         \
+  FSDP_COPY(D, fp16);         \
+  FSDP_COPY(D, std::int64_t); \
+  FSDP_COPY(D, std::int32_t); \
+  FSDP_COPY(D, std::uint8_t); \
+  FSDP_COPY(D, bool)
+FSDP_COPY_TO(float);
+FSDP_COPY_TO(double);
+FSDP_COPY_TO(bf16);
+FSDP_COPY_TO(fp16);
+FSDP_COPY_TO(std::int64_t);
+FSDP_COPY_TO(std::int32_t);
+FSDP_COPY_TO(std::uint8_t);
+FSDP_COPY_TO(bool);
+#undef FSDP_COPY_TO
+// The other element sizes' bytes.
+FSDP_COPY(std::uint16_t, std::uint16_t);
+FSDP_COPY(std::uint32_t, std::uint32_t);
+FSDP_COPY(std::uint64_t, std::uint64_t);
 #undef FSDP_COPY
 
 }  // namespace fsdp::cuda

@@ -3,7 +3,10 @@
 // cuda:0; the families without a CUDA kernel fail with one line naming the family and the
 // device, never a host fallback. Skips (exit 77) without a device.
 #define BOOST_TEST_MODULE gpu_kernel_table
+#include <fmt/format.h>
+
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <string>
@@ -184,10 +187,8 @@ BOOST_AUTO_TEST_CASE(scalar_ops_and_comparisons_match_the_cpu) {
     BOOST_TEST(device.dtype() == host.dtype(), what);
     BOOST_TEST(device.to(kCPU).to_vector() == host.to_vector(), what);
   };
-  // Integer to floating casts have no CUDA kernel yet: refused by name, not computed in int32.
-  BOOST_CHECK_EXCEPTION(mul(ints.to(kCuda), 2.5), NotImplementedError, [](const auto& e) {
-    return std::string(e.what()).find("int32") != std::string::npos;
-  });
+  // An integer tensor with a floating scalar computes in float32 (the cast on the device).
+  same(mul(ints.to(kCuda), 2.5), mul(ints, 2.5), "mul");
   for (const Tensor& t : {ints.to(DType::Float32), floats}) {
     const Tensor d = t.to(kCuda);
     same(eq(d, 2.0), eq(t, 2.0), "eq");
@@ -283,9 +284,87 @@ BOOST_AUTO_TEST_CASE(strided_copies_and_casts_on_the_device_match_the_cpu) {
              x.transpose(1, 2).to(DType::Float64).to_vector());
   Tensor i = mul(host_randn({3, 4}), 5.0).to(DType::Int64);
   BOOST_TEST(i.to(kCuda).t().contiguous().to(kCPU).to_vector() == i.t().contiguous().to_vector());
-  expect_missing([&] { i.to(kCuda).to(DType::Float32); },
-                 "copy: no CUDA kernel yet for int64 of shape [3, 4] to float32 of shape [3, 4] "
-                 "(device cuda:0)");
+}
+
+// Each element's bits, a NaN as one pattern: the device and the host quiet a NaN differently
+// (its payload is not the cast's).
+std::vector<std::uint64_t> bits_of(const Tensor& t) {
+  const Tensor c = t.to(kCPU).contiguous();
+  const std::vector<double> values = c.to_vector();
+  const std::size_t size = dtype_size(c.dtype());
+  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+  std::vector<std::uint64_t> bits(values.size(), ~std::uint64_t(0));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (std::isnan(values[i])) continue;
+    bits[i] = 0;
+    std::memcpy(&bits[i], p + i * size, size);
+  }
+  return bits;
+}
+
+// Values every cast meets: signed zeros, fractions either way, the bounds of uint8, int32, fp16
+// and bf16's integers, out of every integer's range, infinities, NaN; random ones after them.
+std::vector<double> cast_values(std::int64_t n) {
+  std::vector<double> v = {
+      0.0,           -0.0,  0.5,   -0.5,         1.7,     -1.7,  2.5,      -2.5,       127.9,
+      255.0,         256.5, 300.7, -300.7,       65504.0, 7e4,   257.0,    16777217.0, 2147483647.0,
+      -2147483648.0, 3e9,   -3e9,  3000000007.0, 1e20,    -1e20, INFINITY, -INFINITY,  NAN};
+  // Its own generator: the later tests' draws stay those they were written with.
+  Generator own(20260101);
+  const std::vector<double> random =
+      mul(randn({n}, TensorOptions(DType::Float32, kCPU), &own), 1000.0).to_vector();
+  v.insert(v.end(), random.begin(), random.end());
+  v.resize(static_cast<std::size_t>(n));
+  return v;
+}
+
+// Every cast between two dtypes on the device gives the CPU's bits (torch's semantics as the
+// CPU table casts: truncation toward zero, nonzero and NaN true, 16-bit types through float, out
+// of an integer's range as x86's conversion): sizes 1, odd, past one block of 256 threads; the
+// source dense and transposed; the destination dense and a strided view (copy_).
+BOOST_AUTO_TEST_CASE(casts_between_every_pair_of_dtypes_equal_the_cpu_bits) {
+  // int64's that round differently through double than straight to float (and to bf16).
+  const std::vector<std::int64_t> wide_ints = {
+      (std::int64_t(1) << 60) + (std::int64_t(1) << 52) + (std::int64_t(1) << 36) + 1,
+      std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(), -16777217,
+      16777219};
+  const std::pair<std::int64_t, std::int64_t> sizes[] = {{1, 1}, {3, 7}, {19, 29}};
+  for (const auto& [rows, cols] : sizes) {
+    const std::vector<double> values = cast_values(rows * cols);
+    for (DType from : kAllDTypes) {
+      Tensor src = from_vector(values, {rows, cols}, TensorOptions(DType::Float64, kCPU)).to(from);
+      if (from == DType::Int64 && rows * cols > 5) {
+        Tensor flat = src.reshape({rows * cols});
+        flat.narrow(0, 0, 5).copy_(from_vector(wide_ints, {5}));
+      }
+      const Tensor src_device = src.to(kCuda);
+      for (DType to : kAllDTypes) {
+        if (to == from) continue;
+        const std::string what =
+            fmt::format("{} to {} ({} x {})", dtype_name(from), dtype_name(to), rows, cols);
+        BOOST_TEST(bits_of(src_device.to(to)) == bits_of(src.to(to)), what);
+        BOOST_TEST(bits_of(src_device.t().to(to)) == bits_of(src.t().to(to)), what << " strided");
+        Tensor wide = zeros({rows, 2 * cols}, TensorOptions(to, kCuda));
+        Tensor want = zeros({rows, 2 * cols}, TensorOptions(to, kCPU));
+        wide.narrow(1, 1, cols).copy_(src_device);
+        want.narrow(1, 1, cols).copy_(src);
+        BOOST_TEST(bits_of(wide) == bits_of(want), what << " into a strided view");
+      }
+    }
+  }
+  // The semantics themselves, on the device: truncation, x86's out-of-range values, NaN true,
+  // an int64 rounded once to float.
+  const Tensor f =
+      from_vector({2.7, -2.7, NAN, 300.7, 3e9}, {5}, TensorOptions(DType::Float32, kCPU));
+  const Tensor fd = f.to(kCuda);
+  const std::int64_t int32_min = std::numeric_limits<std::int32_t>::min();
+  BOOST_TEST(fd.to(DType::Int32).to(kCPU).to_vector() ==
+             (std::vector<double>{2, -2, double(int32_min), 300, double(int32_min)}));
+  BOOST_TEST(fd.to(DType::UInt8).to(kCPU).to_vector() == (std::vector<double>{2, 254, 0, 44, 0}));
+  BOOST_TEST(fd.to(DType::Bool).to(kCPU).to_vector() == (std::vector<double>{1, 1, 1, 1, 1}));
+  const Tensor big = from_vector(std::vector<std::int64_t>{wide_ints[0]}, {1}).to(kCuda);
+  BOOST_TEST(big.to(DType::Float32).to(kCPU).to_vector()[0] == 1157425241673170944.0);
+  BOOST_TEST(big.to(DType::BFloat16).to(kCPU).to_vector()[0] == 1161928703861587968.0);
 }
 
 BOOST_AUTO_TEST_CASE(linear_and_bmm_match_the_cpu) {

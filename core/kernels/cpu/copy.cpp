@@ -2,6 +2,7 @@
 // Tensor::copy_), fills (Tensor::fill_) and index_select's row gather and its backward's
 // scatter-add (core/ops/join.cpp).
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype_convert.h"
@@ -12,6 +13,17 @@ namespace fsdp::cpu {
 using namespace ops_detail;
 
 namespace {
+
+// One element of a converting copy, as torch casts: nonzero (NaN too) is true; the rest a
+// static_cast into D's compute type (integers truncate toward zero; an int64 rounds once, to
+// float, on its way to a 16-bit type). x is a loaded value (16-bit types as float).
+template <typename D, typename C>
+compute_t<D> cast_value(C x) {
+  if constexpr (std::is_same_v<D, bool>)
+    return x != C(0);
+  else
+    return static_cast<compute_t<D>>(x);
+}
 
 // Copies a transposed layout (src reads with a large innermost stride while some other dim has
 // stride 1) into a contiguous dst in 32x32 tiles, so both sides stay in cache. False if the
@@ -53,10 +65,8 @@ void copy(const Tensor& dst, const Tensor& src) {
     dispatch_all(src.dtype(), [&]<typename TI>() {
       if constexpr (std::is_same_v<TO, TI>) {
         if (!copy_tiled<TO>(dst, src)) map1<TO, TI>(dst, src, [](auto x) { return x; });
-      } else if constexpr (std::is_same_v<TO, bool>) {
-        map1<TO, TI>(dst, src, [](auto x) { return x != decltype(x)(0); });
       } else {
-        map1<TO, TI>(dst, src, [](auto x) { return static_cast<compute_t<TO>>(x); });
+        map1<TO, TI>(dst, src, [](auto x) { return cast_value<TO>(x); });
       }
     });
   });
@@ -106,7 +116,7 @@ void copy_broadcast(const Tensor& dst, const Tensor& src) {
         if constexpr (std::is_same_v<D, S>)
           dp[od] = spp[os];
         else
-          dp[od] = from_double<D>(to_double(spp[os]));
+          dp[od] = store<D>(cast_value<D>(load(spp[os])));
       });
     });
   });
