@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/fake_cuda/fake_cuda.h"
+#include "core/kernels/kernel_accesses.h"
+#include "core/kernels/kernel_families.h"
 #include "core/kernels/kernel_names.h"
 #include "core/kernels/kernel_table.h"
 #include "core/random.h"
@@ -74,49 +76,6 @@ void find_device(Device& d, const std::vector<Tensor>& ts) {
 template <typename A>
 void find_device(Device&, const A&) {}
 
-// Which arguments a kernel writes (bit i: argument i), for the stream sanitizer; the default is
-// the first tensor argument (outputs come first, kernel_table.h).
-template <auto Member>
-constexpr unsigned written_arguments() {
-  using K = KernelTable;
-  if constexpr (same_member<Member, &K::max_dim>() ||
-                same_member<Member, &K::blocked_attention>() ||
-                same_member<Member, &K::cross_entropy>() ||
-                same_member<Member, &K::sum_in_order>() ||
-                same_member<Member, &K::batch_norm_stats>() ||
-                same_member<Member, &K::rms_norm>() || same_member<Member, &K::rms_norm_backward>())
-    return 0b11;
-  else if constexpr (same_member<Member, &K::linear_backward16>() ||
-                     same_member<Member, &K::blocked_attention_backward>() ||
-                     same_member<Member, &K::layer_norm>() ||
-                     same_member<Member, &K::layer_norm_backward>() ||
-                     same_member<Member, &K::batch_norm_backward>())
-    return 0b111;
-  else if constexpr (same_member<Member, &K::adam_update>())
-    return 0b11101;
-  else if constexpr (same_member<Member, &K::sgd_update>())
-    return 0b101;
-  else if constexpr (same_member<Member, &K::binary>() || same_member<Member, &K::unary>() ||
-                     same_member<Member, &K::compare>() || same_member<Member, &K::activation>() ||
-                     same_member<Member, &K::activation_backward>() ||
-                     same_member<Member, &K::random>())
-    return 0b10;  // after the kind
-  else
-    return 0b1;
-}
-
-// The sanitizer's view of one argument.
-void add_accesses(std::vector<stream_sanitizer::Access>& out, const Tensor& t, bool write) {
-  if (t.defined() && t.device().is_fake_cuda())
-    out.push_back(stream_sanitizer::access_of(t, write));
-}
-void add_accesses(std::vector<stream_sanitizer::Access>& out, const std::vector<Tensor>& ts,
-                  bool write) {
-  for (const auto& t : ts) add_accesses(out, t, write);
-}
-template <typename A>
-void add_accesses(std::vector<stream_sanitizer::Access>&, const A&, bool) {}
-
 template <typename Member>
 struct Queued;
 
@@ -132,12 +91,9 @@ struct Queued<void (*KernelTable::*)(A...)> {
     launch(stream, [cpu, carried = std::move(carried)]() mutable {
       std::apply([cpu](auto&... a) { cpu(a...); }, carried);
     });
-    if (stream_sanitizer::enabled()) {
-      std::vector<stream_sanitizer::Access> accesses;
-      unsigned i = 0;
-      (add_accesses(accesses, args, (written_arguments<Member>() >> i++) & 1u), ...);
-      stream_sanitizer::on_accesses(stream, kernel_name<Member>(), accesses);
-    }
+    if (stream_sanitizer::enabled())
+      stream_sanitizer::on_accesses(stream, kernel_name<Member>(),
+                                    kernel_accesses<Member>(args...));
   }
 };
 
@@ -168,57 +124,9 @@ KernelTable make_table() {
   KernelTable t{};
 #define FSDP_FAKE_CUDA_QUEUED(name) \
   t.name = &Queued<decltype(&KernelTable::name)>::run<&KernelTable::name>;
-  FSDP_FAKE_CUDA_QUEUED(binary)
-  FSDP_FAKE_CUDA_QUEUED(unary)
-  FSDP_FAKE_CUDA_QUEUED(compare)
-  FSDP_FAKE_CUDA_QUEUED(eq_scalar)
-  FSDP_FAKE_CUDA_QUEUED(logical_not)
-  FSDP_FAKE_CUDA_QUEUED(where)
-  FSDP_FAKE_CUDA_QUEUED(masked_fill)
-  FSDP_FAKE_CUDA_QUEUED(sum)
-  FSDP_FAKE_CUDA_QUEUED(amax)
-  FSDP_FAKE_CUDA_QUEUED(max_dim)
-  FSDP_FAKE_CUDA_QUEUED(max_dim_backward)
-  FSDP_FAKE_CUDA_QUEUED(fill)
-  FSDP_FAKE_CUDA_QUEUED(store_values)
-  FSDP_FAKE_CUDA_QUEUED(index_select)
-  FSDP_FAKE_CUDA_QUEUED(index_add)
-  FSDP_FAKE_CUDA_QUEUED(bmm)
-  FSDP_FAKE_CUDA_QUEUED(linear)
-  FSDP_FAKE_CUDA_QUEUED(linear_backward16)
-  t.linear_backward16_max_weight = kernels(kCPU).linear_backward16_max_weight;  // the CPU's runs
-  FSDP_FAKE_CUDA_QUEUED(split_heads)
-  FSDP_FAKE_CUDA_QUEUED(merge_heads)
-  FSDP_FAKE_CUDA_QUEUED(blocked_attention)
-  FSDP_FAKE_CUDA_QUEUED(blocked_attention_backward)
-  FSDP_FAKE_CUDA_QUEUED(activation)
-  FSDP_FAKE_CUDA_QUEUED(activation_backward)
-  FSDP_FAKE_CUDA_QUEUED(masked_scale)
-  FSDP_FAKE_CUDA_QUEUED(softmax)
-  FSDP_FAKE_CUDA_QUEUED(softmax_backward)
-  FSDP_FAKE_CUDA_QUEUED(masked_softmax)
-  FSDP_FAKE_CUDA_QUEUED(rms_norm)
-  FSDP_FAKE_CUDA_QUEUED(rms_norm_backward)
-  FSDP_FAKE_CUDA_QUEUED(rotary)
-  FSDP_FAKE_CUDA_QUEUED(layer_norm)
-  FSDP_FAKE_CUDA_QUEUED(layer_norm_backward)
-  FSDP_FAKE_CUDA_QUEUED(cross_entropy)
-  FSDP_FAKE_CUDA_QUEUED(cross_entropy_backward)
-  FSDP_FAKE_CUDA_QUEUED(nll_loss)
-  FSDP_FAKE_CUDA_QUEUED(nll_loss_backward)
-  FSDP_FAKE_CUDA_QUEUED(sum_in_order)
-  FSDP_FAKE_CUDA_QUEUED(batch_norm_stats)
-  FSDP_FAKE_CUDA_QUEUED(running_update)
-  FSDP_FAKE_CUDA_QUEUED(batch_norm)
-  FSDP_FAKE_CUDA_QUEUED(batch_norm_backward)
-  FSDP_FAKE_CUDA_QUEUED(mse_loss)
-  FSDP_FAKE_CUDA_QUEUED(mse_loss_backward)
-  FSDP_FAKE_CUDA_QUEUED(norm_partial)
-  FSDP_FAKE_CUDA_QUEUED(clamp_)
-  FSDP_FAKE_CUDA_QUEUED(embedding_renorm_)
-  FSDP_FAKE_CUDA_QUEUED(adam_update)
-  FSDP_FAKE_CUDA_QUEUED(sgd_update)
+  FSDP_KERNEL_FAMILIES(FSDP_FAKE_CUDA_QUEUED)
 #undef FSDP_FAKE_CUDA_QUEUED
+  t.linear_backward16_max_weight = kernels(kCPU).linear_backward16_max_weight;  // the CPU's runs
   t.copy = &queued_copy<&KernelTable::copy>;
   t.copy_broadcast = &queued_copy<&KernelTable::copy_broadcast>;
   t.random = &queued_random;
