@@ -55,6 +55,10 @@ struct State {
   std::unordered_map<const void*, std::vector<StreamKey>> recorded_streams;
   std::map<std::uintptr_t, std::pair<std::uintptr_t, std::string>> owners;  // begin -> end, who
   std::vector<Report> reports;
+  // Backends that number events (on_work): each stream's last item, and the item each of its
+  // events follows.
+  std::map<StreamKey, std::uint64_t> work_items;
+  std::map<std::pair<StreamKey, std::uint64_t>, std::uint64_t> item_of_event;
 
   Clock& clock(const StreamKey& s) { return clocks[s]; }
   bool ordered(const Clock& c, const Recorded& r) const {
@@ -74,6 +78,7 @@ State& state() {
 }
 
 thread_local const char* t_current_op = nullptr;
+thread_local int t_within_work = 0;  // WithinWork's depth
 
 const char* kind(bool write) {
   return write ? "writes" : "reads";
@@ -81,28 +86,21 @@ const char* kind(bool write) {
 
 }  // namespace
 
-void on_launch(const Stream& stream, std::uint64_t item) {
-  if (!enabled()) return;
-  State& st = state();
-  std::lock_guard lock(st.mutex);
+namespace {
+
+void launch_locked(State& st, const Stream& stream, std::uint64_t item) {
   Clock& c = st.clock(key(stream));
   join(c, st.host);  // work queued after a host wait runs after what the host waited for
   c[key(stream)] = item;
 }
 
-void on_record(const Stream& stream, std::uint64_t item) {
-  if (!enabled()) return;
-  State& st = state();
-  std::lock_guard lock(st.mutex);
+void record_locked(State& st, const Stream& stream, std::uint64_t item) {
   Clock c = st.clock(key(stream));
   c[key(stream)] = std::max(c[key(stream)], item);
   st.events[{key(stream), item}] = std::move(c);
 }
 
-void on_wait(const Stream& waiter, const Stream& stream, std::uint64_t item) {
-  if (!enabled()) return;
-  State& st = state();
-  std::lock_guard lock(st.mutex);
+void wait_locked(State& st, const Stream& waiter, const Stream& stream, std::uint64_t item) {
   Clock& c = st.clock(key(waiter));
   auto it = st.events.find({key(stream), item});
   if (it != st.events.end()) join(c, it->second);
@@ -110,28 +108,15 @@ void on_wait(const Stream& waiter, const Stream& stream, std::uint64_t item) {
   direct = std::max(direct, item);
 }
 
-void on_synchronize(const Stream& stream, std::uint64_t item) {
-  if (!enabled()) return;
-  State& st = state();
-  std::lock_guard lock(st.mutex);
+void synchronize_locked(State& st, const Stream& stream, std::uint64_t item) {
   auto it = st.events.find({key(stream), item});
   if (it != st.events.end()) join(st.host, it->second);
   auto& direct = st.host[key(stream)];
   direct = std::max(direct, item);
 }
 
-void on_synchronize_device(Device device) {
-  if (!enabled()) return;
-  State& st = state();
-  std::lock_guard lock(st.mutex);
-  for (const auto& [s, c] : st.clocks)
-    if (s.type == static_cast<int>(device.type) && s.index == device.index) join(st.host, c);
-}
-
-void on_accesses(const Stream& stream, const char* what, const std::vector<Access>& accesses) {
-  if (!enabled()) return;
-  State& st = state();
-  std::lock_guard lock(st.mutex);
+void accesses_locked(State& st, const Stream& stream, const char* what,
+                     const std::vector<Access>& accesses) {
   const StreamKey s = key(stream);
   const Clock& c = st.clock(s);
   const auto own = c.find(s);
@@ -157,6 +142,89 @@ void on_accesses(const Stream& stream, const char* what, const std::vector<Acces
       });
     st.accesses.push_back({s, item, begin, end, a.write, op});
   }
+}
+
+// The item event `sequence` of `stream` follows (on_work's numbering); 0 if it was recorded
+// while the sanitizer was off.
+std::uint64_t item_of(const State& st, const Stream& stream, std::uint64_t sequence) {
+  auto it = st.item_of_event.find({key(stream), sequence});
+  return it != st.item_of_event.end() ? it->second : 0;
+}
+
+}  // namespace
+
+void on_launch(const Stream& stream, std::uint64_t item) {
+  if (!enabled()) return;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  launch_locked(st, stream, item);
+}
+
+void on_record(const Stream& stream, std::uint64_t item) {
+  if (!enabled()) return;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  record_locked(st, stream, item);
+}
+
+void on_wait(const Stream& waiter, const Stream& stream, std::uint64_t item) {
+  if (!enabled()) return;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  wait_locked(st, waiter, stream, item);
+}
+
+void on_synchronize(const Stream& stream, std::uint64_t item) {
+  if (!enabled()) return;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  synchronize_locked(st, stream, item);
+}
+
+void on_synchronize_device(Device device) {
+  if (!enabled()) return;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  for (const auto& [s, c] : st.clocks)
+    if (s.type == static_cast<int>(device.type) && s.index == device.index) join(st.host, c);
+}
+
+void on_accesses(const Stream& stream, const char* what, const std::vector<Access>& accesses) {
+  if (!enabled()) return;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  accesses_locked(st, stream, what, accesses);
+}
+
+void on_work(const Stream& stream, const char* what, const std::vector<Access>& accesses) {
+  if (!enabled() || t_within_work > 0) return;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  launch_locked(st, stream, ++st.work_items[key(stream)]);
+  accesses_locked(st, stream, what, accesses);
+}
+
+void on_record_sequence(const Stream& stream, std::uint64_t sequence) {
+  if (!enabled()) return;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const std::uint64_t item = st.work_items[key(stream)];
+  st.item_of_event[{key(stream), sequence}] = item;
+  record_locked(st, stream, item);
+}
+
+void on_wait_sequence(const Stream& waiter, const Stream& stream, std::uint64_t sequence) {
+  if (!enabled()) return;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  wait_locked(st, waiter, stream, item_of(st, stream, sequence));
+}
+
+void on_synchronize_sequence(const Stream& stream, std::uint64_t sequence) {
+  if (!enabled()) return;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  synchronize_locked(st, stream, item_of(st, stream, sequence));
 }
 
 void on_record_stream(const void* base, const Stream& stream) {
@@ -201,6 +269,14 @@ void set_owner(const void* base, std::size_t bytes, std::string owner) {
   st.owners[begin] = {begin + bytes, std::move(owner)};
 }
 
+WithinWork::WithinWork() {
+  ++t_within_work;
+}
+
+WithinWork::~WithinWork() {
+  --t_within_work;
+}
+
 Enable::Enable() {
   detail::enabled_count.fetch_add(1, std::memory_order_relaxed);
 }
@@ -215,6 +291,8 @@ Enable::~Enable() {
     st.accesses.clear();
     st.recorded_streams.clear();
     st.owners.clear();
+    st.work_items.clear();
+    st.item_of_event.clear();
   }
 }
 

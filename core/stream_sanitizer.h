@@ -9,8 +9,11 @@
 //
 // The device's stream backend reports launches, events and host waits (core/fake_cuda/); whoever
 // queues work that touches device memory reports the accesses after launching it (the fake_cuda
-// kernel table, the collectives); Storage reports frees and record_stream. With the sanitizer
-// disabled every hook is one relaxed atomic load.
+// kernel table, the collectives); Storage reports frees and record_stream. A backend whose
+// streams run the device's own work rather than launched items (CUDA: kernels and copies queued
+// by the host) numbers its events, not its items: its work reports itself with on_work (one item
+// each), and its events and waits go through the *_sequence hooks, which map an event's number to
+// the item it follows. With the sanitizer disabled every hook is one relaxed atomic load.
 #pragma once
 
 #include <atomic>
@@ -46,6 +49,23 @@ void on_synchronize_device(Device device);
 // The accesses of the item just launched on `stream`; `what` names it ("linear", "all_gather").
 void on_accesses(const Stream& stream, const char* what, const std::vector<Access>& accesses);
 void on_record_stream(const void* base, const Stream& stream);
+// The hooks of a backend that numbers events (CUDA): one item of device work queued on `stream`
+// by the host, with its accesses (on_launch and on_accesses in one); event number `sequence`
+// recorded on `stream` after its work so far; `waiter` waits for it; the host waited for it.
+// An event recorded while the sanitizer was off orders nothing it knows of.
+void on_work(const Stream& stream, const char* what, const std::vector<Access>& accesses);
+void on_record_sequence(const Stream& stream, std::uint64_t sequence);
+void on_wait_sequence(const Stream& waiter, const Stream& stream, std::uint64_t sequence);
+void on_synchronize_sequence(const Stream& stream, std::uint64_t sequence);
+// While one is alive on this thread, on_work reports nothing: the work it queues belongs to an item
+// already reported whole (a CUDA kernel table family's, whose copies would report themselves).
+class WithinWork {
+ public:
+  WithinWork();
+  ~WithinWork();
+  WithinWork(const WithinWork&) = delete;
+  WithinWork& operator=(const WithinWork&) = delete;
+};
 // The `bytes` bytes at `base`, allocated on `stream`, are freed.
 void on_free(const void* base, std::size_t bytes, const Stream& stream);
 // Who the memory [base, base + bytes) belongs to, for reports ("the flat parameter of unit

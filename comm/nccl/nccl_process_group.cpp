@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "comm/builtin_backends.h"
+#include "comm/collective_accesses.h"
 #include "comm/env.h"
 #include "comm/errors.h"
 #include "comm/process_group.h"
@@ -35,6 +36,7 @@
 #include "core/error.h"
 #include "core/native_stream.h"
 #include "core/stream.h"
+#include "core/stream_sanitizer.h"
 
 // Checks an NCCL / CUDA return code; the message names the call, the group and the error text.
 #define FSDP_NCCL_CHECK(call, where)                                                         \
@@ -261,6 +263,9 @@ std::shared_ptr<Work> NcclProcessGroup::enqueue(const Collective& c) {
       c.device.is_cuda() ? c.stream : current_stream(Device(DeviceType::CUDA, device_));
   cudaStream_t stream = static_cast<cudaStream_t>(native_stream(on));
   const ncclDataType_t type = nccl_type(c.dtype);
+  // One item of work on the stream for the stream sanitizer, this rank's buffers its accesses.
+  if (c.device.is_cuda() && c.bytes() > 0)
+    stream_sanitizer::on_work(on, collective_name(c.kind).data(), own_accesses(c, size(), rank()));
   char* out = static_cast<char*>(c.output);
   switch (c.kind) {
     case CollectiveKind::AllGather:

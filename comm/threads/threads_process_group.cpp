@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "comm/builtin_backends.h"
+#include "comm/collective_accesses.h"
 #include "comm/errors.h"
 #include "comm/reduce_kernels.h"
 #include "comm/registry.h"
@@ -22,25 +23,6 @@ const char* at(const void* p, std::size_t bytes) {
 }
 char* at(void* p, std::size_t bytes) {
   return static_cast<char*>(p) + bytes;
-}
-
-// What a collective queued on a stream does to this rank's buffers, for the stream sanitizer
-// (the peers' buffers are its peers' own accesses, ordered by the collective's barriers).
-std::vector<stream_sanitizer::Access> own_accesses(const Collective& c, int size, int rank) {
-  const std::size_t bytes = c.bytes(), all = bytes * std::size_t(size);
-  switch (c.kind) {
-    case CollectiveKind::AllGather:
-      return {{c.input, bytes, false}, {c.output, all, true}};
-    case CollectiveKind::ReduceScatter:
-      return {{c.input, all, false}, {c.output, bytes, true}};
-    case CollectiveKind::AllReduce:
-      return {{c.output, bytes, true}};
-    case CollectiveKind::Broadcast:
-      return {{c.output, bytes, rank != c.root}};
-    case CollectiveKind::Barrier:
-      break;
-  }
-  return {};
 }
 
 // Launched host code reaches the device's memory (fake_cuda): the collective runs as host work on
@@ -156,7 +138,14 @@ void ThreadsProcessGroup::run_at_turn(std::uint64_t ticket, const Collective& c,
 
 Event ThreadsProcessGroup::launch_on_stream(const Collective& c) {
   const std::uint64_t ticket = take_ticket();
-  if (!launched_work_reaches(c.device)) {
+  const bool queued_by_host = !launched_work_reaches(c.device);
+  if (queued_by_host) {
+    // One item for the stream sanitizer, this rank's buffers its accesses (the peers' buffers
+    // are their own ranks' accesses): the copies and kernels it queues report nothing more.
+    if (stream_sanitizer::enabled() && c.bytes() > 0)
+      stream_sanitizer::on_work(c.stream, collective_name(c.kind).data(),
+                                own_accesses(c, size(), rank()));
+    const stream_sanitizer::WithinWork whole;
     run_at_turn(ticket, c, &c.stream);  // the host queues the device's copies and kernels
   } else {
     launch(c.stream, [this, c, ticket] {
@@ -166,7 +155,7 @@ Event ThreadsProcessGroup::launch_on_stream(const Collective& c) {
       run_at_turn(ticket, h, nullptr);
     });
   }
-  if (stream_sanitizer::enabled() && c.bytes() > 0)
+  if (stream_sanitizer::enabled() && c.bytes() > 0 && !queued_by_host)
     stream_sanitizer::on_accesses(c.stream, collective_name(c.kind).data(),
                                   own_accesses(c, size(), rank()));
   Event done(c.stream.device);

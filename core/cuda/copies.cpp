@@ -6,12 +6,14 @@
 #include <mutex>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/devices.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/streams.h"
 #include "core/error.h"
+#include "core/stream_sanitizer.h"
 
 namespace fsdp::cuda {
 
@@ -24,20 +26,27 @@ void copy_async(void* dst, const void* src, std::size_t nbytes, const Stream& st
   FSDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, handle));
 }
 
+// Each copy is one item of work for the stream sanitizer, reported before it is queued (so that
+// device_to_host's wait orders its read), with the device memory it reads and writes.
 void host_to_device(void* dst, const void* src, std::size_t nbytes, const Stream& stream) {
+  stream_sanitizer::on_work(stream, "copy to the device", {{dst, nbytes, true}});
   copy_async(dst, src, nbytes, stream, cudaMemcpyHostToDevice);
 }
 
 void device_to_host(void* dst, const void* src, std::size_t nbytes, const Stream& stream) {
+  stream_sanitizer::on_work(stream, "copy to the host", {{src, nbytes, false}});
   copy_async(dst, src, nbytes, stream, cudaMemcpyDeviceToHost);
   stream.synchronize();  // through the backend: a failed kernel before the copy throws here
 }
 
 void device_to_pinned_host(void* dst, const void* src, std::size_t nbytes, const Stream& stream) {
+  stream_sanitizer::on_work(stream, "copy to pinned host memory", {{src, nbytes, false}});
   copy_async(dst, src, nbytes, stream, cudaMemcpyDeviceToHost);  // DMA: no wait
 }
 
 void device_to_device(void* dst, const void* src, std::size_t nbytes, const Stream& stream) {
+  stream_sanitizer::on_work(stream, "copy on the device",
+                            {{src, nbytes, false}, {dst, nbytes, true}});
   // cudaMemcpyDefault: the pointers say which devices (a peer copy when they differ).
   copy_async(dst, src, nbytes, stream, cudaMemcpyDefault);
 }
@@ -103,6 +112,13 @@ void reduce(void* dst, const void* const* srcs, int n, std::size_t count, DType 
   if (count == 0 || n <= 0) return;
   if (n > kMaxRankInputs)
     throw ValueError(fmt::format("cuda reduce: {} ranks' buffers, at most {}", n, kMaxRankInputs));
+  if (stream_sanitizer::enabled()) {
+    const std::size_t bytes = count * dtype_size(dtype);
+    std::vector<stream_sanitizer::Access> accesses;
+    for (int k = 0; k < n; ++k) accesses.push_back({srcs[k], bytes, false});
+    accesses.push_back({dst, bytes, true});
+    stream_sanitizer::on_work(stream, "reduce over ranks' buffers", accesses);
+  }
   cudaStream_t handle = streams().native(stream);
   const int index = stream_device(stream.device).index;
   DeviceGuard guard(index);

@@ -21,6 +21,7 @@
 #include "core/cuda/streams.h"
 #include "core/device_copy.h"
 #include "core/error.h"
+#include "core/kernels/kernel_families.h"
 #include "core/kernels/kernel_names.h"
 #include "core/matmul_precision.h"
 #include "core/random.h"
@@ -1565,58 +1566,7 @@ KernelTable make_table() {
   KernelTable t{};
 #define FSDP_CUDA_MISSING(name) \
   t.name = &Missing<decltype(&KernelTable::name)>::run<&KernelTable::name>;
-  FSDP_CUDA_MISSING(binary)
-  FSDP_CUDA_MISSING(unary)
-  FSDP_CUDA_MISSING(compare)
-  FSDP_CUDA_MISSING(eq_scalar)
-  FSDP_CUDA_MISSING(logical_not)
-  FSDP_CUDA_MISSING(where)
-  FSDP_CUDA_MISSING(masked_fill)
-  FSDP_CUDA_MISSING(sum)
-  FSDP_CUDA_MISSING(amax)
-  FSDP_CUDA_MISSING(max_dim)
-  FSDP_CUDA_MISSING(max_dim_backward)
-  FSDP_CUDA_MISSING(copy)
-  FSDP_CUDA_MISSING(copy_broadcast)
-  FSDP_CUDA_MISSING(fill)
-  FSDP_CUDA_MISSING(store_values)
-  FSDP_CUDA_MISSING(index_select)
-  FSDP_CUDA_MISSING(index_add)
-  FSDP_CUDA_MISSING(random)
-  FSDP_CUDA_MISSING(bmm)
-  FSDP_CUDA_MISSING(linear)
-  FSDP_CUDA_MISSING(linear_backward16)
-  FSDP_CUDA_MISSING(split_heads)
-  FSDP_CUDA_MISSING(merge_heads)
-  FSDP_CUDA_MISSING(blocked_attention)
-  FSDP_CUDA_MISSING(blocked_attention_backward)
-  FSDP_CUDA_MISSING(activation)
-  FSDP_CUDA_MISSING(activation_backward)
-  FSDP_CUDA_MISSING(masked_scale)
-  FSDP_CUDA_MISSING(softmax)
-  FSDP_CUDA_MISSING(softmax_backward)
-  FSDP_CUDA_MISSING(masked_softmax)
-  FSDP_CUDA_MISSING(layer_norm)
-  FSDP_CUDA_MISSING(layer_norm_backward)
-  FSDP_CUDA_MISSING(rms_norm)
-  FSDP_CUDA_MISSING(rms_norm_backward)
-  FSDP_CUDA_MISSING(rotary)
-  FSDP_CUDA_MISSING(cross_entropy)
-  FSDP_CUDA_MISSING(cross_entropy_backward)
-  FSDP_CUDA_MISSING(nll_loss)
-  FSDP_CUDA_MISSING(nll_loss_backward)
-  FSDP_CUDA_MISSING(sum_in_order)
-  FSDP_CUDA_MISSING(batch_norm_stats)
-  FSDP_CUDA_MISSING(running_update)
-  FSDP_CUDA_MISSING(batch_norm)
-  FSDP_CUDA_MISSING(batch_norm_backward)
-  FSDP_CUDA_MISSING(mse_loss)
-  FSDP_CUDA_MISSING(mse_loss_backward)
-  FSDP_CUDA_MISSING(norm_partial)
-  FSDP_CUDA_MISSING(clamp_)
-  FSDP_CUDA_MISSING(embedding_renorm_)
-  FSDP_CUDA_MISSING(adam_update)
-  FSDP_CUDA_MISSING(sgd_update)
+  FSDP_KERNEL_FAMILIES(FSDP_CUDA_MISSING)
 #undef FSDP_CUDA_MISSING
   // The families with a CUDA kernel (README.md's list).
   t.binary = &binary;
@@ -1673,7 +1623,7 @@ KernelTable make_table() {
 
 }  // namespace
 
-const KernelTable& kernel_table() {
+const KernelTable& launching_kernel_table() {
   static const KernelTable table = make_table();
   return table;
 }

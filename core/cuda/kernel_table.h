@@ -9,6 +9,10 @@
 
 namespace fsdp::cuda {
 
+// The table kernels(cuda) installs: launching_kernel_table()'s families, each reporting its
+// accesses to the stream sanitizer first (reported_kernels.cpp).
 const KernelTable& kernel_table();
+// The families' launchers themselves (kernel_table.cpp).
+const KernelTable& launching_kernel_table();
 
 }  // namespace fsdp::cuda

@@ -8,6 +8,7 @@
 #include "core/cuda/devices.h"
 #include "core/cuda/index_fault.h"
 #include "core/error.h"
+#include "core/stream_sanitizer.h"
 
 namespace fsdp::cuda {
 
@@ -107,6 +108,7 @@ std::uint64_t CudaStreams::record(const Stream& stream) {
   DeviceGuard guard(d.index);
   FSDP_CUDA_CHECK(cudaEventRecord(event, s.handle));
   s.pending.emplace_back(++s.recorded, event);
+  stream_sanitizer::on_record_sequence(stream, s.recorded);
   return s.recorded;
 }
 
@@ -150,6 +152,7 @@ bool CudaStreams::query(const Stream& stream, std::uint64_t sequence) {
 void CudaStreams::synchronize(const Stream& stream, std::uint64_t sequence) {
   const Device d = stream_device(stream.device);
   PerDevice& per = device(d);
+  stream_sanitizer::on_synchronize_sequence(stream, sequence);
   cudaEvent_t e = nullptr;
   {
     std::lock_guard lock(per.mutex);
@@ -172,6 +175,8 @@ void CudaStreams::wait(const Stream& waiter, const Stream& stream, std::uint64_t
   const Device d = stream_device(stream.device), w = stream_device(waiter.device);
   PerDevice& per = device(d);
   cudaStream_t waiting = native(waiter);
+  // Told even when the event is known done: the ordering holds either way.
+  stream_sanitizer::on_wait_sequence(waiter, stream, sequence);
   std::lock_guard lock(per.mutex);
   PerStream& s = stream_locked(per, d.index, stream.id);
   if (sequence <= s.completed) return;
@@ -194,6 +199,7 @@ void CudaStreams::synchronize_device(Device device) {
     std::lock_guard lock(per.mutex);
     for (PerStream& s : per.streams) complete_locked(per, s, s.recorded);
   }
+  stream_sanitizer::on_synchronize_device(d);
   throw_pending_error(per);  // takes the lock itself
 }
 

@@ -3,6 +3,9 @@
 // for every strategy, prefetch mode, use_orig_params, mixed precision and CPU offload, and the
 // stream sanitizer reports nothing; the seeded missing wait (a test hook) is reported. The same
 // with the collectives queued by the host as on CUDA buffers (tests/support/queued_like_cuda.h).
+// With FSDP_TEST_DEVICE=cuda the two stream sanitizer cases run on cuda:0 instead (every rank on
+// it, the threads backend's CUDA path; the CUDA kernel table, copies and streams report to the
+// sanitizer): the GPU machine's stream_sanitizer step and the emulated device's run.
 #define BOOST_TEST_MODULE fsdp_fake_cuda_runtime
 #include <fmt/format.h>
 
@@ -16,12 +19,20 @@
 #include "fsdp/state_dict_sharded.h"
 #include "tests/support/queued_like_cuda.h"
 #include "tests/support/runtime_harness.h"
+#include "tests/support/test_device.h"
 #include "tests/support/thread_safe_test.h"
 
 using namespace fsdp;
 using namespace fsdp::testing;
 
 namespace {
+
+// The device of the stream sanitizer cases: cuda:0 for every rank with FSDP_TEST_DEVICE=cuda,
+// else each rank's fake_cuda device.
+void on_sanitized_device(RunOptions& o) {
+  o.on_cuda = test_device_type() == DeviceType::CUDA;
+  o.on_fake_cuda = !o.on_cuda;
+}
 
 void expect_cpu_equal(int world, RunOptions o, const std::string& label) {
   o.on_fake_cuda = false;
@@ -263,7 +274,7 @@ BOOST_AUTO_TEST_CASE(clean_under_the_stream_sanitizer) {
   for (auto& [label, o] : offload_configs()) configs.emplace_back("CPU offload, " + label, o);
   for (int world : {2, 4}) {
     for (auto& [label, o] : configs) {
-      o.on_fake_cuda = true;
+      on_sanitized_device(o);
       o.stream_sanitizer = true;
       stream_sanitizer::clear_reports();
       run_mlp(world, o);
@@ -277,7 +288,7 @@ BOOST_AUTO_TEST_CASE(clean_under_the_stream_sanitizer) {
 // names the all-gather, the op that read its output early and the flat parameter.
 BOOST_AUTO_TEST_CASE(the_seeded_missing_wait_is_reported) {
   RunOptions o;
-  o.on_fake_cuda = true;
+  on_sanitized_device(o);
   o.stream_sanitizer = true;
   o.skip_all_gather_wait = true;
   stream_sanitizer::clear_reports();

@@ -249,7 +249,7 @@ build() {
   export PATH=$CUDA_HOME/bin:$PATH
   targets="tests/gpu/test_cuda_host tests/gpu/test_gpu_kernels tests/gpu/test_gpu_gemm
     tests/gpu/test_gpu_runtime tests/gpu/test_gpu_kernel_table tests/gpu/test_gpu_threads_collectives
-    bench/gpu/bench_gpu_kernels"
+    tests/gpu/test_gpu_stream_sanitizer bench/gpu/bench_gpu_kernels"
   [ -z "$NCCL_DIR" ] || targets="$targets tests/comm/test_comm_nccl"
   # --emulated: the emulated device's three libraries (tests/gpu/emulation; Boost.Context).
   if [ "$EMU" = 1 ]; then
@@ -293,7 +293,8 @@ gpu_tests() {
   wrapper=()
   [ "$EMU" = 0 ] || wrapper=(--wrapper "$SRC/tests/gpu/emulation/run_emulated.sh $EMU_LIBS")
   meson test -C "$BUILD" --no-rebuild --print-errorlogs "${wrapper[@]}" \
-    cuda_host gpu_runtime gpu_kernels gpu_gemm gpu_kernel_table gpu_threads_collectives
+    cuda_host gpu_runtime gpu_kernels gpu_gemm gpu_kernel_table gpu_threads_collectives \
+    gpu_stream_sanitizer
   rc=$?
   log=testlog.txt
   [ "$EMU" = 0 ] || log=testlog-run_emulated.sh.txt
@@ -451,12 +452,19 @@ gpt_speed() {
 }
 
 # The stream sanitizer over FSDP steps at 2 and 4 ranks (tests/fsdp/test_fake_cuda_runtime.cpp's
-# cases, the second with the collectives queued as on CUDA): no unordered access, no free racing
-# another stream's use.
+# cases): no unordered access, no free racing another stream's use, and the seeded missing wait
+# found; on cuda:0, every rank on the GPU (the CUDA kernel table, copies and streams reporting);
+# the dry run on fake_cuda, with the collectives queued as on CUDA.
 stream_sanitizer() {
   . "$WORK/run.env"
-  "$BUILD/tests/fsdp/test_fsdp_fake_cuda_runtime" \
-    --run_test=clean_under_the_stream_sanitizer:collectives_queued_as_on_cuda_equal_cpu_and_are_clean
+  if [ "$DRY" = 1 ]; then
+    "$BUILD/tests/fsdp/test_fsdp_fake_cuda_runtime" \
+      --run_test=clean_under_the_stream_sanitizer:collectives_queued_as_on_cuda_equal_cpu_and_are_clean
+  else
+    emulated_libs "$BUILD/tests/fsdp/test_fsdp_fake_cuda_runtime" || exit 1
+    FSDP_TEST_DEVICE=cuda "$BUILD/tests/fsdp/test_fsdp_fake_cuda_runtime" \
+      --run_test=clean_under_the_stream_sanitizer:the_seeded_missing_wait_is_reported
+  fi
 }
 
 export -f preflight unpack write_env emulated_libs configure build ptxas_report gpu_tests \
