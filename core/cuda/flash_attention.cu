@@ -519,7 +519,10 @@ __global__ void __launch_bounds__(kCtaThreads)
   const std::int64_t k0 = std::int64_t(kb) * kTile;
   const int warp = threadIdx.x >> 5, g = lane_id() >> 2;
   const std::int64_t row0 = k0 + warp * kWarpRows;
-  const std::int64_t keys[2] = {row0 + g, row0 + g + 8};  // the lane's two key rows
+  // The lane's two key rows, and the query rows compared with them, in 32 bits (t is under 65535
+  // tiles of 64: flash_attention_applies): at head dim 128 the registers this saves are what kept
+  // dk/dv, at the 255 a thread may have, from spilling.
+  const int keys[2] = {int(row0) + g, int(row0) + g + 8};
   // Step s: query head kvh * group + s / tiles, query tile kb + s % tiles.
   const int tiles = static_cast<int>((t + kTile - 1) / kTile) - kb;
   const int steps = static_cast<int>(geo.group) * tiles;
@@ -565,7 +568,7 @@ __global__ void __launch_bounds__(kCtaThreads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int col = c_col(n, i);
-        const std::int64_t qi = q0 + col;
+        const int qi = int(q0) + col;
         p[n][i] = (qi < t && (qb > kb || keys[i >> 1] <= qi))
                       ? exp2f(p[n][i] * scale_log2 - lse_s[col])
                       : 0.0f;
