@@ -129,16 +129,24 @@ nlohmann::json rope_object(ConfigFields& f) {
 
 RopeParameters read_rope(ConfigFields& f, std::int64_t max_position_embeddings) {
   nlohmann::json rope = rope_object(f);
-  ConfigFields r(rope, nlohmann::json::object(), f.source() + ": rope_parameters");
+  const RopeParameters p = read_rope_object(rope, f, "rope_parameters", max_position_embeddings);
+  f.json()["rope_parameters"] = rope;
+  return p;
+}
+
+}  // namespace
+
+RopeParameters read_rope_object(nlohmann::json& rope, const ConfigFields& f,
+                                const std::string& field, std::int64_t max_position_embeddings) {
+  ConfigFields r(rope, nlohmann::json::object(), f.source() + ": " + field);
   RopeParameters p;
   p.rope_type = r.string("rope_type");
   p.rope_theta = r.number("rope_theta");
   if (p.rope_type != "default" && p.rope_type != "linear" && p.rope_type != "llama3")
-    f.unsupported("rope_parameters.rope_type", p.rope_type, "supported: default, linear, llama3");
+    f.unsupported(field + ".rope_type", p.rope_type, "supported: default, linear, llama3");
   const auto required = [&](const char* key) {
     if (!rope.contains(key))
-      f.fail(fmt::format("rope_parameters.{} is missing (rope_type \"{}\" needs it)", key,
-                         p.rope_type));
+      f.fail(fmt::format("{}.{} is missing (rope_type \"{}\" needs it)", field, key, p.rope_type));
     return r.number(key);
   };
   if (p.rope_type != "default") p.factor = required("factor");
@@ -150,14 +158,22 @@ RopeParameters read_rope(ConfigFields& f, std::int64_t max_position_embeddings) 
     p.original_max_position_embeddings =
         ConfigFields(rope, {}, r.source()).positive("original_max_position_embeddings");
     if (p.high_freq_factor <= p.low_freq_factor)
-      f.fail(fmt::format("rope_parameters.high_freq_factor {} must exceed low_freq_factor {}",
+      f.fail(fmt::format("{}.high_freq_factor {} must exceed low_freq_factor {}", field,
                          p.high_freq_factor, p.low_freq_factor));
   }
-  f.json()["rope_parameters"] = rope;
   return p;
 }
 
-}  // namespace
+void write_rope_object(nlohmann::json& rope, const RopeParameters& p) {
+  rope["rope_type"] = p.rope_type;
+  rope["rope_theta"] = p.rope_theta;
+  if (p.rope_type != "default") rope["factor"] = p.factor;
+  if (p.rope_type == "llama3") {
+    rope["low_freq_factor"] = p.low_freq_factor;
+    rope["high_freq_factor"] = p.high_freq_factor;
+    rope["original_max_position_embeddings"] = p.original_max_position_embeddings;
+  }
+}
 
 LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string& source) {
   LlamaConfig c;
@@ -255,14 +271,7 @@ nlohmann::json LlamaConfig::to_json(const std::string& dtype) const {
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["pad_token_id"] = pad_token_id ? nlohmann::json(*pad_token_id) : nlohmann::json(nullptr);
   nlohmann::json rope = j.value("rope_parameters", nlohmann::json::object());
-  rope["rope_type"] = this->rope.rope_type;
-  rope["rope_theta"] = this->rope.rope_theta;
-  if (this->rope.rope_type != "default") rope["factor"] = this->rope.factor;
-  if (this->rope.rope_type == "llama3") {
-    rope["low_freq_factor"] = this->rope.low_freq_factor;
-    rope["high_freq_factor"] = this->rope.high_freq_factor;
-    rope["original_max_position_embeddings"] = this->rope.original_max_position_embeddings;
-  }
+  write_rope_object(rope, this->rope);
   j["rope_parameters"] = rope;
   return saved_config(j, family() + "ForCausalLM", model_type, dtype);
 }
