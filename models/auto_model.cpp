@@ -13,7 +13,8 @@
 namespace fsdp::models {
 
 ModelConfig parse_config(const nlohmann::json& config, const std::string& source) {
-  static const char* supported = "supported: gpt2, llama, mistral, qwen2, qwen3, gemma3_text";
+  static const char* supported =
+      "supported: gpt2, llama, mistral, qwen2, qwen3, gemma3_text, gemma2";
   if (!config.is_object())
     throw InputError(fmt::format("{}: expected a JSON object, got {}", source, config.type_name()));
   const auto it = config.find("model_type");
@@ -22,7 +23,7 @@ ModelConfig parse_config(const nlohmann::json& config, const std::string& source
   if (*it == "gpt2") return GPT2Config::from_json(config, source);
   if (*it == "llama" || *it == "mistral" || *it == "qwen2" || *it == "qwen3")
     return LlamaConfig::from_json(config, source);
-  if (*it == "gemma3_text") return GemmaConfig::from_json(config, source);
+  if (*it == "gemma3_text" || *it == "gemma2") return GemmaConfig::from_json(config, source);
   if (*it == "gemma3")
     throw InputError(fmt::format(
         "{}: model_type \"gemma3\" (Gemma3ForConditionalGeneration, text and vision) is not "
@@ -56,7 +57,7 @@ std::shared_ptr<CausalLM> make_causal_lm(const ModelConfig& config, TensorOption
   if (const auto* gpt2 = std::get_if<GPT2Config>(&config))
     return std::make_shared<GPT2LMHeadModel>(*gpt2, options);
   if (const auto* gemma = std::get_if<GemmaConfig>(&config))
-    return std::make_shared<Gemma3ForCausalLM>(*gemma, options);
+    return std::make_shared<GemmaForCausalLM>(*gemma, options);
   return std::make_shared<LlamaForCausalLM>(std::get<LlamaConfig>(config), options);
 }
 

@@ -25,16 +25,32 @@ const nlohmann::json& gemma3_defaults() {
   return d;
 }
 
+// Gemma2Config().to_dict() of transformers 5.24, as above.
+const nlohmann::json& gemma2_defaults() {
+  static const nlohmann::json d = nlohmann::json::parse(R"({
+    "attention_bias": false, "attention_dropout": 0.0, "attn_logit_softcapping": 50.0,
+    "bos_token_id": 2, "eos_token_id": 1, "final_logit_softcapping": 30.0, "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02,
+    "intermediate_size": 9216, "layer_types": null, "max_position_embeddings": 8192,
+    "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4,
+    "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+    "sliding_window": 4096, "tie_word_embeddings": true, "use_bidirectional_attention": null,
+    "use_cache": true, "vocab_size": 256000})");
+  return d;
+}
+
 constexpr const char* kFull = "full_attention";
 constexpr const char* kSliding = "sliding_attention";
 
 // layer_types as given, or as __post_init__ derives them: every sliding_window_pattern-th layer
-// (1-based) full, the others sliding. transformers also writes the pattern back as
-// "_sliding_window_pattern" (the file's sliding_window_pattern, else 6).
+// (1-based) full, the others sliding. Gemma 3 also writes the pattern back as
+// "_sliding_window_pattern" (the file's sliding_window_pattern, else 6); Gemma 2's pattern is 2.
 void read_layer_types(ConfigFields& f, const nlohmann::json& file, GemmaConfig& c) {
   auto& j = f.json();
-  const nlohmann::json pattern = file.value("sliding_window_pattern", nlohmann::json(6));
-  if (!file.contains("_sliding_window_pattern")) j["_sliding_window_pattern"] = pattern;
+  const bool gemma3 = c.model_type == "gemma3_text";
+  const nlohmann::json pattern =
+      gemma3 ? file.value("sliding_window_pattern", nlohmann::json(6)) : nlohmann::json(2);
+  if (gemma3 && !file.contains("_sliding_window_pattern")) j["_sliding_window_pattern"] = pattern;
   auto& types = j["layer_types"];
   if (types.is_null()) {
     if (!pattern.is_number_integer() || pattern.get<std::int64_t>() <= 0)
@@ -119,7 +135,9 @@ const RopeParameters& GemmaConfig::rope_of(const std::string& layer_type) const 
 
 GemmaConfig GemmaConfig::from_json(const nlohmann::json& file, const std::string& source) {
   GemmaConfig c;
-  ConfigFields f(file, gemma3_defaults(), source);
+  if (file.is_object() && file.value("model_type", nlohmann::json()) == "gemma2")
+    c.model_type = "gemma2";
+  ConfigFields f(file, c.model_type == "gemma2" ? gemma2_defaults() : gemma3_defaults(), source);
   c.vocab_size = f.positive("vocab_size");
   c.hidden_size = f.positive("hidden_size");
   c.intermediate_size = f.positive("intermediate_size");
@@ -168,14 +186,21 @@ GemmaConfig GemmaConfig::from_json(const nlohmann::json& file, const std::string
     if (t == kSliding && !c.sliding_window)
       f.fail("sliding_window is null but layer_types has sliding_attention layers");
   c.final_logit_softcapping = softcap(f, "final_logit_softcapping");
-  softcap(f, "attn_logit_softcapping");  // checked; Gemma 3's attention does not apply it
-  read_rope(f, c);
+  const auto attention = softcap(f, "attn_logit_softcapping");  // Gemma 3's does not apply it
+  if (c.model_type == "gemma2") {
+    c.attention_softcap = attention;
+    c.full_rope = c.sliding_rope = read_rope_parameters(f, c.max_position_embeddings);
+  } else {
+    read_rope(f, c);
+  }
   c.fields = f.json();
   return c;
 }
 
 nlohmann::json GemmaConfig::to_json(const std::string& dtype) const {
-  nlohmann::json j = fields.is_object() ? fields : gemma3_defaults();
+  nlohmann::json j = fields.is_object()
+                         ? fields
+                         : (model_type == "gemma2" ? gemma2_defaults() : gemma3_defaults());
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
   j["intermediate_size"] = intermediate_size;
@@ -195,11 +220,18 @@ nlohmann::json GemmaConfig::to_json(const std::string& dtype) const {
   if (!layer_types.empty()) j["layer_types"] = layer_types;
   j["final_logit_softcapping"] =
       final_logit_softcapping ? nlohmann::json(*final_logit_softcapping) : nlohmann::json(nullptr);
+  if (model_type == "gemma2")
+    j["attn_logit_softcapping"] =
+        attention_softcap ? nlohmann::json(*attention_softcap) : nlohmann::json(nullptr);
   nlohmann::json rope = j.value("rope_parameters", nlohmann::json::object());
   if (!rope.is_object()) rope = nlohmann::json::object();
-  for (const char* type : {kFull, kSliding}) {
-    if (!rope[type].is_object()) rope[type] = nlohmann::json::object();
-    write_rope_object(rope[type], rope_of(type));
+  if (rope_per_layer_type()) {
+    for (const char* type : {kFull, kSliding}) {
+      if (!rope[type].is_object()) rope[type] = nlohmann::json::object();
+      write_rope_object(rope[type], rope_of(type));
+    }
+  } else {
+    write_rope_object(rope, full_rope);
   }
   j["rope_parameters"] = rope;
   return saved_config(j, architecture(), model_type, dtype);

@@ -127,14 +127,14 @@ nlohmann::json rope_object(ConfigFields& f) {
   return rope;
 }
 
-RopeParameters read_rope(ConfigFields& f, std::int64_t max_position_embeddings) {
+}  // namespace
+
+RopeParameters read_rope_parameters(ConfigFields& f, std::int64_t max_position_embeddings) {
   nlohmann::json rope = rope_object(f);
   const RopeParameters p = read_rope_object(rope, f, "rope_parameters", max_position_embeddings);
   f.json()["rope_parameters"] = rope;
   return p;
 }
-
-}  // namespace
 
 RopeParameters read_rope_object(nlohmann::json& rope, const ConfigFields& f,
                                 const std::string& field, std::int64_t max_position_embeddings) {
@@ -243,7 +243,7 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
     f.unsupported("sliding_window", f.json()["sliding_window"],
                   "only full attention; set it to null");
   }
-  c.rope = read_rope(f, c.max_position_embeddings);
+  c.rope = read_rope_parameters(f, c.max_position_embeddings);
   c.fields = f.json();
   return c;
 }

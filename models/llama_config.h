@@ -29,6 +29,9 @@ class ConfigFields;
 // ("rope_parameters", "rope_parameters.full_attention").
 RopeParameters read_rope_object(nlohmann::json& rope, const ConfigFields& f,
                                 const std::string& field, std::int64_t max_position_embeddings);
+// rope_parameters of `f`'s config in v5's format, as transformers' convert_rope_params_to_dict
+// makes it from the legacy rope_scaling and rope_theta (which leave the fields), checked.
+RopeParameters read_rope_parameters(ConfigFields& f, std::int64_t max_position_embeddings);
 // `p` into a rope object as save_pretrained writes it (other keys kept).
 void write_rope_object(nlohmann::json& rope, const RopeParameters& p);
 

@@ -178,7 +178,7 @@ void save_pretrained(const std::string& dir, const CausalLM& model,
 }
 
 void init_computed_buffers(nn::Module& module) {
-  if (dynamic_cast<LlamaRotaryEmbedding*>(&module) || dynamic_cast<Gemma3RotaryEmbedding*>(&module))
+  if (dynamic_cast<LlamaRotaryEmbedding*>(&module) || dynamic_cast<GemmaRotaryEmbedding*>(&module))
     module.reset_parameters();
 }
 

@@ -3,7 +3,8 @@
 tools/torch_reference/make_finetune_fixtures.py): per-step losses and the held-out loss before
 and after equal transformers' training of the same model on the same data order (within 1e-4
 relative), for GPT-2 (tied head), Llama (GQA), Qwen2 (q/k/v biases, tied head), Qwen3
-(q_norm, k_norm) and Gemma 3 (sliding and full layers, four norms a layer), AdamW, SGD with weight decay and gradient
+(q_norm, k_norm), Gemma 3 (sliding and full layers, four norms a layer) and Gemma 2 (softcaps),
+AdamW, SGD with weight decay and gradient
 clipping, unsharded, on 2 thread ranks (every sharding strategy on one run), and, when built,
 on MPI and Gloo (mpirun -np 2); --checkpoint-dir then --resume equals the uninterrupted run;
 --save writes a save_pretrained directory that finetune loads

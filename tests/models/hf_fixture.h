@@ -23,7 +23,8 @@ inline const std::vector<std::string>& hf_fixture_models() {
                                                  "qwen2_tied_window",
                                                  "qwen3_qk_norm",
                                                  "gemma3_sliding_rope",
-                                                 "gemma3_softcap_untied"};
+                                                 "gemma3_softcap_untied",
+                                                 "gemma2_softcap"};
   return names;
 }
 
@@ -46,7 +47,7 @@ inline std::map<std::string, Tensor> tensors_by_name(const std::string& path) {
 }
 
 // expected.safetensors: input_ids, logits, prompt_ids, greedy_ids (and inv_freq for Llama;
-// full_attention_inv_freq and sliding_attention_inv_freq for Gemma 3).
+// full_attention_inv_freq and sliding_attention_inv_freq for Gemma 3; inv_freq for Gemma 2).
 inline std::map<std::string, Tensor> hf_expected(const std::string& model) {
   return tensors_by_name(hf_fixture_dir(model) + "/expected.safetensors");
 }

@@ -366,6 +366,62 @@ BOOST_AUTO_TEST_CASE(gemma3_reads_its_defaults_layer_types_and_rope_per_layer_ty
              0.0);
 }
 
+// Gemma2Config of transformers 5.24: its defaults (both softcaps, every other layer sliding),
+// Llama's rope fields; Gemma2ForCausalLM's class names, without q_norm and k_norm, one set of
+// rotary buffers.
+BOOST_AUTO_TEST_CASE(gemma2_reads_its_defaults_softcaps_and_class_names) {
+  const auto d = std::get<GemmaConfig>(parse_config({{"model_type", "gemma2"}}, "cfg.json"));
+  BOOST_TEST(d.vocab_size == 256000);
+  BOOST_TEST(d.max_position_embeddings == 8192);
+  BOOST_TEST(d.attention_softcap.value_or(0) == 50.0);
+  BOOST_TEST(d.final_logit_softcapping.value_or(0) == 30.0);
+  BOOST_TEST(d.window_of(0).value_or(0) == 4096);  // (0 + 1) % 2: sliding
+  BOOST_TEST(!d.window_of(1).has_value());
+  BOOST_TEST((d.full_rope.rope_type == "default" && d.full_rope.rope_theta == 10000.0));
+  BOOST_TEST(d.sliding_rope.rope_theta == 10000.0);
+  BOOST_TEST(!d.qk_norm());
+  const json dj = d.to_json();
+  BOOST_TEST(!dj.contains("_sliding_window_pattern"));
+  BOOST_TEST(dj.at("use_bidirectional_attention").is_null());
+  BOOST_TEST(dj.at("architectures") == json::array({"Gemma2ForCausalLM"}));
+  // Gemma2Config(rope_theta=5.0, rope_scaling={linear, 2}).save_pretrained's rope_parameters:
+  const json small = {{"model_type", "gemma2"},
+                      {"hidden_size", 16},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"num_hidden_layers", 3},
+                      {"intermediate_size", 32},
+                      {"vocab_size", 50},
+                      {"head_dim", 6},
+                      {"attn_logit_softcapping", nullptr},
+                      {"rope_theta", 5.0},
+                      {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}};
+  const auto g = std::get<GemmaConfig>(parse_config(small, "cfg.json"));
+  BOOST_TEST(g.to_json().at("rope_parameters").dump() ==
+             R"({"factor":2.0,"rope_theta":5.0,"rope_type":"linear"})");
+  BOOST_TEST(!g.attention_softcap.has_value());
+  BOOST_TEST(g.to_json().at("attn_logit_softcapping").is_null());
+  BOOST_TEST(!g.to_json().contains("rope_theta"));
+  auto model = make_causal_lm(g);
+  BOOST_TEST(model->type_name() == "Gemma2ForCausalLM");
+  BOOST_TEST(model->get_submodule("model")->type_name() == "Gemma2Model");
+  BOOST_TEST(model->get_submodule("model.embed_tokens")->type_name() ==
+             "Gemma2TextScaledWordEmbedding");
+  BOOST_TEST(decoder_block_class(*model) == "Gemma2DecoderLayer");
+  const auto attn = model->get_submodule("model.layers.0.self_attn");
+  BOOST_TEST(attn->type_name() == "Gemma2Attention");
+  std::vector<std::string> children;
+  for (const auto& [name, m] : attn->named_children()) children.push_back(name);
+  BOOST_TEST(children == (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(model->get_submodule("model.norm")->type_name() == "Gemma2RMSNorm");
+  std::vector<std::string> buffers;
+  for (const auto& [name, b] : model->get_submodule("model.rotary_emb")->named_buffers())
+    buffers.push_back(name);
+  BOOST_TEST(buffers == (std::vector<std::string>{"inv_freq", "original_inv_freq"}),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(eos_token_id_may_be_a_number_a_list_or_null) {
   // Llama 3.1's config lists two end-of-sequence ids; generation stops at either.
   const TensorOptions meta(DType::Float32, kMeta);
@@ -437,10 +493,10 @@ BOOST_AUTO_TEST_CASE(unsupported_values_name_the_file_field_and_value) {
              "cfg.json: pad_token_id 50 is outside the vocabulary [0, 50)");
   BOOST_TEST(parse_error({{"vocab_size", 5}}) ==
              "cfg.json: model_type is missing (supported: gpt2, llama, mistral, qwen2, qwen3, "
-             "gemma3_text)");
+             "gemma3_text, gemma2)");
   BOOST_TEST(parse_error({{"model_type", "bert"}}) ==
              "cfg.json: model_type \"bert\" is not supported (supported: gpt2, llama, mistral, "
-             "qwen2, qwen3, gemma3_text)");
+             "qwen2, qwen3, gemma3_text, gemma2)");
 }
 
 BOOST_AUTO_TEST_CASE(load_config_names_the_file) {

@@ -1,6 +1,7 @@
-// GPT2LMHeadModel, LlamaForCausalLM and Gemma3ForCausalLM against transformers on the fixtures of
-// tests/fixtures/hf_models/: the state dict's FQNs and shapes equal the saved file's (plus the
-// tied alias), the weights load, and the logits equal transformers' within 1e-4 * max|logit|.
+// GPT2LMHeadModel, LlamaForCausalLM, Gemma3ForCausalLM and Gemma2ForCausalLM against transformers
+// on the fixtures of tests/fixtures/hf_models/: the state dict's FQNs and shapes equal the saved
+// file's (plus the tied alias), the weights load, and the logits equal transformers' within 1e-4 *
+// max|logit|.
 #define BOOST_TEST_MODULE models_hf_fixtures
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -119,7 +120,8 @@ BOOST_DATA_TEST_CASE(cached_forward_equals_the_full_forward,
 
 BOOST_DATA_TEST_CASE(rotary_inverse_frequencies_equal_transformers_bit_for_bit,
                      bdata::make(std::vector<std::string>{"llama_gqa", "llama_tied_bias_llama3",
-                                                          "llama_linear_head_dim"}),
+                                                          "llama_linear_head_dim",
+                                                          "gemma2_softcap"}),
                      name) {
   auto model = make_causal_lm(load_config(testing::hf_fixture_dir(name)));
   const auto want = testing::hf_expected(name).at("inv_freq").to_vector();

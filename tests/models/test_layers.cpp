@@ -100,6 +100,20 @@ GemmaConfig tiny_gemma3() {
                    "tiny_gemma3"));
 }
 
+GemmaConfig tiny_gemma2() {
+  return std::get<GemmaConfig>(parse_config({{"model_type", "gemma2"},
+                                             {"hidden_size", 8},
+                                             {"num_attention_heads", 2},
+                                             {"num_key_value_heads", 1},
+                                             {"head_dim", 6},
+                                             {"num_hidden_layers", 2},
+                                             {"intermediate_size", 12},
+                                             {"vocab_size", 11},
+                                             {"initializer_range", 0.5},
+                                             {"rope_theta", 100.0}},
+                                            "tiny_gemma2"));
+}
+
 GPT2Config tiny_gpt2() {
   return std::get<GPT2Config>(parse_config({{"model_type", "gpt2"},
                                             {"n_embd", 8},
@@ -338,8 +352,8 @@ BOOST_AUTO_TEST_CASE(gemma_rms_norm_scales_by_one_plus_weight_in_float32_then_ca
 }
 
 BOOST_AUTO_TEST_CASE(meta_models_materialise_as_transformers_initialises) {
-  for (const ModelConfig& config :
-       {ModelConfig(tiny_llama()), ModelConfig(tiny_gpt2()), ModelConfig(tiny_gemma3())}) {
+  for (const ModelConfig& config : {ModelConfig(tiny_llama()), ModelConfig(tiny_gpt2()),
+                                    ModelConfig(tiny_gemma3()), ModelConfig(tiny_gemma2())}) {
     auto meta = make_causal_lm(config, TensorOptions(DType::Float32, kMeta));
     auto cpu = make_causal_lm(config);
     BOOST_TEST_CONTEXT(meta->type_name()) {

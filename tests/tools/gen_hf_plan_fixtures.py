@@ -46,6 +46,7 @@ CONFIGS = {
     "finetune_gpt2": "finetune/gpt2/config.json",
     "finetune_llama": "finetune/llama/config.json",
     "finetune_gemma3": "finetune/gemma3/config.json",
+    "finetune_gemma2": "finetune/gemma2/config.json",
     "gpt2": "hf_configs/gpt2/config.json",
     "llama3_70b": "hf_configs/llama3_70b/config.json",
     **{name: f"hf_configs/{name}/config.json" for name in NEW_CONFIGS},

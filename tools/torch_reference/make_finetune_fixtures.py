@@ -2,7 +2,7 @@
 """Regenerates tests/fixtures/finetune/ for tests/examples/test_finetune.py: tiny models made by
 transformers (GPT-2 with a tied head, Llama with grouped-query attention and an untied head,
 Qwen2 with its q/k/v biases and a tied head, Qwen3 with q_norm and k_norm, Gemma 3 with sliding and
-full layers; no dropout, so training is deterministic), llm.c token files (uint16, GPT-2's header) and
+full layers, Gemma 2 with its softcaps; no dropout, so training is deterministic), llm.c token files (uint16, GPT-2's header) and
 transformers' per-step losses for finetune's runs (finetune_ref.py beside this file: the same data
 order, torch's optimizers, the global batch). Run with /opt/torch2/bin/python (transformers).
 
@@ -20,7 +20,8 @@ import sys
 
 import numpy as np
 import torch
-from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel,
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,
+                          GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
                           Qwen3ForCausalLM)
 
@@ -63,7 +64,16 @@ def models():
         sliding_window=6, sliding_window_pattern=2, rope_theta=10000.0,
         rope_local_base_freq=100.0, rope_scaling={"rope_type": "linear", "factor": 4.0},
         query_pre_attn_scalar=24, pad_token_id=0, bos_token_id=2, eos_token_id=1))
-    return {"gpt2": gpt2, "llama": llama, "qwen2": qwen2, "qwen3": qwen3, "gemma3": gemma3}
+    # Gemma 2: both softcaps small enough to bite in training, layers sliding, full, sliding
+    # with a window shorter than the sequence, an untied head.
+    gemma2 = Gemma2ForCausalLM(Gemma2Config(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+        sliding_window=6, query_pre_attn_scalar=24, attn_logit_softcapping=3.0,
+        final_logit_softcapping=5.0, tie_word_embeddings=False, pad_token_id=0, bos_token_id=2,
+        eos_token_id=1))
+    return {"gpt2": gpt2, "llama": llama, "qwen2": qwen2, "qwen3": qwen3, "gemma3": gemma3,
+            "gemma2": gemma2}
 
 
 def write_tokens(path, tokens):

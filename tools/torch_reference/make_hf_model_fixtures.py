@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Regenerates tests/fixtures/hf_models/ for tests/models/: tiny random GPT-2, Llama, Mistral, Qwen2,
-Qwen3 and Gemma 3 (text) models built with transformers (5.24) from configs, saved with save_pretrained (config.json,
+Qwen3, Gemma 3 (text) and Gemma 2 models built with transformers (5.24) from configs, saved with save_pretrained (config.json,
 model.safetensors), plus expected.safetensors per model:
   input_ids [2, 9] int64 and logits [2, 9, V] float32 of the model in eval mode;
   prompt_ids [1, 4] int64 and greedy_ids [1, 4 + N] int64: generate(do_sample=False,
@@ -30,7 +30,8 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel,
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,
+                          GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
@@ -109,6 +110,16 @@ MODELS = {
         final_logit_softcapping=3.0, attn_logit_softcapping=1.0, attention_bias=True,
         tie_word_embeddings=False, pad_token_id=None, bos_token_id=2, eos_token_id=1,
         initializer_range=0.2)),
+    # Gemma 2: both softcaps small enough to bite (the attention's through transformers' eager
+    # attention, its only one for Gemma 2), layers sliding, full, sliding (its default pattern)
+    # with a window shorter than the inputs, GQA, head_dim != hidden_size / heads,
+    # query_pre_attn_scalar != head_dim, the legacy rope_theta, an untied head.
+    "gemma2_softcap": (Gemma2Config, Gemma2ForCausalLM, dict(
+        vocab_size=109, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=12, max_position_embeddings=64,
+        sliding_window=4, query_pre_attn_scalar=16, attn_logit_softcapping=2.0,
+        final_logit_softcapping=3.0, rope_theta=1000.0, tie_word_embeddings=False,
+        pad_token_id=0, bos_token_id=2, eos_token_id=1, initializer_range=0.2)),
 }
 
 
