@@ -87,8 +87,10 @@ try:
         compare(f"{name}, unsharded", spec,
                 *job(spec, 1, G, ["--sharding", "none"]))
         compare(f"{name}, 2 thread ranks FULL_SHARD", spec, *job(spec, 2, G // 2))
-    # Every strategy and the wrapping options on one run of each model.
-    for spec in (EXPECTED["runs"][0], EXPECTED["runs"][3]):
+    # Every strategy and the wrapping options on one run of GPT-2, Llama and each Gemma (their
+    # embedding's class, sliding layers and per-type rotary buffers through FSDP's meta build).
+    gemmas = [next(s for s in EXPECTED["runs"] if s["model"] == m) for m in ("gemma3", "gemma2")]
+    for spec in (EXPECTED["runs"][0], EXPECTED["runs"][3], *gemmas):
         for extra in (["--sharding", "SHARD_GRAD_OP"], ["--sharding", "NO_SHARD"],
                       ["--sharding", "HYBRID_SHARD", "--node-size", "1"],
                       ["--use-orig-params"], ["--checkpoint-activations", "full"],
