@@ -8,9 +8,10 @@ order, torch's optimizers, the global batch). Run with /opt/torch2/bin/python (t
 
     /opt/torch2/bin/python tools/torch_reference/make_finetune_fixtures.py [--only NAME ...]
 
---only writes just those models' directories and replaces just their runs in expected.json (the
-token files and the other models' files stay as they are; every model is still built in order,
-so each one's initial weights are the same either way).
+--only writes just those models' directories and replaces just their runs in expected.json, in
+the models' order (the token files and the other models' files stay as they are; every model is
+still built in order, so each one's initial weights are the same either way: --only llama
+rewrites llama's files and expected.json byte for byte).
 """
 import argparse
 import json
@@ -129,6 +130,8 @@ def main():
             held = [l for l in out.splitlines() if l.startswith("held-out")][0].split()
             expected["runs"].append(dict(run, model=name, losses=losses,
                                          eval_before=float(held[3]), eval_after=float(held[5])))
+    # The models' order (a stable sort: each model's runs in RUNS' order), as a full run writes it.
+    expected["runs"].sort(key=lambda r: list(built).index(r["model"]))
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
         f.write("\n")
