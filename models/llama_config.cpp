@@ -165,12 +165,18 @@ RopeParameters read_rope_object(nlohmann::json& rope, const ConfigFields& f,
 }
 
 void write_rope_object(nlohmann::json& rope, const RopeParameters& p) {
+  // A number the object holds with this value keeps its form (the hub's "rope_theta": 1000000
+  // stays an integer, as transformers writes it back).
+  const auto set = [&](const char* key, double value) {
+    if (!rope.contains(key) || !rope[key].is_number() || rope[key].get<double>() != value)
+      rope[key] = value;
+  };
   rope["rope_type"] = p.rope_type;
-  rope["rope_theta"] = p.rope_theta;
-  if (p.rope_type != "default") rope["factor"] = p.factor;
+  set("rope_theta", p.rope_theta);
+  if (p.rope_type != "default") set("factor", p.factor);
   if (p.rope_type == "llama3") {
-    rope["low_freq_factor"] = p.low_freq_factor;
-    rope["high_freq_factor"] = p.high_freq_factor;
+    set("low_freq_factor", p.low_freq_factor);
+    set("high_freq_factor", p.high_freq_factor);
     rope["original_max_position_embeddings"] = p.original_max_position_embeddings;
   }
 }

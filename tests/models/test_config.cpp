@@ -366,6 +366,28 @@ BOOST_AUTO_TEST_CASE(gemma3_reads_its_defaults_layer_types_and_rope_per_layer_ty
              0.0);
 }
 
+// Gemma 3 1B's config.json in the hub's legacy form (rope_theta, rope_local_base_freq,
+// sliding_window_pattern, torch_dtype, two EOS ids): read and written back as transformers 5.24's
+// AutoConfig + save_pretrained write it (tests/fixtures/hf_configs/gemma3_1b).
+BOOST_AUTO_TEST_CASE(gemma3_1b_hub_config_is_written_back_as_transformers_saves_it) {
+  const std::string dir = testing::fixture_path("hf_configs/gemma3_1b");
+  const auto c = std::get<GemmaConfig>(load_config(dir + "/config.json"));
+  BOOST_TEST(c.head_dim == 256);  // not 1152 / 4
+  BOOST_TEST(c.window_of(0).value_or(0) == 512);
+  BOOST_TEST(!c.window_of(5).has_value());
+  std::ifstream in(dir + "/saved_by_transformers.json");
+  json saved = json::parse(in), written = c.to_json("bfloat16");
+  // transformers writes its own version; to_json keeps the file's (as for every model here).
+  BOOST_TEST(written.at("transformers_version") == "4.50.0.dev0");
+  saved.erase("transformers_version");
+  written.erase("transformers_version");
+  BOOST_TEST(written.dump(2) == saved.dump(2));
+  auto model = make_causal_lm(c, TensorOptions(DType::Float32, kMeta));
+  std::int64_t params = 0;
+  for (const auto& [name, p] : model->named_parameters()) params += p.numel();
+  BOOST_TEST(params == 999885952);  // Gemma 3 1B, the tied head counted once
+}
+
 // Gemma2Config of transformers 5.24: its defaults (both softcaps, every other layer sliding),
 // Llama's rope fields; Gemma2ForCausalLM's class names, without q_norm and k_norm, one set of
 // rotary buffers.

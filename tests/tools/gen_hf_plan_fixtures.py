@@ -49,6 +49,7 @@ CONFIGS = {
     "finetune_gemma2": "finetune/gemma2/config.json",
     "gpt2": "hf_configs/gpt2/config.json",
     "llama3_70b": "hf_configs/llama3_70b/config.json",
+    "gemma3_1b": "hf_configs/gemma3_1b/config.json",  # the hub's form of Gemma 3 1B's
     **{name: f"hf_configs/{name}/config.json" for name in NEW_CONFIGS},
 }
 

@@ -35,6 +35,7 @@ MODELS = {
     "finetune_gemma2": ("finetune/gemma2", "Gemma2DecoderLayer", 2000),
     "gpt2": ("hf_configs/gpt2", "GPT2Block", 5_000_000),
     "llama3_70b": ("hf_configs/llama3_70b", "LlamaDecoderLayer", 1_000_000_000),
+    "gemma3_1b": ("hf_configs/gemma3_1b", "Gemma3DecoderLayer", 50_000_000),
     "llama_tied_bias": ("hf_configs/llama_tied_bias", "LlamaDecoderLayer", 2000),
     "mistral_tiny": ("hf_configs/mistral_tiny", "MistralDecoderLayer", 2000),
     "gpt2_untied": ("hf_configs/gpt2_untied", "GPT2Block", 2000),
