@@ -29,12 +29,13 @@ struct Options {
 };
 
 // llm.c's delimiter: <|begin_of_text|> for a Llama-3-style vocabulary, <|endoftext|> for GPT-2's;
-// for a SentencePiece-style one (Llama 2), its BOS <s>, as llm.c takes Llama 3's BOS.
+// for a SentencePiece-style one, its BOS (Llama 2's <s>, Gemma's <bos>), as llm.c takes Llama 3's
+// BOS.
 std::uint32_t eot_delimiter(const models::Tokenizer& tokenizer) {
-  for (const char* name : {"<|begin_of_text|>", "<|endoftext|>", "<s>"})
+  for (const char* name : {"<|begin_of_text|>", "<|endoftext|>", "<s>", "<bos>"})
     if (auto id = tokenizer.token_to_id(name)) return *id;
   throw InputError(
-      fmt::format("--eot-delimiter: {} has none of <|begin_of_text|>, <|endoftext|> and <s>",
+      fmt::format("--eot-delimiter: {} has none of <|begin_of_text|>, <|endoftext|>, <s> and <bos>",
                   tokenizer.source()));
 }
 
@@ -85,12 +86,13 @@ int main(int argc, char** argv) {
   CLI::App app(
       "tokenize: text files -> one llm.c token file, through a Hugging Face tokenizer.json\n"
       "(byte-level BPE as GPT-2's or Llama 3's, or SentencePiece-style BPE as Llama 2's,\n"
-      "TinyLlama's or Mistral's); --decode turns a token file back into text.\n"
+      "TinyLlama's, Mistral's or Gemma's); --decode turns a token file back into text.\n"
       "Every --input file is one document. Without --eot-delimiter each is encoded as HF's\n"
       "encode(text) does (the post-processor's special tokens, such as Llama 3's\n"
       "<|begin_of_text|>, added; special tokens written in the text recognised). With\n"
       "--eot-delimiter, as llm.c's data scripts do: each document is prefixed with the\n"
-      "delimiter (<|begin_of_text|> where the vocabulary has it, else <|endoftext|>, else <s>)\n"
+      "delimiter (<|begin_of_text|> where the vocabulary has it, else <|endoftext|>, else <s>,\n"
+      "else <bos>)\n"
       "and encoded with no added special tokens, special tokens in the text read as plain text.\n",
       kProgram);
   app.add_option("--tokenizer", o.tokenizer,

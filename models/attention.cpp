@@ -24,12 +24,13 @@ Tensor causal_mask(std::int64_t past, std::int64_t S, std::optional<std::int64_t
 }  // namespace
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                        double dropout_p, std::optional<std::int64_t> sliding_window) {
+                        double dropout_p, std::optional<std::int64_t> sliding_window,
+                        std::optional<double> softcap) {
   const std::int64_t S = q.size(2), past = k.size(2) - S;
   const bool gqa = q.size(1) != k.size(1);
   // A window only masks keys once the sequence is longer than it.
   if (sliding_window && past + S <= *sliding_window) sliding_window.reset();
-  if (dropout_p > 0.0) {  // the probabilities themselves are needed: written out
+  if (dropout_p > 0.0 || softcap) {  // the scores themselves are needed: written out
     Tensor key = k, value = v;
     if (gqa) {
       const std::int64_t rep = q.size(1) / k.size(1);
@@ -42,10 +43,12 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
       value = repeat(v);
     }
     Tensor scores = mul(matmul(q, transpose(key, -2, -1)), scale);
+    if (softcap) scores = mul(tanh(div(scores, *softcap)), *softcap);
     if ((S > 1 || sliding_window) && !q.is_meta())
       scores = masked_fill(scores, logical_not(causal_mask(past, S, sliding_window, q.device())),
                            -INFINITY);
-    return matmul(dropout(softmax(scores, -1), dropout_p, /*training=*/true), value);
+    const Tensor probs = softmax(scores, -1);
+    return matmul(dropout_p > 0.0 ? dropout(probs, dropout_p, /*training=*/true) : probs, value);
   }
   if (q.is_meta()) return scaled_dot_product_attention(q, k, v, {}, past == 0, scale, gqa);
   if (!sliding_window && past == 0)

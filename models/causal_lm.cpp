@@ -22,9 +22,9 @@ Tensor CausalLM::forward(const Tensor& ids, KVCache* cache) {
   }
   const nn::Value out = (*child(body_))(
       nn::Args({ids}, {{"past_key_values", past}, {"use_cache", cache != nullptr}}));
-  if (cache == nullptr) return call_child("lm_head", out.tensor());
+  if (cache == nullptr) return final_logits(call_child("lm_head", out.tensor()));
   for (std::size_t i = 0; i < out[1].tuple().size(); ++i) store_layer_past(*cache, i, out[1][i]);
-  return call_child("lm_head", out[0].tensor());
+  return final_logits(call_child("lm_head", out[0].tensor()));
 }
 
 namespace {

@@ -55,6 +55,8 @@ class CausalLM : public nn::Module {
  protected:
   // `body`: the child that maps ids to hidden states ("transformer", "model").
   CausalLM(const nn::ModuleClass& cls, std::string body) : Module(cls), body_(std::move(body)) {}
+  // The logits from lm_head's output (Gemma's final softcap); as they are by default.
+  virtual Tensor final_logits(const Tensor& logits) const { return logits; }
 
  private:
   std::string body_;

@@ -23,7 +23,8 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
-void hf_init_weights(nn::Module& module, double std, double residual_std, Generator* generator) {
+void hf_init_weights(nn::Module& module, double std, double residual_std, Generator* generator,
+                     double rms_norm_weight) {
   // Each parameter's owning module and slot name (a tied tensor: its first owner).
   std::unordered_map<const TensorImpl*, std::pair<nn::Module*, std::string>> owner;
   for (const auto& [path, m] : module.named_modules())
@@ -33,8 +34,9 @@ void hf_init_weights(nn::Module& module, double std, double residual_std, Genera
   for (const auto& [fqn, p] : module.named_parameters()) {
     if (p.is_meta()) continue;  // no storage yet: FSDP materialises and initialises it later
     auto& [m, name] = owner.at(p.impl());
-    const bool norm = m->isinstance("LayerNorm") || ends_with(m->type_name(), "RMSNorm");
-    if (norm) {
+    if (ends_with(m->type_name(), "RMSNorm")) {
+      nn::init::constant_(p, name == "weight" ? rms_norm_weight : 0.0);
+    } else if (m->isinstance("LayerNorm")) {
       nn::init::constant_(p, name == "weight" ? 1.0 : 0.0);
     } else if (name == "bias") {
       nn::init::zeros_(p);

@@ -83,12 +83,16 @@ nn::Value LlamaAttention::forward(const nn::Args& args) {
 }
 
 LlamaMLP::LlamaMLP(const LlamaConfig& c, TensorOptions options)
-    : Module(hf_class(c.family() + "MLP")) {
-  const std::int64_t E = c.hidden_size, I = c.intermediate_size;
-  register_module("gate_proj", std::make_shared<nn::Linear>(E, I, c.mlp_bias, options));
-  register_module("up_proj", std::make_shared<nn::Linear>(E, I, c.mlp_bias, options));
-  register_module("down_proj", std::make_shared<nn::Linear>(I, E, c.mlp_bias, options));
-  register_module("act_fn", std::make_shared<Activation>(c.hidden_act));
+    : LlamaMLP(c.family() + "MLP", c.hidden_size, c.intermediate_size, c.mlp_bias, c.hidden_act,
+               options) {}
+
+LlamaMLP::LlamaMLP(const std::string& cls, std::int64_t E, std::int64_t I, bool bias,
+                   const std::string& activation, TensorOptions options)
+    : Module(hf_class(cls)) {
+  register_module("gate_proj", std::make_shared<nn::Linear>(E, I, bias, options));
+  register_module("up_proj", std::make_shared<nn::Linear>(E, I, bias, options));
+  register_module("down_proj", std::make_shared<nn::Linear>(I, E, bias, options));
+  register_module("act_fn", std::make_shared<Activation>(activation));
 }
 
 nn::Value LlamaMLP::forward(const nn::Args& args) {

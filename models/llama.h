@@ -47,6 +47,9 @@ class LlamaAttention : public nn::Module {
 class LlamaMLP : public nn::Module {
  public:
   LlamaMLP(const LlamaConfig& config, TensorOptions options = {});
+  // `cls`: transformers' class name ("Gemma3MLP"); `activation`: the config's name of act_fn.
+  LlamaMLP(const std::string& cls, std::int64_t hidden_size, std::int64_t intermediate_size,
+           bool bias, const std::string& activation, TensorOptions options = {});
   nn::Value forward(const nn::Args& args) override;
 };
 

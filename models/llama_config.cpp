@@ -127,18 +127,26 @@ nlohmann::json rope_object(ConfigFields& f) {
   return rope;
 }
 
-RopeParameters read_rope(ConfigFields& f, std::int64_t max_position_embeddings) {
+}  // namespace
+
+RopeParameters read_rope_parameters(ConfigFields& f, std::int64_t max_position_embeddings) {
   nlohmann::json rope = rope_object(f);
-  ConfigFields r(rope, nlohmann::json::object(), f.source() + ": rope_parameters");
+  const RopeParameters p = read_rope_object(rope, f, "rope_parameters", max_position_embeddings);
+  f.json()["rope_parameters"] = rope;
+  return p;
+}
+
+RopeParameters read_rope_object(nlohmann::json& rope, const ConfigFields& f,
+                                const std::string& field, std::int64_t max_position_embeddings) {
+  ConfigFields r(rope, nlohmann::json::object(), f.source() + ": " + field);
   RopeParameters p;
   p.rope_type = r.string("rope_type");
   p.rope_theta = r.number("rope_theta");
   if (p.rope_type != "default" && p.rope_type != "linear" && p.rope_type != "llama3")
-    f.unsupported("rope_parameters.rope_type", p.rope_type, "supported: default, linear, llama3");
+    f.unsupported(field + ".rope_type", p.rope_type, "supported: default, linear, llama3");
   const auto required = [&](const char* key) {
     if (!rope.contains(key))
-      f.fail(fmt::format("rope_parameters.{} is missing (rope_type \"{}\" needs it)", key,
-                         p.rope_type));
+      f.fail(fmt::format("{}.{} is missing (rope_type \"{}\" needs it)", field, key, p.rope_type));
     return r.number(key);
   };
   if (p.rope_type != "default") p.factor = required("factor");
@@ -150,14 +158,28 @@ RopeParameters read_rope(ConfigFields& f, std::int64_t max_position_embeddings) 
     p.original_max_position_embeddings =
         ConfigFields(rope, {}, r.source()).positive("original_max_position_embeddings");
     if (p.high_freq_factor <= p.low_freq_factor)
-      f.fail(fmt::format("rope_parameters.high_freq_factor {} must exceed low_freq_factor {}",
+      f.fail(fmt::format("{}.high_freq_factor {} must exceed low_freq_factor {}", field,
                          p.high_freq_factor, p.low_freq_factor));
   }
-  f.json()["rope_parameters"] = rope;
   return p;
 }
 
-}  // namespace
+void write_rope_object(nlohmann::json& rope, const RopeParameters& p) {
+  // A number the object holds with this value keeps its form (the hub's "rope_theta": 1000000
+  // stays an integer, as transformers writes it back).
+  const auto set = [&](const char* key, double value) {
+    if (!rope.contains(key) || !rope[key].is_number() || rope[key].get<double>() != value)
+      rope[key] = value;
+  };
+  rope["rope_type"] = p.rope_type;
+  set("rope_theta", p.rope_theta);
+  if (p.rope_type != "default") set("factor", p.factor);
+  if (p.rope_type == "llama3") {
+    set("low_freq_factor", p.low_freq_factor);
+    set("high_freq_factor", p.high_freq_factor);
+    rope["original_max_position_embeddings"] = p.original_max_position_embeddings;
+  }
+}
 
 LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string& source) {
   LlamaConfig c;
@@ -227,7 +249,7 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
     f.unsupported("sliding_window", f.json()["sliding_window"],
                   "only full attention; set it to null");
   }
-  c.rope = read_rope(f, c.max_position_embeddings);
+  c.rope = read_rope_parameters(f, c.max_position_embeddings);
   c.fields = f.json();
   return c;
 }
@@ -255,14 +277,7 @@ nlohmann::json LlamaConfig::to_json(const std::string& dtype) const {
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["pad_token_id"] = pad_token_id ? nlohmann::json(*pad_token_id) : nlohmann::json(nullptr);
   nlohmann::json rope = j.value("rope_parameters", nlohmann::json::object());
-  rope["rope_type"] = this->rope.rope_type;
-  rope["rope_theta"] = this->rope.rope_theta;
-  if (this->rope.rope_type != "default") rope["factor"] = this->rope.factor;
-  if (this->rope.rope_type == "llama3") {
-    rope["low_freq_factor"] = this->rope.low_freq_factor;
-    rope["high_freq_factor"] = this->rope.high_freq_factor;
-    rope["original_max_position_embeddings"] = this->rope.original_max_position_embeddings;
-  }
+  write_rope_object(rope, this->rope);
   j["rope_parameters"] = rope;
   return saved_config(j, family() + "ForCausalLM", model_type, dtype);
 }

@@ -22,6 +22,19 @@ struct RopeParameters {
   std::int64_t original_max_position_embeddings = 8192;  // llama3
 };
 
+class ConfigFields;
+
+// One rope object ({"rope_type", "rope_theta", ...}) of `f`'s config, checked and standardised in
+// place (llama3's original_max_position_embeddings filled in); `field` names it in errors
+// ("rope_parameters", "rope_parameters.full_attention").
+RopeParameters read_rope_object(nlohmann::json& rope, const ConfigFields& f,
+                                const std::string& field, std::int64_t max_position_embeddings);
+// rope_parameters of `f`'s config in v5's format, as transformers' convert_rope_params_to_dict
+// makes it from the legacy rope_scaling and rope_theta (which leave the fields), checked.
+RopeParameters read_rope_parameters(ConfigFields& f, std::int64_t max_position_embeddings);
+// `p` into a rope object as save_pretrained writes it (other keys kept).
+void write_rope_object(nlohmann::json& rope, const RopeParameters& p);
+
 struct LlamaConfig {
   std::string model_type = "llama";  // or "mistral", "qwen2", "qwen3"
   std::int64_t vocab_size = 32000, hidden_size = 4096, intermediate_size = 11008;

@@ -10,6 +10,7 @@
 #include "core/input_error.h"
 #include "models/auto_model.h"
 #include "models/config_fields.h"
+#include "models/gemma.h"
 #include "models/load_weights.h"
 #include "models/rope.h"
 
@@ -177,7 +178,8 @@ void save_pretrained(const std::string& dir, const CausalLM& model,
 }
 
 void init_computed_buffers(nn::Module& module) {
-  if (auto* rotary = dynamic_cast<LlamaRotaryEmbedding*>(&module)) rotary->reset_parameters();
+  if (dynamic_cast<LlamaRotaryEmbedding*>(&module) || dynamic_cast<GemmaRotaryEmbedding*>(&module))
+    module.reset_parameters();
 }
 
 std::string decoder_block_class(const nn::Module& model) {

@@ -35,7 +35,11 @@ Embedding::Embedding(std::int64_t num, std::int64_t dim, std::optional<std::int6
 }
 
 Embedding::Embedding(std::int64_t num, std::int64_t dim, const EmbeddingOptions& o)
-    : Module(static_class()),
+    : Embedding(static_class(), num, dim, o) {}
+
+Embedding::Embedding(const ModuleClass& cls, std::int64_t num, std::int64_t dim,
+                     const EmbeddingOptions& o)
+    : Module(cls),
       num_embeddings(num),
       embedding_dim(dim),
       padding_idx(embedding_padding_row(o.padding_idx, num)),

@@ -37,6 +37,13 @@ class Embedding : public Module, public Cloneable {
   const std::int64_t embedding_dim;
   const std::optional<std::int64_t> padding_idx;  // normalised to [0, num_embeddings)
 
+ protected:
+  // For subclasses that are classes of their own (transformers' Gemma3TextScaledWordEmbedding):
+  // `cls` derives from Embedding.
+  Embedding(const ModuleClass& cls, std::int64_t num_embeddings, std::int64_t embedding_dim,
+            const EmbeddingOptions& o);
+  const EmbeddingOptions& options() const { return options_; }
+
  private:
   EmbeddingOptions options_;
 };

@@ -14,7 +14,8 @@ const char* const kGpt2Regex =
 
 namespace {
 constexpr const char* kSupported =
-    "null, ByteLevel, Metaspace, Split with a Regex and behavior Isolated, or a Sequence of them";
+    "null, ByteLevel, Metaspace, Split with a Regex and behavior Isolated, Split with a String and "
+    "behavior Isolated or MergedWithPrevious, or a Sequence of them";
 }
 
 PreTokenizer PreTokenizer::from_json(const json& value, const JsonPlace& place) {
@@ -51,16 +52,27 @@ void PreTokenizer::add_steps(const json& value, const JsonPlace& place) {
   } else if (type == "Split") {
     place.check_keys(value, {"type", "pattern", "behavior", "invert"});
     const json& pattern = place.at(value, "pattern");
-    if (!pattern.is_object() || !pattern.contains("Regex"))
-      (place / "pattern").unsupported(pattern, "a {\"Regex\": ...} pattern");
+    const bool literal = pattern.is_object() && pattern.contains("String");
+    if (!pattern.is_object() || !(literal || pattern.contains("Regex")))
+      (place / "pattern").unsupported(pattern, "a {\"Regex\": ...} or {\"String\": ...} pattern");
     const json& behavior = place.at(value, "behavior");
-    if ((place / "behavior").as_string(behavior) != "Isolated")
-      (place / "behavior").unsupported(behavior, "Isolated only");
+    const std::string& how = (place / "behavior").as_string(behavior);
+    const bool merged = literal && how == "MergedWithPrevious";
+    if (how != "Isolated" && !merged)
+      (place / "behavior")
+          .unsupported(behavior, literal ? "Isolated or MergedWithPrevious" : "Isolated only");
     if (value.contains("invert") && (place / "invert").as_bool(value["invert"]))
       (place / "invert").unsupported(value["invert"], "false only");
-    const JsonPlace regex_place = place / "pattern" / "Regex";
     Step step;
-    step.regex.emplace(regex_place.as_string(pattern["Regex"]), regex_place);
+    if (literal) {
+      const JsonPlace string_place = place / "pattern" / "String";
+      const std::string& text = string_place.as_string(pattern["String"]);
+      if (text.empty()) string_place.unsupported(pattern["String"], "a non-empty string");
+      step.literal = LiteralSplit{text, merged};
+    } else {
+      const JsonPlace regex_place = place / "pattern" / "Regex";
+      step.regex.emplace(regex_place.as_string(pattern["Regex"]), regex_place);
+    }
     steps_.push_back(std::move(step));
   } else if (type == "Metaspace") {
     Step step;
@@ -101,8 +113,31 @@ void PreTokenizer::run_from(std::size_t step, std::string_view piece, bool at_te
   };
   if (s.regex)
     s.regex->split(piece, scratch, after_split);
+  else if (s.literal)
+    s.literal->split(piece, after_split);
   else
     after_split(piece);
+}
+
+void PreTokenizer::LiteralSplit::split(std::string_view text,
+                                       const std::function<void(std::string_view)>& emit) const {
+  // tokenizers' SplitDelimiterBehavior over non-overlapping matches, left to right; empty pieces
+  // left out.
+  std::size_t start = 0;  // of the piece not yet emitted
+  bool after_match = false;
+  for (std::size_t at = text.find(pattern); at != std::string_view::npos;
+       at = text.find(pattern, at + pattern.size())) {
+    const std::size_t end = at + pattern.size();
+    if (merged_with_previous && !(after_match && start == at)) {
+      emit(text.substr(start, end - start));  // the gap before it and the match
+    } else {
+      if (at > start) emit(text.substr(start, at - start));
+      emit(text.substr(at, pattern.size()));
+    }
+    start = end;
+    after_match = true;
+  }
+  if (start < text.size()) emit(text.substr(start));
 }
 
 std::vector<std::string> PreTokenizer::pre_tokenize(std::string_view text) const {

@@ -1,8 +1,10 @@
 // The pre_tokenizer of a tokenizer.json: a sequence of steps, each a regex split
-// (Split{Regex, Isolated}), ByteLevel (GPT-2's regex split when use_regex, then every byte to
-// its character, byte_level.h) or Metaspace (metaspace.h); none for null. GPT-2:
+// (Split{Regex, Isolated}), a literal split (Split{String, Isolated or MergedWithPrevious}: Gemma's
+// Split{" ", MergedWithPrevious}), ByteLevel (GPT-2's regex split when use_regex, then every byte
+// to its character, byte_level.h) or Metaspace (metaspace.h); none for null. GPT-2:
 // [ByteLevel{use_regex}]. Llama 3: [Split{Llama 3's regex}, ByteLevel{use_regex: false}].
 // Llama 2: null (its normalizer does the work). Newer SentencePiece-style files: [Metaspace].
+// Gemma: Split{" ", MergedWithPrevious} (after its normalizer's " " -> "▁", a no-op).
 // The pieces it yields are what the BPE model merges.
 #pragma once
 
@@ -36,10 +38,18 @@ class PreTokenizer {
   bool has_byte_level() const;
 
  private:
+  // Split on a literal: every match a piece of its own (Isolated) or joined to the piece before
+  // it (MergedWithPrevious: a match right after another match stays a piece of its own).
+  struct LiteralSplit {
+    std::string pattern;
+    bool merged_with_previous = false;
+    void split(std::string_view text, const std::function<void(std::string_view)>& emit) const;
+  };
   struct Step {
-    std::optional<SplitRegex> regex;     // split first, if any
-    bool byte_level = false;             // then map bytes to characters
-    std::optional<Metaspace> metaspace;  // or this alone
+    std::optional<SplitRegex> regex;      // split first, if any
+    std::optional<LiteralSplit> literal;  // or on this
+    bool byte_level = false;              // then map bytes to characters
+    std::optional<Metaspace> metaspace;   // or this alone
   };
   void add_steps(const nlohmann::json& value, const JsonPlace& place);
   void run_from(std::size_t step, std::string_view piece, bool at_text_start, RegexScratch& scratch,

@@ -2,8 +2,9 @@
 """examples/finetune against transformers (tests/fixtures/finetune/, made by
 tools/torch_reference/make_finetune_fixtures.py): per-step losses and the held-out loss before
 and after equal transformers' training of the same model on the same data order (within 1e-4
-relative), for GPT-2 (tied head), Llama (GQA), Qwen2 (q/k/v biases, tied head) and Qwen3
-(q_norm, k_norm), AdamW, SGD with weight decay and gradient
+relative), for GPT-2 (tied head), Llama (GQA), Qwen2 (q/k/v biases, tied head), Qwen3
+(q_norm, k_norm), Gemma 3 (sliding and full layers, four norms a layer) and Gemma 2 (softcaps),
+AdamW, SGD with weight decay and gradient
 clipping, unsharded, on 2 thread ranks (every sharding strategy on one run), and, when built,
 on MPI and Gloo (mpirun -np 2); --checkpoint-dir then --resume equals the uninterrupted run;
 --save writes a save_pretrained directory that finetune loads
@@ -86,8 +87,10 @@ try:
         compare(f"{name}, unsharded", spec,
                 *job(spec, 1, G, ["--sharding", "none"]))
         compare(f"{name}, 2 thread ranks FULL_SHARD", spec, *job(spec, 2, G // 2))
-    # Every strategy and the wrapping options on one run of each model.
-    for spec in (EXPECTED["runs"][0], EXPECTED["runs"][3]):
+    # Every strategy and the wrapping options on one run of GPT-2, Llama and each Gemma (their
+    # embedding's class, sliding layers and per-type rotary buffers through FSDP's meta build).
+    gemmas = [next(s for s in EXPECTED["runs"] if s["model"] == m) for m in ("gemma3", "gemma2")]
+    for spec in (EXPECTED["runs"][0], EXPECTED["runs"][3], *gemmas):
         for extra in (["--sharding", "SHARD_GRAD_OP"], ["--sharding", "NO_SHARD"],
                       ["--sharding", "HYBRID_SHARD", "--node-size", "1"],
                       ["--use-orig-params"], ["--checkpoint-activations", "full"],

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """finetune's --save directories in transformers (issue 26, "Done when"): a GPT-2 (tied head) and
-a Llama (GQA) of tests/fixtures/text_models/ (and, weights and logits only, a Qwen2 and a Qwen3 of
-tests/fixtures/finetune/), fine-tuned on 2 thread ranks and saved in one
+a Llama (GQA) of tests/fixtures/text_models/ (and, weights and logits only, a Qwen2, a Qwen3, a
+Gemma 3 and a Gemma 2 of tests/fixtures/finetune/), fine-tuned on 2 thread ranks and saved in one
 file and sharded (--max-shard-size 20KB), load with AutoModelForCausalLM.from_pretrained (no
 missing or unexpected weights, the head tied where the config ties it), whose logits equal ours
 on the same directory (interop_hf_logits, models/from_pretrained) within 1e-4 x max |logit|,
@@ -101,9 +101,11 @@ def main():
                       f"{model} {layout}: {sorted(os.listdir(saved))}")
                 ids = expected["greedy_ids"]  # some tokens: the prompt and a continuation
                 compare(model, saved, ids, expected["prompt"], tmp)
-        # Qwen2 (q/k/v biases, tied head) and Qwen3 (q_norm, k_norm) of tests/fixtures/finetune,
-        # fine-tuned on 2 ranks and saved sharded: transformers loads them to our logits.
-        for model in ("qwen2", "qwen3"):
+        # Qwen2 (q/k/v biases, tied head), Qwen3 (q_norm, k_norm), Gemma 3 (sliding and full
+        # layers, four norms a layer) and Gemma 2 (softcaps, untied head) of
+        # tests/fixtures/finetune, fine-tuned on 2 ranks and saved sharded: transformers loads
+        # them to our logits.
+        for model in ("qwen2", "qwen3", "gemma3", "gemma2"):
             fixture = os.path.join(FIXTURES, "finetune", model)
             saved = os.path.join(tmp, model, "sharded")
             run([FINETUNE, "--model-dir", fixture, "--data",

@@ -21,7 +21,10 @@ inline const std::vector<std::string>& hf_fixture_models() {
                                                  "llama_linear_head_dim",
                                                  "mistral_sliding_window",
                                                  "qwen2_tied_window",
-                                                 "qwen3_qk_norm"};
+                                                 "qwen3_qk_norm",
+                                                 "gemma3_sliding_rope",
+                                                 "gemma3_softcap_untied",
+                                                 "gemma2_softcap"};
   return names;
 }
 
@@ -43,7 +46,8 @@ inline std::map<std::string, Tensor> tensors_by_name(const std::string& path) {
   return out;
 }
 
-// expected.safetensors: input_ids, logits, prompt_ids, greedy_ids (and inv_freq for Llama).
+// expected.safetensors: input_ids, logits, prompt_ids, greedy_ids (and inv_freq for Llama;
+// full_attention_inv_freq and sliding_attention_inv_freq for Gemma 3; inv_freq for Gemma 2).
 inline std::map<std::string, Tensor> hf_expected(const std::string& model) {
   return tensors_by_name(hf_fixture_dir(model) + "/expected.safetensors");
 }

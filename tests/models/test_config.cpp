@@ -14,6 +14,7 @@
 #include "core/io/safetensors.h"
 #include "core/ops.h"
 #include "models/auto_model.h"
+#include "models/gemma_config.h"
 #include "models/generation.h"
 #include "models/gpt2.h"
 #include "models/llama.h"
@@ -237,6 +238,212 @@ BOOST_AUTO_TEST_CASE(qwen2_and_qwen3_read_their_windows_biases_and_class_names) 
   BOOST_TEST(m3->config_json().at("architectures") == json::array({"Qwen3ForCausalLM"}));
 }
 
+// Gemma3TextConfig of transformers 5.24: its defaults (every sixth layer full); the hub's legacy
+// rope fields converted to rope_parameters per layer type and not written back, as
+// save_pretrained writes them (the values below are transformers'); what is refused.
+BOOST_AUTO_TEST_CASE(gemma3_reads_its_defaults_layer_types_and_rope_per_layer_type) {
+  const auto d = std::get<GemmaConfig>(parse_config({{"model_type", "gemma3_text"}}, "cfg.json"));
+  BOOST_TEST(d.vocab_size == 262208);
+  BOOST_TEST(d.hidden_size == 2304);
+  BOOST_TEST(d.head_dim == 256);
+  BOOST_TEST(d.num_key_value_heads == 4);
+  BOOST_TEST(d.query_pre_attn_scalar == 256.0);
+  BOOST_TEST(d.hidden_activation == "gelu_pytorch_tanh");
+  BOOST_TEST((d.tie_word_embeddings && d.pad_token_id.value_or(-1) == 0));
+  BOOST_TEST(!d.final_logit_softcapping.has_value());
+  BOOST_TEST(d.layer_types.size() == 26u);
+  BOOST_TEST(d.window_of(4).value_or(0) == 4096);
+  BOOST_TEST(!d.window_of(5).has_value());  // (5 + 1) % 6 == 0: full
+  BOOST_TEST(d.window_of(6).value_or(0) == 4096);
+  BOOST_TEST((d.full_rope.rope_type == "default" && d.full_rope.rope_theta == 1e6));
+  BOOST_TEST((d.sliding_rope.rope_type == "default" && d.sliding_rope.rope_theta == 1e4));
+  const json dj = d.to_json();
+  BOOST_TEST(dj.at("_sliding_window_pattern") == 6);
+  BOOST_TEST(dj.at("architectures") == json::array({"Gemma3ForCausalLM"}));
+  BOOST_TEST(dj.at("model_type") == "gemma3_text");
+
+  const json small = {{"model_type", "gemma3_text"},
+                      {"hidden_size", 16},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"num_hidden_layers", 4},
+                      {"intermediate_size", 32},
+                      {"vocab_size", 50},
+                      {"head_dim", 6}};
+  // Gemma3TextConfig(rope_theta=5.0, rope_local_base_freq=7.0, rope_scaling={linear, 8},
+  // sliding_window_pattern=2, num_hidden_layers=4).save_pretrained's fields:
+  json legacy = small;
+  legacy.update({{"rope_theta", 5.0},
+                 {"rope_local_base_freq", 7.0},
+                 {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}},
+                 {"sliding_window_pattern", 2}});
+  const auto l = std::get<GemmaConfig>(parse_config(legacy, "cfg.json"));
+  BOOST_TEST(l.layer_types == (std::vector<std::string>{"sliding_attention", "full_attention",
+                                                        "sliding_attention", "full_attention"}),
+             boost::test_tools::per_element());
+  BOOST_TEST((l.full_rope.rope_type == "linear" && l.full_rope.factor == 8.0 &&
+              l.full_rope.rope_theta == 5.0));
+  BOOST_TEST((l.sliding_rope.rope_type == "default" && l.sliding_rope.rope_theta == 7.0));
+  const json lj = l.to_json();
+  BOOST_TEST(lj.at("rope_parameters").dump() ==
+             R"({"full_attention":{"factor":8.0,"rope_theta":5.0,"rope_type":"linear"},)"
+             R"("sliding_attention":{"rope_theta":7.0,"rope_type":"default"}})");
+  for (const char* gone : {"rope_theta", "rope_local_base_freq", "rope_scaling"})
+    BOOST_TEST(!lj.contains(gone), gone);
+  BOOST_TEST(lj.at("_sliding_window_pattern") == 2);
+  BOOST_TEST(lj.at("sliding_window_pattern") == 2);
+  // rope_scaling updates a given full_attention entry; a file's _sliding_window_pattern is only
+  // written back (the layer types come from sliding_window_pattern).
+  json given = small;
+  given.update(
+      {{"rope_parameters", {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 3.0}}}}},
+       {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}},
+       {"_sliding_window_pattern", 2}});
+  const auto g = std::get<GemmaConfig>(parse_config(given, "cfg.json"));
+  BOOST_TEST((g.full_rope.rope_type == "linear" && g.full_rope.factor == 2.0 &&
+              g.full_rope.rope_theta == 3.0));
+  BOOST_TEST(g.sliding_rope.rope_theta == 1e4);
+  BOOST_TEST(g.window_of(1).value_or(0) == 4096);  // pattern 6: all four layers slide
+  BOOST_TEST(g.to_json().at("_sliding_window_pattern") == 2);
+
+  const auto error = [&](json extra) {
+    json j = small;
+    j.update(extra);
+    return parse_error(j);
+  };
+  BOOST_TEST(error({{"use_bidirectional_attention", true}}) ==
+             "cfg.json: use_bidirectional_attention true is not supported (only causal "
+             "attention)");
+  BOOST_TEST(error({{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 3.0}}}}) ==
+             "cfg.json: rope_parameters \"rope_theta\" is not supported (Gemma 3 keys its rope "
+             "parameters by layer type: full_attention, sliding_attention)");
+  BOOST_TEST(error({{"rope_parameters", {{"sliding_attention", {{"rope_type", "yarn"}}}}}}) ==
+             "cfg.json: rope_parameters.sliding_attention.rope_type \"yarn\" is not supported "
+             "(supported: default, linear, llama3)");
+  BOOST_TEST(error({{"sliding_window", nullptr}}) ==
+             "cfg.json: sliding_window is null but layer_types has sliding_attention layers");
+  BOOST_TEST(error({{"final_logit_softcapping", 0.0}}) ==
+             "cfg.json: final_logit_softcapping must be positive or null, got 0");
+  BOOST_TEST(error({{"layer_types", {"full_attention"}}}) ==
+             "cfg.json: layer_types must be a list of num_hidden_layers (4) entries, got "
+             "[\"full_attention\"]");
+  BOOST_TEST(error({{"sliding_window_pattern", 0}}) ==
+             "cfg.json: sliding_window_pattern must be a positive integer, got 0");
+  BOOST_TEST(parse_error({{"model_type", "gemma3"}}) ==
+             "cfg.json: model_type \"gemma3\" (Gemma3ForConditionalGeneration, text and vision) "
+             "is not supported; Gemma 3's text-only checkpoints (1B, model_type "
+             "\"gemma3_text\") are");
+
+  // transformers' module tree and class names; the blocks FSDP wraps and checkpoints.
+  auto model = make_causal_lm(parse_config(small, "cfg.json"));
+  BOOST_TEST(model->type_name() == "Gemma3ForCausalLM");
+  BOOST_TEST(model->get_submodule("model")->type_name() == "Gemma3TextModel");
+  const auto embed = model->get_submodule("model.embed_tokens");
+  BOOST_TEST(embed->type_name() == "Gemma3TextScaledWordEmbedding");
+  BOOST_TEST(embed->isinstance("Embedding"));
+  BOOST_TEST(decoder_block_class(*model) == "Gemma3DecoderLayer");
+  std::vector<std::string> children;
+  for (const auto& [name, m] : model->get_submodule("model.layers.0")->named_children())
+    children.push_back(name + ":" + m->type_name());
+  BOOST_TEST(children == (std::vector<std::string>{"self_attn:Gemma3Attention", "mlp:Gemma3MLP",
+                                                   "input_layernorm:Gemma3RMSNorm",
+                                                   "post_attention_layernorm:Gemma3RMSNorm",
+                                                   "pre_feedforward_layernorm:Gemma3RMSNorm",
+                                                   "post_feedforward_layernorm:Gemma3RMSNorm"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(model->get_submodule("model.layers.0.self_attn.q_norm")->type_name() ==
+             "Gemma3RMSNorm");
+  BOOST_TEST((model->get_submodule("model.layers.0.self_attn.k_norm")->param("weight").shape() ==
+              Shape{6}));
+  BOOST_TEST(model->get_submodule("model.layers.0.mlp.act_fn")->type_name() == "GELUTanh");
+  BOOST_TEST(model->get_submodule("model.rotary_emb")->type_name() == "Gemma3RotaryEmbedding");
+  // _init_weights: every Gemma3RMSNorm weight 0 (they scale by 1 + weight), the padding row 0.
+  for (const auto& [name, p] : model->named_parameters())
+    if (name.find("norm") != std::string::npos) BOOST_TEST(max(abs(p)).item() == 0.0, name);
+  const Tensor row = model->get_submodule("model.embed_tokens")->param("weight").select(0, 0);
+  BOOST_TEST(max(abs(row)).item() == 0.0);
+  BOOST_TEST(max(abs(model->get_submodule("model.layers.0.mlp.up_proj")->param("weight"))).item() >
+             0.0);
+}
+
+// Gemma 3 1B's config.json in the hub's legacy form (rope_theta, rope_local_base_freq,
+// sliding_window_pattern, torch_dtype, two EOS ids): read and written back as transformers 5.24's
+// AutoConfig + save_pretrained write it (tests/fixtures/hf_configs/gemma3_1b).
+BOOST_AUTO_TEST_CASE(gemma3_1b_hub_config_is_written_back_as_transformers_saves_it) {
+  const std::string dir = testing::fixture_path("hf_configs/gemma3_1b");
+  const auto c = std::get<GemmaConfig>(load_config(dir + "/config.json"));
+  BOOST_TEST(c.head_dim == 256);  // not 1152 / 4
+  BOOST_TEST(c.window_of(0).value_or(0) == 512);
+  BOOST_TEST(!c.window_of(5).has_value());
+  std::ifstream in(dir + "/saved_by_transformers.json");
+  json saved = json::parse(in), written = c.to_json("bfloat16");
+  // transformers writes its own version; to_json keeps the file's (as for every model here).
+  BOOST_TEST(written.at("transformers_version") == "4.50.0.dev0");
+  saved.erase("transformers_version");
+  written.erase("transformers_version");
+  BOOST_TEST(written.dump(2) == saved.dump(2));
+  auto model = make_causal_lm(c, TensorOptions(DType::Float32, kMeta));
+  std::int64_t params = 0;
+  for (const auto& [name, p] : model->named_parameters()) params += p.numel();
+  BOOST_TEST(params == 999885952);  // Gemma 3 1B, the tied head counted once
+}
+
+// Gemma2Config of transformers 5.24: its defaults (both softcaps, every other layer sliding),
+// Llama's rope fields; Gemma2ForCausalLM's class names, without q_norm and k_norm, one set of
+// rotary buffers.
+BOOST_AUTO_TEST_CASE(gemma2_reads_its_defaults_softcaps_and_class_names) {
+  const auto d = std::get<GemmaConfig>(parse_config({{"model_type", "gemma2"}}, "cfg.json"));
+  BOOST_TEST(d.vocab_size == 256000);
+  BOOST_TEST(d.max_position_embeddings == 8192);
+  BOOST_TEST(d.attention_softcap.value_or(0) == 50.0);
+  BOOST_TEST(d.final_logit_softcapping.value_or(0) == 30.0);
+  BOOST_TEST(d.window_of(0).value_or(0) == 4096);  // (0 + 1) % 2: sliding
+  BOOST_TEST(!d.window_of(1).has_value());
+  BOOST_TEST((d.full_rope.rope_type == "default" && d.full_rope.rope_theta == 10000.0));
+  BOOST_TEST(d.sliding_rope.rope_theta == 10000.0);
+  BOOST_TEST(!d.qk_norm());
+  const json dj = d.to_json();
+  BOOST_TEST(!dj.contains("_sliding_window_pattern"));
+  BOOST_TEST(dj.at("use_bidirectional_attention").is_null());
+  BOOST_TEST(dj.at("architectures") == json::array({"Gemma2ForCausalLM"}));
+  // Gemma2Config(rope_theta=5.0, rope_scaling={linear, 2}).save_pretrained's rope_parameters:
+  const json small = {{"model_type", "gemma2"},
+                      {"hidden_size", 16},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"num_hidden_layers", 3},
+                      {"intermediate_size", 32},
+                      {"vocab_size", 50},
+                      {"head_dim", 6},
+                      {"attn_logit_softcapping", nullptr},
+                      {"rope_theta", 5.0},
+                      {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}};
+  const auto g = std::get<GemmaConfig>(parse_config(small, "cfg.json"));
+  BOOST_TEST(g.to_json().at("rope_parameters").dump() ==
+             R"({"factor":2.0,"rope_theta":5.0,"rope_type":"linear"})");
+  BOOST_TEST(!g.attention_softcap.has_value());
+  BOOST_TEST(g.to_json().at("attn_logit_softcapping").is_null());
+  BOOST_TEST(!g.to_json().contains("rope_theta"));
+  auto model = make_causal_lm(g);
+  BOOST_TEST(model->type_name() == "Gemma2ForCausalLM");
+  BOOST_TEST(model->get_submodule("model")->type_name() == "Gemma2Model");
+  BOOST_TEST(model->get_submodule("model.embed_tokens")->type_name() ==
+             "Gemma2TextScaledWordEmbedding");
+  BOOST_TEST(decoder_block_class(*model) == "Gemma2DecoderLayer");
+  const auto attn = model->get_submodule("model.layers.0.self_attn");
+  BOOST_TEST(attn->type_name() == "Gemma2Attention");
+  std::vector<std::string> children;
+  for (const auto& [name, m] : attn->named_children()) children.push_back(name);
+  BOOST_TEST(children == (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(model->get_submodule("model.norm")->type_name() == "Gemma2RMSNorm");
+  std::vector<std::string> buffers;
+  for (const auto& [name, b] : model->get_submodule("model.rotary_emb")->named_buffers())
+    buffers.push_back(name);
+  BOOST_TEST(buffers == (std::vector<std::string>{"inv_freq", "original_inv_freq"}),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(eos_token_id_may_be_a_number_a_list_or_null) {
   // Llama 3.1's config lists two end-of-sequence ids; generation stops at either.
   const TensorOptions meta(DType::Float32, kMeta);
@@ -307,10 +514,11 @@ BOOST_AUTO_TEST_CASE(unsupported_values_name_the_file_field_and_value) {
   BOOST_TEST(parse_error(llama({{"pad_token_id", 50}})) ==
              "cfg.json: pad_token_id 50 is outside the vocabulary [0, 50)");
   BOOST_TEST(parse_error({{"vocab_size", 5}}) ==
-             "cfg.json: model_type is missing (supported: gpt2, llama, mistral, qwen2, qwen3)");
+             "cfg.json: model_type is missing (supported: gpt2, llama, mistral, qwen2, qwen3, "
+             "gemma3_text, gemma2)");
   BOOST_TEST(parse_error({{"model_type", "bert"}}) ==
              "cfg.json: model_type \"bert\" is not supported (supported: gpt2, llama, mistral, "
-             "qwen2, qwen3)");
+             "qwen2, qwen3, gemma3_text, gemma2)");
 }
 
 BOOST_AUTO_TEST_CASE(load_config_names_the_file) {

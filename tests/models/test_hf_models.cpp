@@ -1,6 +1,7 @@
-// GPT2LMHeadModel and LlamaForCausalLM against transformers on the fixtures of
-// tests/fixtures/hf_models/: the state dict's FQNs and shapes equal the saved file's (plus the
-// tied alias), the weights load, and the logits equal transformers' within 1e-4 * max|logit|.
+// GPT2LMHeadModel, LlamaForCausalLM, Gemma3ForCausalLM and Gemma2ForCausalLM against transformers
+// on the fixtures of tests/fixtures/hf_models/: the state dict's FQNs and shapes equal the saved
+// file's (plus the tied alias), the weights load, and the logits equal transformers' within 1e-4 *
+// max|logit|.
 #define BOOST_TEST_MODULE models_hf_fixtures
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -119,12 +120,32 @@ BOOST_DATA_TEST_CASE(cached_forward_equals_the_full_forward,
 
 BOOST_DATA_TEST_CASE(rotary_inverse_frequencies_equal_transformers_bit_for_bit,
                      bdata::make(std::vector<std::string>{"llama_gqa", "llama_tied_bias_llama3",
-                                                          "llama_linear_head_dim"}),
+                                                          "llama_linear_head_dim",
+                                                          "gemma2_softcap"}),
                      name) {
   auto model = make_causal_lm(load_config(testing::hf_fixture_dir(name)));
   const auto want = testing::hf_expected(name).at("inv_freq").to_vector();
   const auto got = model->get_submodule("model.rotary_emb")->buffer("inv_freq").to_vector();
   BOOST_TEST(got == want, boost::test_tools::per_element());
+}
+
+BOOST_DATA_TEST_CASE(gemma3_rotary_inverse_frequencies_per_layer_type_equal_transformers,
+                     bdata::make(std::vector<std::string>{"gemma3_sliding_rope",
+                                                          "gemma3_softcap_untied"}),
+                     name) {
+  // full_attention's from rope_theta (linear scaling in the first), sliding_attention's from
+  // rope_local_base_freq (linear in the second), bit for bit.
+  auto model = make_causal_lm(load_config(testing::hf_fixture_dir(name)));
+  const auto expected = testing::hf_expected(name);
+  const auto rotary = model->get_submodule("model.rotary_emb");
+  BOOST_TEST(rotary->type_name() == "Gemma3RotaryEmbedding");
+  for (const std::string type : {"full_attention", "sliding_attention"}) {
+    const auto want = expected.at(type + "_inv_freq").to_vector();
+    BOOST_TEST(rotary->buffer(type + "_inv_freq").to_vector() == want,
+               boost::test_tools::per_element());
+    BOOST_TEST(rotary->buffer(type + "_original_inv_freq").to_vector() == want,
+               boost::test_tools::per_element());
+  }
 }
 
 BOOST_DATA_TEST_CASE(bfloat16_logits_stay_near_float32, bdata::make(testing::hf_fixture_models()),

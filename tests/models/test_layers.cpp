@@ -14,6 +14,7 @@
 #include "models/attention.h"
 #include "models/auto_model.h"
 #include "models/conv1d.h"
+#include "models/gemma.h"
 #include "models/gpt2.h"
 #include "models/llama.h"
 #include "tests/support/fixture.h"
@@ -80,6 +81,37 @@ LlamaConfig tiny_llama() {
                                                {"high_freq_factor", 4.0},
                                                {"original_max_position_embeddings", 8}}}},
                                             "tiny_llama"));
+}
+
+GemmaConfig tiny_gemma3() {
+  return std::get<GemmaConfig>(
+      parse_config({{"model_type", "gemma3_text"},
+                    {"hidden_size", 8},
+                    {"num_attention_heads", 2},
+                    {"num_key_value_heads", 1},
+                    {"head_dim", 6},
+                    {"num_hidden_layers", 2},
+                    {"sliding_window_pattern", 2},
+                    {"intermediate_size", 12},
+                    {"vocab_size", 11},
+                    {"initializer_range", 0.5},
+                    {"rope_local_base_freq", 100.0},
+                    {"rope_scaling", {{"rope_type", "linear"}, {"factor", 4.0}}}},
+                   "tiny_gemma3"));
+}
+
+GemmaConfig tiny_gemma2() {
+  return std::get<GemmaConfig>(parse_config({{"model_type", "gemma2"},
+                                             {"hidden_size", 8},
+                                             {"num_attention_heads", 2},
+                                             {"num_key_value_heads", 1},
+                                             {"head_dim", 6},
+                                             {"num_hidden_layers", 2},
+                                             {"intermediate_size", 12},
+                                             {"vocab_size", 11},
+                                             {"initializer_range", 0.5},
+                                             {"rope_theta", 100.0}},
+                                            "tiny_gemma2"));
 }
 
 GPT2Config tiny_gpt2() {
@@ -295,8 +327,33 @@ BOOST_AUTO_TEST_CASE(causal_lm_loss_is_plain_mean_cross_entropy_without_a_shift)
              boost::test_tools::tolerance(1e-12));
 }
 
+BOOST_AUTO_TEST_CASE(gemma_rms_norm_scales_by_one_plus_weight_in_float32_then_casts) {
+  // Gemma3RMSNorm: x in float32 normalised, times (1 + w) in float32, then cast to x's dtype
+  // (Llama's casts before the weight: in bfloat16 the two differ).
+  GemmaRMSNorm norm(16, 1e-6, {}, "Gemma3RMSNorm");
+  BOOST_TEST(max(abs(norm.param("weight"))).item() == 0.0);  // zeros: the identity scale
+  Generator g(5);
+  {
+    autograd::NoGradGuard no_grad;
+    Tensor(norm.param("weight")).copy_(randn({16}, DType::Float32, &g));
+  }
+  const Tensor x = to_dtype(mul(randn({3, 16}, DType::Float32, &g), 3.0), DType::BFloat16);
+  const Tensor x32 = to_dtype(x, DType::Float32);
+  const Tensor normed = mul(x32, rsqrt(add(mean(mul(x32, x32), {-1}, true), 1e-6)));
+  const Tensor want = to_dtype(mul(normed, add(norm.param("weight"), 1.0)), DType::BFloat16);
+  const Tensor got = norm.forward(x);
+  BOOST_TEST(got.dtype() == DType::BFloat16);
+  BOOST_TEST(testing::close(got, want, 0, 0, "gemma rms_norm") == "");
+  const Tensor llama_order = mul(to_dtype(normed, DType::BFloat16),
+                                 to_dtype(add(norm.param("weight"), 1.0), DType::BFloat16));
+  BOOST_TEST(
+      max(abs(sub(to_dtype(got, DType::Float32), to_dtype(llama_order, DType::Float32)))).item() >
+      0.0);
+}
+
 BOOST_AUTO_TEST_CASE(meta_models_materialise_as_transformers_initialises) {
-  for (const ModelConfig& config : {ModelConfig(tiny_llama()), ModelConfig(tiny_gpt2())}) {
+  for (const ModelConfig& config : {ModelConfig(tiny_llama()), ModelConfig(tiny_gpt2()),
+                                    ModelConfig(tiny_gemma3()), ModelConfig(tiny_gemma2())}) {
     auto meta = make_causal_lm(config, TensorOptions(DType::Float32, kMeta));
     auto cpu = make_causal_lm(config);
     BOOST_TEST_CONTEXT(meta->type_name()) {

@@ -71,6 +71,7 @@ Ids concat(std::initializer_list<Ids> parts) {
 const std::string kGpt2 = fixture("gpt2_style/tokenizer.json");
 const std::string kLlama3 = fixture("llama3_style/tokenizer.json");
 const std::string kLlama2 = fixture("llama2_style/tokenizer.json");
+const std::string kGemma = fixture("gemma_style/tokenizer.json");
 const std::string kMetaspace = fixture("metaspace_style/tokenizer.json");
 
 }  // namespace
@@ -154,7 +155,7 @@ BOOST_AUTO_TEST_CASE(directory_tokenizer_encodes_as_autotokenizer) {
 
 // llm.c's convention: each file a document, the delimiter first, special tokens in the text as
 // text, nothing else added. GPT-2 style: <|endoftext|>; Llama 3 style: <|begin_of_text|>;
-// Llama 2 style: <s>.
+// Llama 2 style: <s>; Gemma style: <bos>.
 BOOST_AUTO_TEST_CASE(eot_delimiter_prefixes_every_document) {
   TempDir dir;
   const std::string doc1 = "First document.\n", doc2 = "Second <|endoftext|> <|eot_id|> one\n";
@@ -165,7 +166,7 @@ BOOST_AUTO_TEST_CASE(eot_delimiter_prefixes_every_document) {
   for (const auto& [json, delimiter, format, space] :
        {std::tuple{kGpt2, "<|endoftext|>", "gpt2", ""},
         std::tuple{kLlama3, "<|begin_of_text|>", "llama3", ""},
-        std::tuple{kLlama2, "<s>", "gpt2", " "}}) {
+        std::tuple{kLlama2, "<s>", "gpt2", " "}, std::tuple{kGemma, "<bos>", "gpt2", ""}}) {
     const Tokenizer tok = Tokenizer::from_file(json);
     const std::uint32_t eot = *tok.token_to_id(delimiter);
     const Ids expected = concat({{eot}, tok.encode(doc1, llmc), {eot}, tok.encode(doc2, llmc)});

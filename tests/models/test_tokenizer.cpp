@@ -233,16 +233,28 @@ BOOST_AUTO_TEST_CASE(unsupported_fields_are_refused_by_name) {
                j["pre_tokenizer"] = {{"type", "Whitespace"}};
              }) ==
              "t.json: pre_tokenizer.type is \"Whitespace\": not supported (null, ByteLevel, "
-             "Metaspace, Split with a Regex and behavior Isolated, or a Sequence of them)");
+             "Metaspace, Split with a Regex and behavior Isolated, Split with a String and "
+             "behavior Isolated or MergedWithPrevious, or a Sequence of them)");
   BOOST_TEST(
       load_with([](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; }) ==
       "t.json: pre_tokenizer.pretokenizers[0].behavior is \"Removed\": not "
       "supported (Isolated only)");
   BOOST_TEST(load_with([](json& j) {
-               j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", " "}};
+               j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Literal", " "}};
              }) ==
-             "t.json: pre_tokenizer.pretokenizers[0].pattern is {\"String\":\" \"}: not "
-             "supported (a {\"Regex\": ...} pattern)");
+             "t.json: pre_tokenizer.pretokenizers[0].pattern is {\"Literal\":\" \"}: not "
+             "supported (a {\"Regex\": ...} or {\"String\": ...} pattern)");
+  BOOST_TEST(load_with([](json& j) {
+               j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", ""}};
+             }) ==
+             "t.json: pre_tokenizer.pretokenizers[0].pattern.String is \"\": not supported (a "
+             "non-empty string)");
+  BOOST_TEST(load_with([](json& j) {
+               j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", " "}};
+               j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithNext";
+             }) ==
+             "t.json: pre_tokenizer.pretokenizers[0].behavior is \"MergedWithNext\": not "
+             "supported (Isolated or MergedWithPrevious)");
   BOOST_TEST(load_with([](json& j) {
                j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a";
              }) ==

@@ -1,7 +1,8 @@
 // models/tokenizer/tokenizer.h on SentencePiece-style tokenizer.json files (Llama 2, TinyLlama,
-// Mistral 7B) against Hugging Face tokenizers, on the fixtures of
+// Mistral 7B, Gemma) against Hugging Face tokenizers, on the fixtures of
 // tools/torch_reference/make_tokenizer_fixtures.py: llama2_style (normalizer Prepend("▁") +
-// Replace(" " -> "▁"), no pre-tokenizer) and metaspace_style (Metaspace, prepend_scheme first),
+// Replace(" " -> "▁"), no pre-tokenizer), metaspace_style (Metaspace, prepend_scheme first) and
+// gemma_style (Replace(" " -> "▁"), Split(" ", MergedWithPrevious), no Strip),
 // both with byte_fallback, <unk> and the Replace/ByteFallback/Fuse/Strip decoder; the same files
 // with fields changed (expected.json's variants, lstrip/rstrip among them); HF's behaviours
 // written out; every refused
@@ -66,6 +67,20 @@ BOOST_AUTO_TEST_CASE(llama2_style_equals_hf) {
 
 BOOST_AUTO_TEST_CASE(metaspace_style_equals_hf) {
   check_against_hf("metaspace_style");
+}
+
+// Gemma's form: Replace(" " -> "▁") without Prepend, Split(" ", MergedWithPrevious) (its
+// pre-tokens of raw texts checked), no Strip in the decoder, "<bos> $A"; and the directory with
+// its tokenizer_config.json naming GemmaTokenizer, which transformers 5's AutoTokenizer reads as
+// the file (make_tokenizer_fixtures.py checks that): the file's ids.
+BOOST_AUTO_TEST_CASE(gemma_style_equals_hf) {
+  check_against_hf("gemma_style");
+  const Tokenizer dir = Tokenizer::from_pretrained(tokenizer_fixture("gemma_style"));
+  const json expected = read_json(tokenizer_fixture("gemma_style/expected.json"));
+  for (const json& c : expected["cases"]) {
+    const std::string text = c["text"];
+    BOOST_TEST(dir.encode(text) == ids_of(c["ids"]), text);
+  }
 }
 
 // Each variant of expected.json: the file with fields changed, and HF's encode and decodes.

@@ -10,7 +10,8 @@ with transformers (5.24, /opt/torch2):
   a config in float32 whatever its dtype says) and exported by tools/export_torch_model.py.
 
 `fsdp-plan <config.json>` must print exactly the plan of `fsdp-plan <name>.json`.
-Run: /opt/torch2/bin/python tests/tools/gen_hf_plan_fixtures.py
+Run: /opt/torch2/bin/python tests/tools/gen_hf_plan_fixtures.py [NAME ...]
+(with names, only those exports are written, and no config).
 """
 import os
 import sys
@@ -44,18 +45,24 @@ NEW_CONFIGS = {
 CONFIGS = {
     "finetune_gpt2": "finetune/gpt2/config.json",
     "finetune_llama": "finetune/llama/config.json",
+    "finetune_gemma3": "finetune/gemma3/config.json",
+    "finetune_gemma2": "finetune/gemma2/config.json",
     "gpt2": "hf_configs/gpt2/config.json",
     "llama3_70b": "hf_configs/llama3_70b/config.json",
+    "gemma3_1b": "hf_configs/gemma3_1b/config.json",  # the hub's form of Gemma 3 1B's
     **{name: f"hf_configs/{name}/config.json" for name in NEW_CONFIGS},
 }
 
 
-def main():
-    for name, (cls, fields) in NEW_CONFIGS.items():
-        cls(**fields).save_pretrained(os.path.join(FIXTURES, "hf_configs", name))
+def main(names):
+    if not names:
+        for name, (cls, fields) in NEW_CONFIGS.items():
+            cls(**fields).save_pretrained(os.path.join(FIXTURES, "hf_configs", name))
     out = os.path.join(FIXTURES, "models", "hf")
     os.makedirs(out, exist_ok=True)
     for name, config in CONFIGS.items():
+        if names and name not in names:
+            continue
         cfg = AutoConfig.from_pretrained(os.path.join(FIXTURES, config))
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
@@ -64,4 +71,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

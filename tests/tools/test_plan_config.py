@@ -31,8 +31,11 @@ def check(cond, what):
 MODELS = {
     "finetune_gpt2": ("finetune/gpt2", "GPT2Block", 2000),
     "finetune_llama": ("finetune/llama", "LlamaDecoderLayer", 2000),
+    "finetune_gemma3": ("finetune/gemma3", "Gemma3DecoderLayer", 2000),
+    "finetune_gemma2": ("finetune/gemma2", "Gemma2DecoderLayer", 2000),
     "gpt2": ("hf_configs/gpt2", "GPT2Block", 5_000_000),
     "llama3_70b": ("hf_configs/llama3_70b", "LlamaDecoderLayer", 1_000_000_000),
+    "gemma3_1b": ("hf_configs/gemma3_1b", "Gemma3DecoderLayer", 50_000_000),
     "llama_tied_bias": ("hf_configs/llama_tied_bias", "LlamaDecoderLayer", 2000),
     "mistral_tiny": ("hf_configs/mistral_tiny", "MistralDecoderLayer", 2000),
     "gpt2_untied": ("hf_configs/gpt2_untied", "GPT2Block", 2000),
@@ -132,7 +135,7 @@ with open(os.path.join(FIXTURES, "finetune", "llama", "config.json")) as f:
     llama = json.load(f)
 d = write_config("bert", {"model_type": "bert", "hidden_size": 8})
 expect_error(d, f"{d}/config.json: model_type \"bert\" is not supported (supported: gpt2, "
-                "llama, mistral, qwen2, qwen3)")
+                "llama, mistral, qwen2, qwen3, gemma3_text, gemma2)")
 d = write_config("yarn", {**llama, "rope_parameters": {"rope_type": "yarn", "factor": 4.0}})
 expect_error(os.path.join(d, "config.json"),
              "config.json: rope_parameters.rope_type \"yarn\" is not supported")

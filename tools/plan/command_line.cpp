@@ -58,7 +58,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   PlanOptions& opts = cl.opts;
   app.add_option("MODEL", cl.model_path,
                  "model file (format fsdp-model/1), or a Hugging Face config.json (GPT-2, Llama, "
-                 "Mistral, Qwen2, Qwen3) or the directory holding it, built on meta in float32")
+                 "Mistral, Qwen2, Qwen3, Gemma 2 and 3) or the directory holding it, built on meta "
+                 "in float32")
       ->required();
   app.add_option("--policy", cl.policy,
                  "auto-wrap policy: always | size(min_num_params=N[, force_leaf=[..]]"

@@ -36,6 +36,14 @@ and decodes that tests/models/test_tokenizer.cpp compares against).
                 <|im_end|> special; texts that NFC changes (combining accents, Hangul jamo,
                 U+212B, marks out of canonical order) besides the common ones; a variant with
                 NFD in its place
+  gemma_style/  Gemma's form as transformers' GemmaTokenizer writes it (Gemma 2's and 3's files):
+                normalizer Replace(" ", "▁") without Prepend, pre_tokenizer Split(" ",
+                MergedWithPrevious), BPE with byte_fallback and fuse_unk, decoder
+                Sequence[Replace("▁", " "), ByteFallback, Fuse] (no Strip), "<bos> $A";
+                llama2_style's vocabulary laid out as Gemma's (<pad> <eos> <bos> <unk> <mask>
+                first), <start_of_turn> and <end_of_turn> special; a tokenizer_config.json
+                naming GemmaTokenizer (AutoTokenizer on the directory gives the file's ids: the
+                script checks it)
   corpus.txt    a test text for tokenize's end-to-end test
 
 Each expected.json holds HF's results on the fixed CASES and on 40 random texts (seed 26) drawn
@@ -43,6 +51,7 @@ from POOL, every text encoded three ways and decoded two ways, plus its pre-toke
 
 Run with /opt/torch2/bin/python (tokenizers 0.23, transformers 5.24):
 python make_tokenizer_fixtures.py [OUT_DIR]
+python make_tokenizer_fixtures.py --gemma-only [OUT_DIR]   writes gemma_style/ alone
 python make_tokenizer_fixtures.py --compare-normalizers   (needs libutf8proc2) prints where
     tokenizers' NFC/NFD/NFKC/NFKD and utf8proc's differ on single code points and on Dives
     Akuru's pair: models/tokenizer/unicode_normalization.h
@@ -351,6 +360,53 @@ def train_spm(kind):
     return j
 
 
+def train_gemma():
+    """gemma_style's tokenizer.json (see the module's docstring)."""
+    spm = train_spm("llama2")
+    vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3, "<mask>": 4}
+    for token, _ in sorted(spm["model"]["vocab"].items(), key=lambda kv: kv[1]):
+        if token not in vocab and token not in ("<s>", "</s>"):
+            vocab[token] = len(vocab)
+    merges = [tuple(m.split(" ")) for m in spm["model"]["merges"]]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True,
+                               byte_fallback=True))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous", invert=False)
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                     decoders.Fuse()])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<bos>:0 $A:0", pair="<bos>:0 $A:0 <bos>:1 $B:1", special_tokens=[("<bos>", 2)])
+    tok.add_special_tokens([AddedToken(s, normalized=False, special=True) for s in
+                            ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>",
+                             "<end_of_turn>"]])
+    return json.loads(tok.to_str())
+
+
+GEMMA_CASES = ["<start_of_turn>user\nHi there<end_of_turn>\n", "a  b   c ", " lead", "end "]
+
+
+def write_gemma(out):
+    """gemma_style/: the file, HF's results, and a tokenizer_config.json naming GemmaTokenizer,
+    under which transformers' AutoTokenizer gives the file's ids (checked here)."""
+    from transformers import AutoTokenizer
+    j = train_gemma()
+    texts = SPM_TEXTS + GEMMA_CASES
+    e = expectations(j, texts, lossy_texts=["a😀b", "x\x00\x1by"])
+    write_style(out, "gemma", j, e)
+    d = os.path.join(out, "gemma_style")
+    config = {"add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>",
+              "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
+              "mask_token": "<mask>", "tokenizer_class": "GemmaTokenizer"}
+    with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        f.write(json.dumps(config, indent=2) + "\n")
+    auto = AutoTokenizer.from_pretrained(d)
+    differ = [c["text"] for c in e["cases"] if auto(c["text"])["input_ids"] != c["ids"]]
+    print(f"gemma_style as {type(auto).__name__}: {len(differ)} of {len(texts)} texts differ "
+          f"from the file")
+    if differ:
+        sys.exit(f"AutoTokenizer differs from the file on {differ[:3]}")
+
+
 def edited(j, variant):
     """j with a variant's fields set and removed (JSON pointers of plain keys and indices)."""
     j = json.loads(json.dumps(j))
@@ -528,8 +584,10 @@ def main():
     if sys.argv[1:] == ["--compare-normalizers"]:
         return compare_normalizers()
     here = os.path.dirname(os.path.abspath(__file__))
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        here, "..", "..", "tests", "fixtures", "tokenizers")
+    args = [a for a in sys.argv[1:] if a != "--gemma-only"]
+    out = args[0] if args else os.path.join(here, "..", "..", "tests", "fixtures", "tokenizers")
+    if "--gemma-only" in sys.argv[1:]:
+        return write_gemma(out)
     for kind in ["gpt2", "llama3"]:
         j = train(kind)
         e = expectations(j)
@@ -567,6 +625,7 @@ def main():
         unk = sum(c["ids_no_special"].count(0) for c in e["cases"])
         fallback = sum(sum(3 <= i < 259 for i in c["ids_no_special"]) for c in e["cases"])
         print(f"{kind}: {unk} <unk> and {fallback} byte tokens in the cases")
+    write_gemma(out)
     check_other_classes(out)
 
 

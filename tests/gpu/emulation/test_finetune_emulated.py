@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """examples/finetune on the emulated CUDA device against the same job on the CPU, for GPT-2,
-Llama and Qwen3 (tests/fixtures/finetune, the models test_finetune.py trains against
+Llama, Qwen3, Gemma 3 and Gemma 2 (tests/fixtures/finetune, the models test_finetune.py trains against
 transformers): the per-step losses and the held-out loss before and after of an unsharded float32 run, FULL_SHARD
 on 2 thread ranks sharing cuda:0 (the meta build materialised on the device), the same with
 bf16 and with fp16 mixed precision, and, given MPIRUN, bf16 FULL_SHARD over NCCL with 2 processes each on its
@@ -46,7 +46,9 @@ def main():
     finetune, fixtures = sys.argv[1], os.path.join(sys.argv[2], "finetune")
     env = emulated_env(sys.argv[3])
     failed = 0
-    for model in ["gpt2", "llama", "qwen3"]:  # Qwen3: q_norm and k_norm over each head
+    # Qwen3: q_norm and k_norm over each head; Gemma 3: its float32 norms, scaled embedding and
+    # sliding layers; Gemma 2: the softcaps (tanh) of the attention scores and the logits.
+    for model in ["gpt2", "llama", "qwen3", "gemma3", "gemma2"]:
         for name, args, tol in JOBS:
             cpu = losses(finetune, fixtures, model, "cpu", args, env)
             cuda = losses(finetune, fixtures, model, "cuda:0", args, env)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """examples/generate on the emulated CUDA device against the CPU: greedy ids for every model of
-tests/fixtures/hf_models (GPT-2 and Llama, the KV cache on the device), and a seeded sampling
-run, equal. EMULATED_LIBS is put first on LD_LIBRARY_PATH, as train_gpt's test does.
+tests/fixtures/hf_models (GPT-2, Llama, Mistral, Qwen, Gemma; the KV cache on the device), and a
+seeded sampling run on the first, equal. EMULATED_LIBS is put first on LD_LIBRARY_PATH, as train_gpt's test does.
 Usage: test_generate_emulated.py GENERATE MODELS_DIR EMULATED_LIBS"""
 import os
 import sys
