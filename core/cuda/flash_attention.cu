@@ -1,4 +1,4 @@
-// FlashAttention-2's algorithm (Dao, 2023) for head dims 64 and 128 on the sm_80+ warp-level
+// FlashAttention-2's algorithm (Dao, 2023) for head dims 64, 96 and 128 on the sm_80+ warp-level
 // matrix instructions (mma_sm80.cuh: mma.m16n8k16, ldmatrix, cp.async) with the accumulators in
 // registers: T is the 16-bit storage type (bf16 or fp16), every product sums in float. A CTA of
 // 4 warps takes 64 rows; each warp owns 16 of them as the A operand of its products, and the
@@ -11,14 +11,15 @@
 // operand's strides (FlashGeometry), rows of hd contiguous elements 16-byte aligned, so the tiles
 // load and store the same vectors whether an operand is dense or a view of a packed buffer.
 //
-// Score tiles are 64 x 64 at both head dims; the head dim sets the width of the operand tiles
-// and of the output accumulators. At head dim 128 the backward's resident operands (Q and dO for
+// Score tiles are 64 x 64 at every head dim; the head dim sets the width of the operand tiles
+// and of the output accumulators. Past head dim 64 the backward's resident operands (Q and dO for
 // dq, K and V for dk and dv) stay in shared memory and are read per product instead of being
 // held in registers: with two 16 x 128 accumulators, that keeps a warp's live registers under
 // the 255 a thread may have (ptxas reports no spills). The tiles live in dynamic shared memory,
-// more than 48 KiB at head dim 128 (flash_shared_bytes).
+// more than 48 KiB past head dim 64 (flash_shared_bytes).
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <type_traits>
@@ -46,10 +47,12 @@ constexpr float kLn2 = 0.6931471805599453f;
 // the head dim, the output accumulators' n8 tiles.
 template <int HD>
 struct Head {
-  static_assert(HD == kFlashHeadDim || HD == kFlashHeadDimWide, "the tiles are built for 64, 128");
-  // Row pitch of the 16-bit tiles in shared memory: HD + 8 elements (144 or 272 bytes: 36 or 68
-  // words, 4 banks apart modulo 32), so the 8 rows an ldmatrix reads hit all 32 banks once; rows
-  // stay 16-byte aligned for cp.async and the 16-byte stores.
+  static_assert(HD % 32 == 0 && HD >= kFlashHeadDim && HD <= kFlashHeadDimWide,
+                "whole k16 steps and pairs of n8 tiles, at most 128 (the registers)");
+  // Row pitch of the 16-bit tiles in shared memory: HD + 8 elements (144, 208 or 272 bytes: 36,
+  // 52 or 68 words, 4, 20 or 4 banks apart modulo 32), so the 8 rows an ldmatrix reads start on 8
+  // distinct multiples of 4 banks and hit all 32 banks once; rows stay 16-byte aligned for
+  // cp.async and the 16-byte stores.
   static constexpr int kLd = HD + 8;
   static constexpr int kSteps = HD / 16;   // k16 steps along the head dim
   static constexpr int kN8 = HD / 8;       // n8 tiles across the head dim
@@ -643,8 +646,26 @@ void backward_at(const T* q, const T* k, const T* v, const T* o, const T* dout, 
 
 }  // namespace
 
+// f.template operator()<HD>() with HD = hd, one of kFlashHeadDims; false for any other hd.
+template <typename F>
+bool with_head_dim(std::int64_t hd, F&& f) {
+  switch (hd) {
+    case 64:
+      f.template operator()<64>();
+      return true;
+    case 96:
+      f.template operator()<96>();
+      return true;
+    case 128:
+      f.template operator()<128>();
+      return true;
+  }
+  return false;
+}
+static_assert(std::size(kFlashHeadDims) == 3 && kFlashHeadDims[1] == 96, "with_head_dim's cases");
+
 bool flash_attention_applies(const FlashGeometry& g, std::initializer_list<const void*> pointers) {
-  if ((g.hd != kFlashHeadDim && g.hd != kFlashHeadDimWide) || g.group < 1 || g.H % g.group != 0 ||
+  if (!with_head_dim(g.hd, []<int>() {}) || g.group < 1 || g.H % g.group != 0 ||
       g.B * g.H > 0x7fffffff || (g.t + kTile - 1) / kTile > 65535)
     return false;
   for (const void* p : pointers)
@@ -656,29 +677,26 @@ bool flash_attention_applies(const FlashGeometry& g, std::initializer_list<const
 }
 
 FlashSharedBytes flash_shared_bytes(std::int64_t hd) {
-  // Both 16-bit types take the same bytes.
-  if (hd == kFlashHeadDimWide) {
-    using L = SharedLayout<kFlashHeadDimWide, __nv_bfloat16>;
-    return {L::kForward, L::kBackward, L::kBackward};
-  }
-  using L = SharedLayout<kFlashHeadDim, __nv_bfloat16>;
-  return {L::kForward, L::kBackward, L::kBackward};
+  FlashSharedBytes bytes{};  // both 16-bit types take the same bytes
+  with_head_dim(hd, [&]<int HD>() {
+    using L = SharedLayout<HD, __nv_bfloat16>;
+    bytes = {L::kForward, L::kBackward, L::kBackward};
+  });
+  return bytes;
 }
 
 template <typename T>
 void flash_attention_forward(const T* q, const T* k, const T* v, T* o, float* lse,
                              const FlashGeometry& g, cudaStream_t stream) {
-  if (g.hd == kFlashHeadDimWide) return forward_at<kFlashHeadDimWide>(q, k, v, o, lse, g, stream);
-  forward_at<kFlashHeadDim>(q, k, v, o, lse, g, stream);
+  with_head_dim(g.hd, [&]<int HD>() { forward_at<HD>(q, k, v, o, lse, g, stream); });
 }
 
 template <typename T>
 void flash_attention_backward(const T* q, const T* k, const T* v, const T* o, const T* dout,
                               const float* lse, T* dq, T* dk, T* dv, const FlashGeometry& g,
                               cudaStream_t stream) {
-  if (g.hd == kFlashHeadDimWide)
-    return backward_at<kFlashHeadDimWide>(q, k, v, o, dout, lse, dq, dk, dv, g, stream);
-  backward_at<kFlashHeadDim>(q, k, v, o, dout, lse, dq, dk, dv, g, stream);
+  with_head_dim(g.hd,
+                [&]<int HD>() { backward_at<HD>(q, k, v, o, dout, lse, dq, dk, dv, g, stream); });
 }
 
 #define FSDP_INSTANTIATE(T)                                                                   \

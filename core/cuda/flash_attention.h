@@ -1,5 +1,5 @@
 // The tiled (FlashAttention-2 style) causal attention for 16-bit storage (T bf16 or fp16) and
-// head dim 64 or 128 (GPT-2's, and the Llamas' and Qwens' of 7B-class models): tensor cores through
+// head dim 64, 96 or 128 (kFlashHeadDims): tensor cores through
 // mma.sync with register accumulators, the online softmax in float, the scores never in device
 // memory. Every operand is read or written through its strides (a (batch, head)'s rows anywhere,
 // each row's 64 elements contiguous), so q, k and v can be views of one packed projection and o a
@@ -20,9 +20,11 @@
 
 namespace fsdp::cuda {
 
-// The head dims the tiles are built for (flash_attention_applies).
+// The head dims the tiles are built for (flash_attention_applies): 64 (GPT-2's, the 1B-class
+// Llamas'), 96 (Phi-3 mini's), 128 (the 7B-class Llamas', Qwen3's).
 constexpr int kFlashHeadDim = 64;
 constexpr int kFlashHeadDimWide = 128;
+constexpr int kFlashHeadDims[] = {kFlashHeadDim, 96, kFlashHeadDimWide};
 
 // B batch entries of H heads of t rows of hd elements; element (b, h, i, c) of an operand at b *
 // batch + h * head + i * row + c; lse (B, H, t) float, contiguous. dout, dq, dk, dv: the
@@ -53,12 +55,14 @@ inline FlashGeometry dense_flash_geometry(std::int64_t batch, std::int64_t t, fl
           .dv = s};
 }
 
-// g.hd 64 or 128, the pointers given and every row of g's operands 16-byte aligned (read as
-// tiles, written in vectors), group dividing H, and the grid (B * H, ceil(t / 64)) within CUDA's
-// limits. An operand the call does not use (the backward's, in a forward) keeps its zero strides.
+// g.hd one of kFlashHeadDims, the pointers given and every row of g's operands 16-byte aligned
+// (read as tiles, written in vectors), group dividing H, and the grid (B * H, ceil(t / 64)) within
+// CUDA's limits. An operand the call does not use (the backward's, in a forward) keeps its zero
+// strides.
 bool flash_attention_applies(const FlashGeometry& g, std::initializer_list<const void*> pointers);
 
-// The dynamic shared memory of each kernel at head dim hd (bytes): above 48 KiB at head dim 128,
+// The dynamic shared memory of each kernel at head dim hd (bytes; zeros for a head dim without
+// tiles): above 48 KiB past head dim 64,
 // which the launchers opt into (cudaFuncSetAttribute) once per kernel and device.
 struct FlashSharedBytes {
   std::size_t forward, backward_dq, backward_dkdv;

@@ -1274,12 +1274,12 @@ void batched_gemm(int index, cudaStream_t stream, std::int64_t batch, std::int64
 
 // Causal self-attention without a mask (GPT's, scaled_dot_product_attention's is_causal), the
 // scores never held: float32, bf16 or fp16, one kv head per query head, any strides. bf16 and
-// fp16 at head dim 64 or 128 with 16-byte aligned rows take the flash tiles (flash_attention.h),
-// which read and write every operand in place (q, k, v views of a packed projection; o, dq, dk, dv
-// views of merged buffers); the rest take attention.cu's one-warp-per-row kernels when q, k and
-// v are dense, else the general kernels' strided reads (outputs through dense stand-ins).
-// Grouped-query heads (H a multiple of KV) only for the flash tiles; the one-warp kernels take
-// H == KV.
+// fp16 at head dim 64, 96 or 128 with 16-byte aligned rows take the flash tiles
+// (flash_attention.h), which read and write every operand in place (q, k, v views of a packed
+// projection; o, dq, dk, dv views of merged buffers); the rest take attention.cu's one-warp-per-row
+// kernels when q, k and v are dense, else the general kernels' strided reads (outputs through dense
+// stand-ins). Grouped-query heads (H a multiple of KV) only for the flash tiles; the one-warp
+// kernels take H == KV.
 bool fused_causal(const Tensor& q, const Tensor& mask, const AttentionDims& d) {
   return d.causal && !mask.defined() && is_float_or_16bit(q.dtype()) && d.L == d.S && d.D == d.Dv &&
          d.D >= 1 && d.D <= kMaxAttentionHeadDim && d.KV >= 1 && d.H % d.KV == 0;
@@ -1296,7 +1296,7 @@ AttentionOperandStrides operand_strides(const AttentionStrides& s) {
 }
 
 // The flash tiles' geometry over the tensors' own strides, if the tiles apply to them (16 bits,
-// head dim 64 or 128, rows contiguous and 16-byte aligned): q, k, v, out, then for the backward
+// head dim 64, 96 or 128, rows contiguous and 16-byte aligned): q, k, v, out, then for the backward
 // dout, dq, dk, dv (FlashGeometry's operands in order).
 std::optional<FlashGeometry> flash_geometry(const AttentionDims& d,
                                             std::initializer_list<const Tensor*> tensors) {

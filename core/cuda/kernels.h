@@ -236,7 +236,7 @@ void cross_entropy_forward_backward(const T* logits, const std::int32_t* target,
 // batch = B * heads and hd <= kMaxAttentionHeadDim (else fsdp::ValueError); o = softmax(scale *
 // q k^T + causal mask) v without storing the scores; lse (batch, t) float is saved for backward.
 // Backward: dq (T) overwritten, dk and dv (float: gathered with atomics) overwritten. One warp per
-// row, slow but simple: bf16 and fp16 at head dims 64 and 128 have the tiled tensor-core
+// row, slow but simple: bf16 and fp16 at head dims 64, 96 and 128 have the tiled tensor-core
 // kernels (flash_attention.h: GPT-2's and the Llamas' cases), which the kernel table prefers.
 constexpr int kMaxAttentionHeadDim = 128;
 template <typename T>

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -491,7 +492,8 @@ void check_attention(std::int64_t batch, std::int64_t t, std::int64_t hd,
   DeviceBuffer<float> lse(batch * t);
   // The tiles write dk and dv in T; the row kernels gather them in float.
   constexpr bool kTiles = !std::is_same_v<T, float>;
-  const bool tiled = kTiles && (hd == kFlashHeadDim || hd == kFlashHeadDimWide);
+  const bool tiled = kTiles && std::find(std::begin(kFlashHeadDims), std::end(kFlashHeadDims),
+                                         hd) != std::end(kFlashHeadDims);
   DeviceBuffer<T> dk16(tiled ? n : 1), dv16(tiled ? n : 1);
   DeviceBuffer<float> dk32(tiled ? 1 : n), dv32(tiled ? 1 : n);
   if constexpr (kTiles) {
@@ -570,12 +572,12 @@ std::vector<std::int64_t> all_entries(std::int64_t batch) {
 
 }  // namespace
 
-// bf16 and fp16 with head dim 64 or 128 take the tiled kernels (t of 1, under a tile, one tile
+// bf16 and fp16 with head dim 64, 96 or 128 take the tiled kernels (t of 1, under a tile, one tile
 // exactly, a partial last tile); the rest, and float, the one-warp-per-row kernels.
 BOOST_AUTO_TEST_CASE_TEMPLATE(online_softmax_attention_forward_and_backward, T, StorageTypes) {
   const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes = {
-      {1, 1, 1},  {3, 7, 64},  {2, 65, 17},  {4, 200, 128}, {24, 257, 64},
-      {2, 1, 64}, {5, 64, 64}, {3, 130, 64}, {2, 1, 128},   {3, 130, 128}};
+      {1, 1, 1},   {3, 7, 64},   {2, 65, 17}, {4, 200, 128}, {24, 257, 64}, {2, 1, 64},
+      {5, 64, 64}, {3, 130, 64}, {2, 1, 128}, {3, 130, 128}, {3, 130, 96}};
   // (batch, t, hd)
   for (auto [batch, t, hd] : shapes) {
     if (on_emulated_device() && batch * t * t * hd > 4'000'000) continue;  // GPU-sized

@@ -7,8 +7,8 @@
 // operands, and MultiheadAttention's layout (q, k, v, dq, dk, dv views of packed (L, N, 3E)
 // buffers, o and dO of (L, N, E) ones, L-major and, as with batch_first, N-major); grouped-query
 // heads (2 and 4 query heads a kv head) in the Hugging Face models' (B, t, heads, hd) layout;
-// each at head dim 64 and 128 (the wide tiles in more than 48 KiB of dynamic shared memory, their
-// backward's resident operands read from it per product).
+// each at head dims 64, 96 and 128 (the wider tiles in more than 48 KiB of dynamic shared memory,
+// their backward's resident operands read from it per product).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -121,7 +121,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
   std::normal_distribution<float> normal;
   const std::int64_t batch = 2;
   const float scale = 0.125f;
-  for (std::int64_t hd : {kFlashHeadDim, kFlashHeadDimWide})
+  for (const std::int64_t hd : kFlashHeadDims)
     for (std::int64_t t : {1, 7, 64, 65, 128, 130, 300}) {
       const std::int64_t n = batch * t * hd;
       std::vector<float> q(n), k(n), v(n), dout(n);
@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_forward_and_backward_match_a_doubl
 // the tiles read and write them in place, every element of the gradient written (it starts as
 // NaN), the results those of the dense layout.
 BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_reads_and_writes_packed_heads_in_place, T, Tile16) {
-  for (std::int64_t hd : {kFlashHeadDim, kFlashHeadDimWide})
+  for (const std::int64_t hd : kFlashHeadDims)
     for (bool n_major : {false, true}) {
       std::mt19937 gen(20261130);
       std::normal_distribution<float> normal;
@@ -245,7 +245,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_reads_and_writes_packed_heads_in_p
 // k, v, dk and dv (B, t, KV, hd) with KV = H / group; query head h reads kv head h / group, and
 // the kv head's dk and dv sum over its group's query heads (one head per kv head: MQA).
 BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_groups_query_heads_over_kv_heads, T, Tile16) {
-  for (std::int64_t hd : {kFlashHeadDim, kFlashHeadDimWide})
+  for (const std::int64_t hd : kFlashHeadDims)
     for (std::int64_t group : {2, 4}) {
       std::mt19937 gen(20261127 + group);
       std::normal_distribution<float> normal;
@@ -327,13 +327,14 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(tiled_attention_groups_query_heads_over_kv_heads, 
 }
 
 // What the tiles cannot take, so that the kernel table sends it to the row kernels: a head dim
-// other than 64 and 128, a pointer or a row stride off 16 bytes.
-BOOST_AUTO_TEST_CASE(flash_attention_applies_only_to_16_byte_aligned_rows_of_64_or_128) {
+// other than 64, 96 and 128, a pointer or a row stride off 16 bytes.
+BOOST_AUTO_TEST_CASE(flash_attention_applies_only_to_16_byte_aligned_rows_of_its_head_dims) {
   alignas(16) static std::uint16_t buf[64];
   const FlashGeometry g = dense_flash_geometry(2, 70, 0.125f);
   BOOST_TEST(flash_attention_applies(g, {buf, buf + 8}));
-  BOOST_TEST(flash_attention_applies(dense_flash_geometry(2, 70, 0.125f, 128), {buf}));
-  for (std::int64_t hd : {32, 96, 256})
+  for (const std::int64_t hd : kFlashHeadDims)
+    BOOST_TEST(flash_attention_applies(dense_flash_geometry(2, 70, 0.125f, hd), {buf}), hd);
+  for (std::int64_t hd : {32, 80, 112, 256})
     BOOST_TEST(!flash_attention_applies(dense_flash_geometry(2, 70, 0.125f, hd), {buf}), hd);
   BOOST_TEST(!flash_attention_applies(g, {buf, buf + 1}));
   FlashGeometry odd_row = g, odd_batch = g;
@@ -341,10 +342,14 @@ BOOST_AUTO_TEST_CASE(flash_attention_applies_only_to_16_byte_aligned_rows_of_64_
   odd_batch.o.batch = 4;
   BOOST_TEST(!flash_attention_applies(odd_row, {buf}));
   BOOST_TEST(!flash_attention_applies(odd_batch, {buf}));
-  // Head dim 128's tiles need more than the 48 KiB of shared memory a kernel has without opting in.
-  BOOST_TEST(flash_shared_bytes(64).forward <= 48u * 1024);
-  BOOST_TEST(flash_shared_bytes(64).backward_dq <= 48u * 1024);
+  // Past head dim 64 the tiles need more than the 48 KiB of shared memory a kernel has without
+  // opting in; what the kernels take, for the launches' opt-in.
+  BOOST_TEST(flash_shared_bytes(64).forward == 4u * 64 * 72 * 2);
+  BOOST_TEST(flash_shared_bytes(64).backward_dq == 4u * 64 * 72 * 2 + 2 * 64 * 4);
+  BOOST_TEST(flash_shared_bytes(96).backward_dkdv == 6u * 64 * 104 * 2 + 2 * 64 * 4);
+  BOOST_TEST(flash_shared_bytes(128).forward == 4u * 64 * 136 * 2);
   BOOST_TEST(flash_shared_bytes(128).backward_dkdv > 48u * 1024);
+  BOOST_TEST(flash_shared_bytes(32).forward == 0u);  // no tiles
 }
 
 // attention.cu's one-warp-per-row kernels (float storage, any head dim up to 128): head dims
