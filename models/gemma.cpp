@@ -184,9 +184,8 @@ nn::Value GemmaModel::forward(const nn::Args& args) {
 }
 
 GemmaForCausalLM::GemmaForCausalLM(const GemmaConfig& c, TensorOptions options)
-    : CausalLM(hf_class(c.architecture(), {c.family() + "PreTrainedModel", "PreTrainedModel"}),
-               "model"),
-      config(c) {
+    : RotaryCausalLM(
+          hf_class(c.architecture(), {c.family() + "PreTrainedModel", "PreTrainedModel"}), c) {
   auto model = register_module("model", std::make_shared<GemmaModel>(c, options));
   auto head = std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false, options);
   if (c.tie_word_embeddings)  // one Parameter in both slots, as transformers ties them

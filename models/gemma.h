@@ -95,21 +95,12 @@ class GemmaModel : public nn::Module {
 
 // lm_head (Linear(E, V, bias=false)) holds model.embed_tokens' weight when tie_word_embeddings;
 // the logits are softcapped (tanh(x / c) * c) with final_logit_softcapping.
-class GemmaForCausalLM : public CausalLM {
+class GemmaForCausalLM : public RotaryCausalLM<GemmaConfig> {
  public:
   // options.device may be meta: shapes only, materialised later (to_empty + init_weights).
   explicit GemmaForCausalLM(const GemmaConfig& config, TensorOptions options = {});
 
-  using CausalLM::forward;
-  nlohmann::json config_json(const std::string& dtype = "float32") const override {
-    return config.to_json(dtype);
-  }
   void init_weights(nn::Module& module, Generator* generator = nullptr) const override;
-  std::int64_t vocab_size() const override { return config.vocab_size; }
-  std::int64_t max_positions() const override { return config.max_position_embeddings; }
-  std::optional<std::int64_t> position_limit() const override { return std::nullopt; }
-
-  const GemmaConfig config;
 
  protected:
   Tensor final_logits(const Tensor& logits) const override;

@@ -152,7 +152,7 @@ const nn::ModuleClass& causal_lm_class(const LlamaConfig& c) {
 }  // namespace
 
 LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, TensorOptions options)
-    : CausalLM(causal_lm_class(c), "model"), config(c) {
+    : RotaryCausalLM(causal_lm_class(c), c) {
   auto model = register_module("model", std::make_shared<LlamaModel>(c, options));
   auto head = std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false, options);
   if (c.tie_word_embeddings)  // one Parameter in both slots, as transformers ties them

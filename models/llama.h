@@ -77,22 +77,13 @@ class LlamaModel : public nn::Module {
 };
 
 // lm_head (Linear(E, V, bias=false)) holds model.embed_tokens' weight when tie_word_embeddings.
-class LlamaForCausalLM : public CausalLM {
+class LlamaForCausalLM : public RotaryCausalLM<LlamaConfig> {
  public:
   static const nn::ModuleClass& static_class();
   // options.device may be meta: shapes only, materialised later (to_empty + init_weights).
   explicit LlamaForCausalLM(const LlamaConfig& config, TensorOptions options = {});
 
-  using CausalLM::forward;
-  nlohmann::json config_json(const std::string& dtype = "float32") const override {
-    return config.to_json(dtype);
-  }
   void init_weights(nn::Module& module, Generator* generator = nullptr) const override;
-  std::int64_t vocab_size() const override { return config.vocab_size; }
-  std::int64_t max_positions() const override { return config.max_position_embeddings; }
-  std::optional<std::int64_t> position_limit() const override { return std::nullopt; }
-
-  const LlamaConfig config;
 };
 
 }  // namespace fsdp::models
