@@ -1,6 +1,6 @@
-// What GPT2LMHeadModel and LlamaForCausalLM share: forward from token ids (with a KV cache)
-// to logits, their config as save_pretrained writes it, transformers' _init_weights, and the
-// causal-LM loss.
+// What GPT2LMHeadModel, LlamaForCausalLM and GemmaForCausalLM share: forward from token ids (with a
+// KV cache) to logits, their config as save_pretrained writes it, transformers' _init_weights, and
+// the causal-LM loss.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +60,25 @@ class CausalLM : public nn::Module {
 
  private:
   std::string body_;
+};
+
+// A rotary *ForCausalLM (Llama's and Gemma's families): the overrides that read its config
+// (vocab_size, max_position_embeddings, to_json), and no position limit.
+template <class Config>
+class RotaryCausalLM : public CausalLM {
+ public:
+  using CausalLM::forward;
+  nlohmann::json config_json(const std::string& dtype = "float32") const override {
+    return config.to_json(dtype);
+  }
+  std::int64_t vocab_size() const override { return config.vocab_size; }
+  std::int64_t max_positions() const override { return config.max_position_embeddings; }
+  std::optional<std::int64_t> position_limit() const override { return std::nullopt; }
+
+  const Config config;
+
+ protected:
+  RotaryCausalLM(const nn::ModuleClass& cls, const Config& c) : CausalLM(cls, "model"), config(c) {}
 };
 
 // A transformers class by name: its ancestry is `name`, `bases` (nearest first), "Module".

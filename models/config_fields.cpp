@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/input_error.h"
+#include "models/activation.h"
 
 namespace fsdp::models {
 
@@ -58,6 +59,16 @@ std::string ConfigFields::string(const std::string& key) const {
   const auto& v = at(key);
   if (!v.is_string()) wrong_type(key, "a string");
   return v.get<std::string>();
+}
+
+std::string ConfigFields::activation(const std::string& key) const {
+  const std::string name = string(key);
+  if (!is_supported_activation(name)) {
+    std::string names;
+    for (const auto& n : supported_activations()) names += (names.empty() ? "" : ", ") + n;
+    unsupported(key, name, "supported: " + names);
+  }
+  return name;
 }
 
 std::vector<std::int64_t> ConfigFields::token_ids(const std::string& key) const {

@@ -23,6 +23,7 @@ class ConfigFields {
   double number(const std::string& key) const;
   bool boolean(const std::string& key) const;
   std::string string(const std::string& key) const;
+  std::string activation(const std::string& key) const;  // a string naming a supported one
   bool is_null(const std::string& key) const;
   // Token ids: an integer, a list of integers, or null (none); eos_token_id's forms.
   std::vector<std::int64_t> token_ids(const std::string& key) const;

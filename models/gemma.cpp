@@ -12,9 +12,7 @@
 #include "core/nn/init.h"
 #include "core/nn/linear.h"
 #include "core/ops.h"
-#include "models/attention.h"
 #include "models/init_weights.h"
-#include "models/llama.h"
 #include "models/rope.h"
 
 namespace fsdp::models {
@@ -113,53 +111,24 @@ nn::Value GemmaRotaryEmbedding::forward(const nn::Args& args) {
   return nn::Value(std::vector<nn::Value>{cos, sin});
 }
 
-GemmaAttention::GemmaAttention(const GemmaConfig& c, std::int64_t layer_idx_, TensorOptions options)
-    : Module(hf_class(c.family() + "Attention")),
-      heads(c.num_attention_heads),
-      kv_heads(c.num_key_value_heads),
-      head_dim(c.head_dim),
-      layer_idx(layer_idx_),
-      attention_dropout(c.attention_dropout),
-      scale(std::pow(c.query_pre_attn_scalar, -0.5)),
-      sliding_window(c.window_of(layer_idx_)),
-      softcap(c.attention_softcap),
-      qk_norm(c.qk_norm()) {
-  const std::int64_t E = c.hidden_size, D = c.head_dim;
-  const bool bias = c.attention_bias;
-  register_module("q_proj", std::make_shared<nn::Linear>(E, heads * D, bias, options));
-  register_module("k_proj", std::make_shared<nn::Linear>(E, kv_heads * D, bias, options));
-  register_module("v_proj", std::make_shared<nn::Linear>(E, kv_heads * D, bias, options));
-  register_module("o_proj", std::make_shared<nn::Linear>(heads * D, E, bias, options));
-  if (qk_norm) {
-    for (const char* name : {"q_norm", "k_norm"})
-      register_module(
-          name, std::make_shared<GemmaRMSNorm>(D, c.rms_norm_eps, options, c.family() + "RMSNorm"));
-  }
+namespace {
+
+// Gemma's attention: scale query_pre_attn_scalar ** -0.5, o_proj's bias attention_bias as q, k
+// and v's, Gemma 2's score softcap, Gemma 3's q_norm and k_norm its RMSNorm.
+GroupedQueryAttentionOptions attention_options(const GemmaConfig& c, std::int64_t layer_idx,
+                                               TensorOptions options) {
+  auto o = config_attention_options<GemmaRMSNorm>(c, layer_idx, c.qk_norm(), options);
+  o.qkv_bias = o.o_proj_bias = c.attention_bias;
+  o.scale = std::pow(c.query_pre_attn_scalar, -0.5);
+  o.softcap = c.attention_softcap;
+  return o;
 }
 
-nn::Value GemmaAttention::forward(const nn::Args& args) {
-  const Tensor& x = args.tensor(0);
-  const Tensor& cos = args.get(1, "cos").tensor();
-  const Tensor& sin = args.get(2, "sin").tensor();
-  // Gemma 3 normalises each head of q and k (over head_dim) before RoPE.
-  const auto heads_of = [&](const char* proj, const char* norm, std::int64_t n) {
-    const Tensor h = split_heads(call_child(proj, x), n);
-    return apply_rotary(qk_norm ? call_child(norm, h) : h, cos, sin);
-  };
-  const Tensor q = heads_of("q_proj", "q_norm", heads);
-  const auto [k, v] =
-      with_history(args.get(3, "layer_past"), heads_of("k_proj", "k_norm", kv_heads),
-                   split_heads(call_child("v_proj", x), kv_heads));
-  const double p = is_training() ? attention_dropout : 0.0;
-  const Tensor out = call_child(
-      "o_proj", merge_heads(causal_attention(q, k, v, scale, p, sliding_window, softcap)));
-  return nn::Value(std::vector<nn::Value>{out, nn::Value(std::vector<nn::Value>{k, v})});
-}
+}  // namespace
 
 GemmaDecoderLayer::GemmaDecoderLayer(const GemmaConfig& c, std::int64_t layer_idx,
                                      TensorOptions options)
-    : Module(hf_class(c.family() + "DecoderLayer", {"GradientCheckpointingLayer"})) {
-  register_module("self_attn", std::make_shared<GemmaAttention>(c, layer_idx, options));
+    : DecoderLayer(c.family(), attention_options(c, layer_idx, options), layer_idx, options) {
   register_module("mlp",
                   std::make_shared<LlamaMLP>(c.family() + "MLP", c.hidden_size, c.intermediate_size,
                                              false, c.hidden_activation, options));
@@ -169,16 +138,10 @@ GemmaDecoderLayer::GemmaDecoderLayer(const GemmaConfig& c, std::int64_t layer_id
                                                          c.family() + "RMSNorm"));
 }
 
-nn::Value GemmaDecoderLayer::forward(const nn::Args& args) {
-  const Tensor& h = args.tensor(0);
-  const nn::Value attn =
-      (*child("self_attn"))(nn::Args({call_child("input_layernorm", h), args.get(1, "cos"),
-                                      args.get(2, "sin"), args.get(3, "layer_past")}));
-  Tensor out = add(h, call_child("post_attention_layernorm", attn[0].tensor()));
+Tensor GemmaDecoderLayer::residuals(const Tensor& h, const Tensor& attention) {
+  const Tensor out = add(h, call_child("post_attention_layernorm", attention));
   const Tensor mlp = call_child("mlp", call_child("pre_feedforward_layernorm", out));
-  out = add(out, call_child("post_feedforward_layernorm", mlp));
-  if (!args.get(4, "use_cache", false).to_bool()) return out;
-  return nn::Value(std::vector<nn::Value>{out, attn[1]});
+  return add(out, call_child("post_feedforward_layernorm", mlp));
 }
 
 GemmaModel::GemmaModel(const GemmaConfig& c, TensorOptions options)
@@ -221,9 +184,8 @@ nn::Value GemmaModel::forward(const nn::Args& args) {
 }
 
 GemmaForCausalLM::GemmaForCausalLM(const GemmaConfig& c, TensorOptions options)
-    : CausalLM(hf_class(c.architecture(), {c.family() + "PreTrainedModel", "PreTrainedModel"}),
-               "model"),
-      config(c) {
+    : RotaryCausalLM(
+          hf_class(c.architecture(), {c.family() + "PreTrainedModel", "PreTrainedModel"}), c) {
   auto model = register_module("model", std::make_shared<GemmaModel>(c, options));
   auto head = std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false, options);
   if (c.tie_word_embeddings)  // one Parameter in both slots, as transformers ties them

@@ -23,6 +23,7 @@
 #include "core/nn/embedding.h"
 #include "models/causal_lm.h"
 #include "models/gemma_config.h"
+#include "models/llama.h"
 
 namespace fsdp::models {
 
@@ -72,25 +73,14 @@ class GemmaRotaryEmbedding : public nn::Module {
   const std::vector<std::string> buffer_prefixes;
 };
 
-// Calls: (x [B, S, E], cos, sin, layer_past=(k, v) | None) -> (out, (k, v)), k after q/k norm and
-// RoPE, [B, KV, past+S, D].
-class GemmaAttention : public nn::Module {
- public:
-  GemmaAttention(const GemmaConfig& config, std::int64_t layer_idx, TensorOptions options = {});
-  nn::Value forward(const nn::Args& args) override;
-
-  const std::int64_t heads, kv_heads, head_dim, layer_idx;
-  const double attention_dropout, scale;
-  const std::optional<std::int64_t> sliding_window;  // this layer's
-  const std::optional<double> softcap;               // Gemma 2's attn_logit_softcapping
-  const bool qk_norm;                                // Gemma 3's q_norm and k_norm
-};
-
-// Calls: (h, cos, sin, layer_past=(k, v) | None, use_cache=false) -> h, or (h, (k, v)).
-class GemmaDecoderLayer : public nn::Module {
+// self_attn: <family>Attention (Gemma 3's q_norm and k_norm, Gemma 2's softcap), four norms: the
+// attention's and the MLP's outputs normalised before their residual adds.
+class GemmaDecoderLayer : public DecoderLayer {
  public:
   GemmaDecoderLayer(const GemmaConfig& config, std::int64_t layer_idx, TensorOptions options = {});
-  nn::Value forward(const nn::Args& args) override;
+
+ protected:
+  Tensor residuals(const Tensor& h, const Tensor& attention) override;
 };
 
 // Calls: (ids [B, S], past_key_values=((k, v), ...) | None, use_cache=false) -> hidden states
@@ -105,21 +95,12 @@ class GemmaModel : public nn::Module {
 
 // lm_head (Linear(E, V, bias=false)) holds model.embed_tokens' weight when tie_word_embeddings;
 // the logits are softcapped (tanh(x / c) * c) with final_logit_softcapping.
-class GemmaForCausalLM : public CausalLM {
+class GemmaForCausalLM : public RotaryCausalLM<GemmaConfig> {
  public:
   // options.device may be meta: shapes only, materialised later (to_empty + init_weights).
   explicit GemmaForCausalLM(const GemmaConfig& config, TensorOptions options = {});
 
-  using CausalLM::forward;
-  nlohmann::json config_json(const std::string& dtype = "float32") const override {
-    return config.to_json(dtype);
-  }
   void init_weights(nn::Module& module, Generator* generator = nullptr) const override;
-  std::int64_t vocab_size() const override { return config.vocab_size; }
-  std::int64_t max_positions() const override { return config.max_position_embeddings; }
-  std::optional<std::int64_t> position_limit() const override { return std::nullopt; }
-
-  const GemmaConfig config;
 
  protected:
   Tensor final_logits(const Tensor& logits) const override;

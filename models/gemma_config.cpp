@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "models/activation.h"
 #include "models/config_fields.h"
+#include "models/decoder_config.h"
 
 namespace fsdp::models {
 
@@ -45,7 +45,7 @@ constexpr const char* kSliding = "sliding_attention";
 // layer_types as given, or as __post_init__ derives them: every sliding_window_pattern-th layer
 // (1-based) full, the others sliding. Gemma 3 also writes the pattern back as
 // "_sliding_window_pattern" (the file's sliding_window_pattern, else 6); Gemma 2's pattern is 2.
-void read_layer_types(ConfigFields& f, const nlohmann::json& file, GemmaConfig& c) {
+void read_gemma_layer_types(ConfigFields& f, const nlohmann::json& file, GemmaConfig& c) {
   auto& j = f.json();
   const bool gemma3 = c.model_type == "gemma3_text";
   const nlohmann::json pattern =
@@ -61,14 +61,7 @@ void read_layer_types(ConfigFields& f, const nlohmann::json& file, GemmaConfig& 
     for (std::int64_t i = 0; i < c.num_hidden_layers; ++i)
       types.push_back((i + 1) % every != 0 ? kSliding : kFull);
   }
-  if (!types.is_array() || std::int64_t(types.size()) != c.num_hidden_layers)
-    f.fail(fmt::format("layer_types must be a list of num_hidden_layers ({}) entries, got {}",
-                       c.num_hidden_layers, types.dump()));
-  for (const auto& t : types) {
-    if (t != kFull && t != kSliding)
-      f.unsupported("layer_types", t, "supported: full_attention, sliding_attention");
-    c.layer_types.push_back(t.get<std::string>());
-  }
+  c.layer_types = read_layer_types(f, types, c.num_hidden_layers);
 }
 
 // rope_parameters keyed by layer type, as Gemma3TextConfig.convert_rope_params_to_dict makes it:
@@ -138,50 +131,18 @@ GemmaConfig GemmaConfig::from_json(const nlohmann::json& file, const std::string
   if (file.is_object() && file.value("model_type", nlohmann::json()) == "gemma2")
     c.model_type = "gemma2";
   ConfigFields f(file, c.model_type == "gemma2" ? gemma2_defaults() : gemma3_defaults(), source);
-  c.vocab_size = f.positive("vocab_size");
-  c.hidden_size = f.positive("hidden_size");
-  c.intermediate_size = f.positive("intermediate_size");
-  c.num_hidden_layers = f.positive("num_hidden_layers");
-  c.num_attention_heads = f.positive("num_attention_heads");
-  c.num_key_value_heads = f.positive("num_key_value_heads");
-  // Gemma3TextConfig.validate_architecture asks this although head_dim is its own field.
-  if (c.hidden_size % c.num_attention_heads != 0)
-    f.fail(fmt::format("hidden_size {} is not divisible by num_attention_heads {}", c.hidden_size,
-                       c.num_attention_heads));
-  if (c.num_attention_heads % c.num_key_value_heads != 0)
-    f.fail(fmt::format("num_attention_heads {} is not divisible by num_key_value_heads {}",
-                       c.num_attention_heads, c.num_key_value_heads));
+  read_decoder_sizes(f, c);
   c.head_dim = f.positive("head_dim");
-  if (c.head_dim % 2 != 0)
-    f.unsupported("head_dim", c.head_dim, "rotary embeddings need an even head_dim");
-  c.max_position_embeddings = f.positive("max_position_embeddings");
-  c.hidden_activation = f.string("hidden_activation");
-  if (!is_supported_activation(c.hidden_activation)) {
-    std::string names;
-    for (const auto& n : supported_activations()) names += (names.empty() ? "" : ", ") + n;
-    f.unsupported("hidden_activation", c.hidden_activation, "supported: " + names);
-  }
-  c.rms_norm_eps = f.number("rms_norm_eps");
-  c.initializer_range = f.number("initializer_range");
-  c.attention_dropout = f.number("attention_dropout");
-  if (c.attention_dropout < 0 || c.attention_dropout > 1)
-    f.fail(fmt::format("attention_dropout must be in [0, 1], got {}", c.attention_dropout));
+  read_decoder_numbers(f, c, "hidden_activation", &GemmaConfig::hidden_activation);
   c.query_pre_attn_scalar = f.number("query_pre_attn_scalar");
   if (!(c.query_pre_attn_scalar > 0))
     f.fail(fmt::format("query_pre_attn_scalar must be positive, got {}", c.query_pre_attn_scalar));
   c.attention_bias = f.boolean("attention_bias");
-  c.tie_word_embeddings = f.boolean("tie_word_embeddings");
-  f.token_ids("eos_token_id");  // checked here, read by generation
-  c.pad_token_id = f.optional_integer("pad_token_id");
-  if (c.pad_token_id && (*c.pad_token_id < 0 || *c.pad_token_id >= c.vocab_size))
-    f.fail(fmt::format("pad_token_id {} is outside the vocabulary [0, {})", *c.pad_token_id,
-                       c.vocab_size));
+  read_decoder_tokens(f, c);
   if (!f.is_null("use_bidirectional_attention") && f.boolean("use_bidirectional_attention"))
     f.unsupported("use_bidirectional_attention", true, "only causal attention");
-  c.sliding_window = f.optional_integer("sliding_window");
-  if (c.sliding_window && *c.sliding_window <= 0)
-    f.fail(fmt::format("sliding_window must be positive or null, got {}", *c.sliding_window));
-  read_layer_types(f, file, c);
+  c.sliding_window = read_sliding_window(f);
+  read_gemma_layer_types(f, file, c);
   for (const auto& t : c.layer_types)
     if (t == kSliding && !c.sliding_window)
       f.fail("sliding_window is null but layer_types has sliding_attention layers");
@@ -201,23 +162,10 @@ nlohmann::json GemmaConfig::to_json(const std::string& dtype) const {
   nlohmann::json j = fields.is_object()
                          ? fields
                          : (model_type == "gemma2" ? gemma2_defaults() : gemma3_defaults());
-  j["vocab_size"] = vocab_size;
-  j["hidden_size"] = hidden_size;
-  j["intermediate_size"] = intermediate_size;
-  j["num_hidden_layers"] = num_hidden_layers;
-  j["num_attention_heads"] = num_attention_heads;
-  j["num_key_value_heads"] = num_key_value_heads;
+  write_decoder_fields(j, *this, "hidden_activation", &GemmaConfig::hidden_activation);
   j["head_dim"] = head_dim;
-  j["max_position_embeddings"] = max_position_embeddings;
-  j["hidden_activation"] = hidden_activation;
-  j["rms_norm_eps"] = rms_norm_eps;
-  j["initializer_range"] = initializer_range;
-  j["attention_dropout"] = attention_dropout;
   j["attention_bias"] = attention_bias;
-  j["tie_word_embeddings"] = tie_word_embeddings;
-  j["pad_token_id"] = pad_token_id ? nlohmann::json(*pad_token_id) : nlohmann::json(nullptr);
   j["sliding_window"] = sliding_window ? nlohmann::json(*sliding_window) : nlohmann::json(nullptr);
-  if (!layer_types.empty()) j["layer_types"] = layer_types;
   j["final_logit_softcapping"] =
       final_logit_softcapping ? nlohmann::json(*final_logit_softcapping) : nlohmann::json(nullptr);
   if (model_type == "gemma2")

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/autograd.h"
@@ -13,7 +14,6 @@
 #include "core/nn/linear.h"
 #include "core/ops.h"
 #include "models/activation.h"
-#include "models/attention.h"
 #include "models/init_weights.h"
 #include "models/rope.h"
 
@@ -39,49 +39,6 @@ std::string LlamaRMSNorm::extra_repr() const {
   return fmt::format("({},), eps={}", param("weight").size(0), eps);
 }
 
-LlamaAttention::LlamaAttention(const LlamaConfig& c, std::int64_t layer_idx_, TensorOptions options)
-    : Module(hf_class(c.family() + "Attention")),
-      heads(c.num_attention_heads),
-      kv_heads(c.num_key_value_heads),
-      head_dim(c.head_dim),
-      layer_idx(layer_idx_),
-      attention_dropout(c.attention_dropout),
-      sliding_window(c.window_of(layer_idx_)),
-      qk_norm(c.qk_norm) {
-  const std::int64_t E = c.hidden_size, D = c.head_dim;
-  const bool bias = c.attention_bias;
-  register_module("q_proj", std::make_shared<nn::Linear>(E, heads * D, bias, options));
-  register_module("k_proj", std::make_shared<nn::Linear>(E, kv_heads * D, bias, options));
-  register_module("v_proj", std::make_shared<nn::Linear>(E, kv_heads * D, bias, options));
-  register_module("o_proj", std::make_shared<nn::Linear>(heads * D, E, c.o_proj_bias, options));
-  if (qk_norm) {
-    for (const char* name : {"q_norm", "k_norm"})
-      register_module(
-          name, std::make_shared<LlamaRMSNorm>(D, c.rms_norm_eps, options, c.family() + "RMSNorm"));
-  }
-}
-
-nn::Value LlamaAttention::forward(const nn::Args& args) {
-  const Tensor& x = args.tensor(0);
-  const Tensor& cos = args.get(1, "cos").tensor();
-  const Tensor& sin = args.get(2, "sin").tensor();
-  // Qwen3 normalises each head of q and k (over its head_dim) before RoPE.
-  const auto heads_of = [&](const char* proj, const char* norm, std::int64_t n) {
-    const Tensor h = split_heads(call_child(proj, x), n);
-    return qk_norm ? call_child(norm, h) : h;
-  };
-  const Tensor q = apply_rotary(heads_of("q_proj", "q_norm", heads), cos, sin);
-  const auto [k, v] =
-      with_history(args.get(3, "layer_past"),
-                   apply_rotary(heads_of("k_proj", "k_norm", kv_heads), cos, sin),  // after RoPE
-                   split_heads(call_child("v_proj", x), kv_heads));
-  const double p = is_training() ? attention_dropout : 0.0;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-  const Tensor out =
-      call_child("o_proj", merge_heads(causal_attention(q, k, v, scale, p, sliding_window)));
-  return nn::Value(std::vector<nn::Value>{out, nn::Value(std::vector<nn::Value>{k, v})});
-}
-
 LlamaMLP::LlamaMLP(const LlamaConfig& c, TensorOptions options)
     : LlamaMLP(c.family() + "MLP", c.hidden_size, c.intermediate_size, c.mlp_bias, c.hidden_act,
                options) {}
@@ -101,28 +58,49 @@ nn::Value LlamaMLP::forward(const nn::Args& args) {
   return call_child("down_proj", mul(gate, call_child("up_proj", x)));
 }
 
-LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, std::int64_t layer_idx,
-                                     TensorOptions options)
-    : Module(hf_class(c.family() + "DecoderLayer", {"GradientCheckpointingLayer"})) {
-  register_module("self_attn", std::make_shared<LlamaAttention>(c, layer_idx, options));
-  register_module("mlp", std::make_shared<LlamaMLP>(c, options));
-  register_module("input_layernorm",
-                  std::make_shared<LlamaRMSNorm>(c.hidden_size, c.rms_norm_eps, options,
-                                                 c.family() + "RMSNorm"));
-  register_module("post_attention_layernorm",
-                  std::make_shared<LlamaRMSNorm>(c.hidden_size, c.rms_norm_eps, options,
-                                                 c.family() + "RMSNorm"));
+DecoderLayer::DecoderLayer(const std::string& family, GroupedQueryAttentionOptions attention,
+                           std::int64_t layer_idx, TensorOptions options)
+    : Module(hf_class(family + "DecoderLayer", {"GradientCheckpointingLayer"})) {
+  register_module("self_attn", std::make_shared<GroupedQueryAttention>(std::move(attention),
+                                                                       layer_idx, options));
 }
 
-nn::Value LlamaDecoderLayer::forward(const nn::Args& args) {
+nn::Value DecoderLayer::forward(const nn::Args& args) {
   const Tensor& h = args.tensor(0);
   const nn::Value attn =
       (*child("self_attn"))(nn::Args({call_child("input_layernorm", h), args.get(1, "cos"),
                                       args.get(2, "sin"), args.get(3, "layer_past")}));
-  Tensor out = add(h, attn[0].tensor());
-  out = add(out, call_child("mlp", call_child("post_attention_layernorm", out)));
+  const Tensor out = residuals(h, attn[0].tensor());
   if (!args.get(4, "use_cache", false).to_bool()) return out;
   return nn::Value(std::vector<nn::Value>{out, attn[1]});
+}
+
+namespace {
+
+// Llama's attention: scale 1 / sqrt(head_dim), Qwen3's q_norm and k_norm its RMSNorm.
+GroupedQueryAttentionOptions attention_options(const LlamaConfig& c, std::int64_t layer_idx,
+                                               TensorOptions options) {
+  auto o = config_attention_options<LlamaRMSNorm>(c, layer_idx, c.qk_norm, options);
+  o.qkv_bias = c.attention_bias;
+  o.o_proj_bias = c.o_proj_bias;
+  o.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  return o;
+}
+
+}  // namespace
+
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, std::int64_t layer_idx,
+                                     TensorOptions options)
+    : DecoderLayer(c.family(), attention_options(c, layer_idx, options), layer_idx, options) {
+  register_module("mlp", std::make_shared<LlamaMLP>(c, options));
+  for (const char* name : {"input_layernorm", "post_attention_layernorm"})
+    register_module(name, std::make_shared<LlamaRMSNorm>(c.hidden_size, c.rms_norm_eps, options,
+                                                         c.family() + "RMSNorm"));
+}
+
+Tensor LlamaDecoderLayer::residuals(const Tensor& h, const Tensor& attention) {
+  const Tensor out = add(h, attention);
+  return add(out, call_child("mlp", call_child("post_attention_layernorm", out)));
 }
 
 LlamaModel::LlamaModel(const LlamaConfig& c, TensorOptions options)
@@ -174,7 +152,7 @@ const nn::ModuleClass& causal_lm_class(const LlamaConfig& c) {
 }  // namespace
 
 LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, TensorOptions options)
-    : CausalLM(causal_lm_class(c), "model"), config(c) {
+    : RotaryCausalLM(causal_lm_class(c), c) {
   auto model = register_module("model", std::make_shared<LlamaModel>(c, options));
   auto head = std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false, options);
   if (c.tie_word_embeddings)  // one Parameter in both slots, as transformers ties them

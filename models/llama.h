@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/module.h"
 #include "models/causal_lm.h"
+#include "models/grouped_query_attention.h"
 #include "models/llama_config.h"
 
 namespace fsdp::models {
@@ -30,19 +32,6 @@ class LlamaRMSNorm : public nn::Module {
   const double eps;
 };
 
-// Calls: (x [B, S, E], cos, sin, layer_past=(k, v) | None) -> (out, (k, v)), k after RoPE and
-// v of the KV heads, [B, KV, past+S, D].
-class LlamaAttention : public nn::Module {
- public:
-  LlamaAttention(const LlamaConfig& config, std::int64_t layer_idx, TensorOptions options = {});
-  nn::Value forward(const nn::Args& args) override;
-
-  const std::int64_t heads, kv_heads, head_dim, layer_idx;
-  const double attention_dropout;
-  const std::optional<std::int64_t> sliding_window;  // this layer's (Mistral, Qwen2/3)
-  const bool qk_norm;                                // Qwen3: q_norm and k_norm
-};
-
 // down_proj(act_fn(gate_proj(x)) * up_proj(x)).
 class LlamaMLP : public nn::Module {
  public:
@@ -53,11 +42,28 @@ class LlamaMLP : public nn::Module {
   nn::Value forward(const nn::Args& args) override;
 };
 
-// Calls: (h, cos, sin, layer_past=(k, v) | None, use_cache=false) -> h, or (h, (k, v)).
-class LlamaDecoderLayer : public nn::Module {
+// The decoder layer Llama's and Gemma's families share: self_attn (GroupedQueryAttention) over
+// input_layernorm(h), then the family's residual adds around it and the MLP. Calls: (h, cos, sin,
+// layer_past=(k, v) | None, use_cache=false) -> h, or (h, (k, v)).
+class DecoderLayer : public nn::Module {
+ public:
+  nn::Value forward(const nn::Args& args) override;
+
+ protected:
+  // transformers' `family` + "DecoderLayer", a GradientCheckpointingLayer; its self_attn.
+  DecoderLayer(const std::string& family, GroupedQueryAttentionOptions attention,
+               std::int64_t layer_idx, TensorOptions options);
+  // The layer's output from its input h and self_attn's output.
+  virtual Tensor residuals(const Tensor& h, const Tensor& attention) = 0;
+};
+
+// self_attn: <family>Attention (Qwen3's q_norm and k_norm), two norms: h + attn, then + mlp.
+class LlamaDecoderLayer : public DecoderLayer {
  public:
   LlamaDecoderLayer(const LlamaConfig& config, std::int64_t layer_idx, TensorOptions options = {});
-  nn::Value forward(const nn::Args& args) override;
+
+ protected:
+  Tensor residuals(const Tensor& h, const Tensor& attention) override;
 };
 
 // Calls: (ids [B, S], past_key_values=((k, v), ...) | None, use_cache=false) -> hidden states
@@ -71,22 +77,13 @@ class LlamaModel : public nn::Module {
 };
 
 // lm_head (Linear(E, V, bias=false)) holds model.embed_tokens' weight when tie_word_embeddings.
-class LlamaForCausalLM : public CausalLM {
+class LlamaForCausalLM : public RotaryCausalLM<LlamaConfig> {
  public:
   static const nn::ModuleClass& static_class();
   // options.device may be meta: shapes only, materialised later (to_empty + init_weights).
   explicit LlamaForCausalLM(const LlamaConfig& config, TensorOptions options = {});
 
-  using CausalLM::forward;
-  nlohmann::json config_json(const std::string& dtype = "float32") const override {
-    return config.to_json(dtype);
-  }
   void init_weights(nn::Module& module, Generator* generator = nullptr) const override;
-  std::int64_t vocab_size() const override { return config.vocab_size; }
-  std::int64_t max_positions() const override { return config.max_position_embeddings; }
-  std::optional<std::int64_t> position_limit() const override { return std::nullopt; }
-
-  const LlamaConfig config;
 };
 
 }  // namespace fsdp::models

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "models/activation.h"
 #include "models/config_fields.h"
+#include "models/decoder_config.h"
 
 namespace fsdp::models {
 
@@ -70,9 +70,7 @@ const nlohmann::json& defaults_of(const std::string& model_type) {
 // "sliding_attention" from max_window_layers on where there is a window), as their __post_init__.
 void read_qwen_windows(ConfigFields& f, LlamaConfig& c) {
   if (!f.boolean("use_sliding_window")) f.json()["sliding_window"] = nullptr;
-  c.sliding_window = f.optional_integer("sliding_window");
-  if (c.sliding_window && *c.sliding_window <= 0)
-    f.fail(fmt::format("sliding_window must be positive or null, got {}", *c.sliding_window));
+  c.sliding_window = read_sliding_window(f);
   const std::int64_t from = f.optional_integer("max_window_layers").value_or(0);
   auto& types = f.json()["layer_types"];
   if (types.is_null()) {
@@ -80,14 +78,7 @@ void read_qwen_windows(ConfigFields& f, LlamaConfig& c) {
     for (std::int64_t i = 0; i < c.num_hidden_layers; ++i)
       types.push_back(c.sliding_window && i >= from ? "sliding_attention" : "full_attention");
   }
-  if (!types.is_array() || std::int64_t(types.size()) != c.num_hidden_layers)
-    f.fail(fmt::format("layer_types must be a list of num_hidden_layers ({}) entries, got {}",
-                       c.num_hidden_layers, types.dump()));
-  for (const auto& t : types) {
-    if (t != "full_attention" && t != "sliding_attention")
-      f.unsupported("layer_types", t, "supported: full_attention, sliding_attention");
-    c.layer_types.push_back(t.get<std::string>());
-  }
+  c.layer_types = read_layer_types(f, types, c.num_hidden_layers);
 }
 
 }  // namespace
@@ -190,19 +181,10 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
   const bool mistral = c.model_type == "mistral";
   const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3";
   ConfigFields f(file, defaults_of(c.model_type), source);
-  c.vocab_size = f.positive("vocab_size");
-  c.hidden_size = f.positive("hidden_size");
-  c.intermediate_size = f.positive("intermediate_size");
-  c.num_hidden_layers = f.positive("num_hidden_layers");
-  c.num_attention_heads = f.positive("num_attention_heads");
-  if (f.is_null("num_key_value_heads")) f.json()["num_key_value_heads"] = c.num_attention_heads;
-  c.num_key_value_heads = f.positive("num_key_value_heads");
-  if (c.hidden_size % c.num_attention_heads != 0)
-    f.fail(fmt::format("hidden_size {} is not divisible by num_attention_heads {}", c.hidden_size,
-                       c.num_attention_heads));
-  if (c.num_attention_heads % c.num_key_value_heads != 0)
-    f.fail(fmt::format("num_attention_heads {} is not divisible by num_key_value_heads {}",
-                       c.num_attention_heads, c.num_key_value_heads));
+  // num_key_value_heads null stands for num_attention_heads (read and checked first).
+  if (f.is_null("num_key_value_heads"))
+    f.json()["num_key_value_heads"] = f.json().value("num_attention_heads", nlohmann::json());
+  read_decoder_sizes(f, c);
   // Qwen2Config has no head_dim: its attention takes one the file gives, else hidden / heads
   // (and save_pretrained writes none).
   if (!f.json().contains("head_dim")) {
@@ -211,38 +193,18 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
     if (f.is_null("head_dim")) f.json()["head_dim"] = c.hidden_size / c.num_attention_heads;
     c.head_dim = f.positive("head_dim");
   }
-  if (c.head_dim % 2 != 0)
-    f.unsupported("head_dim", c.head_dim, "rotary embeddings need an even head_dim");
-  c.max_position_embeddings = f.positive("max_position_embeddings");
-  c.hidden_act = f.string("hidden_act");
-  if (!is_supported_activation(c.hidden_act)) {
-    std::string names;
-    for (const auto& n : supported_activations()) names += (names.empty() ? "" : ", ") + n;
-    f.unsupported("hidden_act", c.hidden_act, "supported: " + names);
-  }
-  c.rms_norm_eps = f.number("rms_norm_eps");
-  c.initializer_range = f.number("initializer_range");
-  c.attention_dropout = f.number("attention_dropout");
-  if (c.attention_dropout < 0 || c.attention_dropout > 1)
-    f.fail(fmt::format("attention_dropout must be in [0, 1], got {}", c.attention_dropout));
+  read_decoder_numbers(f, c, "hidden_act", &LlamaConfig::hidden_act);
   if (c.model_type == "llama" || c.model_type == "qwen3") {  // the others have no such fields
     c.attention_bias = c.o_proj_bias = f.boolean("attention_bias");
     if (c.model_type == "llama") c.mlp_bias = f.boolean("mlp_bias");
   }
   if (c.model_type == "qwen2") c.attention_bias = true;  // q, k and v; o_proj has none
   c.qk_norm = c.model_type == "qwen3";
-  c.tie_word_embeddings = f.boolean("tie_word_embeddings");
-  f.token_ids("eos_token_id");  // checked here, read by generation
-  c.pad_token_id = f.optional_integer("pad_token_id");
-  if (c.pad_token_id && (*c.pad_token_id < 0 || *c.pad_token_id >= c.vocab_size))
-    f.fail(fmt::format("pad_token_id {} is outside the vocabulary [0, {})", *c.pad_token_id,
-                       c.vocab_size));
+  read_decoder_tokens(f, c);
   if (qwen) {
     read_qwen_windows(f, c);
   } else if (mistral) {
-    c.sliding_window = f.optional_integer("sliding_window");
-    if (c.sliding_window && *c.sliding_window <= 0)
-      f.fail(fmt::format("sliding_window must be positive or null, got {}", *c.sliding_window));
+    c.sliding_window = read_sliding_window(f);
   } else if (!f.is_null("sliding_window")) {
     // transformers' Llama forward ignores it, but its generate builds a cache that drops keys
     // outside it: no one meaning to follow.
@@ -256,26 +218,13 @@ LlamaConfig LlamaConfig::from_json(const nlohmann::json& file, const std::string
 
 nlohmann::json LlamaConfig::to_json(const std::string& dtype) const {
   nlohmann::json j = fields.is_object() ? fields : defaults_of(model_type);
-  j["vocab_size"] = vocab_size;
-  j["hidden_size"] = hidden_size;
-  j["intermediate_size"] = intermediate_size;
-  j["num_hidden_layers"] = num_hidden_layers;
-  j["num_attention_heads"] = num_attention_heads;
-  j["num_key_value_heads"] = num_key_value_heads;
+  write_decoder_fields(j, *this, "hidden_act", &LlamaConfig::hidden_act);
   if (model_type != "qwen2" || j.contains("head_dim")) j["head_dim"] = head_dim;
-  j["max_position_embeddings"] = max_position_embeddings;
-  j["hidden_act"] = hidden_act;
-  j["rms_norm_eps"] = rms_norm_eps;
-  j["initializer_range"] = initializer_range;
-  j["attention_dropout"] = attention_dropout;
   if (model_type == "llama" || model_type == "qwen3") j["attention_bias"] = o_proj_bias;
   if (model_type == "llama") j["mlp_bias"] = mlp_bias;
   if (model_type != "llama")
     j["sliding_window"] =
         sliding_window ? nlohmann::json(*sliding_window) : nlohmann::json(nullptr);
-  if (!layer_types.empty()) j["layer_types"] = layer_types;
-  j["tie_word_embeddings"] = tie_word_embeddings;
-  j["pad_token_id"] = pad_token_id ? nlohmann::json(*pad_token_id) : nlohmann::json(nullptr);
   nlohmann::json rope = j.value("rope_parameters", nlohmann::json::object());
   write_rope_object(rope, this->rope);
   j["rope_parameters"] = rope;
