@@ -1,11 +1,11 @@
-// One check for every CUDA runtime and cuBLAS(Lt) call: a failure throws fsdp::RuntimeError
-// naming the status, its text, the call as written and file:line. After every kernel launch,
-// FSDP_CUDA_CHECK_LAUNCH() turns a bad launch (grid too large, too much shared memory) into the
-// same error at the launch site rather than at some later, unrelated call. NCCL calls keep
-// comm/nccl's FSDP_NCCL_CHECK (same form): core may not include NCCL (check_layering.sh).
+// One check for every CUDA runtime call (and cuBLAS(Lt)'s: cublaslt_library.h's overload): a
+// failure throws fsdp::RuntimeError naming the status, its text, the call as written and file:line.
+// After every kernel launch, FSDP_CUDA_CHECK_LAUNCH() turns a bad launch (grid too large, too much
+// shared memory) into the same error at the launch site rather than at some later, unrelated call.
+// NCCL calls keep comm/nccl's FSDP_NCCL_CHECK (same form): core may not include NCCL
+// (check_layering.sh).
 #pragma once
 
-#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 // No fmt here (core/error.h): nvcc 13 cannot compile fmt 9 in C++20 mode, and .cu files include
@@ -24,13 +24,6 @@ inline void check_status(cudaError_t status, const char* call, const char* file,
   // that the next launch check judges that launch alone, not this call.
   (void)cudaGetLastError();
   throw_cuda_error(cudaGetErrorName(status), cudaGetErrorString(status), call, file, line);
-}
-
-// cublasLtGetStatusName/String cover the cuBLAS and cuBLASLt status codes alike.
-inline void check_status(cublasStatus_t status, const char* call, const char* file, int line) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw_cuda_error(cublasLtGetStatusName(status), cublasLtGetStatusString(status), call, file,
-                     line);
 }
 
 }  // namespace fsdp::cuda

@@ -7,6 +7,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/cuda/cublaslt_library.h"
 #include "core/cuda/cuda_check.h"
 #include "core/error.h"
 
@@ -33,28 +34,32 @@ std::string describe(const GemmArgs& g) {
 
 // RAII for the descriptors: a throw between create and destroy must not leak them.
 struct LayoutDeleter {
-  void operator()(cublasLtMatrixLayoutOpaque_t* p) const { cublasLtMatrixLayoutDestroy(p); }
+  void operator()(cublasLtMatrixLayoutOpaque_t* p) const {
+    cublaslt().cublasLtMatrixLayoutDestroy(p);
+  }
 };
 using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDeleter>;
 struct DescDeleter {
-  void operator()(cublasLtMatmulDescOpaque_t* p) const { cublasLtMatmulDescDestroy(p); }
+  void operator()(cublasLtMatmulDescOpaque_t* p) const { cublaslt().cublasLtMatmulDescDestroy(p); }
 };
 struct PrefDeleter {
-  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); }
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const {
+    cublaslt().cublasLtMatmulPreferenceDestroy(p);
+  }
 };
 
 // A row-major (rows x cols, leading dim ld) matrix is the column-major (cols x rows) one.
 Layout row_major_layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld,
                         std::int64_t batch, std::int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
-  FSDP_CUDA_CHECK(cublasLtMatrixLayoutCreate(&l, type, cols, rows, ld));
+  FSDP_CUDA_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&l, type, cols, rows, ld));
   Layout layout(l);
   if (batch > 1) {
     int count = static_cast<int>(batch);
-    FSDP_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                                     sizeof(count)));
-    FSDP_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                     &stride, sizeof(stride)));
+    FSDP_CUDA_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(
+        l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    FSDP_CUDA_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(
+        l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
   }
   return layout;
 }
@@ -69,13 +74,13 @@ std::int64_t default_ld_b(const GemmArgs& g) {
 }
 
 Gemm::Gemm() {
-  FSDP_CUDA_CHECK(cublasLtCreate(&handle_));
+  FSDP_CUDA_CHECK(cublaslt().cublasLtCreate(&handle_));
   FSDP_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
 
 Gemm::~Gemm() {
   cudaFree(workspace_);
-  cublasLtDestroy(handle_);
+  cublaslt().cublasLtDestroy(handle_);
 }
 
 namespace {
@@ -102,9 +107,9 @@ Gemm::Plan Gemm::choose(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t first,
                         std::uint32_t align_first, std::uint32_t align_second,
                         std::uint32_t align_c) {
   cublasLtMatmulPreference_t p = nullptr;
-  FSDP_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&p));
+  FSDP_CUDA_CHECK(cublaslt().cublasLtMatmulPreferenceCreate(&p));
   std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDeleter> pref(p);
-  FSDP_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  FSDP_CUDA_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
       p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
   const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_first},
@@ -112,11 +117,12 @@ Gemm::Plan Gemm::choose(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t first,
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}};
   for (const auto& [attribute, bytes] : alignments)
-    FSDP_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attribute, &bytes, sizeof(bytes)));
+    FSDP_CUDA_CHECK(
+        cublaslt().cublasLtMatmulPreferenceSetAttribute(p, attribute, &bytes, sizeof(bytes)));
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle_, d, first, second, c, c, p, 1, &heuristic, &found);
+  const cublasStatus_t status = cublaslt().cublasLtMatmulAlgoGetHeuristic(
+      handle_, d, first, second, c, c, p, 1, &heuristic, &found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) return {};  // the combination, not an error
   check_status(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS ||
@@ -167,32 +173,32 @@ bool Gemm::try_run(const GemmArgs& g, cudaStream_t stream) {
   const cublasComputeType_t compute =
       g.precision == GemmPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cublasLtMatmulDesc_t d = nullptr;
-  FSDP_CUDA_CHECK(cublasLtMatmulDescCreate(&d, compute, CUDA_R_32F));
+  FSDP_CUDA_CHECK(cublaslt().cublasLtMatmulDescCreate(&d, compute, CUDA_R_32F));
   std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter> desc(d);
   // Column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is B, its second is A, and
   // each keeps its own transpose flag (the layouts below already view them transposed).
   const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  FSDP_CUDA_CHECK(
-      cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
-  FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
-                                                 sizeof(op_second)));
+  FSDP_CUDA_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                            &op_first, sizeof(op_first)));
+  FSDP_CUDA_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                            &op_second, sizeof(op_second)));
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   if (g.epilogue == GemmEpilogue::Bias) epilogue = CUBLASLT_EPILOGUE_BIAS;
   if (g.epilogue == GemmEpilogue::Gelu) epilogue = CUBLASLT_EPILOGUE_GELU;
   if (g.epilogue == GemmEpilogue::BiasGelu) epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
   if (bias_grad) epilogue = CUBLASLT_EPILOGUE_BGRADB;  // cuBLASLt's B is our A
-  FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                                 sizeof(epilogue)));
+  FSDP_CUDA_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                            &epilogue, sizeof(epilogue)));
   if (has_bias || bias_grad) {
-    FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
-                                                   sizeof(g.bias)));
-    FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
-                                                   sizeof(type)));
+    FSDP_CUDA_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                              &g.bias, sizeof(g.bias)));
+    FSDP_CUDA_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+        d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
     if (g.batch > 1) {  // one bias for every batch entry
       std::int64_t zero = 0;
-      FSDP_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
-                                                     &zero, sizeof(zero)));
+      FSDP_CUDA_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+          d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &zero, sizeof(zero)));
     }
   }
 
@@ -234,9 +240,9 @@ bool Gemm::try_run(const GemmArgs& g, cudaStream_t stream) {
                .first;
   }
   if (!plan->second.found) return false;
-  FSDP_CUDA_CHECK(cublasLtMatmul(handle_, d, &g.alpha, g.b, lb.get(), g.a, la.get(), &g.beta, g.c,
-                                 lc.get(), g.c, lc.get(), &plan->second.algo, workspace_,
-                                 workspace_bytes_, stream));
+  FSDP_CUDA_CHECK(cublaslt().cublasLtMatmul(
+      handle_, d, &g.alpha, g.b, lb.get(), g.a, la.get(), &g.beta, g.c, lc.get(), g.c, lc.get(),
+      &plan->second.algo, workspace_, workspace_bytes_, stream));
   return true;
 }
 
