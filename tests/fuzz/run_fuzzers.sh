@@ -64,7 +64,7 @@ else
     libs+=("$build/core/cuda/libfsdp_cuda.a" "$build/core/cuda/libfsdp_cuda_host.a")
     cuda_lib=${CUDA_HOME:-/usr/local/cuda}/lib64
     cuda_link=(-L"$build/core/cuda" -Wl,-rpath,"$build/core/cuda" -lfsdp_cuda_kernels
-               -L"$cuda_lib" -Wl,-rpath,"$cuda_lib" -lcudart -lcublasLt)
+               -L"$cuda_lib" -Wl,-rpath,"$cuda_lib" -lcudart)
   fi
   cxxflags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I.
             $(pkg-config --cflags openblas simdjson))

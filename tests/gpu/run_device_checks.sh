@@ -216,15 +216,18 @@ EOF
 }
 
 # --emulated: PROGRAM's CUDA libraries must resolve to the emulated ones (a real libcudart here
-# would find no device, and the step would skip instead of running).
+# would find no device, and the step would skip instead of running). libcublasLt is opened by
+# its soname at the first product (core/cuda/cublaslt_library.h): the same LD_LIBRARY_PATH
+# finds the emulated one first.
 emulated_libs() {
   [ "$EMU" = 1 ] || return 0
   local found bad
-  found=$(ldd "$1" | grep -E 'lib(cudart|cublasLt|fsdp_cuda_kernels)\.so')
+  found=$(ldd "$1" | grep -E 'lib(cudart|fsdp_cuda_kernels)\.so')
   echo "$found"
   bad=$(echo "$found" | grep -v "=> $EMU_LIBS/")
-  if [ -n "$bad" ] || [ "$(echo "$found" | wc -l)" != 3 ]; then
-    echo "emulated: $(basename "$1") does not load the three emulated libraries of $EMU_LIBS"
+  if [ -n "$bad" ] || [ "$(echo "$found" | wc -l)" != 2 ] ||
+    [ ! -e "$EMU_LIBS/libcublasLt.so.13" ]; then
+    echo "emulated: $(basename "$1") does not load the emulated libraries of $EMU_LIBS"
     return 1
   fi
 }
