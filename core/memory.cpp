@@ -83,7 +83,7 @@ struct Registry {
   }
 };
 
-Registry& registry() {
+Registry& allocator_registry() {
   static Registry r;
   return r;
 }
@@ -110,26 +110,26 @@ std::string_view cpu_allocator_kind_name(CpuAllocatorKind kind) {
 }
 
 void set_cpu_allocator(CpuAllocatorKind kind) {
-  Registry& r = registry();
+  Registry& r = allocator_registry();
   r.cpu_kind = kind;
   r.allocators[0] = &cpu_allocator(kind);
   r.has_env_error = false;
 }
 
 CpuAllocatorKind cpu_allocator_kind() {
-  return registry().cpu_kind.load();
+  return allocator_registry().cpu_kind.load();
 }
 
 void register_allocator(DeviceType type, Allocator* allocator) {
-  registry().allocators[static_cast<int>(type)] = allocator;
+  allocator_registry().allocators[static_cast<int>(type)] = allocator;
 }
 
 void register_pinned_host_allocator(DeviceType type, Allocator* allocator) {
-  registry().pinned[static_cast<int>(type)] = allocator;
+  allocator_registry().pinned[static_cast<int>(type)] = allocator;
 }
 
 Allocator* pinned_host_allocator(DeviceType type) {
-  auto& slot = registry().pinned[static_cast<int>(type)];
+  auto& slot = allocator_registry().pinned[static_cast<int>(type)];
   if (!slot.load()) ensure_builtin_devices();
   return slot.load();
 }
@@ -137,7 +137,7 @@ Allocator* pinned_host_allocator(DeviceType type) {
 Allocator* allocator_for(Device device) {
   if (device.is_meta())
     throw RuntimeError("meta tensors have no storage: cannot allocate data on the meta device");
-  Registry& r = registry();
+  Registry& r = allocator_registry();
   if (device.is_cpu() && r.has_env_error.load(std::memory_order_relaxed))
     throw EnvError(r.env_error);
   auto& slot = r.allocators[static_cast<int>(device.type)];

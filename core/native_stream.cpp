@@ -10,18 +10,18 @@ namespace fsdp {
 
 namespace {
 using Lookup = void* (*)(const Stream&);
-std::array<std::atomic<Lookup>, kNumDeviceTypes>& registry() {
+std::array<std::atomic<Lookup>, kNumDeviceTypes>& native_stream_lookups() {
   static std::array<std::atomic<Lookup>, kNumDeviceTypes> r{};
   return r;
 }
 }  // namespace
 
 void register_native_stream(DeviceType type, void* (*lookup)(const Stream&)) {
-  registry()[static_cast<int>(type)] = lookup;
+  native_stream_lookups()[static_cast<int>(type)] = lookup;
 }
 
 void* native_stream(const Stream& stream) {
-  auto& slot = registry()[static_cast<int>(stream.device.type)];
+  auto& slot = native_stream_lookups()[static_cast<int>(stream.device.type)];
   Lookup lookup = slot.load(std::memory_order_acquire);
   if (!lookup && stream.device.is_accelerator()) {
     ensure_builtin_devices();

@@ -12,7 +12,7 @@ namespace fsdp {
 
 namespace {
 
-std::array<std::atomic<TimingMarkFn>, kNumDeviceTypes>& registry() {
+std::array<std::atomic<TimingMarkFn>, kNumDeviceTypes>& timing_mark_makers() {
   static std::array<std::atomic<TimingMarkFn>, kNumDeviceTypes> r{};
   return r;
 }
@@ -52,11 +52,11 @@ class HostClockMark final : public TimingMark {
 }  // namespace
 
 void register_timing_marks(DeviceType type, TimingMarkFn make) {
-  registry()[static_cast<int>(type)] = make;
+  timing_mark_makers()[static_cast<int>(type)] = make;
 }
 
 std::unique_ptr<TimingMark> timing_mark(const Stream& stream) {
-  auto& slot = registry()[static_cast<int>(stream.device.type)];
+  auto& slot = timing_mark_makers()[static_cast<int>(stream.device.type)];
   TimingMarkFn make = slot.load(std::memory_order_acquire);
   if (!make && stream.device.is_accelerator()) {
     ensure_builtin_devices();  // the device's registration may come with its first use

@@ -42,6 +42,8 @@ class Value {
   double to_double() const;  // double or int
   std::int64_t to_int() const;
   bool to_bool() const;
+  // to_bool(), or `fallback` for None (an optional bool argument).
+  bool to_bool_or(bool fallback) const { return is_none() ? fallback : to_bool(); }
   const std::string& str() const;
   std::string type_name() const;  // "Tensor", "tuple", "None", "float", "int", "bool", "str"
 

@@ -1562,7 +1562,7 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_
            l.stream);
 }
 
-KernelTable make_table() {
+KernelTable make_launching_table() {
   KernelTable t{};
 #define FSDP_CUDA_MISSING(name) \
   t.name = &Missing<decltype(&KernelTable::name)>::run<&KernelTable::name>;
@@ -1624,7 +1624,7 @@ KernelTable make_table() {
 }  // namespace
 
 const KernelTable& launching_kernel_table() {
-  static const KernelTable table = make_table();
+  static const KernelTable table = make_launching_table();
   return table;
 }
 

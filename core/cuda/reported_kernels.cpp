@@ -47,7 +47,7 @@ struct Reported<void (*KernelTable::*)(A...)> {
   }
 };
 
-KernelTable make_table() {
+KernelTable make_reported_table() {
   KernelTable t = launching_kernel_table();
 #define FSDP_CUDA_REPORTED(name) \
   t.name = &Reported<decltype(&KernelTable::name)>::run<&KernelTable::name>;
@@ -59,7 +59,7 @@ KernelTable make_table() {
 }  // namespace
 
 const KernelTable& kernel_table() {
-  static const KernelTable table = make_table();
+  static const KernelTable table = make_reported_table();
   return table;
 }
 

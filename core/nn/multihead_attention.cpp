@@ -23,10 +23,6 @@ Tensor optional_tensor_arg(const Value& v, const char* name) {
 }
 
 namespace {
-bool bool_arg(const Value& v, bool fallback) {
-  if (v.is_none()) return fallback;
-  return v.to_bool();
-}
 
 // A bool/uint8 mask (true = masked) or a float mask (added) as an additive float mask.
 Tensor additive_mask(const Tensor& mask, DType dtype, const char* what) {
@@ -134,10 +130,10 @@ Value MultiheadAttention::forward(const Args& args) {
              args.size());
   AttentionArgs a;
   a.key_padding_mask = optional_tensor_arg(args.get(3, "key_padding_mask"), "key_padding_mask");
-  a.need_weights = bool_arg(args.get(4, "need_weights"), true);
+  a.need_weights = args.get(4, "need_weights").to_bool_or(true);
   a.attn_mask = optional_tensor_arg(args.get(5, "attn_mask"), "attn_mask");
-  a.average_attn_weights = bool_arg(args.get(6, "average_attn_weights"), true);
-  a.is_causal = bool_arg(args.get(7, "is_causal"), false);
+  a.average_attn_weights = args.get(6, "average_attn_weights").to_bool_or(true);
+  a.is_causal = args.get(7, "is_causal").to_bool_or(false);
   auto [out, weights] = forward(args.tensor(0), args.tensor(1), args.tensor(2), a);
   return Value(std::vector<Value>{Value(out), weights.defined() ? Value(weights) : Value()});
 }

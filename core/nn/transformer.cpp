@@ -15,9 +15,6 @@
 namespace fsdp::nn {
 
 namespace {
-bool bool_arg(const Value& v, bool fallback) {
-  return v.is_none() ? fallback : v.to_bool();
-}
 
 void check_activation(const std::string& activation) {
   FSDP_CHECK(activation == "relu" || activation == "gelu", RuntimeError,
@@ -91,7 +88,7 @@ Value TransformerEncoderLayer::forward(const Args& args) {
   a.mask = optional_tensor_arg(args.get(1, "src_mask"), "src_mask");
   a.key_padding_mask =
       optional_tensor_arg(args.get(2, "src_key_padding_mask"), "src_key_padding_mask");
-  a.is_causal = bool_arg(args.get(3, "is_causal"), false);
+  a.is_causal = args.get(3, "is_causal").to_bool_or(false);
   return forward(args.tensor(0), a);
 }
 
@@ -140,8 +137,8 @@ Value TransformerDecoderLayer::forward(const Args& args) {
       optional_tensor_arg(args.get(4, "tgt_key_padding_mask"), "tgt_key_padding_mask");
   a.memory_key_padding_mask =
       optional_tensor_arg(args.get(5, "memory_key_padding_mask"), "memory_key_padding_mask");
-  a.tgt_is_causal = bool_arg(args.get(6, "tgt_is_causal"), false);
-  a.memory_is_causal = bool_arg(args.get(7, "memory_is_causal"), false);
+  a.tgt_is_causal = args.get(6, "tgt_is_causal").to_bool_or(false);
+  a.memory_is_causal = args.get(7, "memory_is_causal").to_bool_or(false);
   return forward(args.tensor(0), args.tensor(1), a);
 }
 
@@ -197,7 +194,7 @@ Value TransformerEncoder::forward(const Args& args) {
   a.mask = optional_tensor_arg(args.get(1, "mask"), "mask");
   a.key_padding_mask =
       optional_tensor_arg(args.get(2, "src_key_padding_mask"), "src_key_padding_mask");
-  a.is_causal = bool_arg(args.get(3, "is_causal"), false);
+  a.is_causal = args.get(3, "is_causal").to_bool_or(false);
   return forward(args.tensor(0), a);
 }
 
@@ -239,8 +236,8 @@ Value TransformerDecoder::forward(const Args& args) {
       optional_tensor_arg(args.get(4, "tgt_key_padding_mask"), "tgt_key_padding_mask");
   a.memory_key_padding_mask =
       optional_tensor_arg(args.get(5, "memory_key_padding_mask"), "memory_key_padding_mask");
-  a.tgt_is_causal = bool_arg(args.get(6, "tgt_is_causal"), false);
-  a.memory_is_causal = bool_arg(args.get(7, "memory_is_causal"), false);
+  a.tgt_is_causal = args.get(6, "tgt_is_causal").to_bool_or(false);
+  a.memory_is_causal = args.get(7, "memory_is_causal").to_bool_or(false);
   return forward(args.tensor(0), args.tensor(1), a);
 }
 
@@ -313,13 +310,13 @@ Value Transformer::forward(const Args& args) {
     return optional_tensor_arg(args.get(i, name), name);
   };
   EncoderArgs enc{t(2, "src_mask"), t(5, "src_key_padding_mask"),
-                  bool_arg(args.get(8, "src_is_causal"), false)};
+                  args.get(8, "src_is_causal").to_bool_or(false)};
   DecoderArgs dec{t(3, "tgt_mask"),
                   t(4, "memory_mask"),
                   t(6, "tgt_key_padding_mask"),
                   t(7, "memory_key_padding_mask"),
-                  bool_arg(args.get(9, "tgt_is_causal"), false),
-                  bool_arg(args.get(10, "memory_is_causal"), false)};
+                  args.get(9, "tgt_is_causal").to_bool_or(false),
+                  args.get(10, "memory_is_causal").to_bool_or(false)};
   return forward(args.tensor(0), args.tensor(1), enc, dec);
 }
 

@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kSupported =
+constexpr const char* kSupportedDecoders =
     "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, or a Sequence of them";
 constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD
 
@@ -104,7 +104,7 @@ Decoder Decoder::from_json(const json& value, const JsonPlace& place) {
 }
 
 void Decoder::add(const json& value, const JsonPlace& place) {
-  if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
+  if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupportedDecoders);
   const std::string& type = (place / "type").as_string(value["type"]);
   if (type == "Sequence") {
     place.each_in_sequence(value, "decoders",
@@ -133,7 +133,7 @@ void Decoder::add(const json& value, const JsonPlace& place) {
   } else if (type == "Metaspace") {
     steps_.emplace_back(Metaspace::from_json(value, place));
   } else {
-    place.unsupported(value, kSupported);
+    place.unsupported(value, kSupportedDecoders);
   }
 }
 

@@ -9,7 +9,8 @@ namespace fsdp::models {
 using nlohmann::json;
 
 namespace {
-constexpr const char* kSupported = "null, Prepend, Replace, NFC, NFD, or a Sequence of them";
+constexpr const char* kSupportedNormalizers =
+    "null, Prepend, Replace, NFC, NFD, or a Sequence of them";
 }
 
 Normalizer Normalizer::from_json(const json& value, const JsonPlace& place) {
@@ -19,7 +20,8 @@ Normalizer Normalizer::from_json(const json& value, const JsonPlace& place) {
 }
 
 void Normalizer::add(const json& value, const JsonPlace& place) {
-  if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
+  if (!value.is_object() || !value.contains("type"))
+    place.unsupported(value, kSupportedNormalizers);
   const std::string& type = (place / "type").as_string(value["type"]);
   if (type == "Sequence") {
     place.each_in_sequence(value, "normalizers",
@@ -33,7 +35,7 @@ void Normalizer::add(const json& value, const JsonPlace& place) {
     place.check_keys(value, {"type"});
     steps_.emplace_back(type == "NFC" ? UnicodeForm::nfc : UnicodeForm::nfd);
   } else {
-    place.unsupported(value, kSupported);
+    place.unsupported(value, kSupportedNormalizers);
   }
 }
 

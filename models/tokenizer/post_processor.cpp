@@ -11,7 +11,8 @@ namespace fsdp::models {
 using nlohmann::json;
 
 namespace {
-constexpr const char* kSupported = "null, ByteLevel, TemplateProcessing, or a Sequence of them";
+constexpr const char* kSupportedPostProcessors =
+    "null, ByteLevel, TemplateProcessing, or a Sequence of them";
 }
 
 PostProcessor PostProcessor::from_json(const json& value, const JsonPlace& place) {
@@ -21,7 +22,8 @@ PostProcessor PostProcessor::from_json(const json& value, const JsonPlace& place
 }
 
 void PostProcessor::add(const json& value, const JsonPlace& place) {
-  if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
+  if (!value.is_object() || !value.contains("type"))
+    place.unsupported(value, kSupportedPostProcessors);
   const std::string& type = (place / "type").as_string(value["type"]);
   if (type == "Sequence") {
     place.each_in_sequence(value, "processors",
@@ -32,7 +34,7 @@ void PostProcessor::add(const json& value, const JsonPlace& place) {
   } else if (type == "TemplateProcessing") {
     add_template(value, place);
   } else {
-    (place / "type").unsupported(value["type"], kSupported);
+    (place / "type").unsupported(value["type"], kSupportedPostProcessors);
   }
 }
 

@@ -13,7 +13,7 @@ const char* const kGpt2Regex =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 namespace {
-constexpr const char* kSupported =
+constexpr const char* kSupportedPreTokenizers =
     "null, ByteLevel, Metaspace, Split with a Regex and behavior Isolated, Split with a String and "
     "behavior Isolated or MergedWithPrevious, or a Sequence of them";
 }
@@ -31,7 +31,8 @@ bool PreTokenizer::has_byte_level() const {
 }
 
 void PreTokenizer::add_steps(const json& value, const JsonPlace& place) {
-  if (!value.is_object() || !value.contains("type")) place.unsupported(value, kSupported);
+  if (!value.is_object() || !value.contains("type"))
+    place.unsupported(value, kSupportedPreTokenizers);
   const std::string& type = place.as_string(value["type"]);
   if (type == "Sequence") {
     place.each_in_sequence(value, "pretokenizers",
@@ -79,7 +80,7 @@ void PreTokenizer::add_steps(const json& value, const JsonPlace& place) {
     step.metaspace = Metaspace::from_json(value, place);
     steps_.push_back(std::move(step));
   } else {
-    (place / "type").unsupported(value["type"], kSupported);
+    (place / "type").unsupported(value["type"], kSupportedPreTokenizers);
   }
 }
 

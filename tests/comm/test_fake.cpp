@@ -7,15 +7,11 @@
 #include "comm/errors.h"
 #include "comm/fake/fake_process_group.h"
 #include "comm/registry.h"
+#include "tests/support/error_message.h"
 
 using namespace fsdp;
 using namespace fsdp::comm;
-
-namespace {
-bool message_has(const std::exception& e, const std::string& part) {
-  return std::string(e.what()).find(part) != std::string::npos;
-}
-}  // namespace
+using fsdp::testing::message_has;
 
 BOOST_AUTO_TEST_CASE(rank_and_size_are_whatever_was_asked) {
   FakeProcessGroup pg(3, 8);

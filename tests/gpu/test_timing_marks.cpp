@@ -11,10 +11,11 @@
 #include "core/stream.h"
 #include "core/stream_timing.h"
 
+// fsdp::Stream spelled out: in a unity build, test_runtime.cpp before this uses fsdp::cuda too.
 using namespace fsdp;
 
 BOOST_AUTO_TEST_CASE(timing_marks_on_a_cuda_stream_time_the_device) {
-  const Stream s = new_stream(Device(DeviceType::CUDA, 0));
+  const fsdp::Stream s = new_stream(Device(DeviceType::CUDA, 0));
   std::unique_ptr<TimingMark> before = timing_mark(s);
   launch(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
   std::unique_ptr<TimingMark> after = timing_mark(s);
@@ -22,7 +23,7 @@ BOOST_AUTO_TEST_CASE(timing_marks_on_a_cuda_stream_time_the_device) {
   BOOST_TEST(after->done());
   BOOST_TEST(seconds >= 0.045);
   BOOST_TEST(seconds < 10.0);
-  std::unique_ptr<TimingMark> on_cpu = timing_mark(Stream{kCPU, 0});
+  std::unique_ptr<TimingMark> on_cpu = timing_mark(fsdp::Stream{kCPU, 0});
   BOOST_CHECK_EXCEPTION(after->seconds_since(*on_cpu), ValueError, [](const ValueError& e) {
     return std::string(e.what()) == "timing marks: seconds_since needs an earlier mark of cuda:0";
   });

@@ -1,7 +1,9 @@
 // The message of the error `fn` throws (of type E, fsdp::Error by default), or "no error": lets a
-// test assert a message exactly, BOOST_TEST(error_message([] { ... }) == "...").
+// test assert a message exactly, BOOST_TEST(error_message([] { ... }) == "..."); message_has for
+// BOOST_CHECK_EXCEPTION's predicates.
 #pragma once
 
+#include <exception>
 #include <string>
 
 #include "core/error.h"
@@ -16,6 +18,11 @@ std::string error_message(F&& fn) {
     return e.what();
   }
   return "no error";
+}
+
+// Whether the error's message contains `needle`.
+inline bool message_has(const std::exception& e, const std::string& needle) {
+  return std::string(e.what()).find(needle) != std::string::npos;
 }
 
 }  // namespace fsdp::testing

@@ -16,7 +16,7 @@
 using namespace fsdp;
 
 namespace {
-constexpr std::size_t kMiB = 1 << 20;
+constexpr std::size_t kOneMiB = 1 << 20;
 constexpr StreamId kS1 = 1, kS2 = 2;
 
 // Device memory as address ranges (never touched), a capacity, and events a test completes.
@@ -86,11 +86,11 @@ BOOST_AUTO_TEST_CASE(sizes_round_to_512_bytes_and_segments_follow_torch) {
   BOOST_TEST(CachingDeviceAllocator::round_size(0) == 512u);
   BOOST_TEST(CachingDeviceAllocator::round_size(1) == 512u);
   BOOST_TEST(CachingDeviceAllocator::round_size(513) == 1024u);
-  BOOST_TEST(CachingDeviceAllocator::segment_size(512) == 2 * kMiB);
-  BOOST_TEST(CachingDeviceAllocator::segment_size(kMiB) == 2 * kMiB);
-  BOOST_TEST(CachingDeviceAllocator::segment_size(kMiB + 512) == 20 * kMiB);
-  BOOST_TEST(CachingDeviceAllocator::segment_size(10 * kMiB) == 10 * kMiB);
-  BOOST_TEST(CachingDeviceAllocator::segment_size(11 * kMiB + 1) == 12 * kMiB);
+  BOOST_TEST(CachingDeviceAllocator::segment_size(512) == 2 * kOneMiB);
+  BOOST_TEST(CachingDeviceAllocator::segment_size(kOneMiB) == 2 * kOneMiB);
+  BOOST_TEST(CachingDeviceAllocator::segment_size(kOneMiB + 512) == 20 * kOneMiB);
+  BOOST_TEST(CachingDeviceAllocator::segment_size(10 * kOneMiB) == 10 * kOneMiB);
+  BOOST_TEST(CachingDeviceAllocator::segment_size(11 * kOneMiB + 1) == 12 * kOneMiB);
 }
 
 BOOST_AUTO_TEST_CASE(small_requests_share_a_2_mib_segment_split_in_order) {
@@ -101,7 +101,7 @@ BOOST_AUTO_TEST_CASE(small_requests_share_a_2_mib_segment_split_in_order) {
   BOOST_TEST(at(c) == at(b) + 1024);
   DeviceAllocatorStats s = alloc.stats();
   BOOST_TEST(s.num_device_alloc == 1);
-  BOOST_TEST(s.reserved_bytes.current == std::int64_t(2 * kMiB));
+  BOOST_TEST(s.reserved_bytes.current == std::int64_t(2 * kOneMiB));
   BOOST_TEST(s.allocated_bytes.current == 2048);
   BOOST_TEST(s.requested_bytes.current == 1612);
   BOOST_TEST(s.allocation.current == 3);
@@ -112,11 +112,11 @@ BOOST_AUTO_TEST_CASE(small_requests_share_a_2_mib_segment_split_in_order) {
 }
 
 BOOST_AUTO_TEST_CASE(a_freed_block_is_reused_on_its_stream_but_not_on_another) {
-  void* a = alloc.allocate(4 * kMiB, kS1);
+  void* a = alloc.allocate(4 * kOneMiB, kS1);
   alloc.free(a);
-  void* other = alloc.allocate(4 * kMiB, kS2);
+  void* other = alloc.allocate(4 * kOneMiB, kS2);
   BOOST_TEST(other != a);
-  void* again = alloc.allocate(4 * kMiB, kS1);
+  void* again = alloc.allocate(4 * kOneMiB, kS1);
   BOOST_TEST(again == a);
   BOOST_TEST(alloc.stats().num_device_alloc == 2);
   alloc.free(other);
@@ -124,18 +124,18 @@ BOOST_AUTO_TEST_CASE(a_freed_block_is_reused_on_its_stream_but_not_on_another) {
 }
 
 BOOST_AUTO_TEST_CASE(best_fit_picks_the_smallest_cached_block_that_fits) {
-  void* big = alloc.allocate(30 * kMiB, kS1);  // own 30 MiB segment
-  void* mid = alloc.allocate(12 * kMiB, kS1);  // own 12 MiB segment
+  void* big = alloc.allocate(30 * kOneMiB, kS1);  // own 30 MiB segment
+  void* mid = alloc.allocate(12 * kOneMiB, kS1);  // own 12 MiB segment
   alloc.free(big);
   alloc.free(mid);
-  void* p = alloc.allocate(11 * kMiB, kS1);
+  void* p = alloc.allocate(11 * kOneMiB, kS1);
   BOOST_TEST(p == mid);  // 12 MiB fits best; 1 MiB left is not worth a split
-  BOOST_TEST(alloc.stats().allocated_bytes.current == std::int64_t(12 * kMiB));
-  void* q = alloc.allocate(20 * kMiB, kS1);
+  BOOST_TEST(alloc.stats().allocated_bytes.current == std::int64_t(12 * kOneMiB));
+  void* q = alloc.allocate(20 * kOneMiB, kS1);
   BOOST_TEST(q == big);  // split: 10 MiB stay cached
-  BOOST_TEST(alloc.stats().allocated_bytes.current == std::int64_t(32 * kMiB));
-  void* r = alloc.allocate(10 * kMiB, kS1);
-  BOOST_TEST(at(r) == at(big) + 20 * kMiB);
+  BOOST_TEST(alloc.stats().allocated_bytes.current == std::int64_t(32 * kOneMiB));
+  void* r = alloc.allocate(10 * kOneMiB, kS1);
+  BOOST_TEST(at(r) == at(big) + 20 * kOneMiB);
   alloc.free(p);
   alloc.free(q);
   alloc.free(r);
@@ -158,32 +158,32 @@ BOOST_AUTO_TEST_CASE(freed_neighbours_merge_and_empty_cache_returns_whole_segmen
   DeviceAllocatorStats s = alloc.stats();
   BOOST_TEST(s.num_device_free == 1);
   BOOST_TEST(s.reserved_bytes.current == 0);
-  BOOST_TEST(s.reserved_bytes.peak == std::int64_t(2 * kMiB));
+  BOOST_TEST(s.reserved_bytes.peak == std::int64_t(2 * kOneMiB));
   BOOST_TEST(dev.segments.empty());
 }
 
 BOOST_AUTO_TEST_CASE(record_stream_defers_reuse_until_the_other_streams_event_completes) {
-  void* a = alloc.allocate(4 * kMiB, kS1);
+  void* a = alloc.allocate(4 * kOneMiB, kS1);
   alloc.record_stream(a, kS2);
   alloc.record_stream(a, kS1);  // its own stream: no event needed
   alloc.free(a);
   BOOST_TEST(dev.events.size() == 1u);
   DeviceAllocatorStats s = alloc.stats();
   BOOST_TEST(s.allocated_bytes.current == 0);
-  BOOST_TEST(s.active_bytes.current == std::int64_t(4 * kMiB));  // freed, still in use on s2
-  void* b = alloc.allocate(4 * kMiB, kS1);
+  BOOST_TEST(s.active_bytes.current == std::int64_t(4 * kOneMiB));  // freed, still in use on s2
+  void* b = alloc.allocate(4 * kOneMiB, kS1);
   BOOST_TEST(b != a);  // s2 may still be using a
   dev.complete(kS2);
   alloc.free(b);
-  void* c = alloc.allocate(4 * kMiB, kS1);
+  void* c = alloc.allocate(4 * kOneMiB, kS1);
   BOOST_TEST((c == a || c == b));
-  BOOST_TEST(alloc.stats().active_bytes.current == std::int64_t(4 * kMiB));
+  BOOST_TEST(alloc.stats().active_bytes.current == std::int64_t(4 * kOneMiB));
   BOOST_TEST(dev.destroyed == 1);
   alloc.free(c);
 }
 
 BOOST_AUTO_TEST_CASE(empty_cache_waits_for_pending_frees) {
-  void* a = alloc.allocate(4 * kMiB, kS1);
+  void* a = alloc.allocate(4 * kOneMiB, kS1);
   alloc.record_stream(a, kS2);
   alloc.free(a);
   alloc.empty_cache();
@@ -193,17 +193,17 @@ BOOST_AUTO_TEST_CASE(empty_cache_waits_for_pending_frees) {
 }
 
 BOOST_AUTO_TEST_CASE(out_of_memory_frees_the_cache_and_retries_once_then_says_what_it_wanted) {
-  dev.capacity = 40 * kMiB;
-  void* a = alloc.allocate(20 * kMiB, kS1);
-  void* b = alloc.allocate(20 * kMiB, kS1);
+  dev.capacity = 40 * kOneMiB;
+  void* a = alloc.allocate(20 * kOneMiB, kS1);
+  void* b = alloc.allocate(20 * kOneMiB, kS1);
   alloc.free(a);  // cached on s1: s2 cannot use it, but the retry gives it back
-  void* c = alloc.allocate(20 * kMiB, kS2);
+  void* c = alloc.allocate(20 * kOneMiB, kS2);
   DeviceAllocatorStats s = alloc.stats();
   BOOST_TEST(s.num_alloc_retries == 1);
   BOOST_TEST(s.num_device_free == 1);
-  BOOST_TEST(s.reserved_bytes.current == std::int64_t(40 * kMiB));
+  BOOST_TEST(s.reserved_bytes.current == std::int64_t(40 * kOneMiB));
   try {
-    alloc.allocate(3 * kMiB, kS1);
+    alloc.allocate(3 * kOneMiB, kS1);
     BOOST_FAIL("expected out of memory");
   } catch (const RuntimeError& e) {
     BOOST_TEST(std::string(e.what()) ==
@@ -228,18 +228,18 @@ BOOST_AUTO_TEST_CASE(freeing_an_unknown_pointer_is_a_value_error) {
 }
 
 BOOST_AUTO_TEST_CASE(statistics_carry_torch_names_and_peaks_reset_to_current) {
-  void* a = alloc.allocate(3 * kMiB, kS1);
-  void* b = alloc.allocate(kMiB, kS1);
+  void* a = alloc.allocate(3 * kOneMiB, kS1);
+  void* b = alloc.allocate(kOneMiB, kS1);
   alloc.free(a);
   auto d = alloc.stats().as_torch_dict();
-  BOOST_TEST(d.at("allocated_bytes.all.current") == std::int64_t(kMiB));
-  BOOST_TEST(d.at("allocated_bytes.all.peak") == std::int64_t(4 * kMiB));
-  BOOST_TEST(d.at("reserved_bytes.all.current") == std::int64_t(22 * kMiB));
-  BOOST_TEST(d.at("active_bytes.all.current") == std::int64_t(kMiB));
+  BOOST_TEST(d.at("allocated_bytes.all.current") == std::int64_t(kOneMiB));
+  BOOST_TEST(d.at("allocated_bytes.all.peak") == std::int64_t(4 * kOneMiB));
+  BOOST_TEST(d.at("reserved_bytes.all.current") == std::int64_t(22 * kOneMiB));
+  BOOST_TEST(d.at("active_bytes.all.current") == std::int64_t(kOneMiB));
   BOOST_TEST(d.at("segment.all.current") == 2);
   BOOST_TEST(d.at("num_alloc_retries") == 0);
   alloc.reset_peak_stats();
-  BOOST_TEST(alloc.stats().allocated_bytes.peak == std::int64_t(kMiB));
+  BOOST_TEST(alloc.stats().allocated_bytes.peak == std::int64_t(kOneMiB));
   alloc.free(b);
 }
 
@@ -252,9 +252,9 @@ BOOST_AUTO_TEST_CASE(random_traffic_never_overlaps_and_merges_back_whole) {
   for (int step = 0; step < 20000; ++step) {
     if (live.empty() || pick(rng) < 55) {
       const int kind = pick(rng);
-      const std::size_t bytes = kind < 60   ? 1 + rng() % (64 * 1024)   // small pool
-                                : kind < 90 ? 1 + rng() % (8 * kMiB)    // large segments
-                                            : 1 + rng() % (40 * kMiB);  // own segments
+      const std::size_t bytes = kind < 60   ? 1 + rng() % (64 * 1024)      // small pool
+                                : kind < 90 ? 1 + rng() % (8 * kOneMiB)    // large segments
+                                            : 1 + rng() % (40 * kOneMiB);  // own segments
       const StreamId stream = pick(rng) < 50 ? kS1 : kS2;
       void* p = alloc.allocate(bytes, stream);
       const auto lo = at(p), hi = lo + CachingDeviceAllocator::round_size(bytes);

@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(param_groups_have_their_own_options) {
 BOOST_AUTO_TEST_CASE(validation_messages) {
   Tensor p = ones({2});
   p.requires_grad_(true);
-  auto msg = [](auto&& f) { return testing::error_message<ValueError>(f); };
+  auto msg = [](auto&& f) { return fsdp::testing::error_message<ValueError>(f); };
   BOOST_TEST(msg([&] { SGD({p}, {.lr = -1}); }) == "Invalid learning rate: -1");
   BOOST_TEST(msg([&] { SGD({p}, {.lr = 0.1, .momentum = -0.5}); }) ==
              "Invalid momentum value: -0.5");

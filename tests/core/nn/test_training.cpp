@@ -118,7 +118,7 @@ BOOST_AUTO_TEST_CASE(batch_norm_running_stats_and_checks) {
   BOOST_TEST(std::abs(cma->buffer("running_mean").item() - 3.0) < 1e-6);
   BOOST_TEST(cma->buffer("num_batches_tracked").item() == 2.0);
 
-  auto msg = [](auto&& f) { return testing::error_message<ValueError>(f); };
+  auto msg = [](auto&& f) { return fsdp::testing::error_message<ValueError>(f); };
   BOOST_TEST(msg([&] {
                bn->forward(zeros({2, 2, 2, 2}));
              }) == "expected 2D or 3D input (got 4D input)");

@@ -4,15 +4,11 @@
 #include "core/autograd.h"
 #include "core/multi_grad_hook.h"
 #include "core/ops.h"
+#include "tests/support/error_message.h"
 
 using namespace fsdp;
+using fsdp::testing::message_has;
 namespace ag = fsdp::autograd;
-
-namespace {
-bool message_has(const std::exception& e, const std::string& needle) {
-  return std::string(e.what()).find(needle) != std::string::npos;
-}
-}  // namespace
 
 BOOST_AUTO_TEST_SUITE(autograd_engine)
 

@@ -3,15 +3,13 @@
 #include "core/autograd.h"
 #include "core/module.h"
 #include "core/ops.h"
+#include "tests/support/error_message.h"
 
 using namespace fsdp;
 using namespace fsdp::nn;
+using fsdp::testing::message_has;
 
 namespace {
-
-bool message_has(const std::exception& e, const std::string& needle) {
-  return std::string(e.what()).find(needle) != std::string::npos;
-}
 
 // y = x * w, one parameter.
 class Scale : public Module {
