@@ -104,7 +104,11 @@ else
       for src in "tests/fuzz/$t.cpp" ${parser_sources[$t]}; do
         objs+=("$dir/obj/${src//\//_}.o")
       done
-      spawn clang++ -fsanitize=fuzzer,address,undefined "${objs[@]}" -Wl,--start-group \
+      # The build's libraries are unity builds (meson.build): the archive member that holds an
+      # instrumented parser's uninstrumented twin also holds other files' code the target
+      # needs, so both definitions reach the link; the first, the instrumented object's, wins.
+      spawn clang++ -fsanitize=fuzzer,address,undefined "${objs[@]}" \
+        -Wl,--allow-multiple-definition -Wl,--start-group \
         "${libs[@]}" -Wl,--end-group $(pkg-config --libs openblas simdjson fmt) "${cuda_link[@]}" \
         -pthread \
         -o "$dir/$t"
