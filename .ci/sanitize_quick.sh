@@ -14,10 +14,10 @@
 #     the policy expression, safetensors, the three command lines, the TcpStore wire format)
 #     for FSDP_FUZZ_CI_SECONDS (default 15) each from its seed corpus. The targets link the GCC
 #     build's libraries (build/, compiled by ./run setup before this), so only their parsers are
-#     compiled here, one per core: about 4 minutes of CPU cold, 10 s with ccache warm;
-#     with the runs about 2.4 minutes added (4.3 cold) on 2 cores.
-# These need only the comm library and core's storage (core_memory_dep: three files, not the
-# tensor library), so each tree builds in about two minutes on 2 cores. The
+#     compiled here, one per core: about 4 minutes of CPU cold, 10 s with ccache warm; the
+#     runs, one per core, a minute more on 2 cores.
+# The trees are -O1 unity builds of what these need (the comm library and core's storage; TSan
+# also the tensor library and FSDP): on 2 cores, 2026-11-28, ASan 3.5 minutes, TSan 4. The
 # whole suite under ASan + UBSan (./run sanitize) needs every library rebuilt with sanitizers:
 # over an hour on 2 cores, which does not fit beside the normal build in a 30-minute CI.
 # Prints one line per run and exits non-zero when a sanitizer reported anything.
