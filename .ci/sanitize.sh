@@ -2,7 +2,8 @@
 # ASan + UBSan run of the test suites (issue 12), by hand or from `./run sanitize`: builds
 # build-asan/ (-Db_sanitize=address,undefined) and runs the given meson suites there (default:
 # all of them), each test stopping at its first report. Prints the failing tests and the first
-# report line of each, and exits non-zero when there are any.
+# report line of each, and exits non-zero when there are any. Without suites named, then also
+# .ci/sanitize_quick.sh with FSDP_TSAN_FSDP=1 (TSan over FSDP on fake_cuda ranks).
 #   .ci/sanitize.sh [SUITE...]
 # FSDP_ASAN_DIR overrides the build directory. Leaks inside third-party libraries (Open MPI and
 # its PMIx/hwloc/libevent, gloo) are suppressed in .ci/lsan.supp, each with its reason; nothing
@@ -41,4 +42,9 @@ echo "== failing tests and their first sanitizer report"
 grep -E "^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT)" "$dir/meson-logs/testlog.txt" || true
 grep -nE "runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer|SUMMARY: .*Sanitizer" "$log" |
   sort -t: -k2 -u | head -n 50 || true
+# Without suites named, the whole of it: CI's quick set too, with TSan over FSDP on fake_cuda
+# ranks, which CI leaves out for time (.ci/sanitize_quick.sh).
+if ((${#suites[@]} == 0)); then
+  FSDP_TSAN_FSDP=1 .ci/sanitize_quick.sh || rc=1
+fi
 exit $rc

@@ -298,8 +298,10 @@ void check_layer_norm(std::int64_t rows, std::int64_t cols) {
 BOOST_AUTO_TEST_CASE_TEMPLATE(layer_norm_forward_saves_mean_rstd_and_backward_matches, T,
                               StorageTypes) {
   std::vector<std::pair<std::int64_t, std::int64_t>> shapes = kRowShapes;
-  // Columns off the pack (100, 770), rows beyond the backward's 512 blocks x 4 warps, no rows.
-  shapes.insert(shapes.end(), {{5, 100}, {9, 770}, {4099, 768}, {0, 768}});
+  // Columns off the pack (100, 770), rows beyond the backward's 512 blocks x 4 warps (at 72
+  // columns, whole packs: 4099 x 768 took 20 of the emulated device's seconds for the same
+  // check), no rows.
+  shapes.insert(shapes.end(), {{5, 100}, {9, 770}, {2053, 72}, {0, 768}});
   for (auto [rows, cols] : shapes) {
     check_layer_norm<T, float>(rows, cols);
     if constexpr (!std::is_same_v<T, float>) check_layer_norm<T, T>(rows, cols);

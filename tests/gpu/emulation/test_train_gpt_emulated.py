@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""train_gpt on the emulated CUDA device against the same job on the CPU: the per-step losses of
-an unsharded float32 run, FULL_SHARD on 2 thread ranks sharing cuda:0 (the threads backend's CUDA
-path, FSDP's streams), the same with bf16 and with fp16 mixed precision, and bf16 and fp16 at
-head dim 64 over two query tiles (the flash attention kernels), bf16 at head dim 128 (the wide
-tiles), CPU offload (FULL_SHARD float32,
-NO_SHARD bf16); with MPIRUN given, FULL_SHARD over NCCL on 2 processes each on its own emulated
-GPU (float32, bf16, fp16, and bf16 with CPU offload) against the CPU's 2 thread ranks. Float32
-losses agree within 1e-5 relative (the device sums in other orders), bf16 and fp16 ones within
-1e-3 (the emulated device is deterministic; a GPU's sums may differ more). Run with the emulated
-libraries first on LD_LIBRARY_PATH: EMULATED_LIBS is put first for the runs (meson may prepend
-the real kernels' folder for a built program given as an argument).
+"""train_gpt on the emulated CUDA device against the same job on the CPU: the per-step losses of an
+unsharded float32 run, FULL_SHARD on 2 thread ranks sharing cuda:0 (the threads backend's CUDA
+path, FSDP's streams), the same with bf16 and with fp16 mixed precision, and bf16 and fp16 at head
+dim 64 over two query tiles (the flash attention kernels), bf16 at head dim 128 (the wide tiles),
+CPU offload (FULL_SHARD float32, NO_SHARD bf16); with MPIRUN given, instead, FULL_SHARD over NCCL
+on 2 processes each on its own emulated GPU (float32, bf16, fp16, and bf16 with CPU offload)
+against the CPU's 2 thread ranks (a test of its own, which runs alone: mpirun's ranks on 2 cores;
+the rest runs beside others). Float32 losses agree within 1e-5 relative (the device sums in other
+orders), bf16 and fp16 ones within 1e-3 (the emulated device is deterministic; a GPU's sums may
+differ more). Run with the emulated libraries first on LD_LIBRARY_PATH: EMULATED_LIBS is put first
+for the runs (meson may prepend the real kernels' folder for a built program given as an argument).
 Usage: test_train_gpt_emulated.py TRAIN_GPT DATA EMULATED_LIBS [MPIRUN]"""
 import re
 import sys
@@ -65,12 +65,13 @@ def main():
     train_gpt, data, emulated = sys.argv[1], sys.argv[2], sys.argv[3]
     env = emulated_env(emulated)
     failed = 0
-    for name, args, tol, *overrides in JOBS:
-        overrides = overrides[0] if overrides else {}
-        cpu = losses(train_gpt, data, "cpu", args, overrides, env)
-        cuda = losses(train_gpt, data, "cuda:0", args, overrides, env)
-        failed += not agree(name, cpu, cuda, tol)
-    if len(sys.argv) > 4:  # processes under mpirun, each on its own emulated GPU
+    if len(sys.argv) <= 4:
+        for name, args, tol, *overrides in JOBS:
+            overrides = overrides[0] if overrides else {}
+            cpu = losses(train_gpt, data, "cpu", args, overrides, env)
+            cuda = losses(train_gpt, data, "cuda:0", args, overrides, env)
+            failed += not agree(name, cpu, cuda, tol)
+    else:  # processes under mpirun, each on its own emulated GPU
         mpi_env, mpirun = mpi_launch(env, sys.argv[4])
         for name, args, tol in NCCL_JOBS:
             cpu = losses(train_gpt, data, "cpu", args + ["--ranks", "2"], {}, env)
