@@ -18,7 +18,8 @@
 #     compiled here, one per core: about 4 minutes of CPU cold, 10 s with ccache warm; the
 #     runs, one per core, a minute more on 2 cores.
 # The trees are -O1 unity builds of what these need (the comm library and core's storage; TSan
-# also the tensor library): on 2 cores, 2026-11-28, ASan 3.5 minutes, TSan 4 with FSDP. The
+# also the tensor library): on 2 cores, 2026-11-28, the ASan tree and its runs 1.5 minutes, the
+# TSan tree and its runs 2 (with CUDA and FSDP they were 3.5 and 4), the fuzzers 3.7. The
 # whole suite under ASan + UBSan (./run sanitize) needs every library rebuilt with sanitizers:
 # over an hour on 2 cores, which does not fit beside the normal build in a 30-minute CI.
 # Prints one line per run and exits non-zero when a sanitizer reported anything.
